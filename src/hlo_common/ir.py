@@ -1,0 +1,316 @@
+"""The mutable HLO IR: `HloModule` > `HloComputation` > `HloInstruction`, named as in XLA.
+
+Instructions keep their operands and users in order; opcode-specific attributes live in
+`attrs` (a dict keyed by the attribute's text name, e.g. `dimensions`, `window`, `to_apply`),
+holding typed values from `hlo_common.attributes` or, for attributes this project does not
+interpret, a `RawAttr` that keeps the text. Called computations are attribute values too, so
+`called_computations()` is derived rather than stored twice.
+
+    >>> m = parse_module("ENTRY e { p = f32[2] parameter(0) ROOT n = f32[2] negate(p) }")
+    >>> m.entry.root.opcode, [o.name for o in m.entry.root.operands]
+    ('negate', ['p'])
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Iterator
+
+from hlo_common.shape import Shape
+
+_ids = itertools.count(1)
+
+# Attributes whose values are called computations, in the order XLA prints them.
+COMPUTATION_ATTRS = (
+    "calls", "to_apply", "condition", "body", "select", "scatter",
+    "true_computation", "false_computation", "branch_computations", "called_computations",
+)
+
+
+class HloInstruction:
+    """One HLO instruction. `literal` holds a constant's value (numpy array or tuple of them)."""
+
+    def __init__(self, name: str, opcode: str, shape: Shape, operands=(), attrs=None):
+        self.name = name
+        self.opcode = opcode
+        self.shape = shape
+        self.operands: list[HloInstruction] = []
+        self.users: list[HloInstruction] = []
+        self.attrs: dict[str, Any] = dict(attrs or {})
+        self.parent: HloComputation | None = None
+        self.control_predecessors: list[HloInstruction] = []
+        self.control_successors: list[HloInstruction] = []
+        self.metadata: list[tuple[str, str]] = []  # (key, value text) in canonical order
+        self.sharding: str | None = None
+        self.frontend_attributes: list[tuple[str, str]] = []
+        self.backend_config: str | None = None  # raw text: a quoted string or a JSON object
+        self.extra_common: list[tuple[str, str]] = []  # other common attrs kept as text
+        self.literal: Any = None
+        self.literal_unknown = False  # `{...}` constant: values were not in the text
+        self.parameter_number: int | None = None
+        self.unique_id = next(_ids)
+        for op in operands:
+            self.append_operand(op)
+
+    # -- graph editing ------------------------------------------------------------------------
+    def append_operand(self, op: HloInstruction) -> None:
+        self.operands.append(op)
+        if self not in op.users:
+            op.users.append(self)
+
+    def replace_operand(self, index: int, new: HloInstruction) -> None:
+        old = self.operands[index]
+        self.operands[index] = new
+        if self not in old.operands:
+            old.users.remove(self)
+        if self not in new.users:
+            new.users.append(self)
+
+    def replace_operand_with(self, old: HloInstruction, new: HloInstruction) -> None:
+        for i, op in enumerate(self.operands):
+            if op is old:
+                self.replace_operand(i, new)
+
+    def set_operands(self, operands) -> None:
+        for op in self.operands:
+            if self in op.users:
+                op.users.remove(self)
+        self.operands = []
+        for op in operands:
+            self.append_operand(op)
+
+    def replace_all_uses_with(self, new: HloInstruction) -> None:
+        """Every user of `self` reads `new` instead; if `self` was the root, `new` becomes it."""
+        for user in list(self.users):
+            if user is new:
+                continue
+            user.replace_operand_with(self, new)
+        comp = self.parent
+        if comp is not None and comp.root is self:
+            comp.root = new
+
+    def add_control_dependency_to(self, successor: HloInstruction) -> None:
+        if successor not in self.control_successors:
+            self.control_successors.append(successor)
+            successor.control_predecessors.append(self)
+
+    def drop_all_control_deps(self) -> None:
+        for p in self.control_predecessors:
+            p.control_successors.remove(self)
+        for s in self.control_successors:
+            s.control_predecessors.remove(self)
+        self.control_predecessors = []
+        self.control_successors = []
+
+    # -- queries ------------------------------------------------------------------------------
+    def called_computations(self) -> list[HloComputation]:
+        out = []
+        for key in COMPUTATION_ATTRS:
+            v = self.attrs.get(key)
+            if v is None:
+                continue
+            if isinstance(v, list):
+                out.extend(v)
+            else:
+                out.append(v)
+        return out
+
+    def operand(self, i: int) -> HloInstruction:
+        return self.operands[i]
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent is not None and self.parent.root is self
+
+    def attr(self, key: str, default=None):
+        return self.attrs.get(key, default)
+
+    def fused_computation(self) -> HloComputation:
+        return self.attrs["calls"]
+
+    def __repr__(self) -> str:
+        return f"<{self.opcode} %{self.name} {self.shape}>"
+
+
+class HloComputation:
+    """An ordered list of instructions with one root; parameters are found by number."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.instructions: list[HloInstruction] = []
+        self.root: HloInstruction | None = None
+        self.parent: HloModule | None = None
+        self.is_entry = False
+        self.execution_thread: str | None = None  # printed as `, execution_thread="..."`
+        self.unique_id = next(_ids)
+
+    @property
+    def parameters(self) -> list[HloInstruction]:
+        params = [i for i in self.instructions if i.opcode == "parameter"]
+        params.sort(key=lambda p: p.parameter_number)
+        return params
+
+    def parameter(self, n: int) -> HloInstruction:
+        for i in self.instructions:
+            if i.opcode == "parameter" and i.parameter_number == n:
+                return i
+        raise KeyError(n)
+
+    def add_instruction(self, instr: HloInstruction, before: HloInstruction | None = None) -> HloInstruction:
+        instr.parent = self
+        if before is None:
+            self.instructions.append(instr)
+        else:
+            self.instructions.insert(self.instructions.index(before), instr)
+        return instr
+
+    def remove_instruction(self, instr: HloInstruction) -> None:
+        """Remove an instruction that has no users (its operands lose it as a user)."""
+        assert not instr.users, f"removing %{instr.name} which still has users"
+        for op in set(instr.operands):
+            op.users.remove(instr)
+        instr.operands = []
+        instr.drop_all_control_deps()
+        self.instructions.remove(instr)
+        instr.parent = None
+
+    def post_order(self) -> list[HloInstruction]:
+        """Operands (and control predecessors) before users; ties keep textual order."""
+        visited: set[int] = set()
+        order: list[HloInstruction] = []
+        for start in self.instructions:
+            if id(start) in visited:
+                continue
+            stack = [(start, False)]
+            while stack:
+                node, expanded = stack.pop()
+                if expanded:
+                    order.append(node)
+                    continue
+                if id(node) in visited:
+                    continue
+                visited.add(id(node))
+                stack.append((node, True))
+                for dep in reversed(node.operands + node.control_predecessors):
+                    if id(dep) not in visited:
+                        stack.append((dep, False))
+        return order
+
+    def unique_name(self, base: str) -> str:
+        names = {i.name for i in self.instructions}
+        if base not in names:
+            return base
+        for k in itertools.count(1):
+            cand = f"{base}.{k}"
+            if cand not in names:
+                return cand
+        raise AssertionError
+
+    def __iter__(self) -> Iterator[HloInstruction]:
+        return iter(self.instructions)
+
+    def __repr__(self) -> str:
+        return f"<HloComputation {self.name}: {len(self.instructions)} instructions>"
+
+
+class HloModule:
+    """Computations in definition order (callees before callers); one of them is the entry."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.computations: list[HloComputation] = []
+        self.entry: HloComputation | None = None
+        # Header attributes other than entry_computation_layout, as (key, value text).
+        self.header_attrs: list[tuple[str, str]] = []
+        self.entry_computation_layout: tuple[list[Shape], Shape] | None = None
+        self.stack_frames: str | None = None  # the stack-frame table, kept as text
+        self.is_scheduled = False
+        self.warnings: list[str] = []
+
+    def add_computation(self, comp: HloComputation, entry: bool = False) -> HloComputation:
+        comp.parent = self
+        self.computations.append(comp)
+        if entry:
+            self.entry = comp
+            comp.is_entry = True
+        return comp
+
+    def computation(self, name: str) -> HloComputation:
+        for c in self.computations:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def header_attr(self, key: str) -> str | None:
+        for k, v in self.header_attrs:
+            if k == key:
+                return v
+        return None
+
+    def set_header_attr(self, key: str, value: str | None) -> None:
+        self.header_attrs = [(k, v) for k, v in self.header_attrs if k != key]
+        if value is not None:
+            self.header_attrs.append((key, value))
+
+    def computation_post_order(self) -> list[HloComputation]:
+        """Callees before callers, entry last; unreachable computations keep their place first."""
+        seen: set[int] = set()
+        order: list[HloComputation] = []
+
+        def visit(c: HloComputation) -> None:
+            stack = [(c, False)]
+            while stack:
+                node, done = stack.pop()
+                if done:
+                    order.append(node)
+                    continue
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+                stack.append((node, True))
+                callees = [cc for i in node.instructions for cc in i.called_computations()]
+                for cc in reversed(callees):
+                    if id(cc) not in seen:
+                        stack.append((cc, False))
+
+        for c in self.computations:
+            if c is not self.entry:
+                visit(c)
+        if self.entry is not None:
+            visit(self.entry)
+        return order
+
+    def remove_unreachable_computations(self) -> bool:
+        reachable: set[int] = set()
+        stack = [self.entry]
+        while stack:
+            c = stack.pop()
+            if id(c) in reachable:
+                continue
+            reachable.add(id(c))
+            stack.extend(cc for i in c.instructions for cc in i.called_computations())
+        before = len(self.computations)
+        self.computations = [c for c in self.computations if id(c) in reachable]
+        return len(self.computations) != before
+
+    def instruction_count(self) -> int:
+        return sum(len(c.instructions) for c in self.computations)
+
+    def __repr__(self) -> str:
+        return f"<HloModule {self.name}: {len(self.computations)} computations>"
+
+
+def clone_module(module: HloModule) -> HloModule:
+    """A deep copy through the canonical text (literals included), so it is exact by construction."""
+    from hlo_common.parser import parse_module
+    from hlo_common.printer import print_module
+
+    clone = parse_module(print_module(module), filename=f"<clone of {module.name}>")
+    clone.warnings = list(module.warnings)
+    return clone
+
+
+def parse_module(text: str, filename: str = "<string>") -> HloModule:  # re-export for doctest
+    from hlo_common.parser import parse_module as _pm
+
+    return _pm(text, filename)

@@ -1,0 +1,8 @@
+"""Shared pytest set-up: the corpus location and a few fixtures every tier uses."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))  # for `corpus_lib`
