@@ -1,0 +1,46 @@
+"""Pass base classes, as in XLA's `hlo_pass_interface.h`: a pass has a `name` and `run(module)`
+that returns whether it changed the module.
+
+    @register_pass
+    class HloDCE(HloPass):
+        \"\"\"Removes instructions whose values are never used.\"\"\"
+        name = "dce"
+
+        def run(self, module: HloModule) -> bool:
+            ...
+
+`register_pass` adds the class to `PASS_REGISTRY` under its `name` (XLA's pass name, the one dump
+file names, `--passes`, `--list-passes` and `--disable-pass` use). Options are dataclass fields
+with defaults, so `PASS_REGISTRY[name]()` always builds the default pass.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from hlo_common.ir import HloModule
+
+PASS_REGISTRY: dict[str, type[HloPass]] = {}
+
+
+class HloPass:
+    """One rewrite over a module. Collect candidates, return False early, then mutate."""
+
+    name: ClassVar[str] = ""
+
+    def run(self, module: HloModule) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @classmethod
+    def description(cls) -> str:
+        doc = (cls.__doc__ or "").strip()
+        return doc.splitlines()[0] if doc else ""
+
+
+def register_pass(cls: type[HloPass]) -> type[HloPass]:
+    if not cls.name:
+        raise AssertionError(f"{cls.__name__} has no pass name")
+    if cls.name in PASS_REGISTRY and PASS_REGISTRY[cls.name] is not cls:
+        raise AssertionError(f"two passes named '{cls.name}'")
+    PASS_REGISTRY[cls.name] = cls
+    return cls
