@@ -1,8 +1,14 @@
-"""Small helpers for the reduction / linear-algebra handlers (attribute access, accumulation types).
+"""Numeric helpers shared by the interpreter's reduction, window, linear-algebra and scatter handlers.
 
-NOTE (from the core-interpreter helper): the original of this file was overwritten by mistake
-while it was still uncommitted; this is a reconstruction from its uses in linalg.py and
-ragged_dot.py. Please check it against what you meant and adjust freely; it is yours.
+XLA's HloEvaluator converts dot / convolution operands to the result element type and then
+accumulates in the type's "elementwise" type: f32 for the narrow floats (bf16, f16, f8...), the type
+itself for f32 / f64 / complex, and two's-complement wrapping arithmetic for integers. These
+helpers pick that accumulation dtype and bring accumulated values back to the element type.
+
+    >>> accumulation_dtype(PRIMITIVE_TYPES["bf16"])
+    dtype('float32')
+    >>> to_element_type(np.array([130, -129]), PRIMITIVE_TYPES["s8"])
+    array([-126,  127], dtype=int8)
 """
 
 from __future__ import annotations
@@ -10,57 +16,105 @@ from __future__ import annotations
 import numpy as np
 
 from hlo_common.attributes import RawAttr
-from hlo_common.dtypes import PrimitiveType
+from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType  # noqa: F401  (doctest namespace)
 from hlo_common.errors import InterpreterError
 from hlo_common.ir import HloInstruction
 
 
-def unsupported(instr: HloInstruction, message: str) -> InterpreterError:
-    """An InterpreterError naming the instruction (raise the result)."""
-    comp = instr.parent.name if instr.parent is not None else "?"
-    return InterpreterError(f"%{instr.name} ({instr.opcode}) in computation {comp}: {message}")
+def accumulation_dtype(ptype: PrimitiveType) -> np.dtype:
+    """The dtype in which sums of products of `ptype` values are accumulated."""
+    if ptype.is_pred:
+        return np.dtype(np.int64)
+    if ptype.is_integer:
+        return np.dtype(np.uint64 if ptype.kind == "unsigned" and ptype.bits == 64 else np.int64)
+    if ptype.is_float:
+        return np.dtype(np.float64 if ptype.bits == 64 else np.float32)
+    if ptype.is_complex:
+        return ptype.np_dtype
+    raise InterpreterError(f"no arithmetic on element type {ptype.name}")
 
 
-def ints_attr(instr: HloInstruction, name: str) -> tuple[int, ...]:
-    value = instr.attrs.get(name)
+def wrap_integers(values: np.ndarray, ptype: PrimitiveType) -> np.ndarray:
+    """Integers reduced modulo 2**bits into `ptype`'s range (two's complement), in `ptype`'s dtype."""
+    bits = ptype.bits
+    u = np.asarray(values).astype(np.uint64)
+    if bits < 64:
+        u = u & np.uint64((1 << bits) - 1)
+    if ptype.kind == "signed" and bits < 64:
+        signed = u.astype(np.int64)
+        signed = np.where(signed >= (1 << (bits - 1)), signed - (1 << bits), signed)
+        return signed.astype(ptype.np_dtype)
+    return u.astype(ptype.np_dtype)
+
+
+def to_element_type(values: np.ndarray, ptype: PrimitiveType) -> np.ndarray:
+    """Accumulated values rounded (floats) or wrapped (integers) into `ptype`'s dtype."""
+    values = np.asarray(values)
+    if ptype.is_pred:
+        return values != 0
+    if ptype.is_integer:
+        if values.dtype.kind in "iub":
+            return wrap_integers(values, ptype)
+        return convert(values, ptype)
+    if ptype.is_float and values.dtype.kind == "c":
+        values = values.real
+    return values.astype(ptype.np_dtype)
+
+
+def convert(values: np.ndarray, ptype: PrimitiveType) -> np.ndarray:
+    """XLA's convert for the cases dot/convolution operands need (float->int saturates, NaN -> 0)."""
+    values = np.asarray(values)
+    if values.dtype == ptype.np_dtype:
+        return values
+    if ptype.is_pred:
+        return values != 0
+    if ptype.is_integer and values.dtype.kind in "fcV":
+        real = np.nan_to_num(np.real(values).astype(np.float64), nan=0.0)
+        lo, hi = _int_range(ptype)
+        clipped = np.clip(real, lo, hi)
+        if ptype.bits == 64:
+            return np.where(real >= 2.0**63 if ptype.kind == "signed" else real >= 2.0**64,
+                            hi, clipped.astype(ptype.np_dtype)).astype(ptype.np_dtype)
+        return clipped.astype(np.int64).astype(ptype.np_dtype)
+    if ptype.is_integer:
+        return wrap_integers(values if values.dtype.kind == "u" else values.astype(np.int64), ptype)
+    if values.dtype.kind == "c" and not ptype.is_complex:
+        values = values.real
+    return values.astype(ptype.np_dtype)
+
+
+def _int_range(ptype: PrimitiveType) -> tuple[int, int]:
+    if ptype.kind == "signed":
+        return -(1 << (ptype.bits - 1)), (1 << (ptype.bits - 1)) - 1
+    return 0, (1 << ptype.bits) - 1
+
+
+def to_accumulation(values: np.ndarray, result: PrimitiveType) -> np.ndarray:
+    """An operand converted to the result type (as XLA does first), then widened for accumulation."""
+    return convert(values, result).astype(accumulation_dtype(result))
+
+
+def ints_attr(instr: HloInstruction, key: str) -> tuple[int, ...]:
+    """A `{1,2}`-style attribute as a tuple (empty when absent)."""
+    value = instr.attrs.get(key)
     return tuple(int(v) for v in value) if value is not None else ()
 
 
-def bool_attr(instr: HloInstruction, name: str, default: bool) -> bool:
-    value = instr.attrs.get(name)
+def bool_attr(instr: HloInstruction, key: str, default: bool = False) -> bool:
+    value = instr.attrs.get(key)
     if value is None:
         return default
-    if isinstance(value, RawAttr):
-        return value.text == "true"
+    if isinstance(value, (RawAttr, str)):
+        return str(value) == "true"
     return bool(value)
 
 
-def word_attr(instr: HloInstruction, name: str, default: str) -> str:
-    value = instr.attrs.get(name)
+def word_attr(instr: HloInstruction, key: str, default: str = "") -> str:
+    value = instr.attrs.get(key)
     return default if value is None else str(value)
 
 
-def accumulation_dtype(result_type: PrimitiveType) -> np.dtype:
-    """Where products are summed: f32 for narrow floats, int64/uint64 for integers, else the type."""
-    if result_type.is_low_precision_float:
-        return np.dtype(np.float32)
-    if result_type.is_integer:
-        return np.dtype(np.int64 if result_type.kind == "signed" else np.uint64)
-    if result_type.is_pred:
-        return np.dtype(np.int64)
-    return result_type.np_dtype
-
-
-def to_accumulation(x: np.ndarray, result_type: PrimitiveType) -> np.ndarray:
-    return x.astype(accumulation_dtype(result_type), copy=False)
-
-
-def to_element_type(y: np.ndarray, result_type: PrimitiveType) -> np.ndarray:
-    """Round / wrap an accumulated result into the result element type."""
-    if result_type.is_pred:
-        return np.asarray(y != 0)
-    if result_type.is_integer and result_type.bits < 8:
-        from hlo_common.interpreter.arith import wrap_int
-
-        return wrap_int(y, result_type).astype(result_type.np_dtype)
-    return np.asarray(y).astype(result_type.np_dtype, copy=False)
+def unsupported(instr: HloInstruction, why: str) -> InterpreterError:
+    """The error for an instruction the interpreter cannot evaluate; names it (raise the result)."""
+    comp = instr.parent.name if instr.parent is not None else "?"
+    return InterpreterError(f"%{instr.name} ({instr.opcode}) in computation {comp}: {why}")
