@@ -1,0 +1,48 @@
+"""The xla-cpu platform: real XLA:CPU through jax (`hlo_run.xla_cpu`), used as a reference.
+
+It compiles the program's original HLO text with XLA's own parser and pipeline. With
+`allow_excess_precision=False` XLA rounds bf16/f16 intermediates after every op, as the
+interpreter does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from hlo_run.backends import Backend, BackendUnavailable, Executable, Program
+
+
+class XlaCpuBackendExecutable(Executable):
+    def __init__(self, compiled):
+        self.compiled = compiled
+
+    def run(self, args: Sequence[Any]) -> Any:
+        return self.compiled.run(list(args))
+
+
+class XlaCpuBackend(Backend):
+    name = "xla-cpu"
+
+    def __init__(self, allow_excess_precision: bool = True):
+        self.allow_excess_precision = allow_excess_precision
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        import importlib.util
+
+        if importlib.util.find_spec("jax") is None or importlib.util.find_spec("jaxlib") is None:
+            return "it needs jax and jaxlib (pip install 'hlo-toolchain[test]')"
+        return None
+
+    def load(self, program: Program) -> Executable:
+        from hlo_run.xla_cpu import XlaCpuExecutable
+
+        text = program.hlo_text
+        if text is None:
+            if program.module is None:
+                raise BackendUnavailable(f"{program.name}: XLA:CPU needs an HLO module")
+            from hlo_common.printer import print_module
+
+            text = print_module(program.module)
+        return XlaCpuBackendExecutable(
+            XlaCpuExecutable.compile(text, allow_excess_precision=self.allow_excess_precision))

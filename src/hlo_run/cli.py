@@ -1,0 +1,236 @@
+"""`hlo-run`: run an HLO module (later also a manifest) and compare it with a reference.
+
+The last tool of the pipeline (`hlo-opt | hlo-codegen | hlo-run`), modelled on XLA's
+run_hlo_module: it reads HLO text from a file or stdin, makes arguments (random from `--seed` by
+the rule in `hlo_run.inputs`, or read from `--inputs FILE.npz`), runs the module on a platform,
+optionally runs it again on a reference platform and compares the two with run_hlo_module's
+both-bounds rule (`hlo_run.compare`).
+
+    hlo-run --platform interpreter --reference-platform xla-cpu --print-literals model.hlo
+
+stdout holds only `--print-literals` text (`** Argument i **`, `** Result **`, `** Result with
+reference runner NAME **`, each followed by `<shape> <literal>`); progress, timings and errors go
+to stderr. Exit codes: 0 success, 1 user error (bad input, a failed comparison), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from hlo_common.errors import HloError, HloParseError
+from hlo_common.interpreter.registry import TOKEN
+from hlo_common.literal import format_literal
+from hlo_common.shape import Shape
+from hlo_run.backends import Program, default_platform, get_backend
+from hlo_run.cli_support import read_input, report_error
+from hlo_run.compare import compare_values
+
+PLATFORMS = ("cuda", "host", "interpreter")
+REFERENCE_PLATFORMS = ("interpreter", "xla-cpu", "none")
+
+
+class ProgramError(HloError):
+    """A failure while running one program, prefixed with the program's name."""
+
+
+class ComparisonFailed(HloError):
+    """The results differ from the reference beyond the error bounds."""
+
+    def __init__(self, message: str, details: list[str]):
+        super().__init__(message)
+        self.details = details
+
+    def excerpt(self) -> str | None:
+        return "\n".join("  " + line for line in self.details) or None
+
+
+@dataclass
+class RunOptions:
+    platform: str
+    reference: str  # "none" for no comparison
+    inputs: str | None = None
+    seed: int = 0
+    output: str | None = None
+    print_literals: bool = False
+    abs_error_bound: float = 1e-3
+    rel_error_bound: float = 1e-3
+    iterations: int = 1
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("input_path", metavar="[INPUT]", required=False)
+@click.option("--platform", type=click.Choice(PLATFORMS),
+              help="Where to run (default: cuda when a GPU is usable, else host; for now interpreter).")
+@click.option("--inputs", "inputs_path", metavar="FILE.npz",
+              help="Arguments named arg0..argN-1 in entry-parameter order.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the random arguments when --inputs is not given (rule: see README).")
+@click.option("--output", "output_path", metavar="FILE.npz",
+              help="Write the results as out0..outM-1 (the leaves of a tuple result, in order).")
+@click.option("--print-literals", is_flag=True, help="Print arguments and results in XLA literal syntax.")
+@click.option("--reference-platform", type=click.Choice(REFERENCE_PLATFORMS),
+              help="Compare with this platform (default: interpreter, or none when running on it).")
+@click.option("--abs-error-bound", type=click.FloatRange(min=0), default=1e-3, show_default=True)
+@click.option("--rel-error-bound", type=click.FloatRange(min=0), default=1e-3, show_default=True)
+@click.option("--iterations", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run N times and report the times.")
+@click.option("--split-input-file", is_flag=True, help="Treat `// -----` lines as separators between modules.")
+@click.option("--debug", is_flag=True, help="Show Python tracebacks.")
+def cli(input_path, platform, inputs_path, seed, output_path, print_literals, reference_platform,
+        abs_error_bound, rel_error_bound, iterations, split_input_file, debug) -> None:
+    """Run an HLO module (file or stdin) and compare it with a reference, like run_hlo_module."""
+    try:
+        platform = platform or default_platform()
+        reference = reference_platform or ("none" if platform == "interpreter" else "interpreter")
+        options = RunOptions(platform, reference, inputs_path, seed, output_path, print_literals,
+                             abs_error_bound, rel_error_bound, iterations)
+        text, name = read_input(input_path)
+        programs = load_programs(text, name, split_input_file)
+        if len(programs) > 1 and (inputs_path or output_path):
+            raise click.UsageError("--inputs and --output take a single module; the input holds "
+                                   f"{len(programs)} (drop --split-input-file or split the file)")
+        failures = 0
+        for program in programs:
+            failures += not _run_reporting(program, options, debug, multiple=len(programs) > 1)
+    except click.UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - nothing but one line may reach the user
+        report_error(exc, debug)
+        sys.exit(1)
+    if failures:
+        if len(programs) > 1:
+            click.echo(f"{failures}/{len(programs)} runs failed.", err=True)
+        sys.exit(1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point (`hlo-run`)."""
+    cli.main(args=argv, prog_name="hlo-run")
+
+
+def load_programs(text: str, name: str, split: bool) -> list[Program]:
+    """Parse the input into programs: one module, or one per `// -----` chunk with --split-input-file."""
+    from hlo_common.parser import parse_module, parse_modules, split_module_texts
+
+    if not split:
+        return [Program(name, parse_module(text, name), text)]
+    modules = parse_modules(text, name)
+    chunks = split_module_texts(text)
+    if len(modules) == 1:
+        return [Program(name, modules[0], chunks[0])]
+    return [Program(f"{name}#{k}", m, chunk) for k, (m, chunk) in enumerate(zip(modules, chunks))]
+
+
+def _run_reporting(program: Program, options: RunOptions, debug: bool, multiple: bool) -> bool:
+    """Run one program; with several programs an error is reported and the next one still runs."""
+    if multiple and options.print_literals:
+        click.echo(f"** Running {program.name} **")
+    if not multiple:
+        return run_program(program, options)
+    try:
+        return run_program(program, options)
+    except Exception as exc:  # noqa: BLE001
+        report_error(exc, debug)
+        return False
+
+
+def run_program(program: Program, options: RunOptions) -> bool:
+    """Run `program` as the options say; True when it ran (and matched its reference)."""
+    try:
+        args = make_arguments(program, options)
+        if options.print_literals:
+            for i, (arg, shape) in enumerate(zip(args, program.parameter_shapes)):
+                click.echo(f"** Argument {i} **\n{literal_text(arg, shape)}")
+        result = _run_on(options.platform, program, args, options.iterations)
+        if options.print_literals:
+            click.echo(f"** Result **\n{literal_text(result, program.result_shape)}")
+        if options.output:
+            from hlo_run.npz_io import save_outputs
+
+            save_outputs(options.output, result)
+        if options.reference != "none":
+            _check_against_reference(program, options, args, result)
+    except (HloParseError, ProgramError, ComparisonFailed):
+        raise
+    except HloError as exc:
+        raise ProgramError(f"{program.name}: {exc.one_line()}") from exc
+    return True
+
+
+def make_arguments(program: Program, options: RunOptions) -> list[Any]:
+    """The arguments from --inputs, or random ones from --seed."""
+    if options.inputs:
+        from hlo_run.npz_io import load_inputs
+
+        return load_inputs(options.inputs, program.parameter_shapes)
+    from hlo_run.inputs import make_fake_arguments
+
+    return make_fake_arguments(program.module, options.seed)
+
+
+def _run_on(platform: str, program: Program, args: list[Any], iterations: int) -> Any:
+    backend = get_backend(platform)
+    click.echo(f"Running HLO module {program.name} with runner {platform}...", err=True)
+    start = time.perf_counter()
+    executable = backend.load(program)
+    times = []
+    result = None
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        result = executable.run(args)
+        times.append(time.perf_counter() - t0)
+    click.echo(f"... compiled and ran in {time.perf_counter() - start:.4f}s.", err=True)
+    if iterations > 1:
+        _report_times(platform, times, executable.profile())
+    return result
+
+
+def _report_times(platform: str, times: list[float], profile: list[tuple[str, float]]) -> None:
+    click.echo(f"{platform}: {len(times)} runs: min {min(times):.6f}s, median {statistics.median(times):.6f}s, "
+               f"mean {statistics.fmean(times):.6f}s, total {sum(times):.6f}s", err=True)
+    if profile:
+        width = max(len(name) for name, _ in profile)
+        click.echo("last run, per step:", err=True)
+        for name, seconds in profile:
+            click.echo(f"  {name:<{width}}  {seconds * 1e3:10.3f} ms", err=True)
+
+
+def _check_against_reference(program: Program, options: RunOptions, args: list[Any], result: Any) -> None:
+    reference = get_backend(options.reference)
+    click.echo(f"Running HLO module {program.name} with reference runner {options.reference}...", err=True)
+    start = time.perf_counter()
+    expected = reference.load(program).run(args)
+    click.echo(f"... compiled and ran in {time.perf_counter() - start:.4f}s.", err=True)
+    if options.print_literals:
+        click.echo(f"** Result with reference runner {options.reference} **\n"
+                   f"{literal_text(expected, program.result_shape)}")
+    comparison = compare_values(result, expected, options.abs_error_bound, options.rel_error_bound)
+    if not comparison.ok:
+        raise ComparisonFailed(
+            f"{program.name}: results on {options.platform} and {options.reference} differ "
+            f"(abs bound {options.abs_error_bound:g}, rel bound {options.rel_error_bound:g}): "
+            f"{comparison.one_line()}", comparison.summary_lines())
+    click.echo(f"** Results on {options.platform} and {options.reference} are close enough. **", err=True)
+
+
+def literal_text(value: Any, shape: Shape) -> str:
+    """`<shape> <literal>` as XLA prints a literal, e.g. `f32[2] {1, 2}`; tuples nest."""
+    return f"{shape.to_string(print_layout=False)} {_value_text(value, shape)}"
+
+
+def _value_text(value: Any, shape: Shape) -> str:
+    if shape.is_tuple:
+        return "(" + ", ".join(_value_text(v, s) for v, s in zip(value, shape.tuple_shapes)) + ")"
+    if not shape.is_array or value is TOKEN:
+        return "token"
+    return format_literal(value, shape.element_type)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""Deterministic random arguments for a module's entry parameters (`hlo-run --seed N`).
+
+In the spirit of XLA's `MakeFakeArguments` (xla/tests/test_utils.cc), which run_hlo_module uses:
+values are random but chosen so that the module means something, and the same seed gives the
+same arrays on every machine.
+
+The rule (also in the README):
+
+- Each entry parameter `i` gets its own generator, `numpy.random.default_rng([seed, i])` (PCG64
+  seeded through a SeedSequence of the two numbers), so argument `i` does not depend on the sizes
+  of the others. Values are drawn in row-major order.
+- floats (f16, bf16, f32, f64, f8 and narrower): uniform in [-1, 1), drawn as float64 and rounded
+  to the element type (round to nearest even); complex: real and imaginary parts each so.
+- pred: 0 or 1 with equal chance.
+- integers: uniform in [-8, 7] for signed and [0, 15] for unsigned types, clipped to the type's
+  range. Small on purpose: a parameter may be a loop bound or a shift amount.
+- constrained parameters, found by following the parameter's value through convert,
+  reduce-precision, reshape, bitcast, transpose, copy, slice, broadcast, concatenate and into
+  fusions and calls:
+  * start indices of dynamic-slice / dynamic-update-slice: uniform in [0, operand dim - slice
+    dim], so no start is clamped;
+  * indices of gather / scatter: uniform in [0, min over the indexed operand dims - 1] (sorted
+    when the instruction says `indices_are_sorted=true`);
+  * init values of reduce / reduce-window / select-and-scatter: the identity of the reducer when
+    it is a plain add (0), multiply (1), maximum (-inf or the type's minimum), minimum (+inf or
+    the maximum), and (all ones) or or/xor (0); otherwise random;
+  * keys (operand 0) of a key-value or stable sort: distinct values, a shuffled iota 0..n-1
+    (minus n/2 for signed and float types), so the order of equal keys cannot matter.
+  When several constraints meet, an index bound wins over an init value over distinct keys.
+- tuple parameters get their leaves in order (without constraints); tokens are tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hlo_common.dtypes import PrimitiveType
+from hlo_common.interpreter.registry import TOKEN
+from hlo_common.ir import HloInstruction, HloModule
+from hlo_common.shape import Shape
+
+FLOAT_RANGE = (-1.0, 1.0)
+SIGNED_RANGE = (-8, 7)
+UNSIGNED_RANGE = (0, 15)
+
+# Ops through which a parameter's values reach a constrained use unchanged (or re-shaped).
+_FORWARDING = frozenset({
+    "convert", "reduce-precision", "reshape", "bitcast", "transpose", "copy", "slice", "broadcast",
+    "concatenate",
+})
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """What a parameter's values must satisfy: at most one of the three fields is set."""
+
+    index_bound: int | None = None  # values in [0, index_bound]
+    sorted: bool = False
+    init_identity: str | None = None  # reducer opcode whose identity to use
+    distinct: bool = False
+
+
+def make_fake_arguments(module: HloModule, seed: int = 0) -> list[Any]:
+    """One value per entry parameter of `module`, by the rule in this module's docstring."""
+    params = module.entry.parameters
+    return [make_fake_argument(p, seed) for p in params]
+
+
+def make_fake_argument(param: HloInstruction, seed: int = 0) -> Any:
+    rng = np.random.default_rng([int(seed), int(param.parameter_number)])
+    shape = param.shape
+    if shape.is_tuple or not shape.is_array:
+        return _random_value(shape, rng)
+    return _constrained_array(shape, find_constraint(param), rng)
+
+
+# -- finding constraints -----------------------------------------------------------------------------
+
+def find_constraint(param: HloInstruction) -> Constraint:
+    """The strongest constraint among the uses the parameter's values flow into."""
+    found: list[Constraint] = []
+    seen: set[int] = set()
+    work = [param]
+    while work:
+        value = work.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        for user in value.users:
+            for k, op in enumerate(user.operands):
+                if op is value:
+                    _classify_use(user, k, found, work)
+    for pick in (lambda c: c.index_bound is not None, lambda c: c.init_identity is not None,
+                 lambda c: c.distinct):
+        matching = [c for c in found if pick(c)]
+        if matching:
+            return _merge(matching)
+    return Constraint()
+
+
+def _merge(constraints: list[Constraint]) -> Constraint:
+    first = constraints[0]
+    if first.index_bound is None:
+        return first
+    return Constraint(index_bound=min(c.index_bound for c in constraints),
+                      sorted=any(c.sorted for c in constraints))
+
+
+def _classify_use(user: HloInstruction, k: int, found: list[Constraint], work: list) -> None:
+    op = user.opcode
+    n = len(user.operands)
+    if op in _FORWARDING:
+        work.append(user)
+    elif op in ("fusion", "call"):
+        callee = user.attrs.get("calls") or user.attrs.get("to_apply")
+        if callee is not None and not isinstance(callee, list):
+            work.extend(p for p in callee.parameters if p.parameter_number == k)
+    elif op == "dynamic-slice" and k >= 1:
+        found.append(Constraint(index_bound=_dynamic_bound(user.operands[0].shape, user.shape, k - 1, n - 1)))
+    elif op == "dynamic-update-slice" and k >= 2:
+        found.append(Constraint(index_bound=_dynamic_bound(user.operands[0].shape, user.operands[1].shape,
+                                                           k - 2, n - 2)))
+    elif op == "gather" and k == 1:
+        found.append(_gather_bound(user, user.attrs.get("start_index_map", ())))
+    elif op == "scatter" and k == (n - 1) // 2:
+        found.append(_gather_bound(user, user.attrs.get("scatter_dims_to_operand_dims", ())))
+    elif op in ("reduce", "reduce-window") and k >= n // 2:
+        found.append(Constraint(init_identity=_reducer_kind(user.attrs.get("to_apply"))))
+    elif op == "select-and-scatter" and k == 2:
+        found.append(Constraint(init_identity=_reducer_kind(user.attrs.get("scatter"))))
+    elif op == "sort" and k == 0 and (n >= 2 or user.attrs.get("is_stable")):
+        found.append(Constraint(distinct=True))
+
+
+def _dynamic_bound(operand: Shape, window: Shape, index: int, num_indices: int) -> int:
+    if operand.is_tuple or window.is_tuple or operand.rank == 0:
+        return 0
+    if num_indices == 1 and operand.rank > 1:  # old form: one vector of start indices
+        return max(0, min(o - w for o, w in zip(operand.dims, window.dims)))
+    if index >= operand.rank:
+        return 0
+    return max(0, operand.dims[index] - window.dims[index])
+
+
+def _gather_bound(instr: HloInstruction, dims) -> Constraint:
+    operand = instr.operands[0].shape
+    if operand.is_tuple or not dims:
+        return Constraint(index_bound=0)
+    bound = min(operand.dims[d] - 1 for d in dims if d < operand.rank) if operand.rank else 0
+    return Constraint(index_bound=max(0, bound), sorted=bool(instr.attrs.get("indices_are_sorted")))
+
+
+def _reducer_kind(comp) -> str | None:
+    """The opcode of a reducer that is exactly `op(param0, param1)`, else None."""
+    if comp is None or isinstance(comp, list):
+        return None
+    root = comp.root
+    if len(comp.parameters) != 2 or len(root.operands) != 2:
+        return None
+    a, b = root.operands
+    if a.opcode != "parameter" or b.opcode != "parameter" or a is b:
+        return None
+    return root.opcode if root.opcode in _IDENTITIES else None
+
+
+# -- generating values -------------------------------------------------------------------------------
+
+_IDENTITIES = {
+    "add": lambda t: 0,
+    "or": lambda t: 0,
+    "xor": lambda t: 0,
+    "multiply": lambda t: 1,
+    "and": lambda t: True if t.is_pred else -1 if t.kind == "signed" else _int_max(t),
+    "maximum": lambda t: False if t.is_pred else -np.inf if t.is_float else _int_min(t),
+    "minimum": lambda t: True if t.is_pred else np.inf if t.is_float else _int_max(t),
+}
+
+
+def _int_min(t: PrimitiveType) -> int:
+    return -(1 << (t.bits - 1)) if t.kind == "signed" else 0
+
+
+def _int_max(t: PrimitiveType) -> int:
+    return (1 << (t.bits - 1)) - 1 if t.kind == "signed" else (1 << t.bits) - 1
+
+
+def _constrained_array(shape: Shape, c: Constraint, rng: np.random.Generator) -> np.ndarray:
+    t = shape.element_type
+    dims = shape.dims
+    n = shape.num_elements
+    if c.index_bound is not None and (t.is_integer or t.is_float):
+        hi = c.index_bound if t.is_float else min(c.index_bound, _int_max(t))
+        vals = rng.integers(0, hi + 1, n, dtype=np.int64)
+        if c.sorted:
+            vals = np.sort(vals)
+        return vals.astype(t.np_dtype).reshape(dims)
+    if c.init_identity is not None and not t.is_complex:
+        fill = _IDENTITIES[c.init_identity](t)
+        return np.full(dims, fill, dtype=t.np_dtype)
+    if c.distinct and (t.is_integer or t.is_float) and n <= _distinct_capacity(t):
+        vals = rng.permutation(n).astype(np.int64)
+        if t.is_float or t.kind == "signed":
+            vals -= n // 2
+        return vals.astype(t.np_dtype).reshape(dims)
+    return _random_array(shape, rng)
+
+
+def _distinct_capacity(t: PrimitiveType) -> int:
+    if t.is_float:
+        return 1 << 24
+    return 1 << t.bits
+
+
+def _random_value(shape: Shape, rng: np.random.Generator) -> Any:
+    if shape.is_tuple:
+        return tuple(_random_value(s, rng) for s in shape.tuple_shapes)
+    if not shape.is_array:
+        return TOKEN
+    return _random_array(shape, rng)
+
+
+def _random_array(shape: Shape, rng: np.random.Generator) -> np.ndarray:
+    t = shape.element_type
+    n = shape.num_elements
+    lo, hi = FLOAT_RANGE
+    if t.is_pred:
+        vals = rng.integers(0, 2, n, dtype=np.int64).astype(bool)
+    elif t.is_float:
+        vals = rng.uniform(lo, hi, n)
+    elif t.is_complex:
+        parts = rng.uniform(lo, hi, (n, 2))
+        vals = parts[:, 0] + 1j * parts[:, 1]
+    else:
+        rlo, rhi = SIGNED_RANGE if t.kind == "signed" else UNSIGNED_RANGE
+        vals = rng.integers(max(rlo, _int_min(t)), min(rhi, _int_max(t)) + 1, n, dtype=np.int64)
+    return vals.astype(t.np_dtype).reshape(shape.dims)
