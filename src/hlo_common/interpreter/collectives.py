@@ -1,0 +1,117 @@
+"""Interpreter handlers for collectives, evaluated on one replica and one partition.
+
+With a single participant every collective is the identity on its operands (all-reduce reduces one
+value, all-gather/reduce-scatter/all-to-all gather or split over a group of one), collective-permute
+keeps the value only if the pair {0,0} is listed (else zeros, as XLA fills targets nobody sends to),
+and replica-id / partition-id return the evaluator's ids (0). A replica group with more than one
+member cannot be evaluated here and raises `InterpreterError`, as do send/recv/infeed/outfeed.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from hlo_common.errors import InterpreterError
+from hlo_common.interpreter.registry import register
+
+
+def _group_size(instr, ev) -> int:
+    """Size of the replica group holding this device (1 when groups are absent or empty)."""
+    raw = instr.attrs.get("replica_groups")
+    if raw is None:
+        return 1
+    text = str(raw).strip()
+    iota = re.match(r"\[\s*(\d+)\s*,\s*(\d+)\s*\]\s*<=", text)
+    if iota:
+        return int(iota.group(2))
+    groups = [g for g in re.findall(r"\{([^{}]*)\}", text)]
+    me = ev.replica_id
+    for g in groups:
+        ids = [int(v) for v in g.split(",") if v.strip()]
+        if me in ids or not ids:
+            return max(1, len(ids))
+    return 1
+
+
+def _single(instr, operands, ev):
+    """The operands (one value, or a tuple of them), after checking the group has one member."""
+    n = _group_size(instr, ev)
+    if n != 1:
+        raise InterpreterError(
+            f"%{instr.name} ({instr.opcode}): replica group of {n} devices; the interpreter runs one")
+    return operands[0] if len(operands) == 1 else tuple(operands)
+
+
+@register("all-reduce", "all-reduce-start", "all-gather", "reduce-scatter", "all-to-all",
+          "collective-broadcast")
+def _identity_collective(instr, operands, ev):
+    return _single(instr, operands, ev)
+
+
+@register("all-gather-start")
+def _all_gather_start(instr, operands, ev):
+    value = _single(instr, operands, ev)
+    return (value, value)
+
+
+@register("all-reduce-done")
+def _all_reduce_done(instr, operands, ev):
+    return operands[0]
+
+
+@register("all-gather-done", "collective-permute-done")
+def _start_done(instr, operands, ev):
+    return operands[0][1]
+
+
+def _permute(instr, operands, ev):
+    pairs = re.findall(r"\{\s*(\d+)\s*,\s*(\d+)\s*\}", str(instr.attrs.get("source_target_pairs", "")))
+    me = ev.replica_id
+    keeps = any(int(s) == me and int(t) == me for s, t in pairs)
+    x = operands[0]
+    if keeps:
+        return x
+    if isinstance(x, tuple):
+        return tuple(np.zeros_like(v) for v in x)
+    return np.zeros_like(x)
+
+
+@register("collective-permute")
+def _collective_permute(instr, operands, ev):
+    return _permute(instr, operands[:1], ev)
+
+
+@register("collective-permute-start")
+def _collective_permute_start(instr, operands, ev):
+    out = _permute(instr, operands[:1], ev)
+    extra = tuple(np.zeros(s.dims, s.element_type.np_dtype) for s in instr.shape.tuple_shapes[2:])
+    return (operands[0], out) + extra
+
+
+@register("ragged-all-to-all")
+def _ragged_all_to_all(instr, operands, ev):
+    """One device: copy each input chunk to its output offset in (a copy of) the output buffer."""
+    data, output, in_off, send, out_off, _recv = operands
+    out = np.array(output, copy=True)
+    for i in range(np.size(send)):
+        a, n, b = int(np.ravel(in_off)[i]), int(np.ravel(send)[i]), int(np.ravel(out_off)[i])
+        out[b:b + n] = data[a:a + n]
+    return out
+
+
+@register("replica-id")
+def _replica_id(instr, operands, ev):
+    return np.array(ev.replica_id, dtype=instr.shape.element_type.np_dtype)
+
+
+@register("partition-id")
+def _partition_id(instr, operands, ev):
+    return np.array(ev.partition_id, dtype=instr.shape.element_type.np_dtype)
+
+
+@register("send", "send-done", "recv", "recv-done", "infeed", "outfeed")
+def _host_transfer(instr, operands, ev):
+    raise InterpreterError(
+        f"%{instr.name} ({instr.opcode}): the interpreter has no peer or host to talk to")

@@ -1,0 +1,242 @@
+"""Interpreter handlers for the elementwise arithmetic opcodes (unary, binary, ternary).
+
+Semantics follow XLA's HloEvaluator: narrow floats are computed in f32 and rounded once per op;
+integers wrap; integer division by zero gives -1 (signed) or all ones (unsigned) and x % 0 gives x;
+INT_MIN / -1 is INT_MIN and INT_MIN % -1 is 0; shifts by at least the bit width give 0 (or the
+sign fill for arithmetic right shifts); maximum, minimum and clamp propagate NaN. Conversions,
+compare and the bit-level ops live in `conversions.py` and `bitwise.py`.
+
+Handlers use the instruction only for element types, never for dimensions, so the same code runs
+on whole arrays when `Evaluator.map_computation` vectorizes a scalar computation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hlo_common.dtypes import PrimitiveType
+from hlo_common.interpreter.arith import down, erf, int_compute, up
+from hlo_common.interpreter.registry import register
+from hlo_common.ir import HloInstruction
+
+
+def _etype(instr: HloInstruction) -> PrimitiveType:
+    return instr.shape.element_type
+
+
+def _in_type(instr: HloInstruction, i: int = 0) -> PrimitiveType:
+    return instr.operands[i].shape.element_type
+
+
+# -- floating-point unary functions (computed in f32 for narrow floats) --------------------------------
+
+
+def _round_afz(x: np.ndarray) -> np.ndarray:
+    """Round half away from zero, exactly (x - trunc(x) is exact in floating point)."""
+    t = np.trunc(x)
+    frac = x - t
+    return t + np.where(np.abs(frac) >= 0.5, np.sign(x), 0).astype(x.dtype)
+
+
+def _logistic(x: np.ndarray) -> np.ndarray:
+    one = np.ones((), x.dtype)
+    return one / (one + np.exp(-x))
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    return np.ones((), x.dtype) / np.sqrt(x)
+
+
+_FLOAT_UNARY = {
+    "exponential": np.exp, "exponential-minus-one": np.expm1, "log": np.log, "log-plus-one": np.log1p,
+    "sine": np.sin, "cosine": np.cos, "tan": np.tan, "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh,
+    "asin": np.arcsin, "acos": np.arccos, "atanh": np.arctanh, "asinh": np.arcsinh, "acosh": np.arccosh,
+    "sqrt": np.sqrt, "rsqrt": _rsqrt, "cbrt": np.cbrt, "ceil": np.ceil, "floor": np.floor,
+    "round-nearest-even": np.rint, "round-nearest-afz": _round_afz, "logistic": _logistic, "erf": erf,
+}
+
+
+def _float_unary_handler(fn):
+    def handler(instr, operands, ev):
+        return down(fn(up(operands[0])), _etype(instr))
+
+    return handler
+
+
+for _op, _fn in _FLOAT_UNARY.items():
+    register(_op)(_float_unary_handler(_fn))
+
+
+@register("abs")
+def _abs(instr, operands, ev):
+    x = operands[0]
+    et = _in_type(instr)
+    if et.kind == "unsigned":
+        return x
+    if et.is_integer:
+        return down(np.abs(int_compute(x)), et)
+    return down(np.abs(up(x)), _etype(instr))
+
+
+@register("negate")
+def _negate(instr, operands, ev):
+    et = _etype(instr)
+    return down(np.negative(int_compute(up(operands[0]))), et)
+
+
+@register("sign")
+def _sign(instr, operands, ev):
+    x = up(operands[0])
+    et = _etype(instr)
+    if et.is_complex:
+        mag = np.abs(x)
+        safe = np.where(mag == 0, 1, mag).astype(mag.dtype)
+        return down(np.where(mag == 0, 0, x / safe), et)
+    if et.is_float:
+        mag = (x != 0).astype(x.dtype)
+        return down(np.where(np.isnan(x), x, np.copysign(mag, x)), et)
+    return down(np.sign(int_compute(x)), et)
+
+
+@register("is-finite")
+def _is_finite(instr, operands, ev):
+    return np.isfinite(up(operands[0]))
+
+
+@register("real")
+def _real(instr, operands, ev):
+    return down(np.real(operands[0]), _etype(instr))
+
+
+@register("imag")
+def _imag(instr, operands, ev):
+    x = operands[0]
+    if not np.iscomplexobj(x):
+        return np.zeros_like(x)
+    return down(np.imag(x), _etype(instr))
+
+
+# -- binary arithmetic ---------------------------------------------------------------------------------
+
+
+def _binary(instr, operands):
+    """Both operands in their compute dtype, and the result type."""
+    a, b = operands
+    return int_compute(up(a)), int_compute(up(b)), _etype(instr)
+
+
+@register("add")
+def _add(instr, operands, ev):
+    a, b, et = _binary(instr, operands)
+    return down(np.logical_or(a, b) if et.is_pred else np.add(a, b), et)
+
+
+@register("subtract")
+def _subtract(instr, operands, ev):
+    a, b, et = _binary(instr, operands)
+    return down(np.logical_xor(a, b) if et.is_pred else np.subtract(a, b), et)
+
+
+@register("multiply")
+def _multiply(instr, operands, ev):
+    a, b, et = _binary(instr, operands)
+    return down(np.logical_and(a, b) if et.is_pred else np.multiply(a, b), et)
+
+
+@register("maximum")
+def _maximum(instr, operands, ev):
+    a, b, et = _binary(instr, operands)
+    return down(np.maximum(a, b), et)
+
+
+@register("minimum")
+def _minimum(instr, operands, ev):
+    a, b, et = _binary(instr, operands)
+    return down(np.minimum(a, b), et)
+
+
+def _int_limits(et: PrimitiveType) -> tuple[int, int]:
+    if et.kind == "signed":
+        return -(1 << (et.bits - 1)), (1 << (et.bits - 1)) - 1
+    return 0, (1 << et.bits) - 1
+
+
+@register("divide")
+def _divide(instr, operands, ev):
+    a, b, et = _binary(instr, operands)
+    if not et.is_integer:
+        return down(np.divide(a, b), et)
+    special = (b == 0) | (b == -1) if et.kind == "signed" else (b == 0)
+    safe_b = np.where(special, np.ones((), b.dtype), b)
+    q = np.floor_divide(a, safe_b)
+    r = a - q * safe_b
+    if et.kind == "signed":  # floor -> truncation toward zero
+        q = q + ((r != 0) & ((r < 0) != (safe_b < 0))).astype(q.dtype)
+        q = np.where(b == -1, np.negative(a), q)  # INT_MIN / -1 wraps to INT_MIN
+        q = np.where(b == 0, np.full((), -1, q.dtype), q)
+    else:
+        q = np.where(b == 0, np.full((), _int_limits(et)[1], q.dtype), q)
+    return down(q, et)
+
+
+@register("remainder")
+def _remainder(instr, operands, ev):
+    a, b, et = _binary(instr, operands)
+    if not et.is_integer:
+        return down(np.fmod(a, b), et)
+    special = (b == 0) | (b == -1) if et.kind == "signed" else (b == 0)
+    safe_b = np.where(special, np.ones((), b.dtype), b)
+    r = np.fmod(a, safe_b)  # C's %: the sign of the dividend
+    if et.kind == "signed":
+        r = np.where(b == -1, np.zeros((), r.dtype), r)
+    return down(np.where(b == 0, a, r), et)
+
+
+@register("power")
+def _power(instr, operands, ev):
+    a, b, et = _binary(instr, operands)
+    if et.is_pred:
+        return np.logical_or(a, np.logical_not(b))
+    if et.is_integer:
+        neg = b < 0 if et.kind == "signed" else np.zeros((), bool)
+        r = np.power(a, np.where(neg, np.zeros((), b.dtype), b))
+        r = np.where(neg, (a == 1).astype(r.dtype), r)
+        return down(r, et)
+    one = np.ones((), a.dtype)
+    r = np.power(a, b)
+    return down(np.where((a == one) | (b == 0), one, r), et)
+
+
+@register("atan2")
+def _atan2(instr, operands, ev):
+    a, b, et = _binary(instr, operands)
+    return down(np.arctan2(a, b), et)
+
+
+@register("complex")
+def _complex(instr, operands, ev):
+    re, im = operands
+    et = _etype(instr)
+    shape = np.broadcast_shapes(np.shape(re), np.shape(im))
+    out = np.empty(shape, et.np_dtype)
+    out.real = re
+    out.imag = im
+    return out
+
+
+# -- ternary ---------------------------------------------------------------------------------------------
+
+
+@register("select")
+def _select(instr, operands, ev):
+    pred, on_true, on_false = operands
+    if np.ndim(pred) == 0:
+        return on_true if bool(pred) else on_false
+    return np.where(pred, on_true, on_false)
+
+
+@register("clamp")
+def _clamp(instr, operands, ev):
+    lo, x, hi = (int_compute(up(v)) for v in operands)
+    et = _etype(instr)
+    return down(np.minimum(hi, np.maximum(x, lo)), et)

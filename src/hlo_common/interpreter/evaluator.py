@@ -1,0 +1,301 @@
+"""The reference interpreter's driver (XLA's HloEvaluator): walks a computation and calls handlers.
+
+This sits at the bottom of every numeric check in the project: `hlo-run --platform interpreter`,
+pass tests comparing a module before and after a rewrite, and emitter tests all evaluate HLO here.
+Each opcode's behaviour lives in a handler registered in `registry.HANDLERS` (one module per
+opcode family); this file only orders instructions, feeds handlers their operands, frees values
+after their last use and turns failures into `InterpreterError`s that name the instruction.
+
+Contract for handlers (`fn(instr, operands, ev) -> value`):
+- operands and results are numpy arrays holding logical (row-major) elements in the element
+  type's own dtype (`PrimitiveType.np_dtype`), Python tuples for tuple shapes, `TOKEN` for tokens;
+- values are immutable: a handler may return a view of an operand but never writes into one;
+- a handler evaluates called computations through `ev.call(computation, args)` and scalar
+  computations (reducers, comparators, map functions, scatter combiners) over whole arrays through
+  `ev.map_computation(computation, arrays)`.
+
+    >>> m = parse_module("ENTRY e { p = f32[2] parameter(0) ROOT n = f32[2] negate(p) }")
+    >>> evaluate(m, [np.array([1, -2], np.float32)])
+    array([-1.,  2.], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any, Sequence
+
+import numpy as np
+
+from hlo_common.errors import HloError, InterpreterError
+from hlo_common.interpreter.registry import HANDLERS, TOKEN
+from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.shape import Shape
+
+# Handler modules, imported for their `register` side effects. The optional ones are written in
+# parallel by another engineer; a module that does not exist yet is skipped, one that exists and
+# fails to import is an error.
+_HANDLER_MODULES = (
+    "elementwise", "bitwise", "conversions", "data_movement", "control_flow", "rng", "custom_call",
+    "collectives",
+)
+_OPTIONAL_HANDLER_MODULES = ("reduction", "linalg", "gather_scatter", "sort")
+
+
+def _import_handlers() -> None:
+    for name in _HANDLER_MODULES:
+        importlib.import_module(f"hlo_common.interpreter.{name}")
+    for name in _OPTIONAL_HANDLER_MODULES:
+        full = f"hlo_common.interpreter.{name}"
+        if importlib.util.find_spec(full) is not None:
+            importlib.import_module(full)
+
+
+# Opcodes allowed in a computation that `map_computation` evaluates with array-valued parameters.
+_VECTORIZABLE_EXTRA = frozenset({
+    "parameter", "constant", "tuple", "get-tuple-element", "broadcast", "reshape", "bitcast", "copy",
+    "call",
+})
+
+
+class _Plan:
+    """How to run one computation: instructions in order, operand slots, values to free after each."""
+
+    __slots__ = ("steps", "root_slot", "param_slots", "computation")
+
+    def __init__(self, comp: HloComputation):
+        self.computation = comp  # keeps the computation alive while its id keys the plan cache
+        order = _reachable_post_order(comp)
+        slot = {id(instr): k for k, instr in enumerate(order)}
+        last_use: dict[int, int] = {}
+        for k, instr in enumerate(order):
+            for op in instr.operands:
+                last_use[slot[id(op)]] = k
+        root_slot = slot[id(comp.root)]
+        frees: list[list[int]] = [[] for _ in order]
+        for s, k in last_use.items():
+            if s != root_slot:
+                frees[k].append(s)
+        self.steps = [
+            (instr, tuple(slot[id(op)] for op in instr.operands), tuple(frees[k]))
+            for k, instr in enumerate(order)
+        ]
+        self.root_slot = root_slot
+        self.param_slots = [
+            (instr.parameter_number, k) for k, instr in enumerate(order) if instr.opcode == "parameter"
+        ]
+
+
+def _reachable_post_order(comp: HloComputation) -> list[HloInstruction]:
+    """Post order of the instructions the root depends on (dead code is never evaluated)."""
+    live: set[int] = set()
+    stack = [comp.root]
+    while stack:
+        instr = stack.pop()
+        if id(instr) in live:
+            continue
+        live.add(id(instr))
+        stack.extend(instr.operands)
+    return [i for i in comp.post_order() if id(i) in live]
+
+
+class Evaluator:
+    """Evaluates HLO modules and computations on numpy values, one instruction at a time.
+
+    `replica_id` / `partition_id` are what replica-id / partition-id return (single-device runs
+    use 0); `rng_seed` seeds the deterministic generator behind `rng` and
+    `rng-get-and-update-state`.
+    """
+
+    def __init__(self, *, replica_id: int = 0, partition_id: int = 0, rng_seed: int = 0x5EED):
+        _import_handlers()
+        self.replica_id = replica_id
+        self.partition_id = partition_id
+        self.rng_seed = rng_seed
+        self.rng_state = rng_seed  # rng-get-and-update-state's counter
+        self._rng: np.random.Generator | None = None
+        self.module: HloModule | None = None
+        self._plans: dict[int, _Plan] = {}
+        self._vector_ok: dict[int, bool] = {}
+        self._check = True  # check every handler's result against the instruction's shape
+
+    # -- public entry points ----------------------------------------------------------------------
+    def evaluate(self, module: HloModule, args: Sequence[Any]) -> Any:
+        """Evaluate the module's entry computation on `args` (one value per entry parameter)."""
+        self.module = module
+        comp = module.entry
+        if comp is None:
+            raise InterpreterError(f"module {module.name} has no entry computation")
+        params = comp.parameters
+        if len(args) != len(params):
+            raise InterpreterError(
+                f"module {module.name} takes {len(params)} argument(s), {len(args)} given")
+        values = [_coerce_argument(p, a) for p, a in zip(params, args)]
+        with np.errstate(all="ignore"):
+            return self.call(comp, values)
+
+    def call(self, computation: HloComputation, args: Sequence[Any]) -> Any:
+        """Evaluate a (called) computation on already-evaluated argument values."""
+        return self._run(computation, args, check=self._check)
+
+    def call_fusion(self, fusion: HloInstruction, operands: Sequence[Any]) -> Any:
+        """Evaluate a fusion instruction's fused computation on its operand values."""
+        calls = fusion.attrs["calls"]
+        return self.call(calls[0] if isinstance(calls, list) else calls, operands)
+
+    def map_computation(self, comp: HloComputation, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Apply a scalar computation elementwise over same-shaped arrays.
+
+        `comp` takes one scalar per array (a reducer, comparator, map function or scatter
+        combiner); the result is one array per output of `comp` (its tuple elements, or just its
+        root), each shaped like the inputs. Computations made only of elementwise ops, constants,
+        parameters, tuples, get-tuple-elements and scalar broadcasts/reshapes are evaluated once
+        with whole arrays as parameters; anything else falls back to one call per element.
+        """
+        arrays = [np.asarray(a) for a in arrays]
+        shape = np.broadcast_shapes(*(a.shape for a in arrays)) if arrays else ()
+        with np.errstate(all="ignore"):
+            if self.is_vectorizable(comp):
+                out = self._run(comp, arrays, check=False)
+                outs = list(out) if isinstance(out, tuple) else [out]
+                return [_full(o, shape) for o in outs]
+            return self._map_per_element(comp, arrays, shape)
+
+    def is_vectorizable(self, comp: HloComputation) -> bool:
+        """True when `comp` is scalar and elementwise, so it can run on whole arrays at once."""
+        key = id(comp)
+        if key not in self._vector_ok:
+            self._vector_ok[key] = False  # guards against recursion through `call`
+            self._vector_ok[key] = all(_vectorizable_instr(i, self) for i in comp.instructions)
+        return self._vector_ok[key]
+
+    def rng(self) -> np.random.Generator:
+        """The deterministic generator behind `rng` (seeded once per evaluator)."""
+        if self._rng is None:
+            self._rng = np.random.Generator(np.random.PCG64(self.rng_seed))
+        return self._rng
+
+    # -- the walk ---------------------------------------------------------------------------------
+    def _plan(self, comp: HloComputation) -> _Plan:
+        plan = self._plans.get(id(comp))
+        if plan is None or plan.computation is not comp:
+            plan = _Plan(comp)
+            self._plans[id(comp)] = plan
+        return plan
+
+    def _run(self, comp: HloComputation, args: Sequence[Any], check: bool) -> Any:
+        plan = self._plan(comp)
+        values: list[Any] = [None] * len(plan.steps)
+        for number, slot in plan.param_slots:
+            if number >= len(args):
+                raise InterpreterError(
+                    f"computation {comp.name} reads parameter {number} but got {len(args)} argument(s)")
+            values[slot] = args[number]
+        for k, (instr, operand_slots, frees) in enumerate(plan.steps):
+            if instr.opcode != "parameter":
+                values[k] = self._evaluate_instruction(instr, [values[s] for s in operand_slots], check)
+            for s in frees:
+                values[s] = None
+        return values[plan.root_slot]
+
+    def _evaluate_instruction(self, instr: HloInstruction, operands: list, check: bool) -> Any:
+        handler = HANDLERS.get(instr.opcode)
+        if handler is None:
+            raise InterpreterError(f"{_where(instr)}: the interpreter cannot evaluate opcode '{instr.opcode}'")
+        try:
+            value = handler(instr, operands, self)
+        except InterpreterError:
+            raise
+        except HloError as exc:
+            raise InterpreterError(f"{_where(instr)}: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - any failure inside a handler names the instruction
+            raise InterpreterError(f"{_where(instr)}: {type(exc).__name__}: {exc}") from exc
+        if check:
+            value = _check_value(instr, instr.shape, value)
+        return value
+
+    def _map_per_element(self, comp: HloComputation, arrays: list[np.ndarray], shape) -> list[np.ndarray]:
+        root_shape = comp.root.shape
+        leaf_shapes = list(root_shape.tuple_shapes) if root_shape.is_tuple else [root_shape]
+        outs = [np.empty(shape, dtype=s.element_type.np_dtype) for s in leaf_shapes]
+        full = [np.broadcast_to(a, shape) for a in arrays]
+        for idx in np.ndindex(*shape):
+            res = self._run(comp, [np.asarray(a[idx]) for a in full], check=False)
+            res = res if isinstance(res, tuple) else (res,)
+            for o, r in zip(outs, res):
+                o[idx] = r
+        return outs
+
+
+def _vectorizable_instr(instr: HloInstruction, ev: Evaluator) -> bool:
+    shape = instr.shape
+    leaves = [s for _, s in shape.leaf_shapes()]
+    if any(s.is_array and s.rank != 0 for s in leaves):
+        return False
+    op = instr.opcode
+    if op == "call":
+        return ev.is_vectorizable(instr.attrs["to_apply"])
+    if op in ("rng", "rng-bit-generator", "rng-get-and-update-state"):
+        return False
+    from hlo_common.opcodes import is_elementwise
+
+    return is_elementwise(op) or op in _VECTORIZABLE_EXTRA
+
+
+def _full(value: np.ndarray, shape) -> np.ndarray:
+    value = np.asarray(value)
+    if value.shape == tuple(shape):
+        return value
+    return np.array(np.broadcast_to(value, shape))
+
+
+def _where(instr: HloInstruction) -> str:
+    comp = instr.parent.name if instr.parent is not None else "?"
+    return f"%{instr.name} ({instr.opcode}) in computation {comp}"
+
+
+def _check_value(instr: HloInstruction, shape: Shape, value: Any) -> Any:
+    """The handler's result, checked against (and scalars normalized to) the instruction's shape."""
+    if shape.is_tuple:
+        if not isinstance(value, tuple) or len(value) != len(shape.tuple_shapes):
+            raise InterpreterError(f"{_where(instr)}: handler returned {type(value).__name__} for {shape}")
+        return tuple(_check_value(instr, s, v) for s, v in zip(shape.tuple_shapes, value))
+    if not shape.is_array:
+        return value if value is not None else TOKEN
+    if not isinstance(value, np.ndarray):
+        value = np.asarray(value)
+    want = shape.element_type.np_dtype
+    if value.dtype != want or value.shape != shape.dims:
+        raise InterpreterError(
+            f"{_where(instr)}: handler returned {value.dtype}{list(value.shape)}, expected {shape}")
+    return value
+
+
+def _coerce_argument(param: HloInstruction, arg: Any) -> Any:
+    """An entry argument checked against its parameter's shape (lists and scalars are converted)."""
+    return _coerce(param, param.shape, arg)
+
+
+def _coerce(param: HloInstruction, shape: Shape, arg: Any) -> Any:
+    if shape.is_tuple:
+        if not isinstance(arg, (tuple, list)) or len(arg) != len(shape.tuple_shapes):
+            raise InterpreterError(f"parameter {param.parameter_number} (%{param.name}) expects a tuple {shape}")
+        return tuple(_coerce(param, s, a) for s, a in zip(shape.tuple_shapes, arg))
+    if not shape.is_array:
+        return TOKEN
+    want = shape.element_type.np_dtype
+    if not isinstance(arg, np.ndarray):
+        try:
+            arg = np.asarray(arg, dtype=want)
+        except (TypeError, ValueError) as exc:
+            raise InterpreterError(f"parameter {param.parameter_number} (%{param.name}): {exc}") from None
+    if arg.dtype != want or arg.shape != shape.dims:
+        raise InterpreterError(
+            f"parameter {param.parameter_number} (%{param.name}) expects {shape}, "
+            f"got {arg.dtype}{list(arg.shape)}")
+    return arg
+
+
+def evaluate(module: HloModule, args: Sequence[Any], **options: Any) -> Any:
+    """Evaluate `module` on `args` with a fresh `Evaluator` (options go to its constructor)."""
+    return Evaluator(**options).evaluate(module, args)
