@@ -1,0 +1,243 @@
+"""`hlo-opt [OPTIONS] [INPUT]`: HLO text in, optimized HLO text out (design/cli.md).
+
+The first tool of the chain: it parses the input (a file or stdin; `--split-input-file` splits on
+`// -----`), runs `--pipeline gpu` (the XLA:GPU pipelines of `hlo_opt.pipelines`) or exactly the
+`--passes` given, writes dumps with XLA's names (`hlo_opt.dump`), and prints the result to stdout
+or `-o` (written whole or not at all). A user error is one line `hlo-opt: error: ...` and exit
+status 1 (2 for a usage error); `--debug` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from hlo_common.errors import HloError, InputError
+from hlo_common.ir import HloModule
+from hlo_common.parser import parse_modules
+from hlo_common.printer import print_module
+from hlo_opt.device import load_device
+from hlo_opt.dump import DumpOptions, ModuleDumper, prepare_dump_directory, write_file_atomically
+from hlo_opt.pass_base import PASS_REGISTRY
+from hlo_opt.pipeline import PassRunRecord, PipelineSequence, RunOptions, verify
+
+TOOL = "hlo-opt"
+MODULE_SEPARATOR = "\n// -----\n\n"
+
+
+class OptionError(HloError):
+    """A flag value that names nothing known (a pass, a pipeline): a user error, exit status 1."""
+
+
+@dataclass
+class OptOptions:
+    input: str
+    output: str | None
+    pipeline: str
+    passes: str | None
+    list_passes: bool
+    disable_pass: tuple[str, ...]
+    dump_to: str | None
+    dump_pass_re: str | None
+    dump_format: tuple[str, ...]
+    device: str
+    time_passes: bool
+    verify_each: bool
+    split_input_file: bool
+    debug: bool
+
+
+# -- passes and pipelines ------------------------------------------------------------------------
+def list_passes_text() -> str:
+    """`--list-passes`: every registered pass and every planned one, sorted by name."""
+    from hlo_opt.passes import load_all_passes
+    from hlo_opt.pipelines import PLANNED_PASSES
+
+    load_all_passes()
+    rows = {name: cls.description() for name, cls in PASS_REGISTRY.items()}
+    rows.update({name: f"(planned) {desc}" for name, desc in PLANNED_PASSES.items() if name not in rows})
+    width = max(len(n) for n in rows)
+    return "".join(f"{name:<{width}}  {rows[name]}\n" for name in sorted(rows))
+
+
+def _unknown_name_error(kind: str, name: str, candidates: list[str]) -> OptionError:
+    close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else \
+        " (see --list-passes)"
+    return OptionError(f"unknown {kind} '{name}'{hint}")
+
+
+def resolve_pass_names(text: str) -> list[str]:
+    from hlo_opt.pipelines import PLANNED_PASSES
+
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise OptionError("--passes needs at least one pass name")
+    for name in names:
+        if name in PASS_REGISTRY:
+            continue
+        if name in PLANNED_PASSES:
+            raise OptionError(f"pass '{name}' is planned but not implemented yet (see --list-passes)")
+        raise _unknown_name_error("pass", name, sorted(PASS_REGISTRY))
+    return names
+
+
+def check_disabled_names(names: tuple[str, ...]) -> frozenset[str]:
+    from hlo_opt.pipelines import GPU_PIPELINES, PLANNED_PASSES, PipelineSpec
+
+    known = set(PASS_REGISTRY) | set(PLANNED_PASSES)
+    stack = list(GPU_PIPELINES)
+    while stack:
+        spec = stack.pop()
+        known.add(spec.name)
+        stack.extend(i for i in spec.items if isinstance(i, PipelineSpec))
+    for name in names:
+        if name not in known:
+            raise _unknown_name_error("pass or pipeline", name, sorted(known))
+    return frozenset(names)
+
+
+def build_sequence(opts: OptOptions) -> PipelineSequence:
+    from hlo_opt.pipelines import build_gpu_pipeline, build_pass_list
+
+    if opts.passes is not None:
+        return build_pass_list(resolve_pass_names(opts.passes))
+    if opts.pipeline == "none":
+        return PipelineSequence("none")
+    return build_gpu_pipeline()
+
+
+# -- input / output ------------------------------------------------------------------------------
+def read_input(path: str) -> tuple[str, str]:
+    """(text, name for messages) of a file or of stdin (`-`)."""
+    try:
+        if path == "-":
+            data, name = sys.stdin.buffer.read(), "<stdin>"
+        else:
+            data, name = Path(path).read_bytes(), path
+    except OSError as exc:
+        raise InputError(f"cannot read '{path}': {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8"), name
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def write_output(path: str | None, text: str) -> None:
+    if path is None or path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    target = Path(path)
+    try:
+        write_file_atomically(target, text)
+    except OSError as exc:
+        raise InputError(f"cannot write '{path}': {exc.strerror or exc}") from None
+
+
+# -- the run -------------------------------------------------------------------------------------
+def optimize_module(module: HloModule, index: int, sequence: PipelineSequence, opts: OptOptions,
+                    dump: DumpOptions | None, records: list[PassRunRecord] | None) -> str:
+    dumper = ModuleDumper(dump, index, module.name) if dump is not None else None
+    if dumper is not None:
+        dumper.dump(module, "before_optimizations")
+    first = sequence.pipelines[0] if sequence.pipelines else None
+    where = f"before pass '{first.pass_names()[0]}' (pipeline '{first.name}')" if first else "in the input"
+    verify(module, f"verification failed {where}")
+    skip = module.is_scheduled and opts.passes is None
+    if skip and sequence.pipelines:
+        print(f"{TOOL}: note: module '{module.name}' is already scheduled; HLO passes skipped",
+              file=sys.stderr)
+    if not skip:
+        sequence.run_with(module, RunOptions(verify_each=opts.verify_each,
+                                             disabled_passes=check_disabled_names(opts.disable_pass),
+                                             dumper=dumper, records=records))
+        hint = "" if opts.verify_each else " (rerun with --verify-each to find the pass)"
+        verify(module, f"verification failed after pipeline '{sequence.name}'{hint}")
+    if dumper is not None:
+        dumper.dump(module, "after_optimizations")
+    return print_module(module)
+
+
+def run(opts: OptOptions) -> None:
+    if opts.list_passes:
+        sys.stdout.write(list_passes_text())
+        return
+    load_device(opts.device)  # validated now; the cost model will use it
+    sequence = build_sequence(opts)
+    check_disabled_names(opts.disable_pass)
+    dump = None
+    if opts.dump_to is not None:
+        dump = DumpOptions(Path(opts.dump_to), opts.dump_pass_re, opts.dump_format or ("text",))
+        prepare_dump_directory(dump.directory)
+    text, name = read_input(opts.input)
+    modules = parse_modules(text, name, split=opts.split_input_file)
+    records: list[PassRunRecord] | None = [] if opts.time_passes else None
+    outputs = [optimize_module(m, i, sequence, opts, dump, records) for i, m in enumerate(modules)]
+    if records is not None:
+        from hlo_opt.timing import print_timing_table
+
+        print_timing_table(records)
+    write_output(opts.output, MODULE_SEPARATOR.join(outputs))
+
+
+def report_error(exc: BaseException, debug: bool) -> None:
+    if debug:
+        traceback.print_exc(file=sys.stderr)
+    if isinstance(exc, HloError):
+        print(f"{TOOL}: error: {exc.one_line()}", file=sys.stderr)
+        excerpt = exc.excerpt()
+        if excerpt:
+            print(excerpt, file=sys.stderr)
+    else:
+        print(f"{TOOL}: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+              file=sys.stderr)
+
+
+@click.command(name=TOOL, context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("input", required=False, default="-", metavar="[INPUT]")
+@click.option("-o", "--output", metavar="PATH", help="optimized HLO text (default: stdout)")
+@click.option("--pipeline", type=click.Choice(["gpu", "none"]), default="gpu", show_default=True,
+              help="the full XLA:GPU-style pipeline or nothing")
+@click.option("--passes", metavar="A,B,...", help="run exactly these passes, in this order (XLA: --passes)")
+@click.option("--list-passes", is_flag=True, help="every registered pass with a one-line description")
+@click.option("--disable-pass", multiple=True, metavar="NAME", help="repeatable (XLA: --xla_disable_hlo_passes)")
+@click.option("--dump-to", metavar="DIR", help="(XLA: --xla_dump_to)")
+@click.option("--dump-pass-re", metavar="REGEX", help="dump between passes (XLA: --xla_dump_hlo_pass_re)")
+@click.option("--dump-format", multiple=True, type=click.Choice(["text", "dot", "html"]),
+              help="repeatable; default text (XLA: --xla_dump_hlo_as_*)")
+@click.option("--device", default="h100", show_default=True, metavar="NAME|FILE",
+              help="h100, h200, a100, or a JSON device description")
+@click.option("--time-passes", is_flag=True, help="per-pass wall time and change flags on stderr")
+@click.option("--verify-each", is_flag=True, help="run the verifier after every pass")
+@click.option("--split-input-file", is_flag=True, help="treat `// -----` as a separator between modules")
+@click.option("--debug", is_flag=True, help="show Python tracebacks")
+def hlo_opt_command(**kwargs) -> None:
+    """Optimize HLO text with XLA:GPU-style passes."""
+    opts = OptOptions(**kwargs)
+    try:
+        run(opts)
+    except Exception as exc:  # every failure is one line unless --debug
+        report_error(exc, opts.debug)
+        sys.exit(1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: click's usage errors become one line and exit status 2."""
+    try:
+        hlo_opt_command.main(args=argv, prog_name=TOOL, standalone_mode=False)
+    except click.UsageError as exc:
+        print(f"{TOOL}: error: {exc.format_message()}", file=sys.stderr)
+        sys.exit(2)
+    except click.Abort:
+        print(f"{TOOL}: error: aborted", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,254 @@
+"""Small graph utilities that many passes share (XLA's `hlo_query` and the editing helpers of
+`HloComputation`): side-effect queries, safe removal, replacement, call sites, name uniquing and
+cloning of instructions and computations.
+
+    >>> uniquer = NameUniquer.for_module(module)
+    >>> clone = clone_computation(body, module, uniquer)   # "body.clone", instructions "x.clone"
+
+Everything here is deterministic: collections are walked in instruction / computation order,
+never in set or id order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+from hlo_common.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule
+from hlo_common.opcodes import SIDE_EFFECTING
+
+# Opcodes whose called computations run as control flow (XLA's CallContext::kControlFlow); all
+# other callers (fusion, reduce, map, sort, scatter, custom-call, ...) embed their computation.
+CONTROL_FLOW_CALLERS = frozenset({"call", "conditional", "while", "async-start", "async-update", "async-done"})
+ASYNC_OPCODES = frozenset({"async-start", "async-update", "async-done"})
+
+# Instruction fields that belong to the graph, not to the instruction's own description.
+_GRAPH_FIELDS = frozenset({
+    "name", "opcode", "shape", "operands", "users", "parent", "control_predecessors",
+    "control_successors", "unique_id",
+})
+
+
+# -- queries ------------------------------------------------------------------------------------
+def has_side_effect(instr: HloInstruction) -> bool:
+    """XLA's HasSideEffect: the op itself, a side-effecting custom-call, or any called computation."""
+    if instr.opcode in SIDE_EFFECTING:
+        return True
+    if instr.opcode == "custom-call" and instr.attrs.get("custom_call_has_side_effect"):
+        return True
+    return any(computation_has_side_effect(c) for c in instr.called_computations())
+
+
+def computation_has_side_effect(comp: HloComputation) -> bool:
+    return any(has_side_effect(i) for i in comp.instructions)
+
+
+def has_control_dependencies(instr: HloInstruction) -> bool:
+    return bool(instr.control_predecessors or instr.control_successors)
+
+
+def is_dead(instr: HloInstruction) -> bool:
+    return not instr.users and not instr.is_root
+
+
+def is_safely_removable(instr: HloInstruction) -> bool:
+    """Not a parameter (removing one renumbers the others), not the root, no control edges."""
+    return instr.opcode != "parameter" and not instr.is_root and not has_control_dependencies(instr)
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """One computation slot of a calling instruction: `instr.attrs[key]` (or `[key][index]`)."""
+
+    instr: HloInstruction
+    key: str
+    index: int | None
+    computation: HloComputation
+
+    @property
+    def is_control_flow(self) -> bool:
+        return self.instr.opcode in CONTROL_FLOW_CALLERS
+
+    def replace(self, new: HloComputation) -> None:
+        if self.index is None:
+            self.instr.attrs[self.key] = new
+        else:
+            comps = list(self.instr.attrs[self.key])
+            comps[self.index] = new
+            self.instr.attrs[self.key] = comps
+
+
+def call_sites_of(instr: HloInstruction) -> list[CallSite]:
+    out = []
+    for key in COMPUTATION_ATTRS:
+        v = instr.attrs.get(key)
+        if v is None:
+            continue
+        if isinstance(v, list):
+            out.extend(CallSite(instr, key, i, c) for i, c in enumerate(v))
+        else:
+            out.append(CallSite(instr, key, None, v))
+    return out
+
+
+def computation_callers(module: HloModule) -> dict[int, list[CallSite]]:
+    """id(computation) -> its call sites, in computation order then instruction order."""
+    out: dict[int, list[CallSite]] = {id(c): [] for c in module.computations}
+    for comp in module.computations:
+        for instr in comp.instructions:
+            for site in call_sites_of(instr):
+                out.setdefault(id(site.computation), []).append(site)
+    return out
+
+
+def fusion_instruction_of(comp: HloComputation, callers: dict[int, list[CallSite]]) -> HloInstruction | None:
+    """The fusion instruction calling `comp`, if `comp` is a fusion computation with one caller."""
+    sites = callers.get(id(comp), [])
+    if len(sites) == 1 and sites[0].instr.opcode == "fusion":
+        return sites[0].instr
+    return None
+
+
+def async_computations(module: HloModule) -> set[int]:
+    """ids of computations wrapped by async-start/update/done (XLA's IsAsyncComputation)."""
+    return {id(c) for comp in module.computations for i in comp.instructions
+            if i.opcode in ASYNC_OPCODES for c in i.called_computations()}
+
+
+# -- editing ------------------------------------------------------------------------------------
+def remove_instruction_and_unused_operands(comp: HloComputation, instr: HloInstruction) -> None:
+    """Remove dead `instr`, then every operand that became dead and can go (no side effects)."""
+    worklist = [instr]
+    while worklist:
+        item = worklist.pop()
+        if item.parent is not comp or not is_dead(item) or not is_safely_removable(item):
+            continue
+        if item is not instr and has_side_effect(item):
+            continue
+        operands = list(dict.fromkeys(item.operands))
+        comp.remove_instruction(item)
+        worklist.extend(reversed(operands))
+
+
+def replace_instruction(old: HloInstruction, new: HloInstruction, preserve_sharding: bool = True) -> bool:
+    """XLA's HloComputation::ReplaceInstruction: every use of `old` (and the root slot) reads `new`,
+    then `old` and its newly dead operands are removed. Declines (returns False) when both carry
+    different shardings. Metadata, frontend attributes and sharding move to `new` where it has none.
+    """
+    if preserve_sharding and old.sharding is not None and new.sharding is not None \
+            and old.sharding != new.sharding:
+        return False
+    if not any(k == "op_name" for k, _ in new.metadata):
+        new.metadata = list(old.metadata) or new.metadata
+    if not new.frontend_attributes:
+        new.frontend_attributes = list(old.frontend_attributes)
+    if new.sharding is None:
+        new.sharding = old.sharding
+    comp = old.parent
+    old.replace_all_uses_with(new)
+    if is_safely_removable(old):
+        remove_instruction_and_unused_operands(comp, old)
+    return True
+
+
+def relay_control_dependencies(instr: HloInstruction, replacement: HloInstruction) -> None:
+    """Before `instr` is replaced by an earlier `replacement`, keep the orders its control edges
+    promised: predecessors go before instr's users (or successors), successors after replacement."""
+    for pred in instr.control_predecessors:
+        for other in (instr.users or instr.control_successors):
+            if other is not pred:
+                pred.add_control_dependency_to(other)
+    for succ in instr.control_successors:
+        if succ is not replacement:
+            replacement.add_control_dependency_to(succ)
+    instr.drop_all_control_deps()
+
+
+# -- names --------------------------------------------------------------------------------------
+_NUMERIC_SUFFIX = re.compile(r"^(.*)\.(\d+)$")
+
+
+class NameUniquer:
+    """Hands out names unused in a module: `add` stays `add`; a taken `add.3` becomes `add.1`, ..."""
+
+    def __init__(self, taken: Iterable[str] = ()):
+        self.taken: set[str] = set(taken)
+
+    @staticmethod
+    def for_module(module: HloModule) -> NameUniquer:
+        names = [i.name for c in module.computations for i in c.instructions]
+        names += [c.name for c in module.computations]
+        return NameUniquer(names)
+
+    def unique(self, name: str) -> str:
+        if name not in self.taken:
+            self.taken.add(name)
+            return name
+        m = _NUMERIC_SUFFIX.match(name)
+        root = m.group(1) if m else name
+        k = 1
+        while f"{root}.{k}" in self.taken:
+            k += 1
+        out = f"{root}.{k}"
+        self.taken.add(out)
+        return out
+
+
+def suffixed_name(name: str, suffix: str) -> str:
+    """XLA's clone naming: `foo` -> `foo.clone`, `foo.clone` -> `foo.clone2`, `foo.clone2` -> `foo.clone3`."""
+    dot_suffix = "." + suffix
+    idx = name.rfind(dot_suffix)
+    if idx < 0:
+        return name + dot_suffix
+    after = name[idx + len(dot_suffix):]
+    if after == "":
+        return name + "2"
+    if after.isdigit():
+        return name[:idx + len(dot_suffix)] + str(int(after) + 1)
+    return name + dot_suffix
+
+
+# -- cloning ------------------------------------------------------------------------------------
+def clone_instruction(instr: HloInstruction, name: str, operands: list[HloInstruction]) -> HloInstruction:
+    """A detached copy of `instr` with new operands; every non-graph field is copied (lists and
+    dicts shallowly, so called computations and literals are shared with the original)."""
+    new = HloInstruction(name, instr.opcode, instr.shape, operands)
+    for key, value in instr.__dict__.items():
+        if key in _GRAPH_FIELDS:
+            continue
+        if isinstance(value, (list, dict)):
+            value = type(value)(value)
+        setattr(new, key, value)
+    return new
+
+
+def clone_computation(comp: HloComputation, module: HloModule, uniquer: NameUniquer,
+                      suffix: str = "clone") -> HloComputation:
+    """A copy of `comp` (same callees) added to `module` right after the original, names made
+    unique module-wide with XLA's `.clone` suffix rule."""
+    clone = HloComputation(uniquer.unique(suffixed_name(comp.name, suffix)))
+    clone.execution_thread = comp.execution_thread
+    mapping: dict[int, HloInstruction] = {}
+    for instr in topological_order(comp):
+        ops = [mapping[id(o)] for o in instr.operands]
+        new = clone_instruction(instr, uniquer.unique(suffixed_name(instr.name, suffix)), ops)
+        clone.add_instruction(new)
+        mapping[id(instr)] = new
+    for instr in comp.instructions:
+        for pred in instr.control_predecessors:
+            mapping[id(pred)].add_control_dependency_to(mapping[id(instr)])
+    clone.root = mapping[id(comp.root)]
+    clone.parent = module
+    module.computations.insert(module.computations.index(comp) + 1, clone)
+    return clone
+
+
+def topological_order(comp: HloComputation) -> list[HloInstruction]:
+    """The textual order when it already defines operands first (the usual case), else post order."""
+    seen: set[int] = set()
+    for instr in comp.instructions:
+        if any(id(o) not in seen for o in instr.operands):
+            return comp.post_order()
+        seen.add(id(instr))
+    return comp.instructions

@@ -1,0 +1,276 @@
+"""The XLA:GPU pass pipeline as data (xla-facts.md section e; `gpu_compiler.cc`,
+`fusion_pipeline.cc`), in XLA's order and with XLA's pipeline and pass names.
+
+`GPU_PIPELINES` lists the top-level pipelines that `hlo-opt --pipeline gpu` runs one after another.
+Each entry names a pass (`p("cse", is_layout_sensitive=False)` builds `PASS_REGISTRY["cse"](...)`),
+a fixed point of one pass (`fix(p("algsimp"))`) or a nested pipeline (`pipe(...)`, `fix=True` for
+XLA's `HloPassFix<HloPassPipeline>`).
+
+Passes not written yet are listed once, in `PLANNED_PASSES`, with a one-line description:
+`--list-passes` shows them as "(planned)" and `build_pipeline` leaves them out of the run (and
+drops sub-pipelines left empty). Adding `src/hlo_opt/passes/<name>.py` with a registered pass of
+that name is all it takes to put it into the pipeline; then delete its `PLANNED_PASSES` line (a
+test fails while a name is both registered and planned). Pass names not yet implemented here were
+taken from XLA's sources at the facts' commit; check each one against its `name()` when writing it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from hlo_opt.pass_base import PASS_REGISTRY
+from hlo_opt.pipeline import HloPassFix, HloPassPipeline, PipelineSequence
+
+
+@dataclass(frozen=True)
+class PassSpec:
+    name: str
+    options: tuple[tuple[str, Any], ...] = ()
+    fixed_point: bool = False
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    name: str
+    items: tuple[Union[PassSpec, "PipelineSpec"], ...] = field(default_factory=tuple)
+    fixed_point: bool = False
+
+
+def p(name: str, **options: Any) -> PassSpec:
+    return PassSpec(name, tuple(sorted(options.items())))
+
+
+def fix(spec: PassSpec) -> PassSpec:
+    return PassSpec(spec.name, spec.options, fixed_point=True)
+
+
+def pipe(name: str, *items: PassSpec | PipelineSpec, fix: bool = False) -> PipelineSpec:
+    return PipelineSpec(name, tuple(items), fixed_point=fix)
+
+
+# Where priority fusion and multi-output fusion go: the `fusion` pipeline below (FusionPipeline in
+# fusion_pipeline.cc). Both are planned for a later issue; they are named here so that adding
+# `passes/priority_fusion.py` and `passes/multi_output_fusion.py` puts them in place.
+PRIORITY_FUSION = "priority-fusion"
+MULTI_OUTPUT_FUSION = "multi_output_fusion"
+
+GPU_PIPELINES: tuple[PipelineSpec, ...] = (
+    pipe("pre-spmd-partitioner",
+         p("convert-memory-placement-to-internal-annotations"),
+         p("flatten-call-graph"), p("call-inliner"), p("zero_sized_hlo_elimination"),
+         p("conditional-canonicalizer"), p("topk-decomposer")),
+    # num_partitions == 1: no SPMD partitioning, only sharding removal.
+    pipe("spmd-partitioner", p("sharding-remover"), p("dce")),
+    pipe("optimization",
+         p("batched-gather-scatter-normalizer"), p("dot_dimension_sorter"), p("dot_decomposer"),
+         p("result_caster"), p("operand_upcaster"), p("rng-expander"), p("rng-bit-generator-expander"),
+         p("comparison-expander"), p("zero_sized_hlo_elimination"), p("select-and-scatter-expander"),
+         p("cholesky_expander"), p("qr_expander"), p("eigh_expander"), p("dynamic-index-splitter"),
+         p("call-inliner"), p("stochastic_convert_decomposer"), p("convolution-4d-expander"),
+         p("convolution-pred-expander"), p("batchnorm_expander"), p("logistic-expander"),
+         p("conditional-canonicalizer"), p("dynamic_dimension_simplifier"), p("stable-sort-expander"),
+         pipe("simplification",
+              p("zero_sized_hlo_elimination"), p("gather_simplifier"), p("gather_expander"),
+              p("scatter_simplifier"), p("scatter_expander"), p("scatter-slice-simplifier"),
+              p("dot-strength-reduction"), p("algsimp", is_layout_sensitive=False), p("simplify-sorts"),
+              p("tuple-simplifier"), p("while-loop-constant-sinking"), p("simplify-while-loops"),
+              p("slice-sinker"), p("reshape-mover"), p("constant_folding"), p("simplify-conditional"),
+              p("transpose-folding"), p("cse", is_layout_sensitive=False), p("dce"),
+              fix=True),
+         p("dot-merger"), p("dot_dimension_normalizer"), p("transpose-folding"),
+         pipe("simplification-2", p("convert-mover"), p("algsimp", is_layout_sensitive=False), fix=True),
+         p("computation-deduplicator")),
+    pipe("collective-optimizations",
+         p("all-reduce-folder"), p("reduce-scatter-creator"), p("all-reduce-reassociate"),
+         p("all-gather-broadcast-reorder"), p("all-reduce-promotion"), p("dce")),
+    pipe("conv_canonicalization",
+         p("cudnn-conv-rewriter"), p("cudnn-fused-convolution-rewriter"),
+         p("gpu-conv-padding-legalization"), p("call-inliner"), p("tuple-simplifier"),
+         p("algsimp", is_layout_sensitive=False), p("constant_folding")),
+    pipe("layout assignment",
+         p("flatten-call-graph"), p("layout-assignment"), p("optimize_input_output_buffer_alias")),
+    pipe("layout normalization",
+         p("reshape-decomposer"), p("move_copy_to_users"), p("layout_normalization"),
+         fix(p("algsimp", is_layout_sensitive=True)), p("broadcast_canonicalizer"),
+         p("scatter_simplifier")),
+    pipe("hlo normalization",
+         fix(p("algsimp", is_layout_sensitive=True)), p("bitcast_dtypes_expander"),
+         p("transpose-folding"), p("reshape-decomposer"), p("reduce-decomposer"),
+         p("cublas-gemm-rewriter"), p("cublas-gemm-broadcast-folding-rewriter"),
+         p("layout_normalization"), p("algsimp", is_layout_sensitive=True), p("scatter_simplifier"),
+         p("broadcast_canonicalizer"), p("reduction-degenerate-dim-remover"),
+         p("reduction-layout-normalizer"), p("reduction-dimension-grouper"),
+         fix(p("reduction-splitter")), fix(p("tree-reduction-rewriter"))),
+    pipe("post-layout_assignment",
+         p("float-normalization-bf16"), p("cublas-gemm-broadcast-folding-rewriter"),
+         p("reshape-decomposer"), p("layout_normalization"), p("scatter_simplifier"),
+         p("tuple-simplifier"), fix(p("algsimp", is_layout_sensitive=True)),
+         p("simplify-fp-conversions"), p("cse", is_layout_sensitive=True)),
+    pipe("pre-fusion", p("rename-instructions")),
+    pipe("fusion",
+         p("variadic-op-splitter"), p("sort-iota-fusion"),
+         p(PRIORITY_FUSION),
+         p("cse", is_layout_sensitive=True, only_fusion_computations=True), p("dce"),
+         p(MULTI_OUTPUT_FUSION),
+         p("cse", is_layout_sensitive=True, only_fusion_computations=True), p("dce")),
+    pipe("post-fusion optimization", p("rename_fusions"), p("dce"), p("tuple-simplifier")),
+    pipe("post-fusion-simplification-pipeline",
+         p("algsimp", is_layout_sensitive=True), p("computation-deduplicator")),
+    pipe("autotuner", p("fusion-wrapper"), p("config-assigner")),
+    pipe("pre-scheduling-copy-insertion",
+         p("dce"), p("loop-schedule-linearizer"), p("copy-insertion"), p("copy_fusion"),
+         p("sanitize-constant-names")),
+    pipe("scheduling", p("hlo-memory-scheduler")),
+    pipe("post-scheduling-passes",
+         p("rematerialization"), p("optimization-barrier-expander"), p("fusion-wrapper"),
+         p("sanitize-constant-names")),
+)
+
+# Every pass name the GPU pipeline uses that has no implementation yet, with what it will do.
+PLANNED_PASSES: dict[str, str] = {
+    "algsimp": "AlgebraicSimplifier: local algebraic rewrites (x+0, reshape(reshape), ...)",
+    "all-gather-broadcast-reorder": "AllGatherBroadcastReorder: all-gather(broadcast) -> broadcast(all-gather)",
+    "all-reduce-folder": "AllReduceFolder: fold all-reduce(all-reduce) over compatible groups",
+    "all-reduce-promotion": "AllReducePromotion: 16-bit integer all-reduce/reduce-scatter computed in 32 bits",
+    "all-reduce-reassociate": "AllReduceReassociate: add(all-reduce(x), all-reduce(y)) -> all-reduce(add)",
+    "batched-gather-scatter-normalizer": "BatchedGatherScatterNormalizer: explicit batch dims -> iota indices",
+    "batchnorm_expander": "BatchNormExpander: batch-norm-* ops -> elementwise ops and reduces",
+    "bitcast_dtypes_expander": "BitcastDtypesExpander: bitcast-convert between widths -> shifts and masks",
+    "broadcast_canonicalizer": "BroadcastCanonicalizer: broadcast dimensions sorted, transpose added",
+    "cholesky_expander": "CholeskyExpander: cholesky -> loops of dots and triangular solves",
+    "comparison-expander": "ComparisonExpander: total-order float comparisons -> integer compares",
+    "computation-deduplicator": "HloComputationDeduplicator: identical computations share one copy",
+    "conditional-canonicalizer": "ConditionalCanonicalizer: conditional results become tuples",
+    "config-assigner": "ConfigAssignerPass: record library/emitter choices in backend_config",
+    "constant_folding": "HloConstantFolding: evaluate instructions whose operands are constants",
+    "convert-memory-placement-to-internal-annotations": "memory-placement custom calls -> internal annotations",
+    "convert-mover": "ConvertMover: move converts across data-movement ops toward narrower types",
+    "convolution-4d-expander": "Convolution4DExpander: degenerate 4D convolutions -> lower rank",
+    "convolution-pred-expander": "ConvolutionPredExpander: pred convolutions computed in f16",
+    "copy-insertion": "CopyInsertion: copies so in-place ops and loops never clobber live values",
+    "copy_fusion": "CopyFusion: fuse copies added by copy insertion into their producers",
+    "cublas-gemm-broadcast-folding-rewriter": "GemmBroadcastFoldingRewriter: broadcast operands of gemms folded",
+    "cublas-gemm-rewriter": "GemmRewriter: dots -> __cublas$gemm custom calls with gemm_backend_config",
+    "cudnn-conv-rewriter": "ConvRewriter: convolutions -> __cudnn$conv* custom calls",
+    "cudnn-fused-convolution-rewriter": "CudnnFusedConvRewriter: conv + bias + activation fused for cuDNN",
+    "dot-merger": "DotMerger: dots sharing an operand merged into one dot",
+    "dot-strength-reduction": "DotStrengthReduction: small dots -> multiply + reduce",
+    "dot_decomposer": "DotDecomposer: canonical dots (batch, non-contracting, contracting dims)",
+    "dot_dimension_normalizer": "DotDimensionNormalizer: dots without batch dims normalized",
+    "dot_dimension_sorter": "DotDimensionSorter: contracting dimensions sorted",
+    "dynamic-index-splitter": "DynamicIndexSplitter: vector indices of dynamic-slice -> scalars",
+    "dynamic_dimension_simplifier": "DynamicDimensionSimplifier: folds get/set-dimension-size chains",
+    "eigh_expander": "EighExpander: eigh custom calls -> Jacobi iterations",
+    "float-normalization-bf16": "FloatNormalization: converts around ops the GPU lacks in bf16",
+    "fusion-wrapper": "FusionWrapper: each remaining unfused op wrapped in its own kLoop fusion",
+    "gather_expander": "GatherExpander: simple gathers -> dynamic-slice loops",
+    "gather_simplifier": "GatherSimplifier: gathers in canonical form",
+    "gpu-conv-padding-legalization": "ConvPaddingLegalization: convolution padding cuDNN accepts",
+    "hlo-memory-scheduler": "scheduling: lowest peak memory of list, DFS and post-order schedules",
+    "layout-assignment": "GpuLayoutAssignment: layouts for every instruction, copies on conflicts",
+    "layout_normalization": "LayoutNormalization: every op on default layouts, copies -> transpose+bitcast",
+    "logistic-expander": "LogisticExpander: logistic(x) -> 1 / (1 + exp(-x))",
+    "loop-schedule-linearizer": "LoopScheduleLinearizer: control edges that keep loop buffers reusable",
+    "move_copy_to_users": "MoveCopyToUsers: copies moved below elementwise users",
+    MULTI_OUTPUT_FUSION: "MultiOutputFusion: sibling and producer-consumer multi-output fusions",
+    "operand_upcaster": "OperandUpcaster: dot/conv operands converted to the result precision",
+    "optimization-barrier-expander": "OptimizationBarrierExpander: opt-barriers removed after scheduling",
+    "optimize_input_output_buffer_alias": "OptimizeInputOutputBufferAlias: alias donated inputs to outputs",
+    PRIORITY_FUSION: "PriorityFusion: cost-model driven producer-consumer fusion (into all users)",
+    "qr_expander": "QrExpander: qr custom calls -> Householder loops",
+    "reduce-decomposer": "ReduceDecomposer: variadic and layout-changing reduces split",
+    "reduce-scatter-creator": "ReduceScatterCreator: all-reduce + dynamic-slice -> reduce-scatter",
+    "reduction-degenerate-dim-remover": "ReductionDegenerateDimRemover: size-1 dims dropped from reduces",
+    "reduction-dimension-grouper": "ReductionDimensionGrouper: adjacent reduced dims merged",
+    "reduction-layout-normalizer": "ReductionLayoutNormalizer: reduce inputs in physical order",
+    "reduction-splitter": "ReductionSplitter: reduces over non-adjacent dims split in two",
+    "rematerialization": "HloRematerialization: recompute values to fit the memory limit",
+    "rename-instructions": "AddTrackingSuffixToInstructionNames: stable names before fusion",
+    "rename_fusions": "RenameFusions: <kind>_<heroes>_fusion / fused_<heroes> names",
+    "reshape-decomposer": "ReshapeDecomposer: reshapes -> bitcast or transpose+bitcast",
+    "reshape-mover": "ReshapeMover: reshapes/transposes moved past elementwise ops",
+    "result_caster": "ResultCaster: dots with a wider result computed then converted",
+    "rng-bit-generator-expander": "RngBitGeneratorExpander: rng-bit-generator -> Philox/ThreeFry ops",
+    "rng-expander": "RngExpander: rng -> rng-bit-generator based computation",
+    "sanitize-constant-names": "SanitizeConstantNames: constant names valid as LLVM globals",
+    "scatter-slice-simplifier": "ScatterSliceSimplifier: scatter feeding a slice shrunk",
+    "scatter_expander": "ScatterExpander: simple scatters -> loops",
+    "scatter_simplifier": "ScatterSimplifier: scatters in canonical form",
+    "select-and-scatter-expander": "SelectAndScatterExpander: select-and-scatter -> reduce-window + scatter",
+    "sharding-remover": "ShardingRemover: sharding custom calls removed (one partition)",
+    "simplify-conditional": "ConditionalSimplifier: constant-predicate and trivial conditionals inlined",
+    "simplify-fp-conversions": "SimplifyFPConversions: convert(convert(x)) chains shortened",
+    "simplify-sorts": "SortSimplifier: unused sort operands removed",
+    "simplify-while-loops": "WhileLoopSimplifier: dead loop state, zero/one-trip loops",
+    "slice-sinker": "SliceSinker: elementwise ops on slices -> slice of elementwise op",
+    "sort-iota-fusion": "SortIotaFusion: iota operands fused into sorts",
+    "stable-sort-expander": "StableSortExpander: stable sort via an iota tie-breaker",
+    "stochastic_convert_decomposer": "StochasticConvertDecomposer: stochastic-convert -> elementwise ops",
+    "topk-decomposer": "TopkDecomposer: topk -> sort + slice",
+    "transpose-folding": "TransposeFolding: transposes folded into dot dimension numbers",
+    "tree-reduction-rewriter": "TreeReductionRewriter: large reductions split into a tree of two",
+    "variadic-op-splitter": "VariadicOpSplitter: concatenates with too many operands split",
+    "while-loop-constant-sinking": "WhileLoopConstantSinking: loop-invariant constants sunk into bodies",
+}
+
+
+def pipeline_pass_names(specs: tuple[PipelineSpec, ...] = GPU_PIPELINES) -> list[str]:
+    """Every pass name the pipelines use (sorted, once each)."""
+    names: set[str] = set()
+
+    def walk(item: PassSpec | PipelineSpec) -> None:
+        if isinstance(item, PipelineSpec):
+            for sub in item.items:
+                walk(sub)
+        else:
+            names.add(item.name)
+
+    for spec in specs:
+        walk(spec)
+    return sorted(names)
+
+
+def build_pass(spec: PassSpec):
+    """The pass object for `spec`, or None when the pass is planned but not written yet."""
+    cls = PASS_REGISTRY.get(spec.name)
+    if cls is None:
+        if spec.name not in PLANNED_PASSES:
+            raise KeyError(f"pipeline names unknown pass '{spec.name}' (neither registered nor planned)")
+        return None
+    instance = cls(**dict(spec.options))
+    return HloPassFix(instance) if spec.fixed_point else instance
+
+
+def build_pipeline(spec: PipelineSpec) -> HloPassPipeline | HloPassFix | None:
+    """The runnable pipeline for `spec`; planned passes are left out, empty pipelines dropped."""
+    pipeline = HloPassPipeline(spec.name)
+    for item in spec.items:
+        built = build_pipeline(item) if isinstance(item, PipelineSpec) else build_pass(item)
+        if built is not None:
+            pipeline.add_pass(built)
+    if not pipeline.passes:
+        return None
+    return HloPassFix(pipeline) if spec.fixed_point else pipeline
+
+
+def build_gpu_pipeline() -> PipelineSequence:
+    """`--pipeline gpu`: every top-level pipeline that has at least one implemented pass."""
+    from hlo_opt.passes import load_all_passes
+
+    load_all_passes()
+    sequence = PipelineSequence("gpu")
+    for spec in GPU_PIPELINES:
+        built = build_pipeline(spec)
+        if built is not None:
+            sequence.pipelines.append(built)
+    return sequence
+
+
+def build_pass_list(names: list[str], pipeline_name: str = "transforms_pipeline") -> PipelineSequence:
+    """`--passes A,B`: exactly these passes, in this order, default options (XLA's hlo-opt)."""
+    from hlo_opt.passes import load_all_passes
+
+    load_all_passes()
+    pipeline = HloPassPipeline(pipeline_name, [PASS_REGISTRY[n]() for n in names])
+    return PipelineSequence(pipeline_name, [pipeline])
