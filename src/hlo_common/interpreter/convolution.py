@@ -21,6 +21,7 @@ import numpy as np
 from hlo_common.attributes import ConvDimensionNumbers, Window
 from hlo_common.interpreter.numeric import to_accumulation, to_element_type, unsupported
 from hlo_common.interpreter.registry import register
+from hlo_common.interpreter.window import dilate_and_pad
 from hlo_common.ir import HloInstruction
 
 
@@ -64,7 +65,7 @@ def convolve(instr: HloInstruction, lhs: np.ndarray, rhs: np.ndarray, window: Wi
     for k, wd in enumerate(window.dims):
         if wd.window_reversal:
             rhs = np.flip(rhs, axis=2 + k)
-    padded = _dilate_and_pad(lhs, window)
+    padded, _ = dilate_and_pad(lhs, (None, None) + tuple(window.dims), np.zeros((), lhs.dtype))
     out_spatial = []
     for k, wd in enumerate(window.dims):
         span = (rhs.shape[2 + k] - 1) * wd.window_dilation + 1
@@ -88,28 +89,3 @@ def convolve(instr: HloInstruction, lhs: np.ndarray, rhs: np.ndarray, window: Wi
     nsp = len(out_spatial)
     out = out.transpose((2, 0, 1, 3 + nsp) + tuple(range(3, 3 + nsp)))
     return out.reshape((nb, o) + tuple(out_spatial))
-
-
-def _dilate_and_pad(lhs: np.ndarray, window: Window) -> np.ndarray:
-    """Base dilation (zeros between elements), then edge padding (negative values crop)."""
-    shape = list(lhs.shape[:2])
-    src, dst = [slice(None), slice(None)], [slice(None), slice(None)]
-    for k, wd in enumerate(window.dims):
-        size = lhs.shape[2 + k]
-        dilated = (size - 1) * wd.base_dilation + 1 if size else 0
-        total = max(dilated + wd.padding_low + wd.padding_high, 0)
-        shape.append(total)
-        # input element j lands at padding_low + j * base_dilation; keep the ones inside [0, total).
-        first = max(0, -(-(-wd.padding_low) // wd.base_dilation)) if wd.padding_low < 0 else 0
-        last = (total - 1 - wd.padding_low) // wd.base_dilation if total else -1
-        last = min(last, size - 1)
-        if last < first:
-            src.append(slice(0, 0))
-            dst.append(slice(0, 0))
-            continue
-        src.append(slice(first, last + 1))
-        start = wd.padding_low + first * wd.base_dilation
-        dst.append(slice(start, start + (last - first) * wd.base_dilation + 1, wd.base_dilation))
-    out = np.zeros(shape, dtype=lhs.dtype)
-    out[tuple(dst)] = lhs[tuple(src)]
-    return out

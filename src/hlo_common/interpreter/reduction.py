@@ -1,0 +1,143 @@
+"""Interpreter handlers for reduce, map and scan (XLA's HloEvaluator role), vectorized.
+
+reduce folds N inputs along `dimensions` with a reducer over 2N scalars (accumulators first,
+then the new elements), starting from N init values:
+
+- fast path (one input, a reducer `classify_reducer` recognises): numpy reductions. Sums and
+  products of narrow floats (bf16, f16, f8) accumulate in f32 and round once, which is what
+  XLA:CPU computes (HloEvaluator itself rounds after every step); f32 sums accumulate in f64;
+  integers wrap in two's complement exactly.
+- general path: the reducer through `ev.map_computation`, vectorized over all output elements:
+  in element order for short reductions (exactly HloEvaluator's order), else as a pairwise tree
+  of adjacent elements (same result for associative reducers, e.g. argmax pairs; float sums
+  within rounding).
+
+Importing this module also registers reduce-window and select-and-scatter (`window`) and the
+sort / gather / scatter handlers' siblings are imported by the evaluator itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hlo_common.dtypes import from_numpy_dtype
+from hlo_common.interpreter import window  # noqa: F401  (registers reduce-window, select-and-scatter)
+from hlo_common.interpreter.numeric import bool_attr, ints_attr, to_element_type, unsupported
+from hlo_common.interpreter.reducers import classify_reducer
+from hlo_common.interpreter.registry import register
+from hlo_common.ir import HloInstruction
+
+# Reductions at most this long run in element order; longer ones use a pairwise tree.
+SEQUENTIAL_LIMIT = 16
+
+
+@register("reduce")
+def _reduce(instr: HloInstruction, operands, ev):
+    n = len(operands) // 2
+    inputs, inits = list(operands[:n]), list(operands[n:])
+    dims = tuple(sorted(ints_attr(instr, "dimensions")))
+    rank = inputs[0].ndim
+    if any(not 0 <= d < rank for d in dims):
+        raise unsupported(instr, f"dimensions {list(dims)} out of range for rank {rank}")
+    comp = instr.attrs["to_apply"]
+    kind = classify_reducer(comp) if n == 1 else None
+    if kind is not None:
+        return _reduce_fast(kind, inputs[0], inits[0], dims)
+    kept = [d for d in range(rank) if d not in dims]
+    out_shape = tuple(inputs[0].shape[d] for d in kept)
+    r = int(np.prod([inputs[0].shape[d] for d in dims], dtype=np.int64))
+    m = int(np.prod(out_shape, dtype=np.int64))
+    flat = [x.transpose(kept + list(dims)).reshape(m, r) for x in inputs]
+    acc = [np.full(m, init, dtype=init.dtype) for init in inits]
+    if r <= SEQUENTIAL_LIMIT:
+        for k in range(r):
+            acc = ev.map_computation(comp, acc + [f[:, k] for f in flat])
+    else:
+        acc = ev.map_computation(comp, acc + _pairwise_tree(comp, flat, ev))
+    out = tuple(a.reshape(out_shape) for a in acc)
+    return out if n > 1 else out[0]
+
+
+def _pairwise_tree(comp, flat: list[np.ndarray], ev) -> list[np.ndarray]:
+    """Reduce [M, R] columns by combining adjacent pairs (left operand first) until one is left."""
+    cur = flat
+    while cur[0].shape[1] > 1:
+        r = cur[0].shape[1]
+        half = r // 2
+        left = [c[:, 0:2 * half:2] for c in cur]
+        right = [c[:, 1:2 * half:2] for c in cur]
+        merged = ev.map_computation(comp, left + right)
+        if r % 2:
+            merged = [np.concatenate([mg, c[:, -1:]], axis=1) for mg, c in zip(merged, cur)]
+        cur = merged
+    return [c[:, 0] for c in cur]
+
+
+def _reduce_fast(kind: str, x: np.ndarray, init: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+    ptype = from_numpy_dtype(x.dtype)
+    if ptype.is_pred:
+        red = np.logical_and if kind == "and" else np.logical_or
+        return red(red.reduce(x, axis=dims), init)
+    if ptype.is_integer:
+        wide = np.uint64 if ptype.kind == "unsigned" and ptype.bits == 64 else np.int64
+        xw, iw = x.astype(wide), init.astype(wide)
+    elif ptype.is_float and ptype.bits < 32:
+        xw, iw = x.astype(np.float32), init.astype(np.float32)
+    elif ptype.name == "f32" and kind == "add":  # sum in f64: at least as close as XLA's own f32 sum
+        xw, iw = x.astype(np.float64), init.astype(np.float64)
+    else:
+        xw, iw = x, init
+    if kind == "add":
+        acc = iw + np.add.reduce(xw, axis=dims)
+    elif kind == "multiply":
+        acc = iw * np.multiply.reduce(xw, axis=dims)
+    elif kind in ("maximum", "minimum"):
+        ufunc = np.maximum if kind == "maximum" else np.minimum
+        acc = ufunc(iw, ufunc.reduce(xw, axis=dims)) if x.size else np.broadcast_to(
+            iw, tuple(s for d, s in enumerate(x.shape) if d not in dims))
+    else:
+        ufunc = np.bitwise_and if kind == "and" else np.bitwise_or
+        acc = ufunc(iw, ufunc.reduce(xw, axis=dims))
+    return to_element_type(acc, ptype)
+
+
+@register("map")
+def _map(instr: HloInstruction, operands, ev) -> np.ndarray:
+    out = ev.map_computation(instr.attrs["to_apply"], list(operands))
+    return np.asarray(out[0]).astype(instr.shape.element_type.np_dtype, copy=False)
+
+
+@register("scan")
+def _scan(instr: HloInstruction, operands, ev):
+    """scan(inputs..., inits...), dimensions={d}, num_carries=C: one call per step along d.
+
+    The body takes (input slices..., carries...) and returns (output slices..., new carries...);
+    the result is (outputs stacked along d..., final carries...). `is_reverse=true` walks d
+    backwards. (The parameter order is inferred from the HLO/MHLO import tests; XLA's own
+    evaluator for this new opcode was not available to check against.)
+    """
+    dims = ints_attr(instr, "dimensions")
+    num_carries = int(str(instr.attrs.get("num_carries", 1)))
+    if len(dims) != 1:
+        raise unsupported(instr, "scan needs exactly one dimension")
+    axis = dims[0]
+    n_in = len(operands) - num_carries
+    inputs, carries = list(operands[:n_in]), list(operands[n_in:])
+    comp = instr.attrs["to_apply"]
+    length = inputs[0].shape[axis] if inputs else 0
+    steps = range(length - 1, -1, -1) if bool_attr(instr, "is_reverse", False) else range(length)
+    outs: list[list[np.ndarray]] = []
+    for i in steps:
+        res = ev.call(comp, [np.take(x, i, axis=axis) for x in inputs] + carries)
+        res = list(res) if isinstance(res, tuple) else [res]
+        n_out = len(res) - num_carries
+        outs.append(res[:n_out])
+        carries = res[n_out:]
+    if bool_attr(instr, "is_reverse", False):
+        outs.reverse()
+    leaf_shapes = instr.shape.tuple_shapes if instr.shape.is_tuple else (instr.shape,)
+    n_out = len(leaf_shapes) - num_carries
+    stacked = [np.stack([o[k] for o in outs], axis=axis) if outs else
+               np.zeros(leaf_shapes[k].dims, leaf_shapes[k].element_type.np_dtype) for k in range(n_out)]
+    result = tuple(stacked) + tuple(carries)
+    return result if instr.shape.is_tuple else result[0]
