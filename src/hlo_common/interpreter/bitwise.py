@@ -96,8 +96,9 @@ def _shift_right_arithmetic(instr, operands, ev):
 @register("popcnt")
 def _popcnt(instr, operands, ev):
     et = _etype(instr)
-    count = np.bitwise_count(as_unsigned(operands[0], et))
-    return down(count, et) if et.bits >= 8 else from_bits(count.astype(np.uint8), et)
+    if et.bits < 8:  # XLA (evaluator and CPU) counts the 8-bit sign-extended storage value
+        return from_bits(np.bitwise_count(int_compute(operands[0]).view(np.uint8)), et)
+    return down(np.bitwise_count(as_unsigned(operands[0], et)), et)
 
 
 @register("count-leading-zeros")

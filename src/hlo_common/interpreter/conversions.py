@@ -6,7 +6,7 @@ NaN becomes 0; integer to integer wraps; anything to pred is `!= 0`; narrowing f
 nearest even (through ml_dtypes; integers to narrow floats go through f32 as Eigen does).
 bitcast-convert reinterprets bits; between widths the narrow side has one extra minor dimension,
 little-endian as on every XLA host. reduce-precision is XLA's bit recipe (round to nearest even
-on the mantissa, then flush under/overflowing exponents to signed zero/infinity).
+on the mantissa, then flush under/overflowing exponents to signed zero/infinity; NaN stays NaN).
 """
 
 from __future__ import annotations
@@ -126,8 +126,9 @@ def reduce_precision_array(x: np.ndarray, exponent_bits: int, mantissa_bits: int
         v = np.where(e > u(max_exp << src_mantissa), signed_inf, v)
         v = np.where(e <= u(min_exp << src_mantissa), signed_zero, v)
     r = np.asarray(v).view(x.dtype)
-    nan_value = x if mantissa_bits > 0 else np.array(np.inf, x.dtype)
-    return np.where(np.isnan(x), nan_value, r)
+    # NaNs stay NaN even with no mantissa bits left (XLA:CPU/GPU quiet them; the HloEvaluator
+    # would give inf there).
+    return np.where(np.isnan(x), x, r)
 
 
 @register("stochastic-convert")

@@ -1,7 +1,7 @@
 """Interpreter handlers for the elementwise arithmetic opcodes (unary, binary, ternary).
 
 Semantics follow XLA's HloEvaluator: narrow floats are computed in f32 and rounded once per op;
-integers wrap; integer division by zero gives -1 (signed) or all ones (unsigned) and x % 0 gives x;
+integers wrap (integer power is exact modulo 2^bits); integer division by zero gives -1 (signed) or all ones (unsigned) and x % 0 gives x;
 INT_MIN / -1 is INT_MIN and INT_MIN % -1 is 0; shifts by at least the bit width give 0 (or the
 sign fill for arithmetic right shifts); maximum, minimum and clamp propagate NaN. Conversions,
 compare and the bit-level ops live in `conversions.py` and `bitwise.py`.
@@ -34,8 +34,7 @@ def _in_type(instr: HloInstruction, i: int = 0) -> PrimitiveType:
 def _round_afz(x: np.ndarray) -> np.ndarray:
     """Round half away from zero, exactly (x - trunc(x) is exact in floating point)."""
     t = np.trunc(x)
-    frac = x - t
-    return t + np.where(np.abs(frac) >= 0.5, np.sign(x), 0).astype(x.dtype)
+    return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t)  # keeps the sign of -0 and -0.3
 
 
 def _logistic(x: np.ndarray) -> np.ndarray:
@@ -146,13 +145,19 @@ def _multiply(instr, operands, ev):
 @register("maximum")
 def _maximum(instr, operands, ev):
     a, b, et = _binary(instr, operands)
-    return down(np.maximum(a, b), et)
+    r = np.maximum(a, b)  # propagates NaN
+    if et.is_float:  # -0 < +0 here, as XLA:CPU computes it
+        r = np.where(a == b, np.where(np.signbit(a), b, a), r)
+    return down(r, et)
 
 
 @register("minimum")
 def _minimum(instr, operands, ev):
     a, b, et = _binary(instr, operands)
-    return down(np.minimum(a, b), et)
+    r = np.minimum(a, b)
+    if et.is_float:
+        r = np.where(a == b, np.where(np.signbit(a), a, b), r)
+    return down(r, et)
 
 
 def _int_limits(et: PrimitiveType) -> tuple[int, int]:
@@ -171,7 +176,7 @@ def _divide(instr, operands, ev):
     q = np.floor_divide(a, safe_b)
     r = a - q * safe_b
     if et.kind == "signed":  # floor -> truncation toward zero
-        q = q + ((r != 0) & ((r < 0) != (safe_b < 0))).astype(q.dtype)
+        q = q + ((r != 0) & ((a < 0) != (safe_b < 0))).astype(q.dtype)
         q = np.where(b == -1, np.negative(a), q)  # INT_MIN / -1 wraps to INT_MIN
         q = np.where(b == 0, np.full((), -1, q.dtype), q)
     else:
@@ -197,10 +202,13 @@ def _power(instr, operands, ev):
     a, b, et = _binary(instr, operands)
     if et.is_pred:
         return np.logical_or(a, np.logical_not(b))
-    if et.is_integer:
+    if et.is_integer:  # exact modulo 2^bits (XLA:CPU uses only the exponent's low 6 bits)
         neg = b < 0 if et.kind == "signed" else np.zeros((), bool)
         r = np.power(a, np.where(neg, np.zeros((), b.dtype), b))
-        r = np.where(neg, (a == 1).astype(r.dtype), r)
+        # Negative exponents: 1^-n = 1, (-1)^-n = +-1 (as XLA:CPU), anything else truncates to 0.
+        odd = (b & 1) != 0
+        neg_result = np.where(a == 1, 1, np.where(a == -1, np.where(odd, -1, 1), 0)).astype(r.dtype)
+        r = np.where(neg, neg_result, r)
         return down(r, et)
     one = np.ones((), a.dtype)
     r = np.power(a, b)
