@@ -53,12 +53,16 @@ class OperandIndexing:
         return self.map.is_undefined
 
     def simplify(self) -> OperandIndexing:
-        return OperandIndexing(self.map.simplify(), self.rt_vars)
+        """Simplify the map and the maps of the runtime-variable sources."""
+        rts = tuple(RuntimeVarIndexing(rt.hlo, rt.map.simplify()) for rt in self.rt_vars)
+        return OperandIndexing(self.map.simplify(), rts)
 
     def remove_unused_symbols(self) -> OperandIndexing:
+        """Drop unused symbols (with the sources of removed runtime variables)."""
         new_map, removed = self.map.remove_unused_symbols_with_mask()
         nr = len(self.map.range_vars)
-        kept = tuple(rt for k, rt in enumerate(self.rt_vars)
+        kept = tuple(RuntimeVarIndexing(rt.hlo, rt.map.remove_unused_symbols())
+                     for k, rt in enumerate(self.rt_vars)
                      if not (nr + k < len(removed) and removed[nr + k]))
         return OperandIndexing(new_map, kept)
 
