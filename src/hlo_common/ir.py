@@ -61,7 +61,7 @@ class HloInstruction:
     def replace_operand(self, index: int, new: HloInstruction) -> None:
         old = self.operands[index]
         self.operands[index] = new
-        if self not in old.operands:
+        if old not in self.operands:  # `old` may still feed another operand slot
             old.users.remove(self)
         if self not in new.users:
             new.users.append(self)
