@@ -53,8 +53,8 @@ def is_dead(instr: HloInstruction) -> bool:
 
 
 def is_safely_removable(instr: HloInstruction) -> bool:
-    """Not a parameter (removing one renumbers the others), not the root, no control edges."""
-    return instr.opcode != "parameter" and not instr.is_root and not has_control_dependencies(instr)
+    """Not a parameter (removing one renumbers the others) and no control edges (XLA's IsSafelyRemovable)."""
+    return instr.opcode != "parameter" and not has_control_dependencies(instr)
 
 
 @dataclass(frozen=True)
