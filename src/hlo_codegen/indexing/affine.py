@@ -5,7 +5,7 @@ constraint; the simplifier (simplify.py) rewrites them; emitters print, evaluate
 This is XLA's `SymbolicExpr` (formerly `mlir::AffineExpr`): constants, dimension variables `d_i`,
 symbols `s_j` (range variables first, then runtime variables, as in XLA), and the binary
 operators `+`, `*`, `floordiv`, `mod` with floor semantics (`-7 floordiv 2 == -4`,
-`-7 mod 2 == 1`). Divisors must be positive constants.
+`-7 mod 2 == 1`). Divisors are constants: non-zero for `floordiv`, positive for `mod`.
 
 Expressions are immutable and hashable; `a < b` is XLA's comparator (kind order Add < Mul < Mod <
 FloorDiv < dims < symbols < constants, then operands left to right), which fixes the order of
@@ -115,9 +115,11 @@ class AffineExpr:
     __rmul__ = __mul__
 
     def floordiv(self, divisor: AffineExpr | int) -> AffineExpr:
-        d = _positive_divisor(divisor, "floordiv")
+        d = _nonzero_divisor(divisor)
         if d == 1:
             return self
+        if d == -1:
+            return -self
         if self.kind == CONST:
             return const(self.value // d)
         return AffineExpr(FLOORDIV, 0, self, const(d))
@@ -159,7 +161,7 @@ class AffineExpr:
         if k == MUL:
             return lhs * rhs
         if k == FLOORDIV:
-            d = self.rhs.value
+            d = abs(self.rhs.value)
             return lhs // d if lhs % d == 0 else 1
         return math.gcd(lhs, rhs)
 
@@ -259,6 +261,13 @@ def as_expr(value: AffineExpr | int) -> AffineExpr:
     if isinstance(value, (int,)) or hasattr(value, "__index__"):
         return const(int(value))
     raise TypeError(f"cannot use {type(value).__name__} as an index expression")
+
+
+def _nonzero_divisor(divisor: AffineExpr | int) -> int:
+    d = as_expr(divisor)
+    if d.kind != CONST or d.value == 0:
+        raise ValueError(f"floordiv needs a non-zero constant divisor, got {d}")
+    return d.value
 
 
 def _positive_divisor(divisor: AffineExpr | int, op: str) -> int:

@@ -111,7 +111,7 @@ def _merge_div_mod(coeffs: dict[AffineExpr, int], memo) -> tuple[list[AffineExpr
         if coeff == 0 or base.kind != FLOORDIV:
             continue
         c = base.rhs.value
-        if coeff % c != 0:
+        if c <= 0 or coeff % c != 0:
             continue
         y = coeff // c
         mod_expr = _canon(base.lhs % c, memo)
@@ -169,6 +169,8 @@ def _canon_floordiv(lhs: AffineExpr, rhs: AffineExpr, memo) -> AffineExpr:
     d = rhs.value
     if d == 1:
         return lhs
+    if d == -1:
+        return _canon(-lhs, memo)
     rewritten = _gcd_rewrite(FLOORDIV, lhs, d, memo)
     if rewritten is not None:
         return rewritten

@@ -452,12 +452,14 @@ def _simplify_constraint_range(simplifier: Simplifier, expr: AffineExpr,
         if c is None or c == 0:
             break
         lo, hi = interval.lower, interval.upper
-        if c < 0:
-            c, lo, hi = -c, -hi, -lo
-        if k == MUL:
-            interval = Interval(-((-lo) // c), hi // c)
+        if k == FLOORDIV:
+            # floor(x / c) in [lo, hi]  <=>  lo * c <= x < (hi + 1) * c  (reversed for c < 0)
+            interval = (Interval(lo * c, (hi + 1) * c - 1) if c > 0
+                        else Interval((hi + 1) * c + 1, lo * c))
         else:
-            interval = Interval(lo * c, (hi + 1) * c - 1)
+            if c < 0:
+                c, lo, hi = -c, -hi, -lo
+            interval = Interval(-((-lo) // c), hi // c)
         expr = expr.lhs
     return expr, interval
 

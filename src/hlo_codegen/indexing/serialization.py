@@ -7,7 +7,7 @@ maps as text and round-trip them. Accepted form (whitespace and newlines are fre
     s0 in [0, 3], rt0 in [0, 7], d0 mod 2 in [0, 0]
 
 Variable names are free (`th_x`, `chunk_id`); the domain lists every variable in declaration
-order, then the constraints. `UNDEFINED` parses to the undefined map. Syntax errors raise
+order, then the constraints. `/` is read as `floordiv` (newer XLA prints it so). `UNDEFINED` parses to the undefined map. Syntax errors raise
 `HloParseError` with the position.
 
     >>> str(parse_indexing_map("(d0) -> (d0 * 2 - 1), domain: d0 in [1, 4]"))
@@ -24,8 +24,8 @@ from hlo_codegen.indexing.indexing_map import IndexingMap, Variable
 from hlo_codegen.indexing.interval import Interval
 from hlo_common.errors import HloParseError
 
-_TOKEN = re.compile(r"\s*(?:(->)|([A-Za-z_][A-Za-z0-9_]*)|(\d+)|([()\[\]{},:+\-*]))")
-_MUL_OPS = {"*", "floordiv", "floorDiv", "mod"}
+_TOKEN = re.compile(r"\s*(?:(->)|([A-Za-z_][A-Za-z0-9_]*)|(\d+)|([()\[\]{},:+\-*/]))")
+_MUL_OPS = {"*", "floordiv", "floorDiv", "/", "mod"}
 _DEFAULT_FILENAME = "<indexing map>"
 
 

@@ -130,13 +130,14 @@ class Simplifier:
         return (expr.lhs, mul) if mul is not None else (expr, 1)
 
     def split_sum_by_gcd(self, expr: AffineExpr) -> tuple[AffineExpr, int, AffineExpr]:
-        """`a * g + b` where g is the gcd of the constant multipliers; (0, 1, expr) if none."""
+        """`a * g + b`, g > 1 the gcd of the constant multipliers (ignoring sign); else (0, 1, expr)."""
         g = None
         for summand in visit_summands(expr):
             mul = self._constant_rhs(summand, MUL)
             if mul is not None:
                 g = mul if g is None else math.gcd(g, mul)
-        if g is None or g == 1 or g == 0:
+        g = abs(g) if g is not None else 1
+        if g <= 1:
             return const(0), 1, expr
         rest = [const(0)]
 
