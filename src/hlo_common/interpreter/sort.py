@@ -3,8 +3,8 @@
 sort permutes N same-shaped operands along `dimensions={d}` by a comparator computation over
 2N scalars (parameters 2i and 2i+1 are operand i's lhs and rhs). Two paths:
 
-- fast: the comparator is one `compare` of operand 0's two parameters with LT or GT. Keys become
-  numpy-sortable (TOTALORDER floats map to integers ordered -NaN < -inf < ... < -0 < +0 < ... <
+- fast: the comparator is one `compare` LT/GT of the same elementwise function of operand k's two
+  parameters (often just the parameters themselves). Keys become numpy-sortable (TOTALORDER floats map to integers ordered -NaN < -inf < ... < -0 < +0 < ... <
   +inf < +NaN, as XLA's total order) and one stable `np.argsort` gives the permutation.
 - general: any comparator, through a bitonic sorting network whose every stage calls the
   comparator once per direction over all rows and pairs at once (`ev.map_computation`). Ties are
@@ -19,8 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from hlo_common.interpreter.numeric import bool_attr, ints_attr, unsupported
-from hlo_common.interpreter.registry import register
+from hlo_common.interpreter.registry import HANDLERS, register
 from hlo_common.ir import HloComputation, HloInstruction
+from hlo_common.opcodes import is_elementwise
 
 
 def total_order_keys(x: np.ndarray) -> np.ndarray:
@@ -52,24 +53,85 @@ def _descending(keys: np.ndarray) -> np.ndarray:
     return -keys  # floats: NaNs stay last, -0 and +0 stay equal
 
 
-def _fast_direction(comp: HloComputation) -> tuple[bool, str] | None:
-    """(descending, compare type) when the comparator is `compare(p0, p1)` LT/GT, else None."""
+def _key_comparator(comp: HloComputation):
+    """(operand k, descending, compare type, key root) when the comparator is
+    `compare(key(lhs_k), key(rhs_k))` LT/GT for one elementwise function `key` of operand k's two
+    parameters (jax canonicalizes -0 and NaNs this way before a TOTALORDER compare), else None."""
     root = comp.root
     if root.opcode != "compare" or len(root.operands) != 2:
         return None
-    a, b = root.operands
-    if a.opcode != "parameter" or b.opcode != "parameter":
-        return None
-    order = (a.parameter_number, b.parameter_number)
-    if order not in ((0, 1), (1, 0)):
-        return None
     direction = str(root.attrs.get("direction", ""))
-    if direction not in ("LT", "GT") or a.shape.element_type.is_complex:
+    a, b = root.operands
+    pa, pb = _parameters_of(a), _parameters_of(b)
+    if direction not in ("LT", "GT") or pa is None or pb is None or len(pa) != 1 or len(pb) != 1:
         return None
-    descending = (direction == "GT") == (order == (0, 1))
-    etype = a.shape.element_type
+    i, j = next(iter(pa)), next(iter(pb))
+    if i // 2 != j // 2 or i == j or a.shape.element_type.is_complex or not _same_function(a, b, i, j, {}):
+        return None
+    descending = (direction == "GT") == (i < j)
+    key = a if i < j else b
+    etype = key.shape.element_type
     default = "FLOAT" if etype.is_float else ("UNSIGNED" if etype.kind == "unsigned" else "SIGNED")
-    return descending, str(root.attrs.get("type", default))
+    return i // 2, descending, str(root.attrs.get("type", default)), key
+
+
+def _parameters_of(instr: HloInstruction) -> set[int] | None:
+    """Parameter numbers an elementwise scalar subgraph reads (None if it has other ops)."""
+    found: set[int] = set()
+    stack, seen = [instr], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.opcode == "parameter":
+            found.add(x.parameter_number)
+        elif x.opcode != "constant" and not is_elementwise(x.opcode):
+            return None
+        stack.extend(x.operands)
+    return found
+
+
+def _same_function(a: HloInstruction, b: HloInstruction, pa: int, pb: int, memo: dict) -> bool:
+    """a (reading parameter pa) and b (reading pb) compute the same function of their parameter."""
+    key = (id(a), id(b))
+    if key not in memo:
+        memo[key] = False
+        if a.opcode == "parameter" or b.opcode == "parameter":
+            same = a.opcode == b.opcode and (a.parameter_number, b.parameter_number) == (pa, pb)
+        elif a.opcode == "constant" or b.opcode == "constant":
+            same = a.opcode == b.opcode and a.shape == b.shape and \
+                np.asarray(a.literal).tobytes() == np.asarray(b.literal).tobytes()
+        else:
+            same = (a.opcode == b.opcode and a.shape == b.shape and a.attrs == b.attrs
+                    and len(a.operands) == len(b.operands)
+                    and all(_same_function(x, y, pa, pb, memo) for x, y in zip(a.operands, b.operands)))
+        memo[key] = same
+    return memo[key]
+
+
+def _evaluate_key(key: HloInstruction, values: np.ndarray, ev) -> np.ndarray:
+    """The key subgraph applied elementwise to a whole operand (its handlers broadcast)."""
+    done: dict[int, np.ndarray] = {}
+    order: list[HloInstruction] = []
+    stack = [(key, False)]
+    while stack:
+        x, expanded = stack.pop()
+        if expanded:
+            order.append(x)
+        elif id(x) not in done:
+            done[id(x)] = None
+            stack.append((x, True))
+            stack.extend((o, False) for o in x.operands if id(o) not in done)
+    with np.errstate(all="ignore"):
+        for x in order:
+            if x.opcode == "parameter":
+                done[id(x)] = values
+            elif x.opcode == "constant":
+                done[id(x)] = np.asarray(x.literal)
+            else:
+                done[id(x)] = np.asarray(HANDLERS[x.opcode](x, [done[id(o)] for o in x.operands], ev))
+    return np.broadcast_to(done[id(key)], values.shape)
 
 
 @register("sort")
@@ -79,10 +141,13 @@ def _sort(instr: HloInstruction, operands, ev):
         raise unsupported(instr, f"sort needs one dimension, got {list(dims)}")
     axis = dims[0]
     comp = instr.attrs["to_apply"]
-    fast = _fast_direction(comp)
+    fast = _key_comparator(comp)
     if fast is not None:
-        descending, compare_type = fast
-        keys = _sort_keys(operands[0], compare_type)
+        k, descending, compare_type, key = fast
+        values = operands[k]
+        if key.opcode != "parameter":
+            values = _evaluate_key(key, values, ev)
+        keys = _sort_keys(values, compare_type)
         perm = np.argsort(_descending(keys) if descending else keys, axis=axis, kind="stable")
     else:
         perm = general_sort_permutation(list(operands), axis, comp, ev)
