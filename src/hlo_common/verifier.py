@@ -109,17 +109,18 @@ class _ModuleVerifier:
     def run(self) -> None:
         m = self.module
         if m.entry is None or id(m.entry) not in self.comp_ids:
-            raise VerificationError(f"module {m.name}: the entry computation is not in the module")
+            raise VerificationError(f"module {m.name}: found an entry computation outside the module's "
+                                    "computation list, expected one of its computations")
         names: dict[str, HloComputation] = {}
         for comp in m.computations:
             if comp.parent is not m:
-                raise _err("computation's parent is not the module that lists it", comp)
+                raise _err("found a parent other than the module that lists it, expected that module", comp)
             if comp.name in names:
-                raise _err(f"computation name {comp.name} is used twice in the module", comp)
+                raise _err(f"found the computation name {comp.name} twice, expected unique names", comp)
             names[comp.name] = comp
         fused = self._fusion_computations()
         if id(m.entry) in fused:
-            raise _err("the entry computation is also a fused computation", m.entry)
+            raise _err("found the entry computation called by a fusion, expected a non-fused entry", m.entry)
         for comp in m.computations:
             self.verify_computation(comp, fused_by=fused.get(id(comp)))
         self._verify_entry_layout()
@@ -142,87 +143,107 @@ class _ModuleVerifier:
         entry = m.entry
         actual = entry.parameters
         if len(params) != len(actual):
-            raise _err(f"entry_computation_layout has {len(params)} parameters, expected {len(actual)} "
-                       "(the entry computation's)", entry)
+            raise _err(f"found {len(params)} parameters in entry_computation_layout, expected "
+                       f"{len(actual)} (the entry computation's)", entry)
         for p, declared in zip(actual, params):
             if not self._same(p.shape, declared, exact=True, layouts=True):
-                raise _err(f"entry_computation_layout gives parameter {p.parameter_number} as {declared}, "
-                           f"found {p.shape} in the entry computation", entry, p)
+                raise _err(f"found parameter {p.parameter_number} {p.shape}, expected {declared} as "
+                           "entry_computation_layout says", entry, p)
         if not self._same(entry.root.shape, result, exact=True, layouts=True):
-            raise _err(f"entry_computation_layout gives the result as {result}, found root shape "
-                       f"{entry.root.shape}", entry, entry.root)
+            raise _err(f"found root shape {entry.root.shape}, expected {result} as "
+                       "entry_computation_layout says", entry, entry.root)
 
     # -- computation level --------------------------------------------------------------------------
     def verify_computation(self, comp: HloComputation, fused_by: HloInstruction | None = None) -> None:
-        members = {id(i) for i in comp.instructions}
+        members = {id(i): k for k, i in enumerate(comp.instructions)}  # id -> text position
         self._verify_structure(comp, members)
         self._verify_edges(comp, members)
-        self._verify_order(comp)
+        self._verify_order(comp, members)
         for instr in comp.instructions:
             self._verify_instruction(comp, instr)
         if fused_by is not None:
             self._verify_fused(comp)
 
-    def _verify_structure(self, comp: HloComputation, members: set[int]) -> None:
+    def _verify_structure(self, comp: HloComputation, members: dict[int, int]) -> None:
         if not comp.instructions:
-            raise _err("computation has no instructions", comp)
+            raise _err("found no instructions, expected at least one", comp)
         if comp.root is None or id(comp.root) not in members:
             name = comp.root.name if comp.root is not None else "none"
-            raise _err(f"root %{name} is not an instruction of this computation", comp, comp.root)
+            raise _err(f"found root %{name}, which is not one of its instructions; expected its own "
+                       "instruction", comp, comp.root)
         names: set[str] = set()
         numbers: list[int] = []
         for instr in comp.instructions:
             if instr.parent is not comp:
-                raise _err("instruction's parent is not the computation that lists it", comp, instr)
+                raise _err("found a parent other than the computation that lists it, expected that computation",
+                           comp, instr)
             if instr.name in names:
-                raise _err(f"instruction name {instr.name} is used twice in the computation", comp, instr)
+                raise _err(f"found the name {instr.name} twice in the computation, expected unique names",
+                           comp, instr)
             names.add(instr.name)
             if instr.opcode == "parameter":
                 if instr.parameter_number is None:
-                    raise _err("parameter has no parameter number", comp, instr)
+                    raise _err("found a parameter without a number, expected parameter(N)", comp, instr)
                 numbers.append(instr.parameter_number)
         if sorted(numbers) != list(range(len(numbers))):
-            raise _err(f"parameter numbers are {sorted(numbers)}, expected 0..{len(numbers) - 1} each once",
+            raise _err(f"found parameter numbers {sorted(numbers)}, expected 0..{len(numbers) - 1} each once",
                        comp)
 
-    def _verify_edges(self, comp: HloComputation, members: set[int]) -> None:
+    def _verify_edges(self, comp: HloComputation, members: dict[int, int]) -> None:
         """Operand, user and control lists agree with each other and stay in the computation."""
         uses: set[tuple[int, int]] = set()
         for instr in comp.instructions:
             for i, op in enumerate(instr.operands):
                 if id(op) not in members:
                     where = op.parent.name if op.parent is not None else "no computation"
-                    raise _err(f"operand {i} %{op.name} belongs to {where}, expected an instruction of "
-                               "this computation", comp, instr)
+                    raise _err(f"found operand {i} %{op.name} in {where}, expected an instruction of this "
+                               "computation", comp, instr)
                 uses.add((id(op), id(instr)))
         listed: set[tuple[int, int]] = set()
         for instr in comp.instructions:
             for user in instr.users:
                 key = (id(instr), id(user))
+                if id(user) not in members:
+                    where = user.parent.name if user.parent is not None else "no computation"
+                    raise _err(f"found user %{user.name} in {where}, expected users in this computation",
+                               comp, instr)
                 if key not in uses:
-                    raise _err(f"lists %{user.name} as a user, but %{user.name} does not use it", comp, instr)
+                    raise _err(f"found %{user.name} in its users, but %{user.name} does not use it; expected "
+                               "users and operands to agree", comp, instr)
                 if key in listed:
-                    raise _err(f"lists %{user.name} as a user more than once", comp, instr)
+                    raise _err(f"found %{user.name} twice in its users, expected each user once", comp, instr)
                 listed.add(key)
             for pred in instr.control_predecessors:
                 if id(pred) not in members or instr not in pred.control_successors:
-                    raise _err(f"control predecessor %{pred.name} does not list it as a successor", comp, instr)
+                    raise _err(f"found control predecessor %{pred.name}, which does not list it as a successor; "
+                               "expected both lists to agree", comp, instr)
         if len(listed) != len(uses):
             for instr in comp.instructions:
                 for op in instr.operands:
                     if (id(op), id(instr)) not in listed:
-                        raise _err(f"uses %{op.name}, which does not list it as a user", comp, instr)
+                        raise _err(f"found operand %{op.name}, whose users do not include it; expected users and "
+                                   "operands to agree", comp, instr)
 
-    def _verify_order(self, comp: HloComputation) -> None:
-        """Scheduled modules: operands come first in text order; otherwise: no cycles."""
-        if self.module is not None and self.module.is_scheduled:
-            position = {id(i): k for k, i in enumerate(comp.instructions)}
-            for k, instr in enumerate(comp.instructions):
-                for dep in (*instr.operands, *instr.control_predecessors):
-                    if position[id(dep)] >= k:
-                        raise _err(f"uses %{dep.name} before its definition (the module is scheduled, so "
-                                   "operands must come first)", comp, instr)
-            return
+    def _verify_order(self, comp: HloComputation, position: dict[int, int]) -> None:
+        """Scheduled modules: operands come first in text order. Otherwise no cycles: text order that
+        is already topological proves it in one pass; only other orders need the DFS."""
+        scheduled = self.module is not None and self.module.is_scheduled
+        in_order = True
+        for k, instr in enumerate(comp.instructions):
+            deps = instr.operands
+            if instr.control_predecessors:
+                deps = (*deps, *instr.control_predecessors)
+            for dep in deps:
+                if position[id(dep)] >= k:
+                    if scheduled:
+                        raise _err(f"found a use of %{dep.name} before its definition; expected operands "
+                                   "first because the module is scheduled", comp, instr)
+                    in_order = False
+        if not in_order:
+            self._find_cycle(comp)
+
+    @staticmethod
+    def _find_cycle(comp: HloComputation) -> None:
         state: dict[int, int] = {}  # 1 = on the DFS stack, 2 = done
         for start in comp.instructions:
             if id(start) in state:
@@ -234,7 +255,7 @@ class _ModuleVerifier:
                 for dep in deps:
                     s = state.get(id(dep))
                     if s == 1:
-                        raise _err(f"is part of a cycle through %{dep.name}", comp, node)
+                        raise _err(f"found a cycle through %{dep.name}, expected an acyclic graph", comp, node)
                     if s is None:
                         state[id(dep)] = 1
                         stack.append((dep, iter((*dep.operands, *dep.control_predecessors))))
@@ -246,26 +267,25 @@ class _ModuleVerifier:
     def _verify_fused(self, comp: HloComputation) -> None:
         for instr in comp.instructions:
             if instr is not comp.root and not instr.users:
-                raise _err("fused computation has an instruction without users, expected every non-root "
-                           "instruction to feed the root", comp, instr)
+                raise _err("found an instruction without users in a fused computation, expected every "
+                           "non-root instruction to be used", comp, instr)
 
     # -- instruction level --------------------------------------------------------------------------
     def _verify_instruction(self, comp: HloComputation, instr: HloInstruction) -> None:
         info = OPCODES.get(instr.opcode)
         if info is None:
-            raise _err(f"unknown opcode '{instr.opcode}'", comp, instr)
+            raise _err(f"found unknown opcode '{instr.opcode}', expected one of the opcode table", comp, instr)
         if info.arity is not None and len(instr.operands) != info.arity:
-            raise _err(f"has {len(instr.operands)} operands, expected {info.arity} for {instr.opcode}",
+            raise _err(f"found {len(instr.operands)} operands, expected {info.arity} for {instr.opcode}",
                        comp, instr)
         if instr.shape is None:
-            raise _err("has no shape", comp, instr)
+            raise _err("found no shape, expected one", comp, instr)
         self._verify_layout(comp, instr, instr.shape)
         self._verify_called(comp, instr)
         inferred = infer_shape(instr, self.ctx)
         if not self._same(instr.shape, inferred, exact=instr.opcode in _EXACT_SHAPE):
-            raise _err(f"declared shape {describe(instr.shape)} does not match the shape inferred from its "
-                       f"operands and attributes: found {describe(instr.shape)}, expected {describe(inferred)}",
-                       comp, instr)
+            raise _err(f"declared shape does not match the one inferred from its operands and attributes: "
+                       f"found {describe(instr.shape)}, expected {describe(inferred)}", comp, instr)
         if not self.opts.allow_mixed_precision and instr.opcode not in _MIXED_PRECISION_OK:
             self._verify_single_precision(comp, instr)
         self._verify_pairing(comp, instr)
@@ -284,8 +304,8 @@ class _ModuleVerifier:
         if sorted(m2m) == list(range(shape.rank)):
             self._good_layouts.add(key)
         else:
-            raise _err(f"layout {{{','.join(map(str, m2m))}}} of {describe(shape)} is not a permutation of "
-                       f"its {shape.rank} dimensions", comp, instr)
+            raise _err(f"found layout {{{','.join(map(str, m2m))}}} on {describe(shape)}, expected a "
+                       f"permutation of its {shape.rank} dimensions", comp, instr)
 
     def _verify_called(self, comp: HloComputation, instr: HloInstruction) -> None:
         if not instr.attrs:
@@ -296,13 +316,16 @@ class _ModuleVerifier:
             if value is None:
                 continue
             if key not in allowed:
-                raise _err(f"{instr.opcode} does not call computations, found {key}=", comp, instr)
+                raise _err(f"found {key}= on {instr.opcode}, expected "
+                           f"{', '.join(sorted(allowed)) or 'no called computations'}", comp, instr)
             for callee in value if isinstance(value, list) else [value]:
                 if not isinstance(callee, HloComputation) or id(callee) not in self.comp_ids:
                     name = getattr(callee, "name", callee)
-                    raise _err(f"{key}= names computation {name}, which is not in the module", comp, instr)
+                    raise _err(f"found {key}={name}, which is not in the module; expected a computation of "
+                               "the module", comp, instr)
                 if callee is comp:
-                    raise _err(f"{key}= names its own computation {comp.name}", comp, instr)
+                    raise _err(f"found {key}= naming its own computation {comp.name}, expected another one",
+                           comp, instr)
 
     def _verify_single_precision(self, comp: HloComputation, instr: HloInstruction) -> None:
         seen = None
@@ -315,8 +338,8 @@ class _ModuleVerifier:
                 if seen is None:
                     seen = et
                 elif et is not seen:
-                    raise _err(f"mixes floating-point types {seen.name} and {et.name} among its operands, "
-                               "expected one precision", comp, instr)
+                    raise _err(f"found floating-point types {seen.name} and {et.name} among its operands, "
+                               "expected one precision (mixed precision is not allowed)", comp, instr)
 
     def _verify_pairing(self, comp: HloComputation, instr: HloInstruction) -> None:
         want_users = _SINGLE_USER.get(instr.opcode)

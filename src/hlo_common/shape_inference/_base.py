@@ -89,7 +89,7 @@ class InferenceContext:
             params = sorted((i for i in comp.instructions if i.opcode == "parameter"),
                             key=lambda p: p.parameter_number)
             if comp.root is None:
-                fail(f"called computation {comp.name} has no root")
+                fail(f"called computation {comp.name} has no root, expected one")
             hit = ([p.shape for p in params], comp.root.shape)
             self._programs[key] = hit
         return hit
@@ -114,7 +114,7 @@ def attr(instr, key: str, default: Any = _MISSING) -> Any:
     v = instr.attrs.get(key, _MISSING)
     if v is _MISSING:
         if default is _MISSING:
-            fail(f"missing attribute '{key}'")
+            fail(f"found no attribute '{key}', expected one")
         return default
     return v
 
@@ -124,7 +124,7 @@ def ints_attr(instr, key: str, default: Any = _MISSING) -> tuple[int, ...]:
     if isinstance(v, int):
         return (v,)
     if not isinstance(v, tuple):
-        fail(f"attribute '{key}' must be a list of integers, found {v}")
+        fail(f"attribute '{key}' is {v}, expected a list of integers")
     return v
 
 
@@ -133,7 +133,7 @@ def int_attr(instr, key: str, default: Any = _MISSING) -> int:
     if isinstance(v, tuple) and len(v) == 1:
         return v[0]
     if not isinstance(v, int):
-        fail(f"attribute '{key}' must be an integer, found {v}")
+        fail(f"attribute '{key}' is {v}, expected an integer")
     return v
 
 
@@ -145,14 +145,14 @@ def word_attr(instr, key: str, default: Any = _MISSING) -> str:
 def computation_attr(instr, key: str):
     comp = attr(instr, key)
     if isinstance(comp, list) or not hasattr(comp, "instructions"):
-        fail(f"attribute '{key}' must name one computation")
+        fail(f"attribute '{key}' is {comp}, expected one computation")
     return comp
 
 
 def one_dimension(instr, key: str = "dimensions") -> int:
     dims = ints_attr(instr, key)
     if len(dims) != 1:
-        fail(f"'{key}' must hold exactly one dimension, found {{{','.join(map(str, dims))}}}")
+        fail(f"'{key}' is {{{','.join(map(str, dims))}}}, expected exactly one dimension")
     return dims[0]
 
 
@@ -179,7 +179,7 @@ def like(shape: Shape, etype: PrimitiveType | None = None) -> Shape:
     if shape.tuple_shapes is not None:
         return Shape.tuple_of(like(s) for s in shape.tuple_shapes)
     if not shape.element_type.is_array_type:
-        return Shape(shape.element_type, (), None, None, ())
+        return shape  # token, opaque or a buffer `b(...)`: no layout of its own to reset
     if (etype is None or etype is shape.element_type) and shape.layout == default_layout(len(shape.dims)):
         return shape  # shapes are immutable: one with the default layout is its own answer
     return make(etype or shape.element_type, shape.dims, shape.dynamic or None)
@@ -203,12 +203,12 @@ def describe(shape: Shape) -> str:
 
 def expect_array(shape: Shape, what: str) -> None:
     if shape is None or not shape.is_array:
-        fail(f"{what} must be an array, found {describe(shape) if shape is not None else 'nothing'}")
+        fail(f"{what} is {describe(shape) if shape is not None else 'nothing'}, expected an array")
 
 
 def expect_token(shape: Shape, what: str) -> None:
     if not shape.is_token:
-        fail(f"{what} must be token[], found {describe(shape)}")
+        fail(f"{what} is {describe(shape)}, expected token[]")
 
 
 def operand_shape(instr, i: int, what: str | None = None) -> Shape:
@@ -225,9 +225,9 @@ def check_dim_list(dims, rank: int, what: str, *, unique: bool = True, ascending
         if not 0 <= d < rank:
             fail(f"{what} {{{','.join(map(str, dims))}}} holds {d}, expected dimensions in [0, {rank})")
     if unique and len(set(dims)) != len(dims):
-        fail(f"{what} {{{','.join(map(str, dims))}}} repeats a dimension")
+        fail(f"{what} {{{','.join(map(str, dims))}}} repeats a dimension, expected each at most once")
     if ascending and list(dims) != sorted(dims):
-        fail(f"{what} {{{','.join(map(str, dims))}}} must be in ascending order")
+        fail(f"{what} {{{','.join(map(str, dims))}}} is out of order, expected ascending dimensions")
 
 
 def same_type_ignoring_fp(a: PrimitiveType, b: PrimitiveType) -> bool:
@@ -267,7 +267,7 @@ def strided_bound(bound: int, window: int, stride: int) -> int:
 def window_output_dims(base_dims, window, what: str) -> list[int]:
     """Dimensions of a windowed operation's output (reduce-window, convolution, select-and-scatter)."""
     if len(window.dims) != len(base_dims):
-        fail(f"window has {len(window.dims)} dimensions, {what} has {len(base_dims)}")
+        fail(f"window has {len(window.dims)} dimensions, expected {len(base_dims)} like {what}")
     out = []
     for i, (b, w) in enumerate(zip(base_dims, window.dims)):
         if w.size <= 0 or w.stride <= 0 or w.base_dilation < 1 or w.window_dilation < 1:

@@ -20,39 +20,41 @@ from hlo_common.shape_inference._base import (
 _IOTA_RE = re.compile(r"\[(\d+),(\d+)\]<=")
 
 
-def replica_groups(instr) -> list[list[int]] | None:
-    """Explicit groups, [] when empty, or None for the iota form (see `group_size`)."""
+def group_sizes(instr) -> list[int]:
+    """The size of every replica group ([] when the groups are empty, meaning one big group).
+
+    Accepts the typed `ReplicaGroups` value (its `groups()`) and, for IR built from raw text, the
+    explicit `{{0,1},{2,3}}` and iota `[G,S]<=[...]` spellings.
+    """
     raw = instr.attrs.get("replica_groups")
     if raw is None:
         return []
+    if callable(getattr(raw, "groups", None)):
+        return [len(g) for g in raw.groups()]
     text = str(raw).strip()
+    m = _IOTA_RE.match(text)
+    if m:
+        return [int(m.group(2))] * int(m.group(1))
     if not text.startswith("{"):
-        return None
-    inner = text[1:-1].strip()
-    return [[int(x) for x in g.split(",") if x.strip()] for g in re.findall(r"\{([^{}]*)\}", inner)]
+        fail(f"replica_groups={text}, expected {{{{...}},...}} or [groups,size]<=[...]")
+    return [len([x for x in g.split(",") if x.strip()]) for g in re.findall(r"\{([^{}]*)\}", text[1:-1])]
 
 
 def group_size(instr, ctx: InferenceContext, flattened_allowed: bool = True) -> int:
     """Participants per group, as XLA's GetSubgroupSize (1 when the module does not say)."""
-    raw = instr.attrs.get("replica_groups")
-    m = _IOTA_RE.match(str(raw).strip()) if raw is not None else None
-    if m:
-        return int(m.group(2))
-    groups = replica_groups(instr)
-    if groups:
-        return len(groups[0])
-    has_channel = "channel_id" in instr.attrs
-    if not has_channel:
+    sizes = group_sizes(instr)
+    if sizes:
+        return sizes[0]
+    if "channel_id" not in instr.attrs:
         return ctx.replica_count
-    use_global = instr.attrs.get("use_global_device_ids")
-    if use_global is None and not flattened_allowed:
+    if instr.attrs.get("use_global_device_ids") is None and not flattened_allowed:
         return ctx.num_partitions
     return ctx.replica_count * ctx.num_partitions
 
 
 def _arrays(instr, what: str) -> list:
     if not instr.operands:
-        fail(f"{what} needs at least one operand")
+        fail(f"{what} has no operands, expected at least one")
     return [operand_shape(instr, i, f"operand {i} of {what}") for i in range(len(instr.operands))]
 
 
@@ -102,7 +104,7 @@ def _all_gather(instr, ctx):
     d = one_dimension(instr)
     for i, s in enumerate(shapes):
         if not 0 <= d < s.rank:
-            fail(f"dimensions={{{d}}} is out of range for operand {i} {describe(s)}")
+            fail(f"dimensions={{{d}}} is out of range for operand {i} {describe(s)}, expected [0, {s.rank})")
     shards = _shard_count(instr, ctx, shapes, d, gather=True)
     outs = [make(s.element_type, [n * shards if k == d else n for k, n in enumerate(s.dims)]) for s in shapes]
     result = _single_or_tuple(outs)
@@ -125,7 +127,7 @@ def _reduce_scatter(instr, ctx):
     d = one_dimension(instr)
     for i, s in enumerate(shapes):
         if not 0 <= d < s.rank:
-            fail(f"dimensions={{{d}}} is out of range for operand {i} {describe(s)}")
+            fail(f"dimensions={{{d}}} is out of range for operand {i} {describe(s)}, expected [0, {s.rank})")
     shards = _shard_count(instr, ctx, shapes, d, gather=False)
     outs = []
     for i, s in enumerate(shapes):
@@ -139,20 +141,20 @@ def _reduce_scatter(instr, ctx):
 def _all_to_all(instr, ctx):
     shapes = _arrays(instr, "all-to-all")
     dims = instr.attrs.get("dimensions")
-    groups = replica_groups(instr)
+    sizes = group_sizes(instr)
     if dims is not None:
         if len(shapes) != 1:
             fail(f"an array all-to-all (dimensions=...) has {len(shapes)} operands, expected 1")
         d = one_dimension(instr)
         s = shapes[0]
         if not 0 <= d < s.rank:
-            fail(f"dimensions={{{d}}} is out of range for {describe(s)}")
+            fail(f"dimensions={{{d}}} is out of range for {describe(s)}, expected [0, {s.rank})")
         split = group_size(instr, ctx, flattened_allowed=False)
         if split and s.dims[d] % split:
             fail(f"split dimension {d} is {s.dims[d]}, expected a multiple of the group size {split}")
         return like(s)
-    if groups and len(shapes) != len(groups[0]):
-        fail(f"a tuple all-to-all has {len(shapes)} operands, expected {len(groups[0])} (the group size)")
+    if sizes and len(shapes) != sizes[0]:
+        fail(f"a tuple all-to-all has {len(shapes)} operands, expected {sizes[0]} (the group size)")
     for i, s in enumerate(shapes):
         if not s.compatible(shapes[0]):
             fail(f"operand {i} is {describe(s)}, expected {describe(shapes[0])} like operand 0")
@@ -162,7 +164,7 @@ def _all_to_all(instr, ctx):
 def _permute_shapes(instr):
     ops = [op.shape for op in instr.operands]
     if not ops:
-        fail(f"{instr.opcode} needs at least one operand")
+        fail(f"{instr.opcode} has no operands, expected at least one")
     inplace = len(ops) == 4 and ops[2].is_tuple
     return ops, inplace
 
@@ -194,7 +196,8 @@ def _ragged_all_to_all(instr, ctx):
     data = operand_shape(instr, 0, "the input of ragged-all-to-all")
     out = operand_shape(instr, 1, "the output buffer of ragged-all-to-all")
     if data.element_type is not out.element_type or data.dims[1:] != out.dims[1:]:
-        fail(f"input {describe(data)} and output buffer {describe(out)} differ beyond their first dimension")
+        fail(f"input {describe(data)} and output buffer {describe(out)} differ beyond their first dimension, "
+             "expected the same element type and minor dimensions")
     for i in range(2, 6):
         s = operand_shape(instr, i, f"offset/size operand {i}")
         if not s.element_type.is_integer:

@@ -73,9 +73,9 @@ def _conditional(instr, ctx):
         fail(f"branch index is {describe(index)}, expected pred[] or s32[]")
     branches = branch_computations(instr)
     if index.element_type is PRED and len(branches) != 2:
-        fail(f"a pred branch index needs 2 branches, found {len(branches)}")
+        fail(f"found {len(branches)} branches for a pred branch index, expected 2")
     if not branches:
-        fail("conditional has no branch computations")
+        fail("found no branch computations, expected at least one")
     if len(instr.operands) != len(branches) + 1:
         fail(f"{len(instr.operands)} operands for {len(branches)} branches, expected {len(branches) + 1}")
     result = None
@@ -136,7 +136,7 @@ def _custom_call(instr, ctx):
                  "(one per operand)")
         for i, (c, op) in enumerate(zip(constraints, instr.operands)):
             if not c.compatible(op.shape):
-                fail(f"operand {i} is {describe(op.shape)}, its layout constraint is {describe(c)}")
+                fail(f"operand {i} is {describe(op.shape)}, expected {describe(c)} as its layout constraint says")
     return like(declared)
 
 
@@ -166,11 +166,11 @@ def _rng(instr, ctx):
     dist = word_attr(instr, "distribution")
     et = a.element_type
     if dist == "rng_normal" and not et.is_float:
-        fail(f"rng_normal needs a floating-point type, found {et.name}")
+        fail(f"rng_normal on {et.name}, expected a floating-point type")
     if dist not in ("rng_normal", "rng_uniform"):
         fail(f"distribution={dist}, expected rng_uniform or rng_normal")
     if dist == "rng_uniform" and et.kind not in ("float", "signed", "unsigned", "pred"):
-        fail(f"rng_uniform needs a float, integral or pred type, found {et.name}")
+        fail(f"rng_uniform on {et.name}, expected a float, integral or pred type")
     return make(et, out.dims)
 
 

@@ -24,7 +24,7 @@ def _parameter(instr, ctx):
 def _constant(instr, ctx):
     shape = need_declared(instr, "a constant's shape is its declaration")
     if instr.literal is None:
-        fail("constant has no literal value")
+        fail("constant has no literal value, expected one")
     if shape.is_array and not instr.literal_unknown and np_shape(instr.literal) != shape.dims:
         fail(f"literal has dimensions {list(np_shape(instr.literal))}, expected {describe(shape)}")
     return like(shape)
@@ -34,7 +34,7 @@ def _constant(instr, ctx):
 def _iota(instr, ctx):
     shape = need_declared(instr, "iota's dimensions come from the written shape")
     if not shape.is_array or shape.rank == 0:
-        fail(f"iota must produce an array of rank >= 1, found {describe(shape)}")
+        fail(f"iota produces {describe(shape)}, expected an array of rank >= 1")
     d = int_attr(instr, "iota_dimension")
     if not 0 <= d < shape.rank:
         fail(f"iota_dimension={d}, expected a dimension in [0, {shape.rank})")
@@ -158,7 +158,7 @@ def _dynamic_slice(instr, ctx):
         fail(f"dynamic_slice_sizes has {len(sizes)} entries, expected {s.rank} (the operand rank)")
     for i, (n, d) in enumerate(zip(sizes, s.dims)):
         if not 0 <= n <= d:
-            fail(f"slice size {n} of dimension {i} exceeds the operand dimension {d}")
+            fail(f"slice size {n} of dimension {i}, expected 0..{d} (the operand dimension)")
     return make(s.element_type, sizes)
 
 
@@ -173,14 +173,14 @@ def _dynamic_update_slice(instr, ctx):
         fail(f"update has element type {u.element_type.name}, expected {s.element_type.name}")
     for i, (n, d) in enumerate(zip(u.dims, s.dims)):
         if n > d:
-            fail(f"update dimension {i} is {n}, larger than the operand dimension {d}")
+            fail(f"update dimension {i} is {n}, expected at most the operand dimension {d}")
     return like(s)
 
 
 @rule("concatenate")
 def _concatenate(instr, ctx):
     if not instr.operands:
-        fail("concatenate needs at least one operand")
+        fail("concatenate has no operands, expected at least one")
     d = one_dimension(instr)
     first = operand_shape(instr, 0, "operand 0 of concatenate")
     if not 0 <= d < first.rank:
@@ -218,7 +218,7 @@ def _pad(instr, ctx):
             fail(f"interior padding {interior} of dimension {i} is negative, expected >= 0")
         size = n + lo + hi + max(n - 1, 0) * interior
         if size < 0:
-            fail(f"padding {lo}_{hi}_{interior} makes dimension {i} (size {n}) negative")
+            fail(f"padding {lo}_{hi}_{interior} makes dimension {i} (size {n}) negative, expected >= 0")
         dims.append(size)
     return make(s.element_type, dims)
 
@@ -235,7 +235,7 @@ def _get_tuple_element(instr, ctx):
     if not s.is_tuple:
         fail(f"operand is {describe(s)}, expected a tuple")
     if not 0 <= index < len(s.tuple_shapes):
-        fail(f"index={index} is out of range for a tuple of {len(s.tuple_shapes)} elements")
+        fail(f"index={index}, expected an index below {len(s.tuple_shapes)} (the tuple size)")
     return like(s.tuple_shapes[index])
 
 
@@ -276,5 +276,6 @@ def _copy_done(instr, ctx):
     if not s.is_tuple or len(s.tuple_shapes) < 2:
         fail(f"operand is {describe(s)}, expected the (destination, source, context) tuple of copy-start")
     if not s.tuple_shapes[0].compatible(s.tuple_shapes[1]):
-        fail(f"destination {describe(s.tuple_shapes[0])} and source {describe(s.tuple_shapes[1])} differ")
+        fail(f"destination {describe(s.tuple_shapes[0])} and source {describe(s.tuple_shapes[1])} differ, "
+             "expected the same shape")
     return like(s.tuple_shapes[0])

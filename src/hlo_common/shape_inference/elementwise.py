@@ -70,7 +70,7 @@ def _convert(instr, ctx):
     s = operand_shape(instr, 0, "the operand of convert")
     target = need_declared(instr, "convert takes its element type from the written shape")
     if target.is_tuple or not target.is_array:
-        fail(f"convert must produce an array, found {describe(target)}")
+        fail(f"convert produces {describe(target)}, expected an array")
     return like(s, target.element_type)
 
 
@@ -79,13 +79,13 @@ def _bitcast_convert(instr, ctx):
     s = operand_shape(instr, 0, "the operand of bitcast-convert")
     target = need_declared(instr, "bitcast-convert takes its element type from the written shape")
     if not target.is_array:
-        fail(f"bitcast-convert must produce an array, found {describe(target)}")
+        fail(f"bitcast-convert produces {describe(target)}, expected an array")
     old, new = s.element_type, target.element_type
     if old.is_complex != new.is_complex:
-        fail(f"bitcast-convert between complex and real types: found {old.name} to {new.name}")
+        fail(f"found {old.name} to {new.name}, expected both complex or both real types")
     lo, hi = sorted((old.bits, new.bits))
     if hi % lo:
-        fail(f"bit widths {old.bits} and {new.bits} do not divide each other")
+        fail(f"bit widths {old.bits} and {new.bits}, expected one to divide the other")
     ratio = hi // lo
     dims = list(s.dims)
     if old.bits > new.bits:
@@ -215,7 +215,7 @@ def _clamp(instr, ctx):
 @rule("map")
 def _map(instr, ctx):
     if not instr.operands:
-        fail("map needs at least one operand")
+        fail("map has no operands, expected at least one")
     shapes = [operand_shape(instr, i, f"operand {i} of map") for i in range(len(instr.operands))]
     first = shapes[0]
     for i, s in enumerate(shapes[1:], 1):

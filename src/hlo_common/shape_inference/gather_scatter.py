@@ -31,7 +31,7 @@ def _check_batching(operand_dims, index_dims, operand_rank: int, indices_dims: l
     if len(operand_dims) != len(index_dims):
         fail(f"{names[0]} has {len(operand_dims)} entries, {names[1]} has {len(index_dims)}; expected equal")
     if ivd in index_dims:
-        fail(f"{names[1]} contains index_vector_dim={ivd}")
+        fail(f"{names[1]} contains index_vector_dim={ivd}, expected other dimensions")
 
 
 def _check_index_map(index_map, count: int, operand_rank: int, name: str, exclusive) -> None:
@@ -40,7 +40,7 @@ def _check_index_map(index_map, count: int, operand_rank: int, name: str, exclus
     check_dim_list(index_map, operand_rank, name)
     for d in index_map:
         if d in exclusive:
-            fail(f"{name} maps to dimension {d}, which is also a batching dimension")
+            fail(f"{name} maps to dimension {d}, a batching dimension; expected non-batching dimensions")
 
 
 @rule("gather")
@@ -60,7 +60,7 @@ def _gather(instr, ctx):
     check_dim_list(collapsed, rank, "collapsed_slice_dims", ascending=True)
     _check_batching(obatch, ibatch, rank, idx, ivd, ("operand_batching_dims", "start_indices_batching_dims"))
     if set(collapsed) & set(obatch):
-        fail("collapsed_slice_dims and operand_batching_dims overlap")
+        fail("collapsed_slice_dims and operand_batching_dims overlap, expected disjoint sets")
     _check_index_map(ints_attr(instr, "start_index_map"), idx[ivd], rank, "start_index_map", set(obatch))
     if len(sizes) != rank:
         fail(f"slice_sizes has {len(sizes)} entries, expected {rank} (the operand rank)")
@@ -106,7 +106,7 @@ def _scatter(instr, ctx):
     check_dim_list(inserted, rank, "inserted_window_dims", ascending=True)
     _check_batching(obatch, ibatch, rank, idx, ivd, ("input_batching_dims", "scatter_indices_batching_dims"))
     if set(inserted) & set(obatch):
-        fail("inserted_window_dims and input_batching_dims overlap")
+        fail("inserted_window_dims and input_batching_dims overlap, expected disjoint sets")
     if len(window_dims) + len(inserted) + len(obatch) != rank:
         fail(f"{len(window_dims)} update_window_dims + {len(inserted)} inserted_window_dims + {len(obatch)} "
              f"input_batching_dims, expected {rank} (the operand rank)")
@@ -130,7 +130,8 @@ def _check_update(operand, update, i: int, window_dims, not_window: set, idx, iv
     bounds = [operand.dims[d] for d in range(operand.rank) if d not in not_window]
     for k, wd in enumerate(window_dims):
         if update.dims[wd] > bounds[k]:
-            fail(f"update {i} window dimension {wd} is {update.dims[wd]}, larger than the operand's {bounds[k]}")
+            fail(f"update {i} window dimension {wd} is {update.dims[wd]}, expected at most the operand's "
+                 f"{bounds[k]}")
     scatter_sizes = [n for k, n in enumerate(idx) if k != ivd]
     s = 0
     for k in range(update.rank):

@@ -20,7 +20,8 @@ def _result_type(instr, a, b):
         return base
     want = instr.shape.element_type
     if want is not base and not base.is_float and want.bits < base.bits:
-        fail(f"result element type {want.name} is narrower than the operand type {base.name}")
+        fail(f"result element type {want.name} is narrower than the operand type {base.name}, expected at "
+             f"least {base.bits} bits")
     return want
 
 
@@ -39,11 +40,11 @@ def _dot_dims(lhs, rhs, lb, rb, lc, rc):
     for a, b in zip(lc, rc):
         if lhs.dims[a] != rhs.dims[b]:
             fail(f"contracting dimension sizes differ: lhs dimension {a} is {lhs.dims[a]}, "
-                 f"rhs dimension {b} is {rhs.dims[b]}")
+                 f"rhs dimension {b} is {rhs.dims[b]}; expected equal sizes")
     for a, b in zip(lb, rb):
         if lhs.dims[a] != rhs.dims[b]:
             fail(f"batch dimension sizes differ: lhs dimension {a} is {lhs.dims[a]}, "
-                 f"rhs dimension {b} is {rhs.dims[b]}")
+                 f"rhs dimension {b} is {rhs.dims[b]}; expected equal sizes")
     return lb, rb, lc, rc
 
 
@@ -80,7 +81,7 @@ def _ragged_dot(instr, ctx):
     lb, rb, lc, rc = _dot_attrs(instr)
     if r in lc or r in lb:  # ragged contracting or batch dimension: no group dimension on rhs
         if group_dims:
-            fail("rhs_group_dims must be empty when the ragged dimension is a batch or contracting dim")
+            fail("found rhs_group_dims with a ragged batch or contracting dimension, expected none")
         _dot_dims(lhs, rhs, lb, rb, lc, rc)
         out = _dot_output(lhs, rhs, lb, rb, lc, rc)
         if r in lc:
@@ -92,7 +93,7 @@ def _ragged_dot(instr, ctx):
     if rhs.dims[g] != num_groups:
         fail(f"rhs group dimension {g} is {rhs.dims[g]}, expected {num_groups} (the number of groups)")
     if g in rb or g in rc:
-        fail(f"rhs group dimension {g} is also a batch or contracting dimension")
+        fail(f"rhs group dimension {g} is also a batch or contracting dimension, expected a free dimension")
     # Check and compute as a plain dot against rhs without its group dimension.
     squeezed = make(rhs.element_type, [n for d, n in enumerate(rhs.dims) if d != g])
     rb, rc = (tuple(d - (d > g) for d in dims) for dims in (rb, rc))
@@ -108,7 +109,7 @@ def _conv_numbers(dn, num_dims: int):
     )
     for name, dims in groups:
         if sorted(dims) != list(range(num_dims)):
-            fail(f"dim_labels {dn}: the {name} labels must name each of {num_dims} dimensions once")
+            fail(f"dim_labels {dn}: the {name} labels repeat or miss a dimension, expected each of {num_dims} once")
 
 
 @rule("convolution")
@@ -131,18 +132,18 @@ def _convolution(instr, ctx):
     in_features, batch = lhs.dims[dn.input_feature], lhs.dims[dn.input_batch]
     k_in, k_out = rhs.dims[dn.kernel_input_feature], rhs.dims[dn.kernel_output_feature]
     if k_out % bgc:
-        fail(f"kernel output features {k_out} are not a multiple of batch_group_count {bgc}")
+        fail(f"kernel output features {k_out}, expected a multiple of batch_group_count {bgc}")
     if in_features % fgc or in_features // fgc != k_in:
-        fail(f"input features {in_features} / feature_group_count {fgc} must equal the kernel input "
-             f"features {k_in}")
+        fail(f"input features {in_features} / feature_group_count {fgc}, expected them to equal the kernel "
+             f"input features {k_in}")
     if k_out % fgc:
-        fail(f"kernel output features {k_out} are not a multiple of feature_group_count {fgc}")
+        fail(f"kernel output features {k_out}, expected a multiple of feature_group_count {fgc}")
     if batch % bgc:
-        fail(f"input batch {batch} is not a multiple of batch_group_count {bgc}")
+        fail(f"input batch {batch}, expected a multiple of batch_group_count {bgc}")
     k_spatial = [rhs.dims[d] for d in dn.kernel_spatial]
     if k_spatial != [w.size for w in window.dims]:
-        fail(f"window size {'x'.join(str(w.size) for w in window.dims)} does not match the kernel's "
-             f"spatial dimensions {'x'.join(map(str, k_spatial))}")
+        fail(f"window size {'x'.join(str(w.size) for w in window.dims)}, expected the kernel's spatial "
+             f"dimensions {'x'.join(map(str, k_spatial))}")
     spatial = window_output_dims([lhs.dims[d] for d in dn.input_spatial], window, "the input")
     out = [0] * (nsp + 2)
     out[dn.output_batch] = batch // bgc
@@ -215,9 +216,9 @@ def _triangular_solve(instr, ctx):
     left = bool(attr(instr, "left_side", False))
     shared = b.dims[-2] if left else b.dims[-1]
     if a.dims[-1] != shared:
-        fail(f"a is {describe(a)} and b is {describe(b)}: the shared dimension differs")
+        fail(f"a is {describe(a)} and b is {describe(b)}: the shared dimension differs, expected equal sizes")
     if a.dims[:-2] != b.dims[:-2]:
-        fail(f"batch dimensions differ: a is {describe(a)}, b is {describe(b)}")
+        fail(f"batch dimensions differ: a is {describe(a)}, b is {describe(b)}; expected equal")
     transpose = word_attr(instr, "transpose_a", "NO_TRANSPOSE")
     if transpose not in ("NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"):
         fail(f"transpose_a={transpose}, expected NO_TRANSPOSE, TRANSPOSE or ADJOINT")

@@ -36,7 +36,7 @@ def verify_reducer(ctx: InferenceContext, comp, init_types, input_types, what: s
                  f"{describe(acc)} (its result type)")
         if not same_type_ignoring_fp(acc.element_type, init_types[i]):
             fail(f"{what} computation {comp.name} accumulates {acc.element_type.name}, but init value "
-                 f"{i} is {init_types[i].name}")
+                 f"{i} is {init_types[i].name}; expected the same type")
         p = params[n + i]
         if p.is_tuple or p.rank or not same_type_ignoring_fp(p.element_type, input_types[i]):
             fail(f"{what} computation {comp.name}: parameter {n + i} is {describe(p)}, expected "
@@ -114,7 +114,7 @@ def _select_and_scatter(instr, ctx):
 @rule("sort")
 def _sort(instr, ctx):
     if not instr.operands:
-        fail("sort needs at least one operand")
+        fail("sort has no operands, expected at least one")
     shapes = [operand_shape(instr, i, f"operand {i} of sort") for i in range(len(instr.operands))]
     for i, s in enumerate(shapes[1:], 1):
         if s.dims != shapes[0].dims:
@@ -152,7 +152,7 @@ def _scan(instr, ctx):
     carries = int(str(instr.attrs.get("num_carries", 0)))
     n_in = len(instr.operands) - carries
     if n_in < 0:
-        fail(f"num_carries={carries} exceeds the {len(instr.operands)} operands")
+        fail(f"num_carries={carries}, expected at most the {len(instr.operands)} operands")
     d = one_dimension(instr)
     inputs = [operand_shape(instr, i, f"input {i} of scan") for i in range(n_in)]
     inits = [operand_shape(instr, n_in + i) for i in range(carries)]
