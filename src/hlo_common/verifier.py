@@ -175,8 +175,8 @@ class _ModuleVerifier:
         numbers: list[int] = []
         for instr in comp.instructions:
             if instr.parent is not comp:
-                raise _err("found a parent other than the computation that lists it, expected that computation",
-                           comp, instr)
+                raise _err("found a parent other than the computation that lists it, expected that "
+                           "computation", comp, instr)
             if instr.name in names:
                 raise _err(f"found the name {instr.name} twice in the computation, expected unique names",
                            comp, instr)
@@ -215,14 +215,14 @@ class _ModuleVerifier:
                 listed.add(key)
             for pred in instr.control_predecessors:
                 if id(pred) not in members or instr not in pred.control_successors:
-                    raise _err(f"found control predecessor %{pred.name}, which does not list it as a successor; "
-                               "expected both lists to agree", comp, instr)
+                    raise _err(f"found control predecessor %{pred.name}, which does not list it as a "
+                               "successor; expected both lists to agree", comp, instr)
         if len(listed) != len(uses):
             for instr in comp.instructions:
                 for op in instr.operands:
                     if (id(op), id(instr)) not in listed:
-                        raise _err(f"found operand %{op.name}, whose users do not include it; expected users and "
-                                   "operands to agree", comp, instr)
+                        raise _err(f"found operand %{op.name}, whose users do not include it; expected "
+                                   "users and operands to agree", comp, instr)
 
     def _verify_order(self, comp: HloComputation, position: dict[int, int]) -> None:
         """Scheduled modules: operands come first in text order. Otherwise no cycles: text order that
@@ -255,7 +255,8 @@ class _ModuleVerifier:
                 for dep in deps:
                     s = state.get(id(dep))
                     if s == 1:
-                        raise _err(f"found a cycle through %{dep.name}, expected an acyclic graph", comp, node)
+                        raise _err(f"found a cycle through %{dep.name}, expected an acyclic graph",
+                                   comp, node)
                     if s is None:
                         state[id(dep)] = 1
                         stack.append((dep, iter((*dep.operands, *dep.control_predecessors))))
@@ -274,7 +275,8 @@ class _ModuleVerifier:
     def _verify_instruction(self, comp: HloComputation, instr: HloInstruction) -> None:
         info = OPCODES.get(instr.opcode)
         if info is None:
-            raise _err(f"found unknown opcode '{instr.opcode}', expected one of the opcode table", comp, instr)
+            raise _err(f"found unknown opcode '{instr.opcode}', expected one of the opcode table",
+                       comp, instr)
         if info.arity is not None and len(instr.operands) != info.arity:
             raise _err(f"found {len(instr.operands)} operands, expected {info.arity} for {instr.opcode}",
                        comp, instr)
@@ -347,13 +349,13 @@ class _ModuleVerifier:
             users = instr.users
             if len(users) != 1 or users[0].opcode not in want_users:
                 found = ", ".join(f"%{u.name} ({u.opcode})" for u in users) or "none"
-                raise _err(f"{instr.opcode} needs exactly one user among {', '.join(want_users)}; "
-                           f"found {found}", comp, instr)
+                raise _err(f"found users: {found}; expected exactly one {' or '.join(want_users)} to "
+                           f"complete the {instr.opcode}", comp, instr)
         want_operand = _SINGLE_OPERAND.get(instr.opcode)
         if want_operand is not None and instr.operands[0].opcode not in want_operand:
             op = instr.operands[0]
-            raise _err(f"{instr.opcode} must read {' or '.join(want_operand)}, found %{op.name} ({op.opcode})",
-                       comp, instr)
+            raise _err(f"found operand %{op.name} ({op.opcode}), expected {' or '.join(want_operand)} "
+                       f"to feed the {instr.opcode}", comp, instr)
 
     # -- helpers ------------------------------------------------------------------------------------
     def _same(self, a: Shape, b: Shape, exact: bool, layouts: bool = False) -> bool:

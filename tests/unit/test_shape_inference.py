@@ -157,14 +157,16 @@ def test_scatter_and_variadic_scatter() -> None:
            f"  ROOT s = scatter(p, i, u), {SCATTER_DIMS}, to_apply=add }}")
     assert parse_module(one).entry.root.shape.to_string(False) == "f32[5,4]"
     two = ("add2 { a = f32[] parameter(0)  b = s32[] parameter(1)  c = f32[] parameter(2)  "
-           "d = s32[] parameter(3)  x = f32[] add(a, c)  y = s32[] add(b, d)  ROOT t = (f32[], s32[]) tuple(x, y) }\n"
+           "d = s32[] parameter(3)  x = f32[] add(a, c)  y = s32[] add(b, d)  ROOT t = (f32[], s32[]) "
+           "tuple(x, y) }\n"
            "ENTRY e { p = f32[5,4] parameter(0)  q = s32[5,4] parameter(1)  i = s32[3,1] parameter(2)\n"
            "  u = f32[3,4] parameter(3)  v = s32[3,4] parameter(4)\n"
            f"  ROOT s = scatter(p, q, i, u, v), {SCATTER_DIMS}, to_apply=add2 }}")
     assert parse_module(two).entry.root.shape.to_string(False) == "(f32[5,4], s32[5,4])"
 
 
-REDUCE2 = ("r2 { a = f32[] parameter(0)  b = s32[] parameter(1)  c = f32[] parameter(2)  d = s32[] parameter(3)\n"
+REDUCE2 = ("r2 { a = f32[] parameter(0)  b = s32[] parameter(1)  c = f32[] parameter(2)  "
+           "d = s32[] parameter(3)\n"
            "  x = f32[] maximum(a, c)  y = s32[] minimum(b, d)  ROOT t = (f32[], s32[]) tuple(x, y) }\n")
 
 
@@ -172,7 +174,8 @@ REDUCE2 = ("r2 { a = f32[] parameter(0)  b = s32[] parameter(1)  c = f32[] param
     # reduce over {0,2} keeps dimension 1 (3)
     ("p = f32[2,3,4] parameter(0)\n z = f32[] parameter(1)\n ROOT r = reduce(p, z), dimensions={0,2}, "
      "to_apply=add", "f32[3]"),
-    ("p = f32[2,3] parameter(0)\n q = s32[2,3] parameter(1)\n z = f32[] parameter(2)\n y = s32[] parameter(3)\n"
+    ("p = f32[2,3] parameter(0)\n q = s32[2,3] parameter(1)\n z = f32[] parameter(2)\n y = s32[] "
+     "parameter(3)\n"
      " ROOT r = reduce(p, q, z, y), dimensions={1}, to_apply=r2", "(f32[2], s32[2])"),
     # windows: (4-2)/2+1 = 2 and (6-3)/3+1 = 2
     ("p = f32[4,6] parameter(0)\n z = f32[] parameter(1)\n ROOT r = reduce-window(p, z), "
@@ -193,18 +196,21 @@ def test_reductions(body: str, expected: str) -> None:
 
 
 def test_select_and_scatter_sort_scan() -> None:
-    ge = "ge { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT c = pred[] compare(a, b), direction=GE }\n"
+    ge = ("ge { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT c = pred[] compare(a, b), "
+          "direction=GE }\n")
     body = ("p = f32[4,6] parameter(0)\n s = f32[2,2] parameter(1)\n z = f32[] parameter(2)\n"
             " ROOT r = select-and-scatter(p, s, z), window={size=2x3 stride=2x3}, select=ge, scatter=add")
     assert root_shape(body, ADD + ge) == "f32[4,6]"
-    lt2 = ("lt { a = f32[] parameter(0)  b = f32[] parameter(1)  c = s32[] parameter(2)  d = s32[] parameter(3)\n"
+    lt2 = ("lt { a = f32[] parameter(0)  b = f32[] parameter(1)  c = s32[] parameter(2)  "
+           "d = s32[] parameter(3)\n"
            "  ROOT r = pred[] compare(a, b), direction=LT }\n")
-    body = "k = f32[5,3] parameter(0)\n v = s32[5,3] parameter(1)\n ROOT r = sort(k, v), dimensions={0}, to_apply=lt"
+    body = ("k = f32[5,3] parameter(0)\n v = s32[5,3] parameter(1)\n ROOT r = sort(k, v), dimensions={0}, "
+            "to_apply=lt")
     assert root_shape(body, lt2) == "(f32[5,3], s32[5,3])"
     scan = ("comb { x = f32[] parameter(0)  c = f32[] parameter(1)  s = f32[] add(x, c)\n"
             "  ROOT t = (f32[], f32[]) tuple(s, s) }\n")
-    body = "x = f32[10] parameter(0)\n i = f32[] parameter(1)\n ROOT r = scan(x, i), dimensions={0}, num_carries=1, " \
-           "is_associative=true, to_apply=comb"
+    body = ("x = f32[10] parameter(0)\n i = f32[] parameter(1)\n ROOT r = scan(x, i), dimensions={0}, "
+            "num_carries=1, is_associative=true, to_apply=comb")
     assert root_shape(body, scan) == "(f32[10], f32[])"
 
 
@@ -216,8 +222,8 @@ def test_select_and_scatter_sort_scan() -> None:
     ("a = f32[3] parameter(0)\n b = f32[4] parameter(1)\n ROOT r = dot(a, b)", "f32[3,4]"),
     # ragged non-contracting: rhs group dim 0 (3 groups) disappears: [19,11] + [7]
     ("a = f32[19,11,5] parameter(0)\n b = f32[3,5,7] parameter(1)\n g = s64[19,3] parameter(2)\n"
-     " ROOT r = ragged-dot(a, b, g), lhs_contracting_dims={2}, rhs_contracting_dims={1}, lhs_ragged_dims={1}, "
-     "rhs_group_dims={0}", "f32[19,11,7]"),
+     " ROOT r = ragged-dot(a, b, g), lhs_contracting_dims={2}, rhs_contracting_dims={1}, "
+     "lhs_ragged_dims={1}, rhs_group_dims={0}", "f32[19,11,7]"),
     # ragged contracting: a leading group dimension of 3 is added: [3] + [11] + [7]
     ("a = f32[11,19,5] parameter(0)\n b = f32[19,5,7] parameter(1)\n g = s64[19,3] parameter(2)\n"
      " ROOT r = ragged-dot(a, b, g), lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}, "
@@ -243,8 +249,8 @@ def test_select_and_scatter_sort_scan() -> None:
     ("p = c64[3,5] parameter(0)\n ROOT r = fft(p), fft_type=IRFFT, fft_length={8}", "f32[3,8]"),
     ("p = c64[4,4] parameter(0)\n ROOT r = fft(p), fft_type=IFFT, fft_length={4,4}", "c64[4,4]"),
     ("p = f32[2,4,4] parameter(0)\n ROOT r = cholesky(p), lower=true", "f32[2,4,4]"),
-    ("a = f32[4,4] parameter(0)\n b = f32[4,3] parameter(1)\n ROOT r = triangular-solve(a, b), left_side=true, "
-     "lower=true, transpose_a=NO_TRANSPOSE", "f32[4,3]"),
+    ("a = f32[4,4] parameter(0)\n b = f32[4,3] parameter(1)\n ROOT r = triangular-solve(a, b), "
+     "left_side=true, lower=true, transpose_a=NO_TRANSPOSE", "f32[4,3]"),
     ("x = f32[2,3,4] parameter(0)\n s = f32[3] parameter(1)\n ROOT r = batch-norm-training(x, s, s), "
      "epsilon=0.001, feature_index=1", "(f32[2,3,4], f32[3], f32[3])"),
     ("x = f32[2,3] parameter(0)\n s = f32[3] parameter(1)\n ROOT r = batch-norm-inference(x, s, s, s, s), "
@@ -256,7 +262,8 @@ def test_linear_algebra(body: str, expected: str) -> None:
 
 def test_dot_takes_the_preferred_element_type() -> None:
     verify_module(parse_module("ENTRY e { a = s8[2,3] parameter(0)  b = s8[3,4] parameter(1)\n"
-                               "  ROOT r = s32[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0} }"))
+                               "  ROOT r = s32[2,4] dot(a, b), lhs_contracting_dims={1}, "
+                               "rhs_contracting_dims={0} }"))
 
 
 def test_calls_and_control_flow() -> None:
@@ -301,7 +308,8 @@ def test_async_tokens_and_host_io() -> None:
     # 8 / 2 participants = 4
     ("p = f32[8,2] parameter(0)\n ROOT r = reduce-scatter(p), replica_groups={{0,1}}, dimensions={0}, "
      "to_apply=add", "f32[4,2]"),
-    ("p = f32[8,2] parameter(0)\n ROOT r = all-to-all(p), replica_groups={{0,1}}, dimensions={0}", "f32[8,2]"),
+    ("p = f32[8,2] parameter(0)\n ROOT r = all-to-all(p), replica_groups={{0,1}}, dimensions={0}",
+     "f32[8,2]"),
     ("p = f32[8] parameter(0)\n q = f32[8] parameter(1)\n ROOT r = all-to-all(p, q), replica_groups={{0,1}}",
      "(f32[8], f32[8])"),
     ("p = f32[8] parameter(0)\n ROOT r = collective-permute(p), source_target_pairs={{0,1},{1,0}}", "f32[8]"),
@@ -333,3 +341,49 @@ def test_pass_built_instruction() -> None:
     p = m.entry.parameters[0]
     t = HloInstruction("t", "transpose", None, [p], {"dimensions": (1, 0)})
     assert str(infer_shape(t)) == "f32[3,2]{1,0}"
+
+
+def test_remaining_opcodes() -> None:
+    """Every opcode not covered above, in one module that must verify (declared shapes by hand)."""
+    text = ADD + """
+mapped { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT m = f32[] multiply(a, b) }
+t { x = f32[4] parameter(0)  ROOT n = f32[4] negate(x) }
+f { x = f32[4] parameter(0)  ROOT n = f32[4] abs(x) }
+ENTRY e {
+  p = f32[4] parameter(0)
+  i = s32[] parameter(1)
+  c = pred[] parameter(2)
+  tok = token[] parameter(3)
+  u = u32[4] parameter(4)
+  x4 = f32[2,3,4] parameter(5)
+  s3 = f32[3] parameter(6)
+  a = bf16[2,4] parameter(7)
+  b = bf16[8,4] parameter(8)
+  sa = f8e8m0fnu[2,1] parameter(9)
+  sb = f8e8m0fnu[8,1] parameter(10)
+  map = f32[4] map(p, p), dimensions={0}, to_apply=mapped
+  dr = f32[2,2] dynamic-reshape(p, i, i)
+  rng = f32[3,5] rng(p0, p1), distribution=rng_uniform
+  rbg = (u64[2], u32[7]) rng-bit-generator(st), algorithm=rng_default
+  rs = u64[2] rng-get-and-update-state(), delta=4
+  inf = ((f32[2], s32[]), token[]) infeed(tok), infeed_config="x"
+  outf = token[] outfeed(p, tok), outfeed_config="y"
+  cc = (f32[3], s8[]) custom-call(p, i), custom_call_target="anything"
+  dom = f32[4] domain(p), domain={kind="sharding", entry={maximal device=0}, exit={}}
+  sc = s8[4] stochastic-convert(p, u)
+  bng = (f32[2,3,4], f32[3], f32[3]) batch-norm-grad(x4, s3, s3, s3, x4), epsilon=0.001, feature_index=1
+  sd = f32[2,8] scaled-dot(a, b, sa, sb), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  cb = f32[4] collective-broadcast(p), replica_groups={{0,1}}
+  ra = f32[4] ragged-all-to-all(p, p, i1, i1, i1, i1), replica_groups={{0,1}}
+  ags = (f32[4], f32[8]) all-gather-start(p), replica_groups={{0,1}}, dimensions={0}
+  agd = f32[8] all-gather-done(ags)
+  ars = f32[4] all-reduce-start(p), replica_groups={{0,1}}, to_apply=add
+  ard = f32[4] all-reduce-done(ars)
+  cnd = f32[4] conditional(c, p, p), true_computation=t, false_computation=f
+  ROOT r = tuple(map, dr, rng, rbg, rs, inf, outf, cc, dom, sc, bng, sd, cb, ra, agd, ard, cnd)
+}"""
+    text = text.replace("  map =", "  p0 = f32[] parameter(11)\n  p1 = f32[] parameter(12)\n"
+                        "  st = u64[2] parameter(13)\n  i1 = s32[2] parameter(14)\n  map =")
+    m = parse_module(text)
+    verify_module(m)
+    assert m.entry.root.shape.to_string(False).startswith("(f32[4], f32[2,2], f32[3,5], (u64[2], u32[7]), u64[2]")

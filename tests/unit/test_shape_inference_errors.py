@@ -13,7 +13,8 @@ from hlo_common.verifier import verify_module
 
 PRELUDE = (
     "add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }\n"
-    "add3 { a = f32[] parameter(0)  b = f32[] parameter(1)  c = f32[] parameter(2)  ROOT s = f32[] add(a, b) }\n"
+    "add3 { a = f32[] parameter(0)  b = f32[] parameter(1)  c = f32[] parameter(2)\n"
+    "  ROOT s = f32[] add(a, b) }\n"
     "vec { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[2] broadcast(a) }\n"
     "fcmp { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }\n"
     "scond { s = f32[4] parameter(0)  ROOT c = s32[] constant(0) }\n"
@@ -26,22 +27,27 @@ PRELUDE = (
 CASES = [
     # elementwise
     ("a = f32[2] parameter(0)\n b = f32[3] parameter(1)\n ROOT r = f32[2] add(a, b)", "identical dimensions"),
-    ("a = f32[2] parameter(0)\n b = s32[2] parameter(1)\n ROOT r = f32[2] add(a, b)", "element types f32 and s32"),
+    ("a = f32[2] parameter(0)\n b = s32[2] parameter(1)\n ROOT r = f32[2] add(a, b)",
+     "element types f32 and s32"),
     ("a = pred[2] parameter(0)\n ROOT r = pred[2] subtract(a, a)", "arithmetic type"),
     ("a = f32[2] parameter(0)\n ROOT r = f32[2] and(a, a)", "pred or an integral type"),
-    ("a = f32[2] parameter(0)\n ROOT r = pred[2] compare(a, a), direction=XX", "unknown compare direction 'XX'"),
+    ("a = f32[2] parameter(0)\n ROOT r = pred[2] compare(a, a), direction=XX",
+     "unknown compare direction 'XX'"),
     ("a = f32[2] parameter(0)\n ROOT r = pred[2] compare(a, a), direction=LT, type=SIGNED",
      "expected FLOAT or TOTALORDER"),
     ("a = s32[2] parameter(0)\n ROOT r = s32[2] floor(a)", "expected float"),
     ("p = pred[3] parameter(0)\n a = f32[2] parameter(1)\n ROOT r = f32[2] select(p, a, a)",
      "expected those of the operands"),
     ("a = c64[2] parameter(0)\n ROOT r = f32[2] bitcast-convert(a)", "expected both complex or both real"),
-    ("a = f32[2] parameter(0)\n ROOT r = f32[2] map(a, a), dimensions={0}, to_apply=vec", "expected a scalar"),
+    ("a = f32[2] parameter(0)\n ROOT r = f32[2] map(a, a), dimensions={0}, to_apply=vec",
+     "expected a scalar"),
     # data movement
-    ("a = f32[2] parameter(0)\n ROOT r = f32[2,2] broadcast(a), dimensions={2}", "expected dimensions in [0, 2)"),
+    ("a = f32[2] parameter(0)\n ROOT r = f32[2,2] broadcast(a), dimensions={2}",
+     "expected dimensions in [0, 2)"),
     ("a = f32[2] parameter(0)\n ROOT r = f32[3,2] broadcast(a), dimensions={0}", "expected them equal"),
     ("a = f32[2,3] parameter(0)\n ROOT r = f32[5] reshape(a)", "expected equal counts"),
-    ("a = f32[2,3] parameter(0)\n ROOT r = f32[2,2] transpose(a), dimensions={0,0}", "expected a permutation"),
+    ("a = f32[2,3] parameter(0)\n ROOT r = f32[2,2] transpose(a), dimensions={0,0}",
+     "expected a permutation"),
     ("a = f32[4] parameter(0)\n ROOT r = f32[2] slice(a), slice={[3:5]}", "out of bounds"),
     ("a = f32[4] parameter(0)\n i = s32[] parameter(1)\n ROOT r = f32[5] dynamic-slice(a, i), "
      "dynamic_slice_sizes={5}", "expected 0..4 (the operand dimension)"),
@@ -53,16 +59,18 @@ CASES = [
      "expected >= 0"),
     ("a = f32[4] parameter(0)\n ROOT r = f32[4] reverse(a), dimensions={1}", "expected dimensions in [0, 1)"),
     ("ROOT r = s32[4] iota(), iota_dimension=1", "expected a dimension in [0, 1)"),
-    ("a = (f32[2]) parameter(0)\n ROOT r = f32[2] get-tuple-element(a), index=1", "expected an index below 1 (the tuple size)"),
-    ("a = f32[3,4] parameter(0)\n i = s32[2,1] parameter(1)\n ROOT r = f32[2,5] gather(a, i), offset_dims={1}, "
-     "collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,5}",
+    ("a = (f32[2]) parameter(0)\n ROOT r = f32[2] get-tuple-element(a), index=1",
+     "expected an index below 1 (the tuple size)"),
+    ("a = f32[3,4] parameter(0)\n i = s32[2,1] parameter(1)\n ROOT r = f32[2,5] gather(a, i), "
+     "offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,5}",
      "out of range, expected 0..4"),
-    ("a = f32[3,4] parameter(0)\n i = s32[2,2] parameter(1)\n ROOT r = f32[2,4] gather(a, i), offset_dims={1}, "
-     "collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}",
+    ("a = f32[3,4] parameter(0)\n i = s32[2,2] parameter(1)\n ROOT r = f32[2,4] gather(a, i), "
+     "offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}",
      "expected 2 (the index vector size)"),
     ("a = f32[5,4] parameter(0)\n i = s32[3,1] parameter(1)\n u = f32[3,6] parameter(2)\n"
      " ROOT r = f32[5,4] scatter(a, i, u), update_window_dims={1}, inserted_window_dims={0}, "
-     "scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add", "expected at most the operand's 4"),
+     "scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add",
+     "expected at most the operand's 4"),
     # reductions
     ("a = f32[2,3] parameter(0)\n z = f32[] parameter(1)\n ROOT r = f32[3] reduce(a, z), dimensions={0,0}, "
      "to_apply=add", "repeats a dimension"),
@@ -73,7 +81,8 @@ CASES = [
     ("a = f32[4] parameter(0)\n z = f32[] parameter(1)\n ROOT r = f32[2] reduce-window(a, z), "
      "window={size=2x2}, to_apply=add", "window has 2 dimensions, expected 1 like the input"),
     ("a = f32[4] parameter(0)\n ROOT r = f32[4] sort(a), dimensions={0}, to_apply=fcmp", "expected pred[]"),
-    ("a = f32[4] parameter(0)\n ROOT r = (f32[5], s32[5]) topk(a), k=5", "expected at most the last dimension 4"),
+    ("a = f32[4] parameter(0)\n ROOT r = (f32[5], s32[5]) topk(a), k=5",
+     "expected at most the last dimension 4"),
     ("a = f32[4,6] parameter(0)\n s = f32[3,3] parameter(1)\n z = f32[] parameter(2)\n"
      " ROOT r = f32[4,6] select-and-scatter(a, s, z), window={size=2x2 stride=2x2}, select=fcmp, scatter=add",
      "expected pred[]"),
@@ -88,10 +97,12 @@ CASES = [
      "window={size=3}, dim_labels=b0f_0io->b0f", "expected them to equal the kernel input features 2"),
     ("x = f32[1,5,2] parameter(0)\n k = f32[3,2,4] parameter(1)\n ROOT r = f32[1,4,4] convolution(x, k), "
      "window={size=2}, dim_labels=b0f_0io->b0f", "expected the kernel's spatial dimensions 3"),
-    ("a = c64[8] parameter(0)\n ROOT r = c64[5] fft(a), fft_type=RFFT, fft_length={8}", "expected f32 or f64"),
+    ("a = c64[8] parameter(0)\n ROOT r = c64[5] fft(a), fft_type=RFFT, fft_length={8}",
+     "expected f32 or f64"),
     ("a = f32[4,4] parameter(0)\n b = f32[3,3] parameter(1)\n ROOT r = f32[3,3] triangular-solve(a, b), "
      "left_side=true, lower=true, transpose_a=NO_TRANSPOSE", "the shared dimension differs"),
-    ("x = f32[2,3] parameter(0)\n s = f32[3] parameter(1)\n ROOT r = f32[2,3] batch-norm-inference(x, s, s, s, s), "
+    ("x = f32[2,3] parameter(0)\n s = f32[3] parameter(1)\n"
+     " ROOT r = f32[2,3] batch-norm-inference(x, s, s, s, s), "
      "epsilon=0.001, feature_index=2", "expected a dimension in [0, 2)"),
     # calls and control flow
     ("a = f32[] parameter(0)\n ROOT r = f32[] call(a), to_apply=add", "takes 2 parameters, expected 1"),
@@ -146,7 +157,8 @@ def test_error_without_computation_names_instruction() -> None:
 
 
 def test_malformed_attribute_is_a_project_error() -> None:
-    m = parse_module("ENTRY e { a = f32[2,3] parameter(0)  ROOT r = f32[3,2] transpose(a), dimensions={1,0} }")
+    m = parse_module("ENTRY e { a = f32[2,3] parameter(0)\n"
+                     "  ROOT r = f32[3,2] transpose(a), dimensions={1,0} }")
     m.entry.root.attrs["dimensions"] = "1,0"  # a pass that stored text instead of a tuple
     with pytest.raises(ShapeInferenceError, match="dimensions"):
         verify_module(m)

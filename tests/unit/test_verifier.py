@@ -113,10 +113,12 @@ def test_called_computation_on_non_caller() -> None:
     ("red { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT t = (f32[], f32[]) tuple(a, b) }\n",
      "f32[] reduce(p, z), dimensions={0}, to_apply=red", "tuple of 2, expected 1 elements"),
     # a while condition returns pred[]
-    ("c { s = f32[4] parameter(0)  ROOT k = f32[] constant(1) }\nb { s = f32[4] parameter(0)  ROOT n = f32[4] negate(s) }\n",
+    ("c { s = f32[4] parameter(0)  ROOT k = f32[] constant(1) }\n"
+     "b { s = f32[4] parameter(0)  ROOT n = f32[4] negate(s) }\n",
      "f32[4] while(p), condition=c, body=b", "returns f32[], expected pred[]"),
     # a while body keeps the loop state's shape
-    ("c { s = f32[4] parameter(0)  ROOT k = pred[] constant(true) }\nb { s = f32[4] parameter(0)  ROOT k = f32[] constant(1) }\n",
+    ("c { s = f32[4] parameter(0)  ROOT k = pred[] constant(true) }\n"
+     "b { s = f32[4] parameter(0)  ROOT k = f32[] constant(1) }\n",
      "f32[4] while(p), condition=c, body=b", "returns f32[], expected the loop state f32[4]"),
     # each conditional branch takes one parameter
     ("b0 { x = f32[4] parameter(0)  y = f32[4] parameter(1)  ROOT n = f32[4] negate(x) }\n"
@@ -197,7 +199,8 @@ def test_cycle() -> None:
     m = module("ENTRY e { p = f32[4] parameter(0)  a = f32[4] negate(p)  ROOT b = f32[4] negate(a) }")
     a, b = instr(m, "a"), instr(m, "b")
     a.replace_operand(0, b)
-    with pytest.raises(VerificationError, match="found a cycle through %[ab], expected an acyclic graph") as info:
+    with pytest.raises(VerificationError, match="found a cycle through %[ab], expected an acyclic graph") \
+            as info:
         verify_module(m)
     assert info.value.computation == "e" and info.value.instruction in ("a", "b")
 
@@ -236,8 +239,12 @@ def test_entry_computation_layout_layouts_when_layout_sensitive() -> None:
 def test_start_without_done() -> None:
     m = module("ENTRY e { p = f32[4] parameter(0)  s = (f32[4], f32[4], u32[]) copy-start(p)\n"
                "  ROOT r = f32[4] negate(p) }")
-    with pytest.raises(VerificationError, match="copy-start needs exactly one user among copy-done; found none"):
-        verify_module(m)
+    expect_error(m, "e", "s", "found users: none; expected exactly one copy-done")
+
+
+def test_done_without_start() -> None:
+    m = module("ENTRY e { p = (f32[4], f32[4], u32[]) parameter(0)  ROOT r = f32[4] copy-done(p) }")
+    expect_error(m, "e", "r", "found operand %p (parameter), expected copy-start")
 
 
 def test_called_computations_not_in_module_list() -> None:

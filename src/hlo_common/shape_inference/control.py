@@ -55,7 +55,8 @@ def _while(instr, ctx):
         fail(f"condition computation {cond.name} returns {describe(result)}, expected pred[]")
     root = ctx.program_shape(body)[1]
     if not root.compatible(init):
-        fail(f"body computation {body.name} returns {describe(root)}, expected the loop state {describe(init)}")
+        fail(f"body computation {body.name} returns {describe(root)}, expected the loop state "
+             f"{describe(init)}")
     return like(root)
 
 
@@ -85,7 +86,8 @@ def _conditional(instr, ctx):
         if result is None:
             result = root
         elif not root.compatible(result):
-            fail(f"branch {j} ({comp.name}) returns {describe(root)}, expected {describe(result)} like branch 0")
+            fail(f"branch {j} ({comp.name}) returns {describe(root)}, expected {describe(result)} "
+                 "like branch 0")
     return like(result)
 
 
@@ -136,7 +138,8 @@ def _custom_call(instr, ctx):
                  "(one per operand)")
         for i, (c, op) in enumerate(zip(constraints, instr.operands)):
             if not c.compatible(op.shape):
-                fail(f"operand {i} is {describe(op.shape)}, expected {describe(c)} as its layout constraint says")
+                fail(f"operand {i} is {describe(op.shape)}, expected {describe(c)} as its layout "
+                     "constraint says")
     return like(declared)
 
 
@@ -182,7 +185,8 @@ def _rng_bit_generator(instr, ctx):
         if len(out.tuple_shapes) != 2:
             fail(f"result is {describe(out)}, expected a tuple of (state, values)")
         if not out.tuple_shapes[0].compatible(state):
-            fail(f"result state is {describe(out.tuple_shapes[0])}, expected the input state {describe(state)}")
+            fail(f"result state is {describe(out.tuple_shapes[0])}, expected the input state "
+                 f"{describe(state)}")
     return like(out)
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from hlo_common.shape import Shape
 from hlo_common.shape_inference._base import (
-    S32, U32, attr, check_dim_list, describe, expect_array, fail, higher_precision, int_attr, ints_attr, like, make,
-    need_declared, np_shape, one_dimension, operand_shape, rule, same_type_ignoring_fp, tuple_of,
+    S32, U32, attr, check_dim_list, describe, expect_array, fail, higher_precision, int_attr, ints_attr, like,
+    make, need_declared, np_shape, one_dimension, operand_shape, rule, same_type_ignoring_fp, tuple_of,
 )
 
 
@@ -106,7 +106,8 @@ def _transpose(instr, ctx):
     perm = ints_attr(instr, "dimensions")
     if sorted(perm) != list(range(s.rank)):
         fail(f"dimensions={{{','.join(map(str, perm))}}}, expected a permutation of 0..{s.rank - 1}")
-    return make(s.element_type, [s.dims[p] for p in perm], [s.dynamic[p] for p in perm] if s.dynamic else None)
+    dynamic = [s.dynamic[p] for p in perm] if s.dynamic else None
+    return make(s.element_type, [s.dims[p] for p in perm], dynamic)
 
 
 @rule("reverse")

@@ -181,7 +181,8 @@ def _stochastic_convert(instr, ctx):
     if not s.element_type.is_float:
         fail(f"operand has element type {s.element_type.name}, expected a floating-point type")
     if s.element_type.bits != r.element_type.bits:
-        fail(f"random numbers have {r.element_type.bits} bits, expected {s.element_type.bits} like the operand")
+        fail(f"random numbers have {r.element_type.bits} bits, expected {s.element_type.bits} like the "
+             "operand")
     if s.dims != r.dims:
         fail(f"random numbers have shape {describe(r)}, expected the operand's dimensions {describe(s)}")
     return like(s, target.element_type)

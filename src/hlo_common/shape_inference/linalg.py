@@ -109,7 +109,8 @@ def _conv_numbers(dn, num_dims: int):
     )
     for name, dims in groups:
         if sorted(dims) != list(range(num_dims)):
-            fail(f"dim_labels {dn}: the {name} labels repeat or miss a dimension, expected each of {num_dims} once")
+            fail(f"dim_labels {dn}: the {name} labels repeat or miss a dimension, expected each of "
+                 f"{num_dims} once")
 
 
 @rule("convolution")

@@ -24,7 +24,8 @@ def verify_reducer(ctx: InferenceContext, comp, init_types, input_types, what: s
             fail(f"{what} computation {comp.name} returns a tuple of {len(accs)}, expected {n} elements")
     elif result.is_array:
         if n != 1:
-            fail(f"{what} computation {comp.name} returns {describe(result)}, expected a tuple of {n} scalars")
+            fail(f"{what} computation {comp.name} returns {describe(result)}, expected a tuple of {n} "
+                 "scalars")
         accs = [result]
     else:
         fail(f"{what} computation {comp.name} returns {describe(result)}, expected scalars")
