@@ -44,8 +44,9 @@ def test_verify_corpus_module(module_id: str) -> None:
     elapsed = time.perf_counter() - start
     if expected is not None:
         pytest.fail(f"{module_id} verifies but is listed as an expected failure: {expected}")
-    # Linear time: 0.3 ms per instruction is generous on a loaded CI core (measured ~0.03 ms).
-    assert elapsed < 0.05 + 3e-4 * module.instruction_count(), f"verification took {elapsed:.3f}s"
+    # Only pathological (superlinear) slowness fails: ~0.03 ms per instruction is typical, and a loaded
+    # CI core may be several times slower.
+    assert elapsed < 0.2 + 1e-3 * module.instruction_count(), f"verification took {elapsed:.3f}s"
 
 
 def test_expected_verify_failures_name_corpus_modules() -> None:

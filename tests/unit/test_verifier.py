@@ -268,11 +268,11 @@ def test_verifier_is_linear() -> None:
 
     def best(m) -> float:
         times = []
-        for _ in range(3):
+        for _ in range(5):
             t = time.perf_counter()
             verify_module(m)
             times.append(time.perf_counter() - t)
         return min(times)
 
     small, large = best(chain(1000)), best(chain(4000))
-    assert large < 8 * small, (small, large)  # 4x the work; quadratic would be ~16x
+    assert large < 10 * small, (small, large)  # 4x the work; quadratic would be ~16x
