@@ -114,9 +114,14 @@ def test_shape_only_opcodes_check_the_written_shape() -> None:
           "  bc = s32[6] bitcast(p)  sb = f32[9] broadcast(s)\n"
           "  ROOT t = (f32[3,2], f32[4,2,3], s32[5,2], f32[2], s32[6], f32[9]) tuple(r, b, i, c, bc, sb) }")
     verify_module(parse_module(ok))
-    for name in ("p", "r", "b", "i", "c", "bc"):
+    for name in ("p", "r", "i", "c", "bc"):
         instr = next(i for i in parse_module(ok).entry.instructions if i.name == name)
         assert needs_declared_shape(instr), name
+
+
+def test_shapeless_broadcast_follows_xla_parser() -> None:
+    # XLA's parser prepends `dimensions` as sizes: for a scalar without dimensions, the scalar shape.
+    assert root_shape("s = f32[] parameter(0)\n ROOT r = broadcast(s)") == "f32[]"
 
 
 GATHER = ("ENTRY e {{ p = f32[{op}] parameter(0)  i = s32[{idx}] parameter(1)\n"

@@ -46,9 +46,15 @@ def _iota(instr, ctx):
 @rule("broadcast")
 def _broadcast(instr, ctx):
     s = operand_shape(instr, 0, "the operand of broadcast")
-    out = need_declared(instr, "broadcast's output dimensions come from the written shape")
-    expect_array(out, "the result of broadcast")
     dims = ints_attr(instr, "dimensions", () if s.rank == 0 else ints_attr(instr, "dimensions"))
+    if instr.shape is None:
+        # XLA's parser (InferBroadcastShape) reads `dimensions` as sizes to prepend: sensible only
+        # for a scalar operand, where `broadcast(x)` is x's shape; the verifier rejects the rest.
+        if any(d < 0 for d in dims):
+            fail(f"dimensions={{{','.join(map(str, dims))}}}, expected non-negative sizes")
+        return make(s.element_type, (*dims, *s.dims))
+    out = instr.shape
+    expect_array(out, "the result of broadcast")
     if len(dims) != s.rank:
         fail(f"dimensions={{{','.join(map(str, dims))}}} has {len(dims)} entries, "
              f"expected {s.rank} (the operand rank)")
