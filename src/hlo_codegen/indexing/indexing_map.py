@@ -342,27 +342,37 @@ class IndexingMap:
             ok = ok & (v >= r.lower) & (v <= r.upper)
         return ok
 
-    def domain_points(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every point of the domain: (dims [N, num_dims], symbols [N, num_symbols]), int64."""
-        bounds = self.dim_bounds() + self.symbol_bounds()
+    def domain_points(self, rt_values=None) -> tuple[np.ndarray, np.ndarray]:
+        """Every point of the domain: (dims [N, num_dims], symbols [N, num_symbols]), int64.
+
+        Runtime variables are enumerated over their bounds unless `rt_values` gives them: a
+        sequence of ints, or a function from the dimension columns to one array per runtime
+        variable. Given values are clamped into the variables' bounds, as the emitters clamp
+        (dynamic-slice semantics)."""
         nd, ns = self.num_dims, self.num_symbols
+        bounds = self.dim_bounds() + [v.bounds for v in self.range_vars]
+        if rt_values is None:
+            bounds += [v.bounds for v in self.rt_vars]
         if self.is_known_empty or any(not b.is_feasible for b in bounds):
             return np.zeros((0, nd), np.int64), np.zeros((0, ns), np.int64)
-        if not bounds:
-            return np.zeros((1, 0), np.int64), np.zeros((1, 0), np.int64)
         total = math.prod(b.num_elements for b in bounds)
         if total > MAX_ENUMERATED_POINTS:
             raise ValueError(f"domain of {total} points is too large to enumerate")
-        grids = np.indices([b.num_elements for b in bounds], dtype=np.int64).reshape(len(bounds), -1)
-        pts = grids.T + np.array([b.lower for b in bounds], np.int64)
+        grids = np.indices([b.num_elements for b in bounds], dtype=np.int64).reshape(len(bounds), total)
+        pts = grids.T + np.array([b.lower for b in bounds], np.int64).reshape(1, -1)
+        if rt_values is not None and self.rt_vars:
+            given = rt_values(list(pts[:, :nd].T)) if callable(rt_values) else rt_values
+            cols = [np.clip(np.broadcast_to(np.asarray(v, np.int64), (pts.shape[0],)), r.bounds.lower,
+                            r.bounds.upper) for v, r in zip(given, self.rt_vars)]
+            pts = np.concatenate([pts, np.stack(cols, axis=1)], axis=1)
         mask = np.broadcast_to(self.constraints_satisfied(list(pts[:, :nd].T), list(pts[:, nd:].T)),
                                (pts.shape[0],))
         pts = pts[mask]
         return pts[:, :nd], pts[:, nd:]
 
-    def evaluate_domain(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def evaluate_domain(self, rt_values=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """All domain points and their results: (dims [N, nd], symbols [N, ns], results [N, nr])."""
-        d, s = self.domain_points()
+        d, s = self.domain_points(rt_values)
         cols = [np.broadcast_to(np.asarray(v, np.int64), (d.shape[0],))
                 for v in self.evaluate(list(d.T), list(s.T))]
         res = np.stack(cols, axis=1) if cols else np.zeros((d.shape[0], 0), np.int64)
