@@ -321,7 +321,8 @@ class _ModuleVerifier:
                 raise _err(f"found {key}= on {instr.opcode}, expected "
                            f"{', '.join(sorted(allowed)) or 'no called computations'}", comp, instr)
             for callee in value if isinstance(value, list) else [value]:
-                if not isinstance(callee, HloComputation) or id(callee) not in self.comp_ids:
+                if not isinstance(callee, HloComputation) or (
+                        self.module is not None and id(callee) not in self.comp_ids):
                     name = getattr(callee, "name", callee)
                     raise _err(f"found {key}={name}, which is not in the module; expected a computation of "
                                "the module", comp, instr)

@@ -44,6 +44,9 @@ def expect_error(m, computation: str | None, instruction: str | None, *fragments
 def test_good_module_verifies() -> None:
     verify_module(module())
     verify_computation(module().entry)
+    m = module()
+    m.entry.parent = None  # a computation on its own: its callees cannot be checked against a module
+    verify_computation(m.entry)
 
 
 # -- shapes and operand counts ---------------------------------------------------------------------
