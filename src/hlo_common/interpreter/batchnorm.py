@@ -59,7 +59,8 @@ def _batch_norm_grad(instr: HloInstruction, operands, ev):
 
     grad_offset  = sum(dy)
     grad_scale   = sum(dy * (x - mean)) * rsqrt(var + eps)
-    grad_operand = scale * rsqrt(var + eps) * (dy - mean(dy) - (x - mean) * mean(dy * (x - mean)) / (var + eps))
+    grad_operand = scale * rsqrt(var + eps)
+                   * (dy - mean(dy) - (x - mean) * mean(dy * (x - mean)) / (var + eps))
     """
     x, scale, mean, var, dy = operands
     axes, wide, per_feature, eps = _setup(instr, x)

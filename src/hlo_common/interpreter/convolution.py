@@ -77,8 +77,9 @@ def convolve(instr: HloInstruction, lhs: np.ndarray, rhs: np.ndarray, window: Wi
     w = rhs.reshape((batch_groups, feature_groups, oq, i) + rhs.shape[2:])
     acc = np.zeros((groups, nb * p, oq), dtype=lhs.dtype)
     for offset in itertools.product(*(range(s) for s in rhs.shape[2:])):
-        sl = tuple(slice(off * wd.window_dilation, off * wd.window_dilation + (m - 1) * wd.stride + 1, wd.stride)
-                   for off, wd, m in zip(offset, window.dims, out_spatial))
+        starts = [k * wd.window_dilation for k, wd in zip(offset, window.dims)]
+        sl = tuple(slice(s, s + (m - 1) * wd.stride + 1, wd.stride)
+                   for s, wd, m in zip(starts, window.dims, out_spatial))
         patch = x[(Ellipsis,) + sl] if sl else x  # [B, Nb, G, Cg, S'...]
         nsp = patch.ndim - 4
         a = patch.transpose((0, 2, 1) + tuple(range(4, 4 + nsp)) + (3,)).reshape(groups, nb * p, i)

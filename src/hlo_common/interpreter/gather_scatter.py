@@ -162,28 +162,34 @@ def apply_updates(flat: list[np.ndarray], lin: np.ndarray, upd: list[np.ndarray]
     if kind is not None:
         _apply_ufunc(kind, flat[0], lin, upd[0])
         return
+    root = comp.root
+    picks = [root] if root.opcode == "parameter" else list(root.operands) if root.opcode == "tuple" else []
+    if picks and all(p.opcode == "parameter" for p in picks):
+        _apply_parameter_root(flat, lin, upd, comp, update_first)
+        return
+    for sel in _rounds(lin):
+        where = lin[sel]
+        cur = [f[where] for f in flat]
+        new = [u[sel] for u in upd]
+        res = ev.map_computation(comp, new + cur if update_first else cur + new)
+        if len(res) != len(flat):
+            raise unsupported(instr, f"combiner {comp.name} returns {len(res)} values for {len(flat)} operands")
+        for f, v in zip(flat, res):
+            f[where] = v
+
+
+def _rounds(lin: np.ndarray) -> list[np.ndarray]:
+    """Update positions split into rounds: round r holds every index's r-th occurrence, so each
+    round has no duplicate indices and rounds in order respect the order of the updates."""
     order = np.argsort(lin, kind="stable")
     sorted_lin = lin[order]
     first = np.r_[True, sorted_lin[1:] != sorted_lin[:-1]]
     group_start = np.maximum.accumulate(np.where(first, np.arange(lin.size), 0))
     rank = np.empty(lin.size, np.int64)
     rank[order] = np.arange(lin.size) - group_start
-    root = comp.root
-    n = len(flat)
-    if root.opcode == "parameter" or (root.opcode == "tuple" and all(o.opcode == "parameter" for o in root.operands)):
-        _apply_parameter_root(flat, lin, upd, comp, update_first)
-        return
-    for r in range(int(rank.max()) + 1):
-        sel = np.nonzero(rank == r)[0]
-        where = lin[sel]
-        cur = [f[where] for f in flat]
-        new = [u[sel] for u in upd]
-        args = new + cur if update_first else cur + new
-        res = ev.map_computation(comp, args)
-        if len(res) != n:
-            raise unsupported(instr, f"combiner {comp.name} returns {len(res)} values for {n} operands")
-        for f, v in zip(flat, res):
-            f[where] = v
+    by_rank = np.argsort(rank, kind="stable")
+    bounds = np.cumsum(np.bincount(rank))
+    return np.split(by_rank, bounds[:-1])
 
 
 def _apply_ufunc(kind: str, target: np.ndarray, lin: np.ndarray, values: np.ndarray) -> None:
@@ -215,7 +221,6 @@ def _apply_parameter_root(flat, lin, upd, comp, update_first) -> None:
     """Combiners that return parameters unchanged: per element the last update wins (or none)."""
     root = comp.root
     picks = [root] if root.opcode == "parameter" else list(root.operands)
-    n = len(flat)
     # Keep the last occurrence of every index.
     rev = lin[::-1]
     _, first_in_rev = np.unique(rev, return_index=True)
@@ -226,4 +231,3 @@ def _apply_parameter_root(flat, lin, upd, comp, update_first) -> None:
     args = new + cur if update_first else cur + new
     for i, p in enumerate(picks):
         flat[i][where] = args[p.parameter_number]
-    del n

@@ -23,7 +23,8 @@ from hlo_common.interpreter.registry import register
 from hlo_common.ir import HloInstruction
 
 
-def dot_general(lhs: np.ndarray, rhs: np.ndarray, lhs_batch, rhs_batch, lhs_contract, rhs_contract) -> np.ndarray:
+def dot_general(lhs: np.ndarray, rhs: np.ndarray, lhs_batch, rhs_batch, lhs_contract,
+                rhs_contract) -> np.ndarray:
     """numpy dot_general on already-widened operands: result dims = batch, lhs free, rhs free."""
     lhs_free = [d for d in range(lhs.ndim) if d not in lhs_batch and d not in lhs_contract]
     rhs_free = [d for d in range(rhs.ndim) if d not in rhs_batch and d not in rhs_contract]

@@ -2,7 +2,8 @@
 
 Used by `linalg`'s ragged-dot handler. Each group is a run of consecutive positions along the lhs
 ragged dimension (`group_sizes[..., g]` long, groups back to back from 0); in modes 1 and 2
-positions past the last group take part in no product. The modes (as jax.lax.ragged_dot_general documents them):
+positions past the last group take part in no product. The modes (as jax.lax.ragged_dot_general
+documents them):
 
     1. ragged non-contracting dim: [b,m,k] x [g,b,k,n] -> [b,m,n]   (rows of group g use rhs[g])
     2. ragged contracting dim:     [b,m,k] x [b,k,n]   -> [g,b,m,n] (group g contracts its slice)

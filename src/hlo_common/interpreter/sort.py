@@ -4,8 +4,9 @@ sort permutes N same-shaped operands along `dimensions={d}` by a comparator comp
 2N scalars (parameters 2i and 2i+1 are operand i's lhs and rhs). Two paths:
 
 - fast: the comparator is one `compare` LT/GT of the same elementwise function of operand k's two
-  parameters (often just the parameters themselves). Keys become numpy-sortable (TOTALORDER floats map to integers ordered -NaN < -inf < ... < -0 < +0 < ... <
-  +inf < +NaN, as XLA's total order) and one stable `np.argsort` gives the permutation.
+  parameters (often just the parameters themselves). Keys become numpy-sortable (TOTALORDER
+  floats map to integers ordered -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN, as XLA's total
+  order) and one stable `np.argsort` gives the permutation.
 - general: any comparator, through a bitonic sorting network whose every stage calls the
   comparator once per direction over all rows and pairs at once (`ev.map_computation`). Ties are
   broken by original position, so the result is the stable sort XLA produces.

@@ -161,7 +161,7 @@ def _select_and_scatter(instr: HloInstruction, operands, ev) -> np.ndarray:
                                   window.dims, -1)
     out_dims = output_dims(padded.shape, window)
     if list(source.shape) != out_dims:
-        raise unsupported(instr, f"source shape {list(source.shape)} differs from the window count {out_dims}")
+        raise unsupported(instr, f"source shape {list(source.shape)} differs from the windows {out_dims}")
     have = np.zeros(out_dims, dtype=bool)
     best = np.zeros(out_dims, dtype=operand.dtype)
     best_pos = np.full(out_dims, -1, dtype=np.int64)
