@@ -23,9 +23,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from hlo_codegen.indexing.affine import ADD, DIM, FLOORDIV, MOD, MUL, SYMBOL, AffineExpr, const, dim, sym
+from hlo_codegen.indexing.affine import DIM, MOD, SYMBOL, AffineExpr, const, dim, sym
 from hlo_codegen.indexing.interval import Interval
-from hlo_codegen.indexing.simplify import RangeEvaluator, Simplifier
+from hlo_codegen.indexing.simplify import RangeEvaluator, Simplifier, simplify_constraint_range
 
 EMPTY_INTERVAL = Interval(0, -1)
 # Upper bound on the number of domain points `domain_points` will enumerate.
@@ -226,7 +226,7 @@ class IndexingMap:
         simplifier = Simplifier(self.range_evaluator(use_constraints=False))
         updates = []
         for expr, interval in self._constraints.items():
-            new_expr, new_interval = _simplify_constraint_range(simplifier, expr, interval)
+            new_expr, new_interval = simplify_constraint_range(simplifier, expr, interval)
             if new_expr != expr or new_interval != interval:
                 updates.append((expr, new_expr, new_interval))
         for old, _, _ in updates:
@@ -438,59 +438,6 @@ class IndexingMap:
 def vars_from_sizes(sizes: Sequence[int], names: Sequence[str] = ()) -> tuple[Variable, ...]:
     names = list(names) + [""] * (len(sizes) - len(names))
     return tuple(Variable(Interval(0, int(s) - 1), n) for s, n in zip(sizes, names))
-
-
-def _simplify_constraint_range(simplifier: Simplifier, expr: AffineExpr,
-                               interval: Interval) -> tuple[AffineExpr, Interval]:
-    """`e + c in [a, b]` -> `e in [a - c, b - c]`; likewise for `e * c` and `e floordiv c`."""
-    ev = simplifier.ev
-    for _ in range(MAX_CONSTRAINT_ROUNDS):
-        k = expr.kind
-        if k == ADD:
-            shift = ev.point_value(expr.rhs)
-            if shift is not None:
-                expr, interval = expr.lhs, interval - shift
-                continue
-            split = _split_add_constraint(simplifier, expr, interval)
-            if split is None:
-                break
-            expr = split
-            continue
-        if k not in (MUL, FLOORDIV):
-            break
-        c = ev.point_value(expr.rhs)
-        if c is None or c == 0:
-            break
-        lo, hi = interval.lower, interval.upper
-        if k == FLOORDIV:
-            # floor(x / c) in [lo, hi]  <=>  lo * c <= x < (hi + 1) * c  (reversed for c < 0)
-            interval = (Interval(lo * c, (hi + 1) * c - 1) if c > 0
-                        else Interval((hi + 1) * c + 1, lo * c))
-        else:
-            if c < 0:
-                c, lo, hi = -c, -hi, -lo
-            interval = Interval(-((-lo) // c), hi // c)
-        expr = expr.lhs
-    return expr, interval
-
-
-def _split_add_constraint(simplifier: Simplifier, expr: AffineExpr,
-                          interval: Interval) -> AffineExpr | None:
-    """`a * g + b in [0, ub]` -> `a * g in [0, ub]` when b can never change the outcome.
-
-    Sound when b is in [0, g - 1] and `(ub - b) floordiv g == ub floordiv g` for every b."""
-    if interval.lower != 0:
-        return None
-    multiplied, g, rest = simplifier.split_sum_by_gcd(expr)
-    if g == 1:
-        return None
-    rest_range = simplifier.ev.range(rest)
-    if not Interval(0, g - 1).contains(rest_range):
-        return None
-    quotient = (Interval.point(interval.upper) - rest_range).floordiv(g)
-    if not quotient.is_point or quotient.lower != interval.upper // g:
-        return None
-    return multiplied * g
 
 
 def compose_indexing_maps(first: IndexingMap, second: IndexingMap) -> IndexingMap:

@@ -7,7 +7,8 @@ maps as text and round-trip them. Accepted form (whitespace and newlines are fre
     s0 in [0, 3], rt0 in [0, 7], d0 mod 2 in [0, 0]
 
 Variable names are free (`th_x`, `chunk_id`); the domain lists every variable in declaration
-order, then the constraints. `/` is read as `floordiv` (newer XLA prints it so). `UNDEFINED` parses to the undefined map. Syntax errors raise
+order, then the constraints. `/` is read as `floordiv` (newer XLA prints it so). `UNDEFINED`
+parses to the undefined map. Syntax errors raise
 `HloParseError` with the position.
 
     >>> str(parse_indexing_map("(d0) -> (d0 * 2 - 1), domain: d0 in [1, 4]"))

@@ -80,8 +80,8 @@ def default_thread_id_indexing_map(launch: LaunchDimensions, unroll_factor: int,
               + unroll_id)
     results: list[AffineExpr] = [const(0)] * len(dims)
     divisor = 1
-    minor_to_major = shape.minor_to_major if shape.layout is not None else Layout.default(len(dims)).minor_to_major
-    for d in minor_to_major:
+    layout = shape.layout if shape.layout is not None else Layout.default(len(dims))
+    for d in layout.minor_to_major:
         results[d] = linear.floordiv(divisor) % dims[d]
         divisor *= dims[d]
     chunks = -(-num_elements // (launch.launch_bound * unroll_factor))

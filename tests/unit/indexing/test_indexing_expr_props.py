@@ -28,7 +28,8 @@ def _combine(children):
         binary.map(lambda ab: ab[0] + ab[1]),
         binary.map(lambda ab: ab[0] - ab[1]),
         st.tuples(children, st.integers(-6, 12)).map(lambda ac: ac[0] * ac[1]),
-        st.tuples(children, st.sampled_from([1, 2, 3, 4, 6, 8, 16, -3])).map(lambda ad: ad[0].floordiv(ad[1])),
+        st.tuples(children, st.sampled_from([1, 2, 3, 4, 6, 8, 16, -3])).map(
+            lambda ad: ad[0].floordiv(ad[1])),
         st.tuples(children, st.sampled_from([1, 2, 3, 4, 5, 8, 16])).map(lambda ad: ad[0] % ad[1]),
     )
 

@@ -232,7 +232,8 @@ SIMPLIFICATIONS = [
      "()[s0] -> ((s0 * 2 + 3) floordiv 6), domain: s0 in [0, 1233]"),
     ("()[s0, s1] -> ((s0 floordiv 3 + s1 floordiv 3) floordiv 6), domain: s0 in [0, 1233], s1 in [0, 127]",
      "()[s0, s1] -> ((s0 floordiv 3 + s1 floordiv 3) floordiv 6), domain: s0 in [0, 1233], s1 in [0, 127]"),
-    ("()[s0] -> ((s0 * 16 - 497) floordiv 512), domain: s0 in [0, 4]", "()[s0] -> (-1), domain: s0 in [0, 4]"),
+    ("()[s0] -> ((s0 * 16 - 497) floordiv 512), domain: s0 in [0, 4]",
+     "()[s0] -> (-1), domain: s0 in [0, 4]"),
     ("()[s0] -> ((s0 floordiv 2) floordiv -7), domain: s0 in [0, 1233]",
      "()[s0] -> ((s0 floordiv 2) floordiv -7), domain: s0 in [0, 1233]"),
     ("""()[s0, s1, s2, s3] -> ((s0 * 458752 + s1 + s2 * 4 + s3 * 512) mod 20000),
@@ -304,7 +305,8 @@ def test_remove_unused_symbols_with_runtime_vars():
 
 
 def test_convert_symbols_to_dims():
-    m = IndexingMap([dim(0) * 4 + sym(0) + sym(1) + sym(2) * 2 + sym(3) * 3 - 42], [Variable(Interval(0, 31))],
+    m = IndexingMap([dim(0) * 4 + sym(0) + sym(1) + sym(2) * 2 + sym(3) * 3 - 42],
+                    [Variable(Interval(0, 31))],
                     [Variable(Interval(0, 0)), Variable(Interval(0, 1))],
                     [Variable(Interval(0, 3)), Variable(Interval(0, 4))],
                     [(dim(0) * 4 + sym(0) + sym(2) * 2, Interval(24, 459))])
@@ -314,7 +316,8 @@ def test_convert_symbols_to_dims():
 
 
 def test_domain_points_respect_constraints():
-    m = parse("(d0)[s0] -> (d0 + s0), domain: d0 in [0, 5], s0 in [0, 2], d0 + s0 in [2, 3], d0 mod 2 in [0, 0]")
+    m = parse("(d0)[s0] -> (d0 + s0), domain: d0 in [0, 5], s0 in [0, 2], d0 + s0 in [2, 3], "
+              "d0 mod 2 in [0, 0]")
     d, s, r = m.evaluate_domain()
     points = sorted(zip(d[:, 0].tolist(), s[:, 0].tolist()))
     assert points == [(0, 2), (2, 0), (2, 1)]

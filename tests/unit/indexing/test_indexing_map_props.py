@@ -76,7 +76,8 @@ def test_composition_is_function_composition(first_results, second_result, b0, b
     # composed symbols: [second's s0, first's s0]
     box = [b0, b1, Interval(-1, 1), Interval(0, 2)]
     pts = points(box)
-    y = [np.broadcast_to(np.asarray(v), (len(pts),)) for v in first.evaluate([pts[:, 0], pts[:, 1]], [pts[:, 3]])]
+    y = [np.broadcast_to(np.asarray(v), (len(pts),))
+         for v in first.evaluate([pts[:, 0], pts[:, 1]], [pts[:, 3]])]
     ok = np.ones(len(pts), bool)
     for yi, b in zip(y, second.dim_bounds()):
         ok &= (yi >= b.lower) & (yi <= b.upper)

@@ -25,6 +25,10 @@ def shp(dims, layout=None, dtype="s64") -> str:
     return text
 
 
+def ints(values) -> str:
+    return ",".join(str(int(v)) for v in values)
+
+
 def distinct(rng, dims) -> np.ndarray:
     n = int(np.prod(dims))
     return (rng.permutation(n) + 1).astype(np.int64).reshape(tuple(int(d) for d in dims))
@@ -65,7 +69,7 @@ def test_transpose(seed):
     x = distinct(rng, dims)
     want = np.transpose(x, perm)
     idx = root_indexing(f"ENTRY e {{ p = {shp(dims)} parameter(0)\n"
-                        f" ROOT t = {shp(want.shape)} transpose(p), dimensions={{{','.join(map(str, perm))}}} }}")
+                        f" ROOT t = {shp(want.shape)} transpose(p), dimensions={{{ints(perm)}}} }}")
     np.testing.assert_array_equal(fill(only(idx), x, want.shape), want)
 
 
@@ -78,7 +82,7 @@ def test_broadcast(seed):
     expand = [slice(None) if i in kept else None for i in range(len(out_dims))]
     want = np.broadcast_to(x[tuple(expand)], tuple(out_dims))
     idx = root_indexing(f"ENTRY e {{ p = {shp(x.shape)} parameter(0)\n"
-                        f" ROOT b = {shp(out_dims)} broadcast(p), dimensions={{{','.join(map(str, kept))}}} }}")
+                        f" ROOT b = {shp(out_dims)} broadcast(p), dimensions={{{ints(kept)}}} }}")
     np.testing.assert_array_equal(fill(only(idx), x, want.shape), want)
 
 
@@ -233,7 +237,7 @@ def test_reduce_sum(seed):
     x = distinct(rng, dims)
     want = x.sum(axis=tuple(axes))
     idx = root_indexing(ADD + f"ENTRY e {{ p = {shp(dims)} parameter(0)\n z = s64[] constant(0)\n"
-                        f" ROOT r = {shp(want.shape)} reduce(p, z), dimensions={{{','.join(map(str, axes))}}},"
+                        f" ROOT r = {shp(want.shape)} reduce(p, z), dimensions={{{ints(axes)}}},"
                         " to_apply=add }")
     d, s, v = read(only(idx), x)
     got = np.zeros(want.shape, np.int64)
@@ -271,7 +275,8 @@ def test_reduce_window_sum(seed):
               f"pad={pad[0][0]}_{pad[0][1]}x{pad[1][0]}_{pad[1][1]} "
               f"lhs_dilate={base_dil[0]}x{base_dil[1]} rhs_dilate={win_dil[0]}x{win_dil[1]}")
     idx = root_indexing(ADD + f"ENTRY e {{ p = {shp(dims)} parameter(0)\n z = s64[] constant(0)\n"
-                        f" ROOT r = {shp(want.shape)} reduce-window(p, z), window={{{window}}}, to_apply=add }}")
+                        f" ROOT r = {shp(want.shape)} reduce-window(p, z), window={{{window}}},"
+                        " to_apply=add }")
     d, _, v = read(only(idx), x)
     got = np.zeros(want.shape, np.int64)
     np.add.at(got, tuple(d.T), v)
@@ -384,7 +389,8 @@ def test_canonical_gather(seed):
     offset_dims = ",".join(str(i + 1) for i in range(len(dims)))
     idx = root_indexing(
         f"ENTRY e {{ p = {shp(dims)} parameter(0)\n ind = {shp(indices.shape)} parameter(1)\n"
-        f" ROOT g = {shp(want.shape)} gather(p, ind), offset_dims={{{offset_dims}}}, collapsed_slice_dims={{}},"
+        f" ROOT g = {shp(want.shape)} gather(p, ind), offset_dims={{{offset_dims}}},"
+        " collapsed_slice_dims={},"
         f" start_index_map={{{','.join(map(str, start_map))}}}, index_vector_dim=1,"
         f" slice_sizes={{{','.join(map(str, sizes))}}} }}")
     oi = only(idx, 0)
