@@ -173,7 +173,7 @@ def apply_updates(flat: list[np.ndarray], lin: np.ndarray, upd: list[np.ndarray]
         new = [u[sel] for u in upd]
         res = ev.map_computation(comp, new + cur if update_first else cur + new)
         if len(res) != len(flat):
-            raise unsupported(instr, f"combiner {comp.name} returns {len(res)} values for {len(flat)} operands")
+            raise unsupported(instr, f"combiner {comp.name} returns {len(res)} values, not {len(flat)}")
         for f, v in zip(flat, res):
             f[where] = v
 

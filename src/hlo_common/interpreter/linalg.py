@@ -17,30 +17,12 @@ import numpy as np
 
 from hlo_common.interpreter import batchnorm, convolution  # noqa: F401  (registers handlers)
 from hlo_common.interpreter.numeric import (
-    accumulation_dtype, bool_attr, ints_attr, to_accumulation, to_element_type, unsupported, word_attr,
+    accumulation_dtype, bool_attr, dot_general, ints_attr, to_accumulation, to_element_type, unsupported,
+    word_attr,
 )
+from hlo_common.interpreter.ragged_dot import ragged_dot
 from hlo_common.interpreter.registry import register
 from hlo_common.ir import HloInstruction
-
-
-def dot_general(lhs: np.ndarray, rhs: np.ndarray, lhs_batch, rhs_batch, lhs_contract,
-                rhs_contract) -> np.ndarray:
-    """numpy dot_general on already-widened operands: result dims = batch, lhs free, rhs free."""
-    lhs_free = [d for d in range(lhs.ndim) if d not in lhs_batch and d not in lhs_contract]
-    rhs_free = [d for d in range(rhs.ndim) if d not in rhs_batch and d not in rhs_contract]
-    batch_shape = [lhs.shape[d] for d in lhs_batch]
-    lhs_free_shape = [lhs.shape[d] for d in lhs_free]
-    rhs_free_shape = [rhs.shape[d] for d in rhs_free]
-    nb = int(np.prod(batch_shape, dtype=np.int64))
-    nk = int(np.prod([lhs.shape[d] for d in lhs_contract], dtype=np.int64))
-    nm = int(np.prod(lhs_free_shape, dtype=np.int64))
-    nn = int(np.prod(rhs_free_shape, dtype=np.int64))
-    a = lhs.transpose(list(lhs_batch) + lhs_free + list(lhs_contract)).reshape(nb, nm, nk)
-    b = rhs.transpose(list(rhs_batch) + list(rhs_contract) + rhs_free).reshape(nb, nk, nn)
-    if a.dtype == np.bool_:
-        a, b = a.astype(np.int64), b.astype(np.int64)
-    out = np.matmul(a, b)
-    return out.reshape(batch_shape + lhs_free_shape + rhs_free_shape)
 
 
 def _dot_dims(instr: HloInstruction):
@@ -110,9 +92,9 @@ def _ragged_dot(instr: HloInstruction, operands, ev) -> np.ndarray:
     g multiplies rhs group g; rhs has `rhs_group_dims`), a contracting dim (one output per group,
     contracting only that group's slice; the group dim comes first in the result), or a batch dim
     (an ordinary batched dot). group_sizes' leading dims are the lhs dims before the ragged one
-    that it varies with; rows beyond the sum of the group sizes give zeros.
+    that it varies with; in the first two modes positions beyond the sum of the group sizes take
+    part in no product.
     """
-    from hlo_common.interpreter.ragged_dot import ragged_dot
 
     lhs, rhs, group_sizes = operands[0], operands[1], operands[2]
     result_type = instr.shape.element_type

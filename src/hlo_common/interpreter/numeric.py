@@ -94,6 +94,26 @@ def to_accumulation(values: np.ndarray, result: PrimitiveType) -> np.ndarray:
     return convert(values, result).astype(accumulation_dtype(result))
 
 
+def dot_general(lhs: np.ndarray, rhs: np.ndarray, lhs_batch, rhs_batch, lhs_contract,
+                rhs_contract) -> np.ndarray:
+    """numpy dot_general on already-widened operands: result dims = batch, lhs free, rhs free."""
+    lhs_free = [d for d in range(lhs.ndim) if d not in lhs_batch and d not in lhs_contract]
+    rhs_free = [d for d in range(rhs.ndim) if d not in rhs_batch and d not in rhs_contract]
+    batch_shape = [lhs.shape[d] for d in lhs_batch]
+    lhs_free_shape = [lhs.shape[d] for d in lhs_free]
+    rhs_free_shape = [rhs.shape[d] for d in rhs_free]
+    nb = int(np.prod(batch_shape, dtype=np.int64))
+    nk = int(np.prod([lhs.shape[d] for d in lhs_contract], dtype=np.int64))
+    nm = int(np.prod(lhs_free_shape, dtype=np.int64))
+    nn = int(np.prod(rhs_free_shape, dtype=np.int64))
+    a = lhs.transpose(list(lhs_batch) + lhs_free + list(lhs_contract)).reshape(nb, nm, nk)
+    b = rhs.transpose(list(rhs_batch) + list(rhs_contract) + rhs_free).reshape(nb, nk, nn)
+    if a.dtype == np.bool_:
+        a, b = a.astype(np.int64), b.astype(np.int64)
+    out = np.matmul(a, b)
+    return out.reshape(batch_shape + lhs_free_shape + rhs_free_shape)
+
+
 def ints_attr(instr: HloInstruction, key: str) -> tuple[int, ...]:
     """A `{1,2}`-style attribute as a tuple (empty when absent)."""
     value = instr.attrs.get(key)

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo_common.interpreter.numeric import unsupported
+from hlo_common.interpreter.numeric import dot_general, unsupported
 from hlo_common.ir import HloInstruction
 
 
 def ragged_dot(instr: HloInstruction, lhs: np.ndarray, rhs: np.ndarray, group_sizes: np.ndarray,
                dims, lhs_ragged: tuple[int, ...], rhs_group: tuple[int, ...]) -> np.ndarray:
-    from hlo_common.interpreter.linalg import dot_general
-
     lb, rb, lc, rc = dims
     if len(lhs_ragged) != 1:
         raise unsupported(instr, "ragged-dot needs exactly one lhs ragged dimension")
