@@ -7,7 +7,9 @@ printed form), `shape_indexing` (reshape / layout / bitcast maps), `operand_inde
 and `thread_indexing` (the loop emitter's thread-id map).
 """
 
-from hlo_codegen.indexing.affine import AffineExpr, SymbolicExpr, as_expr, const, dim, sym
+from hlo_codegen.indexing.affine import (
+    ADD, CONST, DIM, FLOORDIV, MOD, MUL, SYMBOL, AffineExpr, SymbolicExpr, as_expr, const, dim, sym,
+)
 from hlo_codegen.indexing.fusion_indexing import (
     compute_grouped_output_to_input_indexing, fusion_output_to_input_indexing, fusion_root,
 )
@@ -32,6 +34,7 @@ from hlo_codegen.indexing.thread_indexing import (
 )
 
 __all__ = [
+    "ADD", "MUL", "MOD", "FLOORDIV", "DIM", "SYMBOL", "CONST",
     "AffineExpr", "SymbolicExpr", "as_expr", "const", "dim", "sym", "Interval", "IndexingMap",
     "Variable", "vars_from_sizes", "compose", "compose_indexing_maps", "parse_indexing_map",
     "parse_affine_expr", "RangeEvaluator", "Simplifier", "simplify_expr", "OperandIndexing",
