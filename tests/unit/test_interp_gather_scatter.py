@@ -61,7 +61,8 @@ def gather_reference(operand, indices, offset_dims, collapsed, index_map, ivd, s
     for o in np.ndindex(*out_shape):
         batch_index = [o[p] for p in range(out_rank) if p not in offset_dims]
         offsets = [o[p] for p in offset_dims]
-        start = start_vector(indices, batch_index, ivd, index_map, operand_batching, indices_batching, operand.ndim)
+        start = start_vector(indices, batch_index, ivd, index_map, operand_batching, indices_batching,
+                             operand.ndim)
         full = []
         for d in range(operand.ndim):
             s = min(max(start[d], 0), operand.shape[d] - slice_sizes[d])
@@ -78,10 +79,12 @@ def scatter_reference(operand, indices, updates, window_dims_u, inserted, index_
     for u in np.ndindex(*updates.shape):  # row-major: scatter dims come first in these tests
         batch_index = [u[k] for k in range(updates.ndim) if k not in window_dims_u]
         wpos = [u[k] for k in window_dims_u]
-        start = start_vector(indices, batch_index, ivd, index_map, operand_batching, indices_batching, operand.ndim)
+        start = start_vector(indices, batch_index, ivd, index_map, operand_batching, indices_batching,
+                             operand.ndim)
         if any(not 0 <= start[d] <= operand.shape[d] - sizes.get(d, 1) for d in range(operand.ndim)):
             continue  # the whole window is dropped
-        full = tuple(start[d] + (wpos[window_dims.index(d)] if d in window_dims else 0) for d in range(operand.ndim))
+        full = tuple(start[d] + (wpos[window_dims.index(d)] if d in window_dims else 0)
+                     for d in range(operand.ndim))
         out[full] = combine(out[full], updates[u])
     return out
 
@@ -104,7 +107,8 @@ def test_gather_matches_loops(case):
     operand = RNG.standard_normal(oshape).astype(np.float32)
     indices = np.array(idx, np.int32)
     want = gather_reference(operand, indices, offset_dims, collapsed, index_map, ivd, slice_sizes)
-    text = (f"HloModule m\nENTRY e {{\no = f32[{dims(oshape)}] parameter(0)\ni = s32[{dims(indices.shape)}] parameter(1)\n"
+    text = (f"HloModule m\nENTRY e "
+            f"{{\no = f32[{dims(oshape)}] parameter(0)\ni = s32[{dims(indices.shape)}] parameter(1)\n"
             f"ROOT g = f32[{dims(want.shape)}] gather(o, i), offset_dims={ints(offset_dims)}, "
             f"collapsed_slice_dims={ints(collapsed)}, start_index_map={ints(index_map)}, "
             f"index_vector_dim={ivd}, slice_sizes={ints(slice_sizes)}\n}}")
@@ -152,9 +156,11 @@ def test_scatter_rows_with_duplicates_and_out_of_bounds(name):
     indices = np.array([[0], [2], [0], [4], [7], [-1], [2], [0]], np.int32)  # 7 and -1 are dropped
     updates = RNG.integers(-3, 4, (8, 4)).astype(np.float32)
     want = scatter_reference(operand, indices, updates, (1,), (0,), (0,), 1, COMBINERS[name][2])
-    text = (f"HloModule m\n{combiner(name)}\nENTRY e {{\no = f32[5,4] parameter(0)\ni = s32[8,1] parameter(1)\n"
+    text = (f"HloModule m\n{combiner(name)}\nENTRY e "
+            f"{{\no = f32[5,4] parameter(0)\ni = s32[8,1] parameter(1)\n"
             "u = f32[8,4] parameter(2)\nROOT s = f32[5,4] scatter(o, i, u), update_window_dims={1}, "
-            f"inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply={name}\n}}")
+            f"inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, "
+            f"to_apply={name}\n}}")
     np.testing.assert_array_equal(run(text, operand, indices, updates), want)
 
 
@@ -163,9 +169,11 @@ def test_scatter_window_partly_outside_is_skipped_entirely():
     indices = np.array([[0, 0], [3, 3], [2, 1], [2, 3]], np.int32)  # 2x2 windows at (3,3), (2,3) overflow
     updates = np.ones((4, 2, 2), np.float32)
     want = scatter_reference(operand, indices, updates, (1, 2), (), (0, 1), 1, lambda a, b: a + b)
-    text = (f"HloModule m\n{combiner('add')}\nENTRY e {{\no = f32[4,4] parameter(0)\ni = s32[4,2] parameter(1)\n"
+    text = (f"HloModule m\n{combiner('add')}\nENTRY e "
+            f"{{\no = f32[4,4] parameter(0)\ni = s32[4,2] parameter(1)\n"
             "u = f32[4,2,2] parameter(2)\nROOT s = f32[4,4] scatter(o, i, u), update_window_dims={1,2}, "
-            "inserted_window_dims={}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=1, to_apply=add\n}")
+            "inserted_window_dims={}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=1, "
+            "to_apply=add\n}")
     got = run(text, operand, indices, updates)
     np.testing.assert_array_equal(got, want)
     assert got.sum() == 8  # only the two in-bounds windows landed
@@ -178,7 +186,8 @@ def test_scatter_overwrite_last_update_wins():
     updates = np.array([10, 20, 30, 40, 50], np.int32)
     text = (f"HloModule m\n{comp}\nENTRY e {{\no = s32[4] parameter(0)\ni = s32[5] parameter(1)\n"
             "u = s32[5] parameter(2)\nROOT s = s32[4] scatter(o, i, u), update_window_dims={}, "
-            "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=assign\n}")
+            "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, "
+            "to_apply=assign\n}")
     np.testing.assert_array_equal(run(text, operand, indices, updates), [50, 40, 0, 20])
 
 
@@ -189,12 +198,14 @@ def test_scatter_integer_add_wraps():
     updates = np.array([100, 100, 100], np.int8)
     text = (f"HloModule m\n{comp}\nENTRY e {{\no = s8[2] parameter(0)\ni = s32[3,1] parameter(1)\n"
             "u = s8[3] parameter(2)\nROOT s = s8[2] scatter(o, i, u), update_window_dims={}, "
-            "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add8\n}")
+            "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, "
+            "to_apply=add8\n}")
     assert run(text, operand, indices, updates)[0] == 400 - 512  # 400 = 0x190 wraps to -112
 
 
 def test_scatter_variadic_with_general_combiner():
-    comp = ("pair { a = f32[] parameter(0)  b = s32[] parameter(1)  c = f32[] parameter(2)  d = s32[] parameter(3)\n"
+    comp = ("pair { a = f32[] parameter(0)  b = s32[] parameter(1)  c = f32[] parameter(2)  d = s32[] "
+            "parameter(3)\n"
             "  s = f32[] subtract(a, c)  t = s32[] add(b, d)  ROOT r = (f32[], s32[]) tuple(s, t) }\n")
     operand = RNG.integers(-3, 4, (4, 3)).astype(np.float32)
     counts = np.zeros((4, 3), np.int32)
@@ -204,7 +215,8 @@ def test_scatter_variadic_with_general_combiner():
     text = (f"HloModule m\n{comp}\nENTRY e {{\no = f32[4,3] parameter(0)\nc = s32[4,3] parameter(1)\n"
             "i = s32[4,1] parameter(2)\nu = f32[4,3] parameter(3)\nw = s32[4,3] parameter(4)\n"
             "ROOT s = (f32[4,3], s32[4,3]) scatter(o, c, i, u, w), update_window_dims={1}, "
-            "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=pair\n}")
+            "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, "
+            "to_apply=pair\n}")
     values, seen = run(text, operand, counts, indices, updates, ones)
     np.testing.assert_array_equal(values, scatter_reference(operand, indices, updates, (1,), (0,), (0,), 1,
                                                             lambda a, b: a - b))
@@ -216,7 +228,8 @@ def test_scatter_with_batching_dims():
     indices = np.array([[[1], [4]], [[1], [1]]], np.int32)  # [scatter=2, batch=2, 1]
     updates = RNG.integers(-3, 4, (2, 2, 3)).astype(np.float32)
     want = scatter_reference(operand, indices, updates, (2,), (1,), (1,), 2, lambda a, b: a + b, (0,), (1,))
-    text = (f"HloModule m\n{combiner('add')}\nENTRY e {{\no = f32[2,5,3] parameter(0)\ni = s32[2,2,1] parameter(1)\n"
+    text = (f"HloModule m\n{combiner('add')}\nENTRY e "
+            f"{{\no = f32[2,5,3] parameter(0)\ni = s32[2,2,1] parameter(1)\n"
             "u = f32[2,2,3] parameter(2)\nROOT s = f32[2,5,3] scatter(o, i, u), update_window_dims={2}, "
             "inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, input_batching_dims={0}, "
             "scatter_indices_batching_dims={1}, index_vector_dim=2, to_apply=add\n}")
@@ -227,10 +240,12 @@ def test_scatter_and_gather_against_xla_cpu():
     pytest.importorskip("jax", reason="XLA:CPU reference needs jax")
     from hlo_run.xla_cpu import run_hlo_text
 
-    text = (f"HloModule m\n{combiner('sub')}\nENTRY e {{\no = f32[6,5] parameter(0)\ni = s32[9,2] parameter(1)\n"
+    text = (f"HloModule m\n{combiner('sub')}\nENTRY e "
+            f"{{\no = f32[6,5] parameter(0)\ni = s32[9,2] parameter(1)\n"
             "u = f32[9,2] parameter(2)\ns = f32[6,5] scatter(o, i, u), update_window_dims={1}, "
             "inserted_window_dims={0}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=1, to_apply=sub\n"
-            "ROOT g = f32[9,3,2] gather(s, i), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0,1}, "
+            "ROOT g = f32[9,3,2] gather(s, i), offset_dims={1,2}, collapsed_slice_dims={}, "
+            "start_index_map={0,1}, "
             "index_vector_dim=1, slice_sizes={3,2}\n}")
     args = [RNG.integers(-3, 4, (6, 5)).astype(np.float32), RNG.integers(-1, 6, (9, 2)).astype(np.int32),
             RNG.integers(-3, 4, (9, 2)).astype(np.float32)]

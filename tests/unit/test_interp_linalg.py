@@ -119,7 +119,8 @@ def test_ragged_dot_non_contracting_and_contracting_modes():
 
     lhs2, rhs2 = normal(4, 6), normal(6, 5)
     text2 = entry("a = f32[4,6] parameter(0)\nb = f32[6,5] parameter(1)\ng = s64[2] parameter(2)\n"
-                  "ROOT d = f32[2,4,5] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+                  "ROOT d = f32[2,4,5] ragged-dot(a, b, g), lhs_contracting_dims={1}, "
+                  "rhs_contracting_dims={0}, "
                   "lhs_ragged_dims={1}")
     sizes2 = np.array([2, 3], np.int64)
     want2 = np.stack([lhs2[:, 0:2] @ rhs2[0:2], lhs2[:, 2:5] @ rhs2[2:5]])
@@ -166,12 +167,15 @@ def conv_reference(lhs, rhs, stride, pad, lhs_dil, rhs_dil, rev, fgc=1, bgc=1):
 
 CONV_CASES = [
     # (lhs NCHW dims, kernel OIHW dims, window text, stride, pad, lhs_dil, rhs_dil, rev, fgc, bgc)
-    ((2, 3, 5, 5), (4, 3, 3, 3), "size=3x3 pad=1_1x1_1", (1, 1), ((1, 1), (1, 1)), (1, 1), (1, 1), (0, 0), 1, 1),
-    ((1, 2, 7, 6), (3, 2, 3, 2), "size=3x2 stride=2x3 pad=-1_2x0_1", (2, 3), ((-1, 2), (0, 1)), (1, 1), (1, 1),
+    ((2, 3, 5, 5), (4, 3, 3, 3), "size=3x3 pad=1_1x1_1", (1, 1), ((1, 1), (1, 1)), (1, 1), (1, 1), (0, 0),
+     1, 1),
+    ((1, 2, 7, 6), (3, 2, 3, 2), "size=3x2 stride=2x3 "
+                                 "pad=-1_2x0_1", (2, 3), ((-1, 2), (0, 1)), (1, 1), (1, 1),
      (0, 0), 1, 1),
     ((1, 2, 4, 5), (2, 2, 3, 3), "size=3x3 pad=2_1x1_2 lhs_dilate=2x1 rhs_dilate=1x2 rhs_reversal=1x0",
      (1, 1), ((2, 1), (1, 2)), (2, 1), (1, 2), (1, 0), 1, 1),
-    ((2, 4, 4, 4), (6, 2, 3, 3), "size=3x3 pad=1_1x1_1", (1, 1), ((1, 1), (1, 1)), (1, 1), (1, 1), (0, 0), 2, 1),
+    ((2, 4, 4, 4), (6, 2, 3, 3), "size=3x3 pad=1_1x1_1", (1, 1), ((1, 1), (1, 1)), (1, 1), (1, 1), (0, 0),
+     2, 1),
     ((4, 3, 4, 4), (6, 3, 2, 2), "size=2x2", (1, 1), ((0, 0), (0, 0)), (1, 1), (1, 1), (0, 0), 1, 2),
 ]
 
@@ -229,7 +233,8 @@ def test_fft_kinds(kind, in_t, out_t, in_shape, out_shape, lengths, fn):
         x = (x + 1j * normal(*in_shape)).astype(np.complex64)
     dims = lambda s: ",".join(map(str, s))  # noqa: E731
     text = entry(f"a = {in_t}[{dims(in_shape)}] parameter(0)\n"
-                 f"ROOT f = {out_t}[{dims(out_shape)}] fft(a), fft_type={kind}, fft_length={{{dims(lengths)}}}")
+                 f"ROOT f = {out_t}[{dims(out_shape)}] fft(a), fft_type={kind}, "
+                 f"fft_length={{{dims(lengths)}}}")
     got = run(text, x)
     assert got.shape == out_shape
     np.testing.assert_allclose(got, fn(x.astype(np.complex128 if in_t == "c64" else np.float64)),
@@ -275,7 +280,8 @@ def test_batch_norm_training_inference_and_grad():
     x, scale, offset = normal(2, 3, 4), normal(3), normal(3)
     eps = 0.001
     text = entry("x = f32[2,3,4] parameter(0)\ns = f32[3] parameter(1)\no = f32[3] parameter(2)\n"
-                 "ROOT r = (f32[2,3,4], f32[3], f32[3]) batch-norm-training(x, s, o), epsilon=0.001, feature_index=1")
+                 "ROOT r = (f32[2,3,4], f32[3], f32[3]) batch-norm-training(x, s, o), epsilon=0.001, "
+                 "feature_index=1")
     y, mean, var = run(text, x, scale, offset)
     xd = x.astype(np.float64)
     m = xd.mean(axis=(0, 2))
@@ -287,7 +293,8 @@ def test_batch_norm_training_inference_and_grad():
 
     text_inf = entry("x = f32[2,3,4] parameter(0)\ns = f32[3] parameter(1)\no = f32[3] parameter(2)\n"
                      "m = f32[3] parameter(3)\nv = f32[3] parameter(4)\n"
-                     "ROOT r = f32[2,3,4] batch-norm-inference(x, s, o, m, v), epsilon=0.001, feature_index=1")
+                     "ROOT r = f32[2,3,4] batch-norm-inference(x, s, o, m, v), epsilon=0.001, "
+                     "feature_index=1")
     got = run(text_inf, x, scale, offset, m.astype(np.float32), v.astype(np.float32))
     np.testing.assert_allclose(got, y, rtol=1e-4, atol=1e-5)
 
@@ -301,7 +308,8 @@ def test_batch_norm_training_inference_and_grad():
     dyd = dy.astype(np.float64)
     rstd = 1 / np.sqrt(v + eps)
     np.testing.assert_allclose(go, dyd.sum(axis=(0, 2)), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(gs, (dyd * (xd - m[None, :, None])).sum(axis=(0, 2)) * rstd, rtol=1e-4, atol=1e-5)
+    want_gs = (dyd * (xd - m[None, :, None])).sum(axis=(0, 2)) * rstd
+    np.testing.assert_allclose(gs, want_gs, rtol=1e-4, atol=1e-5)
     count = 8
     xc = xd - m[None, :, None]
     want_gx = scale[None, :, None] * rstd[None, :, None] * (

@@ -31,7 +31,8 @@ def binary(name: str, t: str, op: str) -> str:
 COMPS = (binary("add", "f32", "add") + binary("sub", "f32", "subtract") + binary("max", "f32", "maximum")
          + binary("addbf", "bf16", "add") + binary("adds8", "s8", "add") + binary("mulu8", "u8", "multiply")
          + binary("and", "pred", "and") + binary("ors", "s32", "or")
-         + "ge { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = pred[] compare(a, b), direction=GE }\n")
+         + "ge { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = pred[] compare(a, b), "
+           "direction=GE }\n")
 
 ARGMAX = """argmax {
   a = f32[] parameter(0)  ai = s32[] parameter(1)  b = f32[] parameter(2)  bi = s32[] parameter(3)
@@ -180,7 +181,8 @@ RW_CASES = [
 def window_text(sizes, strides, pads, ld, rd) -> str:
     x = "x".join
     return (f"size={x(map(str, sizes))} stride={x(map(str, strides))} "
-            f"pad={x(f'{lo}_{hi}' for lo, hi in pads)} lhs_dilate={x(map(str, ld))} rhs_dilate={x(map(str, rd))}")
+            f"pad={x(f'{lo}_{hi}' for lo, hi in pads)} lhs_dilate={x(map(str, ld))} "
+            f"rhs_dilate={x(map(str, rd))}")
 
 
 @pytest.mark.parametrize("case", RW_CASES, ids=lambda c: window_text(*c))
@@ -227,7 +229,8 @@ def select_and_scatter_reference(operand, source, init, sizes, strides, pads, sc
     out = np.full(operand.shape, init, np.float64)
     for s in np.ndindex(*source.shape):
         best = None
-        for pos in window_positions(s, sizes, strides, pads, (1,) * len(sizes), (1,) * len(sizes), operand.shape):
+        ones = (1,) * len(sizes)
+        for pos in window_positions(s, sizes, strides, pads, ones, ones, operand.shape):
             if best is None or not operand[best] >= operand[pos]:
                 best = pos
         if best is not None:
@@ -243,19 +246,23 @@ def select_and_scatter_reference(operand, source, init, sizes, strides, pads, sc
 def test_select_and_scatter_matches_loops(pads, strides, comp, f):
     operand = RNG.integers(0, 3, (5, 6)).astype(np.float32)  # many ties: the first one must win
     sizes = (3, 3)
-    out_shape = [max(0, (n + lo + hi - s) // st + 1) for n, s, st, (lo, hi) in zip((5, 6), sizes, strides, pads)]
+    out_shape = [max(0, (n + lo + hi - s) // st + 1)
+                 for n, s, st, (lo, hi) in zip((5, 6), sizes, strides, pads)]
     source = RNG.integers(1, 9, out_shape).astype(np.float32)
     want = select_and_scatter_reference(operand, source, 0.5, sizes, strides, pads, f)
     win = f"size=3x3 stride={strides[0]}x{strides[1]} pad={pads[0][0]}_{pads[0][1]}x{pads[1][0]}_{pads[1][1]}"
-    text = entry(f"o = f32[5,6] parameter(0)\ns = f32[{dims(out_shape)}] parameter(1)\ni = f32[] constant(0.5)\n"
-                 f"ROOT r = f32[5,6] select-and-scatter(o, s, i), window={{{win}}}, select=ge, scatter={comp}")
+    text = entry(f"o = f32[5,6] parameter(0)\ns = f32[{dims(out_shape)}] parameter(1)\ni = f32[] "
+                 f"constant(0.5)\n"
+                 f"ROOT r = f32[5,6] select-and-scatter(o, s, i), window={{{win}}}, select=ge, "
+                 f"scatter={comp}")
     np.testing.assert_allclose(run(text, operand, source), want)
 
 
 # -- map and scan ----------------------------------------------------------------------------------
 
 def test_map_applies_computation_elementwise():
-    comp = "fma { a = f32[] parameter(0)  b = f32[] parameter(1)  m = f32[] multiply(a, b)  ROOT r = f32[] add(m, a) }"
+    comp = ("fma { a = f32[] parameter(0)  b = f32[] parameter(1)  m = f32[] multiply(a, b)\n"
+            "ROOT r = f32[] add(m, a) }")
     x, y = RNG.standard_normal((2, 3)).astype(np.float32), RNG.standard_normal((2, 3)).astype(np.float32)
     text = entry("x = f32[2,3] parameter(0)\ny = f32[2,3] parameter(1)\n"
                  "ROOT r = f32[2,3] map(x, y), dimensions={0,1}, to_apply=fma", comp)
@@ -278,12 +285,16 @@ def test_scan_running_sum_with_carry():
 XLA_CASES = {
     "reduce_argmax": ("p = f32[6,40] parameter(0)\ni = s32[6,40] iota(), iota_dimension=1\n"
                       "z = f32[] constant(-inf)\nzi = s32[] constant(0)\n"
-                      "ROOT r = (f32[6], s32[6]) reduce(p, i, z, zi), dimensions={1}, to_apply=argmax", ARGMAX),
+                      "ROOT r = (f32[6], s32[6]) reduce(p, i, z, zi), dimensions={1}, "
+                      "to_apply=argmax", ARGMAX),
     "reduce_window_dilated": ("p = f32[6,40] parameter(0)\nz = f32[] constant(0)\n"
-                              "ROOT r = f32[6,37] reduce-window(p, z), window={size=1x3 pad=0_0x1_0 lhs_dilate=1x1 "
+                              "ROOT r = f32[6,37] reduce-window(p, z), window={size=1x3 pad=0_0x1_0 "
+                              "lhs_dilate=1x1 "
                               "rhs_dilate=1x2}, to_apply=add", COMPS),
-    "select_and_scatter_padded": ("p = f32[6,40] parameter(0)\ns = f32[3,20] parameter(1)\nz = f32[] constant(0)\n"
-                                  "ROOT r = f32[6,40] select-and-scatter(p, s, z), window={size=3x3 stride=2x2 "
+    "select_and_scatter_padded": ("p = f32[6,40] parameter(0)\ns = f32[3,20] parameter(1)\nz = f32[] "
+    "constant(0)\n"
+                                  "ROOT r = f32[6,40] select-and-scatter(p, s, z), window={size=3x3 "
+                                  "stride=2x2 "
                                   "pad=1_1x1_1}, select=ge, scatter=add", COMPS),
 }
 

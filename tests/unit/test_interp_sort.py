@@ -29,7 +29,8 @@ def total_order(v: float) -> int:
     return bits ^ 0x7FFFFFFF if bits < 0 else bits
 
 
-def compare_comp(t: str, direction: str, ctype: str | None = None, swap: bool = False, payload: bool = False) -> str:
+def compare_comp(t: str, direction: str, ctype: str | None = None, swap: bool = False,
+                 payload: bool = False) -> str:
     """Compares operand 0; with `payload`, also takes (ignored) s32 parameters for operand 1."""
     a, b = ("y", "x") if swap else ("x", "y")
     extra = f", type={ctype}" if ctype else ""
@@ -42,7 +43,8 @@ def sort_text(comp: str, shapes: list[str], dim: int) -> str:
     params = "\n".join(f"p{k} = {s} parameter({k})" for k, s in enumerate(shapes))
     names = ", ".join(f"p{k}" for k in range(len(shapes)))
     result = shapes[0] if len(shapes) == 1 else "(" + ", ".join(shapes) + ")"
-    return (f"HloModule m\n{comp}\nENTRY e {{\n{params}\nROOT s = {result} sort({names}), dimensions={{{dim}}}, "
+    return (f"HloModule m\n{comp}\nENTRY e "
+            f"{{\n{params}\nROOT s = {result} sort({names}), dimensions={{{dim}}}, "
             f"is_stable=true, to_apply=cmp\n}}")
 
 
@@ -164,6 +166,7 @@ def test_sort_and_topk_against_xla_cpu():
     text = sort_text(compare_comp("f32", "GT", "TOTALORDER", payload=True), ["f32[3,17]", "s32[3,17]"], 1)
     for g, w in zip(run(text, x, idx), run_hlo_text(text, [x, idx])):
         np.testing.assert_array_equal(g, w)
-    text_k = "HloModule m\nENTRY e {\np = f32[3,17] parameter(0)\nROOT t = (f32[3,5], s32[3,5]) topk(p), k=5\n}"
+    text_k = ("HloModule m\nENTRY e {\np = f32[3,17] parameter(0)\n"
+              "ROOT t = (f32[3,5], s32[3,5]) topk(p), k=5\n}")
     for g, w in zip(run(text_k, x), run_hlo_text(text_k, [x])):
         np.testing.assert_array_equal(g, w)
