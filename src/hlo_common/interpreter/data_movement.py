@@ -16,7 +16,7 @@ import numpy as np
 
 from hlo_common.errors import InterpreterError
 from hlo_common.interpreter.conversions import convert_array
-from hlo_common.interpreter.registry import TOKEN, register
+from hlo_common.interpreter.registry import register
 from hlo_common.shape import Shape
 
 
@@ -200,19 +200,10 @@ def _set_dimension_size(instr, operands, ev):
 
 @register("copy-start")
 def _copy_start(instr, operands, ev):
-    """(destination, source, context): the copy is done at once; copy-done reads element 0."""
+    """(destination, source, context...): the copy is done at once; copy-done reads element 0."""
     x = operands[0]
-    return _fill_like(instr.shape, x)
-
-
-def _fill_like(shape: Shape, x):
-    if shape.is_tuple:
-        return tuple(_fill_like(s, x) for s in shape.tuple_shapes)
-    if not shape.is_array:
-        return TOKEN
-    if shape.dims == np.shape(x) and shape.element_type.np_dtype == x.dtype:
-        return x
-    return np.zeros(shape.dims, shape.element_type.np_dtype)
+    contexts = tuple(np.zeros(s.dims, s.element_type.np_dtype) for s in instr.shape.tuple_shapes[2:])
+    return (x, x) + contexts
 
 
 @register("copy-done")

@@ -58,6 +58,15 @@ _VECTORIZABLE_EXTRA = frozenset({
 })
 
 
+def _pass_through(instr: HloInstruction, operands: list, ev: Evaluator) -> Any:
+    return operands[0]
+
+
+# Elementwise mode (see Evaluator.run_elementwise): shape ops pass their operand on.
+_ELEMENTWISE_MODE = {op: _pass_through for op in ("broadcast", "reshape", "bitcast", "copy")}
+_ELEMENTWISE_MODE["call"] = lambda instr, operands, ev: ev.run_elementwise(instr.attrs["to_apply"], operands)
+
+
 class _Plan:
     """How to run one computation: instructions in order, operand slots, values to free after each."""
 
@@ -136,12 +145,28 @@ class Evaluator:
 
     def call(self, computation: HloComputation, args: Sequence[Any]) -> Any:
         """Evaluate a (called) computation on already-evaluated argument values."""
-        return self._run(computation, args, check=self._check)
+        return self._run(computation, args)
 
     def call_fusion(self, fusion: HloInstruction, operands: Sequence[Any]) -> Any:
-        """Evaluate a fusion instruction's fused computation on its operand values."""
+        """Evaluate a fusion instruction's fused computation on its operand values.
+
+        Large elementwise (loop) fusions run chunk by chunk so their temporaries stay in cache,
+        like the fused kernel XLA emits; the arithmetic per element is the same.
+        """
         calls = fusion.attrs["calls"]
-        return self.call(calls[0] if isinstance(calls, list) else calls, operands)
+        comp = calls[0] if isinstance(calls, list) else calls
+        from hlo_common.interpreter.loop_fusion import run_chunked
+
+        result = run_chunked(self, comp, operands)
+        return self.call(comp, operands) if result is None else result
+
+    def run_elementwise(self, comp: HloComputation, args: Sequence[Any]) -> Any:
+        """Evaluate an elementwise computation on arrays of any (common, broadcastable) shape.
+
+        Shapes are not checked, and broadcast / reshape / bitcast / copy pass their operand on
+        unchanged (they are only ever scalar-to-scalar or shape-preserving in such computations).
+        """
+        return self._run(comp, args, elementwise=True)
 
     def map_computation(self, comp: HloComputation, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Apply a scalar computation elementwise over same-shaped arrays.
@@ -156,7 +181,7 @@ class Evaluator:
         shape = np.broadcast_shapes(*(a.shape for a in arrays)) if arrays else ()
         with np.errstate(all="ignore"):
             if self.is_vectorizable(comp):
-                out = self._run(comp, arrays, check=False)
+                out = self.run_elementwise(comp, arrays)
                 outs = list(out) if isinstance(out, tuple) else [out]
                 return [_full(o, shape) for o in outs]
             return self._map_per_element(comp, arrays, shape)
@@ -183,7 +208,7 @@ class Evaluator:
             self._plans[id(comp)] = plan
         return plan
 
-    def _run(self, comp: HloComputation, args: Sequence[Any], check: bool) -> Any:
+    def _run(self, comp: HloComputation, args: Sequence[Any], elementwise: bool = False) -> Any:
         plan = self._plan(comp)
         values: list[Any] = [None] * len(plan.steps)
         for number, slot in plan.param_slots:
@@ -193,13 +218,13 @@ class Evaluator:
             values[slot] = args[number]
         for k, (instr, operand_slots, frees) in enumerate(plan.steps):
             if instr.opcode != "parameter":
-                values[k] = self._evaluate_instruction(instr, [values[s] for s in operand_slots], check)
+                values[k] = self._evaluate_instruction(instr, [values[s] for s in operand_slots], elementwise)
             for s in frees:
                 values[s] = None
         return values[plan.root_slot]
 
-    def _evaluate_instruction(self, instr: HloInstruction, operands: list, check: bool) -> Any:
-        handler = HANDLERS.get(instr.opcode)
+    def _evaluate_instruction(self, instr: HloInstruction, operands: list, elementwise: bool) -> Any:
+        handler = (elementwise and _ELEMENTWISE_MODE.get(instr.opcode)) or HANDLERS.get(instr.opcode)
         if handler is None:
             raise InterpreterError(f"{_where(instr)}: the interpreter cannot evaluate opcode '{instr.opcode}'")
         try:
@@ -210,7 +235,7 @@ class Evaluator:
             raise InterpreterError(f"{_where(instr)}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - any failure inside a handler names the instruction
             raise InterpreterError(f"{_where(instr)}: {type(exc).__name__}: {exc}") from exc
-        if check:
+        if not elementwise and self._check:
             value = _check_value(instr, instr.shape, value)
         return value
 
@@ -220,7 +245,7 @@ class Evaluator:
         outs = [np.empty(shape, dtype=s.element_type.np_dtype) for s in leaf_shapes]
         full = [np.broadcast_to(a, shape) for a in arrays]
         for idx in np.ndindex(*shape):
-            res = self._run(comp, [np.asarray(a[idx]) for a in full], check=False)
+            res = self._run(comp, [np.asarray(a[idx]) for a in full])
             res = res if isinstance(res, tuple) else (res,)
             for o, r in zip(outs, res):
                 o[idx] = r
