@@ -2,20 +2,28 @@
 
 `ATTR_KINDS` maps an attribute's text name to its kind; the parser reads a value of that kind and
 the printer writes it back canonically (XLA's spelling, defaults omitted where XLA omits them).
-Attributes not in the table are kept as `RawAttr` text and printed as they came.
+Attributes not in the table are kept as `RawAttr` text and printed as they came. Every typed value
+prints its canonical text with `str()`, so code that only needs the text can use `str(value)`.
 
     >>> str(Window.parse("size=3x3 stride=2x2 pad=1_1x1_1"))
     '{size=3x3 stride=2x2 pad=1_1x1_1}'
+    >>> ReplicaGroups.parse_iota("[2,2]<=[4]").groups()
+    [[0, 1], [2, 3]]
 """
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 
 @dataclass(frozen=True)
 class RawAttr:
-    """An attribute this project keeps as text (e.g. `replica_groups=[2,2]<=[4]`)."""
+    """An attribute this project keeps as text (e.g. `domain={kind="sharding" ...}`)."""
 
     text: str
 
@@ -34,37 +42,46 @@ class WindowDim:
     window_reversal: bool = False
 
 
+_WINDOW_FIELDS = ("size", "stride", "pad", "lhs_dilate", "rhs_dilate", "rhs_reversal")
+
+
 @dataclass(frozen=True)
 class Window:
+    """`window={size=3x3 stride=2x2 pad=1_1x1_1 lhs_dilate=.. rhs_dilate=.. rhs_reversal=..}`."""
+
     dims: tuple[WindowDim, ...]
 
     @staticmethod
     def parse(text: str) -> Window:
         fields: dict[str, list[str]] = {}
         for part in text.split():
-            key, _, val = part.partition("=")
-            if key not in ("size", "stride", "pad", "lhs_dilate", "rhs_dilate", "rhs_reversal"):
-                raise ValueError(f"unknown window field '{key}'")
-            fields[key] = val.split("x") if val else []
+            key, eq, val = part.partition("=")
+            if key not in _WINDOW_FIELDS or not eq:
+                raise ValueError(f"unknown window field '{part}'")
+            if key in fields:
+                raise ValueError(f"window field '{key}' given twice")
+            fields[key] = val.split("x")
+        if fields and "size" not in fields:
+            raise ValueError("a window needs 'size='")
         rank = len(fields.get("size", []))
         for key, vals in fields.items():
             if len(vals) != rank:
                 raise ValueError(f"window field '{key}' has {len(vals)} entries, size has {rank}")
 
-        def ints(key, default):
+        def ints(key: str, default: int) -> list[int]:
             return [int(v) for v in fields[key]] if key in fields else [default] * rank
 
         size, stride = ints("size", 1), ints("stride", 1)
         lhs, rhs, rev = ints("lhs_dilate", 1), ints("rhs_dilate", 1), ints("rhs_reversal", 0)
         pads = []
         for p in fields.get("pad", ["0_0"] * rank):
-            lo, _, hi = p.partition("_")
+            lo, sep, hi = p.partition("_")
+            if not sep:
+                raise ValueError(f"window pad '{p}' is not low_high")
             pads.append((int(lo), int(hi)))
-        dims = tuple(
+        return Window(tuple(
             WindowDim(size[i], stride[i], pads[i][0], pads[i][1], rhs[i], lhs[i], bool(rev[i]))
-            for i in range(rank)
-        )
-        return Window(dims)
+            for i in range(rank)))
 
     def __str__(self) -> str:
         if not self.dims:
@@ -109,16 +126,15 @@ class ConvDimensionNumbers:
         if len(ker) != nsp + 2 or len(out) != nsp + 2 or nsp < 0:
             raise ValueError(f"dim_labels '{text}' has inconsistent ranks")
 
-        def spatial(s):
+        def spatial(s: str, letters: str) -> tuple[int, ...]:
             pos = {}
             for i, c in enumerate(s):
                 if c.isdigit():
                     pos[int(c)] = i
-                elif c.isalpha() and c not in "bfio":
-                    # XLA allows letters beyond 9 spatial dims; keep digits only here.
+                elif c not in letters:
                     raise ValueError(f"unsupported dim label '{c}' in '{text}'")
             if sorted(pos) != list(range(nsp)):
-                raise ValueError(f"dim_labels '{text}' must name spatial dims 0..{nsp - 1}")
+                raise ValueError(f"dim_labels '{text}' must name spatial dims 0..{nsp - 1} once each")
             return tuple(pos[k] for k in range(nsp))
 
         for part, letters in ((inp, "bf"), (ker, "io"), (out, "bf")):
@@ -126,8 +142,8 @@ class ConvDimensionNumbers:
                 if part.count(ch) != 1:
                     raise ValueError(f"dim_labels '{text}': '{part}' needs exactly one '{ch}'")
         return ConvDimensionNumbers(
-            inp.index("b"), inp.index("f"), spatial(inp), ker.index("i"), ker.index("o"), spatial(ker),
-            out.index("b"), out.index("f"), spatial(out), text,
+            inp.index("b"), inp.index("f"), spatial(inp, "bf"), ker.index("i"), ker.index("o"),
+            spatial(ker, "io"), out.index("b"), out.index("f"), spatial(out, "bf"), text,
         )
 
     def __str__(self) -> str:
@@ -141,10 +157,10 @@ class SliceSpec:
     dims: tuple[tuple[int, int, int], ...]
 
     def __str__(self) -> str:
-        parts = []
-        for s, l, st in self.dims:
-            parts.append(f"[{s}:{l}]" if st == 1 else f"[{s}:{l}:{st}]")
-        return "{" + ", ".join(parts) + "}"
+        # XLA prints the strides of every dimension, or of none when all are 1.
+        if all(st == 1 for _s, _l, st in self.dims):
+            return "{" + ", ".join(f"[{s}:{lim}]" for s, lim, _st in self.dims) + "}"
+        return "{" + ", ".join(f"[{s}:{lim}:{st}]" for s, lim, st in self.dims) + "}"
 
 
 @dataclass(frozen=True)
@@ -161,17 +177,125 @@ class PaddingConfig:
             if len(vals) == 2:
                 vals.append(0)
             if len(vals) != 3:
-                raise ValueError(f"malformed padding '{text}'")
+                raise ValueError(f"malformed padding '{text}' (expected low_high[_interior] per dim)")
             dims.append(tuple(vals))
         return PaddingConfig(tuple(dims))
 
     def __str__(self) -> str:
-        return "x".join(f"{lo}_{hi}" + (f"_{it}" if it else "") for lo, hi, it in self.dims)
+        # XLA prints the interior padding of every dimension once any of them is non-zero.
+        interior = any(it for _lo, _hi, it in self.dims)
+        return "x".join(f"{lo}_{hi}" + (f"_{it}" if interior else "") for lo, hi, it in self.dims)
 
 
 def _split_signed(part: str) -> list[str]:
     # "-1_2_0" -> ["-1", "2", "0"]; negative numbers keep their sign.
-    return [p for p in part.split("_")]
+    return part.split("_")
+
+
+@dataclass(frozen=True)
+class ReplicaGroups:
+    """`replica_groups=`: explicit `{{0,1},{2,3}}`, iota `[2,2]<=[4]` (`<=[2,2]T(1,0)`), or mesh
+    axes `mesh['x'=2,'y'=2] {'y'}` (the devices of a row-major mesh, grouped along the named axes)."""
+
+    explicit: tuple[tuple[int, ...], ...] | None = None
+    iota: tuple[tuple[int, int], tuple[int, ...], tuple[int, ...]] | None = None  # (G,S), reshape, perm
+    mesh: tuple[tuple[tuple[str, int], ...], tuple[str, ...]] | None = None  # axes, grouped axes
+
+    @staticmethod
+    def parse_iota(text: str) -> ReplicaGroups:
+        """`[G,S]<=[d0,d1,...]` with an optional `T(perm)`; ValueError when malformed."""
+        head, sep, rest = text.replace(" ", "").partition("<=")
+        shape = _int_list(head, "[", "]")
+        if not sep or len(shape) != 2:
+            raise ValueError(f"iota replica groups '{text}' need [groups,size]<=[dims]")
+        dims_text, tsep, perm_text = rest.partition("T")
+        dims = _int_list(dims_text, "[", "]")
+        perm = _int_list(perm_text, "(", ")") if tsep else tuple(range(len(dims)))
+        if sorted(perm) != list(range(len(dims))) or (len(dims) > 1 and not tsep):
+            raise ValueError(f"iota replica groups '{text}': bad transpose permutation")
+        if shape[0] * shape[1] != math.prod(dims):
+            raise ValueError(f"iota replica groups '{text}': {shape[0]}x{shape[1]} != {math.prod(dims)}")
+        return ReplicaGroups(iota=((shape[0], shape[1]), dims, perm))
+
+    def groups(self) -> list[list[int]]:
+        """The device (replica/partition) ids of every group."""
+        if self.explicit is not None:
+            return [list(g) for g in self.explicit]
+        if self.iota is not None:
+            (g, s), dims, perm = self.iota
+            ids = np.arange(math.prod(dims)).reshape(dims).transpose(perm).reshape(g, s)
+            return ids.tolist()
+        axes, grouped = self.mesh
+        names = [a for a, _ in axes]
+        ids = np.arange(math.prod(n for _, n in axes)).reshape([n for _, n in axes])
+        keep = [i for i, a in enumerate(names) if a not in grouped]
+        inner = [names.index(a) for a in grouped]
+        size = math.prod(axes[i][1] for i in inner)
+        return ids.transpose(keep + inner).reshape(-1, size).tolist()
+
+    def __str__(self) -> str:
+        if self.explicit is not None:
+            return "{" + ",".join("{" + ",".join(map(str, g)) + "}" for g in self.explicit) + "}"
+        if self.iota is not None:
+            (g, s), dims, perm = self.iota
+            text = f"[{g},{s}]<=[{','.join(map(str, dims))}]"
+            return text + (f"T({','.join(map(str, perm))})" if len(dims) > 1 else "")
+        axes, grouped = self.mesh
+        mesh = ",".join(f"'{a}'={n}" for a, n in axes)
+        return f"mesh[{mesh}] {{{','.join(repr_axis(a) for a in grouped)}}}"
+
+
+def repr_axis(name: str) -> str:
+    return f"'{name}'"
+
+
+def _int_list(text: str, open_: str, close: str) -> tuple[int, ...]:
+    if not (text.startswith(open_) and text.endswith(close)):
+        raise ValueError(f"expected {open_}...{close}, found '{text}'")
+    body = text[1:-1]
+    return tuple(int(v) for v in body.split(",")) if body else ()
+
+
+@dataclass(frozen=True)
+class SourceTargetPairs:
+    """`source_target_pairs={{0,1},{1,0}}` (collective-permute)."""
+
+    pairs: tuple[tuple[int, int], ...]
+
+    def __str__(self) -> str:
+        return "{" + ",".join(f"{{{s},{t}}}" for s, t in self.pairs) + "}"
+
+
+@dataclass(frozen=True)
+class OutputOperandAliasing:
+    """`output_to_operand_aliasing={{0}: (0, {}), {1}: (1, {0})}`: output index -> (operand, index)."""
+
+    entries: tuple[tuple[tuple[int, ...], int, tuple[int, ...]], ...]
+
+    def __str__(self) -> str:
+        def idx(t: tuple[int, ...]) -> str:
+            return "{" + ",".join(map(str, t)) + "}"
+
+        return "{" + ", ".join(f"{idx(o)}: ({n}, {idx(i)})" for o, n, i in self.entries) + "}"
+
+
+@dataclass(frozen=True, eq=False)
+class LiteralAttr:
+    """A literal-valued attribute, e.g. custom-call `literal=s32[] 1` (shape, then the value)."""
+
+    shape: Any  # hlo_common.shape.Shape
+    value: Any  # numpy array or tuple of them
+
+    def __str__(self) -> str:
+        from hlo_common.literal import format_literal
+
+        return f"{self.shape.to_string(False)} {format_literal(self.value, self.shape)}"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LiteralAttr) and str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
 
 
 # Kind of every attribute the parser types. Order = canonical print order of opcode-specific
@@ -193,6 +317,7 @@ ATTR_KINDS: dict[str, str] = {
     "rhs_group_dims": "ints",
     "feature_group_count": "int",
     "batch_group_count": "int",
+    "operand_precision": "words",
     "dimensions": "ints",
     "direction": "word",
     "type": "word",
@@ -227,16 +352,25 @@ ATTR_KINDS: dict[str, str] = {
     "transpose_a": "word",
     "delta": "int",
     "channel_id": "int",
-    "custom_call_target": "string",
-    "custom_call_has_side_effect": "bool",
-    "api_version": "word",
-    "operand_layout_constraints": "shapes",
-    "is_host_transfer": "bool",
+    "replica_groups": "replica_groups",
+    "source_target_pairs": "pairs",
     "use_global_device_ids": "bool",
     "constrain_layout": "bool",
+    "custom_call_target": "string",
+    "operand_layout_constraints": "shapes",
+    "custom_call_has_side_effect": "bool",
+    "literal": "literal",
+    "output_to_operand_aliasing": "aliasing",
+    "schedule": "word",
+    "api_version": "word",
+    "padding_type": "word",
+    "is_host_transfer": "bool",
     "is_composite": "bool",
     "infeed_config": "string",
     "outfeed_config": "string",
+    "outfeed_shape": "shape",
+    "async_execution_thread": "string",
+    "num_carries": "int",
 }
 
 # Attributes whose value names called computations.
@@ -259,6 +393,12 @@ COMMON_ATTR_ORDER = (
     "metadata", "backend_config",
 )
 
+# Metadata fields in the order XLA's OpMetadataToString prints them (strings are quoted).
+METADATA_ORDER = (
+    "op_type", "op_name", "source_file", "source_line", "source_end_line", "source_column",
+    "source_end_column", "profile_type", "deduplicated_name", "scheduling_name", "stack_frame_id",
+)
+
 _ORDER = {name: i for i, name in enumerate(ATTR_KINDS)}
 
 
@@ -269,13 +409,119 @@ def attr_sort_key(name: str) -> tuple[int, int, str]:
     return (1, 0, name)
 
 
+# -- strings (absl::CEscape / CUnescape) ----------------------------------------------------------
+_ESCAPES = {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t", 0x22: '\\"', 0x27: "\\'", 0x5C: "\\\\"}
+_UNESCAPES = {"n": 0x0A, "r": 0x0D, "t": 0x09, '"': 0x22, "'": 0x27, "\\": 0x5C, "?": 0x3F,
+              "a": 0x07, "b": 0x08, "f": 0x0C, "v": 0x0B}
+
+
+def c_escape(s: str) -> str:
+    """XLA's string escaping (absl::CEscape) of the UTF-8 bytes: `\\n`, `\\"`, `\\'`, octal `\\ooo`."""
+    out = []
+    for b in s.encode("utf-8", "surrogateescape"):
+        if b in _ESCAPES:
+            out.append(_ESCAPES[b])
+        elif 0x20 <= b < 0x7F:
+            out.append(chr(b))
+        else:
+            out.append(f"\\{b:03o}")
+    return "".join(out)
+
+
+def c_unescape(body: str) -> str:
+    """Inverse of `c_escape` for the text between the quotes; ValueError on a bad escape."""
+    if "\\" not in body:
+        return body
+    out = bytearray()
+    i, n = 0, len(body)
+    while i < n:
+        c = body[i]
+        if c != "\\":
+            out += c.encode("utf-8", "surrogateescape")
+            i += 1
+            continue
+        if i + 1 >= n:
+            raise ValueError("string ends in a lone backslash")
+        e = body[i + 1]
+        if e in _UNESCAPES:
+            out.append(_UNESCAPES[e])
+            i += 2
+        elif e in "01234567":
+            j = i + 1
+            while j < n and j < i + 4 and body[j] in "01234567":
+                j += 1
+            out.append(int(body[i + 1:j], 8) & 0xFF)
+            i = j
+        elif e == "x":
+            j = i + 2
+            while j < n and body[j] in "0123456789abcdefABCDEF":
+                j += 1
+            if j == i + 2:
+                raise ValueError("\\x escape without hex digits")
+            out.append(int(body[i + 2:j], 16) & 0xFF)
+            i = j
+        else:
+            raise ValueError(f"unknown escape '\\{e}'")
+    return out.decode("utf-8", "surrogateescape")
+
+
 def quote_string(s: str) -> str:
-    out = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
-    return f'"{out}"'
+    """A string literal as XLA prints it: double quotes around the CEscape'd text."""
+    return f'"{c_escape(s)}"'
 
 
-def format_attr_value(kind: str, value) -> str:
+# -- backend_config / JSON ------------------------------------------------------------------------
+def parse_json_object(text: str) -> dict | None:
+    """The JSON object `text` holds (key order kept), or None when it is not one."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def format_json(value: Any) -> str:
+    """Compact JSON, the way XLA prints a backend config it holds as a proto."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def lexes_as_json_dict(s: str) -> bool:
+    """XLA prints a backend_config raw (unquoted) when it reads as a `{...}` JSON-like dict."""
+    if not (s.startswith("{") and s.endswith("}")):
+        return False
+    depth, i, n = 0, 0, len(s)
+    while i < n:
+        c = s[i]
+        if c == '"':
+            i += 1
+            while i < n and s[i] != '"':
+                i += 2 if s[i] == "\\" else 1
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0 and i != n - 1:
+                return False
+        i += 1
+    return depth == 0
+
+
+def format_backend_config(value: dict | str | None) -> str | None:
+    """The text after `backend_config=`: compact JSON for a dict, else the (quoted) string."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, dict):
+        return format_json(value)
+    return value if lexes_as_json_dict(value) else quote_string(value)
+
+
+# -- values ---------------------------------------------------------------------------------------
+def format_attr_value(kind: str | None, value: Any) -> str:
     if kind == "ints":
+        return "{" + ",".join(str(v) for v in value) + "}"
+    if kind == "words":
         return "{" + ",".join(str(v) for v in value) + "}"
     if kind == "int":
         return str(value)

@@ -21,7 +21,7 @@ class PrimitiveType:
     name: str  # text name as it appears in HLO, e.g. "f32"
     proto_id: int  # enum number in xla_data.proto
     bits: int  # storage bits of one element (logical width for sub-byte types)
-    kind: str  # "pred" | "signed" | "unsigned" | "float" | "complex" | "token" | "opaque"
+    kind: str  # "pred" | "signed" | "unsigned" | "float" | "complex" | "token" | "opaque" | "buffer"
     np_dtype: np.dtype | None  # numpy/ml_dtypes dtype used to hold values
 
     @property
@@ -46,12 +46,17 @@ class PrimitiveType:
 
     @property
     def is_array_type(self) -> bool:
-        return self.kind not in ("token", "opaque")
+        return self.kind not in ("token", "opaque", "buffer")
 
     @property
     def byte_size(self) -> int:
         """Bytes one element occupies in an unpacked buffer (sub-byte types take a byte)."""
         return max(1, self.bits // 8)
+
+    @property
+    def max_digits10(self) -> int:
+        """Decimal digits that always round-trip a value (std::numeric_limits<T>::max_digits10)."""
+        return _MAX_DIGITS10.get(self.name, 0)
 
     @property
     def is_low_precision_float(self) -> bool:
@@ -100,7 +105,20 @@ _TABLE = [
     _t("opaque", 14, 0, "opaque", None),
 ]
 
+# Enum numbers follow xla_data.proto; the f6 numbers and BUFFER's differ between XLA versions.
 PRIMITIVE_TYPES: dict[str, PrimitiveType] = {t.name: t for t in _TABLE}
+
+# The element type of a buffer shape `b(f32[8])`. Not a type keyword of the lexer (XLA's lexer
+# excludes tuple and buffer), so it is kept out of PRIMITIVE_TYPES.
+BUFFER = PrimitiveType("buffer", 36, 0, "buffer", None)
+
+# Mantissa digits (with the implicit bit) -> max_digits10 = ceil(digits * log10(2) + 1).
+_FLOAT_DIGITS = {
+    "f16": 11, "bf16": 8, "f32": 24, "f64": 53, "f8e5m2": 3, "f8e4m3": 4, "f8e4m3fn": 4,
+    "f8e4m3b11fnuz": 4, "f8e3m4": 5, "f8e5m2fnuz": 3, "f8e4m3fnuz": 4, "f8e8m0fnu": 1,
+    "f4e2m1fn": 2, "f6e3m2fn": 3, "f6e2m3fn": 4,
+}
+_MAX_DIGITS10 = {name: -(-(d * 30103) // 100000) + 1 for name, d in _FLOAT_DIGITS.items()}
 
 PRED = PRIMITIVE_TYPES["pred"]
 S32 = PRIMITIVE_TYPES["s32"]

@@ -1,10 +1,14 @@
 """The mutable HLO IR: `HloModule` > `HloComputation` > `HloInstruction`, named as in XLA.
 
+Every tool works on this IR: the parser builds it, passes edit it, the printer writes it back.
 Instructions keep their operands and users in order; opcode-specific attributes live in
 `attrs` (a dict keyed by the attribute's text name, e.g. `dimensions`, `window`, `to_apply`),
 holding typed values from `hlo_common.attributes` or, for attributes this project does not
 interpret, a `RawAttr` that keeps the text. Called computations are attribute values too, so
-`called_computations()` is derived rather than stored twice.
+`called_computations()` is derived rather than stored twice. The attributes every instruction
+may carry are fields: `metadata` and `frontend_attributes` ((key, value text) pairs), `sharding`
+(its canonical text), control predecessors/successors, and the backend config as data
+(`backend_config_data`: a JSON object as a dict in key order, or a plain string).
 
     >>> m = parse_module("ENTRY e { p = f32[2] parameter(0) ROOT n = f32[2] negate(p) }")
     >>> m.entry.root.opcode, [o.name for o in m.entry.root.operands]
@@ -14,11 +18,14 @@ interpret, a `RawAttr` that keeps the text. Called computations are attribute va
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any, Iterator
 
+from hlo_common.ir_edit import ComputationEditing, InstructionEditing, ModuleEditing
 from hlo_common.shape import Shape
 
 _ids = itertools.count(1)
+_NUMERIC_SUFFIX = re.compile(r"^(.*)\.(\d+)$")
 
 # Attributes whose values are called computations, in the order XLA prints them.
 COMPUTATION_ATTRS = (
@@ -27,23 +34,24 @@ COMPUTATION_ATTRS = (
 )
 
 
-class HloInstruction:
-    """One HLO instruction. `literal` holds a constant's value (numpy array or tuple of them)."""
+class HloInstruction(InstructionEditing):
+    """One HLO instruction. `literal` holds a constant's value (numpy array or tuple of them);
+    a large all-zero constant may be a read-only broadcast view."""
 
     def __init__(self, name: str, opcode: str, shape: Shape, operands=(), attrs=None):
-        self.name = name
+        self.parent: HloComputation | None = None
+        self.__dict__["name"] = name  # under its own key, so copies of __dict__ skip it as "name"
         self.opcode = opcode
         self.shape = shape
         self.operands: list[HloInstruction] = []
         self.users: list[HloInstruction] = []
         self.attrs: dict[str, Any] = dict(attrs or {})
-        self.parent: HloComputation | None = None
         self.control_predecessors: list[HloInstruction] = []
         self.control_successors: list[HloInstruction] = []
         self.metadata: list[tuple[str, str]] = []  # (key, value text) in canonical order
-        self.sharding: str | None = None
-        self.frontend_attributes: list[tuple[str, str]] = []
-        self.backend_config: str | None = None  # raw text: a quoted string or a JSON object
+        self.sharding: str | None = None  # canonical text, e.g. "{devices=[2,1]0,1}"
+        self.frontend_attributes: list[tuple[str, str]] = []  # sorted (key, quoted value / JSON)
+        self._backend_config: dict | str | None = None
         self.extra_common: list[tuple[str, str]] = []  # other common attrs kept as text
         self.literal: Any = None
         self.literal_unknown = False  # `{...}` constant: values were not in the text
@@ -51,6 +59,45 @@ class HloInstruction:
         self.unique_id = next(_ids)
         for op in operands:
             self.append_operand(op)
+
+    # -- name (kept in the parent computation's name registry) ---------------------------------
+    @property
+    def name(self) -> str:
+        return self.__dict__["name"]
+
+    @name.setter
+    def name(self, value: str) -> None:
+        if self.parent is not None:
+            self.parent._rename(self, self.__dict__["name"], value)
+        self.__dict__["name"] = value
+
+    # -- backend config ---------------------------------------------------------------------------
+    @property
+    def backend_config_data(self) -> dict | str | None:
+        """The backend config as data: a dict (JSON object, key order kept), a string, or None."""
+        return self._backend_config
+
+    @backend_config_data.setter
+    def backend_config_data(self, value: dict | str | None) -> None:
+        self._backend_config = None if value == "" else value
+
+    @property
+    def backend_config(self) -> str | None:
+        """Canonical text after `backend_config=`: compact JSON for a dict, a quoted string else."""
+        from hlo_common.attributes import format_backend_config
+
+        return format_backend_config(self._backend_config)
+
+    @backend_config.setter
+    def backend_config(self, text: str | dict | None) -> None:
+        """Accepts a dict, None, or text: JSON object text, or a quoted / plain string."""
+        from hlo_common.attributes import c_unescape, parse_json_object
+
+        if isinstance(text, str) and len(text) >= 2 and text[0] == text[-1] == '"':
+            text = c_unescape(text[1:-1])
+        if isinstance(text, str):
+            text = parse_json_object(text) or text
+        self.backend_config_data = text
 
     # -- graph editing ------------------------------------------------------------------------
     def append_operand(self, op: HloInstruction) -> None:
@@ -61,7 +108,9 @@ class HloInstruction:
     def replace_operand(self, index: int, new: HloInstruction) -> None:
         old = self.operands[index]
         self.operands[index] = new
-        if old not in self.operands:  # `old` may still feed another operand slot
+        if old is new:
+            return
+        if not any(o is old for o in self.operands) and self in old.users:
             old.users.remove(self)
         if self not in new.users:
             new.users.append(self)
@@ -94,6 +143,11 @@ class HloInstruction:
             self.control_successors.append(successor)
             successor.control_predecessors.append(self)
 
+    def remove_control_dependency_to(self, successor: HloInstruction) -> None:
+        if successor in self.control_successors:
+            self.control_successors.remove(successor)
+            successor.control_predecessors.remove(self)
+
     def drop_all_control_deps(self) -> None:
         for p in self.control_predecessors:
             p.control_successors.remove(self)
@@ -125,6 +179,17 @@ class HloInstruction:
     def attr(self, key: str, default=None):
         return self.attrs.get(key, default)
 
+    def metadata_value(self, key: str) -> str | int | None:
+        """One metadata field as a Python value (strings unquoted), or None when absent."""
+        from hlo_common.attributes import c_unescape
+
+        for k, v in self.metadata:
+            if k == key:
+                if v.startswith('"'):
+                    return c_unescape(v[1:-1])
+                return int(v) if re.fullmatch(r"-?\d+", v) else v
+        return None
+
     def fused_computation(self) -> HloComputation:
         return self.attrs["calls"]
 
@@ -132,8 +197,12 @@ class HloInstruction:
         return f"<{self.opcode} %{self.name} {self.shape}>"
 
 
-class HloComputation:
-    """An ordered list of instructions with one root; parameters are found by number."""
+class HloComputation(ComputationEditing):
+    """An ordered list of instructions with one root; parameters are found by number.
+
+    Instruction names are unique within a computation: `add_instruction` renames a newcomer
+    whose name is taken (as XLA's name uniquer does) and `unique_name` hands out fresh ones
+    from a per-computation registry in O(1)."""
 
     def __init__(self, name: str):
         self.name = name
@@ -143,6 +212,9 @@ class HloComputation:
         self.is_entry = False
         self.execution_thread: str | None = None  # printed as `, execution_thread="..."`
         self.unique_id = next(_ids)
+        self._names: dict[str, HloInstruction] = {}
+        self._reserved: set[str] = set()
+        self._name_counters: dict[str, int] = {}
 
     @property
     def parameters(self) -> list[HloInstruction]:
@@ -156,8 +228,40 @@ class HloComputation:
                 return i
         raise KeyError(n)
 
+    def instruction(self, name: str) -> HloInstruction:
+        """The instruction called `name` (KeyError when there is none)."""
+        return self._names[name]
+
+    # -- names ----------------------------------------------------------------------------------
+    def unique_name(self, base: str) -> str:
+        """A name not used (nor handed out) in this computation: `base`, else `base.N` with the
+        numeric suffix of `base` stripped first (`add.3` -> `add.4`), like XLA's NameUniquer."""
+        if base not in self._names and base not in self._reserved:
+            self._reserved.add(base)
+            return base
+        m = _NUMERIC_SUFFIX.match(base)
+        stem = m.group(1) if m else base
+        k = self._name_counters.get(stem, 0) + 1
+        while f"{stem}.{k}" in self._names or f"{stem}.{k}" in self._reserved:
+            k += 1
+        self._name_counters[stem] = k
+        name = f"{stem}.{k}"
+        self._reserved.add(name)
+        return name
+
+    def _rename(self, instr: HloInstruction, old: str, new: str) -> None:
+        if self._names.get(old) is instr:
+            del self._names[old]
+        self._names[new] = instr
+
+    # -- instructions ---------------------------------------------------------------------------
     def add_instruction(self, instr: HloInstruction, before: HloInstruction | None = None) -> HloInstruction:
+        """Append `instr` (or insert it before `before`); a taken name gets a `.N` suffix."""
+        holder = self._names.get(instr.name)
+        if holder is not None and holder is not instr:
+            instr.__dict__["name"] = self.unique_name(instr.name)
         instr.parent = self
+        self._names[instr.name] = instr
         if before is None:
             self.instructions.append(instr)
         else:
@@ -166,16 +270,22 @@ class HloComputation:
 
     def remove_instruction(self, instr: HloInstruction) -> None:
         """Remove an instruction that has no users (its operands lose it as a user)."""
-        assert not instr.users, f"removing %{instr.name} which still has users"
-        for op in set(instr.operands):
-            op.users.remove(instr)
+        if instr.users:
+            raise ValueError(f"removing %{instr.name} which still has users "
+                             f"{[u.name for u in instr.users]}")
+        for op in instr.operands:
+            if instr in op.users:
+                op.users.remove(instr)
         instr.operands = []
         instr.drop_all_control_deps()
         self.instructions.remove(instr)
+        if self._names.get(instr.name) is instr:
+            del self._names[instr.name]
         instr.parent = None
 
     def post_order(self) -> list[HloInstruction]:
-        """Operands (and control predecessors) before users; ties keep textual order."""
+        """Operands (and control predecessors) before users; ties keep textual order, so a list
+        that is already in a valid order comes back unchanged."""
         visited: set[int] = set()
         order: list[HloInstruction] = []
         for start in self.instructions:
@@ -196,16 +306,6 @@ class HloComputation:
                         stack.append((dep, False))
         return order
 
-    def unique_name(self, base: str) -> str:
-        names = {i.name for i in self.instructions}
-        if base not in names:
-            return base
-        for k in itertools.count(1):
-            cand = f"{base}.{k}"
-            if cand not in names:
-                return cand
-        raise AssertionError
-
     def __iter__(self) -> Iterator[HloInstruction]:
         return iter(self.instructions)
 
@@ -213,7 +313,7 @@ class HloComputation:
         return f"<HloComputation {self.name}: {len(self.instructions)} instructions>"
 
 
-class HloModule:
+class HloModule(ModuleEditing):
     """Computations in definition order (callees before callers); one of them is the entry."""
 
     def __init__(self, name: str):
@@ -226,14 +326,6 @@ class HloModule:
         self.stack_frames: str | None = None  # the stack-frame table, kept as text
         self.is_scheduled = False
         self.warnings: list[str] = []
-
-    def add_computation(self, comp: HloComputation, entry: bool = False) -> HloComputation:
-        comp.parent = self
-        self.computations.append(comp)
-        if entry:
-            self.entry = comp
-            comp.is_entry = True
-        return comp
 
     def computation(self, name: str) -> HloComputation:
         for c in self.computations:

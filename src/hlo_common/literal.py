@@ -1,99 +1,198 @@
-"""Literals: numpy values for constants, and their text in XLA's literal syntax.
+"""Literals: numpy values for constants, their text in XLA's literal syntax, and reading it back.
 
-Arrays print as nested braces in row-major order (`{ {1, 2}, {3, 4} }`), scalars bare, tuples as
-`(a, b)`. Floats print in the shortest form that reads back to the same value of their own type,
-so `print(parse(print(m)))` is exact.
+Printing follows XLA's `Literal::ToStringWithoutShapeOneline`: scalars bare, rank-1 arrays as
+`{1, 2}`, higher ranks nested with spaces (`{ { 1, 2 }, { 3, 4 } }`, `/*i0=..*/` markers above
+rank 3), pred elements of arrays as 0/1, tuples as `( a, b )`. Floats print like XLA's
+`RoundTripFpToString`: `%.{digits10}g` for f32/f64 when that reads back exactly, otherwise
+`%.{max_digits10}g`, so `print(parse(print(m)))` is exact; NaNs keep their sign and payload
+(`-nan`, `nan(0x1)`).
 
     >>> format_literal(np.array([[1, 2], [3, 4]], np.int32))
-    '{ {1, 2}, {3, 4} }'
+    '{ { 1, 2 }, { 3, 4 } }'
+    >>> format_float(np.float32(0.1))
+    '0.1'
 """
 
 from __future__ import annotations
 
 import math
+import re
 
-import ml_dtypes
 import numpy as np
 
-from hlo_common.dtypes import PrimitiveType, from_numpy_dtype
+from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType, from_numpy_dtype
+
+# (uint view, sign bit, exponent bits, default quiet-NaN payload) of types whose NaN carries a payload.
+_NAN_BITS = {
+    "f16": (np.uint16, 0x8000, 0x7C00, 0x200, 0x3FF),
+    "bf16": (np.uint16, 0x8000, 0x7F80, 0x40, 0x7F),
+    "f32": (np.uint32, 0x80000000, 0x7F800000, 0x400000, 0x7FFFFF),
+    "f64": (np.uint64, 0x8000000000000000, 0x7FF0000000000000, 0x8000000000000, 0xFFFFFFFFFFFFF),
+}
+
+
+class LiteralError(ValueError):
+    """A malformed literal; `pos` is the offset in the text being parsed (when known)."""
+
+    def __init__(self, message: str, pos: int | None = None):
+        super().__init__(message)
+        self.pos = pos
+
+
+# -- printing -------------------------------------------------------------------------------------
+def _ptype_of(v, ptype: PrimitiveType | None) -> PrimitiveType:
+    if ptype is not None:
+        return ptype
+    if isinstance(v, np.generic):
+        return from_numpy_dtype(v.dtype)
+    return PRIMITIVE_TYPES["f32"]
+
+
+def _nan_text(v, ptype: PrimitiveType) -> str:
+    sign = "-" if np.signbit(np.asarray(v).astype(np.float32)) else ""
+    spec = _NAN_BITS.get(ptype.name)
+    if spec is None or not isinstance(v, np.generic) or v.dtype != ptype.np_dtype:
+        return sign + "nan"
+    utype, _sign, _exp, quiet, mask = spec
+    payload = int(np.asarray(v).view(utype)) & mask
+    return sign + ("nan" if payload == quiet else f"nan(0x{payload:x})")
 
 
 def format_float(v, ptype: PrimitiveType | None = None) -> str:
-    """Shortest text that parses back to the same value of `ptype` (f32 if not given)."""
+    """XLA's RoundTripFpToString: the shortest of two `%g` precisions that reads back exactly."""
+    ptype = _ptype_of(v, ptype)
     f = float(v)
     if math.isnan(f):
-        bits = _nan_payload(v)
-        return "nan" if bits is None else f"nan(0x{bits:x})"
+        return _nan_text(v, ptype)
     if math.isinf(f):
         return "inf" if f > 0 else "-inf"
-    if f == int(f) and abs(f) < 1e16:
-        return ("-0" if math.copysign(1.0, f) < 0 else "0") if f == 0 else str(int(f))
-    dt = np.dtype(v.dtype) if isinstance(v, np.generic) else np.dtype(np.float64)
-    if dt == np.float16 or dt == np.float32 or dt == np.float64:
-        x = v
-    else:  # bf16 / f8: exact in f32, shortest f32 text still reads back to the same value
-        x = np.float32(f)
-    a = abs(f)
-    if 1e-5 <= a < 1e16:
-        return np.format_float_positional(x, unique=True, trim="-")
-    return np.format_float_scientific(x, unique=True, trim="-").replace("e+", "e+")
+    if ptype.name == "f32":
+        text = "%.6g" % f
+        return text if np.float32(float(text)) == np.float32(f) else "%.9g" % f
+    if ptype.name == "f64":
+        text = "%.15g" % f
+        return text if float(text) == f else "%.17g" % f
+    return "%.*g" % (ptype.max_digits10 or 9, f)
 
 
-def _nan_payload(v) -> int | None:
-    """The NaN's mantissa bits when they are not the canonical quiet NaN of the type."""
-    if not isinstance(v, np.generic):
-        return None
-    dt = v.dtype
-    if dt == np.float32:
-        bits = int(np.array(v).view(np.uint32)) & 0x7FFFFF
-        return None if bits == 0x400000 else bits
-    if dt == np.float64:
-        bits = int(np.array(v).view(np.uint64)) & 0xFFFFFFFFFFFFF
-        return None if bits == 0x8000000000000 else bits
-    if dt == np.float16:
-        bits = int(np.array(v).view(np.uint16)) & 0x3FF
-        return None if bits == 0x200 else bits
-    if dt == ml_dtypes.bfloat16:
-        bits = int(np.array(v).view(np.uint16)) & 0x7F
-        return None if bits == 0x40 else bits
-    return None
+def _format_floats(flat: np.ndarray, ptype: PrimitiveType) -> list[str]:
+    """`format_float` over a whole array, with the exactness check vectorized."""
+    values = flat.astype(np.float64).tolist()
+    if ptype.name not in ("f32", "f64"):
+        digits = ptype.max_digits10 or 9
+        out = ["%.*g" % (digits, f) for f in values]
+    else:
+        short, long_ = (6, 9) if ptype.name == "f32" else (15, 17)
+        out = ["%.*g" % (short, f) for f in values]
+        back = np.array(out, dtype=np.float64).astype(flat.dtype)
+        with np.errstate(invalid="ignore"):
+            bad = np.nonzero(back != flat)[0]
+        for i in bad.tolist():
+            out[i] = "%.*g" % (long_, values[i])
+    for i in np.nonzero(~np.isfinite(flat.astype(np.float64)))[0].tolist():
+        out[i] = format_float(flat[i], ptype)
+    return out
 
 
 def format_scalar(v, ptype: PrimitiveType) -> str:
     if ptype.is_pred:
         return "true" if bool(v) else "false"
     if ptype.is_complex:
-        return f"({format_float(v.real.astype(_real_of(v)))}, {format_float(v.imag.astype(_real_of(v)))})"
+        part = PRIMITIVE_TYPES["f32" if ptype.name == "c64" else "f64"]
+        real_t = part.np_dtype
+        return f"({format_float(real_t.type(v.real), part)}, {format_float(real_t.type(v.imag), part)})"
     if ptype.is_float:
         return format_float(v, ptype)
     return str(int(v))
 
 
-def _real_of(v) -> np.dtype:
-    return np.float32 if np.dtype(v.dtype) == np.complex64 else np.float64
+def _element_texts(arr: np.ndarray, ptype: PrimitiveType) -> list[str]:
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    if ptype.is_pred:
+        return ["1" if b else "0" for b in flat.tolist()]  # XLA prints array predicates as 0/1
+    if ptype.is_float:
+        return _format_floats(flat, ptype)
+    if ptype.is_complex:
+        return [format_scalar(x, ptype) for x in flat]
+    return [str(int(x)) for x in flat.tolist()]
 
 
-def format_literal(value, ptype: PrimitiveType | None = None) -> str:
-    """Text of an array (or a tuple of arrays) in XLA literal syntax."""
+def format_literal(value, ptype=None) -> str:
+    """Text of an array (or a tuple of arrays) in XLA literal syntax. `ptype` may be a
+    PrimitiveType or a Shape (for tuples); by default it comes from the numpy dtype."""
     if isinstance(value, tuple):
-        return "(" + ", ".join(format_literal(v) for v in value) + ")"
+        shapes = getattr(ptype, "tuple_shapes", None) or (None,) * len(value)
+        return "( " + ", ".join(format_literal(v, s) for v, s in zip(value, shapes)) + " )"
     arr = np.asarray(value)
+    if ptype is not None and not isinstance(ptype, PrimitiveType):
+        ptype = ptype.element_type
     if ptype is None:
         ptype = from_numpy_dtype(arr.dtype)
     if arr.ndim == 0:
         return format_scalar(arr[()], ptype)
-    flat = [format_scalar(x, ptype) for x in arr.reshape(-1)]
-    return _nest(flat, arr.shape)
+    return _nest(_element_texts(arr, ptype), arr.shape)
 
 
 def _nest(flat: list[str], shape: tuple[int, ...]) -> str:
-    if len(shape) == 1:
+    """XLA's oneline nesting of row-major element texts (see DenseArrayPrintHelper)."""
+    rank = len(shape)
+    if rank == 1:
         return "{" + ", ".join(flat) + "}"
-    if shape[0] == 0 or any(d == 0 for d in shape):
-        return "{}" if shape[0] == 0 else "{ " + ", ".join("{}" for _ in range(shape[0])) + " }"
-    step = len(flat) // shape[0]
-    inner = [_nest(flat[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
-    return "{ " + ", ".join(inner) + " }"
+    if shape[0] == 0:
+        return "{}"  # XLA would print "{  }"; the compact form reads back the same
+    out: list[str] = []
+    it = iter(flat)
+
+    def rec(level: int, index: list[int]) -> None:
+        n = shape[level]
+        if level == rank - 1:
+            pad = "" if n <= 1 else " "
+            out.append("{" + pad + ", ".join(next(it) for _ in range(n)) + pad + "}")
+            return
+        if rank > 3 and index:
+            out.append(f"{{ /*i{len(index) - 1}={index[-1]}*/" + (" " if n > 0 else ""))
+        else:
+            out.append("{ ")
+        for i in range(n):
+            rec(level + 1, index + [i])
+            if i < n - 1:
+                out.append(", ")
+        out.append(" }")
+
+    rec(0, [])
+    return "".join(out)
+
+
+def is_zero_splat(arr) -> bool:
+    """True when every element of the (non-tuple) literal is the all-zero bit pattern."""
+    if isinstance(arr, tuple):
+        return False
+    a = np.asarray(arr)
+    if a.size == 0:
+        return False
+    if a.strides and all(s == 0 for s in a.strides):  # a broadcast view: look at one element
+        a = a.reshape(-1)[:1]
+    a = np.ascontiguousarray(a)
+    return not a.view(np.uint8).any()
+
+
+# -- building values ------------------------------------------------------------------------------
+def splat(value, ptype: PrimitiveType, dims) -> np.ndarray:
+    """A read-only broadcast view of one value over `dims` (no per-element storage)."""
+    scalar = np.asarray(value).astype(ptype.np_dtype).reshape(())
+    return np.broadcast_to(scalar, tuple(dims))
+
+
+def first_element_literal(value: np.ndarray, ptype: PrimitiveType, dims) -> np.ndarray:
+    """XLA's reading of a scalar literal given for an array shape (`f32[4] constant(5)`): the value
+    lands in element 0 and every other element is zero. A zero value stays a broadcast view."""
+    scalar = np.asarray(value).astype(ptype.np_dtype).reshape(())
+    if is_zero_splat(scalar):
+        return splat(scalar, ptype, dims)
+    arr = np.zeros(tuple(dims), dtype=ptype.np_dtype)
+    if arr.size:
+        arr.reshape(-1)[0] = scalar
+    return arr
 
 
 def garbage_literal(shape_dims, ptype: PrimitiveType, seed_text: str) -> np.ndarray:
@@ -110,3 +209,87 @@ def garbage_literal(shape_dims, ptype: PrimitiveType, seed_text: str) -> np.ndar
     else:
         vals = rng.uniform(-1, 1, n)
     return vals.astype(ptype.np_dtype).reshape(shape_dims)
+
+
+# -- reading --------------------------------------------------------------------------------------
+_INT_TOKEN = re.compile(r"-?\d+")
+_FLOAT_TOKEN = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|-?inf|-?nan(?:\(0x[0-9a-fA-F]+\))?")
+_NAN_PAYLOAD = re.compile(r"(-?)nan(?:\(0x([0-9a-fA-F]+)\))?")
+
+
+def int_range(et: PrimitiveType) -> tuple[int, int]:
+    if et.is_pred:
+        return 0, 1
+    if et.kind == "signed":
+        return -(1 << (et.bits - 1)), (1 << (et.bits - 1)) - 1
+    return 0, (1 << et.bits) - 1
+
+
+def values_to_array(tokens: list[str], positions: list[int], et: PrimitiveType, dims) -> np.ndarray:
+    """Element tokens (row-major; complex as `re,im` pairs) -> an array of `et`, range-checked
+    like XLA's parser. Raises LiteralError at the offending token."""
+    if et.is_complex:
+        parts = _float_values(tokens, positions, PRIMITIVE_TYPES["f64"], et)
+        arr = np.empty(len(parts) // 2, dtype=et.np_dtype)
+        arr.real, arr.imag = parts[0::2], parts[1::2]
+    elif et.is_pred or et.is_integer:
+        arr = _int_values(tokens, positions, et)
+    else:
+        arr = _float_values(tokens, positions, et, et)
+    return arr.reshape(tuple(dims))
+
+
+def _int_values(tokens: list[str], positions: list[int], et: PrimitiveType) -> np.ndarray:
+    lo, hi = int_range(et)
+    vals = []
+    for tok, pos in zip(tokens, positions):
+        if et.is_pred and tok in ("true", "false"):
+            vals.append(tok == "true")
+            continue
+        if not _INT_TOKEN.fullmatch(tok):
+            raise LiteralError(f"expects an integer for primitive type {et.name}, found '{tok}'", pos)
+        v = int(tok)
+        if not lo <= v <= hi:
+            raise LiteralError(f"value {v} is out of range for literal's primitive type {et.name} "
+                               f"namely [{lo}, {hi}]", pos)
+        vals.append(v)
+    work = np.bool_ if et.is_pred else (np.int64 if et.kind == "signed" else np.uint64)
+    return np.array(vals, dtype=work).astype(et.np_dtype)
+
+
+def _float_values(tokens: list[str], positions: list[int], et: PrimitiveType,
+                  target: PrimitiveType) -> np.ndarray:
+    vals, nans = [], []
+    for i, (tok, pos) in enumerate(zip(tokens, positions)):
+        if not _FLOAT_TOKEN.fullmatch(tok):
+            raise LiteralError(f"expects a floating point value for primitive type {target.name}, "
+                               f"found '{tok}'", pos)
+        if "nan" in tok:
+            nans.append((i, tok))
+            vals.append(-math.nan if tok.startswith("-") else math.nan)
+        else:
+            vals.append(float(tok))
+    wide = np.array(vals, dtype=np.float64)
+    arr = wide.astype(et.np_dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        overflow = np.isfinite(wide) & ~np.isfinite(arr.astype(np.float64))
+    if overflow.any():
+        i = int(np.nonzero(overflow)[0][0])
+        raise LiteralError(f"value {tokens[i]} is out of range for literal's primitive type {target.name}",
+                           positions[i])
+    if nans and et.name in _NAN_BITS:
+        _apply_nan_payloads(arr, nans, et, positions)
+    return arr
+
+
+def _apply_nan_payloads(arr: np.ndarray, nans, et: PrimitiveType, positions: list[int]) -> None:
+    utype, sign, exp, quiet, mask = _NAN_BITS[et.name]
+    bits = arr.view(utype)
+    for i, tok in nans:
+        m = _NAN_PAYLOAD.fullmatch(tok)
+        payload = quiet if m.group(2) is None else int(m.group(2), 16)
+        if payload == 0 or payload > mask:
+            raise LiteralError(f"NaN payload 0x{payload:x} does not fit {et.name}", positions[i])
+        bits[i] = utype(exp | payload | (sign if m.group(1) else 0))
+
+

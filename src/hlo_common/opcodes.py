@@ -5,6 +5,9 @@ text name used here, e.g. `"exponential"`, `"count-leading-zeros"`.
 
     >>> OPCODES["add"].arity, OPCODES["add"].category
     (2, 'elementwise_binary')
+
+`can_infer_shape` follows XLA's parser (`CanInferShape` in hlo_parser.cc): only those opcodes may
+omit the result shape in text; the rest must write it.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ class Opcode:
     enum: str  # XLA's HloOpcode enumerator, e.g. "kExp"
     arity: int | None  # None = variadic
     category: str
+    can_infer_shape: bool = False  # the text may omit the result shape (XLA's CanInferShape)
 
     @property
     def is_elementwise(self) -> bool:
@@ -107,15 +111,29 @@ _OTHER = [
     ("infeed", "kInfeed", 1, "io"), ("outfeed", "kOutfeed", 2, "io"),
 ]
 
+# Opcodes whose result shape may be left out of the text (XLA's CanInferShape). Convert,
+# bitcast-convert, reduce-precision and stochastic-convert are elementwise but not in it.
+_INFERABLE = frozenset(
+    {n for n, _ in _UNARY + _BINARY + _TERNARY}
+    - {"convert", "bitcast-convert", "reduce-precision", "stochastic-convert"}
+) | {
+    "add-dependency", "after-all", "batch-norm-grad", "batch-norm-inference", "batch-norm-training",
+    "broadcast", "call", "cholesky", "concatenate", "conditional", "convolution", "opt-barrier",
+    "domain", "dot", "fft", "gather", "get-dimension-size", "set-dimension-size", "get-tuple-element",
+    "map", "pad", "partition-id", "ragged-dot", "reduce", "replica-id", "reverse", "scan",
+    "scaled-dot", "scatter", "reduce-window", "select-and-scatter", "sort", "transpose",
+    "triangular-solve", "tuple", "while", "topk",
+}
+
 OPCODES: dict[str, Opcode] = {}
 for _n, _e in _UNARY:
-    OPCODES[_n] = Opcode(_n, _e, 1, "elementwise_unary")
+    OPCODES[_n] = Opcode(_n, _e, 1, "elementwise_unary", _n in _INFERABLE)
 for _n, _e in _BINARY:
-    OPCODES[_n] = Opcode(_n, _e, 2, "elementwise_binary")
+    OPCODES[_n] = Opcode(_n, _e, 2, "elementwise_binary", _n in _INFERABLE)
 for _n, _e in _TERNARY:
-    OPCODES[_n] = Opcode(_n, _e, 3, "elementwise_ternary")
+    OPCODES[_n] = Opcode(_n, _e, 3, "elementwise_ternary", _n in _INFERABLE)
 for _n, _e, _a, _c in _OTHER:
-    OPCODES[_n] = Opcode(_n, _e, _a, _c)
+    OPCODES[_n] = Opcode(_n, _e, _a, _c, _n in _INFERABLE)
 
 COMMUTATIVE = frozenset({"add", "multiply", "mulhi", "maximum", "minimum", "and", "or", "xor"})
 

@@ -1,8 +1,9 @@
-"""Shapes with layouts, as XLA writes them: `f32[2,4]{1,0}`, `(f32[2]{0}, s32[])`, `bf16[<=8,?]`.
+"""Shapes with layouts, as XLA writes them: `f32[2,4]{1,0}`, `(f32[2]{0}, s32[])`, `bf16[<=8,?]`, `b(f32[8])`.
 
 A `Shape` is immutable. Arrays carry an element type, dimensions, per-dimension dynamic flags and
 a `Layout` (minor-to-major order plus the rarer extras after `:` such as tiles `T(8,128)` or the
-element size `E(4)`); tuples carry their element shapes.
+element size `E(4)`); tuples carry their element shapes; a buffer shape `b(<array shape>)` (the
+type XLA gives a mutable buffer that custom calls create) carries the array it holds.
 
     >>> str(Shape.array(F32, (2, 4)))
     'f32[2,4]{1,0}'
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType
+from hlo_common.dtypes import BUFFER, PRIMITIVE_TYPES, PrimitiveType
 
 # Order in which XLA's Layout::Print emits the extras after the ':' (see xla/layout.cc).
 LAYOUT_EXTRA_ORDER = ("D", "T", "L", "#", "*", "E", "S", "SC", "P", "M")
@@ -68,6 +69,7 @@ class Shape:
     tuple_shapes: tuple[Shape, ...] | None = None
     # Per dimension: "" static, "<=" bounded dynamic, "?" unbounded dynamic.
     dynamic: tuple[str, ...] = field(default=())
+    buffer_of: Shape | None = None  # the array shape a buffer shape `b(...)` holds
 
     # -- constructors -------------------------------------------------------------------------
     @staticmethod
@@ -89,6 +91,13 @@ class Shape:
     def token() -> Shape:
         return Shape(PRIMITIVE_TYPES["token"], (), None, None, ())
 
+    @staticmethod
+    def buffer(array: Shape) -> Shape:
+        """The buffer shape `b(<array>)` (ShapeUtil::MakeBufferShape); `array` must be an array."""
+        if not array.is_array:
+            raise ValueError(f"a buffer holds an array, not {array}")
+        return Shape(BUFFER, (), None, None, (), array)
+
     # -- queries ------------------------------------------------------------------------------
     @property
     def is_tuple(self) -> bool:
@@ -97,6 +106,10 @@ class Shape:
     @property
     def is_array(self) -> bool:
         return self.tuple_shapes is None and self.element_type.is_array_type
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.buffer_of is not None
 
     @property
     def is_token(self) -> bool:
@@ -163,6 +176,8 @@ class Shape:
         return replace(self, element_type=etype)
 
     def with_default_layouts(self) -> Shape:
+        if self.buffer_of is not None:
+            return Shape.buffer(self.buffer_of.with_default_layouts())
         if self.is_tuple:
             return Shape.tuple_of(s.with_default_layouts() for s in self.tuple_shapes)
         if not self.is_array:
@@ -170,6 +185,8 @@ class Shape:
         return replace(self, layout=Layout.default(self.rank))
 
     def without_layout(self) -> Shape:
+        if self.buffer_of is not None:
+            return Shape.buffer(self.buffer_of.without_layout())
         if self.is_tuple:
             return Shape.tuple_of(s.without_layout() for s in self.tuple_shapes)
         return replace(self, layout=None)
@@ -181,12 +198,17 @@ class Shape:
             if not (self.is_tuple and other.is_tuple) or len(self.tuple_shapes) != len(other.tuple_shapes):
                 return False
             return all(a.compatible(b) for a, b in zip(self.tuple_shapes, other.tuple_shapes))
+        if self.buffer_of is not None or other.buffer_of is not None:
+            return self.buffer_of is not None and other.buffer_of is not None \
+                and self.buffer_of.compatible(other.buffer_of)
         return self.element_type is other.element_type and self.dims == other.dims
 
     def same_dims(self, other: Shape) -> bool:
         return not self.is_tuple and not other.is_tuple and self.dims == other.dims
 
     def to_string(self, print_layout: bool = True) -> str:
+        if self.buffer_of is not None:
+            return f"b({self.buffer_of.to_string(print_layout)})"
         if self.is_tuple:
             return "(" + ", ".join(s.to_string(print_layout) for s in self.tuple_shapes) + ")"
         et = self.element_type.name
