@@ -170,3 +170,15 @@ def test_sort_and_topk_against_xla_cpu():
               "ROOT t = (f32[3,5], s32[3,5]) topk(p), k=5\n}")
     for g, w in zip(run(text_k, x), run_hlo_text(text_k, [x])):
         np.testing.assert_array_equal(g, w)
+
+
+def test_bad_sort_and_topk_raise_interpreter_errors_naming_the_instruction():
+    from hlo_common.errors import InterpreterError
+
+    text = sort_text(compare_comp("f32", "LT"), ["f32[2,3]"], 0).replace("dimensions={0}", "dimensions={0,1}")
+    with pytest.raises(InterpreterError, match=r"%s \(sort\)"):
+        run(text, np.zeros((2, 3), np.float32))
+    text_k = ("HloModule m\nENTRY e {\np = f32[3] parameter(0)\n"
+              "ROOT big = (f32[5], s32[5]) topk(p), k=5\n}")
+    with pytest.raises(InterpreterError, match=r"%big \(topk\)"):
+        run(text_k, np.zeros(3, np.float32))
