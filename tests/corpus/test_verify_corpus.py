@@ -45,8 +45,13 @@ def test_verify_corpus_module(module_id: str) -> None:
     if expected is not None:
         pytest.fail(f"{module_id} verifies but is listed as an expected failure: {expected}")
     # Only pathological (superlinear) slowness fails: ~0.03 ms per instruction is typical, and a loaded
-    # CI core may be several times slower.
-    assert elapsed < 0.2 + 1e-3 * module.instruction_count(), f"verification took {elapsed:.3f}s"
+    # CI core may be several times slower; one re-timing absorbs a scheduler or GC pause.
+    bound = 0.2 + 1e-3 * module.instruction_count()
+    if elapsed >= bound:
+        start = time.perf_counter()
+        verify_module(module)
+        elapsed = min(elapsed, time.perf_counter() - start)
+    assert elapsed < bound, f"verification took {elapsed:.3f}s"
 
 
 def test_expected_verify_failures_name_corpus_modules() -> None:

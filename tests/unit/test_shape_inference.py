@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from hlo_common.ir import HloInstruction
@@ -15,13 +17,19 @@ from hlo_common.verifier import verify_module
 ADD = "add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }\n"
 
 
-def root_shape(body: str, prelude: str = "", of: str | None = None) -> str:
-    """Parse `ENTRY e { body }` (written without shapes), verify it and return the shape text of the
-    root (or of instruction `of`)."""
+def check(body: str, expected: str, prelude: str = "", of: str = "r") -> None:
+    """Write `expected` as the shape of instruction `of` in `ENTRY e { body }`, verify the module, then
+    clear that shape and infer it again from the operands and attributes alone."""
+    body = re.sub(rf"(^|\n)(\s*(?:ROOT )?){re.escape(of)} = ",
+                  lambda m: f"{m.group(1)}{m.group(2)}{of} = {expected} ", body, count=1)
     m = parse_module(f"HloModule m\n{prelude}ENTRY e {{\n{body}\n}}")
     verify_module(m)
-    instr = m.entry.root if of is None else next(i for i in m.entry.instructions if i.name == of)
-    return instr.shape.to_string(print_layout=False)
+    instr = next(i for i in m.entry.instructions if i.name == of)
+    declared, instr.shape = instr.shape, None
+    try:
+        assert infer_shape(instr).to_string(print_layout=False) == expected
+    finally:
+        instr.shape = declared
 
 
 def test_every_opcode_has_a_rule() -> None:
@@ -49,7 +57,7 @@ def test_result_has_default_layout() -> None:
     ("p = f32[3] parameter(0)\n ROOT r = copy(p)", "f32[3]"),
 ])
 def test_elementwise(body: str, expected: str) -> None:
-    assert root_shape(body) == expected
+    check(body, expected)
 
 
 @pytest.mark.parametrize("declared, ok", [
@@ -98,13 +106,14 @@ def test_bitcast_convert_widening_drops_minor_dimension() -> None:
      "dimensions={1}", "f32[4,<=3]"),
 ])
 def test_data_movement(body: str, expected: str) -> None:
-    assert root_shape(body) == expected
+    check(body, expected)
 
 
 def test_copy_start_done() -> None:
-    body = "p = f32[8] parameter(0)\n s = copy-start(p)\n ROOT r = copy-done(s)"
-    assert root_shape(body, of="s") == "(f32[8], f32[8], u32[])"
-    assert root_shape(body) == "f32[8]"
+    body = "p = f32[8] parameter(0)\n s = copy-start(p)\n ROOT r = f32[8] copy-done(s)"
+    check(body, "(f32[8], f32[8], u32[])", of="s")
+    body = "p = f32[8] parameter(0)\n s = (f32[8], f32[8], u32[]) copy-start(p)\n ROOT r = copy-done(s)"
+    check(body, "f32[8]")
 
 
 def test_shape_only_opcodes_check_the_written_shape() -> None:
@@ -121,7 +130,8 @@ def test_shape_only_opcodes_check_the_written_shape() -> None:
 
 def test_shapeless_broadcast_follows_xla_parser() -> None:
     # XLA's parser prepends `dimensions` as sizes: for a scalar without dimensions, the scalar shape.
-    assert root_shape("s = f32[] parameter(0)\n ROOT r = broadcast(s)") == "f32[]"
+    m = parse_module("ENTRY e { s = f32[] parameter(0)  ROOT r = broadcast(s) }")
+    assert m.entry.root.shape.to_string(False) == "f32[]"
 
 
 GATHER = ("ENTRY e {{ p = f32[{op}] parameter(0)  i = s32[{idx}] parameter(1)\n"
@@ -197,7 +207,7 @@ REDUCE2 = ("r2 { a = f32[] parameter(0)  b = s32[] parameter(1)  c = f32[] param
     ("p = f32[4,10] parameter(0)\n ROOT r = topk(p), k=3, largest=true", "(f32[4,3], s32[4,3])"),
 ])
 def test_reductions(body: str, expected: str) -> None:
-    assert root_shape(body, ADD + REDUCE2) == expected
+    check(body, expected, ADD + REDUCE2)
 
 
 def test_select_and_scatter_sort_scan() -> None:
@@ -205,18 +215,18 @@ def test_select_and_scatter_sort_scan() -> None:
           "direction=GE }\n")
     body = ("p = f32[4,6] parameter(0)\n s = f32[2,2] parameter(1)\n z = f32[] parameter(2)\n"
             " ROOT r = select-and-scatter(p, s, z), window={size=2x3 stride=2x3}, select=ge, scatter=add")
-    assert root_shape(body, ADD + ge) == "f32[4,6]"
+    check(body, "f32[4,6]", ADD + ge)
     lt2 = ("lt { a = f32[] parameter(0)  b = f32[] parameter(1)  c = s32[] parameter(2)  "
            "d = s32[] parameter(3)\n"
            "  ROOT r = pred[] compare(a, b), direction=LT }\n")
     body = ("k = f32[5,3] parameter(0)\n v = s32[5,3] parameter(1)\n ROOT r = sort(k, v), dimensions={0}, "
             "to_apply=lt")
-    assert root_shape(body, lt2) == "(f32[5,3], s32[5,3])"
+    check(body, "(f32[5,3], s32[5,3])", lt2)
     scan = ("comb { x = f32[] parameter(0)  c = f32[] parameter(1)  s = f32[] add(x, c)\n"
             "  ROOT t = (f32[], f32[]) tuple(s, s) }\n")
     body = ("x = f32[10] parameter(0)\n i = f32[] parameter(1)\n ROOT r = scan(x, i), dimensions={0}, "
             "num_carries=1, is_associative=true, to_apply=comb")
-    assert root_shape(body, scan) == "(f32[10], f32[])"
+    check(body, "(f32[10], f32[])", scan)
 
 
 @pytest.mark.parametrize("body, expected", [
@@ -262,7 +272,7 @@ def test_select_and_scatter_sort_scan() -> None:
      "epsilon=0.001, feature_index=1", "f32[2,3]"),
 ])
 def test_linear_algebra(body: str, expected: str) -> None:
-    assert root_shape(body) == expected
+    check(body, expected)
 
 
 def test_dot_takes_the_preferred_element_type() -> None:
@@ -282,21 +292,30 @@ def test_calls_and_control_flow() -> None:
             " c = call(z, z), to_apply=add\n"
             " t = tuple(i, p)\n w = while(t), condition=cond, body=body\n"
             " k = conditional(i, p, i), branch_computations={br0, br1}\n"
-            " f = fusion(p), kind=kLoop, calls=fused\n"
+            " f = f32[4] fusion(p), kind=kLoop, calls=fused\n"
             " ROOT r = tuple(c, w, k, f)")
     # (call result, while state, branch result, fusion root)
-    assert root_shape(body, prelude) == "(f32[], (s32[], f32[4]), f32[4], f32[4])"
+    check(body, "(f32[], (s32[], f32[4]), f32[4], f32[4])", prelude)
+    check(body.replace("f32[4] fusion", "fusion"), "f32[4]", prelude, of="f")
 
 
 def test_async_tokens_and_host_io() -> None:
     prelude = "wrapped { x = f32[4] parameter(0)  ROOT n = f32[4] negate(x) }\n"
+    shapes = {"s": "((f32[4]), f32[4])", "u": "((f32[4]), f32[4])", "d": "f32[4]", "tok": "token[]",
+              "snd": "(f32[4], u32[], token[])", "sd": "token[]", "dep": "f32[4]", "ob": "f32[4]",
+              "rd": "(f32[2], token[])", "r": "(f32[4], (f32[2], token[]))"}
     body = ("p = f32[4] parameter(0)\n s = async-start(p), calls=wrapped\n u = async-update(s)\n"
             " d = async-done(u)\n tok = after-all()\n snd = send(p, tok), channel_id=1\n"
             " sd = send-done(snd), channel_id=1\n dep = add-dependency(d, sd)\n ob = opt-barrier(dep)\n"
             " rcv = (f32[2], u32[], token[]) recv(tok), channel_id=2\n rd = recv-done(rcv), channel_id=2\n"
             " ROOT r = tuple(ob, rd)")
-    assert root_shape(body, prelude, of="s") == "((f32[4]), f32[4])"
-    assert root_shape(body, prelude) == "(f32[4], (f32[2], token[]))"
+    for name, shape in shapes.items():
+        others = body
+        for other, other_shape in shapes.items():  # every other instruction gets its shape written
+            if other != name:
+                others = re.sub(rf"(\s(?:ROOT )?){other} = ", lambda m: f"{m.group(1)}{other} = {other_shape} ",
+                                others, count=1)
+        check(others, shape, prelude, of=name)
 
 
 @pytest.mark.parametrize("body, expected", [
@@ -322,14 +341,15 @@ def test_async_tokens_and_host_io() -> None:
     ("ROOT r = partition-id()", "u32[]"),
 ])
 def test_collectives(body: str, expected: str) -> None:
-    assert root_shape(body, ADD) == expected
+    check(body, expected, ADD)
 
 
 def test_collective_permute_start_done() -> None:
     body = ("p = f32[8] parameter(0)\n s = collective-permute-start(p), source_target_pairs={{0,1}}\n"
-            " ROOT r = collective-permute-done(s)")
-    assert root_shape(body, of="s") == "(f32[8], f32[8])"
-    assert root_shape(body) == "f32[8]"
+            " ROOT r = f32[8] collective-permute-done(s)")
+    check(body, "(f32[8], f32[8])", of="s")
+    check(body.replace(" s = ", " s = (f32[8], f32[8]) ").replace("f32[8] collective-permute-done", "collective-permute-done"),
+          "f32[8]")
 
 
 def test_group_size_from_module_replica_count() -> None:

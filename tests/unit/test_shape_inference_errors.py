@@ -137,15 +137,24 @@ def test_inference_error_names_instruction(body: str, fragment: str) -> None:
     assert str(err).startswith("in computation e, instruction %r: ")
 
 
-@pytest.mark.parametrize("body, opcode", [
-    ("ROOT r = iota(), iota_dimension=0", "iota"),
-    ("a = f32[4] parameter(0)\n ROOT r = reshape(a)", "reshape"),
-    ("a = f32[4] parameter(0)\n ROOT r = custom-call(a), custom_call_target=\"foo\"", "custom-call"),
-    ("a = f32[4] parameter(0)\n ROOT r = convert(a)", "convert"),
+@pytest.mark.parametrize("body", [
+    "ROOT r = s32[4] iota(), iota_dimension=0",
+    "a = f32[4] parameter(0)\n ROOT r = f32[2,2] reshape(a)",
+    "a = f32[4] parameter(0)\n ROOT r = f32[4] custom-call(a), custom_call_target=\"foo\"",
+    "a = f32[4] parameter(0)\n ROOT r = s32[4] convert(a)",
+    "a = f32[4] parameter(0)\n ROOT r = f32[4] parameter(1)",
 ])
-def test_shape_that_only_text_can_give(body: str, opcode: str) -> None:
-    with pytest.raises(HloParseError, match=rf"\({opcode}\).*cannot be inferred.*write it out"):
-        parse_module(f"ENTRY e {{\n {body}\n}}")
+def test_shape_that_only_text_can_give(body: str) -> None:
+    m = parse_module(f"ENTRY e {{\n {body}\n}}")
+    r = m.entry.root
+    r.shape = None
+    with pytest.raises(ShapeInferenceError, match=rf"instruction %r: {r.opcode}: .*cannot be inferred.*write it out"):
+        infer_shape(r)
+
+
+def test_parser_reports_inference_errors() -> None:
+    with pytest.raises(HloParseError, match="expected identical dimensions"):
+        parse_module("ENTRY e { a = f32[2] parameter(0)  b = f32[3] parameter(1)  ROOT r = add(a, b) }")
 
 
 def test_error_without_computation_names_instruction() -> None:
