@@ -13,7 +13,8 @@ those bounds:
   a + b floordiv k`), summands too small to matter dropped (`(x * 6 + y) floordiv 9 ->
   (x * 2) floordiv 3` for `y in [0, 2]`), one inner division folded into the outer one;
 - sums: `(x mod c) * d + (x floordiv c) * (c * d) -> x * d` (the delinearize/linearize pairs
-  that chains of reshapes produce);
+  that chains of reshapes produce) and, beyond XLA, `((x floordiv c) mod m) * (c * d) +
+  (x mod c) * d -> (x mod (c * m)) * d`;
 - anything whose range is a single point becomes that constant (unless asked to preserve).
 
     >>> from hlo_codegen.indexing.affine import dim
@@ -178,6 +179,8 @@ class Simplifier:
         if divs:
             self._merge_mod_div_pairs(mods, divs, summands)
             self._negative_divs_to_mods(mods, divs, summands)
+        if len(mods) > 1:
+            self._merge_mod_pairs(mods)
         for item, mul in mods + divs:
             if item is not None:
                 summands[item] = summands.get(item, 0) + mul
@@ -206,6 +209,24 @@ class Simplifier:
                 div_entry[0] = None
                 mod_entry[0] = None
                 break
+
+    def _merge_mod_pairs(self, mods) -> None:
+        """`((x floordiv c) mod m) * (c * d) + (x mod c) * d` -> `(x mod (c * m)) * d`.
+
+        Not one of XLA's rules; it undoes the split a transpose leaves between two reshapes."""
+        for outer in mods:
+            mod, mul = outer
+            if mod is None or mod.lhs.kind != FLOORDIV:
+                continue
+            c, m = self.ev.point_value(mod.lhs.rhs), self._constant_rhs(mod, MOD)
+            if c is None or m is None or c <= 0 or mul % c:
+                continue
+            for inner in mods:
+                if (inner[0] is not None and inner[0].kind == MOD and inner[0].lhs == mod.lhs.lhs
+                        and self._constant_rhs(inner[0], MOD) == c and inner[1] * c == mul):
+                    outer[0], outer[1] = mod.lhs.lhs % (c * m), inner[1]
+                    inner[0] = None
+                    break
 
     def _negative_divs_to_mods(self, mods, divs, summands) -> None:
         """`(x floordiv c) * (-c * b)` -> `(x mod c) * b - x * b`."""

@@ -96,3 +96,18 @@ def test_printing_matches_xla_forms():
     assert str(d0 * 8 + d1 - 2) == "d0 * 8 + d1 - 2"
     assert str((d0 - 1).floordiv(2)) == "(d0 - 1) floordiv 2"
     assert d0.to_string(["th_x"]) == "th_x"
+
+
+@settings(derandomize=True, max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(exprs, st.integers(1, 6), st.integers(1, 6), st.integers(-3, 4), bounds, bounds, bounds)
+def test_split_mod_pairs_merge_soundly(x, c, m, d, b0, b1, b2):
+    e = ((x.floordiv(c)) % m) * (c * d) + (x % c) * d + dim(1)
+    dims, syms = grid(b0, b1, b2)
+    simplified = simplify_expr(e, [b0, b1], [b2])
+    np.testing.assert_array_equal(values(simplified, dims, syms), values(e, dims, syms))
+
+
+def test_split_mod_pair_becomes_one_mod():
+    d1 = dim(1)
+    e = ((d1.floordiv(2)) % 32) * 4 + (d1 % 2) * 2
+    assert str(simplify_expr(e, [Interval(0, 31), Interval(0, 255)])) == "(d1 mod 64) * 2"
