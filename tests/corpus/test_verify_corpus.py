@@ -1,7 +1,7 @@
 """Corpus tier `verify`: every corpus module that parses must pass the HLO verifier.
 
 The declared shapes in the corpus were written by XLA (or by people checked by XLA), so this tier
-also checks shape inference against XLA's own results for ~17k instructions. Modules that XLA
+also checks shape inference against XLA's own results for ~24k instructions. Modules that XLA
 itself would reject are listed, with the reason, under `verify` in expected_failures.txt; such a
 module must still fail verification (the list stays true).
 """
