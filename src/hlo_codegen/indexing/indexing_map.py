@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence, Union
 
 import numpy as np
 
@@ -31,6 +31,8 @@ EMPTY_INTERVAL = Interval(0, -1)
 # Upper bound on the number of domain points `domain_points` will enumerate.
 MAX_ENUMERATED_POINTS = 1 << 24
 MAX_CONSTRAINT_ROUNDS = 32
+# Runtime-variable values for `domain_points`: constants, or a function of the dimension columns.
+RuntimeValues = Union[Sequence[int], Callable[[list], Sequence], None]
 
 
 @dataclass(frozen=True)
@@ -342,7 +344,7 @@ class IndexingMap:
             ok = ok & (v >= r.lower) & (v <= r.upper)
         return ok
 
-    def domain_points(self, rt_values=None) -> tuple[np.ndarray, np.ndarray]:
+    def domain_points(self, rt_values: RuntimeValues = None) -> tuple[np.ndarray, np.ndarray]:
         """Every point of the domain: (dims [N, num_dims], symbols [N, num_symbols]), int64.
 
         Runtime variables are enumerated over their bounds unless `rt_values` gives them: a
@@ -370,7 +372,7 @@ class IndexingMap:
         pts = pts[mask]
         return pts[:, :nd], pts[:, nd:]
 
-    def evaluate_domain(self, rt_values=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def evaluate_domain(self, rt_values: RuntimeValues = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """All domain points and their results: (dims [N, nd], symbols [N, ns], results [N, nr])."""
         d, s = self.domain_points(rt_values)
         cols = [np.broadcast_to(np.asarray(v, np.int64), (d.shape[0],))
@@ -448,6 +450,8 @@ def compose_indexing_maps(first: IndexingMap, second: IndexingMap) -> IndexingMa
     A's variables) and `first.results[i] in second.dim_bounds[i]`."""
     if first.is_undefined or second.is_undefined:
         return IndexingMap.undefined()
+    if first.num_results != second.num_dims:
+        raise ValueError(f"cannot compose: {first.num_results} results feed {second.num_dims} dimensions")
     n2r, n1r, n2t = len(second.range_vars), len(first.range_vars), len(second.rt_vars)
     first_syms = [sym(n2r + j) for j in range(n1r)]
     first_syms += [sym(n2r + n1r + n2t + j) for j in range(len(first.rt_vars))]
