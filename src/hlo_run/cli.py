@@ -23,13 +23,16 @@ from typing import Any
 
 import click
 
+from hlo_common.cli_util import report_error, run_command
 from hlo_common.errors import HloError, HloParseError
 from hlo_common.interpreter.registry import TOKEN
 from hlo_common.literal import format_literal
 from hlo_common.shape import Shape
+from hlo_common.source import read_source
 from hlo_run.backends import Program, default_platform, get_backend
-from hlo_run.cli_support import read_input, report_error
 from hlo_run.compare import compare_values
+
+TOOL = "hlo-run"
 
 PLATFORMS = ("cuda", "host", "interpreter")
 REFERENCE_PLATFORMS = ("interpreter", "xla-cpu", "none")
@@ -85,24 +88,20 @@ class RunOptions:
 def cli(input_path, platform, inputs_path, seed, output_path, print_literals, reference_platform,
         abs_error_bound, rel_error_bound, iterations, split_input_file, debug) -> None:
     """Run an HLO module (file or stdin) and compare it with a reference, like run_hlo_module."""
-    try:
-        platform = platform or default_platform()
-        reference = reference_platform or ("none" if platform == "interpreter" else "interpreter")
-        options = RunOptions(platform, reference, inputs_path, seed, output_path, print_literals,
-                             abs_error_bound, rel_error_bound, iterations)
-        text, name = read_input(input_path)
-        programs = load_programs(text, name, split_input_file)
-        if len(programs) > 1 and (inputs_path or output_path):
-            raise click.UsageError("--inputs and --output take a single module; the input holds "
-                                   f"{len(programs)} (drop --split-input-file or split the file)")
-        failures = 0
-        for program in programs:
-            failures += not _run_reporting(program, options, debug, multiple=len(programs) > 1)
-    except click.UsageError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - nothing but one line may reach the user
-        report_error(exc, debug)
-        sys.exit(1)
+    platform = platform or default_platform()
+    reference = reference_platform or ("none" if platform == "interpreter" else "interpreter")
+    options = RunOptions(platform, reference, inputs_path, seed, output_path, print_literals,
+                         abs_error_bound, rel_error_bound, iterations)
+    run_command(TOOL, lambda: _run_input(input_path, options, split_input_file, debug), debug)
+
+
+def _run_input(input_path: str | None, options: RunOptions, split: bool, debug: bool) -> None:
+    text, name = read_source(input_path)
+    programs = load_programs(text, name, split)
+    if len(programs) > 1 and (options.inputs or options.output):
+        raise click.UsageError("--inputs and --output take a single module; the input holds "
+                               f"{len(programs)} (drop --split-input-file or split the file)")
+    failures = sum(not _run_reporting(p, options, debug, multiple=len(programs) > 1) for p in programs)
     if failures:
         if len(programs) > 1:
             click.echo(f"{failures}/{len(programs)} runs failed.", err=True)
@@ -111,7 +110,7 @@ def cli(input_path, platform, inputs_path, seed, output_path, print_literals, re
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (`hlo-run`)."""
-    cli.main(args=argv, prog_name="hlo-run")
+    cli.main(args=argv, prog_name=TOOL)
 
 
 def load_programs(text: str, name: str, split: bool) -> list[Program]:
@@ -135,8 +134,8 @@ def _run_reporting(program: Program, options: RunOptions, debug: bool, multiple:
         return run_program(program, options)
     try:
         return run_program(program, options)
-    except Exception as exc:  # noqa: BLE001
-        report_error(exc, debug)
+    except Exception as exc:  # noqa: BLE001 - report it and go on with the next module
+        report_error(TOOL, exc, debug)
         return False
 
 

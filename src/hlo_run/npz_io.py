@@ -8,19 +8,19 @@ numpy cannot store every XLA element type, so some are kept in a wider storage t
 on load and save: bf16, f8 and the narrower floats as float32; the sub-byte integers s1/s2/s4 as
 int8 and u1/u2/u4 as uint8. Every other type is stored as itself. A file whose names, shapes or
 types do not fit the module is an `InputError` naming the array. Output files are written whole
-or not at all (a temporary file in the same folder, then a rename).
+or not at all (`hlo_common.cli_util.write_file_atomically`).
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
+import io
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from hlo_common.cli_util import write_file_atomically
 from hlo_common.dtypes import PrimitiveType
 from hlo_common.errors import InputError
 from hlo_common.interpreter.registry import TOKEN
@@ -125,19 +125,7 @@ def _collect_args(name: str, value: Any, out: dict[str, np.ndarray]) -> None:
 
 
 def save_npz_atomic(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise InputError(f"{path}: cannot write ({exc.strerror or exc})") from None
-        raise
+    """Write `arrays` as an .npz file, whole or not at all (OutputError when it cannot)."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    write_file_atomically(path, buffer.getvalue())

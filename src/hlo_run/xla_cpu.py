@@ -75,11 +75,14 @@ class XlaCpuExecutable:
         self.parameter_shapes = parameter_shapes
 
     @classmethod
-    def compile(cls, hlo_text: str, *, allow_excess_precision: bool = True) -> XlaCpuExecutable:
+    def compile(cls, hlo_text: str, *, allow_excess_precision: bool = True,
+                debug_options: dict[str, Any] | None = None) -> XlaCpuExecutable:
         """Parse `hlo_text` with XLA's own parser and compile it for XLA:CPU.
 
         `allow_excess_precision=False` makes XLA round bf16/f16 intermediates after every op,
-        as the interpreter does, instead of keeping them in f32 inside fusions.
+        as the interpreter does, instead of keeping them in f32 inside fusions. `debug_options`
+        are further DebugOptions overrides by name, e.g. `{"xla_backend_optimization_level": 0}`
+        to spend less time in LLVM when compile time matters more than run time.
         """
         _, _jax, xc = _jax_modules()
         try:
@@ -96,8 +99,11 @@ class XlaCpuExecutable:
                     f"XLA:CPU cannot take the {kind}-shaped entry parameter {i} ({shape}) of this module")
         backend, device = cpu_backend()
         options = xc.CompileOptions()
+        overrides = dict(debug_options or {})
         if not allow_excess_precision:
-            options.env_option_overrides = [("xla_allow_excess_precision", False)]
+            overrides["xla_allow_excess_precision"] = False
+        if overrides:
+            options.env_option_overrides = sorted(overrides.items())
         try:
             mlir = _jax.mlir.hlo_to_stablehlo(proto)
             loaded = backend.compile_and_load(mlir, _jax.DeviceList((device,)), options)

@@ -163,7 +163,7 @@ def test_parse_error_names_file_line_col_with_caret(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["nope.hlo"], "nope.hlo: no such file"),
+    (["nope.hlo"], "cannot read 'nope.hlo': no such file"),
     (["--inputs", "missing.npz", "ADD"], "missing.npz: no such file"),
     (["--platform", "cuda", "ADD"], "platform 'cuda' is not available yet"),
 ])

@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from hlo_common.errors import InputError
+from hlo_common.errors import InputError, OutputError
 from hlo_common.shape import Shape
 from hlo_run.npz_io import load_inputs, save_arguments, save_outputs
 
@@ -80,5 +80,5 @@ def test_outputs_are_flattened_and_written_atomically(tmp_path):
         assert raw.files == ["out0", "out1", "out2"]
         assert raw["out0"].dtype == np.float32 and raw["out2"].tolist() == [4.0]
     assert [p.name for p in tmp_path.iterdir()] == ["out.npz"]  # no temporary file left behind
-    with pytest.raises(InputError, match="cannot write"):
+    with pytest.raises(OutputError, match="cannot write"):
         save_outputs(tmp_path / "missing_dir" / "o.npz", np.float32([1]))
