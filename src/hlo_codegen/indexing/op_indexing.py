@@ -65,7 +65,9 @@ def _elementwise(instr: HloInstruction, output_id: int) -> HloInstructionIndexin
 
 
 def _broadcast(instr: HloInstruction, output_id: int) -> HloInstructionIndexing:
-    dims = _attr(instr, "dimensions")
+    # A scalar operand may omit `dimensions={}`.
+    scalar = instr.operands[0].shape.rank == 0
+    dims = instr.attrs.get("dimensions", ()) if scalar else _attr(instr, "dimensions")
     return HloInstructionIndexing.from_maps(
         [IndexingMap.from_tensor_sizes([dim(d) for d in dims], instr.shape.dims)])
 
@@ -142,6 +144,8 @@ def _get_tuple_element(instr: HloInstruction, output_id: int) -> HloInstructionI
 
 def _tuple(instr: HloInstruction, output_id: int) -> HloInstructionIndexing:
     """Output `output_id` of a tuple is operand `output_id`; the other operands are not read."""
+    if not 0 <= output_id < len(instr.operands):
+        raise IndexingError(f"%{instr.name} (tuple) has no output {output_id}")
     groups = [[] for _ in instr.operands]
     groups[output_id] = [OperandIndexing(IndexingMap.identity(instr.operands[output_id].shape.dims))]
     return HloInstructionIndexing(groups)
@@ -235,7 +239,7 @@ def fold_runtime_value(hlo: HloInstruction, rt_map: IndexingMap, bounds: Interva
     return None
 
 
-def operand_with_rt_vars(exprs, out_dims, sources) -> OperandIndexing:
+def operand_with_rt_vars(exprs, out_dims, sources, constraints=()) -> OperandIndexing:
     """Build a map over `out_dims` whose k-th symbol is runtime variable `sources[k]`
     (= (hlo, map from output index to hlo index, feasible bounds)); foldable ones become values."""
     values, rt_vars, rts = [], [], []
@@ -247,7 +251,8 @@ def operand_with_rt_vars(exprs, out_dims, sources) -> OperandIndexing:
             rts.append(RuntimeVarIndexing(hlo, rt_map))
         else:
             values.append(folded)
-    m = IndexingMap([e.replace(None, values) for e in exprs], vars_from_sizes(out_dims), (), rt_vars)
+    m = IndexingMap([e.replace(None, values) for e in exprs], vars_from_sizes(out_dims), (), rt_vars,
+                    [(e.replace(None, values), r) for e, r in constraints])
     return OperandIndexing(m, tuple(rts)).remove_unused_symbols()
 
 
@@ -267,7 +272,11 @@ def _dynamic_update_slice(instr: HloInstruction, output_id: int) -> HloInstructi
     starts = instr.operands[2:]
     sources = [(s, scalar_map(out), Interval(0, out.dims[i] - update.dims[i]))
                for i, s in enumerate(starts)]
-    upd = operand_with_rt_vars([dim(i) - sym(i) for i in range(out.rank)], out.dims, sources)
+    # Unlike XLA, the update's domain is the window it is written to (`d - rt in [0, size - 1]`),
+    # so the map says exactly which output elements read the update.
+    offsets = [dim(i) - sym(i) for i in range(out.rank)]
+    window = [(e, Interval(0, n - 1)) for e, n, total in zip(offsets, update.dims, out.dims) if n < total]
+    upd = operand_with_rt_vars(offsets, out.dims, sources, window)
     return HloInstructionIndexing([[OperandIndexing(IndexingMap.identity(out.dims))], [upd]]
                                   + [[OperandIndexing(scalar_map(out))]] * len(starts))
 
