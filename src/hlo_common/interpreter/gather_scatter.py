@@ -24,57 +24,47 @@ from hlo_common.interpreter.registry import register
 from hlo_common.ir import HloComputation, HloInstruction
 
 
-def index_vectors(indices: np.ndarray, index_vector_dim: int) -> tuple[np.ndarray, list[int]]:
+def index_vectors(indices: np.ndarray, index_vector_dim: int) -> tuple[np.ndarray, dict[int, int]]:
     """Start indices as int64 [batch..., k], plus each original index dim's batch position."""
     idx = np.asarray(indices)
     if index_vector_dim >= idx.ndim:
         idx = idx[..., None]
-    if idx.dtype.kind == "u":
-        idx = np.minimum(idx, np.uint64(1 << 62)) if idx.dtype.itemsize == 8 else idx
+    if idx.dtype == np.uint64:  # keep huge unsigned starts huge (they clamp high / are dropped)
+        idx = np.minimum(idx, np.uint64(1 << 62))
     idx = np.moveaxis(idx.astype(np.int64), index_vector_dim, -1)
-    batch_pos = {}
-    for d in range(idx.ndim):  # original dims (excluding the vector dim) in order
-        if d != index_vector_dim:
-            batch_pos[d] = d if d < index_vector_dim else d - 1
+    batch_pos = {d: (d if d < index_vector_dim else d - 1) for d in range(idx.ndim) if d != index_vector_dim}
     return idx, batch_pos
 
 
-def _starts(instr, operand_shape, idx, batch_pos, index_map, operand_batching, indices_batching):
-    """One int64 array (batch-shaped) per operand dim: the window's start along it."""
+def _starts(instr, rank: int, idx, batch_pos, index_map, operand_batching, indices_batching) -> np.ndarray:
+    """The window start in the operand for every batch position: int64 [batch..., rank]."""
     batch_shape = idx.shape[:-1]
-    starts = [np.zeros(batch_shape, np.int64) for _ in operand_shape]
     if len(index_map) != idx.shape[-1]:
         raise unsupported(instr, f"index vector has {idx.shape[-1]} entries, the index map {len(index_map)}")
-    for k, d in enumerate(index_map):
-        starts[d] = idx[..., k]
+    starts = np.zeros(batch_shape + (rank,), np.int64)
+    if index_map:
+        starts[..., list(index_map)] = idx
     for od, idim in zip(operand_batching, indices_batching):
         pos = batch_pos[idim]
         shape = [1] * len(batch_shape)
         shape[pos] = batch_shape[pos]
-        starts[od] = np.broadcast_to(np.arange(batch_shape[pos], dtype=np.int64).reshape(shape), batch_shape)
+        starts[..., od] = np.arange(batch_shape[pos], dtype=np.int64).reshape(shape)
     return starts
 
 
-def _window_indices(starts, window_dims, window_sizes, nbatch):
-    """Broadcastable index arrays [batch..., window...] for every operand dim."""
-    nwin = len(window_dims)
-    out = []
-    for d, s in enumerate(starts):
-        s = s.reshape(s.shape + (1,) * nwin)
-        if d in window_dims:
-            w = window_dims.index(d)
-            shape = [1] * (nbatch + nwin)
-            shape[nbatch + w] = window_sizes[w]
-            s = s + np.arange(window_sizes[w], dtype=np.int64).reshape(shape)
-        out.append(s)
-    return out
+def _window_offsets(shape, window_dims, window_sizes) -> np.ndarray:
+    """Linear (row-major) offsets of every window position from the window start, flattened."""
+    strides = _strides(shape)
+    offsets = np.zeros((), np.int64)
+    for d, size in zip(window_dims, window_sizes):
+        offsets = offsets[..., None] + np.arange(size, dtype=np.int64) * strides[d]
+    return offsets.reshape(-1)
 
 
 def _to_output_order(value: np.ndarray, nbatch: int, window_positions: tuple[int, ...]) -> np.ndarray:
     """[batch..., window...] -> the dims order where window dim i sits at window_positions[i]."""
-    rank = value.ndim
     perm, b, w = [], 0, 0
-    for pos in range(rank):
+    for pos in range(value.ndim):
         if w < len(window_positions) and pos == window_positions[w]:
             perm.append(nbatch + w)
             w += 1
@@ -82,6 +72,15 @@ def _to_output_order(value: np.ndarray, nbatch: int, window_positions: tuple[int
             perm.append(b)
             b += 1
     return value.transpose(perm)
+
+
+def _strides(shape) -> np.ndarray:
+    """Row-major element strides (plain Python: these are tiny and computed per call)."""
+    out, step = [], 1
+    for size in reversed(shape):
+        out.append(step)
+        step *= size
+    return np.array(out[::-1], dtype=np.int64)
 
 
 @register("gather")
@@ -93,17 +92,15 @@ def _gather(instr: HloInstruction, operands, ev) -> np.ndarray:
     if len(slice_sizes) != operand.ndim:
         raise unsupported(instr, f"slice_sizes has {len(slice_sizes)} entries for rank {operand.ndim}")
     idx, batch_pos = index_vectors(indices, int(instr.attrs.get("index_vector_dim", indices.ndim)))
-    starts = _starts(instr, operand.shape, idx, batch_pos, ints_attr(instr, "start_index_map"),
+    starts = _starts(instr, operand.ndim, idx, batch_pos, ints_attr(instr, "start_index_map"),
                      operand_batching, ints_attr(instr, "start_indices_batching_dims"))
-    for d in ints_attr(instr, "start_index_map"):
-        starts[d] = np.clip(starts[d], 0, max(operand.shape[d] - slice_sizes[d], 0))
+    # Every start is clamped so that the whole slice stays inside the operand.
+    starts = np.clip(starts, 0, np.maximum(np.array(operand.shape) - np.array(slice_sizes), 0))
     window_dims = [d for d in range(operand.ndim) if d not in collapsed and d not in operand_batching]
     window_sizes = [slice_sizes[d] for d in window_dims]
-    nbatch = idx.ndim - 1
-    full = _window_indices(starts, window_dims, window_sizes, nbatch)
-    value = operand[tuple(full)] if operand.ndim else np.broadcast_to(operand, idx.shape[:-1])
-    value = np.broadcast_to(value, idx.shape[:-1] + tuple(window_sizes))
-    return np.ascontiguousarray(_to_output_order(value, nbatch, ints_attr(instr, "offset_dims")))
+    lin = (starts @ _strides(operand.shape))[..., None] + _window_offsets(operand.shape, window_dims, window_sizes)
+    value = operand.reshape(-1)[lin].reshape(idx.shape[:-1] + tuple(window_sizes))
+    return np.ascontiguousarray(_to_output_order(value, idx.ndim - 1, ints_attr(instr, "offset_dims")))
 
 
 @register("scatter")
@@ -115,30 +112,24 @@ def _scatter(instr: HloInstruction, operands, ev):
     inserted = ints_attr(instr, "inserted_window_dims")
     input_batching = ints_attr(instr, "input_batching_dims")
     idx, batch_pos = index_vectors(indices, int(instr.attrs.get("index_vector_dim", indices.ndim)))
-    starts = _starts(instr, shape, idx, batch_pos, ints_attr(instr, "scatter_dims_to_operand_dims"),
+    starts = _starts(instr, len(shape), idx, batch_pos, ints_attr(instr, "scatter_dims_to_operand_dims"),
                      input_batching, ints_attr(instr, "scatter_indices_batching_dims"))
     window_dims = [d for d in range(len(shape)) if d not in inserted and d not in input_batching]
     if len(window_dims) != len(update_window_dims):
         raise unsupported(instr, "update_window_dims do not match the operand's window dims")
     window_sizes = [updates[0].shape[d] for d in update_window_dims]
-    nbatch = idx.ndim - 1
+    sizes = np.ones(len(shape), np.int64)
+    sizes[window_dims] = window_sizes
     # An update window is applied only if all of it lies inside the operand.
-    valid = np.ones(idx.shape[:-1], dtype=bool)
-    for d, s in enumerate(starts):
-        size = window_sizes[window_dims.index(d)] if d in window_dims else 1
-        valid &= (s >= 0) & (s <= shape[d] - size)
-    full = _window_indices(starts, window_dims, window_sizes, nbatch)
-    full_shape = idx.shape[:-1] + tuple(window_sizes)
-    lin = np.ravel_multi_index(tuple(np.broadcast_to(np.where(
-        valid.reshape(valid.shape + (1,) * len(window_sizes)), f, 0), full_shape) for f in full), shape) \
-        if len(shape) else np.zeros(full_shape, np.int64)
-    scatter_dims = [d for d in range(updates[0].ndim) if d not in update_window_dims]
-    perm = scatter_dims + list(update_window_dims)
-    keep = np.broadcast_to(valid.reshape(valid.shape + (1,) * len(window_sizes)), full_shape).reshape(-1)
-    lin = lin.reshape(-1)[keep]
-    upd = [u.transpose(perm).reshape(-1)[keep] for u in updates]
+    valid = np.all((starts >= 0) & (starts <= np.array(shape, np.int64) - sizes), axis=-1).reshape(-1)
+    lin = ((starts.reshape(-1, len(shape))[valid] @ _strides(shape))[:, None]
+           + _window_offsets(shape, window_dims, window_sizes)).reshape(-1)
+    perm = [d for d in range(updates[0].ndim) if d not in update_window_dims] + list(update_window_dims)
+    nwin = int(np.prod(window_sizes, dtype=np.int64))
+    upd = [u.transpose(perm).reshape(-1, nwin)[valid].reshape(-1) for u in updates]
     flat = [t.reshape(-1).copy() for t in targets]
-    apply_updates(flat, lin, upd, instr.attrs["to_apply"], ev, instr)
+    apply_updates(flat, lin, upd, instr.attrs["to_apply"], ev, instr,
+                  unique=instr.attrs.get("unique_indices") is True)
     out = tuple(f.reshape(shape) for f in flat)
     return out if n > 1 else out[0]
 
@@ -149,12 +140,13 @@ _UFUNCS = {
 
 
 def apply_updates(flat: list[np.ndarray], lin: np.ndarray, upd: list[np.ndarray], comp: HloComputation,
-                  ev, instr: HloInstruction, update_first: bool = False) -> None:
+                  ev, instr: HloInstruction, update_first: bool = False, unique: bool = False) -> None:
     """flat[i][lin[j]] = comp(flat..[lin[j]], upd..[j]) for j in order, in place.
 
     The combiner's parameters are (targets..., updates...), or (updates..., targets...) with
     `update_first` (select-and-scatter's scatter computation). Duplicated indices are combined in
-    the order they appear.
+    the order they appear. `unique` promises no duplicates (scatter's unique_indices; XLA leaves
+    the result of a broken promise implementation-defined).
     """
     if lin.size == 0:
         return
@@ -165,9 +157,9 @@ def apply_updates(flat: list[np.ndarray], lin: np.ndarray, upd: list[np.ndarray]
     root = comp.root
     picks = [root] if root.opcode == "parameter" else list(root.operands) if root.opcode == "tuple" else []
     if picks and all(p.opcode == "parameter" for p in picks):
-        _apply_parameter_root(flat, lin, upd, comp, update_first)
+        _apply_parameter_root(flat, lin, upd, comp, update_first, unique)
         return
-    for sel in _rounds(lin):
+    for sel in ([np.arange(lin.size)] if unique else _rounds(lin)):
         where = lin[sel]
         cur = [f[where] for f in flat]
         new = [u[sel] for u in upd]
@@ -217,14 +209,16 @@ def _ptype_of(dt: np.dtype):
     return from_numpy_dtype(dt)
 
 
-def _apply_parameter_root(flat, lin, upd, comp, update_first) -> None:
+def _apply_parameter_root(flat, lin, upd, comp, update_first, unique) -> None:
     """Combiners that return parameters unchanged: per element the last update wins (or none)."""
     root = comp.root
     picks = [root] if root.opcode == "parameter" else list(root.operands)
     # Keep the last occurrence of every index.
-    rev = lin[::-1]
-    _, first_in_rev = np.unique(rev, return_index=True)
-    last = lin.size - 1 - first_in_rev
+    if unique:
+        last = np.arange(lin.size)
+    else:
+        _, first_in_rev = np.unique(lin[::-1], return_index=True)
+        last = lin.size - 1 - first_in_rev
     where = lin[last]
     cur = [f[where].copy() for f in flat]
     new = [u[last] for u in upd]
