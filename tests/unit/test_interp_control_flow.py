@@ -178,3 +178,17 @@ def test_rng_get_and_update_state_advances_by_delta():
     m = parse_module(text)
     assert ev.evaluate(m, []).tolist() == [7, 0]
     assert ev.evaluate(m, []).tolist() == [12, 0]
+
+
+def test_large_multi_output_loop_fusion():
+    text = """
+    HloModule m
+    fused { p = f32[400,400] parameter(0) q = f32[] parameter(1)
+            b = f32[400,400] broadcast(q), dimensions={} a = f32[400,400] add(p, b)
+            e = f32[400,400] exponential(p) ROOT t = (f32[400,400], f32[400,400]) tuple(a, e) }
+    ENTRY e { p = f32[400,400] parameter(0) q = f32[] parameter(1)
+              ROOT f = (f32[400,400], f32[400,400]) fusion(p, q), kind=kLoop, calls=fused }"""
+    x = np.random.default_rng(2).standard_normal((400, 400)).astype(np.float32)
+    a, e = run(text, x, np.float32(1.5))
+    np.testing.assert_array_equal(a, x + np.float32(1.5))
+    np.testing.assert_array_equal(e, np.exp(x))

@@ -41,7 +41,14 @@ def _single(instr, operands, ev):
     if n != 1:
         raise InterpreterError(
             f"%{instr.name} ({instr.opcode}): replica group of {n} devices; the interpreter runs one")
-    return operands[0] if len(operands) == 1 else tuple(operands)
+    value = operands[0] if len(operands) == 1 else tuple(operands)
+    results = instr.shape.tuple_shapes if instr.shape.is_tuple else (instr.shape,)
+    for shape, x in zip(results, operands):
+        if shape.is_array and isinstance(x, np.ndarray) and tuple(shape.dims) != x.shape:
+            raise InterpreterError(
+                f"%{instr.name} ({instr.opcode}): result {shape} differs from operand {list(x.shape)}, "
+                "so it needs more than the one device the interpreter runs")
+    return value
 
 
 @register("all-reduce", "all-reduce-start", "all-gather", "reduce-scatter", "all-to-all",

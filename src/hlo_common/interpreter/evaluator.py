@@ -126,6 +126,7 @@ class Evaluator:
         self.module: HloModule | None = None
         self._plans: dict[int, _Plan] = {}
         self._vector_ok: dict[int, bool] = {}
+        self._chunkable: dict[int, tuple] = {}  # loop_fusion's verdict per fused computation
         self._check = True  # check every handler's result against the instruction's shape
 
     # -- public entry points ----------------------------------------------------------------------
@@ -157,7 +158,7 @@ class Evaluator:
         comp = calls[0] if isinstance(calls, list) else calls
         from hlo_common.interpreter.loop_fusion import run_chunked
 
-        result = run_chunked(self, comp, operands)
+        result = run_chunked(self, comp, operands, self._chunkable)
         return self.call(comp, operands) if result is None else result
 
     def run_elementwise(self, comp: HloComputation, args: Sequence[Any]) -> Any:

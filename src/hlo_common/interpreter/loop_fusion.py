@@ -22,19 +22,25 @@ _NOT_ELEMENTWISE = frozenset({"rng", "rng-bit-generator", "rng-get-and-update-st
 
 
 def is_chunkable(comp: HloComputation) -> bool:
-    """True when every instruction is elementwise over the root's dims (or scalar)."""
+    """True when every instruction is elementwise over one array shape (or scalar); the root may be
+    a tuple of such arrays (a multi-output loop fusion)."""
     root = comp.root
-    if root.shape.is_tuple or not root.shape.is_array or root.shape.num_elements < _MIN_ELEMENTS:
+    outputs = list(root.shape.tuple_shapes) if root.shape.is_tuple else [root.shape]
+    if not outputs or any(s.is_tuple or not s.is_array for s in outputs):
         return False
-    dims = root.shape.dims
-    return all(_chunkable_instr(i, dims) for i in comp.instructions)
+    dims = outputs[0].dims
+    if any(s.dims != dims for s in outputs) or outputs[0].num_elements < _MIN_ELEMENTS:
+        return False
+    return all(_chunkable_instr(i, dims, root) for i in comp.instructions)
 
 
-def _chunkable_instr(instr: HloInstruction, dims: tuple[int, ...]) -> bool:
+def _chunkable_instr(instr: HloInstruction, dims: tuple[int, ...], root: HloInstruction) -> bool:
     shape = instr.shape
+    op = instr.opcode
+    if instr is root and op == "tuple":
+        return True
     if shape.is_tuple or not shape.is_array or shape.dims not in (dims, ()):
         return False
-    op = instr.opcode
     if op in ("parameter", "constant"):
         return True
     if op == "broadcast":
@@ -59,18 +65,24 @@ def _chunks(dims: tuple[int, ...]):
             yield outer + (slice(start, min(start + step, dims[axis])),)
 
 
-def run_chunked(ev: Any, comp: HloComputation, operands: Sequence[Any]) -> np.ndarray | None:
-    """The fusion's result computed slab by slab, or None when `comp` is not chunkable."""
-    key = ("chunkable", id(comp))
-    cache = ev.__dict__.setdefault("_chunkable_cache", {})
-    if key not in cache:
-        cache[key] = (comp, is_chunkable(comp))
-    if not cache[key][1]:
+def run_chunked(ev: Any, comp: HloComputation, operands: Sequence[Any], cache: dict) -> Any:
+    """The fusion's result computed slab by slab, or None when `comp` is not chunkable.
+
+    `cache` (owned by the evaluator) remembers the verdict per computation.
+    """
+    entry = cache.get(id(comp))
+    if entry is None or entry[0] is not comp:
+        entry = cache[id(comp)] = (comp, is_chunkable(comp))
+    if not entry[1]:
         return None
     root = comp.root.shape
-    out = np.empty(root.dims, root.element_type.np_dtype)
-    full = [isinstance(x, np.ndarray) and x.shape == root.dims and x.ndim > 0 for x in operands]
-    for index in _chunks(root.dims):
+    shapes = list(root.tuple_shapes) if root.is_tuple else [root]
+    dims = shapes[0].dims
+    outs = [np.empty(dims, s.element_type.np_dtype) for s in shapes]
+    full = [isinstance(x, np.ndarray) and x.shape == dims and x.ndim > 0 for x in operands]
+    for index in _chunks(dims):
         args = [x[index] if f else x for x, f in zip(operands, full)]
-        out[index] = ev.run_elementwise(comp, args)
-    return out
+        result = ev.run_elementwise(comp, args)
+        for out, value in zip(outs, result if root.is_tuple else (result,)):
+            out[index] = value
+    return tuple(outs) if root.is_tuple else outs[0]
