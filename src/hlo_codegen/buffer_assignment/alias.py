@@ -21,6 +21,7 @@ merged into one `HloBuffer` (a *colocation*) when
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from hlo_common.errors import HloError
 from hlo_common.ir import HloInstruction, HloModule
@@ -36,13 +37,18 @@ class HloBuffer:
     id: int
     values: list[HloValue] = field(default_factory=list)  # sorted by id
 
-    @property
+    @cached_property
     def live_out(self) -> bool:
         return any(v.live_out for v in self.values)
 
-    @property
+    @cached_property
     def color(self) -> int:
         return self.values[0].color
+
+    @cached_property
+    def size(self) -> int:
+        """The largest value's size (values of one buffer normally agree)."""
+        return max(v.size for v in self.values)
 
     def __repr__(self) -> str:
         return f"HloBuffer {self.id}, values: " + ", ".join(v.short_string() for v in self.values)
@@ -158,7 +164,8 @@ class HloAliasAnalysis:
             return False
         t = self.live_range.time[user]
         entry = self.module.entry
-        for v in {id(x): x for o in self.dataflow.value_set(operand, operand_index) for x in self._group(o)}.values():
+        group = {id(x): x for o in self.dataflow.value_set(operand, operand_index) for x in self._group(o)}
+        for v in group.values():
             if v.live_out or v.instruction.opcode == "constant":
                 return False
             if v.instruction.opcode == "parameter" and v.instruction.parent is entry:

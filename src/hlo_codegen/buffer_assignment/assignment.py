@@ -33,7 +33,7 @@ from hlo_common.ir import HloInstruction, HloModule
 from hlo_codegen.buffer_assignment import call_graph as cg
 from hlo_codegen.buffer_assignment.alias import HloAliasAnalysis, HloBuffer, io_alias_spec
 from hlo_codegen.buffer_assignment.dataflow import HloDataflowAnalysis, HloValue, Index
-from hlo_codegen.buffer_assignment.heap_simulator import HeapSimulator, value_size
+from hlo_codegen.buffer_assignment.heap_simulator import HeapSimulator
 from hlo_codegen.buffer_assignment.live_range import HloLiveRange
 from hlo_codegen.buffer_assignment.sharing import can_share_operand_buffer_with_user
 
@@ -177,7 +177,7 @@ class BufferAssignment:
 
 
 def buffer_size(buffer: HloBuffer) -> int:
-    return max(value_size(v) for v in buffer.values)
+    return buffer.size
 
 
 class BufferAssigner:
@@ -348,7 +348,8 @@ def assign_buffers(module: HloModule, alignment: int = XLA_ALLOCATED_BUFFER_ALIG
     needed = find_needed_copies(dataflow, live_range)
     if needed:
         raise HloError(f"module {module.name} needs {len(needed)} copies before buffer assignment, first: "
-                       f"{needed[0].reason}; run copy insertion (hlo_codegen.buffer_assignment.insert_copies)")
+                       f"{needed[0].reason}; run copy insertion "
+                       "(hlo_codegen.buffer_assignment.insert_copies)")
     live_range.normalize(alias.buffers)
     assignment = BufferAssignment(module, dataflow, live_range, alias)
     assignment.alignment = alignment

@@ -43,7 +43,8 @@ def _check_slices(ba, problems: list[str]) -> None:
             problems.append(f"allocation at position {i} says index {alloc.index}")
         for v, (off, size) in alloc.assigned.items():
             if off < 0 or off + size > alloc.size:
-                problems.append(f"{v} at [{off}, {off + size}) lies outside allocation {i} of size {alloc.size}")
+                problems.append(f"{v} at [{off}, {off + size}) lies outside allocation {i} "
+                                f"of size {alloc.size}")
             if size < value_size(v):
                 problems.append(f"{v} gets {size} bytes but needs {value_size(v)}")
             if alloc.is_preallocated_temp and size and off % align:
@@ -53,23 +54,23 @@ def _check_slices(ba, problems: list[str]) -> None:
 
 
 def _check_coverage(ba, problems: list[str]) -> None:
-    where: dict[HloValue, list[int]] = {}
+    where: dict[HloValue, list[tuple[int, int, int]]] = {}
     for alloc in ba.allocations:
-        for v in alloc.assigned:
-            where.setdefault(v, []).append(alloc.index)
+        for v, (off, size) in alloc.assigned.items():
+            where.setdefault(v, []).append((alloc.index, off, size))
     for v in ba.dataflow.values:
         if len(where.get(v, [])) != 1:
             problems.append(f"{v} is in {len(where.get(v, []))} allocations")
     for buf in ba.alias.buffers:
-        places = {(ba.allocation_of[v].index, ba.allocation_of[v].assigned[v][0])
-                  for v in buf.values if v in ba.allocation_of}
+        places = {w[:2] for v in buf.values for w in where.get(v, [])}
         if len(places) > 1:
             problems.append(f"colocated values {buf.values} sit at different places {sorted(places)}")
     for comp in ba.dataflow.global_computations:
         for instr in comp.instructions:
             for idx in ba.dataflow.array_leaves(instr):
-                if len(ba.slices_at(instr, idx)) != 1:
-                    problems.append(f"%{instr.name}{list(idx)} maps to {len(ba.slices_at(instr, idx))} slices")
+                slices = {w for v in ba.dataflow.value_set(instr, idx) for w in where.get(v, [])}
+                if len(slices) != 1:
+                    problems.append(f"%{instr.name}{list(idx)} maps to {len(slices)} slices")
 
 
 def _check_kinds(ba, problems: list[str]) -> None:
@@ -107,7 +108,8 @@ def _check_interference(ba, problems: list[str]) -> None:
         buf = np.array([ba.alias.buffer_of(v).id for v in vals], np.int64)
         for i in range(len(vals) - 1):
             j = np.arange(i + 1, len(vals))
-            hit = (off[j] < end[i]) & (off[i] < end[j]) & (t0[j] <= t1[i]) & (t0[i] <= t1[j]) & (buf[j] != buf[i])
+            in_space = (off[j] < end[i]) & (off[i] < end[j])
+            hit = in_space & (t0[j] <= t1[i]) & (t0[i] <= t1[j]) & (buf[j] != buf[i])
             for k in j[hit]:
                 a, b = vals[i], vals[k]
                 if t1[i] == t0[k] and _touch_ok(b, a):

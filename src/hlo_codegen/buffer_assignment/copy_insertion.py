@@ -55,9 +55,6 @@ def _leaf_set(df: HloDataflowAnalysis, instr: HloInstruction, index: Index):
     return frozenset(v.id for v in df.value_set(instr, index))
 
 
-FORWARDING = frozenset({"get-tuple-element", "tuple", "bitcast", "opt-barrier", "domain"})
-
-
 def _trace_back(instr: HloInstruction, index: Index) -> tuple[HloInstruction, Index]:
     """Follow tuple / get-tuple-element from a position back to where its value comes from."""
     for _ in range(10_000):
@@ -70,35 +67,21 @@ def _trace_back(instr: HloInstruction, index: Index) -> tuple[HloInstruction, In
     return instr, index
 
 
-def _forwarded_positions(src: HloInstruction, src_index: Index) -> list[tuple[HloInstruction, Index]]:
-    """Positions holding the value at (src, src_index) through forwarding ops in its computation."""
-    out, work, seen = [], [(src, src_index)], set()
-    while work:
-        instr, idx = work.pop()
-        if (id(instr), idx) in seen:
-            continue
-        seen.add((id(instr), idx))
-        out.append((instr, idx))
-        for user in instr.users:
-            if user.opcode == "get-tuple-element" and idx and idx[0] == user.attrs["index"]:
-                work.append((user, idx[1:]))
-            elif user.opcode == "tuple":
-                work.extend((user, (k,) + idx) for k, op in enumerate(user.operands) if op is instr)
-            elif user.opcode in ("bitcast", "opt-barrier", "domain"):
-                work.append((user, idx))
-    return out
-
-
-def _readers(src: HloInstruction, src_index: Index, skip: HloInstruction):
-    """(reader, operand number, index) of instructions that read the value at (src, src_index)."""
-    out = []
-    for instr, idx in _forwarded_positions(src, src_index):
-        for user in instr.users:
-            if user is skip or user.opcode in FORWARDING:
+def _readers(df: HloDataflowAnalysis, src: HloInstruction, src_index: Index, skip: HloInstruction):
+    """(reader, operand number, index) of instructions that read the state held at (src, src_index):
+    the uses of its values made through a position whose value set is that state's whole set
+    (also through calls and nested control flow; over-approximate when dataflow merged states)."""
+    state = _leaf_set(df, src, src_index)
+    out, seen = [], set()
+    for v in df.value_set(src, src_index):
+        for use in v.uses:
+            reader = use.instruction
+            if (reader is skip and skip.opcode == "tuple") or (id(reader), use.operand_number,
+                                                                  use.operand_index) in seen:
                 continue
-            for k, op in enumerate(user.operands):
-                if op is instr and _reads(user, idx):
-                    out.append((user, k, idx))
+            if _leaf_set(df, reader.operands[use.operand_number], use.operand_index) == state:
+                seen.add((id(reader), use.operand_number, use.operand_index))
+                out.append((reader, use.operand_number, use.operand_index))
     return out
 
 
@@ -107,16 +90,28 @@ def _reads(user: HloInstruction, index: Index) -> bool:
     return may_use_operand_value(user, index)
 
 
-def _handoff_blockers(lr, state, writer, writer_index, root) -> list[HloInstruction]:
+def _handoff_blockers(df, lr, state, writer, writer_index, root) -> list[HloInstruction]:
     """Readers of the old state that run after `writer` overwrites it (or at it, not in place)."""
     t = lr.time[writer]
     late = []
-    for reader, k, idx in _readers(state[0], state[1], root):
+    for reader, k, idx in _readers(df, state[0], state[1], root):
         tr = lr.time.get(reader, -1)
         if tr > t or (tr == t and not (reader is writer and can_share_operand_buffer_with_user(
                 reader.operands[k], idx, writer, writer_index))):
-            late.append(reader)
-    return late
+            late.append(_in_computation(df, reader, root.parent))
+    return [r for r in late if r is not None]
+
+
+def _in_computation(df, instr: HloInstruction, comp: HloComputation) -> HloInstruction | None:
+    """`instr`, or the call/while/conditional in `comp` that (transitively) runs it."""
+    for _ in range(1000):
+        if instr.parent is comp:
+            return instr
+        site = df.call_site(instr.parent)
+        if site is None:
+            return None
+        instr = site[0]
+    return None
 
 
 def _own_value(df, instr, index, comp):
@@ -145,7 +140,7 @@ def _root_copies(df, lr, root, leaves, comp, state_of) -> list[NeededCopy]:
             continue
         seen.add(x.id)
         if state is not None:
-            late = _handoff_blockers(lr, state, x.instruction, x.index, root)
+            late = _handoff_blockers(df, lr, state, x.instruction, x.index, root)
             if late:
                 c = _copy_at(root, k, f"%{x.instruction.name} overwrites state {list(k)} of {comp.name} "
                                       f"before %{late[0].name} reads it")
@@ -185,7 +180,8 @@ def _while_copies(df: HloDataflowAnalysis, lr: HloLiveRange, w: HloInstruction) 
 
 def _carried(df, w) -> set[int]:
     """Ids of the values a while's result carries out of its body."""
-    return {v.id for idx in df.array_leaves(w) for v in df.value_set(w, idx) if v.instruction.parent is not w.parent}
+    return {v.id for idx in df.array_leaves(w) for v in df.value_set(w, idx)
+            if v.instruction.parent is not w.parent}
 
 
 def _directly_live_out(df, v, w) -> bool:
@@ -280,6 +276,10 @@ def _new(comp: HloComputation, base: str, opcode: str, shape: Shape, operands, b
     return instr
 
 
+def _gte(comp, value: HloInstruction, i: int, shape: Shape, before) -> HloInstruction:
+    return _new(comp, "get-tuple-element", "get-tuple-element", shape, [value], before, {"index": i})
+
+
 def _copy_leaves(comp, value: HloInstruction, leaves: set[Index], before) -> HloInstruction:
     """`value` with the given leaves replaced by copies (tuples rebuilt as needed)."""
     if () in leaves or not value.shape.is_tuple:
@@ -290,10 +290,10 @@ def _copy_leaves(comp, value: HloInstruction, leaves: set[Index], before) -> Hlo
         sub_leaves = {leaf[1:] for leaf in leaves if leaf[0] == i}
         if sub_leaves:
             if elem is None:
-                elem = _new(comp, "get-tuple-element", "get-tuple-element", sub, [value], before, {"index": i})
+                elem = _gte(comp, value, i, sub, before)
             elem = _copy_leaves(comp, elem, sub_leaves, before)
         elif elem is None:
-            elem = _new(comp, "get-tuple-element", "get-tuple-element", sub, [value], before, {"index": i})
+            elem = _gte(comp, value, i, sub, before)
         elems.append(elem)
     return _new(comp, "tuple", "tuple", value.shape, elems, before)
 

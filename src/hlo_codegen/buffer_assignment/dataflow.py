@@ -17,6 +17,7 @@ get no values, but their instructions still consume value ids so that ids match 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable
 
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
@@ -66,9 +67,19 @@ class HloValue:
     def defining_position(self) -> HloPosition:
         return self.positions[0]
 
-    @property
+    @cached_property
     def color(self) -> int:
+        """The memory space (layout `S(n)`): 0 default, 1 collective memory on GPU."""
         return self.shape.layout.memory_space if self.shape.layout is not None else 0
+
+    @cached_property
+    def size(self) -> int:
+        """Bytes of the value's buffer: the array bytes, plus 4 bytes per dimension of dynamic
+        metadata for dynamic shapes."""
+        size = self.shape.byte_size()
+        if self.shape.is_dynamic:
+            size += 4 * self.shape.rank
+        return size
 
     def short_string(self) -> str:
         idx = format_index(self.index) if self.instruction.shape.is_tuple else ""
@@ -128,8 +139,8 @@ def _multi(instr: HloInstruction, index: Index) -> tuple[HloInstruction, Index]:
 
 def _done_index(done: HloInstruction, index: Index) -> Index:
     """A *-done reads its start's output: element {1} when the start returns (input, output)."""
-    start = done.operands[0].shape
-    if start.is_tuple and (not done.shape.is_tuple or len(start.tuple_shapes) != len(done.shape.tuple_shapes)):
+    start, out = done.operands[0].shape, done.shape
+    if start.is_tuple and (not out.is_tuple or len(start.tuple_shapes) != len(out.tuple_shapes)):
         return (1,) + index
     return index
 
@@ -173,8 +184,8 @@ class HloDataflowAnalysis:
     def __init__(self, module: HloModule):
         self.module = module
         self.contexts = cg.computation_contexts(module)
-        self.global_computations = [c for c in cg.xla_computation_post_order(module)
-                                    if self.contexts.get(c) == cg.GLOBAL]
+        self.computation_order = cg.xla_computation_post_order(module)
+        self.global_computations = [c for c in self.computation_order if self.contexts.get(c) == cg.GLOBAL]
         self.values: list[HloValue] = []
         self.value_sets: dict[HloInstruction, dict[Index, tuple[HloValue, ...]]] = {}
         self._param_sources: dict[HloComputation, tuple[HloInstruction, str]] = {}
@@ -199,6 +210,10 @@ class HloDataflowAnalysis:
     def defines_value(self, instr: HloInstruction, index: Index = ()) -> bool:
         vs = self.value_set(instr, index)
         return len(vs) == 1 and vs[0].instruction is instr and vs[0].index == tuple(index)
+
+    def call_site(self, comp: HloComputation) -> tuple[HloInstruction, str] | None:
+        """(calling instruction, its opcode) of a while/call/conditional computation, else None."""
+        return self._param_sources.get(comp)
 
     def is_global(self, comp: HloComputation) -> bool:
         return self.contexts.get(comp) == cg.GLOBAL
@@ -225,7 +240,7 @@ class HloDataflowAnalysis:
         tuple and token subshapes included) so ids line up; create HloValues for array leaves of
         global computations only."""
         next_id = 0
-        for comp in cg.xla_computation_post_order(self.module):
+        for comp in self.computation_order:
             is_global = self.contexts.get(comp) == cg.GLOBAL
             for instr in cg.xla_instruction_post_order(comp):
                 sets: dict[Index, tuple[HloValue, ...]] = {}

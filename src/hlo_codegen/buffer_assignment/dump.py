@@ -67,7 +67,8 @@ def allocation_to_string(assignment, alloc) -> str:
 
 
 def buffer_assignment_to_string(assignment) -> str:
-    return "BufferAssignment:\n" + "".join(allocation_to_string(assignment, a) for a in assignment.allocations)
+    body = "".join(allocation_to_string(assignment, a) for a in assignment.allocations)
+    return "BufferAssignment:\n" + body
 
 
 def stats_string(assignment) -> str:
@@ -81,6 +82,7 @@ def stats_string(assignment) -> str:
     frag = s["preallocated_temp_fragmentation"]
     if frag >= 0:
         pct = 100.0 * frag / s["preallocated_temp"] if s["preallocated_temp"] else float("nan")
-        lines.append(f"{'preallocated temp fragmentation':>33}: {human_readable_num_bytes(frag):>10} ({pct:.2f}%)")
+        label = "preallocated temp fragmentation"
+        lines.append(f"{label:>33}: {human_readable_num_bytes(frag):>10} ({pct:.2f}%)")
     lines.append(f"{'total allocation':>33}: {human_readable_num_bytes(s['total']):>10}")
     return "\n".join(lines) + "\n"

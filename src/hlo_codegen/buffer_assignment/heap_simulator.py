@@ -153,13 +153,9 @@ class HeapSimulator:
         self.dataflow = alias.dataflow
         self.live_range = live_range
         self.alignment = alignment
-        self._sizes: dict[int, int] = {}
 
     def buffer_size(self, value: HloValue) -> int:
-        buf = self.alias.buffer_of(value)
-        if buf.id not in self._sizes:
-            self._sizes[buf.id] = max(value_size(v) for v in buf.values)
-        return self._sizes[buf.id]
+        return self.alias.buffer_of(value).size
 
     def events(self, values: set[HloValue]) -> tuple[list[tuple], int]:
         ranges = {v: self.live_range.ranges[v] for v in values}
@@ -230,9 +226,5 @@ class HeapSimulator:
 
 
 def value_size(value: HloValue) -> int:
-    """Bytes of a value's buffer: the array bytes, plus 4 bytes per dimension of dynamic metadata."""
-    shape = value.shape
-    size = shape.byte_size()
-    if shape.is_dynamic:
-        size += 4 * shape.rank
-    return size
+    """Bytes of a value's buffer (see `HloValue.size`)."""
+    return value.size

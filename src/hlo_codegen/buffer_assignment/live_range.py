@@ -42,7 +42,8 @@ class HloLiveRange:
         self.end_position: dict[HloValue, HloPosition] = {}
 
     @staticmethod
-    def run(dataflow: HloDataflowAnalysis, aliased_params: set[tuple[int, tuple]] | None = None) -> HloLiveRange:
+    def run(dataflow: HloDataflowAnalysis,
+            aliased_params: set[tuple[int, tuple]] | None = None) -> HloLiveRange:
         lr = HloLiveRange(dataflow)
         lr._flatten(dataflow.module.entry)
         lr._compute_ranges(aliased_params or set())

@@ -57,7 +57,9 @@ def parse_alias_spec(text: str, what: str) -> AliasSpec:
 
 def custom_call_aliasing(instr: HloInstruction) -> AliasSpec:
     raw = instr.attrs.get("output_to_operand_aliasing")
-    return parse_alias_spec(str(raw), f"output_to_operand_aliasing of %{instr.name}") if raw is not None else []
+    if raw is None:
+        return []
+    return parse_alias_spec(str(raw), f"output_to_operand_aliasing of %{instr.name}")
 
 
 # -- in-place pairs ---------------------------------------------------------------------------------
@@ -164,7 +166,8 @@ def fusion_can_share_buffer_hint(fusion: HloInstruction, operand: HloInstruction
             if (root.opcode == "dynamic-update-slice" and user.opcode == "dynamic-slice"
                     and user.operands[0] is root.operands[0] and user.shape == root.operands[1].shape):
                 if not (user.shape.num_elements == 1 and root.operands[1].shape.num_elements == 1):
-                    if any(user.operands[j] is not root.operands[j + 1] for j in range(1, len(user.operands))):
+                    starts = range(1, len(user.operands))
+                    if any(user.operands[j] is not root.operands[j + 1] for j in starts):
                         return False
                 continue
             elementwise = is_elementwise_on_operand(user, k) and user.opcode != "copy"
