@@ -12,8 +12,10 @@ then the new elements), starting from N init values:
   of adjacent elements (same result for associative reducers, e.g. argmax pairs; float sums
   within rounding).
 
-Importing this module also registers reduce-window and select-and-scatter (`window`) and the
-sort / gather / scatter handlers' siblings are imported by the evaluator itself.
+The evaluator imports this module (and `linalg`, `gather_scatter`, `sort`); importing it also
+registers reduce-window and select-and-scatter from `window`. A reduce whose init is not the
+reducer's identity uses it exactly once, as HloEvaluator does (XLA:CPU may apply it once per
+vectorized partial sum).
 """
 
 from __future__ import annotations
