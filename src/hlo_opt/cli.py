@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import sys
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import click
@@ -142,21 +142,21 @@ def write_output(path: str | None, text: str) -> None:
 
 # -- the run -------------------------------------------------------------------------------------
 def optimize_module(module: HloModule, index: int, sequence: PipelineSequence, opts: OptOptions,
-                    dump: DumpOptions | None, records: list[PassRunRecord] | None) -> str:
+                    dump: DumpOptions | None, run_options: RunOptions) -> str:
+    """Dump, verify, run the passes on, verify and print one module of the input."""
     dumper = ModuleDumper(dump, index, module.name) if dump is not None else None
     if dumper is not None:
         dumper.dump(module, "before_optimizations")
-    first = sequence.pipelines[0] if sequence.pipelines else None
-    where = f"before pass '{first.pass_names()[0]}' (pipeline '{first.name}')" if first else "in the input"
-    verify(module, f"verification failed {where}")
     skip = module.is_scheduled and opts.passes is None
+    if skip or not opts.verify_each or not sequence.pipelines:  # else the first pipeline verifies
+        first = sequence.pipelines[0] if sequence.pipelines else None
+        where = f"before pass '{first.pass_names()[0]}' (pipeline '{first.name}')" if first else "in the input"
+        verify(module, f"verification failed {where}")
     if skip and sequence.pipelines:
         print(f"{TOOL}: note: module '{module.name}' is already scheduled; HLO passes skipped",
               file=sys.stderr)
     if not skip:
-        sequence.run_with(module, RunOptions(verify_each=opts.verify_each,
-                                             disabled_passes=check_disabled_names(opts.disable_pass),
-                                             dumper=dumper, records=records))
+        sequence.run_with(module, replace(run_options, dumper=dumper))
         hint = "" if opts.verify_each else " (rerun with --verify-each to find the pass)"
         verify(module, f"verification failed after pipeline '{sequence.name}'{hint}")
     if dumper is not None:
@@ -165,20 +165,24 @@ def optimize_module(module: HloModule, index: int, sequence: PipelineSequence, o
 
 
 def run(opts: OptOptions) -> None:
+    from hlo_opt.passes import load_all_passes
+
+    load_all_passes()
     if opts.list_passes:
         sys.stdout.write(list_passes_text())
         return
     load_device(opts.device)  # validated now; the cost model will use it
     sequence = build_sequence(opts)
-    check_disabled_names(opts.disable_pass)
+    records: list[PassRunRecord] | None = [] if opts.time_passes else None
+    disabled = check_disabled_names(opts.disable_pass)
+    run_options = RunOptions(verify_each=opts.verify_each, disabled_passes=disabled, records=records)
     dump = None
     if opts.dump_to is not None:
         dump = DumpOptions(Path(opts.dump_to), opts.dump_pass_re, opts.dump_format or ("text",))
         prepare_dump_directory(dump.directory)
     text, name = read_input(opts.input)
     modules = parse_modules(text, name, split=opts.split_input_file)
-    records: list[PassRunRecord] | None = [] if opts.time_passes else None
-    outputs = [optimize_module(m, i, sequence, opts, dump, records) for i, m in enumerate(modules)]
+    outputs = [optimize_module(m, i, sequence, opts, dump, run_options) for i, m in enumerate(modules)]
     if records is not None:
         from hlo_opt.timing import print_timing_table
 
@@ -206,7 +210,8 @@ def report_error(exc: BaseException, debug: bool) -> None:
               help="the full XLA:GPU-style pipeline or nothing")
 @click.option("--passes", metavar="A,B,...", help="run exactly these passes, in this order (XLA: --passes)")
 @click.option("--list-passes", is_flag=True, help="every registered pass with a one-line description")
-@click.option("--disable-pass", multiple=True, metavar="NAME", help="repeatable (XLA: --xla_disable_hlo_passes)")
+@click.option("--disable-pass", multiple=True, metavar="NAME",
+              help="repeatable (XLA: --xla_disable_hlo_passes)")
 @click.option("--dump-to", metavar="DIR", help="(XLA: --xla_dump_to)")
 @click.option("--dump-pass-re", metavar="REGEX", help="dump between passes (XLA: --xla_dump_hlo_pass_re)")
 @click.option("--dump-format", multiple=True, type=click.Choice(["text", "dot", "html"]),

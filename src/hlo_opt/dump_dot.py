@@ -111,7 +111,8 @@ class _DotWriter:
         for op in instr.operands:
             self.edges.append(f"{_quote(self.node_id(op))} -> {_quote(nid)};")
         for pred in instr.control_predecessors:
-            self.edges.append(f'{_quote(self.node_id(pred))} -> {_quote(nid)} [style=dotted, color="#9e9e9e"];')
+            self.edges.append(f'{_quote(self.node_id(pred))} -> {_quote(nid)} '
+                              '[style=dotted, color="#9e9e9e"];')
         fused = self.nested.get(id(instr))
         if fused is not None:
             self.cluster(fused, indent)

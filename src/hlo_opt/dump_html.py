@@ -66,7 +66,8 @@ _PAGE = """<!DOCTYPE html>
 <style>
   body { font-family: sans-serif; margin: 16px; background: #fafafa; color: #212121; }
   h1 { font-size: 18px; } h2 { font-size: 15px; margin: 20px 0 6px; font-family: monospace; }
-  section { background: #fff; border: 1px solid #cfd8dc; border-radius: 6px; padding: 8px; margin-bottom: 12px; }
+  section { background: #fff; border: 1px solid #cfd8dc; border-radius: 6px; padding: 8px;
+            margin-bottom: 12px; }
   .canvas { overflow: auto; max-height: 85vh; }
   .node rect { stroke: #546e7a; stroke-width: 1; }
   .node.root rect { stroke-width: 2.5; }
@@ -123,7 +124,9 @@ _SCRIPT = r"""
     width = Math.max.apply(null, rowWidths.concat([0])) + 2 * PAD;
     rows.forEach(function (row, r) {
       let x = (width - rowWidths[r]) / 2, hmax = 0;
-      row.forEach(function (i) { box[i].x = x; box[i].y = y; x += box[i].w + HGAP; hmax = Math.max(hmax, box[i].h); });
+      row.forEach(function (i) {
+        box[i].x = x; box[i].y = y; x += box[i].w + HGAP; hmax = Math.max(hmax, box[i].h);
+      });
       y += hmax + VGAP;
     });
     return { box: box, width: width, height: y };
@@ -133,7 +136,8 @@ _SCRIPT = r"""
     const section = document.createElement("section");
     section.id = comp.id;
     const h2 = document.createElement("h2");
-    h2.textContent = (comp.entry ? "ENTRY %" : "%") + comp.name + "  (" + comp.nodes.length + " instructions)";
+    h2.textContent = (comp.entry ? "ENTRY %" : "%") + comp.name +
+      "  (" + comp.nodes.length + " instructions)";
     section.appendChild(h2);
     const canvas = document.createElement("div");
     canvas.className = "canvas";
@@ -148,7 +152,8 @@ _SCRIPT = r"""
       n.operands.forEach(function (o) {
         const a = L.box[o];
         const x1 = a.x + a.w / 2, y1 = a.y + a.h, x2 = b.x + b.w / 2, y2 = b.y, my = (y1 + y2) / 2;
-        el("path", { "class": "edge", d: "M" + x1 + "," + y1 + " C" + x1 + "," + my + " " + x2 + "," + my + " " + x2 + "," + y2 }, edges);
+        const d = "M" + x1 + "," + y1 + " C" + x1 + "," + my + " " + x2 + "," + my + " " + x2 + "," + y2;
+        el("path", { "class": "edge", d: d }, edges);
       });
     });
     comp.nodes.forEach(function (n, i) {

@@ -20,7 +20,8 @@ from hlo_common.opcodes import SIDE_EFFECTING
 
 # Opcodes whose called computations run as control flow (XLA's CallContext::kControlFlow); all
 # other callers (fusion, reduce, map, sort, scatter, custom-call, ...) embed their computation.
-CONTROL_FLOW_CALLERS = frozenset({"call", "conditional", "while", "async-start", "async-update", "async-done"})
+CONTROL_FLOW_CALLERS = frozenset({"call", "conditional", "while", "async-start", "async-update",
+                                  "async-done"})
 ASYNC_OPCODES = frozenset({"async-start", "async-update", "async-done"})
 
 # Instruction fields that belong to the graph, not to the instruction's own description.
@@ -131,13 +132,16 @@ def remove_instruction_and_unused_operands(comp: HloComputation, instr: HloInstr
         worklist.extend(reversed(operands))
 
 
+def shardings_compatible(old: HloInstruction, new: HloInstruction) -> bool:
+    return old.sharding is None or new.sharding is None or old.sharding == new.sharding
+
+
 def replace_instruction(old: HloInstruction, new: HloInstruction, preserve_sharding: bool = True) -> bool:
     """XLA's HloComputation::ReplaceInstruction: every use of `old` (and the root slot) reads `new`,
     then `old` and its newly dead operands are removed. Declines (returns False) when both carry
     different shardings. Metadata, frontend attributes and sharding move to `new` where it has none.
     """
-    if preserve_sharding and old.sharding is not None and new.sharding is not None \
-            and old.sharding != new.sharding:
+    if preserve_sharding and not shardings_compatible(old, new):
         return False
     if not any(k == "op_name" for k, _ in new.metadata):
         new.metadata = list(old.metadata) or new.metadata

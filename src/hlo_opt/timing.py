@@ -53,7 +53,8 @@ def timing_table(records: list[PassRunRecord], title: str = "hlo-opt pass timing
     table.add_column("changed")
     rows = summarize(records)
     for row in rows:
-        table.add_row(row.pass_name, row.pipeline, str(row.runs), f"{row.seconds * 1e3:.2f}", row.changed_text)
+        table.add_row(row.pass_name, row.pipeline, str(row.runs), f"{row.seconds * 1e3:.2f}",
+                      row.changed_text)
     total = sum(row.seconds for row in rows)
     table.add_section()
     table.add_row("total", "", str(sum(row.runs for row in rows)), f"{total * 1e3:.2f}",

@@ -179,7 +179,8 @@ def test_html_is_self_contained_and_embeds_the_whole_graph():
 
 
 def test_html_escapes_script_breaking_text():
-    m = parse_module('HloModule m\nENTRY e {\n  ROOT c = f32[] custom-call(), custom_call_target="</script><b>"\n}\n')
+    m = parse_module('HloModule m\nENTRY e {\n'
+                     '  ROOT c = f32[] custom-call(), custom_call_target="</script><b>"\n}\n')
     page = module_to_html(m)
     assert "</script><b>" not in page
     assert page.count("</script>") == 2

@@ -188,7 +188,8 @@ def test_the_gpu_pipeline_builds_every_registered_pass_with_its_options():
     for p in sequence.pipelines:
         walk(p)
     assert built == {n for n in pipeline_pass_names() if n in PASS_REGISTRY}
-    assert [p.name for p in sequence.pipelines][:3] == ["pre-spmd-partitioner", "spmd-partitioner", "optimization"]
+    names = [p.name for p in sequence.pipelines]
+    assert names[:3] == ["pre-spmd-partitioner", "spmd-partitioner", "optimization"]
 
 
 def test_pipeline_order_follows_xla():
@@ -198,7 +199,8 @@ def test_pipeline_order_follows_xla():
              "scheduling"]
     assert [n for n in names if n in order] == order
     optimization = GPU_PIPELINES[names.index("optimization")]
-    simplification = [i for i in optimization.items if isinstance(i, PipelineSpec) and i.name == "simplification"]
+    simplification = [i for i in optimization.items
+                      if isinstance(i, PipelineSpec) and i.name == "simplification"]
     assert simplification and simplification[0].fixed_point
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hlo_common.ir import HloInstruction, HloModule
-from hlo_opt.hlo_utils import relay_control_dependencies, replace_instruction
+from hlo_opt.hlo_utils import relay_control_dependencies, replace_instruction, shardings_compatible
 from hlo_opt.pass_base import HloPass, register_pass
 
 
@@ -56,7 +56,7 @@ def element_producer(gte: HloInstruction) -> HloInstruction | None:
 
 
 def _replace(instr: HloInstruction, replacement: HloInstruction) -> bool:
-    if instr.sharding is not None and replacement.sharding is not None and instr.sharding != replacement.sharding:
+    if not shardings_compatible(instr, replacement):
         return False
     relay_control_dependencies(instr, replacement)
     return replace_instruction(instr, replacement)

@@ -109,7 +109,8 @@ ENTRY e {
   c2 = f32[4] custom-call(p), custom_call_target="log_it", custom_call_has_side_effect=true
   n1 = f32[4] negate(p), control-predecessors={c1}
   n2 = f32[4] negate(p)
-  ROOT t = (f32[4,4], f32[4,4], f32[2], f32[2], f32[4], f32[4], f32[4], f32[4]) tuple(b1, b2, sa, sb, c1, c2, n1, n2)
+  ROOT t = (f32[4,4], f32[4,4], f32[2], f32[2], f32[4], f32[4], f32[4], f32[4])
+    tuple(b1, b2, sa, sb, c1, c2, n1, n2)
 }
 """)
 
