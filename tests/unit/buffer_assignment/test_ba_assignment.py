@@ -284,3 +284,54 @@ def test_assignment_is_deterministic():
       ROOT o = (f32[64], f32[64,64]) tuple(r, b)
     }"""
     assert assign(text)[1].to_string() == assign(text)[1].to_string()
+
+
+def test_fusion_with_dus_root_updates_its_operand_in_place():
+    # The fused DUS writes into fused parameter 0; the operand a dies at the fusion: one slice.
+    m, ba = assign("""fused {
+      buf = f32[8,16] parameter(0)
+      upd = f32[1,16] parameter(1)
+      i = s32[] parameter(2)
+      z = s32[] constant(0)
+      ROOT d = f32[8,16] dynamic-update-slice(buf, upd, i, z)
+    }
+    ENTRY e {
+      p = f32[8,16] parameter(0)
+      u = f32[1,16] parameter(1)
+      i = s32[] parameter(2)
+      a = f32[8,16] exponential(p)
+      f = f32[8,16] fusion(a, u, i), kind=kLoop, calls=fused
+      ROOT r = f32[8,16] negate(f)
+    }""")
+    assert ba.shares_slice(instr(m, "f"), (), instr(m, "a"), ())
+
+
+def test_scatter_updates_a_dying_operand_in_place():
+    m, ba = assign("""add {
+      x = f32[] parameter(0)
+      y = f32[] parameter(1)
+      ROOT s = f32[] add(x, y)
+    }
+    ENTRY e {
+      p = f32[8,4] parameter(0)
+      idx = s32[2,1] parameter(1)
+      upd = f32[2,4] parameter(2)
+      a = f32[8,4] exponential(p)
+      sc = f32[8,4] scatter(a, idx, upd), update_window_dims={1}, inserted_window_dims={0},
+          scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+      ROOT r = f32[8,4] negate(sc)
+    }""")
+    assert ba.shares_slice(instr(m, "sc"), (), instr(m, "a"), ())
+
+
+def test_opt_barrier_forwards_its_operand():
+    m, ba = assign("""ENTRY e {
+      p = f32[8] parameter(0)
+      n = f32[8] negate(p)
+      t = (f32[8], f32[8]) tuple(n, p)
+      o = (f32[8], f32[8]) opt-barrier(t)
+      g = f32[8] get-tuple-element(o), index=0
+      ROOT s = f32[8] sine(g)
+    }""")
+    assert ba.get_slice(instr(m, "o"), (0,)) == ba.get_slice(instr(m, "g")) == ba.get_slice(instr(m, "n"))
+    assert ba.get_slice(instr(m, "o"), (1,)) == ba.get_slice(instr(m, "p"))
