@@ -8,9 +8,10 @@ XLA's `HloPassFix<HloPassPipeline>`).
 
 Passes not written yet are listed once, in `PLANNED_PASSES`, with a one-line description:
 `--list-passes` shows them as "(planned)" and `build_pipeline` leaves them out of the run (and
-drops sub-pipelines left empty). Adding `src/hlo_opt/passes/<name>.py` with a registered pass of
-that name is all it takes to put it into the pipeline; then delete its `PLANNED_PASSES` line (a
-test fails while a name is both registered and planned). Pass names not yet implemented here were
+drops sub-pipelines left empty). Adding `src/hlo_opt/passes/<name>.py` (or a package) with a
+registered pass of that name is all it takes to put it into the pipeline: a registered pass
+always wins over its planned line, which can then be deleted. The options given here are passed
+to the pass class as keyword arguments (dataclass fields). Pass names not yet implemented were
 taken from XLA's sources at the facts' commit; check each one against its `name()` when writing it.
 """
 
@@ -239,7 +240,11 @@ def build_pass(spec: PassSpec):
         if spec.name not in PLANNED_PASSES:
             raise KeyError(f"pipeline names unknown pass '{spec.name}' (neither registered nor planned)")
         return None
-    instance = cls(**dict(spec.options))
+    try:
+        instance = cls(**dict(spec.options))
+    except TypeError as exc:
+        raise TypeError(f"pipelines.py gives pass '{spec.name}' options {dict(spec.options)} that "
+                        f"{cls.__name__} does not accept: {exc}") from exc
     return HloPassFix(instance) if spec.fixed_point else instance
 
 

@@ -162,11 +162,11 @@ def test_records_time_and_change_per_leaf_pass_with_its_pipeline():
 
 
 # -- registry and the GPU pipeline data --------------------------------------------------------
-def test_every_pipeline_name_is_registered_or_planned_and_never_both():
+def test_every_pipeline_name_is_registered_or_planned():
     load_all_passes()
     names = pipeline_pass_names()
     assert [n for n in names if n not in PASS_REGISTRY and n not in PLANNED_PASSES] == []
-    assert sorted(set(PLANNED_PASSES) & set(PASS_REGISTRY)) == []
+    assert [n for n in PLANNED_PASSES if n not in names] == [], "planned passes the pipeline never runs"
     for name in ("dce", "cse", "tuple-simplifier", "flatten-call-graph", "call-inliner",
                  "zero_sized_hlo_elimination"):
         assert name in PASS_REGISTRY
