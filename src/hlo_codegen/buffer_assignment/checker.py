@@ -19,6 +19,8 @@ fact from the dataflow, live ranges and alias analysis rather than trusting the 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from hlo_common.errors import VerificationError
@@ -26,6 +28,9 @@ from hlo_common.errors import VerificationError
 from hlo_codegen.buffer_assignment.dataflow import HloValue
 from hlo_codegen.buffer_assignment.heap_simulator import value_size
 from hlo_codegen.buffer_assignment.sharing import can_share_operand_buffer_with_user
+
+if TYPE_CHECKING:
+    from hlo_codegen.buffer_assignment.assignment import BufferAssignment
 
 
 def _touch_ok(user_v: HloValue, operand_v: HloValue) -> bool:
@@ -120,7 +125,7 @@ def _check_interference(ba, problems: list[str]) -> None:
                                 f"{alloc.index} at bytes [{max(off[i], off[k])}, {min(end[i], end[k])})")
 
 
-def check_buffer_assignment(ba) -> list[str]:
+def check_buffer_assignment(ba: BufferAssignment) -> list[str]:
     """Problems found in `ba` (empty list: sound)."""
     problems: list[str] = []
     _check_slices(ba, problems)
@@ -130,7 +135,7 @@ def check_buffer_assignment(ba) -> list[str]:
     return problems
 
 
-def verify_buffer_assignment(ba) -> None:
+def verify_buffer_assignment(ba: BufferAssignment) -> None:
     """Raise VerificationError naming the first problems, if any."""
     problems = check_buffer_assignment(ba)
     if problems:

@@ -15,7 +15,12 @@ Deterministic: allocations in index order, values by id.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hlo_codegen.buffer_assignment.dataflow import format_index
+
+if TYPE_CHECKING:
+    from hlo_codegen.buffer_assignment.assignment import BufferAllocation, BufferAssignment
 
 
 def human_readable_num_bytes(num_bytes: int) -> str:
@@ -42,7 +47,7 @@ def _output_shape(assignment, alloc) -> str | None:
     return None
 
 
-def allocation_to_string(assignment, alloc) -> str:
+def allocation_to_string(assignment: BufferAssignment, alloc: BufferAllocation) -> str:
     head = f"allocation {alloc.index}: size {alloc.size}"
     if alloc.color != 0:
         head += f", color {alloc.color}"
@@ -66,12 +71,12 @@ def allocation_to_string(assignment, alloc) -> str:
     return "\n".join(lines) + "\n"
 
 
-def buffer_assignment_to_string(assignment) -> str:
+def buffer_assignment_to_string(assignment: BufferAssignment) -> str:
     body = "".join(allocation_to_string(assignment, a) for a in assignment.allocations)
     return "BufferAssignment:\n" + body
 
 
-def stats_string(assignment) -> str:
+def stats_string(assignment: BufferAssignment) -> str:
     s = assignment.stats()
     lines = ["BufferAssignment stats:"]
     rows = [("parameter allocation", s["parameter"]), ("constant allocation", s["constant"]),
