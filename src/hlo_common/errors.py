@@ -37,7 +37,8 @@ class HloParseError(HloError):
             caret = self.col - 1 - start
         else:
             caret = self.col - 1
-        return f"  {text}\n  {' ' * max(caret, 0)}^"
+        pad = "".join("\t" if c == "\t" else " " for c in text[:max(caret, 0)])
+        return f"  {text}\n  {pad}^"
 
 
 class VerificationError(HloError):
@@ -62,3 +63,7 @@ class InterpreterError(HloError):
 
 class InputError(HloError):
     """Bad user-supplied data: an .npz with wrong names, shapes or types, an unreadable file."""
+
+
+class OutputError(HloError):
+    """An output file that cannot be written (missing directory, no permission, full disk)."""

@@ -68,7 +68,9 @@ def format_float(v, ptype: PrimitiveType | None = None) -> str:
         return "inf" if f > 0 else "-inf"
     if ptype.name == "f32":
         text = "%.6g" % f
-        return text if np.float32(float(text)) == np.float32(f) else "%.9g" % f
+        with np.errstate(over="ignore"):
+            exact = np.float32(float(text)) == np.float32(f)
+        return text if exact else "%.9g" % f
     if ptype.name == "f64":
         text = "%.15g" % f
         return text if float(text) == f else "%.17g" % f
@@ -84,8 +86,8 @@ def _format_floats(flat: np.ndarray, ptype: PrimitiveType) -> list[str]:
     else:
         short, long_ = (6, 9) if ptype.name == "f32" else (15, 17)
         out = ["%.*g" % (short, f) for f in values]
-        back = np.array(out, dtype=np.float64).astype(flat.dtype)
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", over="ignore"):
+            back = np.array(out, dtype=np.float64).astype(flat.dtype)
             bad = np.nonzero(back != flat)[0]
         for i in bad.tolist():
             out[i] = "%.*g" % (long_, values[i])
@@ -247,10 +249,10 @@ def _int_values(tokens: list[str], positions: list[int], et: PrimitiveType) -> n
             vals.append(tok == "true")
             continue
         if not _INT_TOKEN.fullmatch(tok):
-            raise LiteralError(f"expects an integer for primitive type {et.name}, found '{tok}'", pos)
-        v = int(tok)
+            raise LiteralError(f"expects an integer for primitive type {et.name}, found '{tok[:40]}'", pos)
+        v = int(tok) if len(tok) <= 40 else hi + 1
         if not lo <= v <= hi:
-            raise LiteralError(f"value {v} is out of range for literal's primitive type {et.name} "
+            raise LiteralError(f"value {tok[:40]} is out of range for literal's primitive type {et.name} "
                                f"namely [{lo}, {hi}]", pos)
         vals.append(v)
     work = np.bool_ if et.is_pred else (np.int64 if et.kind == "signed" else np.uint64)
@@ -263,15 +265,15 @@ def _float_values(tokens: list[str], positions: list[int], et: PrimitiveType,
     for i, (tok, pos) in enumerate(zip(tokens, positions)):
         if not _FLOAT_TOKEN.fullmatch(tok):
             raise LiteralError(f"expects a floating point value for primitive type {target.name}, "
-                               f"found '{tok}'", pos)
+                               f"found '{tok[:40]}'", pos)
         if "nan" in tok:
             nans.append((i, tok))
             vals.append(-math.nan if tok.startswith("-") else math.nan)
         else:
             vals.append(float(tok))
     wide = np.array(vals, dtype=np.float64)
-    arr = wide.astype(et.np_dtype)
     with np.errstate(invalid="ignore", over="ignore"):
+        arr = wide.astype(et.np_dtype)
         overflow = np.isfinite(wide) & ~np.isfinite(arr.astype(np.float64))
     if overflow.any():
         i = int(np.nonzero(overflow)[0][0])

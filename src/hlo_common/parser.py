@@ -20,7 +20,7 @@ import re
 
 from hlo_common.attributes import RawAttr
 from hlo_common.dtypes import PRIMITIVE_TYPES
-from hlo_common.errors import HloError, HloParseError
+from hlo_common.errors import HloParseError
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.opcodes import ASYNC_REAL_START_DONE, OPCODES
 from hlo_common.parser_attributes import AttributeParsing
@@ -339,8 +339,7 @@ class _Parser(AttributeParsing):
 
         try:
             instr.shape = infer_shape(instr)
-        except (HloError, ValueError, KeyError, IndexError, TypeError, AttributeError,
-                NotImplementedError) as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure of inference is this input's error
             raise self.error(f"cannot infer the shape of '{instr.name or instr.opcode}' ({instr.opcode}); "
                              f"write it out: {exc}", pos) from None
 

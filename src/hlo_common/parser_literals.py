@@ -73,7 +73,7 @@ class LiteralParsing(Scanner):
             if et.is_complex:
                 raise self.error(f"expected '{{' to start the {shape} literal", start)
             return self._first_element(value, shape, what, start), False
-        tokens, positions, unknown = self._nested_tokens(dims)
+        tokens, positions, unknown = self._nested_tokens(dims, et.is_complex)
         if unknown:
             return self._guard_size(lambda: garbage_literal(dims, et, what), shape, start), True
         try:
@@ -121,7 +121,7 @@ class LiteralParsing(Scanner):
         self.pos = m.end()
         return m.group(0), m.start()
 
-    def _nested_tokens(self, dims: tuple[int, ...]) -> tuple[list[str], list[int], bool]:
+    def _nested_tokens(self, dims: tuple[int, ...], is_complex: bool) -> tuple[list[str], list[int], bool]:
         """Walk `{ {a, b}, {c, d} }` checking the count at every level (XLA's messages)."""
         rank = len(dims)
         counts = [0] * rank
@@ -162,7 +162,7 @@ class LiteralParsing(Scanner):
                     raise self.error(f"expects '...' at nesting level 1, but sees it at level {depth}", pos)
                 counts[0], unknown = dims[0], True
             elif tok in ("(", ")", "/"):
-                if tok != "(" or depth != rank:
+                if tok != "(" or depth != rank or not is_complex:
                     raise self.error(f"unexpected '{tok}' in a literal", pos)
                 counts[rank - 1] += 1
                 self._check_minor(counts, dims, pos)
@@ -171,6 +171,8 @@ class LiteralParsing(Scanner):
                 if depth != rank:
                     raise self.error(f"expects a nested array of rank {rank}, but sees a value at "
                                      f"level {depth}", pos)
+                if is_complex:
+                    raise self.error(f"expected a complex value '(re, im)', found '{tok[:40]}'", pos)
                 counts[rank - 1] += 1
                 self._check_minor(counts, dims, pos)
                 tokens.append(tok)

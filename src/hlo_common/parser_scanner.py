@@ -124,6 +124,8 @@ class Scanner:
         m = INT_RE.match(self.text, self.pos)
         if not m:
             raise self.error(f"expected {what}, found {self.found()}")
+        if len(m.group(0)) > 21:  # beyond 64 bits either way
+            raise self.error(f"integer {m.group(0)[:24]}... is out of range")
         self.pos = m.end()
         return int(m.group(0))
 

@@ -1,0 +1,170 @@
+"""What the three CLIs share: error reporting with exit codes, and whole-or-nothing output files.
+
+The contract (design/cli.md): a user error prints one line `<tool>: error: <message>` (plus the
+excerpt with a caret for parse errors) to stderr and exits 1; an unexpected exception is a
+one-line internal error, also exit 1; a usage error is click's business (exit 2); the Python
+traceback appears only with `--debug`. Output files are written to a temporary file in the same
+directory and renamed into place, so a failure never leaves a half-written file.
+
+    @click.command()
+    @click.option("--debug", is_flag=True)
+    @cli_errors("hlo-opt")
+    def main(debug: bool) -> None:
+        ...
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any, Callable, NoReturn, TextIO
+
+from hlo_common.errors import HloError, OutputError
+
+_MAX_MESSAGE = 400
+
+
+def error_lines(tool: str, exc: BaseException, debug: bool = False) -> list[str]:
+    """The lines to print for `exc`: `<tool>: error: ...` and, for parse errors, the excerpt."""
+    if isinstance(exc, HloError):
+        lines = [f"{tool}: error: {_clip(exc.one_line())}"]
+        excerpt = exc.excerpt()
+        if excerpt:
+            lines.append(excerpt)
+        return lines
+    text = str(exc).strip().splitlines()
+    detail = f"{type(exc).__name__}: {_clip(text[0])}" if text else type(exc).__name__
+    hint = "" if debug else " (run with --debug for the traceback)"
+    return [f"{tool}: error: internal error: {detail}{hint}"]
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + "..."
+
+
+def report_error(tool: str, exc: BaseException, debug: bool = False, stream: TextIO | None = None) -> None:
+    """Print `exc` for the user on stderr: the traceback first when debugging, then one line."""
+    stream = stream if stream is not None else sys.stderr
+    if debug:
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=stream)
+    for line in error_lines(tool, exc, debug):
+        print(line, file=stream)
+    stream.flush()
+
+
+def run_command(tool: str, body: Callable[[], Any], debug: bool = False) -> Any:
+    """Run a command body; turn every failure into a message and exit status 1 (130 for ^C).
+
+    Click's own exceptions (usage errors, `--help`) and SystemExit pass through untouched."""
+    try:
+        return body()
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        print(f"{tool}: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except BrokenPipeError:
+        _silence_stdout()
+        sys.exit(1)
+    except Exception as exc:  # noqa: BLE001 - nothing but one line may reach the user
+        if _is_click_exception(exc):
+            raise
+        report_error(tool, exc, debug)
+        sys.exit(1)
+
+
+def cli_errors(tool: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator for a click command callback that has a `debug` parameter: `run_command` around it."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return run_command(tool, lambda: fn(*args, **kwargs), bool(kwargs.get("debug", False)))
+
+        return wrapper
+
+    return decorate
+
+
+def fail(tool: str, message: str) -> NoReturn:
+    """Print `<tool>: error: <message>` and exit 1 (for checks made by the CLI itself)."""
+    print(f"{tool}: error: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def _is_click_exception(exc: BaseException) -> bool:
+    try:
+        import click
+    except ImportError:  # pragma: no cover - click is a dependency
+        return False
+    return isinstance(exc, (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort))
+
+
+def _silence_stdout() -> None:
+    """After the reader of stdout went away, stop Python from complaining at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+# -- output ---------------------------------------------------------------------------------------
+def write_file_atomically(path: str | os.PathLike, data: str | bytes, encoding: str = "utf-8") -> None:
+    """Write `data` to `path` whole or not at all: a temporary file in the same directory, flushed
+    to disk, then renamed over `path`. On any failure the temporary file is removed, `path` is left
+    as it was, and an OutputError says why."""
+    target = Path(path)
+    payload = data.encode(encoding) if isinstance(data, str) else bytes(data)
+    directory = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise OutputError(f"cannot write '{path}': {_reason(exc)}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _mode_for(target))
+        os.replace(tmp, target)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise OutputError(f"cannot write '{path}': {_reason(exc)}") from None
+        raise
+
+
+def write_output(path: str | os.PathLike | None, text: str) -> None:
+    """Write `text` to stdout (`path` None or `-`) or atomically to the file `path`."""
+    if path is None or str(path) == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    write_file_atomically(path, text)
+
+
+def _mode_for(target: Path) -> int:
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _reason(exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "no such directory"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    if isinstance(exc, IsADirectoryError):
+        return "it is a directory"
+    return exc.strerror or str(exc)

@@ -1,0 +1,168 @@
+"""hlo_common.cli_util and hlo_common.source: what the three CLIs share.
+
+A tiny click command stands in for a tool: errors give exit status 1 and one `tool: error:` line
+(plus the caret excerpt for parse errors), never a traceback unless --debug; usage errors stay
+click's (exit 2). Inputs are read with clean errors; outputs are written whole or not at all.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from hlo_common.cli_util import cli_errors, error_lines, run_command, write_file_atomically, write_output
+from hlo_common.errors import HloError, HloParseError, InputError, OutputError
+from hlo_common.parser import parse_module
+from hlo_common.source import read_source
+
+
+@click.command()
+@click.argument("what")
+@click.option("--debug", is_flag=True)
+@cli_errors("toy")
+def toy(what: str, debug: bool) -> None:
+    if what == "parse":
+        parse_module("HloModule m\nENTRY e {\n  ROOT x = f32[] addd(y)\n}", "m.hlo")
+    elif what == "user":
+        raise InputError("inputs.npz: no array named arg0")
+    elif what == "bug":
+        raise ZeroDivisionError("division by zero")
+    click.echo("fine")
+
+
+def _run(*args: str):
+    return CliRunner().invoke(toy, list(args))
+
+
+def test_success_exits_zero():
+    result = _run("ok")
+    assert result.exit_code == 0
+    assert result.output == "fine\n"
+
+
+def test_parse_error_is_one_line_with_location_and_caret():
+    result = _run("parse")
+    assert result.exit_code == 1
+    lines = result.stderr.splitlines()
+    assert lines[0] == "toy: error: m.hlo:3:18: unknown opcode 'addd'"
+    assert lines[1] == "    ROOT x = f32[] addd(y)"
+    assert lines[2] == "  " + " " * 17 + "^"
+    assert "Traceback" not in result.stderr
+
+
+def test_user_error_exits_one_without_traceback():
+    result = _run("user")
+    assert result.exit_code == 1
+    assert result.stderr == "toy: error: inputs.npz: no array named arg0\n"
+
+
+def test_unexpected_exception_is_one_line_internal_error():
+    result = _run("bug")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "toy: error: internal error: ZeroDivisionError: division by zero (run with --debug for the traceback)"]
+    assert "Traceback" not in result.stderr
+
+
+def test_debug_shows_the_traceback():
+    result = _run("bug", "--debug")
+    assert result.exit_code == 1
+    assert "Traceback (most recent call last)" in result.stderr
+    assert result.stderr.rstrip().endswith("toy: error: internal error: ZeroDivisionError: division by zero")
+
+
+def test_usage_error_stays_clicks_exit_two():
+    result = CliRunner().invoke(toy, ["ok", "--no-such-flag"])
+    assert result.exit_code == 2
+    assert "No such option" in result.stderr
+
+
+def test_run_command_returns_the_body_value_and_passes_system_exit():
+    assert run_command("toy", lambda: 7) == 7
+    with pytest.raises(SystemExit) as info:
+        run_command("toy", lambda: (_ for _ in ()).throw(SystemExit(3)))
+    assert info.value.code == 3
+
+
+def test_error_lines_clip_long_messages():
+    (line,) = error_lines("toy", HloError("x" * 5000))
+    assert line.startswith("toy: error: xxx") and line.endswith("...") and len(line) < 500
+
+
+# -- atomic output --------------------------------------------------------------------------------
+def test_atomic_write_replaces_whole_file_and_keeps_its_mode(tmp_path: Path):
+    target = tmp_path / "out.hlo"
+    target.write_text("old")
+    target.chmod(0o640)
+    write_file_atomically(target, "new text")
+    assert target.read_text() == "new text"
+    assert target.stat().st_mode & 0o777 == 0o640
+    assert os.listdir(tmp_path) == ["out.hlo"]
+
+
+def test_atomic_write_failure_leaves_old_file_and_no_temporary(tmp_path: Path, monkeypatch):
+    target = tmp_path / "out.hlo"
+    target.write_text("old")
+
+    def broken_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OutputError, match="cannot write .*No space left on device"):
+        write_file_atomically(target, "new")
+    assert target.read_text() == "old"
+    assert os.listdir(tmp_path) == ["out.hlo"]
+
+
+def test_atomic_write_into_missing_directory_is_an_output_error(tmp_path: Path):
+    with pytest.raises(OutputError, match="no such directory"):
+        write_file_atomically(tmp_path / "nope" / "out.hlo", "x")
+
+
+def test_write_output_dash_goes_to_stdout(capsys):
+    write_output("-", "HloModule m\n")
+    assert capsys.readouterr().out == "HloModule m\n"
+
+
+# -- reading sources ------------------------------------------------------------------------------
+def test_read_source_file_and_stdin(tmp_path: Path):
+    p = tmp_path / "m.hlo"
+    p.write_bytes("\ufeffHloModule m\n".encode())
+    text, name = read_source(p)
+    assert (text, name) == ("HloModule m\n", str(p))
+    src = read_source("-", stdin=io.BytesIO(b"ENTRY e {}\n"))
+    assert (src.text, src.name) == ("ENTRY e {}\n", "<stdin>")
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", r"empty input"),
+    (b"  \n\t\n", r"empty input"),
+    (b"HloModule m\x00\x01", r"binary input \(NUL byte at offset 11\)"),
+    (b"HloModule \xff m", r"not UTF-8 text: byte 0xff at offset 10"),
+])
+def test_read_source_refuses_unusable_input(tmp_path: Path, content: bytes, message: str):
+    p = tmp_path / "bad.hlo"
+    p.write_bytes(content)
+    with pytest.raises(InputError, match=message) as info:
+        read_source(p)
+    assert str(info.value).startswith(f"{p}: ")
+
+
+def test_read_source_missing_and_directory(tmp_path: Path):
+    with pytest.raises(InputError, match=r"cannot read '.*nope.hlo': no such file"):
+        read_source(tmp_path / "nope.hlo")
+    with pytest.raises(InputError, match=r"it is a directory"):
+        read_source(tmp_path)
+
+
+def test_parse_error_excerpt_aligns_caret_under_tabs():
+    with pytest.raises(HloParseError) as info:
+        parse_module("ENTRY e {\n\tROOT x = f32[] bogus()\n}", "t.hlo")
+    err = info.value
+    assert (err.line, err.col) == (2, 17)
+    assert err.excerpt() == "  \tROOT x = f32[] bogus()\n  \t" + " " * 15 + "^"
