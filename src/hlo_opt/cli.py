@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import difflib
 import sys
-import traceback
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import click
 
-from hlo_common.errors import HloError, InputError
+from hlo_common.cli_util import run_command, write_output
+from hlo_common.errors import HloError
 from hlo_common.ir import HloModule
 from hlo_common.parser import parse_modules
 from hlo_common.printer import print_module
+from hlo_common.source import read_source
 from hlo_opt.device import load_device
-from hlo_opt.dump import DumpOptions, ModuleDumper, prepare_dump_directory, write_file_atomically
+from hlo_opt.dump import DumpOptions, ModuleDumper, prepare_dump_directory
 from hlo_opt.pass_base import PASS_REGISTRY
 from hlo_opt.pipeline import PassRunRecord, PipelineSequence, RunOptions, verify
 
@@ -112,34 +113,6 @@ def build_sequence(opts: OptOptions) -> PipelineSequence:
     return build_gpu_pipeline()
 
 
-# -- input / output ------------------------------------------------------------------------------
-def read_input(path: str) -> tuple[str, str]:
-    """(text, name for messages) of a file or of stdin (`-`)."""
-    try:
-        if path == "-":
-            data, name = sys.stdin.buffer.read(), "<stdin>"
-        else:
-            data, name = Path(path).read_bytes(), path
-    except OSError as exc:
-        raise InputError(f"cannot read '{path}': {exc.strerror or exc}") from None
-    try:
-        return data.decode("utf-8"), name
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-
-
-def write_output(path: str | None, text: str) -> None:
-    if path is None or path == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    target = Path(path)
-    try:
-        write_file_atomically(target, text)
-    except OSError as exc:
-        raise InputError(f"cannot write '{path}': {exc.strerror or exc}") from None
-
-
 # -- the run -------------------------------------------------------------------------------------
 def optimize_module(module: HloModule, index: int, sequence: PipelineSequence, opts: OptOptions,
                     dump: DumpOptions | None, run_options: RunOptions) -> str:
@@ -180,7 +153,7 @@ def run(opts: OptOptions) -> None:
     if opts.dump_to is not None:
         dump = DumpOptions(Path(opts.dump_to), opts.dump_pass_re, opts.dump_format or ("text",))
         prepare_dump_directory(dump.directory)
-    text, name = read_input(opts.input)
+    text, name = read_source(opts.input)
     modules = parse_modules(text, name, split=opts.split_input_file)
     outputs = [optimize_module(m, i, sequence, opts, dump, run_options) for i, m in enumerate(modules)]
     if records is not None:
@@ -188,19 +161,6 @@ def run(opts: OptOptions) -> None:
 
         print_timing_table(records)
     write_output(opts.output, MODULE_SEPARATOR.join(outputs))
-
-
-def report_error(exc: BaseException, debug: bool) -> None:
-    if debug:
-        traceback.print_exc(file=sys.stderr)
-    if isinstance(exc, HloError):
-        print(f"{TOOL}: error: {exc.one_line()}", file=sys.stderr)
-        excerpt = exc.excerpt()
-        if excerpt:
-            print(excerpt, file=sys.stderr)
-    else:
-        print(f"{TOOL}: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
-              file=sys.stderr)
 
 
 @click.command(name=TOOL, context_settings={"help_option_names": ["-h", "--help"]})
@@ -225,11 +185,7 @@ def report_error(exc: BaseException, debug: bool) -> None:
 def hlo_opt_command(**kwargs) -> None:
     """Optimize HLO text with XLA:GPU-style passes."""
     opts = OptOptions(**kwargs)
-    try:
-        run(opts)
-    except Exception as exc:  # every failure is one line unless --debug
-        report_error(exc, opts.debug)
-        sys.exit(1)
+    run_command(TOOL, lambda: run(opts), opts.debug)  # every failure is one line unless --debug
 
 
 def main(argv: list[str] | None = None) -> None:

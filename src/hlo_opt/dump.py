@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from hlo_common.cli_util import write_file_atomically
 from hlo_common.errors import InputError
 from hlo_common.ir import HloModule
 from hlo_common.printer import print_module
@@ -74,19 +75,6 @@ def prepare_dump_directory(directory: Path) -> None:
         raise InputError(f"cannot write dumps to '{directory}': {reason}") from None
 
 
-def write_file_atomically(path: Path, text: str) -> None:
-    """Write `text` to a temporary file beside `path`, then rename it into place."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def sanitize_file_name(name: str) -> str:
     """XLA's SanitizeFileName: `/`, `\\`, `[`, `]` and spaces become `_` ("layout assignment")."""
     return _UNSAFE.sub("_", name)
@@ -115,10 +103,7 @@ class ModuleDumper:
         out = []
         for fmt in self.options.formats:
             path = self.options.directory / self.file_name(suffix, fmt)
-            try:
-                write_file_atomically(path, renderers[fmt](module))
-            except OSError as exc:
-                raise InputError(f"cannot write dump '{path}': {exc.strerror or exc}") from None
+            write_file_atomically(path, renderers[fmt](module))  # an OutputError names the file
             out.append(path)
         self.written.extend(out)
         return out
