@@ -65,7 +65,9 @@ class _Keys:
                        for c in _as_list(instr.attrs.get(k)))
         common = (instr.sharding, instr.backend_config, tuple(instr.frontend_attributes),
                   tuple(instr.extra_common), instr.parameter_number)
-        literal = literal_key(instr.literal) if instr.opcode == "constant" else None
+        literal = None
+        if instr.opcode == "constant":  # a `{...}` constant's value is unknown: equal to nothing
+            literal = ("unknown", instr.unique_id) if instr.literal_unknown else literal_key(instr.literal)
         return plain, called, common, literal
 
     def instruction(self, instr: HloInstruction, operand_keys: list) -> tuple:

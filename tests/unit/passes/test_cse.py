@@ -189,3 +189,15 @@ ENTRY e {
   ROOT m = f32[4] multiply(a, q)
 }
 """)
+
+
+def test_constants_with_unknown_values_never_merge():
+    module, changed = run_pass("cse", """
+HloModule m
+ENTRY e {
+  a = f32[4] constant({...})
+  b = f32[4] constant({...})
+  ROOT t = (f32[4], f32[4]) tuple(a, b)
+}
+""")
+    assert not changed and module.instruction_count() == 3
