@@ -77,7 +77,8 @@ def test_large_elementwise_fusion_matches_whole_array_evaluation():
     fused { p = bf16[4,300,200] parameter(0) c = bf16[] constant(0.7978)
             b = bf16[4,300,200] broadcast(c), dimensions={} m = bf16[4,300,200] multiply(p, b)
             t = bf16[4,300,200] tanh(m) ROOT r = bf16[4,300,200] multiply(t, p) }
-    ENTRY e { p = bf16[4,300,200] parameter(0) ROOT f = bf16[4,300,200] fusion(p), kind=kLoop, calls=fused }"""
+    ENTRY e { p = bf16[4,300,200] parameter(0)
+              ROOT f = bf16[4,300,200] fusion(p), kind=kLoop, calls=fused }"""
     x = np.random.default_rng(0).standard_normal((4, 300, 200)).astype(ml_dtypes.bfloat16)
     module = parse_module(text)
     out = evaluate(module, [x])
@@ -107,8 +108,8 @@ def test_custom_call_identities_and_unknown_target():
         ROOT d = f32[3] custom-call(h), custom_call_target="MoveToDevice" }""", np.float32([1, 2, 3]))
     np.testing.assert_array_equal(out, [1, 2, 3])
     with pytest.raises(InterpreterError, match=r"%c \(custom-call\).*target 'my_kernel'"):
-        run('ENTRY e { p = f32[3] parameter(0) ROOT c = f32[3] custom-call(p), custom_call_target="my_kernel" }',
-            np.float32([1, 2, 3]))
+        run('ENTRY e { p = f32[3] parameter(0) '
+            'ROOT c = f32[3] custom-call(p), custom_call_target="my_kernel" }', np.float32([1, 2, 3]))
 
 
 def test_register_custom_call_extends_the_table():
@@ -117,8 +118,8 @@ def test_register_custom_call_extends_the_table():
         return operands[0] * 2
 
     try:
-        out = run('ENTRY e { p = s32[2] parameter(0) ROOT c = s32[2] custom-call(p), custom_call_target="test_double" }',
-                  np.int32([3, 4]))
+        out = run('ENTRY e { p = s32[2] parameter(0) '
+                  'ROOT c = s32[2] custom-call(p), custom_call_target="test_double" }', np.int32([3, 4]))
         assert out.tolist() == [6, 8]
     finally:
         del CUSTOM_CALL_TARGETS["test_double"]
@@ -146,7 +147,8 @@ def test_collective_with_a_real_group_and_send_raise():
     with pytest.raises(InterpreterError, match="replica group of 2 devices"):
         run("""HloModule m
         add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }
-        ENTRY e { p = f32[4] parameter(0) ROOT ar = f32[4] all-reduce(p), replica_groups={{0,1}}, to_apply=add }""",
+        ENTRY e { p = f32[4] parameter(0)
+                  ROOT ar = f32[4] all-reduce(p), replica_groups={{0,1}}, to_apply=add }""",
             np.zeros(4, np.float32))
     with pytest.raises(InterpreterError, match=r"%s \(send\)"):
         run("""ENTRY e { p = f32[4] parameter(0) tok = token[] after-all()

@@ -18,7 +18,8 @@ BF16 = ml_dtypes.bfloat16
 def convert(x, src: str, dst: str, op: str = "convert", out_dims: str | None = None, attrs: str = ""):
     x = np.asarray(x)
     dims = ",".join(str(d) for d in x.shape)
-    text = f"ENTRY e {{ p = {src}[{dims}] parameter(0) ROOT r = {dst}[{out_dims if out_dims is not None else dims}] {op}(p){attrs} }}"
+    out = out_dims if out_dims is not None else dims
+    text = f"ENTRY e {{ p = {src}[{dims}] parameter(0) ROOT r = {dst}[{out}] {op}(p){attrs} }}"
     return evaluate(parse_module(text), [x])
 
 
@@ -28,7 +29,10 @@ FLOATS = [0.0, -0.0, 0.5, -0.5, 1.9, -1.9, 127.5, 128.0, -129.0, 255.9, 300.0, -
 
 def _saturate(v: float, t: str) -> int:
     et = PRIMITIVE_TYPES[t]
-    lo, hi = ((-(1 << (et.bits - 1)), (1 << (et.bits - 1)) - 1) if et.kind == "signed" else (0, (1 << et.bits) - 1))
+    if et.kind == "signed":
+        lo, hi = -(1 << (et.bits - 1)), (1 << (et.bits - 1)) - 1
+    else:
+        lo, hi = 0, (1 << et.bits) - 1
     if math.isnan(v):
         return 0
     if math.isinf(v):
@@ -112,7 +116,8 @@ def test_reduce_precision_flushes_and_keeps_nan():
 def test_stochastic_convert_rounds_up_when_random_is_below_the_fraction():
     x = np.float32([0.25, 0.25, -1.75, -1.75, 2.0, 1e10, -1e10, np.nan])
     r = np.uint32([0x3FFFFFFF, 0x40000000, 0xBFFFFFFF, 0xC0000000, 0, 0, 0, 0])
-    text = "ENTRY e { a = f32[8] parameter(0) b = u32[8] parameter(1) ROOT r = s32[8] stochastic-convert(a, b) }"
+    text = ("ENTRY e { a = f32[8] parameter(0) b = u32[8] parameter(1) "
+            "ROOT r = s32[8] stochastic-convert(a, b) }")
     got = evaluate(parse_module(text), [x, r])
     # fraction 0.25 -> 0x40000000: r < fraction rounds |x| up; signs are restored; values saturate.
     assert got.tolist() == [1, 0, -2, -1, 2, 2**31 - 1, -2**31, 0]

@@ -32,7 +32,8 @@ def test_broadcast_reshape_transpose_slice_reverse_concat():
         run("p = f32[2,3,4] parameter(0) ROOT r = f32[1,2,2] slice(p), slice={[1:2], [0:3:2], [1:4:2]}", X),
         X[1:2, 0:3:2, 1:4:2])
     np.testing.assert_array_equal(
-        run("p = f32[2,3,4] parameter(0) ROOT r = f32[2,3,4] reverse(p), dimensions={0,2}", X), X[::-1, :, ::-1])
+        run("p = f32[2,3,4] parameter(0) ROOT r = f32[2,3,4] reverse(p), dimensions={0,2}", X),
+        X[::-1, :, ::-1])
     np.testing.assert_array_equal(
         run("p = f32[2,3,4] parameter(0) q = f32[2,1,4] parameter(1) "
             "ROOT r = f32[2,4,4] concatenate(p, q), dimensions={1}", X, X[:, :1]),

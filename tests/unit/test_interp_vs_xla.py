@@ -94,12 +94,16 @@ def test_float_ops_match_xla_cpu(t, approx):
 
 def _int_values(t: str) -> list[int]:
     et = PRIMITIVE_TYPES[t]
-    lo, hi = ((-(1 << (et.bits - 1)), (1 << (et.bits - 1)) - 1) if et.kind == "signed" else (0, (1 << et.bits) - 1))
+    if et.kind == "signed":
+        lo, hi = -(1 << (et.bits - 1)), (1 << (et.bits - 1)) - 1
+    else:
+        lo, hi = 0, (1 << et.bits) - 1
     vals = {0, 1, 2, 3, 7, lo, hi, et.bits - 1, et.bits, et.bits + 1, -1, -7, -2}
     return sorted(v for v in vals if lo <= v <= hi)
 
 
-@pytest.mark.parametrize("t", ["s32", "u8", "s4"] + [pytest.param(t, marks=SLOW) for t in ("s8", "s64", "u32", "u64", "u4")])
+@pytest.mark.parametrize(
+    "t", ["s32", "u8", "s4"] + [pytest.param(t, marks=SLOW) for t in ("s8", "s64", "u32", "u64", "u4")])
 def test_integer_ops_match_xla_cpu(t):
     et = PRIMITIVE_TYPES[t]
     dt = np.uint64 if et.kind == "unsigned" else np.int64
@@ -132,8 +136,8 @@ def test_integer_ops_match_xla_cpu(t):
         _assert_same(w, g, f"{op} {t}")
 
 
-CONVERT_TYPES = ["pred", "s8", "s32", "s64", "u8", "u32", "u64", "s4", "f16", "bf16", "f32", "f64", "f8e4m3fn",
-                 "f8e5m2"]
+CONVERT_TYPES = ["pred", "s8", "s32", "s64", "u8", "u32", "u64", "s4", "f16", "bf16", "f32", "f64",
+                 "f8e4m3fn", "f8e5m2"]
 CONVERT_FLOATS = [0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 127.5, 128.0, -129.0, 255.0, 256.0, 65536.0, 3e9,
                   -3e9, 1e19, -1e19, 2.0**31, 2.0**63, -2.0**63, 2.0**64, np.inf, -np.inf, np.nan, 3e38, 33.3,
                   16777217.0]

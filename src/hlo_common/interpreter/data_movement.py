@@ -81,7 +81,8 @@ def _bitcast(instr, operands, ev):
     if not same_type:
         et_in, et_out = in_shape.element_type, out_shape.element_type
         if et_in.bits < 8 or et_out.bits < 8:
-            raise InterpreterError(f"%{instr.name}: bitcast between {et_in.name} and {et_out.name} is not supported")
+            raise InterpreterError(
+                f"%{instr.name}: bitcast between {et_in.name} and {et_out.name} is not supported")
         flat = np.ascontiguousarray(flat).view(et_out.np_dtype)
         if et_out.is_pred:
             flat = flat.view(np.uint8) != 0

@@ -1,10 +1,11 @@
 """Interpreter handlers for the elementwise arithmetic opcodes (unary, binary, ternary).
 
 Semantics follow XLA's HloEvaluator: narrow floats are computed in f32 and rounded once per op;
-integers wrap (integer power is exact modulo 2^bits); integer division by zero gives -1 (signed) or all ones (unsigned) and x % 0 gives x;
-INT_MIN / -1 is INT_MIN and INT_MIN % -1 is 0; shifts by at least the bit width give 0 (or the
-sign fill for arithmetic right shifts); maximum, minimum and clamp propagate NaN. Conversions,
-compare and the bit-level ops live in `conversions.py` and `bitwise.py`.
+integers wrap (integer power is exact modulo 2^bits); integer division by zero gives -1 (signed)
+or all ones (unsigned) and x % 0 gives x; INT_MIN / -1 is INT_MIN and INT_MIN % -1 is 0.
+maximum, minimum and clamp propagate NaN, and order -0 below +0 as XLA:CPU does. Conversions,
+compare and the bit-level ops (shifts, popcnt, clz, mulhi) live in `conversions.py` and
+`bitwise.py`.
 
 Handlers use the instruction only for element types, never for dimensions, so the same code runs
 on whole arrays when `Evaluator.map_computation` vectorizes a scalar computation.

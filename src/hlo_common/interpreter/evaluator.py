@@ -227,7 +227,8 @@ class Evaluator:
     def _evaluate_instruction(self, instr: HloInstruction, operands: list, elementwise: bool) -> Any:
         handler = (elementwise and _ELEMENTWISE_MODE.get(instr.opcode)) or HANDLERS.get(instr.opcode)
         if handler is None:
-            raise InterpreterError(f"{_where(instr)}: the interpreter cannot evaluate opcode '{instr.opcode}'")
+            raise InterpreterError(
+                f"{_where(instr)}: the interpreter cannot evaluate opcode '{instr.opcode}'")
         try:
             value = handler(instr, operands, self)
         except InterpreterError:
@@ -305,7 +306,8 @@ def _coerce_argument(param: HloInstruction, arg: Any) -> Any:
 def _coerce(param: HloInstruction, shape: Shape, arg: Any) -> Any:
     if shape.is_tuple:
         if not isinstance(arg, (tuple, list)) or len(arg) != len(shape.tuple_shapes):
-            raise InterpreterError(f"parameter {param.parameter_number} (%{param.name}) expects a tuple {shape}")
+            raise InterpreterError(
+                f"parameter {param.parameter_number} (%{param.name}) expects a tuple {shape}")
         return tuple(_coerce(param, s, a) for s, a in zip(shape.tuple_shapes, arg))
     if not shape.is_array:
         return TOKEN
