@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from hlo_common.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule
-from hlo_common.opcodes import SIDE_EFFECTING
 
 # Opcodes whose called computations run as control flow (XLA's CallContext::kControlFlow); all
 # other callers (fusion, reduce, map, sort, scatter, custom-call, ...) embed their computation.
@@ -24,19 +23,13 @@ CONTROL_FLOW_CALLERS = frozenset({"call", "conditional", "while", "async-start",
                                   "async-done"})
 ASYNC_OPCODES = frozenset({"async-start", "async-update", "async-done"})
 
-# Instruction fields that belong to the graph, not to the instruction's own description.
-_GRAPH_FIELDS = frozenset({
-    "name", "opcode", "shape", "operands", "users", "parent", "control_predecessors",
-    "control_successors", "unique_id",
-})
 
 
 # -- queries ------------------------------------------------------------------------------------
 def has_side_effect(instr: HloInstruction) -> bool:
-    """XLA's HasSideEffect: the op itself, a side-effecting custom-call, or any called computation."""
-    if instr.opcode in SIDE_EFFECTING:
-        return True
-    if instr.opcode == "custom-call" and instr.attrs.get("custom_call_has_side_effect"):
+    """XLA's HasSideEffect: the op itself (`HloInstruction.has_side_effect`: send/recv, infeed,
+    rng, collectives, side-effecting custom calls) or any computation it calls, recursively."""
+    if instr.has_side_effect:
         return True
     return any(computation_has_side_effect(c) for c in instr.called_computations())
 
@@ -215,34 +208,17 @@ def suffixed_name(name: str, suffix: str) -> str:
 
 # -- cloning ------------------------------------------------------------------------------------
 def clone_instruction(instr: HloInstruction, name: str, operands: list[HloInstruction]) -> HloInstruction:
-    """A detached copy of `instr` with new operands; every non-graph field is copied (lists and
-    dicts shallowly, so called computations and literals are shared with the original)."""
-    new = HloInstruction(name, instr.opcode, instr.shape, operands)
-    for key, value in instr.__dict__.items():
-        if key in _GRAPH_FIELDS:
-            continue
-        if isinstance(value, (list, dict)):
-            value = type(value)(value)
-        setattr(new, key, value)
-    return new
+    """A detached copy of `instr` named `name` reading `operands` (control edges not copied)."""
+    return instr.clone(new_operands=operands, name=name)
 
 
 def clone_computation(comp: HloComputation, module: HloModule, uniquer: NameUniquer,
                       suffix: str = "clone") -> HloComputation:
-    """A copy of `comp` (same callees) added to `module` right after the original, names made
-    unique module-wide with XLA's `.clone` suffix rule."""
-    clone = HloComputation(uniquer.unique(suffixed_name(comp.name, suffix)))
-    clone.execution_thread = comp.execution_thread
-    mapping: dict[int, HloInstruction] = {}
-    for instr in topological_order(comp):
-        ops = [mapping[id(o)] for o in instr.operands]
-        new = clone_instruction(instr, uniquer.unique(suffixed_name(instr.name, suffix)), ops)
-        clone.add_instruction(new)
-        mapping[id(instr)] = new
-    for instr in comp.instructions:
-        for pred in instr.control_predecessors:
-            mapping[id(pred)].add_control_dependency_to(mapping[id(instr)])
-    clone.root = mapping[id(comp.root)]
+    """A copy of `comp` (same callees) added to `module` right after the original (so callees
+    still come before callers), names made unique module-wide with XLA's `.clone` suffix rule."""
+    clone = comp.clone(name=uniquer.unique(suffixed_name(comp.name, suffix)))
+    for original, twin in zip(comp.instructions, clone.instructions):
+        twin.name = uniquer.unique(suffixed_name(original.name, suffix))
     clone.parent = module
     module.computations.insert(module.computations.index(comp) + 1, clone)
     return clone
