@@ -169,6 +169,12 @@ class Evaluator:
         """
         return self._run(comp, args, elementwise=True)
 
+    def evaluate_instruction(self, instr: HloInstruction, operands: Sequence[Any]) -> Any:
+        """Evaluate one instruction on already-evaluated operand values (constant folding and
+        trip-count analysis in hlo-opt); failures are InterpreterErrors naming `instr`."""
+        with np.errstate(all="ignore"):
+            return self._evaluate_instruction(instr, list(operands), False)
+
     def map_computation(self, comp: HloComputation, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Apply a scalar computation elementwise over same-shaped arrays.
 

@@ -1,0 +1,43 @@
+"""OpExpanderPass (XLA's `op_expander_pass.h`): the base of the passes that replace one kind of
+instruction by a graph of simpler ones (`logistic-expander`, `batchnorm_expander`,
+`select-and-scatter-expander`, `gather_expander`, `rng-expander`, ...).
+
+A subclass says which instructions it wants (`instruction_matches_pattern`) and builds the
+replacement next to the instruction (`expand_instruction`, returning the new root or None to
+decline). The base collects every match of the non-fusion computations first, then expands them
+one by one and replaces each with its expansion (control dependencies relayed, the old
+instruction and its now-dead operands removed). No class here is registered: it is not a pass.
+"""
+
+from __future__ import annotations
+
+from hlo_common.ir import HloInstruction, HloModule
+from hlo_opt.hlo_creation_utils import non_fusion_computations
+from hlo_opt.hlo_utils import relay_control_dependencies, replace_instruction
+from hlo_opt.pass_base import HloPass
+
+
+class OpExpanderPass(HloPass):
+    """Expands every instruction that `instruction_matches_pattern` into `expand_instruction`'s graph."""
+
+    def instruction_matches_pattern(self, instr: HloInstruction) -> bool:  # pragma: no cover
+        raise NotImplementedError
+
+    def expand_instruction(self, instr: HloInstruction) -> HloInstruction | None:  # pragma: no cover
+        raise NotImplementedError
+
+    def run(self, module: HloModule) -> bool:
+        matches = [instr for comp in non_fusion_computations(module) for instr in comp.post_order()
+                   if self.instruction_matches_pattern(instr)]
+        changed = False
+        for instr in matches:
+            if instr.parent is None:
+                continue
+            new_root = self.expand_instruction(instr)
+            if new_root is None:
+                continue
+            if new_root is not instr:
+                relay_control_dependencies(instr, new_root)
+                replace_instruction(instr, new_root, preserve_sharding=False)
+            changed = True
+        return changed
