@@ -140,6 +140,23 @@ class ComputationEditing:
             work.extend(reversed(operands))
         return removed
 
+    def remove_instructions(self, instrs: Iterable[HloInstruction]) -> None:
+        """Remove several instructions, each without users when its turn comes, with one pass over
+        the instruction list (k calls of `remove_instruction` cost O(k * n))."""
+        gone: set[int] = set()
+        for instr in instrs:
+            if instr.users:
+                raise ValueError(f"removing %{instr.name} which still has users "
+                                 f"{[u.name for u in instr.users]}")
+            instr.set_operands([])
+            instr.drop_all_control_deps()
+            if self._names.get(instr.name) is instr:
+                del self._names[instr.name]
+            instr.parent = None
+            gone.add(id(instr))
+        if gone:
+            self.instructions = [i for i in self.instructions if id(i) not in gone]
+
     def clone(self, suffix: str = "clone", name: str | None = None) -> HloComputation:
         """A deep copy of the instruction graph (names kept, control dependencies mapped, called
         computations shared), named `name` or `<name>.<suffix>`; not added to any module."""

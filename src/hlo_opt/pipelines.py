@@ -130,7 +130,6 @@ GPU_PIPELINES: tuple[PipelineSpec, ...] = (
 
 # Every pass name the GPU pipeline uses that has no implementation yet, with what it will do.
 PLANNED_PASSES: dict[str, str] = {
-    "algsimp": "AlgebraicSimplifier: local algebraic rewrites (x+0, reshape(reshape), ...)",
     "all-gather-broadcast-reorder": "AllGatherBroadcastReorder: all-gather(broadcast) -> broadcast(...)",
     "all-reduce-folder": "AllReduceFolder: fold all-reduce(all-reduce) over compatible groups",
     "all-reduce-promotion": "AllReducePromotion: 16-bit integer all-reduce computed in 32 bits",

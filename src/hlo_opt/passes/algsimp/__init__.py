@@ -1,0 +1,17 @@
+"""The rewrites of the AlgebraicSimplifier ("algsimp"), one module per family, registered by opcode
+in `base.REWRITES` when imported. The pass itself is `hlo_opt.passes.algebraic_simplifier`.
+
+    arithmetic   add, subtract, multiply, negate
+    division     divide, power, remainder, abs, exp, log, rsqrt, not
+    logical      maximum, minimum, clamp, and, or, xor, compare, select, complex, real, imag
+    shape_ops    broadcast, reshape, transpose, bitcast, copy, reverse, iota, constant, convert
+    slicing      slice, concatenate, pad, dynamic-slice, dynamic-update-slice
+    reductions   reduce, reduce-window, dot, sort, gather, scatter, map, tuples
+"""
+
+from hlo_opt.passes.algsimp import (  # noqa: F401 - importing registers the rewrites
+    arithmetic, division, logical, reductions, shape_ops, slicing,
+)
+from hlo_opt.passes.algsimp.base import REWRITES, Rewriter, all_rewrites
+
+__all__ = ["REWRITES", "Rewriter", "all_rewrites"]
