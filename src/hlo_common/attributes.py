@@ -293,7 +293,8 @@ class LiteralAttr:
     def __str__(self) -> str:
         from hlo_common.literal import format_literal
 
-        return f"{self.shape.to_string(False)} {format_literal(self.value, self.shape)}"
+        # The layout is printed so that `s32[2]{0} {3, 4}` cannot read `{3, 4}` as a layout.
+        return f"{self.shape} {format_literal(self.value, self.shape)}"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, LiteralAttr) and str(self) == str(other)

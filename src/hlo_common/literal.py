@@ -66,6 +66,8 @@ def format_float(v, ptype: PrimitiveType | None = None) -> str:
         return _nan_text(v, ptype)
     if math.isinf(f):
         return "inf" if f > 0 else "-inf"
+    if f == 0 and math.copysign(1.0, f) < 0:
+        return "-0.0"  # XLA prints "-0", which its parser reads as the integer 0 (+0.0)
     if ptype.name == "f32":
         text = "%.6g" % f
         with np.errstate(over="ignore"):
@@ -91,7 +93,8 @@ def _format_floats(flat: np.ndarray, ptype: PrimitiveType) -> list[str]:
             bad = np.nonzero(back != flat)[0]
         for i in bad.tolist():
             out[i] = "%.*g" % (long_, values[i])
-    for i in np.nonzero(~np.isfinite(flat.astype(np.float64)))[0].tolist():
+    wide = flat.astype(np.float64)
+    for i in np.nonzero(~np.isfinite(wide) | ((wide == 0) & np.signbit(wide)))[0].tolist():
         out[i] = format_float(flat[i], ptype)
     return out
 
@@ -269,6 +272,8 @@ def _float_values(tokens: list[str], positions: list[int], et: PrimitiveType,
         if "nan" in tok:
             nans.append((i, tok))
             vals.append(-math.nan if tok.startswith("-") else math.nan)
+        elif _INT_TOKEN.fullmatch(tok):
+            vals.append(float(int(tok)) if len(tok) < 400 else float(tok))  # XLA: "-0" is the integer 0
         else:
             vals.append(float(tok))
     wide = np.array(vals, dtype=np.float64)

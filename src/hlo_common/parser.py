@@ -181,6 +181,7 @@ class _Parser(AttributeParsing):
         is_entry = self.peek_name() == "ENTRY" and not self.text.startswith("%", self.pos)
         if is_entry:
             self.name()
+        self.ws()
         name_pos = self.pos
         name = self.name("a computation name")
         if name in self.computations:
@@ -267,6 +268,7 @@ class _Parser(AttributeParsing):
         if is_root:
             self._root_pos = self.pos
             self.name()
+        self.ws()
         name_pos = self.pos
         name = self.name("an instruction name")
         self._check_name(name, name_pos)

@@ -21,7 +21,8 @@ from hlo_common.literal import (
 from hlo_common.parser_scanner import MAX_NESTING, Scanner
 from hlo_common.shape import Shape
 
-_LIT_TOKEN_RE = re.compile(r"\s+|//[^\n]*|/\*.*?\*/|[{}(),]|\.\.\.|[^\s{}(),/]+|/", re.S)
+_LIT_TOKEN_RE = re.compile(
+    r"-?nan\(0x[0-9a-fA-F]+\)|\s+|//[^\n]*|/\*.*?\*/|[{}(),]|\.\.\.|[^\s{}(),/]+|/", re.S)
 
 
 class LiteralParsing(Scanner):

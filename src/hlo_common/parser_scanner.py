@@ -369,17 +369,8 @@ class Scanner:
 
 
 def normalize_space(text: str) -> str:
-    """Collapse whitespace runs outside quoted strings to one space (no space after an opener
-    or before a closer), so raw attribute text prints on one line."""
-    if not any(c.isspace() for c in text):
+    """Collapse whitespace runs outside quoted strings to one space, so raw attribute text
+    prints on one line (XLA's own spacing, such as `{ {0}: (0, {}) }`, is kept)."""
+    if "\n" not in text and "\t" not in text and "  " not in text and "\r" not in text:
         return text
-    out = []
-    for piece in _RAW_PIECE_RE.findall(text):
-        if piece[0].isspace():
-            if out and out[-1][-1] not in "{[(":
-                out.append(" ")
-            continue
-        if out and out[-1] == " " and piece[0] in "}])":
-            out.pop()
-        out.append(piece)
-    return "".join(out).strip()
+    return "".join(" " if piece[0].isspace() else piece for piece in _RAW_PIECE_RE.findall(text)).strip()
