@@ -44,6 +44,7 @@ class Case:
     checks: str
     negative: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    negative_options: dict[str, Any] | None = None  # default: `options`
     numeric: bool = True  # False only where the interpreter cannot tell (e.g. bitcasts of padding)
 
     @property
@@ -60,7 +61,8 @@ class Case:
     def check_declines(self) -> None:
         if self.negative is None:
             pytest.fail(f"case {self.name} has no negative module")
-        check_unchanged("algsimp", module_text(self.negative), **self.options)
+        options = self.options if self.negative_options is None else self.negative_options
+        check_unchanged("algsimp", module_text(self.negative), **options)
 
 
 def _leaves(value: Any) -> list[np.ndarray]:
