@@ -246,11 +246,8 @@ class ReplicaGroups:
             return text + (f"T({','.join(map(str, perm))})" if len(dims) > 1 else "")
         axes, grouped = self.mesh
         mesh = ",".join(f"'{a}'={n}" for a, n in axes)
-        return f"mesh[{mesh}] {{{','.join(repr_axis(a) for a in grouped)}}}"
-
-
-def repr_axis(name: str) -> str:
-    return f"'{name}'"
+        axes_text = ",".join(f"'{a}'" for a in grouped)
+        return f"mesh[{mesh}] {{{axes_text}}}"
 
 
 def _int_list(text: str, open_: str, close: str) -> tuple[int, ...]:

@@ -200,11 +200,19 @@ def first_element_literal(value: np.ndarray, ptype: PrimitiveType, dims) -> np.n
     return arr
 
 
+_FULL_GARBAGE_ELEMENTS = 1 << 20
+
+
 def garbage_literal(shape_dims, ptype: PrimitiveType, seed_text: str) -> np.ndarray:
-    """Deterministic stand-in values for a `{...}` constant whose values were not printed."""
+    """Deterministic stand-in values for a `{...}` constant whose values were not printed. Above
+    a million elements one random row is broadcast (read-only) instead of filling the array."""
     seed = sum((i + 1) * ord(c) for i, c in enumerate(seed_text)) & 0xFFFFFFFF
     rng = np.random.default_rng(seed)
-    n = int(np.prod(shape_dims, dtype=np.int64))
+    shape_dims = tuple(shape_dims)
+    n = math.prod(shape_dims)
+    if n > _FULL_GARBAGE_ELEMENTS and len(shape_dims) >= 2 and shape_dims[-1] <= _FULL_GARBAGE_ELEMENTS:
+        row = garbage_literal(shape_dims[-1:], ptype, seed_text)
+        return np.broadcast_to(row, shape_dims)
     if ptype.is_pred:
         vals = rng.integers(0, 2, n).astype(bool)
     elif ptype.is_integer:
@@ -274,6 +282,8 @@ def _float_values(tokens: list[str], positions: list[int], et: PrimitiveType,
             vals.append(-math.nan if tok.startswith("-") else math.nan)
         elif _INT_TOKEN.fullmatch(tok):
             vals.append(float(int(tok)) if len(tok) < 400 else float(tok))  # XLA: "-0" is the integer 0
+        elif "inf" not in tok and math.isinf(float(tok)):
+            raise LiteralError(f"constant {tok[:40]} is out of range for double and so cannot be read", pos)
         else:
             vals.append(float(tok))
     wide = np.array(vals, dtype=np.float64)

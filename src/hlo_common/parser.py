@@ -86,6 +86,7 @@ class _Parser(AttributeParsing):
         self.pending_inline: list[HloComputation] = []
         self.depth = 0
         self._root_pos = 0
+        self.single: HloComputation | None = None  # the computation of a single-instruction text
 
     # -- module -----------------------------------------------------------------------------------
     def parse_module(self) -> HloModule:
@@ -97,6 +98,8 @@ class _Parser(AttributeParsing):
             self.accept(":")  # XLA's lexer takes `name:` as a name too
             while self.accept(","):
                 self.header_attr()
+        elif self._at_single_instruction():
+            return self.single_instruction()
         else:
             self.module = HloModule("")
         self.stack_frame_table()
@@ -118,6 +121,46 @@ class _Parser(AttributeParsing):
             mod.name = f"module_{mod.entry.name}"
         self._check_entry_layout()
         return mod
+
+    def _at_single_instruction(self) -> bool:
+        """Text that starts like an instruction (`x = ...` or a shape), not like a computation."""
+        if self.at_shape():
+            return True
+        m = NAME_RE.match(self.text, self.pos)
+        if not m or m.group(1) in ("ENTRY", "ROOT"):
+            return m is not None and m.group(1) == "ROOT"
+        rest = WS_RE.match(self.text, m.end())
+        return self.text.startswith("=", rest.end() if rest else m.end())
+
+    def single_instruction(self) -> HloModule:
+        """XLA's ParseSingleInstruction: one instruction becomes a scheduled module `_`; operands
+        that have a shape but are not defined become parameters (`_0`, `_1` when nameless)."""
+        self.module = HloModule("_")
+        comp = HloComputation("_")
+        self.single = comp
+        scope: dict[str, HloInstruction] = {}
+        if self.at_shape():
+            instr = self.instruction_body("_", comp, scope, allow_attributes=True)
+        else:
+            instr, _ = self.instruction(comp, scope)
+        if not self.at_end():
+            raise self.error("expected the end of the text after a single instruction (a module needs an "
+                             "'HloModule' header or an ENTRY computation)")
+        comp.root = instr
+        self._check_parameters(comp, 0)
+        for c in self.pending_inline:
+            self.module.add_computation(c)
+        self.module.add_computation(comp, entry=True)
+        self.module.is_scheduled = True
+        return self.module
+
+    def _missing_parameter(self, name: str, shape, comp: HloComputation, scope: dict) -> HloInstruction:
+        number = sum(1 for i in comp.instructions if i.opcode == "parameter")
+        param = HloInstruction(name or f"_{number}", "parameter", shape)
+        param.parameter_number = number
+        comp.add_instruction(param)
+        scope[param.name] = param
+        return param
 
     def header_attr(self) -> None:
         key_pos = self.pos
@@ -178,6 +221,9 @@ class _Parser(AttributeParsing):
 
     # -- computations -----------------------------------------------------------------------------
     def computation(self) -> tuple[HloComputation, bool]:
+        if self.peek_name() == "HloModule" and not self.text.startswith("%", self.pos):
+            raise self.error("a second 'HloModule' in one module text (separate modules with a "
+                             "'// -----' line and read them with --split-input-file / parse_modules)")
         is_entry = self.peek_name() == "ENTRY" and not self.text.startswith("%", self.pos)
         if is_entry:
             self.name()
@@ -379,7 +425,11 @@ class _Parser(AttributeParsing):
         if m and not self.text.startswith("%", pos) and self._followed_by_paren(m.end()):
             self.pos = save  # a nested instruction: [shape] opcode(operands), no attributes
             return self.instruction_body("", comp, scope, allow_attributes=False)
+        if declared is not None and comp is self.single and self.text.startswith((",", ")"), pos):
+            return self._missing_parameter("", declared, comp, scope)
         name = self.name("an operand name")
+        if name not in scope and declared is not None and comp is self.single:
+            return self._missing_parameter(name, declared, comp, scope)
         if name not in scope:
             raise self.error(f"operand '{name}' is not defined in computation '{comp.name}' "
                              "(operands must be defined before use)", pos)

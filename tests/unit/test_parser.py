@@ -47,6 +47,21 @@ def test_headerless_module_is_named_after_its_entry_and_last_computation_is_entr
     assert [c.name for c in m.computations] == ["add", "main"]
 
 
+def test_single_instruction_text_becomes_a_module_with_parameters():
+    # XLA's ParseSingleInstruction: shaped operands that are not defined become parameters.
+    m = parse_module("f32[4] add(f32[4] %x, f32[4] multiply(f32[4], f32[4] y))")
+    e = m.entry
+    assert m.name == "_" and m.is_scheduled and e.root.name == "_"
+    assert [(p.name, p.parameter_number) for p in e.parameters] == [("x", 0), ("_1", 1), ("y", 2)]
+    assert e.root.operands[1].opcode == "multiply"
+    m = parse_module("r = f32[2] negate(f32[2] p)")
+    assert m.entry.root.name == "r" and m.entry.parameters[0].name == "p"
+    with pytest.raises(HloParseError, match="operand 'p' is not defined"):
+        parse_module("r = f32[2] negate(p)")
+    with pytest.raises(HloParseError, match="expected the end of the text after a single instruction"):
+        parse_module("r = f32[2] negate(f32[2] p)\ns = f32[2] abs(r)")
+
+
 def test_percent_sigils_are_optional_and_root_defaults_to_last_instruction():
     m = parse_module("ENTRY %e { %p = f32[2] parameter(0)\n %n = f32[2] negate(%p)\n r = f32[2] abs(n) }")
     assert m.entry.root.name == "r"
@@ -89,6 +104,12 @@ def test_split_on_dash_lines_only_exact_marker():
     mods = parse_modules(text, "x.hlo")
     assert [m.name for m in mods] == ["a", "b"]
     assert [c.name for c in mods[1].computations] == ["e", "c"]
+
+
+def test_two_modules_without_a_separator_are_an_error():
+    with pytest.raises(HloParseError, match="a second 'HloModule' in one module text") as info:
+        parse_module("HloModule a\nENTRY e { ROOT p = f32[] parameter(0) }\nHloModule b\n", "x.hlo")
+    assert (info.value.line, info.value.col) == (3, 1)
 
 
 def test_errors_in_later_chunks_report_file_lines():

@@ -116,6 +116,7 @@ def test_huge_zero_splat_is_a_view_and_prints_short():
     ("f32[2]", "{1, 2", "unexpected ')' in a literal"),
     ("f32[2,2]", "{ {...}, {1, 2} }", "expects '...' at nesting level 1"),
     ("s32[]", "0x10", "expects an integer for primitive type s32, found '0x10'"),
+    ("f64[]", "1e999", "constant 1e999 is out of range for double"),
 ])
 def test_literal_errors(shape, literal, message):
     with pytest.raises(HloParseError, match=re.escape(message)):
