@@ -110,6 +110,14 @@ class Rewriter:
                shape: Shape | None = None, attrs: dict[str, Any] | None = None) -> HloInstruction:
         return self.add(opcode, [lhs, rhs], shape, attrs)
 
+    def clone(self, instr: HloInstruction, operands: list[HloInstruction],
+              shape: Shape | None = None) -> HloInstruction:
+        """XLA's CloneWithNewOperands, added to the computation under a fresh name."""
+        new = instr.clone(new_operands=operands, shape=shape or instr.shape, name=instr.name)
+        self.comp.add_instruction(new)
+        self.created.append(new)
+        return new
+
     # -- replacement ---------------------------------------------------------------------------
     def replace(self, old: HloInstruction, new: HloInstruction) -> bool:
         """XLA's ReplaceInstruction: uses and the root slot move to `new` (added if detached);
@@ -142,6 +150,11 @@ class Rewriter:
                          attrs: dict[str, Any] | None = None, shape: Shape | None = None) -> bool:
         """XLA's ReplaceWithNewInstruction: a new instruction with old's shape (layout included)."""
         return self.replace(old, self.add(opcode, operands, shape or old.shape, attrs))
+
+    def replace_uses(self, old: HloInstruction, new: HloInstruction) -> None:
+        """XLA's ReplaceAllUsesWith on an instruction other than the visited one; `old` goes if dead."""
+        old.replace_all_uses_with(new)
+        self.drop_if_dead(old)
 
     def set_operand(self, instr: HloInstruction, index: int, new: HloInstruction) -> None:
         """XLA's ReplaceOperandWith; the old operand goes if nothing else reads it."""
