@@ -69,7 +69,7 @@ class RunOptions:
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("input_path", metavar="[INPUT]", required=False)
 @click.option("--platform", type=click.Choice(PLATFORMS),
-              help="Where to run (default: cuda when a GPU is usable, else host; for now interpreter).")
+              help="Where to run (default: cuda when a GPU is usable, else host).")
 @click.option("--inputs", "inputs_path", metavar="FILE.npz",
               help="Arguments named arg0..argN-1 in entry-parameter order.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
@@ -115,8 +115,13 @@ def main(argv: list[str] | None = None) -> None:
 
 def load_programs(text: str, name: str, split: bool) -> list[Program]:
     """Parse the input into programs: one module, or one per `// -----` chunk with --split-input-file."""
+    from hlo_common.manifest import looks_like_manifest
     from hlo_common.parser import parse_module, parse_modules, split_module_texts
 
+    if looks_like_manifest(text):
+        from hlo_run.manifest_runtime import manifest_program
+
+        return [manifest_program(text, name)]
     if not split:
         return [Program(name, parse_module(text, name), text)]
     modules = parse_modules(text, name)

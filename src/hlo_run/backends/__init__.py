@@ -29,6 +29,8 @@ from hlo_common.shape import Shape
 BACKENDS: dict[str, str] = {
     "interpreter": "hlo_run.backends.interpreter:InterpreterBackend",
     "xla-cpu": "hlo_run.backends.xla_cpu:XlaCpuBackend",
+    "host": "hlo_run.backends.host:HostBackend",
+    "cuda": "hlo_run.backends.cuda:CudaBackend",
 }
 # What `--platform` defaults to: the first of these that is registered and usable.
 PLATFORM_PREFERENCE = ("cuda", "host", "interpreter")

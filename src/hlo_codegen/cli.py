@@ -1,0 +1,75 @@
+"""`hlo-codegen [OPTIONS] [INPUT]`: HLO text in, a manifest out (design/cli.md).
+
+The middle tool of `hlo-opt | hlo-codegen | hlo-run`. It reads HLO text from a file or stdin
+(normally hlo-opt's output; an unfused, unscheduled module compiles too), compiles it for
+`--target cuda|host` (`hlo_codegen.compiler`) and writes the manifest to stdout or `-o` (whole
+or not at all). `--dump-to DIR` writes the module as compiled, the buffer assignment,
+`thunk_sequence.txt` and per kernel its kernel IR, `.ll` and `.ptx` (`hlo_codegen.dump`).
+
+    hlo-opt model.hlo | hlo-codegen --target host -o model.manifest.json
+
+A user error (bad HLO, an instruction nothing can run, a kernel that fails to lower or link) is
+one line `hlo-codegen: error: ...` and exit status 1; a usage error exits 2; `--debug` shows
+the traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from hlo_common.cli_util import run_command, write_file_atomically
+from hlo_common.source import read_source
+
+TOOL = "hlo-codegen"
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("input_path", metavar="[INPUT]", required=False)
+@click.option("-o", "--output", "output_path", metavar="PATH", help="The manifest (default: stdout).")
+@click.option("--target", type=click.Choice(["cuda", "host"]), default="cuda", show_default=True,
+              help="cuda: PTX kernels and cuBLAS gemms; host: LLVM IR kernels run on the CPU.")
+@click.option("--arch", default="sm_90", show_default=True, help="GPU architecture for PTX and cubin.")
+@click.option("--dump-to", "dump_to", metavar="DIR",
+              help="Write the buffer assignment, thunk_sequence.txt and per-kernel IR, .ll, .ptx here.")
+@click.option("--debug", is_flag=True, help="Show Python tracebacks.")
+def cli(input_path, output_path, target, arch, dump_to, debug) -> None:
+    """Compile an HLO module (file or stdin) into a manifest for hlo-run."""
+    run_command(TOOL, lambda: _compile(input_path, output_path, target, arch, dump_to), debug)
+
+
+def _compile(input_path: str | None, output_path: str | None, target: str, arch: str,
+             dump_to: str | None) -> None:
+    from hlo_common.parser import parse_module
+
+    from hlo_codegen.compiler import CompileOptions, compile_module
+
+    options = CompileOptions(target=target, arch=arch)
+    if dump_to is not None:
+        from hlo_codegen.dump import prepare_dump_directory
+
+        prepare_dump_directory(Path(dump_to))
+    text, name = read_source(input_path)
+    module = parse_module(text, name)
+    result = compile_module(module, options)
+    if dump_to is not None:
+        from hlo_codegen.dump import write_dumps
+
+        write_dumps(Path(dump_to), result, options)
+    data = result.manifest.to_bytes()
+    if output_path is None or output_path == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        write_file_atomically(output_path, data)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point (`hlo-codegen`)."""
+    cli.main(args=argv, prog_name=TOOL)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""The hlo-codegen driver: HLO module -> manifest (XLA's `GpuCompiler::RunBackend`, in stages).
+
+Where it sits: behind `hlo-codegen` (the CLI) and `hlo_run`'s in-process compile hook. Stages:
+
+1. prepare (on codegen's own module): flatten the call graph when a control-flow computation has
+   several callers, wrap lone instructions into kLoop fusions (`fusion_wrapper`), insert the
+   copies control flow and in-place ops need (`buffer_assignment.insert_copies`);
+2. buffer assignment (`buffer_assignment.assign_buffers`);
+3. thunk emission, with kernels emitted and lowered by the kernel backend for the target
+   (`thunk_emitter`): PTX for `cuda` (checked into a cubin with nvJitLink), LLVM IR for `host`;
+4. the manifest (`hlo_common.manifest`): allocations with constant bytes, entry signature,
+   kernels, thunks, the module text.
+
+    >>> result = compile_module(parse_module(text), CompileOptions(target="host"))  # doctest: +SKIP
+    >>> result.manifest.to_bytes()[:40]
+    b'{\\n "allocations": [\\n  {\\n   "alignment"'
+
+Every failure is an HloError naming the instruction or kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hlo_common.errors import HloError
+from hlo_common.ir import HloModule
+from hlo_common.layout_bytes import array_to_bytes
+from hlo_common.manifest import Allocation, EntrySignature, Manifest, OutputLeaf
+from hlo_common.manifest_thunks import BufferSlice
+from hlo_common.printer import print_module
+
+from hlo_codegen.buffer_assignment import BufferAssignment, assign_buffers, insert_copies
+from hlo_codegen.buffer_assignment.assignment import ENTRY_PARAMETER_ALIGNMENT
+from hlo_codegen.thunk_emitter import CompiledKernel, KernelBackend, ThunkEmitter
+
+TARGETS = ("cuda", "host")
+DEFAULT_ARCH = "sm_90"
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    target: str = "cuda"
+    arch: str = DEFAULT_ARCH
+
+    def __post_init__(self) -> None:
+        if self.target not in TARGETS:
+            raise HloError(f"unknown target '{self.target}' (expected one of {', '.join(TARGETS)})")
+
+    @property
+    def manifest_arch(self) -> str:
+        return self.arch if self.target == "cuda" else "host"
+
+
+@dataclass
+class CompileResult:
+    module: HloModule  # as compiled: wrapped, with copies
+    assignment: BufferAssignment
+    manifest: Manifest
+    kernels: dict[str, CompiledKernel] = field(default_factory=dict)
+
+
+def prepare_module(module: HloModule) -> None:
+    """Stage 1, in place: flat call graph, wrapped lone instructions, copies."""
+    from hlo_codegen.fusion_wrapper import wrap_lone_instructions
+
+    _flatten_call_graph(module)
+    wrap_lone_instructions(module)
+    insert_copies(module)
+
+
+def _flatten_call_graph(module: HloModule) -> None:
+    from hlo_codegen.buffer_assignment.call_graph import computation_contexts
+
+    try:
+        computation_contexts(module)
+        return
+    except HloError:
+        pass
+    from hlo_opt.passes.flatten_call_graph import FlattenCallGraph  # hlo-opt's pass, reused as is
+
+    FlattenCallGraph().run(module)
+
+
+def compile_module(module: HloModule, options: CompileOptions,
+                   backend: KernelBackend | None = None) -> CompileResult:
+    """Compile `module` (modified in place) for `options.target`."""
+    prepare_module(module)
+    assignment = assign_buffers(module)
+    backend = backend if backend is not None else default_backend(options)
+    emitter = ThunkEmitter(module, assignment, backend)
+    thunks = emitter.emit_entry()
+    manifest = Manifest(
+        module_name=module.name, target=options.target, arch=options.manifest_arch,
+        hlo=print_module(module), entry=entry_signature(module, assignment),
+        allocations=allocations(assignment), kernels={k: ck.kernel for k, ck in emitter.kernels.items()},
+        thunks=thunks)
+    manifest.validate()
+    return CompileResult(module, assignment, manifest, emitter.kernels)
+
+
+def default_backend(options: CompileOptions) -> KernelBackend:
+    """The emitters + lowering of `hlo_codegen` for the target (imported on first use)."""
+    from hlo_codegen.kernel_backend import EmitterBackend
+
+    return EmitterBackend(options.target, options.arch)
+
+
+# -- manifest pieces ----------------------------------------------------------------------------------
+def _slice(s) -> BufferSlice:
+    return BufferSlice(s.index, s.offset, s.size)
+
+
+def entry_signature(module: HloModule, ba: BufferAssignment) -> EntrySignature:
+    entry = module.entry
+    root = entry.root
+    outputs = tuple(OutputLeaf(index, leaf.to_string(), _slice(ba.get_slice(root, index)))
+                    for index, leaf in root.shape.leaf_shapes() if leaf.is_array)
+    params = tuple(p.shape.to_string() for p in entry.parameters)
+    return EntrySignature(params, root.shape.to_string(), outputs)
+
+
+def allocations(ba: BufferAssignment) -> list[Allocation]:
+    out = []
+    for a in ba.allocations:
+        if a.is_entry_computation_parameter:
+            kind, align = "parameter", ENTRY_PARAMETER_ALIGNMENT
+        elif a.is_constant:
+            kind, align = "constant", ba.alignment
+        else:
+            kind, align = ("output" if a.maybe_live_out else "temp"), ba.alignment
+        out.append(Allocation(
+            index=a.index, size=a.size, kind=kind, alignment=align, maybe_live_out=a.maybe_live_out,
+            parameter_number=a.parameter_number if kind == "parameter" else None,
+            parameter_shape_index=tuple(a.param_shape_index) if kind == "parameter" else (),
+            constant=_constant_bytes(a) if kind == "constant" else None, color=a.color))
+    return out
+
+
+def _constant_bytes(alloc) -> bytes:
+    """The bytes of a constant allocation: its constant's literal (leaf), in physical layout."""
+    data = bytearray(alloc.size)
+    for value, (offset, size) in sorted(alloc.assigned.items(), key=lambda kv: kv[0].id):
+        instr = value.instruction
+        literal = instr.literal
+        for i in value.index:
+            literal = literal[i]
+        raw = array_to_bytes(literal, instr.shape.subshape(value.index))
+        if len(raw) != size:
+            raise HloError(f"%{instr.name}: constant of {len(raw)} bytes in a {size}-byte slice")
+        data[offset:offset + size] = raw
+    return bytes(data)

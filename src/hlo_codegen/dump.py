@@ -1,0 +1,82 @@
+"""`hlo-codegen --dump-to DIR`: the compiled module's readable artifacts, named as XLA names them.
+
+Where it sits: after `compiler.compile_module`; every file is written whole or not at all.
+
+    module_0000.<name>.sm_9.0a_gpu_after_optimizations.txt                    the module as compiled
+    module_0000.<name>.sm_9.0a_gpu_after_optimizations-buffer-assignment.txt  BufferAssignment::ToString
+    module_0000.<name>.thunk_sequence.txt                                     the thunk tree
+    module_0000.<name>.<kernel>.<suffix>      per kernel: its kernel IR text, `.ll`, `.ptx` (cuda)
+
+On the host target the prefix is `cpu_after_optimizations` (XLA:CPU's spelling). The GPU
+prefix is `sm_<major>.<minor>` of `--arch` plus `a` for the Hopper/Blackwell feature sets XLA
+dumps with (`sm_90` -> `sm_9.0a`).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hlo_common.cli_util import write_file_atomically
+from hlo_common.errors import InputError
+from hlo_common.printer import print_module
+
+from hlo_codegen.compiler import CompileOptions, CompileResult
+from hlo_codegen.thunks import thunk_sequence_to_string
+
+MODULE_ID = 0
+_UNSAFE = re.compile(r"[/\\\[\] ]")
+_ARCH = re.compile(r"sm_(\d+?)(\d)([a-z]?)$")
+
+
+def after_optimizations_prefix(options: CompileOptions) -> str:
+    """`sm_9.0a_gpu_after_optimizations` for `--arch sm_90`; `cpu_after_optimizations` on host."""
+    if options.target == "host":
+        return "cpu_after_optimizations"
+    m = _ARCH.match(options.arch)
+    if m is None:
+        return f"{options.arch}_gpu_after_optimizations"
+    major, minor, suffix = int(m.group(1)), m.group(2), m.group(3)
+    if not suffix and major >= 9:
+        suffix = "a"
+    return f"sm_{major}.{minor}{suffix}_gpu_after_optimizations"
+
+
+def file_prefix(module_name: str) -> str:
+    name = _UNSAFE.sub("_", module_name)
+    prefix = f"module_{MODULE_ID:04d}.{name}"
+    return prefix if len(prefix) < 200 else f"module_{MODULE_ID:04d}"
+
+
+def prepare_dump_directory(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot write dumps to '{directory}': {exc.strerror or exc}") from None
+    if not directory.is_dir():
+        raise InputError(f"cannot write dumps to '{directory}': not a directory")
+
+
+def dump_files(result: CompileResult, options: CompileOptions) -> dict[str, str]:
+    """File name -> text of every dump of one compilation."""
+    prefix = file_prefix(result.module.name)
+    stage = after_optimizations_prefix(options)
+    files = {
+        f"{prefix}.{stage}.txt": print_module(result.module),
+        f"{prefix}.{stage}-buffer-assignment.txt": result.assignment.to_string(),
+        f"{prefix}.thunk_sequence.txt": thunk_sequence_to_string(result.manifest.thunks),
+    }
+    for name in sorted(result.kernels):
+        for suffix, text in sorted(result.kernels[name].artifacts.items()):
+            files[f"{prefix}.{name}.{suffix}"] = text
+    return files
+
+
+def write_dumps(directory: Path, result: CompileResult, options: CompileOptions) -> list[Path]:
+    prepare_dump_directory(directory)
+    written = []
+    for name, text in dump_files(result, options).items():
+        path = directory / name
+        write_file_atomically(path, text)
+        written.append(path)
+    return written

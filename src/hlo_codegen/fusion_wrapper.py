@@ -1,0 +1,192 @@
+"""What each top-level instruction becomes at run time, and XLA's FusionWrapper.
+
+Where it sits: the first step of hlo-codegen (`compiler.compile_module`), before copy insertion and
+buffer assignment. Emitters only take fusions, so a lone instruction that needs a kernel (an
+unfused `add`, a `reduce`, a `sort`, ...) is wrapped into a single-instruction kLoop fusion, as
+XLA's `FusionWrapper` does at the end of its GPU pipeline:
+
+    %a = f32[8] add(%p, %q)
+      =>  %wrapped_add = f32[8] fusion(%p, %q), kind=kLoop, calls=%wrapped_add_computation
+          %wrapped_add_computation { %param_0 = ... ROOT %add = f32[8] add(%param_0, %param_1) }
+
+`classify(instr)` is the one table the wrapper and the thunk emitter share (`ThunkKind`):
+no thunk (parameter, constant, tuple, get-tuple-element, bitcast, ...), control flow (while,
+conditional, call), a library GEMM (`__cublas$gemm` custom calls; plain dots cuBLAS can do), a
+memcpy (a copy, reshape, transpose or bitcast-convert that leaves the bytes as they are; a
+single-device collective), a memzero (replica-id / partition-id on one device), an existing
+fusion, a kernel (everything else), or unsupported (infeed, send, other custom calls, ...).
+The wrapper works on codegen's own module (parsed from its input), never on hlo-opt's.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from hlo_common.errors import HloError
+from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.shape import Shape
+
+from hlo_codegen.gemm_config import GEMM_CUSTOM_CALL_TARGETS, gemm_config_for_dot
+
+
+class ThunkKind(Enum):
+    NONE = "none"
+    CONTROL_FLOW = "control-flow"
+    GEMM = "gemm"
+    COPY = "copy"
+    MEMZERO = "memzero"
+    FUSION = "fusion"
+    KERNEL = "kernel"
+    UNSUPPORTED = "unsupported"
+
+
+NO_THUNK = frozenset({
+    "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "opt-barrier", "domain",
+    "add-dependency", "after-all",
+})
+CONTROL_FLOW = frozenset({"while", "conditional", "call"})
+# On a single device these return their operand unchanged.
+SINGLE_DEVICE_IDENTITY = frozenset({
+    "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-broadcast",
+})
+SINGLE_DEVICE_ZERO = frozenset({"replica-id", "partition-id"})
+UNSUPPORTED = frozenset({
+    "infeed", "outfeed", "send", "send-done", "recv", "recv-done", "rng-get-and-update-state",
+    "all-reduce-start", "all-reduce-done", "all-gather-start", "all-gather-done",
+    "collective-permute", "collective-permute-start", "collective-permute-done", "ragged-all-to-all",
+    "async-start", "async-update", "async-done", "copy-start", "copy-done", "get-dimension-size",
+    "set-dimension-size",
+})
+
+
+def classify(instr: HloInstruction) -> ThunkKind:
+    """What `instr` (of a global computation) turns into; see the module docstring."""
+    op = instr.opcode
+    if op in NO_THUNK:
+        return ThunkKind.NONE
+    if op in CONTROL_FLOW:
+        return ThunkKind.CONTROL_FLOW
+    if op == "fusion":
+        return ThunkKind.FUSION
+    if op == "custom-call":
+        target = instr.attrs.get("custom_call_target")
+        return ThunkKind.GEMM if target in GEMM_CUSTOM_CALL_TARGETS else ThunkKind.UNSUPPORTED
+    if op == "dot":
+        return ThunkKind.GEMM if gemm_config_for_dot(instr) is not None else ThunkKind.KERNEL
+    if op == "copy" and instr.shape.is_tuple:
+        return ThunkKind.NONE  # a tuple copy only makes a new index table; the leaves are forwarded
+    if op in UNSUPPORTED or op in SINGLE_DEVICE_IDENTITY or op in SINGLE_DEVICE_ZERO:
+        return _single_device(instr)
+    if is_memcpy(instr):
+        return ThunkKind.COPY
+    return ThunkKind.KERNEL
+
+
+def _single_device(instr: HloInstruction) -> ThunkKind:
+    op = instr.opcode
+    if op in SINGLE_DEVICE_ZERO and instr.shape.is_array:
+        return ThunkKind.MEMZERO
+    if (op in SINGLE_DEVICE_IDENTITY and len(instr.operands) == 1 and instr.shape.is_array
+            and instr.operands[0].shape == instr.shape):
+        return ThunkKind.COPY
+    return ThunkKind.UNSUPPORTED
+
+
+def physical_order(shape: Shape) -> list[int]:
+    """The non-degenerate dimensions of an array shape, major to minor in memory."""
+    return [d for d in reversed(shape.minor_to_major) if shape.dims[d] != 1]
+
+
+def is_memcpy(instr: HloInstruction) -> bool:
+    """True when the instruction's output bytes equal its operand's bytes (a plain copy does)."""
+    if len(instr.operands) != 1 or not instr.shape.is_array:
+        return False
+    src, dst = instr.operands[0].shape, instr.shape
+    if not src.is_array or src.element_type.bits < 8 or dst.element_type.bits < 8:
+        return False
+    if _has_layout_extras(src) or _has_layout_extras(dst):
+        return False
+    op = instr.opcode
+    if op in ("copy", "bitcast-convert"):
+        return (src.element_type.bits == dst.element_type.bits and src.dims == dst.dims
+                and physical_order(src) == physical_order(dst)
+                and (op == "bitcast-convert" or src.element_type is dst.element_type))
+    if op == "reshape":
+        return (src.element_type is dst.element_type and src.layout is not None and dst.layout is not None
+                and _is_row_major(src) and _is_row_major(dst))
+    if op == "transpose":
+        perm = list(instr.attrs.get("dimensions", ()))
+        return (src.element_type is dst.element_type
+                and [perm[d] for d in physical_order(dst)] == physical_order(src))
+    return False
+
+
+def _is_row_major(shape: Shape) -> bool:
+    order = physical_order(shape)
+    return order == sorted(order)
+
+
+def _has_layout_extras(shape: Shape) -> bool:
+    return shape.layout is not None and bool(shape.layout.extras)
+
+
+# -- the wrapper ------------------------------------------------------------------------------------
+def global_computations(module: HloModule) -> list[HloComputation]:
+    """The entry and every computation it runs as control flow (while, conditional, call)."""
+    out: list[HloComputation] = []
+    seen: set[int] = set()
+    work = [module.entry]
+    while work:
+        comp = work.pop()
+        if id(comp) in seen:
+            continue
+        seen.add(id(comp))
+        out.append(comp)
+        for instr in comp.instructions:
+            if instr.opcode in CONTROL_FLOW:
+                work.extend(reversed(instr.called_computations()))
+    return out
+
+
+def wrap_lone_instructions(module: HloModule) -> list[HloInstruction]:
+    """FusionWrapper: put every instruction classified KERNEL into its own kLoop fusion.
+    Returns the new fusions; raises HloError naming an instruction nothing can run."""
+    wrapped = []
+    for comp in global_computations(module):
+        for instr in list(comp.instructions):
+            kind = classify(instr)
+            if kind is ThunkKind.UNSUPPORTED:
+                what = instr.attrs.get("custom_call_target") if instr.opcode == "custom-call" else None
+                detail = f" (custom_call_target=\"{what}\")" if what else ""
+                raise HloError(f"%{instr.name}: {instr.opcode}{detail} is not supported by hlo-codegen "
+                               f"(in computation {comp.name})")
+            if kind is ThunkKind.KERNEL:
+                wrapped.append(_wrap(module, comp, instr))
+    return wrapped
+
+
+def _wrap(module: HloModule, comp: HloComputation, instr: HloInstruction) -> HloInstruction:
+    body = HloComputation(module.unique_computation_name(f"wrapped_{instr.opcode}_computation"))
+    params = []
+    for i, operand in enumerate(instr.operands):
+        p = HloInstruction(f"param_{i}", "parameter", operand.shape)
+        p.parameter_number = i
+        params.append(body.add_instruction(p))
+    inner = instr.clone(new_operands=params, name=instr.name)
+    body.add_instruction(inner)
+    body.root = inner
+    module.computations.insert(module.computations.index(comp), body)
+    body.parent = module
+    fusion = HloInstruction(comp.unique_name(f"wrapped_{instr.opcode}"), "fusion", instr.shape,
+                            list(instr.operands), {"kind": "kLoop", "calls": body})
+    fusion.metadata = list(instr.metadata)
+    comp.replace_instruction(instr, fusion, remove_dead_operands=False)
+    _keep_schedule_position(comp, fusion, instr)
+    return fusion
+
+
+def _keep_schedule_position(comp: HloComputation, fusion: HloInstruction, old: HloInstruction) -> None:
+    """`replace_instruction` added the fusion right before the old instruction's slot, which is
+    where a scheduled module wants it; nothing else to do, but check the old one is gone."""
+    if old in comp.instructions:
+        raise HloError(f"%{old.name} still has users after wrapping it into %{fusion.name}")

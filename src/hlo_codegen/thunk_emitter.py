@@ -1,0 +1,269 @@
+"""ThunkEmitter: the instructions of the global computations -> the manifest's thunk tree.
+
+Where it sits: hlo-codegen, after fusion wrapping, copy insertion and buffer assignment (XLA's
+`ThunkEmitter::EmitHloInstruction`, `xla/service/gpu/thunk_emitter.cc`). Each instruction of a
+global computation, in schedule order (the buffer assignment's order), becomes zero or more
+thunks, by the kind `fusion_wrapper.classify` gives it:
+
+    fusion             KernelThunk(s) from the kernel backend; a broadcast of a constant is a
+                       MemsetThunk, a fusion that only forwards a parameter's bytes a CopyThunk
+    dot / __cublas$*   GemmThunk
+    copy (same bytes)  CopyThunk (nothing when source and destination are one slice)
+    while              WhileThunk(condition SequentialThunk, body SequentialThunk)
+    conditional        ConditionalThunk(one SequentialThunk per branch)
+    call               the callee's thunks, inline
+    parameter, constant, tuple, get-tuple-element, bitcast, ...: nothing
+
+Kernel arguments follow XLA's `KernelArguments`: the fusion's operands in order, then its
+output leaves in order, each a slice of the buffer assignment; arguments that are the same slice
+are passed once (the first occurrence; written when any occurrence is written). The kernel
+backend (`compiler.KernelBackend`) turns a fusion plus these arguments into compiled kernels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import numpy as np
+
+from hlo_common.errors import HloError
+from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.manifest import Kernel
+from hlo_common.manifest_thunks import (
+    BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelArgument, KernelThunk, MemsetThunk,
+    SequentialThunk, Thunk, WhileThunk,
+)
+
+from hlo_codegen.buffer_assignment import BufferAssignment
+from hlo_codegen.buffer_assignment.call_graph import instruction_sequence
+from hlo_codegen.fusion_wrapper import ThunkKind, classify, is_memcpy
+from hlo_codegen.gemm_config import (
+    gemm_config_for_custom_call, gemm_config_for_dot, gemm_output_shape, gemm_workspace_index)
+
+
+@dataclass(frozen=True)
+class KernelArgumentSpec:
+    """One deduplicated kernel parameter, with the fusion positions it stands for."""
+
+    slice: BufferSlice
+    shape: str
+    written: bool
+    operands: tuple[int, ...] = ()  # fusion operand numbers passed through this parameter
+    outputs: tuple[tuple[int, ...], ...] = ()  # output shape indices written through it
+
+
+@dataclass
+class CompiledKernel:
+    """What a kernel backend hands back for one kernel launch."""
+
+    kernel: Kernel  # name, launch dims, shared bytes, param count and code
+    arg_indices: tuple[int, ...]  # which of the fusion's KernelArgumentSpecs, in parameter order
+    artifacts: dict[str, str] = field(default_factory=dict)  # dump suffix -> text (kernel IR, .ll, .ptx)
+
+
+class KernelBackend(Protocol):
+    def compile(self, fusion: HloInstruction, name: str,
+                args: list[KernelArgumentSpec]) -> list[CompiledKernel]:
+        """Emit and lower the kernels of `fusion`; raise HloError naming the kernel on failure."""
+
+
+def kernel_arguments(fusion: HloInstruction, ba: BufferAssignment) -> list[KernelArgumentSpec]:
+    """XLA's KernelArguments: operands, then output leaves; one parameter per distinct slice."""
+    order: list[BufferSlice] = []
+    info: dict[BufferSlice, dict] = {}
+
+    def add(s: BufferSlice, shape, written: bool, operand=None, output=None) -> None:
+        entry = info.get(s)
+        if entry is None:
+            order.append(s)
+            entry = info[s] = {"shape": shape.to_string(), "written": False, "operands": [], "outputs": []}
+        entry["written"] |= written
+        if operand is not None:
+            entry["operands"].append(operand)
+        if output is not None:
+            entry["outputs"].append(output)
+
+    for i, op in enumerate(fusion.operands):
+        if not op.shape.is_array:
+            raise HloError(f"%{fusion.name}: operand {i} (%{op.name}) is {op.shape}; kernels take arrays")
+        add(_slice(ba, op, ()), op.shape, False, operand=i)
+    for index, leaf in fusion.shape.leaf_shapes():
+        if leaf.is_array:
+            add(_slice(ba, fusion, index), leaf, True, output=index)
+    return [KernelArgumentSpec(s, info[s]["shape"], info[s]["written"], tuple(info[s]["operands"]),
+                               tuple(info[s]["outputs"])) for s in order]
+
+
+def _slice(ba: BufferAssignment, instr: HloInstruction, index: tuple[int, ...] = ()) -> BufferSlice:
+    s = ba.get_slice(instr, index)
+    return BufferSlice(s.index, s.offset, s.size)
+
+
+def sanitize_kernel_name(name: str) -> str:
+    """A valid PTX / LLVM identifier from an HLO name (`add.3` -> `add_3`), as XLA does."""
+    out = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return out if out and not out[0].isdigit() else f"_{out}"
+
+
+class ThunkEmitter:
+    """Builds the thunk tree of `module`; compiled kernels are collected in `kernels`."""
+
+    def __init__(self, module: HloModule, assignment: BufferAssignment, backend: KernelBackend):
+        self.module = module
+        self.ba = assignment
+        self.backend = backend
+        self.kernels: dict[str, CompiledKernel] = {}
+        self._kernel_names: set[str] = set()
+
+    def emit_entry(self) -> SequentialThunk:
+        return self.emit_computation(self.module.entry)
+
+    def emit_computation(self, comp: HloComputation) -> SequentialThunk:
+        thunks: list[Thunk] = []
+        for instr in instruction_sequence(comp, self.module.is_scheduled):
+            thunks.extend(self.emit(instr))
+        return SequentialThunk(tuple(thunks), comp.name)
+
+    def emit(self, instr: HloInstruction) -> list[Thunk]:
+        kind = classify(instr)
+        handler = _EMITTERS.get(kind)
+        if handler is None:
+            raise HloError(f"%{instr.name}: {instr.opcode} needs a kernel but was not wrapped into a fusion "
+                           f"(in computation {instr.parent.name})")
+        return handler(self, instr)
+
+    # -- per kind -------------------------------------------------------------------------------
+    def _nothing(self, instr: HloInstruction) -> list[Thunk]:
+        return []
+
+    def _control_flow(self, instr: HloInstruction) -> list[Thunk]:
+        if instr.opcode == "call":
+            return list(self.emit_computation(instr.attrs["to_apply"]).thunks)
+        if instr.opcode == "while":
+            cond, body = instr.attrs["condition"], instr.attrs["body"]
+            return [WhileThunk(instr.name, _slice(self.ba, cond.root), self.emit_computation(cond),
+                               self.emit_computation(body), _known_trip_count(instr))]
+        index = instr.operands[0]
+        if "branch_computations" in instr.attrs:
+            branches = list(instr.attrs["branch_computations"])
+        else:
+            branches = [instr.attrs["true_computation"], instr.attrs["false_computation"]]
+        return [ConditionalThunk(instr.name, _slice(self.ba, index), index.shape.element_type.is_pred,
+                                 tuple(self.emit_computation(b) for b in branches))]
+
+    def _gemm(self, instr: HloInstruction) -> list[Thunk]:
+        if instr.opcode == "dot":
+            config = gemm_config_for_dot(instr)
+            ops = {"lhs": 0, "rhs": 1}
+            out_index: tuple[int, ...] = ()
+            workspace = None
+        else:
+            config, ops = gemm_config_for_custom_call(instr)
+            out_index = (0,) if instr.shape.is_tuple else ()
+            ws = gemm_workspace_index(instr)
+            workspace = _slice(self.ba, instr, ws) if ws is not None else None
+        assert gemm_output_shape(instr) is not None
+        slices = {role: _slice(self.ba, instr.operands[i]) for role, i in ops.items()}
+        return [GemmThunk(instr.name, config, slices["lhs"], slices["rhs"], _slice(self.ba, instr, out_index),
+                          slices.get("c"), slices.get("bias"), workspace)]
+
+    def _copy(self, instr: HloInstruction) -> list[Thunk]:
+        src, dst = _slice(self.ba, instr.operands[0]), _slice(self.ba, instr)
+        return [] if src == dst else [CopyThunk(instr.name, src, dst)]
+
+    def _memzero(self, instr: HloInstruction) -> list[Thunk]:
+        return [MemsetThunk(instr.name, _slice(self.ba, instr), 0)]
+
+    def _fusion(self, instr: HloInstruction) -> list[Thunk]:
+        memset = _memset_value(instr)
+        if memset is not None:
+            return [MemsetThunk(instr.name, _slice(self.ba, instr), memset)]
+        source = _memcpy_source(instr)
+        if source is not None:
+            src, dst = _slice(self.ba, instr.operands[source]), _slice(self.ba, instr)
+            return [] if src == dst else [CopyThunk(instr.name, src, dst)]
+        args = kernel_arguments(instr, self.ba)
+        compiled = self.backend.compile(instr, self._unique_kernel_name(instr.name), args)
+        thunks: list[Thunk] = []
+        for ck in compiled:
+            k = ck.kernel
+            if k.name in self.kernels:
+                raise HloError(f"%{instr.name}: the kernel backend returned a second kernel named {k.name}")
+            self.kernels[k.name] = ck
+            kargs = tuple(KernelArgument(args[i].slice, args[i].shape, args[i].written)
+                          for i in ck.arg_indices)
+            thunks.append(KernelThunk(instr.name, k.name, kargs, k.grid, k.block, k.shared_bytes))
+        return thunks
+
+    def _unique_kernel_name(self, hlo_name: str) -> str:
+        base = sanitize_kernel_name(hlo_name)
+        name, k = base, 0
+        while name in self._kernel_names:
+            k += 1
+            name = f"{base}_{k}"
+        self._kernel_names.add(name)
+        return name
+
+
+_EMITTERS: dict[ThunkKind, Callable[[ThunkEmitter, HloInstruction], list[Thunk]]] = {
+    ThunkKind.NONE: ThunkEmitter._nothing,
+    ThunkKind.CONTROL_FLOW: ThunkEmitter._control_flow,
+    ThunkKind.GEMM: ThunkEmitter._gemm,
+    ThunkKind.COPY: ThunkEmitter._copy,
+    ThunkKind.MEMZERO: ThunkEmitter._memzero,
+    ThunkKind.FUSION: ThunkEmitter._fusion,
+}
+
+
+def _known_trip_count(instr: HloInstruction) -> int | None:
+    data = instr.backend_config_data
+    if isinstance(data, dict):
+        n = data.get("known_trip_count", {})
+        if isinstance(n, dict) and "n" in n:
+            try:
+                return int(n["n"])
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def _memset_value(fusion: HloInstruction) -> int | None:
+    """The 32-bit memset pattern of a fusion that only broadcasts a scalar constant (XLA's memset
+    fusions), or None. Zero fills any size; other values need 8/16/32-bit elements."""
+    root = fusion.fused_computation().root
+    if not root.shape.is_array or root.shape.num_elements == 0:
+        return None
+    if root.opcode == "broadcast" and root.operands[0].opcode == "constant":
+        const = root.operands[0]
+    elif root.opcode == "constant":
+        const = root
+    else:
+        return None
+    if const.literal is None or const.literal_unknown:
+        return None
+    flat = np.asarray(const.literal).reshape(-1)
+    if flat.size == 0 or not (flat == flat[0]).all():
+        return None
+    raw = flat[:1].tobytes()
+    if not any(raw):
+        return 0
+    if len(raw) not in (1, 2, 4) or root.shape.byte_size() % 4:
+        return None
+    return int.from_bytes(raw * (4 // len(raw)), "little")
+
+
+def _memcpy_source(fusion: HloInstruction) -> int | None:
+    """The operand number whose bytes a fusion returns unchanged (root = parameter, or a copy /
+    bitcast chain of one keeping the bytes), else None (XLA's memcpy fusion)."""
+    node = fusion.fused_computation().root
+    if not node.shape.is_array or node.shape.byte_size() != fusion.shape.byte_size():
+        return None
+    while node.opcode != "parameter":
+        if node.opcode != "bitcast" and not is_memcpy(node):
+            return None
+        node = node.operands[0]
+    operand = fusion.operands[node.parameter_number]
+    if not operand.shape.is_array or operand.shape.byte_size() != fusion.shape.byte_size():
+        return None
+    return node.parameter_number

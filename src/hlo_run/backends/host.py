@@ -1,0 +1,130 @@
+"""The host platform: a manifest compiled with `--target host`, run on the CPU.
+
+Where it sits: behind `hlo-run --platform host`. Device memory is numpy byte buffers (aligned to
+the allocation's alignment); kernels are the manifest's LLVM IR, JIT-compiled by
+`hlo_common.host_kernel` and run block by block; GemmThunks use `hlo_run.host_gemm` (the
+interpreter's dot semantics); copies and memsets are `ctypes.memmove` / numpy fills. A program
+given as HLO text is compiled first by `hlo-codegen --target host` (`hlo_run.compile_hook`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+
+from hlo_common.layout_bytes import array_to_bytes, bytes_to_array
+from hlo_common.manifest import Kernel, Manifest
+from hlo_common.manifest_thunks import GemmThunk, KernelThunk
+from hlo_run.backends import Backend, BackendUnavailable, Executable, Program
+from hlo_run.manifest_runtime import Device, ManifestExecutable
+
+
+def _view(address: int, size: int) -> np.ndarray:
+    """A writable uint8 view of `size` bytes of host memory at `address`."""
+    if size == 0:
+        return np.zeros(0, np.uint8)
+    return np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(address))
+
+
+class HostDevice(Device):
+    name = "host"
+
+    def allocate(self, size: int, alignment: int) -> np.ndarray:
+        raw = np.empty(size + alignment, dtype=np.uint8)
+        start = (-raw.ctypes.data) % alignment
+        return raw[start:start + max(size, 1)]  # the view keeps `raw` alive
+
+    def address(self, buffer: np.ndarray) -> int:
+        return buffer.ctypes.data
+
+    def write(self, buffer: np.ndarray, offset: int, data: bytes) -> None:
+        buffer[offset:offset + len(data)] = np.frombuffer(data, dtype=np.uint8)
+
+    def read(self, buffer: np.ndarray, offset: int, size: int) -> bytes:
+        return buffer[offset:offset + size].tobytes()
+
+    def load_kernel(self, kernel: Kernel) -> Any:
+        from hlo_common import host_kernel
+
+        return host_kernel.compile_host_kernel(kernel.llvm_ir, kernel.name)
+
+    def launch(self, handle: Any, thunk: KernelThunk, pointers: list[int]) -> None:
+        blocks = thunk.grid[0] * thunk.grid[1] * thunk.grid[2]
+        handle.run(pointers, 0, blocks)
+
+    def gemm(self, thunk: GemmThunk, pointers: dict[str, int]) -> None:
+        from hlo_run.host_gemm import run_gemm
+
+        cfg = thunk.config
+        shapes = _gemm_shapes(cfg)
+        sizes = {"lhs": thunk.lhs.size, "rhs": thunk.rhs.size, "c": thunk.c and thunk.c.size,
+                 "bias": thunk.bias and thunk.bias.size}
+        values = {role: bytes_to_array(_view(pointers[role], sizes[role]), shapes[role])
+                  for role in ("lhs", "rhs", "c", "bias") if role in pointers}
+        out = run_gemm(cfg, shapes["output"], values["lhs"], values["rhs"], values.get("c"),
+                       values.get("bias"))
+        data = array_to_bytes(out, shapes["output"])
+        ctypes.memmove(pointers["output"], data, len(data))
+
+    def copy(self, dst: int, src: int, size: int) -> None:
+        ctypes.memmove(dst, src, size)
+
+    def memset32(self, dst: int, size: int, value: int) -> None:
+        if value == 0:
+            ctypes.memset(dst, 0, size)
+            return
+        pattern = np.full(size // 4, value, dtype="<u4")
+        ctypes.memmove(dst, pattern.ctypes.data, size)
+
+
+_SHAPE_CACHE: dict[str, Any] = {}
+
+
+def _gemm_shapes(cfg) -> dict[str, Any]:
+    from hlo_common.manifest import parse_shape_text
+
+    def shape(text: str):
+        s = _SHAPE_CACHE.get(text)
+        if s is None:
+            s = _SHAPE_CACHE[text] = parse_shape_text(text, "gemm")
+        return s
+
+    out = shape(cfg.output_shape)
+    m = cfg.output_matrix
+    bias = out.with_dims((m.cols,)) if out.is_array else out
+    return {"lhs": shape(cfg.lhs_shape), "rhs": shape(cfg.rhs_shape), "output": out, "c": out, "bias": bias}
+
+
+class HostBackend(Backend):
+    name = "host"
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        import importlib.util
+
+        if importlib.util.find_spec("llvmlite") is None:
+            return "it needs llvmlite to JIT-compile kernels (pip install llvmlite)"
+        return None
+
+    def load(self, program: Program) -> Executable:
+        manifest = manifest_for(program, "host")
+        return ManifestExecutable(manifest, HostDevice(), program.name)
+
+
+def manifest_for(program: Program, target: str) -> Manifest:
+    """The program's manifest for `target`: the one given, or HLO text compiled by hlo-codegen."""
+    manifest = program.manifest
+    if manifest is None:
+        if program.hlo_text is None:
+            raise BackendUnavailable(f"{program.name}: nothing to compile (no HLO text)")
+        from hlo_run.compile_hook import compile_to_manifest
+
+        manifest = compile_to_manifest(program.hlo_text, program.name, target)
+        program.manifest = manifest
+    if manifest.target != target:
+        raise BackendUnavailable(f"{program.name}: the manifest was compiled for {manifest.target}; run it "
+                                 f"with --platform {manifest.target} or compile with hlo-codegen "
+                                 f"--target {target}")
+    return manifest

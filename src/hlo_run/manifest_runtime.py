@@ -1,0 +1,307 @@
+"""Running a manifest: allocate, bind parameters, walk the thunks, read the results back.
+
+Where it sits: hlo-run's cuda and host platforms (`backends/cuda.py`, `backends/host.py`) both
+run a manifest through `ManifestExecutable`, which is XLA's `GpuExecutable::ExecuteAsyncOnStream`
+with the device calls behind a small `Device` interface:
+
+    allocate(size, alignment) -> Buffer     write(buffer, offset, bytes)    read(buffer, offset, size)
+    load_kernel(Kernel) -> handle           launch(handle, KernelThunk, [pointer per argument])
+    gemm(GemmThunk, pointers)               copy(dst, src, size)            memset32(dst, size, value)
+    timer() -> a callable giving seconds since it was made (events on the GPU, perf_counter on host)
+
+Constants are uploaded once at load; every run allocates the other allocations afresh (entry
+parameters receive the arguments' bytes in physical layout order), executes the thunk tree
+(while / conditional read their predicate back to the host) and reads every output leaf from its
+slice. Per-thunk times of the last run (summed over loop iterations) are kept for `--iterations`.
+Runs longer than a second show a rich progress bar on stderr when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import abc
+import sys
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from hlo_common.errors import HloError
+from hlo_common.layout_bytes import array_to_bytes, bytes_to_array
+from hlo_common.manifest import Allocation, Kernel, Manifest
+from hlo_common.manifest_thunks import (
+    BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelThunk, MemsetThunk, SequentialThunk, Thunk,
+    WhileThunk, thunk_labels,
+)
+from hlo_common.shape import Shape
+from hlo_run.backends import Executable
+
+MAX_WHILE_ITERATIONS = 1 << 31
+
+
+class ThunkError(HloError):
+    """A failure while running a thunk (names the thunk)."""
+
+
+class Device(abc.ABC):
+    """The memory and launch primitives one platform provides; addresses are integers."""
+
+    name = ""
+
+    @abc.abstractmethod
+    def allocate(self, size: int, alignment: int) -> Any: ...
+
+    @abc.abstractmethod
+    def address(self, buffer: Any) -> int: ...
+
+    @abc.abstractmethod
+    def write(self, buffer: Any, offset: int, data: bytes) -> None: ...
+
+    @abc.abstractmethod
+    def read(self, buffer: Any, offset: int, size: int) -> bytes: ...
+
+    @abc.abstractmethod
+    def load_kernel(self, kernel: Kernel) -> Any: ...
+
+    @abc.abstractmethod
+    def launch(self, handle: Any, thunk: KernelThunk, pointers: list[int]) -> None: ...
+
+    @abc.abstractmethod
+    def gemm(self, thunk: GemmThunk, pointers: dict[str, int]) -> None: ...
+
+    @abc.abstractmethod
+    def copy(self, dst: int, src: int, size: int) -> None: ...
+
+    @abc.abstractmethod
+    def memset32(self, dst: int, size: int, value: int) -> None: ...
+
+    def synchronize(self) -> None:
+        pass
+
+    def timer(self) -> Callable[[], float]:
+        start = time.perf_counter()
+        return lambda: time.perf_counter() - start
+
+    def release(self, buffer: Any) -> None:
+        pass
+
+
+class ManifestExecutable(Executable):
+    """A manifest loaded onto a device; `run(args)` may be called many times."""
+
+    def __init__(self, manifest: Manifest, device: Device, name: str = ""):
+        self.manifest = manifest
+        self.device = device
+        self.name = name or manifest.module_name
+        self.parameter_shapes = manifest.parameter_shapes()
+        self.result_shape = manifest.result_shape()
+        self.labels = {id(t): label for t, label in thunk_labels(manifest.thunks)}
+        self.kernels = {name: self._load_kernel(k) for name, k in sorted(manifest.kernels.items())}
+        self.constants = {a.index: self._upload_constant(a) for a in manifest.allocations
+                          if a.kind == "constant"}
+        self._times: dict[int, float] = {}
+        self._progress: _Progress | None = None
+        self._dispatch: dict[type, Callable[[Thunk], None]] = {
+            KernelThunk: self._kernel, GemmThunk: self._gemm, CopyThunk: self._copy,
+            MemsetThunk: self._memset, WhileThunk: self._while, ConditionalThunk: self._conditional,
+            SequentialThunk: self._sequence,
+        }
+
+    def _load_kernel(self, kernel: Kernel) -> Any:
+        try:
+            return self.device.load_kernel(kernel)
+        except HloError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a driver / JIT failure, named
+            raise ThunkError(f"{self.name}: cannot load kernel {kernel.name}: {_first_line(exc)}") from exc
+
+    def _upload_constant(self, alloc: Allocation) -> Any:
+        buf = self.device.allocate(alloc.size, alloc.alignment)
+        if alloc.size:
+            self.device.write(buf, 0, alloc.constant)
+        return buf
+
+    # -- running ----------------------------------------------------------------------------------
+    def run(self, args: Sequence[Any]) -> Any:
+        if len(args) != len(self.parameter_shapes):
+            raise HloError(f"{self.name}: {len(args)} arguments for {len(self.parameter_shapes)} parameters")
+        buffers = self._allocate()
+        try:
+            self._bind(buffers, args)
+            self.buffers = buffers
+            self.bases = {i: self.device.address(b) for i, b in buffers.items()}
+            self._times = {}
+            self._progress = _Progress.maybe(self.name, len(self.manifest.thunks.thunks))
+            try:
+                self._sequence(self.manifest.thunks, top=True)
+                self.device.synchronize()
+            finally:
+                if self._progress is not None:
+                    self._progress.close()
+            return self._results(buffers)
+        finally:
+            for i, b in buffers.items():
+                if i not in self.constants:
+                    self.device.release(b)
+
+    def profile(self) -> list[tuple[str, float]]:
+        timed = sorted(self._times.items(), key=lambda kv: self.labels[kv[0]])
+        return [(self.labels[k], v) for k, v in timed]
+
+    def _allocate(self) -> dict[int, Any]:
+        out = dict(self.constants)
+        for a in self.manifest.allocations:
+            if a.kind != "constant":
+                out[a.index] = self.device.allocate(a.size, a.alignment)
+        return out
+
+    def _bind(self, buffers: dict[int, Any], args: Sequence[Any]) -> None:
+        for a in self.manifest.allocations:
+            if a.kind != "parameter":
+                continue
+            value, shape = args[a.parameter_number], self.parameter_shapes[a.parameter_number]
+            for i in a.parameter_shape_index:
+                value, shape = value[i], shape.tuple_shapes[i]
+            data = array_to_bytes(value, shape)
+            if data:
+                self.device.write(buffers[a.index], 0, data)
+
+    def _results(self, buffers: dict[int, Any]) -> Any:
+        leaves = {}
+        for out in self.manifest.entry.outputs:
+            s = out.slice
+            raw = self.device.read(buffers[s.allocation], s.offset, s.size) if s.size else b""
+            leaves[out.shape_index] = bytes_to_array(raw, self.manifest.shape(out.shape))
+        return _assemble(self.result_shape, (), leaves)
+
+    def pointer(self, s: BufferSlice) -> int:
+        return self.bases[s.allocation] + s.offset
+
+    # -- thunks ------------------------------------------------------------------------------------
+    def _execute(self, thunk: Thunk) -> None:
+        handler = self._dispatch[type(thunk)]
+        if isinstance(thunk, (SequentialThunk, WhileThunk, ConditionalThunk)):
+            handler(thunk)
+            return
+        elapsed = self.device.timer()
+        try:
+            handler(thunk)
+        except HloError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a device failure, named by thunk
+            raise ThunkError(f"{self.name}: thunk {self.labels.get(id(thunk), thunk.kind)} failed: "
+                                f"{_first_line(exc)}") from exc
+        self._times[id(thunk)] = self._times.get(id(thunk), 0.0) + elapsed()
+
+    def _sequence(self, thunk: SequentialThunk, top: bool = False) -> None:
+        for t in thunk.thunks:
+            self._execute(t)
+            if top and self._progress is not None:
+                self._progress.advance()
+
+    def _kernel(self, thunk: KernelThunk) -> None:
+        self.device.launch(self.kernels[thunk.kernel], thunk, [self.pointer(a.slice) for a in thunk.args])
+
+    def _gemm(self, thunk: GemmThunk) -> None:
+        roles = {"lhs": thunk.lhs, "rhs": thunk.rhs, "output": thunk.output, "c": thunk.c, "bias": thunk.bias,
+                 "workspace": thunk.workspace}
+        self.device.gemm(thunk, {k: self.pointer(s) for k, s in roles.items() if s is not None})
+
+    def _copy(self, thunk: CopyThunk) -> None:
+        if thunk.source.size:
+            self.device.copy(self.pointer(thunk.destination), self.pointer(thunk.source), thunk.source.size)
+
+    def _memset(self, thunk: MemsetThunk) -> None:
+        if thunk.destination.size:
+            self.device.memset32(self.pointer(thunk.destination), thunk.destination.size, thunk.value)
+
+    def _read_scalar(self, s: BufferSlice, dtype) -> Any:
+        raw = self.device.read(self.buffers[s.allocation], s.offset, np.dtype(dtype).itemsize)
+        return np.frombuffer(raw, dtype=dtype)[0]
+
+    def _while(self, thunk: WhileThunk) -> None:
+        for _ in range(MAX_WHILE_ITERATIONS):
+            self._sequence(thunk.condition)
+            if not self._read_scalar(thunk.predicate, np.bool_):
+                return
+            self._sequence(thunk.body)
+            if self._progress is not None:
+                self._progress.refresh()
+        raise ThunkError(f"{self.name}: while loop {thunk.profile_annotation} ran "
+                         f"{MAX_WHILE_ITERATIONS} times")
+
+    def _conditional(self, thunk: ConditionalThunk) -> None:
+        n = len(thunk.branches)
+        if thunk.index_is_bool:
+            branch = 0 if self._read_scalar(thunk.branch_index, np.bool_) else 1
+        else:
+            index = int(self._read_scalar(thunk.branch_index, np.int32))
+            branch = index if 0 <= index < n else n - 1
+        self._sequence(thunk.branches[branch])
+
+
+def _assemble(shape: Shape, index: tuple[int, ...], leaves: dict) -> Any:
+    from hlo_common.interpreter.registry import TOKEN
+
+    if shape.is_tuple:
+        return tuple(_assemble(s, index + (i,), leaves) for i, s in enumerate(shape.tuple_shapes))
+    if not shape.is_array:
+        return TOKEN
+    return leaves[index]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+class _Progress:
+    """A rich progress bar over the top-level thunks, shown only after a second on a terminal."""
+
+    DELAY_S = 1.0
+
+    def __init__(self, name: str, total: int):
+        self.name = name
+        self.total = total
+        self.start = time.perf_counter()
+        self.done = 0
+        self.bar = None
+        self.task = None
+
+    @staticmethod
+    def maybe(name: str, total: int) -> _Progress | None:
+        stream = sys.stderr
+        return _Progress(name, total) if hasattr(stream, "isatty") and stream.isatty() else None
+
+    def advance(self) -> None:
+        self.done += 1
+        self.refresh()
+
+    def refresh(self) -> None:
+        if self.bar is None:
+            if time.perf_counter() - self.start < self.DELAY_S:
+                return
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                TextColumn("{task.completed}/{task.total} thunks"), TimeElapsedColumn(),
+                                console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(f"running {self.name}", total=self.total)
+        self.bar.update(self.task, completed=self.done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def manifest_program(text: str, name: str):
+    """A `Program` for a manifest file: the manifest plus its HLO module (for the interpreter and
+    the reference platforms)."""
+    from hlo_common.manifest import load_manifest
+    from hlo_common.parser import parse_module
+    from hlo_run.backends import Program
+
+    manifest = load_manifest(text, name)
+    module = parse_module(manifest.hlo, f"{name} (module {manifest.module_name})")
+    return Program(name, module, manifest.hlo, manifest)
