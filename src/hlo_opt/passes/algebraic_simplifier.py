@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from hlo_common.ir import HloComputation, HloModule
-from hlo_opt.hlo_utils import computation_callers
+from hlo_opt.hlo_utils import async_computations, computation_callers
 from hlo_opt.pass_base import HloPass, register_pass
 from hlo_opt.passes.algsimp import REWRITES, Rewriter
 
@@ -67,9 +67,10 @@ class AlgebraicSimplifier(HloPass):
 
     def run(self, module: HloModule) -> bool:
         changed = False
+        asynchronous = async_computations(module)
         for comp in self._computations(module):
             for _ in range(RERUN_LIMIT if self.run_to_fixed_point else 1):
-                if not self.run_on_computation(comp):
+                if not self.run_on_computation(comp, id(comp) in asynchronous):
                     break
                 changed = True
         return changed
@@ -85,9 +86,10 @@ class AlgebraicSimplifier(HloPass):
             out.append(comp)
         return out
 
-    def run_on_computation(self, comp: HloComputation) -> bool:
+    def run_on_computation(self, comp: HloComputation, is_async: bool = False) -> bool:
         """One sweep over `comp` in post order; returns whether anything changed."""
         rw = Rewriter(self, comp)
+        rw.is_async = is_async
         changed = False
         for instr in comp.post_order():
             if id(instr) in rw.dead or instr.parent is not comp or instr.control_predecessors \

@@ -4,14 +4,17 @@ in `base.REWRITES` when imported. The pass itself is `hlo_opt.passes.algebraic_s
     arithmetic   add, subtract, multiply, negate
     division     divide, power, remainder, abs, exp, log, rsqrt, not
     logical      maximum, minimum, clamp, and, or, xor, compare, select, complex, real, imag
-    shape_ops    broadcast, reshape, transpose, bitcast, copy, reverse, iota, constant
+    shape_ops    broadcast, reshape, transpose
+    data_ops     bitcast, copy, reverse, iota, constant
     conversions  convert, bitcast-convert, reduce-precision
-    slicing      slice, concatenate, pad, dynamic-slice, dynamic-update-slice
+    slicing      slice, concatenate, pad
+    dynamic_slicing  dynamic-slice, dynamic-update-slice
     reductions   reduce, reduce-window, dot, sort, gather, scatter, map, tuples
 """
 
 from hlo_opt.passes.algsimp import (  # noqa: F401 - importing registers the rewrites
-    arithmetic, conversions, division, logical, reductions, shape_ops, slicing,
+    arithmetic, conversions, data_ops, division, dynamic_slicing, logical, reductions, shape_ops,
+    slicing,
 )
 from hlo_opt.passes.algsimp.base import REWRITES, Rewriter, all_rewrites
 

@@ -66,6 +66,7 @@ class Rewriter:
         self.detached: list[HloInstruction] = []
         self.dead: set[int] = set()
         self.created: list[HloInstruction] = []
+        self.is_async = False  # an async-wrapped computation (XLA's IsAsyncComputation)
 
     # -- shapes --------------------------------------------------------------------------------
     def same_shape(self, a: Shape, b: Shape) -> bool:

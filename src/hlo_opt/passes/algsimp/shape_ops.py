@@ -1,6 +1,6 @@
-"""AlgebraicSimplifier rewrites of the data-layout ops: broadcast, reshape, transpose, bitcast, copy,
-reverse, iota and constant (XLA's HandleBroadcast, HandleReshape, HandleTranspose, HandleBitcast,
-HandleCopy, HandleReverse, HandleIota, HandleConstant), in XLA's order.
+"""AlgebraicSimplifier rewrites of broadcast, reshape and transpose (XLA's HandleBroadcast,
+HandleReshape, HandleTranspose), in XLA's order; bitcast, copy, reverse, iota and constant are in
+`data_ops`.
 
 In layout-sensitive mode reshapes, transposes and copies that keep every element at its physical
 offset become bitcasts (XLA's ReshapeIsBitcast / TransposeIsBitcast); rewrites that would build a
@@ -15,8 +15,7 @@ from hlo_common.ir import HloInstruction
 from hlo_common.opcodes import is_elementwise
 from hlo_common.shape import Shape
 from hlo_opt.passes.algsimp.base import (
-    Rewriter, compose_permutations, inverse_permutation, is_identity_permutation, known_constant,
-    rewrite,
+    Rewriter, compose_permutations, inverse_permutation, is_identity_permutation, rewrite,
 )
 from hlo_opt.passes.algsimp.shapes import (
     drop_degenerate, inserted_or_deleted_1sized_dimensions, reshape_is_bitcast,
@@ -24,7 +23,7 @@ from hlo_opt.passes.algsimp.shapes import (
 )
 
 
-def _dims(instr: HloInstruction) -> tuple[int, ...]:
+def dims_of(instr: HloInstruction) -> tuple[int, ...]:
     return tuple(instr.attrs.get("dimensions", ()))
 
 
@@ -40,7 +39,7 @@ def merely_inserts_or_deletes_1s(reshape: HloInstruction):
 def broadcast_to_reshape(instr: HloInstruction, rw: Rewriter) -> bool:
     """HandleBroadcast: a broadcast with sorted dimensions that adds no elements is a reshape."""
     operand = instr.operands[0]
-    dims = _dims(instr)
+    dims = dims_of(instr)
     if list(dims) != sorted(dims) or instr.shape.num_elements != operand.shape.num_elements:
         return False
     return rw.replace_with_new(instr, "reshape", [operand])
@@ -52,7 +51,7 @@ def broadcast_to_transpose(instr: HloInstruction, rw: Rewriter) -> bool:
     operand = instr.operands[0]
     if instr.shape.rank != operand.shape.rank or instr.shape.num_elements != operand.shape.num_elements:
         return False
-    perm = inverse_permutation(_dims(instr))
+    perm = inverse_permutation(dims_of(instr))
     return rw.replace_with_new(instr, "transpose", [operand], {"dimensions": tuple(perm)})
 
 
@@ -64,7 +63,7 @@ def broadcast_of_degenerate_reshape(instr: HloInstruction, rw: Rewriter) -> bool
     degenerate = merely_inserts_or_deletes_1s(operand)
     if degenerate is None or degenerate[0]:
         return False
-    dims = [d for k, d in enumerate(_dims(instr)) if k not in set(degenerate[1])]
+    dims = [d for k, d in enumerate(dims_of(instr)) if k not in set(degenerate[1])]
     return rw.replace_with_new(instr, "broadcast", [operand.operands[0]], {"dimensions": tuple(dims)})
 
 
@@ -73,7 +72,7 @@ def _sinkable_operand(user_operand: HloInstruction, bcast: HloInstruction) -> bo
         return False
     if user_operand.operands[0].shape.rank == 0:
         return True
-    return user_operand.operands[0].shape == bcast.operands[0].shape and _dims(user_operand) == _dims(bcast)
+    return user_operand.operands[0].shape == bcast.operands[0].shape and dims_of(user_operand) == dims_of(bcast)
 
 
 def _sink_into(user: HloInstruction, bcast: HloInstruction, rw: Rewriter) -> None:
@@ -85,7 +84,7 @@ def _sink_into(user: HloInstruction, bcast: HloInstruction, rw: Rewriter) -> Non
         else:
             new_operands.append(o.operands[0])
     narrow = rw.clone(user, new_operands, small.with_element_type(user.shape.element_type))
-    wide = rw.broadcast(narrow, user.shape, _dims(bcast))
+    wide = rw.broadcast(narrow, user.shape, dims_of(bcast))
     rw.replace_uses(user, wide)
 
 
@@ -141,7 +140,7 @@ def broadcast_of_iota(instr: HloInstruction, rw: Rewriter) -> bool:
     operand = instr.operands[0]
     if operand.opcode != "iota":
         return False
-    dim = _dims(instr)[operand.attrs["iota_dimension"]]
+    dim = dims_of(instr)[operand.attrs["iota_dimension"]]
     return rw.replace_with_new(instr, "iota", [], {"iota_dimension": dim})
 
 
@@ -151,13 +150,13 @@ def broadcast_of_broadcast(instr: HloInstruction, rw: Rewriter) -> bool:
     operand = instr.operands[0]
     if operand.opcode != "broadcast" or operand.shape.rank == 0:
         return False
-    dims = _dims(instr)
-    composed = tuple(dims[d] for d in _dims(operand))
+    dims = dims_of(instr)
+    composed = tuple(dims[d] for d in dims_of(operand))
     return rw.replace_with_new(instr, "broadcast", [operand.operands[0]], {"dimensions": composed})
 
 
 @rewrite("broadcast")
-def broadcast_drop_degenerate_operand_dims(instr: HloInstruction, rw: Rewriter) -> bool:
+def broadcast_drop_degenerate_operanddims_of(instr: HloInstruction, rw: Rewriter) -> bool:
     """HandleBroadcast (layout insensitive): broadcast(x) with size-1 dimensions in x =>
     broadcast(reshape(x)) without them."""
     operand = instr.operands[0]
@@ -165,7 +164,7 @@ def broadcast_drop_degenerate_operand_dims(instr: HloInstruction, rw: Rewriter) 
             or operand.shape.rank == 0 or 1 not in operand.shape.dims:
         return False
     squeezed = rw.reshape(operand, drop_degenerate(operand.shape.dims))
-    dims = tuple(d for d, size in zip(_dims(instr), operand.shape.dims) if size != 1)
+    dims = tuple(d for d, size in zip(dims_of(instr), operand.shape.dims) if size != 1)
     return rw.replace_with_new(instr, "broadcast", [squeezed], {"dimensions": dims})
 
 
@@ -200,7 +199,7 @@ def reshape_of_broadcast(instr: HloInstruction, rw: Rewriter) -> bool:
     operand = instr.operands[0]
     if operand.opcode != "broadcast":
         return False
-    dims = reshape_leaves_dimensions_unmodified(operand.shape.dims, instr.shape.dims, _dims(operand))
+    dims = reshape_leaves_dimensions_unmodified(operand.shape.dims, instr.shape.dims, dims_of(operand))
     if dims is None:
         return False
     return rw.replace_with_new(instr, "broadcast", [operand.operands[0]], {"dimensions": tuple(dims)})
@@ -258,7 +257,7 @@ def reshape_of_dynamic_update_slice(instr: HloInstruction, rw: Rewriter) -> bool
     return rw.replace(instr, rw.clone(dus, [base, rw.reshape(update, sizes), *new_indices], instr.shape))
 
 
-def _bitcasting_source(instr: HloInstruction, rw: Rewriter) -> HloInstruction | None:
+def bitcasting_source(instr: HloInstruction, rw: Rewriter) -> HloInstruction | None:
     """XLA's BitcastingOperandOfReshapeOrCopyChain: the first operand up a reshape/copy chain whose
     shape `instr` can be bitcast from (layout sensitive only)."""
     if not rw.opts.is_layout_sensitive:
@@ -276,7 +275,7 @@ def _bitcasting_source(instr: HloInstruction, rw: Rewriter) -> HloInstruction | 
 def reshape_to_bitcast(instr: HloInstruction, rw: Rewriter) -> bool:
     """HandleReshape (layout sensitive): a reshape (through reshapes and copies) that moves no
     element in memory becomes a bitcast."""
-    source = _bitcasting_source(instr, rw)
+    source = bitcasting_source(instr, rw)
     return source is not None and rw.replace_with_new(instr, "bitcast", [source])
 
 
@@ -284,7 +283,7 @@ def reshape_to_bitcast(instr: HloInstruction, rw: Rewriter) -> bool:
 @rewrite("transpose")
 def transpose_is_identity(instr: HloInstruction, rw: Rewriter) -> bool:
     """HandleTranspose: a transpose with the identity permutation is removed."""
-    return is_identity_permutation(_dims(instr)) and rw.replace(instr, instr.operands[0])
+    return is_identity_permutation(dims_of(instr)) and rw.replace(instr, instr.operands[0])
 
 
 @rewrite("transpose")
@@ -293,7 +292,7 @@ def transpose_of_transpose(instr: HloInstruction, rw: Rewriter) -> bool:
     operand = instr.operands[0]
     if operand.opcode != "transpose":
         return False
-    perm = compose_permutations(_dims(operand), _dims(instr))
+    perm = compose_permutations(dims_of(operand), dims_of(instr))
     return rw.replace_with_new(instr, "transpose", [operand.operands[0]], {"dimensions": tuple(perm)})
 
 
@@ -331,15 +330,15 @@ def transpose_of_dot(instr: HloInstruction, rw: Rewriter) -> bool:
         return False
     rank = dot.shape.rank
     expected = list(range(rank - 2)) + [rank - 1, rank - 2]
-    if list(_dims(instr)) != expected:
+    if list(dims_of(instr)) != expected:
         return False
     return rw.replace_with_new(instr, "dot", [dot.operands[1], dot.operands[0]], swapped_dot_attrs(dot))
 
 
 @rewrite("transpose")
-def transpose_of_degenerate_dims(instr: HloInstruction, rw: Rewriter) -> bool:
+def transpose_of_degeneratedims_of(instr: HloInstruction, rw: Rewriter) -> bool:
     """HandleTranspose: a transpose that only moves size-1 dimensions is a reshape."""
-    perm = _dims(instr)
+    perm = dims_of(instr)
     kept = [p for k, p in enumerate(perm) if instr.shape.dims[k] != 1]
     if len(kept) == len(perm) or kept != sorted(kept):
         return False
@@ -349,7 +348,7 @@ def transpose_of_degenerate_dims(instr: HloInstruction, rw: Rewriter) -> bool:
 @rewrite("transpose")
 def transpose_to_bitcast(instr: HloInstruction, rw: Rewriter) -> bool:
     """HandleTranspose (layout sensitive): a transpose whose layouts keep the physical order is a bitcast."""
-    return rw.opts.is_layout_sensitive and transpose_is_bitcast(instr.operands[0].shape, instr.shape, _dims(instr)) \
+    return rw.opts.is_layout_sensitive and transpose_is_bitcast(instr.operands[0].shape, instr.shape, dims_of(instr)) \
         and rw.replace_with_new(instr, "bitcast", [instr.operands[0]])
 
 
@@ -358,10 +357,10 @@ def transpose_of_broadcast(instr: HloInstruction, rw: Rewriter) -> bool:
     """HandleTranspose (SimplifyTransposeOfBroadcast): transpose(broadcast(x)) => broadcast(x) when
     the transpose keeps the relative order of x's dimensions (sorted broadcast dimensions)."""
     bcast = instr.operands[0]
-    if bcast.opcode != "broadcast" or list(_dims(bcast)) != sorted(_dims(bcast)):
+    if bcast.opcode != "broadcast" or list(dims_of(bcast)) != sorted(dims_of(bcast)):
         return False
-    inverse = inverse_permutation(_dims(instr))
-    dims = [inverse[d] for d in _dims(bcast)]
+    inverse = inverse_permutation(dims_of(instr))
+    dims = [inverse[d] for d in dims_of(bcast)]
     if dims != sorted(dims):
         return False
     if rw.opts.is_layout_sensitive and not _broadcast_keeps_layout_order(bcast.operands[0].shape, instr.shape, dims):
@@ -375,185 +374,3 @@ def _broadcast_keeps_layout_order(operand: Shape, result: Shape, dims: list[int]
     extracted = [d for d in result.minor_to_major if d in dims]
     order_out = sorted(range(len(dims)), key=lambda k: extracted.index(dims[k]))
     return order_in == order_out
-
-
-# -- bitcast / copy --------------------------------------------------------------------------------
-@rewrite("bitcast")
-def bitcast_of_bitcast(instr: HloInstruction, rw: Rewriter) -> bool:
-    """HandleBitcast: bitcast(bitcast(x)) => bitcast(x)."""
-    operand = instr.operands[0]
-    return operand.opcode == "bitcast" and rw.replace_with_new(instr, "bitcast", [operand.operands[0]])
-
-
-@rewrite("bitcast")
-def bitcast_is_noop(instr: HloInstruction, rw: Rewriter) -> bool:
-    """HandleBitcast: a bitcast to the operand's own shape (SameShape, same element type) is removed."""
-    operand = instr.operands[0]
-    return operand.shape.element_type is instr.shape.element_type and rw.replace_if_compatible(instr, operand)
-
-
-@rewrite("copy")
-def copy_of_copy(instr: HloInstruction, rw: Rewriter) -> bool:
-    """HandleCopy: copy(copy(x)) => x when x has the copy's shape and layout, else copy(x)."""
-    inner = instr.operands[0]
-    if inner.opcode != "copy":
-        return False
-    x = inner.operands[0]
-    if x.shape == instr.shape:
-        return rw.replace(instr, x)
-    return rw.replace_with_new(instr, "copy", [x])
-
-
-@rewrite("copy")
-def copy_is_noop(instr: HloInstruction, rw: Rewriter) -> bool:
-    """HandleCopy: a copy to the same shape (same layout when layout sensitive) is removed, except a
-    sharded root copy of the entry computation."""
-    comp = instr.parent
-    if instr.sharding is not None and comp.parent is not None and comp.parent.entry is comp and instr.is_root:
-        return False
-    return rw.replace_if_compatible(instr, instr.operands[0])
-
-
-@rewrite("copy")
-def copy_to_bitcast(instr: HloInstruction, rw: Rewriter) -> bool:
-    """HandleCopy (layout sensitive): a copy (through copies and reshapes) that moves no element
-    becomes a bitcast, unless it changes memory space."""
-    operand = instr.operands[0]
-    if operand.shape.layout is not None and instr.shape.layout is not None \
-            and operand.shape.layout.memory_space != instr.shape.layout.memory_space:
-        return False
-    source = _bitcasting_source(instr, rw)
-    return source is not None and rw.replace_with_new(instr, "bitcast", [source])
-
-
-@rewrite("copy")
-def copy_of_bitcast_reshape(instr: HloInstruction, rw: Rewriter) -> bool:
-    """HandleCopy: copy(reshape(x)) => reshape(x) into the copy's layout, when the reshape has one
-    user and the reshape to that layout is a bitcast of the reshape's own result."""
-    reshape = instr.operands[0]
-    if reshape.opcode != "reshape" or len(reshape.users) != 1 \
-            or not reshape_is_bitcast(reshape.shape, instr.shape):
-        return False
-    return rw.replace(instr, rw.clone(reshape, [reshape.operands[0]], instr.shape))
-
-
-# -- reverse ---------------------------------------------------------------------------------------
-@rewrite("reverse")
-def reverse_of_degenerate_dims(instr: HloInstruction, rw: Rewriter) -> bool:
-    """HandleReverse: reversing only size-1 dimensions does nothing."""
-    return all(instr.shape.dims[d] == 1 for d in _dims(instr)) and rw.replace(instr, instr.operands[0])
-
-
-@rewrite("reverse")
-def reverse_of_reverse(instr: HloInstruction, rw: Rewriter) -> bool:
-    """HandleReverse (layout insensitive): reverse(reverse(x)) => x, or one reverse of the dimensions
-    reversed an odd number of times."""
-    inner = instr.operands[0]
-    if rw.opts.is_layout_sensitive or inner.opcode != "reverse":
-        return False
-    odd = sorted(set(_dims(instr)) ^ set(_dims(inner)))
-    if not odd:
-        return rw.replace(instr, inner.operands[0])
-    return rw.replace(instr, rw.add("reverse", [inner.operands[0]], instr.shape, {"dimensions": tuple(odd)}))
-
-
-def _scalar_broadcast(instr: HloInstruction) -> bool:
-    return instr.opcode == "broadcast" and not _dims(instr) and instr.operands[0].shape.rank == 0
-
-
-@rewrite("reverse")
-def reverse_of_elementwise_with_scalar(instr: HloInstruction, rw: Rewriter) -> bool:
-    """HandleReverse (layout insensitive): reverse(op(x, broadcast(s))) => op(reverse(x), broadcast(s))
-    for an elementwise binary op other than compare."""
-    inner = instr.operands[0]
-    if rw.opts.is_layout_sensitive or not is_elementwise(inner.opcode) or len(inner.operands) != 2 \
-            or inner.opcode == "compare":
-        return False
-    a, b = inner.operands
-    attrs = {"dimensions": _dims(instr)}
-    if _scalar_broadcast(a):
-        return rw.replace_with_new(instr, inner.opcode, [a, rw.add("reverse", [b], b.shape, attrs)],
-                                   shape=inner.shape)
-    if _scalar_broadcast(b):
-        return rw.replace_with_new(instr, inner.opcode, [rw.add("reverse", [a], a.shape, attrs), b],
-                                   shape=inner.shape)
-    return False
-
-
-@rewrite("reverse")
-def reverse_of_degenerate_reshape(instr: HloInstruction, rw: Rewriter) -> bool:
-    """HandleReverse (layout insensitive): reverse(reshape(x)) where the reshape only inserts size-1
-    dimensions => reshape(reverse(x))."""
-    inner = instr.operands[0]
-    degenerate = merely_inserts_or_deletes_1s(inner)
-    if rw.opts.is_layout_sensitive or degenerate is None or degenerate[0]:
-        return False
-    inserted = degenerate[1]
-    dims = tuple(d - sum(1 for k in inserted if k < d) for d in _dims(instr) if inner.shape.dims[d] != 1)
-    x = inner.operands[0]
-    reversed_x = rw.add("reverse", [x], x.shape, {"dimensions": dims})
-    return rw.replace(instr, rw.reshape(reversed_x, inner.shape.dims, inner.shape))
-
-
-# -- iota / constant -------------------------------------------------------------------------------
-@rewrite("iota")
-def iota_of_degenerate_dim(instr: HloInstruction, rw: Rewriter) -> bool:
-    """HandleIota: an iota along a dimension of size <= 1 is all zeros."""
-    if instr.shape.dims[instr.attrs["iota_dimension"]] > 1:
-        return False
-    return rw.replace(instr, rw.scalar_like(instr, 0))
-
-
-@rewrite("constant")
-def constant_tuple_to_tuple(instr: HloInstruction, rw: Rewriter) -> bool:
-    """HandleConstant: a tuple constant becomes a tuple of array constants."""
-    if not instr.shape.is_tuple or instr.literal_unknown:
-        return False
-    return rw.replace(instr, _tuple_of_constants(rw, instr.shape, instr.literal))
-
-
-def _tuple_of_constants(rw: Rewriter, shape: Shape, value) -> HloInstruction:
-    if not shape.is_tuple:
-        return rw.add("constant", [], shape, literal=value)
-    parts = [_tuple_of_constants(rw, s, v) for s, v in zip(shape.tuple_shapes, value)]
-    return rw.add("tuple", parts, shape)
-
-
-@rewrite("constant")
-def constant_splat_to_broadcast(instr: HloInstruction, rw: Rewriter) -> bool:
-    """HandleConstant: a constant of more than one element, all equal, becomes a broadcast scalar."""
-    if not known_constant(instr) or instr.shape.num_elements <= 1:
-        return False
-    flat = np.asarray(instr.literal).reshape(-1)
-    if not bool(np.all(flat == flat[0])):
-        return False
-    scalar = rw.add("constant", [], Shape.array(instr.shape.element_type, ()), literal=np.array(flat[0]))
-    return rw.replace(instr, rw.broadcast(scalar, instr.shape, ()))
-
-
-def _strided_iota_stride(instr: HloInstruction) -> int | None:
-    """The stride s when a rank-1 constant reads 0, s, 2s, ... (XLA's IsR1Iota / IsR1StridedIota)."""
-    if not known_constant(instr) or instr.shape.rank != 1 or instr.shape.num_elements <= 1:
-        return None
-    flat = np.asarray(instr.literal)
-    et = instr.shape.element_type
-    if et.is_integer:
-        values = flat.astype(np.int64)
-        stride = int(values[1])
-        return stride if stride != 0 and np.array_equal(values, np.arange(len(values)) * stride) else None
-    if et.is_float and np.array_equal(flat.astype(np.float64), np.arange(len(flat), dtype=np.float64)):
-        return 1
-    return None
-
-
-@rewrite("constant")
-def constant_iota(instr: HloInstruction, rw: Rewriter) -> bool:
-    """HandleConstant: a rank-1 constant 0, 1, 2, ... becomes an iota; 0, s, 2s, ... (integers)
-    becomes iota * s."""
-    stride = _strided_iota_stride(instr)
-    if stride is None:
-        return False
-    iota = rw.add("iota", [], instr.shape, {"iota_dimension": 0})
-    if stride == 1:
-        return rw.replace(instr, iota)
-    return rw.replace_with_new(instr, "multiply", [iota, rw.scalar_like(instr, stride)])
