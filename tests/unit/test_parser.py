@@ -343,6 +343,15 @@ def test_shape_forms():
     assert _instr(m, "e").shape.tuple_shapes == ()
 
 
+@pytest.mark.parametrize("layout", [
+    "{1,0:T(8,128)(2,1)}", "{0,1:E(4)S(1)}", "{1,0:D(D,C+~)L(4)#(u32)*(u64)}", "{1,0:SC(0:1,2)(1:3)M(8)}",
+    "{1,0:P(f32[8,128]{1,0})}",
+])
+def test_layout_extras_round_trip(layout):
+    m = parse_module(f"ENTRY e {{ ROOT p = f32[8,128]{layout} parameter(0) }}")
+    assert str(m.entry.root.shape) == f"f32[8,128]{layout}"
+
+
 @pytest.mark.parametrize("text, message", [
     ("f32[2,3]{0} parameter(0)", "layout {0} is not a permutation of the 2 dimensions"),
     ("f32[2]{0:Q(1)} parameter(0)", "unknown layout attribute"),
