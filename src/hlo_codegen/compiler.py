@@ -64,8 +64,42 @@ def prepare_module(module: HloModule) -> None:
     from hlo_codegen.fusion_wrapper import wrap_lone_instructions
 
     _flatten_call_graph(module)
+    check_control_flow_layouts(module)
     wrap_lone_instructions(module)
     insert_copies(module)
+
+
+def check_control_flow_layouts(module: HloModule) -> None:
+    """Operands of while / conditional / call and the called computations' parameters and roots
+    must agree on shapes *with layouts*: they share buffers, so bytes mean the same thing."""
+    from hlo_codegen.fusion_wrapper import global_computations
+
+    for comp in global_computations(module):
+        for instr in comp.instructions:
+            for what, have, want in _control_flow_pairs(instr):
+                if have.to_string() != want.to_string():
+                    raise HloError(f"%{instr.name} ({instr.opcode}): {what} is {have.to_string()}, expected "
+                                   f"{want.to_string()} (layouts must match across control flow)")
+
+
+def _control_flow_pairs(instr):
+    op = instr.opcode
+    if op == "while":
+        for key in ("condition", "body"):
+            yield f"{key} parameter", instr.attrs[key].parameters[0].shape, instr.shape
+        yield "operand", instr.operands[0].shape, instr.shape
+        yield "body root", instr.attrs["body"].root.shape, instr.shape
+    elif op == "conditional":
+        branches = instr.attrs.get("branch_computations") or [instr.attrs["true_computation"],
+                                                                instr.attrs["false_computation"]]
+        for k, branch in enumerate(branches):
+            yield f"operand {k + 1}", instr.operands[k + 1].shape, branch.parameters[0].shape
+            yield f"branch {k} root", branch.root.shape, instr.shape
+    elif op == "call":
+        callee = instr.attrs["to_apply"]
+        for i, param in enumerate(callee.parameters):
+            yield f"operand {i}", instr.operands[i].shape, param.shape
+        yield "callee root", callee.root.shape, instr.shape
 
 
 def _flatten_call_graph(module: HloModule) -> None:

@@ -342,7 +342,8 @@ def _load(data: str | bytes) -> Manifest:
     try:
         body = json.loads(data)
     except json.JSONDecodeError as exc:
-        what = "truncated" if exc.pos >= len(data.rstrip()) else "not valid JSON"
+        at_end = exc.pos >= len(data.rstrip()) - 1 or exc.msg.startswith("Unterminated")
+        what = "truncated" if at_end else "not valid JSON"
         raise ManifestError(f"{what}: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     r = JsonReader(body, "manifest")
     fmt = body.get("format")

@@ -165,7 +165,7 @@ def test_parse_error_names_file_line_col_with_caret(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["nope.hlo"], "cannot read 'nope.hlo': no such file"),
     (["--inputs", "missing.npz", "ADD"], "missing.npz: no such file"),
-    (["--platform", "cuda", "ADD"], "platform 'cuda' is not available yet"),
+    (["--platform", "cuda", "ADD"], "platform 'cuda' cannot run here"),
 ])
 def test_user_errors_exit_1_with_one_line(add_file, args, message):
     args = [str(add_file) if a == "ADD" else a for a in args]
