@@ -1,0 +1,236 @@
+"""Host lowering: the kernel IR as a CPU function that runs whole thread blocks.
+
+Where it sits: `lower_to_host(kernel)` gives LLVM IR text that hlo_common.host_kernel JITs. The
+kernel becomes
+
+    void @<name>(ptr %args, i64 %block_begin, i64 %block_end)
+
+where `args` points to one `ptr` per kernel parameter (in order) and the function runs the
+blocks with linear ids in [block_begin, block_end) (linear id = x + gx * (y + gy * z)). Inside a
+block the threads become loops. `sync_threads` and `shuffle_reduce` split the body into phases;
+each phase runs for every thread of the block (thread linear id = x + bx * (y + by * z)) before
+the next starts. Values that live across a phase boundary are kept in per-thread arrays (thread
+and block ids and constants are recomputed instead). `shuffle_reduce` is emulated through a
+per-thread scratch array with `shfl.sync.down` semantics - lane i reads lane i + d when that is
+below 32 (and an existing thread), else its own value - so the reduction tree and the float
+results are the GPU's. Shared memory is a per-call stack array; math uses math.py.
+"""
+
+from __future__ import annotations
+
+from hlo_codegen.kernel_ir.ir import Kernel, Op, Value
+from hlo_codegen.kernel_ir.verifier import verify_kernel
+from hlo_codegen.llvm.lowering import (
+    I64, LoweringError, ModuleLowering, RegionLowering, Target, llvm_type,
+)
+from hlo_codegen.kernel_ir.ir import buffer_bytes
+from hlo_codegen.llvm.text import LV
+
+_REMATERIALIZE = ("thread_id", "block_id", "constant")
+_DIMS = ("x", "y", "z")
+
+
+class HostTarget(Target):
+    name = "host"
+    triple = "x86_64-unknown-linux-gnu"  # host_kernel replaces it with the JIT's triple
+
+    def thread_id(self, rl: RegionLowering, dim: str) -> LV:
+        return rl.ids[f"th_{dim}"]
+
+    def block_id(self, rl: RegionLowering, dim: str) -> LV:
+        return rl.ids[f"bl_{dim}"]
+
+
+def _phases(kernel: Kernel) -> list[list[Op]]:
+    """Top-level ops split at barriers; a shuffle_reduce is a phase of its own."""
+    phases: list[list[Op]] = [[]]
+    for op in kernel.body.ops:
+        if op.name == "sync_threads":
+            phases.append([])
+        elif op.name == "shuffle_reduce":
+            phases.append([op])
+            phases.append([])
+        else:
+            phases[-1].append(op)
+    return [p for p in phases if p]
+
+
+def _uses(ops: list[Op]) -> list[Value]:
+    out, seen = [], set()
+    for op in ops:
+        for inner in [op] + [x for r in op.regions for x in r.walk()]:
+            for v in inner.operands:
+                if id(v) not in seen:
+                    seen.add(id(v))
+                    out.append(v)
+    return out
+
+
+class _KernelLowering:
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+        self.ml = ModuleLowering(kernel, HostTarget())
+        self.ml.lower_functions()
+        self.phases = _phases(kernel)
+        self.def_phase: dict[int, int] = {}
+        self.def_op: dict[int, Op] = {}
+        for p, ops in enumerate(self.phases):
+            for op in ops:
+                for r in op.results:
+                    self.def_phase[id(r)] = p
+                    self.def_op[id(r)] = op
+        self.spills: dict[int, LV] = {}
+
+    def lower(self) -> str:
+        k = self.kernel
+        f = self.ml.module.function(k.name, "void", [("ptr", "args"), (I64, "block_begin"), (I64, "block_end")])
+        self.fn = f
+        self.buffers = {}
+        for i, p in enumerate(k.params):
+            slot = f.gep("ptr", f.args[0], LV(I64, str(i)))
+            self.buffers[p.name] = f.load("ptr", slot, 8)
+        for b in k.buffers:
+            if b.kind == "shared":
+                self.buffers[b.name] = f.alloca(f"[{max(1, buffer_bytes(b))} x i8]")
+        self._allocate_spills()
+        rl = self._region()
+        head, body, done = f.new_block("blocks"), f.new_block("block_body"), f.new_block("done")
+        pre = f.current
+        f.cbr(f.icmp("slt", f.args[1], f.args[2]), head, done)
+        f.set_block(head)
+        blk, phi = f.phi(I64, "blk")
+        phi.incoming.append((f.args[1].ref, pre))
+        f.br(body)
+        f.set_block(body)
+        self.block_ids = self._delinearize(blk, k.grid, "bl")
+        for p, ops in enumerate(self.phases):
+            if ops[0].name == "shuffle_reduce":
+                self._shuffle_phase(p, ops[0])
+            else:
+                self._thread_phase(p, ops)
+        nxt = f.binop("add", blk, LV(I64, "1"))
+        phi.incoming.append((nxt.ref, f.current))
+        f.cbr(f.icmp("slt", nxt, f.args[2]), head, done)
+        f.set_block(done)
+        f.ret()
+        del rl
+        return self.ml.text()
+
+    def _region(self) -> RegionLowering:
+        rl = RegionLowering(self.ml, self.fn, self.buffers)
+        rl.ids = {}
+        return rl
+
+    def _delinearize(self, linear: LV, sizes: tuple[int, int, int], prefix: str) -> dict[str, LV]:
+        f = self.fn
+        out, rest = {}, linear
+        for dim, n in zip(_DIMS, sizes):
+            out[f"{prefix}_{dim}"] = f.binop("urem", rest, LV(I64, str(n))) if n > 1 else LV(I64, "0")
+            rest = f.binop("udiv", rest, LV(I64, str(n))) if n > 1 else rest
+        return out
+
+    def _allocate_spills(self) -> None:
+        n = self.kernel.num_threads
+        for q, ops in enumerate(self.phases):
+            for v in _uses(ops):
+                p = self.def_phase.get(id(v))
+                if p is None or p == q or id(v) in self.spills:
+                    continue
+                if self.def_op[id(v)].name in _REMATERIALIZE:
+                    continue
+                self.spills[id(v)] = self.fn.alloca(f"[{n} x {llvm_type(v.type)}]")
+        for ops in self.phases:  # shuffle results always live in arrays (their scratch)
+            if ops[0].name == "shuffle_reduce":
+                for r in ops[0].results:
+                    if id(r) not in self.spills:
+                        self.spills[id(r)] = self.fn.alloca(f"[{n} x {llvm_type(r.type)}]")
+
+    def _slot(self, v: Value, t: LV) -> LV:
+        return self.fn.gep(llvm_type(v.type), self.spills[id(v)], t)
+
+    def _enter_thread(self, t: LV, phase: int, needed: list[Value]) -> RegionLowering:
+        rl = self._region()
+        rl.ids = dict(self.block_ids, **self._delinearize(t, self.kernel.block, "th"))
+        for v in needed:
+            p = self.def_phase.get(id(v))
+            if p is None or p == phase:
+                continue
+            if id(v) in self.spills:
+                rl.env[id(v)] = self.fn.load(llvm_type(v.type), self._slot(v, t))
+            else:
+                rl.lower_op(self.def_op[id(v)])
+        return rl
+
+    def _thread_phase(self, p: int, ops: list[Op]) -> None:
+        needed = _uses(ops)
+
+        def body(t: LV, iters: list[LV]) -> list[LV]:
+            rl = self._enter_thread(t, p, needed)
+            for op in ops:
+                rl.lower_op(op)
+                for r in op.results:
+                    if id(r) in self.spills:
+                        self.fn.store(rl.env[id(r)], self._slot(r, t))
+            return []
+
+        RegionLowering.for_range(self._region(), 0, self.kernel.num_threads - 1, [], body, hint="t")
+
+    def _shuffle_phase(self, p: int, op: Op) -> None:
+        f, n = self.fn, self.kernel.num_threads
+        reducer = self.kernel.function(op.attrs["callee"])
+        loop = self._region()
+        cur = [self.spills[id(r)] for r in op.results]
+        scratch = [f.alloca(f"[{n} x {llvm_type(r.type)}]") for r in op.results]
+
+        def init(t: LV, iters: list[LV]) -> list[LV]:
+            rl = self._enter_thread(t, p, list(op.operands))
+            for r, v in zip(op.results, op.operands):
+                f.store(rl.v(v), self._slot(r, t))
+            return []
+
+        loop.for_range(0, n - 1, [], init, hint="t")
+        distance = int(op.attrs.get("max_distance", 16))
+        while distance >= 1:
+            self._shuffle_step(op, reducer, cur, scratch, distance)
+            distance //= 2
+
+    def _shuffle_step(self, op: Op, reducer, cur: list[LV], scratch: list[LV], d: int) -> None:
+        f, n = self.fn, self.kernel.num_threads
+        types = [llvm_type(r.type) for r in op.results]
+        loop = self._region()
+
+        def copy(t: LV, iters: list[LV]) -> list[LV]:
+            for ty, c, s in zip(types, cur, scratch):
+                f.store(f.load(ty, f.gep(ty, c, t)), f.gep(ty, s, t))
+            return []
+
+        def combine(t: LV, iters: list[LV]) -> list[LV]:
+            lane = f.binop("and", t, LV(I64, "31"))
+            src = f.binop("add", t, LV(I64, str(d)))
+            ok = f.binop("and", f.icmp("slt", f.binop("add", lane, LV(I64, str(d))), LV(I64, "32")),
+                         f.icmp("slt", src, LV(I64, str(n))))
+            src = f.select(ok, src, t)
+            mine = [f.load(ty, f.gep(ty, c, t)) for ty, c in zip(types, cur)]
+            other = [f.load(ty, f.gep(ty, s, src)) for ty, s in zip(types, scratch)]
+            args = [self.buffers[b.name] for b in self.kernel.params] + mine + other
+            ret = types[0] if len(types) == 1 else "{ " + ", ".join(types) + " }"
+            out = f.call(ret, reducer.name, args)
+            vals = [out] if len(types) == 1 else [f.extractvalue(ty, out, i) for i, ty in enumerate(types)]
+            for ty, c, v in zip(types, cur, vals):
+                f.store(v, f.gep(ty, c, t))
+            return []
+
+        loop.for_range(0, n - 1, [], copy, hint="t")
+        loop.for_range(0, n - 1, [], combine, hint="t")
+
+
+def lower_to_host(kernel: Kernel, verify: bool = True) -> str:
+    """LLVM IR text of `kernel` for the host (see the module docstring for the ABI)."""
+    if verify:
+        verify_kernel(kernel)
+    try:
+        return _KernelLowering(kernel).lower()
+    except LoweringError:
+        raise
+    except (KeyError, ValueError) as err:
+        raise LoweringError(f"kernel @{kernel.name}: cannot lower for the host: {err}") from err

@@ -1,0 +1,119 @@
+"""NVPTX LLVM IR -> PTX (llvmlite's NVPTX target) -> cubin (nvJitLink): the GPU back end.
+
+Where it sits: after `hlo_codegen.llvm.nvptx.lower_to_nvptx`. `compile_to_ptx` links libdevice
+when the module calls `__nv_*` functions, internalizes everything but the kernels, runs LLVM's
+O3 pipeline for the target machine (which includes NVVMReflect) and prints PTX. `ptx_to_cubin`
+links the PTX with nvJitLink for `--arch` (sm_90 by default); that is also how PTX is validated
+on machines without a GPU. cuda-bindings is imported lazily: without the `ptx` extra the error
+says what to install.
+
+    ptx = compile_to_ptx(lower_to_nvptx(kernel), arch="sm_90")
+    cubin = ptx_to_cubin(ptx, arch="sm_90")     # bytes of an ELF cubin
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from hlo_codegen.llvm.libdevice import find_libdevice, read_libdevice
+from hlo_common.errors import HloError
+
+DEFAULT_ARCH = "sm_90"
+_ARCH = re.compile(r"^sm_(\d+)([af]?)$")
+
+
+class PtxError(HloError):
+    """LLVM could not produce PTX, or nvJitLink rejected it (the log is in the message)."""
+
+
+@functools.lru_cache(maxsize=None)
+def _llvm():
+    import llvmlite.binding as llvm
+
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    return llvm
+
+
+def _check_arch(arch: str) -> None:
+    if not _ARCH.match(arch):
+        raise PtxError(f"bad GPU architecture '{arch}' (expected sm_XY, e.g. sm_90)")
+
+
+@functools.lru_cache(maxsize=None)
+def _target_machine(arch: str):
+    llvm = _llvm()
+    target = llvm.Target.from_triple("nvptx64-nvidia-cuda")
+    return target.create_target_machine(cpu=arch.rstrip("af") if arch.endswith(("a", "f")) else arch,
+                                        features="", opt=3)
+
+
+def compile_to_ptx(llvm_ir: str, arch: str = DEFAULT_ARCH, libdevice: str | None = None) -> str:
+    """PTX text for an NVPTX module; `libdevice` defaults to `find_libdevice()` when needed."""
+    _check_arch(arch)
+    llvm = _llvm()
+    try:
+        module = llvm.parse_assembly(llvm_ir)
+        module.verify()
+    except RuntimeError as err:
+        raise PtxError(f"invalid NVPTX LLVM IR: {str(err).strip()}") from None
+    kernels = set(re.findall(r"define ptx_kernel void @([A-Za-z0-9_.$]+)\(", llvm_ir))
+    if "@__nv_" in llvm_ir:
+        path = libdevice or find_libdevice()
+        if path is None:
+            raise PtxError("the module calls libdevice functions but libdevice.10.bc was not found "
+                           "(set CUDA_HOME or HLO_LIBDEVICE)")
+        lib = llvm.parse_bitcode(read_libdevice(str(path)))
+        lib.triple = module.triple
+        lib.data_layout = module.data_layout
+        module.link_in(lib)
+    for fn in module.functions:
+        if not fn.is_declaration and fn.name not in kernels:
+            fn.linkage = "internal"
+    tm = _target_machine(arch)
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(module, pb)
+    leftover = [fn.name for fn in module.functions if fn.is_declaration and fn.name.startswith("__nv")]
+    if leftover:
+        raise PtxError(f"unresolved libdevice functions: {', '.join(sorted(leftover))}")
+    return tm.emit_assembly(module)
+
+
+def _nvjitlink():
+    try:
+        from cuda.bindings import nvjitlink
+    except ImportError:
+        raise PtxError("cubin validation needs the 'ptx' extra: pip install 'hlo-toolchain[ptx]' "
+                       "(cuda-bindings and nvidia-nvjitlink)") from None
+    return nvjitlink
+
+
+def ptx_to_cubin(ptx: str, arch: str = DEFAULT_ARCH) -> bytes:
+    """Link PTX into a cubin with nvJitLink (no GPU needed); raises PtxError with its log."""
+    _check_arch(arch)
+    nvjitlink = _nvjitlink()
+    handle = nvjitlink.create(1, [f"-arch={arch}"])
+    try:
+        data = ptx.encode()
+        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "kernel.ptx")
+        nvjitlink.complete(handle)
+        size = nvjitlink.get_linked_cubin_size(handle)
+        buf = bytearray(size)
+        nvjitlink.get_linked_cubin(handle, buf)
+        return bytes(buf)
+    except nvjitlink.nvJitLinkError as err:
+        raise PtxError(f"nvJitLink rejected the PTX for {arch}: {err}\n{_error_log(nvjitlink, handle)}") from None
+    finally:
+        nvjitlink.destroy(handle)
+
+
+def _error_log(nvjitlink, handle) -> str:
+    try:
+        size = nvjitlink.get_error_log_size(handle)
+        buf = bytearray(size)
+        nvjitlink.get_error_log(handle, buf)
+        return bytes(buf).decode(errors="replace").rstrip("\x00").strip()
+    except Exception:  # the log is a courtesy; the error above is what matters
+        return ""
