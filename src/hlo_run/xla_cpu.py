@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from hlo_common.errors import HloError
+from hlo_common.ir import HloModule
 
 
 class XlaCpuUnavailable(HloError):
@@ -142,6 +143,38 @@ def _rebuild(shape, leaves: list[np.ndarray]) -> tuple[Any, list[np.ndarray]]:
             parts.append(part)
         return tuple(parts), leaves
     return leaves[0], leaves[1:]
+
+
+def has_fusions(module: HloModule) -> bool:
+    return any(i.opcode == "fusion" for c in module.computations for i in c.instructions)
+
+
+def unfused_text(module: HloModule) -> str:
+    """The module's text with every fusion turned into a `call` of its fused computation.
+
+    XLA:CPU only runs fusions its own pipeline formed (it needs their backend config, and its
+    tiled emitters abort the process on some foreign ones), while a fusion means exactly a call
+    of its computation; so a module written with fusions (emitter tests, optimized dumps) reaches
+    XLA:CPU unfused and gets fused again by XLA:CPU's own passes.
+    """
+    from hlo_common.ir import clone_module
+    from hlo_common.printer import print_module
+
+    clone = clone_module(module)
+    for comp in clone.computations:
+        for instr in comp.instructions:
+            if instr.opcode == "fusion":
+                callee = instr.attrs.pop("calls")
+                instr.attrs.pop("kind", None)
+                instr.attrs["to_apply"] = callee
+                instr.opcode = "call"
+                instr.backend_config = None
+    return print_module(clone)
+
+
+def text_for_xla_cpu(module: HloModule, original_text: str) -> str:
+    """What to give XLA:CPU for `module`: its original text, or the unfused text when it has fusions."""
+    return unfused_text(module) if has_fusions(module) else original_text
 
 
 def run_hlo_text(hlo_text: str, args: Sequence[np.ndarray], *, allow_excess_precision: bool = True) -> Any:

@@ -1,6 +1,7 @@
 """The xla-cpu platform: real XLA:CPU through jax (`hlo_run.xla_cpu`), used as a reference.
 
-It compiles the program's original HLO text with XLA's own parser and pipeline. With
+It compiles the program's original HLO text with XLA's own parser and pipeline (unfused first
+when it holds fusions, see `hlo_run.xla_cpu.unfused_text`). With
 `allow_excess_precision=False` XLA rounds bf16/f16 intermediates after every op, as the
 interpreter does.
 """
@@ -35,14 +36,16 @@ class XlaCpuBackend(Backend):
         return None
 
     def load(self, program: Program) -> Executable:
-        from hlo_run.xla_cpu import XlaCpuExecutable
+        from hlo_run.xla_cpu import XlaCpuExecutable, text_for_xla_cpu
 
-        text = program.hlo_text
-        if text is None:
-            if program.module is None:
-                raise BackendUnavailable(f"{program.name}: XLA:CPU needs an HLO module")
+        if program.module is None:
+            raise BackendUnavailable(f"{program.name}: XLA:CPU needs an HLO module")
+        if program.hlo_text is None:
             from hlo_common.printer import print_module
 
             text = print_module(program.module)
+        else:
+            text = program.hlo_text
+        text = text_for_xla_cpu(program.module, text)
         return XlaCpuBackendExecutable(
             XlaCpuExecutable.compile(text, allow_excess_precision=self.allow_excess_precision))

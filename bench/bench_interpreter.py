@@ -1,0 +1,134 @@
+"""Interpreter speed against XLA:CPU on the bundled example modules (a benchmark, never a test).
+
+    .venv/bin/python bench/bench_interpreter.py [--repeats 3] [--profile] [MODULE.hlo ...]
+
+For each module (default: testdata/gelu.hlo and testdata/transformer_layer.hlo) it makes the
+arguments once from seed 0 (hlo-run's rule), compiles the module on XLA:CPU once, then times
+`--repeats` runs of each after one warm-up run and prints the median wall times, their ratio
+(target: the interpreter within 5x of XLA:CPU) and the largest difference between the two
+results. `--profile` adds the interpreter's time per opcode (by wrapping the registered handlers
+in this process) and the top functions under cProfile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_MODULES = [ROOT / "testdata" / "gelu.hlo", ROOT / "testdata" / "transformer_layer.hlo"]
+
+
+def _median_time(fn, repeats: int) -> tuple[float, object]:
+    result = fn()  # warm-up (plans, caches, page faults)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def _max_error(a, b) -> float:
+    from hlo_run.compare import flatten_leaves
+
+    errs = [float(np.max(np.abs(x.astype(np.float64) - y.astype(np.float64)), initial=0.0))
+            for x, y in zip(flatten_leaves(a), flatten_leaves(b))]
+    return max(errs, default=0.0)
+
+
+def bench_module(path: Path, repeats: int) -> dict:
+    from hlo_common.interpreter.evaluator import evaluate
+    from hlo_common.parser import parse_module
+    from hlo_run.inputs import make_fake_arguments
+    from hlo_run.xla_cpu import XlaCpuExecutable
+
+    text = path.read_text()
+    module = parse_module(text, str(path))
+    args = make_fake_arguments(module, 0)
+    compiled = XlaCpuExecutable.compile(text)
+    xla_s, expected = _median_time(lambda: compiled.run(args), repeats)
+    interp_s, actual = _median_time(lambda: evaluate(module, args), repeats)
+    return {"module": path.name, "interpreter": interp_s, "xla": xla_s, "ratio": interp_s / xla_s,
+            "max_err": _max_error(actual, expected), "module_obj": module, "args": args}
+
+
+def profile_by_opcode(module, args) -> list[tuple[str, int, float]]:
+    """(opcode, calls, seconds) of one interpreter run, by wrapping every registered handler."""
+    from hlo_common.interpreter import evaluator, registry
+    from hlo_common.interpreter.evaluator import evaluate
+
+    evaluator._import_handlers()
+    totals: dict[str, list] = defaultdict(lambda: [0, 0.0])
+    original = dict(registry.HANDLERS)
+
+    def wrap(op, fn):
+        def timed(instr, operands, ev):
+            start = time.perf_counter()
+            try:
+                return fn(instr, operands, ev)
+            finally:
+                totals[op][0] += 1
+                totals[op][1] += time.perf_counter() - start
+        return timed
+
+    for op, fn in original.items():
+        registry.HANDLERS[op] = wrap(op, fn)
+    try:
+        evaluate(module, args)
+    finally:
+        registry.HANDLERS.clear()
+        registry.HANDLERS.update(original)
+    return sorted(((op, n, s) for op, (n, s) in totals.items()), key=lambda r: -r[2])
+
+
+def print_profile(row: dict) -> None:
+    print(f"\n## {row['module']}: interpreter time per opcode (one run)")
+    print(f"{'opcode':<24} {'calls':>6} {'seconds':>9}")
+    for op, n, s in profile_by_opcode(row["module_obj"], row["args"])[:12]:
+        print(f"{op:<24} {n:>6} {s:>9.3f}")
+    from hlo_common.interpreter.evaluator import evaluate
+
+    prof = cProfile.Profile()
+    prof.enable()
+    evaluate(row["module_obj"], row["args"])
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(12)
+    print("\ncProfile, by own time:")
+    print("\n".join(line for line in out.getvalue().splitlines()[6:] if line.strip()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="interpreter vs XLA:CPU wall time")
+    ap.add_argument("modules", nargs="*", type=Path, default=DEFAULT_MODULES)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--profile", action="store_true")
+    opts = ap.parse_args(argv)
+    rows = []
+    for path in opts.modules:
+        try:
+            rows.append(bench_module(path, opts.repeats))
+        except Exception as exc:  # noqa: BLE001 - a benchmark reports and goes on
+            print(f"{path.name}: failed: {type(exc).__name__}: {str(exc).splitlines()[0]}", file=sys.stderr)
+    print(f"{'module':<24} {'interpreter s':>14} {'XLA:CPU s':>10} {'ratio':>7} {'max |diff|':>11}")
+    for r in rows:
+        print(f"{r['module']:<24} {r['interpreter']:>14.3f} {r['xla']:>10.3f} {r['ratio']:>6.1f}x "
+              f"{r['max_err']:>11.3g}")
+    if opts.profile:
+        for r in rows:
+            print_profile(r)
+    return 0 if len(rows) == len(opts.modules) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
