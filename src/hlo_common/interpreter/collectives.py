@@ -26,6 +26,13 @@ def _group_size(instr, ev) -> int:
     iota = re.match(r"\[\s*(\d+)\s*,\s*(\d+)\s*\]\s*<=", text)
     if iota:
         return int(iota.group(2))
+    mesh = re.match(r"mesh\s*\[([^\]]*)\]\s*\{([^}]*)\}", text)
+    if mesh:  # mesh['x'=4,'y'=2] {'x'}: a group spans the listed axes
+        sizes = {k: int(v) for k, v in re.findall(r"'([^']+)'\s*=\s*(\d+)", mesh.group(1))}
+        n = 1
+        for axis in re.findall(r"'([^']+)'", mesh.group(2)):
+            n *= sizes.get(axis, 1)
+        return n
     groups = [g for g in re.findall(r"\{([^{}]*)\}", text)]
     me = ev.replica_id
     for g in groups:
@@ -35,14 +42,16 @@ def _group_size(instr, ev) -> int:
     return 1
 
 
-def _single(instr, operands, ev):
-    """The operands (one value, or a tuple of them), after checking the group has one member."""
+def _single(instr, operands, ev, results=None):
+    """The operands (one value, or a tuple of them), after checking the group has one member and
+    that each result (`results`, default the instruction's shape) is shaped like its operand."""
     n = _group_size(instr, ev)
     if n != 1:
         raise InterpreterError(
             f"%{instr.name} ({instr.opcode}): replica group of {n} devices; the interpreter runs one")
     value = operands[0] if len(operands) == 1 else tuple(operands)
-    results = instr.shape.tuple_shapes if instr.shape.is_tuple else (instr.shape,)
+    if results is None:
+        results = instr.shape.tuple_shapes if instr.shape.is_tuple else (instr.shape,)
     for shape, x in zip(results, operands):
         if shape.is_array and isinstance(x, np.ndarray) and tuple(shape.dims) != x.shape:
             raise InterpreterError(
@@ -59,7 +68,12 @@ def _identity_collective(instr, operands, ev):
 
 @register("all-gather-start")
 def _all_gather_start(instr, operands, ev):
-    value = _single(instr, operands, ev)
+    """(operands, results) in the tuple form; the older form's value is the result itself."""
+    shape = instr.shape
+    if not shape.is_tuple or len(shape.tuple_shapes) != 2:
+        return _single(instr, operands, ev)
+    out = shape.tuple_shapes[1]
+    value = _single(instr, operands, ev, out.tuple_shapes if out.is_tuple else (out,))
     return (value, value)
 
 
@@ -70,7 +84,8 @@ def _all_reduce_done(instr, operands, ev):
 
 @register("all-gather-done", "collective-permute-done")
 def _start_done(instr, operands, ev):
-    return operands[0][1]
+    value = operands[0]
+    return value[1] if isinstance(value, tuple) and instr.operands[0].shape.is_tuple else value
 
 
 def _permute(instr, operands, ev):
@@ -93,6 +108,8 @@ def _collective_permute(instr, operands, ev):
 @register("collective-permute-start")
 def _collective_permute_start(instr, operands, ev):
     out = _permute(instr, operands[:1], ev)
+    if not instr.shape.is_tuple:  # the older form: the start op's value is the result itself
+        return out
     extra = tuple(np.zeros(s.dims, s.element_type.np_dtype) for s in instr.shape.tuple_shapes[2:])
     return (operands[0], out) + extra
 

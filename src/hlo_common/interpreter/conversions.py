@@ -15,7 +15,7 @@ import numpy as np
 
 from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType
 from hlo_common.interpreter.arith import (
-    F32, down, float_bits_dtype, int_compute, up, wrap_int,
+    F32, as_unsigned, down, float_bits_dtype, from_bits, int_compute, up, wrap_int,
 )
 from hlo_common.interpreter.registry import register
 
@@ -71,14 +71,15 @@ def _bitcast_convert(instr, operands, ev):
 
 
 def bitcast_convert_array(x: np.ndarray, src: PrimitiveType, dst: PrimitiveType) -> np.ndarray:
-    """Reinterpret the bits of `x` as `dst` (extra/removed minor dimension between widths)."""
-    x = np.ascontiguousarray(x)
+    """Reinterpret the bits of `x` as `dst` (extra/removed minor dimension between widths).
+
+    Sub-byte elements pack little-endian too: element k of the minor dimension holds bits
+    [k*bits, (k+1)*bits) of the wide value (s4[2] {1, 2} is the byte 0x21), as on XLA:CPU.
+    """
+    shape = np.shape(x)
+    x = np.ascontiguousarray(x).reshape(shape)  # ascontiguousarray turns 0-d into 1-d
     if src.bits < 8 or dst.bits < 8:
-        if src.bits != dst.bits:
-            raise ValueError(f"bitcast-convert between {src.name} and {dst.name} is not supported")
-        if src.is_integer and dst.is_integer:
-            return wrap_int(int_compute(x), dst).astype(dst.np_dtype)
-        return x.view(np.uint8).view(dst.np_dtype)
+        return _bitcast_sub_byte(x, src, dst)
     if dst.is_pred:
         return x.view(np.uint8) != 0
     if src.is_pred:
@@ -89,6 +90,29 @@ def bitcast_convert_array(x: np.ndarray, src: PrimitiveType, dst: PrimitiveType)
         ratio = src.bits // dst.bits
         return x.view(dst.np_dtype).reshape(x.shape + (ratio,))
     return x.view(dst.np_dtype).reshape(x.shape[:-1])
+
+
+def _bitcast_sub_byte(x: np.ndarray, src: PrimitiveType, dst: PrimitiveType) -> np.ndarray:
+    if src.bits == dst.bits:
+        if src.is_integer and dst.is_integer:
+            return wrap_int(int_compute(x), dst).astype(dst.np_dtype)
+        return x.view(np.uint8).view(dst.np_dtype)
+    if not (src.is_integer and dst.is_integer or src.bits >= 8 or dst.bits >= 8):
+        raise ValueError(f"bitcast-convert between {src.name} and {dst.name} is not supported")
+    if src.bits < dst.bits:  # pack the minor dimension into one wide element
+        ratio = dst.bits // src.bits
+        parts = as_unsigned(x, src).astype(np.uint64)
+        shifts = (np.arange(ratio, dtype=np.uint64) * np.uint64(src.bits))
+        packed = np.bitwise_or.reduce(parts << shifts, axis=-1)
+        return from_bits(packed.astype(_UNSIGNED[dst.bits]), dst) if dst.is_integer else \
+            packed.astype(_UNSIGNED[dst.bits]).view(dst.np_dtype)
+    ratio = src.bits // dst.bits
+    wide = x.view(_UNSIGNED[src.bits]).astype(np.uint64)[..., None]
+    shifts = np.arange(ratio, dtype=np.uint64) * np.uint64(dst.bits)
+    return from_bits((wide >> shifts) & np.uint64((1 << dst.bits) - 1), dst)
+
+
+_UNSIGNED = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
 @register("reduce-precision")
@@ -109,7 +133,7 @@ def reduce_precision_array(x: np.ndarray, exponent_bits: int, mantissa_bits: int
     def u(v: int) -> np.ndarray:
         return np.array(v, unsigned)
 
-    v = np.ascontiguousarray(x).view(unsigned)
+    v = np.ascontiguousarray(x).reshape(x.shape).view(unsigned)
     if mantissa_bits < src_mantissa:
         drop = src_mantissa - mantissa_bits
         last_bit = 1 << drop
@@ -125,7 +149,7 @@ def reduce_precision_array(x: np.ndarray, exponent_bits: int, mantissa_bits: int
         signed_inf = signed_zero | u(exp_mask)
         v = np.where(e > u(max_exp << src_mantissa), signed_inf, v)
         v = np.where(e <= u(min_exp << src_mantissa), signed_zero, v)
-    r = np.asarray(v).view(x.dtype)
+    r = np.asarray(v).reshape(x.shape).view(x.dtype)
     # NaNs stay NaN even with no mantissa bits left (XLA:CPU/GPU quiet them; the HloEvaluator
     # would give inf there).
     return np.where(np.isnan(x), x, r)

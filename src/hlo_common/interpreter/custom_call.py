@@ -40,7 +40,7 @@ def register_custom_call(*targets: str) -> Callable:
 def _custom_call(instr, operands, ev):
     target = str(instr.attrs.get("custom_call_target", ""))
     handler = CUSTOM_CALL_TARGETS.get(target)
-    if handler is None and target.startswith("xla_builder.") and instr.called_computations():
+    if target.startswith("xla_builder.") and instr.called_computations():
         handler = _call_decomposition
     if handler is None:
         raise InterpreterError(
@@ -93,6 +93,32 @@ def _pad_to_static(instr, operands, ev):
 @register_custom_call("GetRngSeed")
 def _get_rng_seed(instr, operands, ev):
     return np.array(ev.rng_seed, dtype=instr.shape.element_type.np_dtype)
+
+
+# XLA's client-library math functions, emitted as custom calls (the called computation, when
+# printed, is their decomposition; without it the function is computed here directly).
+_LIBRARY_MATH = {
+    "xla_builder.math.Acos": np.arccos, "xla_builder.math.Acosh": np.arccosh,
+    "xla_builder.math.Asin": np.arcsin, "xla_builder.math.Asinh": np.arcsinh,
+    "xla_builder.math.Atan": np.arctan, "xla_builder.math.Cosh": np.cosh,
+}
+
+
+def _library_math(instr, operands, ev):
+    from hlo_common.interpreter.arith import down, up
+
+    fn = _LIBRARY_MATH[str(instr.attrs["custom_call_target"])]
+    return down(fn(up(operands[0])), instr.shape.element_type)
+
+
+for _target in _LIBRARY_MATH:
+    register_custom_call(_target)(_library_math)
+
+
+@register_custom_call("xla_builder.math.NextAfter")
+def _next_after(instr, operands, ev):
+    """The next representable value after x in the direction of y, in the element type itself."""
+    return np.nextafter(operands[0], operands[1])
 
 
 @register_custom_call("TopK")

@@ -219,6 +219,9 @@ def _power(instr, operands, ev):
 @register("atan2")
 def _atan2(instr, operands, ev):
     a, b, et = _binary(instr, operands)
+    if et.is_complex:  # atan2(y, x) = -i * log((x + i*y) / sqrt(x^2 + y^2)), as the evaluator does
+        i = np.asarray(1j, a.dtype)
+        return down(-i * np.log((b + i * a) / np.sqrt(b * b + a * a)), et)
     return down(np.arctan2(a, b), et)
 
 

@@ -70,7 +70,7 @@ _ELEMENTWISE_MODE["call"] = lambda instr, operands, ev: ev.run_elementwise(instr
 class _Plan:
     """How to run one computation: instructions in order, operand slots, values to free after each."""
 
-    __slots__ = ("steps", "root_slot", "param_slots", "computation")
+    __slots__ = ("steps", "root_slot", "param_slots", "computation", "slots", "step_slots")
 
     def __init__(self, comp: HloComputation):
         self.computation = comp  # keeps the computation alive while its id keys the plan cache
@@ -86,13 +86,22 @@ class _Plan:
             if s != root_slot:
                 frees[k].append(s)
         self.steps = [
-            (instr, tuple(slot[id(op)] for op in instr.operands), tuple(frees[k]))
-            for k, instr in enumerate(order)
+            (instr, tuple(slot[id(op)] for op in instr.operands), tuple(frees[k]), _expected(instr.shape))
+            for k, instr in enumerate(order) if instr.opcode != "parameter"
         ]
+        self.slots = len(order)
+        self.step_slots = [k for k, instr in enumerate(order) if instr.opcode != "parameter"]
         self.root_slot = root_slot
         self.param_slots = [
             (instr.parameter_number, k) for k, instr in enumerate(order) if instr.opcode == "parameter"
         ]
+
+
+def _expected(shape: Shape) -> tuple:
+    """(dtype, dims) an array-shaped instruction's value must have; (None, None) otherwise."""
+    if shape.is_tuple or not shape.is_array:
+        return (None, None)
+    return (shape.element_type.np_dtype, shape.dims)
 
 
 def _reachable_post_order(comp: HloComputation) -> list[HloInstruction]:
@@ -217,15 +226,19 @@ class Evaluator:
 
     def _run(self, comp: HloComputation, args: Sequence[Any], elementwise: bool = False) -> Any:
         plan = self._plan(comp)
-        values: list[Any] = [None] * len(plan.steps)
+        values: list[Any] = [None] * plan.slots
         for number, slot in plan.param_slots:
             if number >= len(args):
                 raise InterpreterError(
                     f"computation {comp.name} reads parameter {number} but got {len(args)} argument(s)")
             values[slot] = args[number]
-        for k, (instr, operand_slots, frees) in enumerate(plan.steps):
-            if instr.opcode != "parameter":
-                values[k] = self._evaluate_instruction(instr, [values[s] for s in operand_slots], elementwise)
+        check = self._check and not elementwise
+        for k, (instr, operand_slots, frees, expect) in zip(plan.step_slots, plan.steps):
+            value = self._evaluate_instruction(instr, [values[s] for s in operand_slots], elementwise)
+            if check and not (type(value) is np.ndarray and value.dtype == expect[0]
+                              and value.shape == expect[1]):
+                value = _check_value(instr, instr.shape, value)
+            values[k] = value
             for s in frees:
                 values[s] = None
         return values[plan.root_slot]
@@ -243,8 +256,6 @@ class Evaluator:
             raise InterpreterError(f"{_where(instr)}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - any failure inside a handler names the instruction
             raise InterpreterError(f"{_where(instr)}: {type(exc).__name__}: {exc}") from exc
-        if not elementwise and self._check:
-            value = _check_value(instr, instr.shape, value)
         return value
 
     def _map_per_element(self, comp: HloComputation, arrays: list[np.ndarray], shape) -> list[np.ndarray]:

@@ -22,7 +22,7 @@ def _rng(instr, operands, ev):
         if not et.is_float:
             raise ValueError("rng_normal needs a floating-point type")
         mean, std = float(up(a)), float(up(b))
-        return down(gen.normal(mean, std, size=dims), et)
+        return down(gen.standard_normal(size=dims) * std + mean, et)
     if et.is_float:
         lo, hi = float(up(a)), float(up(b))
         vals = down(gen.uniform(lo, hi, size=dims), et)
