@@ -194,3 +194,22 @@ def test_large_multi_output_loop_fusion():
     a, e = run(text, x, np.float32(1.5))
     np.testing.assert_array_equal(a, x + np.float32(1.5))
     np.testing.assert_array_equal(e, np.exp(x))
+
+
+def test_library_math_custom_calls():
+    x = np.float32([0.25, -0.5])
+    for target, fn in [("Acos", np.arccos), ("Asinh", np.arcsinh), ("Atan", np.arctan), ("Cosh", np.cosh)]:
+        out = run(f'ENTRY e {{ p = f32[2] parameter(0) '
+                  f'ROOT c = f32[2] custom-call(p), custom_call_target="xla_builder.math.{target}" }}', x)
+        np.testing.assert_allclose(out, fn(x), rtol=1e-6)
+    nxt = run('ENTRY e { a = f32[2] parameter(0) b = f32[2] parameter(1) '
+              'ROOT c = f32[2] custom-call(a, b), custom_call_target="xla_builder.math.NextAfter" }',
+              np.float32([1, 0]), np.float32([2, -1]))
+    assert nxt[0] == np.float32(1) + np.finfo(np.float32).eps and nxt[1] < 0 and nxt[1] > -1e-44
+
+
+def test_mesh_replica_groups_count_their_axes():
+    with pytest.raises(InterpreterError, match="replica group of 4 devices"):
+        run("""ENTRY e { p = f32[4] parameter(0)
+            ROOT g = f32[16] all-gather(p), channel_id=1, dimensions={0}, use_global_device_ids=true,
+                     replica_groups=mesh['axis_0'=4,'axis_1'=2] {'axis_0'} }""", np.zeros(4, np.float32))

@@ -121,3 +121,14 @@ def test_stochastic_convert_rounds_up_when_random_is_below_the_fraction():
     got = evaluate(parse_module(text), [x, r])
     # fraction 0.25 -> 0x40000000: r < fraction rounds |x| up; signs are restored; values saturate.
     assert got.tolist() == [1, 0, -2, -1, 2, 2**31 - 1, -2**31, 0]
+
+
+def test_bitcast_convert_packs_sub_byte_elements_low_bits_first():
+    nibbles = np.array([[1, 2], [3, 4], [-1, 5], [7, -8]], ml_dtypes.int4)
+    packed = convert(nibbles, "s4", "s8", "bitcast-convert", out_dims="4")
+    # element k of the minor dimension holds bits [4k, 4k+4): [1, 2] -> 0x21
+    assert packed.tolist() == [0x21, 0x43, 0x5F, -0x79]
+    back = convert(packed, "s8", "s4", "bitcast-convert", out_dims="4,2")
+    np.testing.assert_array_equal(back.astype(np.int8), nibbles.astype(np.int8))
+    crumbs = convert(np.uint8([0b11100100]), "u8", "u2", "bitcast-convert", out_dims="1,4")
+    assert crumbs.astype(np.uint8).tolist() == [[0, 1, 2, 3]]

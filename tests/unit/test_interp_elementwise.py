@@ -272,3 +272,11 @@ def test_complex_ops():
     text = "ENTRY e { a = f32[2] parameter(0) b = f32[2] parameter(1) ROOT c = c64[2] complex(a, b) }"
     out = evaluate(parse_module(text), [np.float32([1, np.inf]), np.float32([np.inf, 2])])
     assert out.dtype == np.complex64 and out[0].imag == np.inf and out[1].real == np.inf and out[1].imag == 2
+
+
+def test_complex_atan2_agrees_with_real_atan2_on_real_values():
+    y = np.array([1, -1, 0.5, 3], np.complex128)
+    x = np.array([1, 2, -1, -0.25], np.complex128)
+    got = binary("atan2", "c128", y, x)
+    np.testing.assert_allclose(got.real, np.arctan2(y.real, x.real), rtol=1e-12)
+    np.testing.assert_allclose(got.imag, 0, atol=1e-12)
