@@ -68,9 +68,10 @@ class AlgebraicSimplifier(HloPass):
     def run(self, module: HloModule) -> bool:
         changed = False
         asynchronous = async_computations(module)
+        shared: dict = {}
         for comp in self._computations(module):
             for _ in range(RERUN_LIMIT if self.run_to_fixed_point else 1):
-                if not self.run_on_computation(comp, id(comp) in asynchronous):
+                if not self.run_on_computation(comp, id(comp) in asynchronous, shared):
                     break
                 changed = True
         return changed
@@ -86,9 +87,10 @@ class AlgebraicSimplifier(HloPass):
             out.append(comp)
         return out
 
-    def run_on_computation(self, comp: HloComputation, is_async: bool = False) -> bool:
+    def run_on_computation(self, comp: HloComputation, is_async: bool = False,
+                           shared: dict | None = None) -> bool:
         """One sweep over `comp` in post order; returns whether anything changed."""
-        rw = Rewriter(self, comp)
+        rw = Rewriter(self, comp, shared)
         rw.is_async = is_async
         changed = False
         for instr in comp.post_order():

@@ -277,14 +277,11 @@ CASES = [
         ROOT r = f32[4] abs(x)"""),
     Case("exp_of_zero", """
         z = f32[] constant(0)
-        zb = f32[4] broadcast(z), dimensions={}
-        ROOT r = f32[4] exponential(zb)""",
-         """CHECK: %[[ONE:.*]] = f32[] constant(1)
-            CHECK: ROOT %{{.*}} = f32[4]{0} broadcast(%[[ONE]]), dimensions={}""",
+        ROOT r = f32[] exponential(z)""",
+         "CHECK: ROOT %{{.*}} = f32[] constant(1)",
          negative="""
-        z = f32[] constant(1)
-        zb = f32[4] broadcast(z), dimensions={}
-        ROOT r = f32[4] exponential(zb)"""),
+        z = f32[] constant(-0.5)
+        ROOT r = f32[] exponential(z)"""),
     Case("log_of_power", """
         a = f32[4] parameter(0)
         b = f32[4] parameter(1)

@@ -9,12 +9,14 @@ in `base.REWRITES` when imported. The pass itself is `hlo_opt.passes.algebraic_s
     conversions  convert, bitcast-convert, reduce-precision
     slicing      slice, concatenate, pad
     dynamic_slicing  dynamic-slice, dynamic-update-slice
-    reductions   reduce, reduce-window, dot, sort, gather, scatter, map, tuples
+    reductions   reduce, reduce-window
+    dots         dot, convolution
+    misc         sort, gather, scatter, map, get-tuple-element, opt-barrier
 """
 
 from hlo_opt.passes.algsimp import (  # noqa: F401 - importing registers the rewrites
-    arithmetic, conversions, data_ops, division, dynamic_slicing, logical, reductions, shape_ops,
-    slicing,
+    arithmetic, conversions, data_ops, division, dots, dynamic_slicing, logical, misc, reductions,
+    shape_ops, slicing,
 )
 from hlo_opt.passes.algsimp.base import REWRITES, Rewriter, all_rewrites
 

@@ -60,9 +60,11 @@ class Rewriter:
     die with them are detached at once (so user counts stay exact for later rewrites) and taken
     out of the instruction list in one pass by `finish`."""
 
-    def __init__(self, options: AlgebraicSimplifier, comp: HloComputation):
+    def __init__(self, options: AlgebraicSimplifier, comp: HloComputation,
+                 shared: dict[Any, HloComputation] | None = None):
         self.opts = options
         self.comp = comp
+        self.shared = {} if shared is None else shared  # computations made once per module run
         self.detached: list[HloInstruction] = []
         self.dead: set[int] = set()
         self.created: list[HloInstruction] = []
@@ -118,6 +120,21 @@ class Rewriter:
         self.comp.add_instruction(new)
         self.created.append(new)
         return new
+
+    # -- computations ----------------------------------------------------------------------------
+    def scalar_add_computation(self, etype: PrimitiveType) -> HloComputation:
+        """XLA's GetOrCreateScalarAddComputation: add of two scalars, one per type and module run."""
+        key = ("scalar_add", etype.name)
+        if key not in self.shared:
+            from hlo_common.ir import HloComputation as Computation
+
+            comp = Computation("scalar_add_computation")
+            scalar = Shape.array(etype, ())
+            lhs = comp.add_new_instruction("parameter", [], scalar, name="scalar_lhs", parameter_number=0)
+            rhs = comp.add_new_instruction("parameter", [], scalar, name="scalar_rhs", parameter_number=1)
+            comp.root = comp.add_new_instruction("add", [lhs, rhs], scalar)
+            self.shared[key] = self.comp.parent.add_embedded_computation(comp)
+        return self.shared[key]
 
     # -- replacement ---------------------------------------------------------------------------
     def replace(self, old: HloInstruction, new: HloInstruction) -> bool:
@@ -323,6 +340,15 @@ def is_non_negative(instr: HloInstruction) -> bool:
         return False
     check = _NON_NEGATIVE.get(instr.opcode)
     return check(instr) if check is not None else is_positive(instr)
+
+
+def swapped_precision(attrs: dict[str, Any]) -> dict[str, Any]:
+    """A dot's attributes with the two operand precisions swapped (XLA's
+    SwapOperandsInDotPrecisionConfig)."""
+    out = dict(attrs)
+    if len(out.get("operand_precision", ())) == 2:
+        out["operand_precision"] = tuple(reversed(out["operand_precision"]))
+    return out
 
 
 def pred_shape(shape: Shape) -> Shape:

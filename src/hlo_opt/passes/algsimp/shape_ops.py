@@ -16,6 +16,7 @@ from hlo_common.opcodes import is_elementwise
 from hlo_common.shape import Shape
 from hlo_opt.passes.algsimp.base import (
     Rewriter, compose_permutations, inverse_permutation, is_identity_permutation, rewrite,
+    swapped_precision,
 )
 from hlo_opt.passes.algsimp.shapes import (
     drop_degenerate, inserted_or_deleted_1sized_dimensions, reshape_is_bitcast,
@@ -315,9 +316,7 @@ def swapped_dot_attrs(dot: HloInstruction) -> dict:
             attrs[a] = dot.attrs[b]
         if dot.attrs.get(a):
             attrs[b] = dot.attrs[a]
-    if "operand_precision" in attrs and len(attrs["operand_precision"]) == 2:
-        attrs["operand_precision"] = tuple(reversed(attrs["operand_precision"]))
-    return attrs
+    return swapped_precision(attrs)
 
 
 @rewrite("transpose")
