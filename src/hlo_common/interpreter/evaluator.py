@@ -180,9 +180,11 @@ class Evaluator:
 
     def evaluate_instruction(self, instr: HloInstruction, operands: Sequence[Any]) -> Any:
         """Evaluate one instruction on already-evaluated operand values (constant folding and
-        trip-count analysis in hlo-opt); failures are InterpreterErrors naming `instr`."""
+        trip-count analysis in hlo-opt); failures are InterpreterErrors naming `instr`, and the
+        value is checked against the instruction's shape like every value of a walk."""
         with np.errstate(all="ignore"):
-            return self._evaluate_instruction(instr, list(operands), False)
+            value = self._evaluate_instruction(instr, list(operands), False)
+        return _check_value(instr, instr.shape, value) if self._check else value
 
     def map_computation(self, comp: HloComputation, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Apply a scalar computation elementwise over same-shaped arrays.
