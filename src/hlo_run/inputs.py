@@ -14,9 +14,10 @@ The rule (also in the README):
 - pred: 0 or 1 with equal chance.
 - integers: uniform in [-8, 7] for signed and [0, 15] for unsigned types, clipped to the type's
   range. Small on purpose: a parameter may be a loop bound or a shift amount.
-- constrained parameters, found by following the parameter's value through convert,
-  reduce-precision, reshape, bitcast, transpose, copy, slice, broadcast, concatenate and into
-  fusions and calls:
+- constrained parameters, found by following the parameter's values through convert,
+  reduce-precision, reshape, bitcast, transpose, copy, slice, broadcast, concatenate, reverse,
+  the data operands of dynamic-slice, dynamic-update-slice, gather, pad and select, and into
+  fusions and calls (so an index read out of a parameter that is itself sliced stays in bounds):
   * start indices of dynamic-slice / dynamic-update-slice: uniform in [0, operand dim - slice
     dim], so no start is clamped;
   * indices of gather / scatter: uniform in [0, min over the indexed operand dims - 1] (sorted
@@ -46,11 +47,14 @@ FLOAT_RANGE = (-1.0, 1.0)
 SIGNED_RANGE = (-8, 7)
 UNSIGNED_RANGE = (0, 15)
 
-# Ops through which a parameter's values reach a constrained use unchanged (or re-shaped).
+# Ops through which a parameter's values reach a constrained use unchanged (or re-shaped)...
 _FORWARDING = frozenset({
     "convert", "reduce-precision", "reshape", "bitcast", "transpose", "copy", "slice", "broadcast",
-    "concatenate",
+    "concatenate", "reverse",
 })
+# ... and those that pass on the values of some of their operands only.
+_FORWARDING_OPERANDS = {"dynamic-slice": {0}, "dynamic-update-slice": {0, 1}, "gather": {0}, "pad": {0},
+                        "select": {1, 2}}
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,7 @@ def _merge(constraints: list[Constraint]) -> Constraint:
 def _classify_use(user: HloInstruction, k: int, found: list[Constraint], work: list) -> None:
     op = user.opcode
     n = len(user.operands)
-    if op in _FORWARDING:
+    if op in _FORWARDING or k in _FORWARDING_OPERANDS.get(op, ()):
         work.append(user)
     elif op in ("fusion", "call"):
         callee = user.attrs.get("calls") or user.attrs.get("to_apply")

@@ -7,7 +7,9 @@ the relative bound): f32/f64/c64/c128 1e-4, bf16/f16/f8 and narrower floats 2e-2
 pred exactly.
 
 Runnable means: our parser reads it (the `parse` tier covers the rest), its entry takes no tuple
-or token parameters, and XLA:CPU compiles it with excess precision off (so bf16/f16 values are
+or token parameters and returns no dynamic shape (whose padding holds unspecified values), it has
+no op whose random numbers are implementation-defined (`rng`, `rng-get-and-update-state`,
+`rng-bit-generator` with the default algorithm), and XLA:CPU compiles it with excess precision off (so bf16/f16 values are
 rounded after every op, as the interpreter does); fusions reach XLA:CPU as calls (XLA:CPU runs
 only fusions it formed itself; see `hlo_run.xla_cpu.unfused_text`). Modules that are not runnable are skipped with
 the reason, never failed. A runnable module that errors in the interpreter or does not match must
@@ -100,6 +102,17 @@ def is_slow(module_id: str, text: str) -> bool:
     return module_id in notes("slow") or largest_array_elements(text) > SLOW_ELEMENTS
 
 
+def implementation_defined_random(module) -> str | None:
+    """The first instruction whose values XLA leaves to the backend (rng, rng state, default bit generator)."""
+    for comp in module.computations:
+        for instr in comp.instructions:
+            op = instr.opcode
+            algorithm = str(instr.attrs.get("algorithm", "rng_default"))
+            if op in ("rng", "rng-get-and-update-state") or (op == "rng-bit-generator" and algorithm == "rng_default"):
+                return f"%{instr.name} ({op})"
+    return None
+
+
 def bounds_for(dtype: np.dtype) -> tuple[float, float]:
     from hlo_common.dtypes import from_numpy_dtype
 
@@ -131,6 +144,11 @@ def check_module(module_id: str, text: str, time_limit_s: float = TIME_LIMIT_S, 
     for p in module.entry.parameters:
         if p.shape.is_tuple or p.shape.is_token:
             return Outcome("not-runnable", f"entry parameter {p.parameter_number} is a tuple or token")
+    if any(leaf.is_dynamic for _, leaf in module.entry.root.shape.leaf_shapes()):
+        return Outcome("not-runnable", "dynamic-shaped result: elements past the dynamic size are unspecified")
+    random_op = implementation_defined_random(module)
+    if random_op is not None:
+        return Outcome("not-runnable", f"{random_op}: its random numbers are implementation-defined")
     if on_phase is not None:
         on_phase("xla")
     try:

@@ -121,3 +121,18 @@ def test_tuple_and_token_parameters():
                  "ROOT g = f32[2] get-tuple-element(p), index=0 }")
     assert isinstance(args[0], tuple) and args[0][0].shape == (2,) and args[0][1][0].dtype == np.int32
     assert args[1] is TOKEN
+
+
+def test_index_read_from_sliced_data_stays_in_bounds_of_every_use():
+    # off = p[0] starts a slice of p; off2 = that slice's element 1 starts a slice of the slice:
+    # both uses bound the values (44 and 10), so every element of p is in [0, 10].
+    text = """ENTRY e {
+      p = s32[64] parameter(0)
+      t1 = s32[1] slice(p), slice={[0:1]}
+      off = s32[] reshape(t1)
+      d1 = s32[20] dynamic-slice(p, off), dynamic_slice_sizes={20}
+      t2 = s32[1] slice(d1), slice={[1:2]}
+      off2 = s32[] reshape(t2)
+      ROOT d2 = s32[10] dynamic-slice(d1, off2), dynamic_slice_sizes={10} }"""
+    p = _args(text)[0]
+    assert p.min() >= 0 and p.max() <= 10 and p.max() > 5

@@ -75,3 +75,23 @@ def test_missing_jax_is_a_clear_error(monkeypatch):
             xla_cpu.XlaCpuExecutable.compile("ENTRY e { ROOT c = f32[] constant(1) }")
     finally:
         xla_cpu._jax_modules.cache_clear()
+
+
+def test_modules_with_foreign_fusions_run_unfused():
+    # XLA:CPU refuses a fusion its own pipeline did not form ("Fusion must have backend config");
+    # as a call of the same computation it runs, with the same meaning.
+    from hlo_common.parser import parse_module
+    from hlo_run.xla_cpu import text_for_xla_cpu, unfused_text
+
+    text = """HloModule m
+    fused { p0 = f32[4] parameter(0) p1 = f32[4] parameter(1) ROOT s = f32[4] subtract(p0, p1) }
+    ENTRY e { a = f32[4] parameter(0) b = f32[4] parameter(1)
+      ROOT f = f32[4] fusion(a, b), kind=kLoop, calls=fused, backend_config={"fusion_backend_config":{}} }"""
+    module = parse_module(text)
+    unfused = unfused_text(module)
+    assert "fusion(" not in unfused and "call(" in unfused and "to_apply=" in unfused
+    assert text_for_xla_cpu(module, text) == unfused
+    a, b = np.float32([1, 2, 3, 4]), np.float32([4, 3, 2, 1])
+    np.testing.assert_array_equal(run_hlo_text(unfused, [a, b]), a - b)
+    plain = "ENTRY e { p = f32[2] parameter(0) ROOT n = f32[2] negate(p) }"
+    assert text_for_xla_cpu(parse_module(plain), plain) == plain
