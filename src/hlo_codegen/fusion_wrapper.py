@@ -50,6 +50,11 @@ SINGLE_DEVICE_IDENTITY = frozenset({
     "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-broadcast",
 })
 SINGLE_DEVICE_ZERO = frozenset({"replica-id", "partition-id"})
+# Custom calls that only annotate (sharding, memory space, layout): their operand passes through.
+ANNOTATION_TARGETS = frozenset({
+    "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "annotate_device_placement",
+    "MoveToHost", "MoveToDevice", "LayoutConstraint", "Pin", "Unpin",
+})
 UNSUPPORTED = frozenset({
     "infeed", "outfeed", "send", "send-done", "recv", "recv-done", "rng-get-and-update-state",
     "all-reduce-start", "all-reduce-done", "all-gather-start", "all-gather-done",
@@ -70,7 +75,11 @@ def classify(instr: HloInstruction) -> ThunkKind:
         return ThunkKind.FUSION
     if op == "custom-call":
         target = instr.attrs.get("custom_call_target")
-        return ThunkKind.GEMM if target in GEMM_CUSTOM_CALL_TARGETS else ThunkKind.UNSUPPORTED
+        if target in GEMM_CUSTOM_CALL_TARGETS:
+            return ThunkKind.GEMM
+        if target in ANNOTATION_TARGETS and _returns_its_operand(instr):
+            return ThunkKind.COPY
+        return ThunkKind.UNSUPPORTED
     if op == "dot":
         return ThunkKind.GEMM if gemm_config_for_dot(instr) is not None else ThunkKind.KERNEL
     if op == "copy" and instr.shape.is_tuple:
@@ -82,12 +91,16 @@ def classify(instr: HloInstruction) -> ThunkKind:
     return ThunkKind.KERNEL
 
 
+def _returns_its_operand(instr: HloInstruction) -> bool:
+    return (len(instr.operands) == 1 and instr.shape.is_array
+            and instr.operands[0].shape.to_string() == instr.shape.to_string())
+
+
 def _single_device(instr: HloInstruction) -> ThunkKind:
     op = instr.opcode
     if op in SINGLE_DEVICE_ZERO and instr.shape.is_array:
         return ThunkKind.MEMZERO
-    if (op in SINGLE_DEVICE_IDENTITY and len(instr.operands) == 1 and instr.shape.is_array
-            and instr.operands[0].shape == instr.shape):
+    if op in SINGLE_DEVICE_IDENTITY and _returns_its_operand(instr):
         return ThunkKind.COPY
     return ThunkKind.UNSUPPORTED
 
@@ -102,7 +115,7 @@ def is_memcpy(instr: HloInstruction) -> bool:
     if len(instr.operands) != 1 or not instr.shape.is_array:
         return False
     src, dst = instr.operands[0].shape, instr.shape
-    if not src.is_array or src.element_type.bits < 8 or dst.element_type.bits < 8:
+    if not src.is_array:
         return False
     if _has_layout_extras(src) or _has_layout_extras(dst):
         return False
@@ -146,6 +159,25 @@ def global_computations(module: HloModule) -> list[HloComputation]:
             if instr.opcode in CONTROL_FLOW:
                 work.extend(reversed(instr.called_computations()))
     return out
+
+
+def calls_for_decompositions(module: HloModule) -> int:
+    """`xla_builder.*` custom calls that carry their decomposition as a called computation become
+    `call`s of it (the interpreter evaluates them the same way); returns how many."""
+    count = 0
+    for comp in global_computations(module):
+        for instr in list(comp.instructions):
+            target = str(instr.attrs.get("custom_call_target", ""))
+            callees = instr.called_computations() if instr.opcode == "custom-call" else []
+            if not target.startswith("xla_builder.") or len(callees) != 1:
+                continue
+            call = HloInstruction(instr.name, "call", instr.shape, list(instr.operands),
+                                  {"to_apply": callees[0]})
+            call.metadata = list(instr.metadata)
+            comp.replace_instruction(instr, call, remove_dead_operands=False)
+            call.name = instr.name  # free again now that the custom call is gone
+            count += 1
+    return count
 
 
 def wrap_lone_instructions(module: HloModule) -> list[HloInstruction]:

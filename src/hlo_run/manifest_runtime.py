@@ -109,10 +109,9 @@ class ManifestExecutable(Executable):
     def _load_kernel(self, kernel: Kernel) -> Any:
         try:
             return self.device.load_kernel(kernel)
-        except HloError:
-            raise
         except Exception as exc:  # noqa: BLE001 - a driver / JIT failure, named
-            raise ThunkError(f"{self.name}: cannot load kernel {kernel.name}: {_first_line(exc)}") from exc
+            detail = exc.one_line() if isinstance(exc, HloError) else _first_line(exc)
+            raise ThunkError(f"{self.name}: cannot load kernel {kernel.name}: {detail}") from exc
 
     def _upload_constant(self, alloc: Allocation) -> Any:
         buf = self.device.allocate(alloc.size, alloc.alignment)

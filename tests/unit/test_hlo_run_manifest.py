@@ -21,12 +21,13 @@ from hlo_run.cli import cli
 from hlo_run.manifest_runtime import ManifestExecutable, _Progress
 
 sys.path.insert(0, str(Path(__file__).parent / "codegen"))
-from codegen_testlib import compile_text  # noqa: E402
+from codegen_testlib import ElementwiseHostBackend, FakeKernelBackend, compile_text  # noqa: E402
 from test_manifest import KERNEL_FREE  # noqa: E402
+from test_thunk_emission import WHILE  # noqa: E402
 
 
-def run_host(text: str, args):
-    result, _ = compile_text(text)
+def run_host(text: str, args, backend=None):
+    result, _ = compile_text(text, backend=backend)
     manifest = load_manifest(result.manifest.to_bytes(), "m.json")
     return ManifestExecutable(manifest, HostDevice()).run(args)
 
@@ -95,6 +96,37 @@ def test_control_flow_matches_the_interpreter(go):
     want = evaluate(module, args)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+def test_kernels_in_a_while_loop_match_the_interpreter():
+    args = [rand((4,), seed=3)]
+    got = run_host(WHILE, args, ElementwiseHostBackend())
+    np.testing.assert_array_equal(got, evaluate(parse_module(WHILE), args))
+
+
+@pytest.mark.parametrize("index", [-1, 0, 1, 2, 7])
+def test_index_conditional_with_kernels_takes_the_last_branch_when_out_of_range(index):
+    text = """HloModule c
+b0 { p = f32[4] parameter(0) ROOT n = f32[4] negate(p) }
+b1 { p = f32[4] parameter(0) ROOT n = f32[4] add(p, p) }
+b2 { p = f32[4] parameter(0) ROOT n = f32[4] multiply(p, p) }
+ENTRY e { s = s32[] parameter(0) a = f32[4] parameter(1)
+  ROOT c = f32[4] conditional(s, a, a, a), branch_computations={b0, b1, b2} }"""
+    args = [np.int32(index), rand((4,), seed=5)]
+    got = run_host(text, args, ElementwiseHostBackend())
+    want = evaluate(parse_module(text), args)
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(want, args[1] * args[1]) == (index not in (0, 1))
+
+
+def test_a_kernel_that_does_not_compile_is_named():
+    from hlo_common.errors import HloError
+
+    result, _ = compile_text("HloModule m\nENTRY e { p = f32[4] parameter(0) ROOT n = f32[4] negate(p) }",
+                             backend=FakeKernelBackend())
+    manifest = load_manifest(result.manifest.to_bytes(), "m.json")
+    with pytest.raises(HloError, match="m.json: cannot load kernel wrapped_negate: kernel @wrapped_negate is not defined"):
+        ManifestExecutable(manifest, HostDevice(), "m.json")
 
 
 # -- the command line ------------------------------------------------------------------------------------

@@ -28,6 +28,9 @@ def _view(address: int, size: int) -> np.ndarray:
     return np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(address))
 
 
+_EMPTY = np.zeros(1, np.uint8)  # stands for a zero-sized argument (the kernel never touches it)
+
+
 class HostDevice(Device):
     name = "host"
 
@@ -46,13 +49,14 @@ class HostDevice(Device):
         return buffer[offset:offset + size].tobytes()
 
     def load_kernel(self, kernel: Kernel) -> Any:
-        from hlo_common import host_kernel
+        from hlo_common.host_kernel import load_host_kernel
 
-        return host_kernel.compile_host_kernel(kernel.llvm_ir, kernel.name)
+        return load_host_kernel(kernel.llvm_ir, kernel.name)
 
     def launch(self, handle: Any, thunk: KernelThunk, pointers: list[int]) -> None:
         blocks = thunk.grid[0] * thunk.grid[1] * thunk.grid[2]
-        handle.run(pointers, 0, blocks)
+        views = [_view(p, a.slice.size) if a.slice.size else _EMPTY for p, a in zip(pointers, thunk.args)]
+        handle(views, blocks)
 
     def gemm(self, thunk: GemmThunk, pointers: dict[str, int]) -> None:
         from hlo_run.host_gemm import run_gemm

@@ -27,3 +27,56 @@ def compile_text(text: str, target: str = "host", backend=None):
     """Parse and compile `text` with the fake kernel backend (or `backend`)."""
     backend = backend if backend is not None else FakeKernelBackend()
     return compile_module(parse_module(text), CompileOptions(target=target), backend), backend
+
+
+# -- a tiny real kernel generator for runtime tests --------------------------------------------------
+_LL_TYPES = {"f32": "float", "s32": "i32", "pred": "i8"}
+_BINARY = {("add", "f32"): "fadd", ("add", "s32"): "add", ("subtract", "f32"): "fsub",
+           ("subtract", "s32"): "sub", ("multiply", "f32"): "fmul", ("multiply", "s32"): "mul"}
+_COMPARE = {("LT", "f32"): "fcmp olt", ("GT", "f32"): "fcmp ogt", ("LT", "s32"): "icmp slt",
+            ("GT", "s32"): "icmp sgt", ("EQ", "s32"): "icmp eq"}
+
+
+class ElementwiseHostBackend(FakeKernelBackend):
+    """Real host kernels (hand-written LLVM IR, one element per block) for fusions whose root is one
+    add / subtract / multiply / negate / compare of its parameters, f32 or s32. It lets runtime
+    tests launch kernels without depending on the emitters."""
+
+    def compile(self, fusion, name, args):
+        self.calls.append((fusion.name, name, list(args)))
+        root = fusion.fused_computation().root
+        n = fusion.shape.num_elements
+        param_arg = {}
+        for i, spec in enumerate(args):
+            for k in spec.operands:
+                param_arg[k] = i
+        out_arg = next(i for i, spec in enumerate(args) if () in spec.outputs)
+        lines = [f"define void @{name}(ptr %args, i64 %begin, i64 %end) {{", "entry:"]
+        for i in range(len(args)):
+            lines += [f"  %pp{i} = getelementptr ptr, ptr %args, i64 {i}", f"  %p{i} = load ptr, ptr %pp{i}"]
+        lines += ["  br label %loop", "loop:", "  %i = phi i64 [%begin, %entry], [%next, %body]",
+                  "  %more = icmp slt i64 %i, %end", "  br i1 %more, label %body, label %exit", "body:"]
+        values = []
+        for k, operand in enumerate(root.operands):
+            t = _LL_TYPES[operand.shape.element_type.name]
+            arg = param_arg[operand.parameter_number]
+            lines += [f"  %a{k}p = getelementptr {t}, ptr %p{arg}, i64 %i", f"  %a{k} = load {t}, ptr %a{k}p"]
+            values.append((f"%a{k}", t, operand.shape.element_type.name))
+        lines += self._op(root, values)
+        t_out = _LL_TYPES[root.shape.element_type.name]
+        lines += [f"  %op = getelementptr {t_out}, ptr %p{out_arg}, i64 %i", f"  store {t_out} %r, ptr %op",
+                  "  %next = add i64 %i, 1", "  br label %loop", "exit:", "  ret void", "}"]
+        ir = "\n".join(lines) + "\n"
+        kernel = Kernel(name, (max(n, 1), 1, 1), (1, 1, 1), 0, len(args), ptx=f"// {name}\n", llvm_ir=ir)
+        return [CompiledKernel(kernel, tuple(range(len(args))), {"ll": ir})]
+
+    @staticmethod
+    def _op(root, values) -> list[str]:
+        (a, t, et), *rest = values
+        if root.opcode == "negate":
+            return [f"  %r = fneg {t} {a}"] if et == "f32" else [f"  %r = sub {t} 0, {a}"]
+        b = rest[0][0]
+        if root.opcode == "compare":
+            cmp = _COMPARE[(str(root.attrs["direction"]), et)]
+            return [f"  %c = {cmp} {t} {a}, {b}", "  %r = zext i1 %c to i8"]
+        return [f"  %r = {_BINARY[(root.opcode, et)]} {t} {a}, {b}"]

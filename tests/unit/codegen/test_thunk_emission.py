@@ -137,6 +137,8 @@ ENTRY e { a = f32[2,3] parameter(0) b = f32[3,4] parameter(1) c = f32[2,4] param
     ("p = f32[2,3] parameter(0)\n ROOT b = s32[2,3] bitcast-convert(p)", "kCopy"),
     ("ROOT r = u32[] replica-id()", "kMemzero"),
     ("p = f32[4] parameter(0)\n ROOT a = f32[4] all-reduce(p), to_apply=add", "kCopy"),
+    ("p = f32[4] parameter(0)\n ROOT s = f32[4] custom-call(p), custom_call_target=\"Sharding\"", "kCopy"),
+    ("p = s4[4] parameter(0)\n ROOT c = s4[4] copy(p)", "kCopy"),
 ])
 def test_copies_memcpy_like_ops_and_single_device_ops(body, expected):
     add = "add { x = f32[] parameter(0) y = f32[] parameter(1) ROOT s = f32[] add(x, y) }\n"
@@ -255,3 +257,12 @@ ENTRY e { s = pred[] parameter(0) a = f32[2,3]{0,1} parameter(1)
     with pytest.raises(HloError, match=r"%c \(conditional\): operand 1 is f32\[2,3\]\{0,1\}, expected "
                                         r"f32\[2,3\]\{1,0\} \(layouts must match"):
         compile_text(text)
+
+
+def test_xla_builder_decomposition_runs_its_computation_inline():
+    result, _ = compile_text("""HloModule m
+cosh { x = f32[4] parameter(0) e = f32[4] exponential(x) ROOT n = f32[4] negate(e) }
+ENTRY e { p = f32[4] parameter(0)
+  ROOT c = f32[4] custom-call(p), custom_call_target="xla_builder.math.Cosh", called_computations={cosh} }""")
+    assert [t.kernel for t in result.manifest.thunks.thunks] == ["wrapped_exponential", "wrapped_negate"]
+    assert _find(result.module, "c").opcode == "call"
