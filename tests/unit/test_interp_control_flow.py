@@ -176,10 +176,13 @@ def test_rng_is_deterministic_and_in_range():
 
 def test_rng_get_and_update_state_advances_by_delta():
     text = "ENTRY e { ROOT s = u64[2] rng-get-and-update-state(), delta=5 }"
-    ev = Evaluator(rng_seed=7)
     m = parse_module(text)
-    assert ev.evaluate(m, []).tolist() == [7, 0]
-    assert ev.evaluate(m, []).tolist() == [12, 0]
+    ev = Evaluator()  # XLA's initial state is 0x7012395 (what a fresh XLA:CPU executable returns)
+    assert ev.evaluate(m, []).tolist() == [0x7012395, 0]
+    assert ev.evaluate(m, []).tolist() == [0x7012395 + 5, 0]
+    wide = Evaluator(rng_state=(1 << 64) - 2)
+    assert wide.evaluate(m, []).tolist() == [(1 << 64) - 2, 0]
+    assert wide.evaluate(m, []).tolist() == [3, 1]  # the carry reaches the high word
 
 
 def test_large_multi_output_loop_fusion():

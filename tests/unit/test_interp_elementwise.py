@@ -280,3 +280,13 @@ def test_complex_atan2_agrees_with_real_atan2_on_real_values():
     got = binary("atan2", "c128", y, x)
     np.testing.assert_allclose(got.real, np.arctan2(y.real, x.real), rtol=1e-12)
     np.testing.assert_allclose(got.imag, 0, atol=1e-12)
+
+
+def test_complex_division_recovers_infinities_like_c99():
+    a = np.array([1 + 1j, 1 + 0j, np.inf + 1j, 2 - 1j], np.complex64)
+    b = np.array([complex(np.nan, np.inf), 0j, 1 + 1j, 1 + 1j], np.complex64)
+    q = binary("divide", "c64", a, b)
+    assert q[0] == 0 and np.signbit(q[0].imag)       # finite / infinite is zero
+    assert np.isinf(q[1].real)                         # nonzero / 0 is infinite
+    assert np.isinf(q[2].real) and np.isinf(q[2].imag)  # infinite / finite is infinite
+    np.testing.assert_allclose(q[3], (2 - 1j) / (1 + 1j), rtol=1e-6)

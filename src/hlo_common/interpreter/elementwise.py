@@ -167,9 +167,39 @@ def _int_limits(et: PrimitiveType) -> tuple[int, int]:
     return 0, (1 << et.bits) - 1
 
 
+def _complex_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a / b with C99 Annex G's recovery of infinities where the plain formula gives NaN + NaN i
+    (finite / infinite is 0, infinite / finite is infinite, x / 0 is infinite), as XLA computes."""
+    q = np.divide(a, b)
+    both_nan = np.isnan(q.real) & np.isnan(q.imag)
+    if not both_nan.any():
+        return q
+    x, y, c, d = a.real, a.imag, b.real, b.imag
+    inf = np.asarray(np.inf, x.dtype)
+    zero_den = (c == 0) & (d == 0) & ~(np.isnan(x) & np.isnan(y))
+    num_inf = (np.isinf(x) | np.isinf(y)) & np.isfinite(c) & np.isfinite(d)
+    den_inf = (np.isinf(c) | np.isinf(d)) & np.isfinite(x) & np.isfinite(y)
+    xi, yi = np.copysign(np.isinf(x).astype(x.dtype), x), np.copysign(np.isinf(y).astype(x.dtype), y)
+    ci, di = np.copysign(np.isinf(c).astype(x.dtype), c), np.copysign(np.isinf(d).astype(x.dtype), d)
+    cand = [
+        (zero_den, np.copysign(inf, c) * x, np.copysign(inf, c) * y),
+        (num_inf, inf * (xi * c + yi * d), inf * (yi * c - xi * d)),
+        (den_inf, 0 * (x * ci + y * di), 0 * (y * ci - x * di)),
+    ]
+    re, im = q.real.copy(), q.imag.copy()
+    for cond, r, i in reversed(cand):  # the first matching rule wins
+        sel = both_nan & cond
+        re, im = np.where(sel, r, re), np.where(sel, i, im)
+    out = np.empty(q.shape, q.dtype)
+    out.real, out.imag = re, im
+    return out
+
+
 @register("divide")
 def _divide(instr, operands, ev):
     a, b, et = _binary(instr, operands)
+    if et.is_complex:
+        return down(_complex_divide(a, b), et)
     if not et.is_integer:
         return down(np.divide(a, b), et)
     special = (b == 0) | (b == -1) if et.kind == "signed" else (b == 0)

@@ -121,16 +121,17 @@ class Evaluator:
     """Evaluates HLO modules and computations on numpy values, one instruction at a time.
 
     `replica_id` / `partition_id` are what replica-id / partition-id return (single-device runs
-    use 0); `rng_seed` seeds the deterministic generator behind `rng` and
-    `rng-get-and-update-state`.
+    use 0); `rng_seed` seeds the deterministic generator behind `rng`; `rng_state` is the 128-bit
+    counter rng-get-and-update-state reads and advances (XLA starts it at 0x7012395).
     """
 
-    def __init__(self, *, replica_id: int = 0, partition_id: int = 0, rng_seed: int = 0x5EED):
+    def __init__(self, *, replica_id: int = 0, partition_id: int = 0, rng_seed: int = 0x5EED,
+                 rng_state: int = 0x7012395):
         _import_handlers()
         self.replica_id = replica_id
         self.partition_id = partition_id
         self.rng_seed = rng_seed
-        self.rng_state = rng_seed  # rng-get-and-update-state's counter
+        self.rng_state = rng_state
         self._rng: np.random.Generator | None = None
         self.module: HloModule | None = None
         self._plans: dict[int, _Plan] = {}
