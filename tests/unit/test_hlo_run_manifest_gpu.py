@@ -70,7 +70,8 @@ def test_cublas_gemm_matches_the_interpreter(a, b, out, dims, dtype, tol):
     got = run_cuda(text, args)
     want = evaluate(module, args)
     assert got.dtype == want.dtype
-    np.testing.assert_allclose(np.asarray(got, np.complex128), np.asarray(want, np.complex128), rtol=tol, atol=tol)
+    np.testing.assert_allclose(np.asarray(got, np.complex128), np.asarray(want, np.complex128),
+                               rtol=tol, atol=tol)
 
 
 def test_gemm_custom_call_with_alpha_and_beta():
@@ -83,7 +84,8 @@ ENTRY e { a = f32[8,16] parameter(0) b = f32[16,4] parameter(1) c = f32[8,4] par
   ROOT r = f32[8,4] get-tuple-element(g), index=0 }"""
     args = [rand((8, 16), np.float32, 1), rand((16, 4), np.float32, 2), rand((8, 4), np.float32, 3)]
     got = run_cuda(text, args)
-    np.testing.assert_allclose(got, 2 * (args[0].astype(np.float64) @ args[1]) - args[2], rtol=1e-5, atol=1e-5)
+    want = 2 * (args[0].astype(np.float64) @ args[1]) - args[2]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("go", [True, False])
@@ -108,9 +110,11 @@ ENTRY e { a = f32[1000] fusion(), kind=kLoop, calls=z  b = bf16[1000] fusion(), 
 def test_cli_runs_a_cuda_manifest(tmp_path):
     from hlo_run.cli import cli
 
-    result, _ = compile_text(DOT.format(a="f32[8,8]", b="f32[8,8]", out="f32[8,8]", dims=PLAIN), target="cuda")
+    text = DOT.format(a="f32[8,8]", b="f32[8,8]", out="f32[8,8]", dims=PLAIN)
+    result, _ = compile_text(text, target="cuda")
     path = tmp_path / "m.json"
     path.write_bytes(result.manifest.to_bytes())
-    out = CliRunner().invoke(cli, ["--platform", "cuda", "--iterations", "2", str(path)], catch_exceptions=False)
+    out = CliRunner().invoke(cli, ["--platform", "cuda", "--iterations", "2", str(path)],
+                             catch_exceptions=False)
     assert out.exit_code == 0, out.stderr
     assert "Results on cuda and interpreter are close enough" in out.stderr and "001 kGemm d" in out.stderr
