@@ -83,7 +83,8 @@ class RunOptions:
 @click.option("--rel-error-bound", type=click.FloatRange(min=0), default=1e-3, show_default=True)
 @click.option("--iterations", type=click.IntRange(min=1), default=1, show_default=True,
               help="Run N times and report the times.")
-@click.option("--split-input-file", is_flag=True, help="Treat `// -----` lines as separators between modules.")
+@click.option("--split-input-file", is_flag=True,
+              help="Treat `// -----` lines as separators between modules.")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
 def cli(input_path, platform, inputs_path, seed, output_path, print_literals, reference_platform,
         abs_error_bound, rel_error_bound, iterations, split_input_file, debug) -> None:
@@ -196,7 +197,8 @@ def _run_on(platform: str, program: Program, args: list[Any], iterations: int) -
 
 
 def _report_times(platform: str, times: list[float], profile: list[tuple[str, float]]) -> None:
-    click.echo(f"{platform}: {len(times)} runs: min {min(times):.6f}s, median {statistics.median(times):.6f}s, "
+    click.echo(f"{platform}: {len(times)} runs: min {min(times):.6f}s, "
+               f"median {statistics.median(times):.6f}s, "
                f"mean {statistics.fmean(times):.6f}s, total {sum(times):.6f}s", err=True)
     if profile:
         width = max(len(name) for name, _ in profile)

@@ -93,7 +93,8 @@ def flatten_leaves(value: Any) -> list[Any]:
     return []
 
 
-def compare_values(actual: Any, expected: Any, abs_bound: float = 1e-3, rel_bound: float = 1e-3) -> Comparison:
+def compare_values(actual: Any, expected: Any, abs_bound: float = 1e-3,
+                   rel_bound: float = 1e-3) -> Comparison:
     """Compare two results (arrays or nested tuples of arrays) leaf by leaf."""
     a_leaves, e_leaves = flatten_leaves(actual), flatten_leaves(expected)
     if len(a_leaves) != len(e_leaves):

@@ -116,7 +116,8 @@ class XlaCpuExecutable:
         """Run on numpy arguments (one per entry parameter); arrays or nested tuples come back."""
         jax, _, _ = _jax_modules()
         if len(args) != len(self.parameter_shapes):
-            raise XlaCpuRejected(f"the module takes {len(self.parameter_shapes)} argument(s), {len(args)} given")
+            raise XlaCpuRejected(
+                f"the module takes {len(self.parameter_shapes)} argument(s), {len(args)} given")
         _, device = cpu_backend()
         try:
             with jax.enable_x64(True):  # otherwise 64-bit inputs are narrowed silently

@@ -6,15 +6,21 @@ results with run_hlo_module's rule (an element fails only when it exceeds both t
 the relative bound): f32/f64/c64/c128 1e-4, bf16/f16/f8 and narrower floats 2e-2, integers and
 pred exactly.
 
-Runnable means: our parser reads it (the `parse` tier covers the rest), its entry takes no tuple
-or token parameters and returns no dynamic shape (whose padding holds unspecified values), it has
-no op whose random numbers are implementation-defined (`rng`, `rng-get-and-update-state`,
-`rng-bit-generator` with the default algorithm), and XLA:CPU compiles it with excess precision off (so bf16/f16 values are
-rounded after every op, as the interpreter does); fusions reach XLA:CPU as calls (XLA:CPU runs
-only fusions it formed itself; see `hlo_run.xla_cpu.unfused_text`). Modules that are not runnable are skipped with
-the reason, never failed. A runnable module that errors in the interpreter or does not match must
-be listed under `interpreter` in `tests/corpus/expected_failures.txt` with the reason; a listed
-module that starts matching fails, so the list stays true. Regenerate the list with
+Runnable means:
+- our parser reads it (the `parse` tier covers the rest);
+- its entry takes no tuple or token parameters (XLA:CPU cannot) and returns no dynamic shape
+  (whose padding holds unspecified values);
+- no array holds more than 2**26 elements (a CI machine could not hold both runs);
+- no op makes implementation-defined random numbers (`rng`, `rng-get-and-update-state`,
+  `rng-bit-generator` with the default algorithm);
+- XLA:CPU compiles it, with excess precision off (so bf16/f16 values are rounded after every
+  op, as the interpreter does) and fusions given to it as calls (it runs only fusions it formed
+  itself; see `hlo_run.xla_cpu.unfused_text`).
+
+Modules that are not runnable are skipped with the reason, never failed. A runnable module that
+errors in the interpreter or does not match must be listed under `interpreter` in
+`tests/corpus/expected_failures.txt` with the reason; a listed module that starts matching fails,
+so the list stays true. Regenerate the list with
 `tests/corpus/update_expected_failures.py --tier interpreter`.
 
 `interpreter_notes.txt` (written by the same script) records what only a measurement shows:
@@ -42,8 +48,10 @@ from corpus_lib import corpus_available, corpus_modules, expected_failures, requ
 TIER = "interpreter"
 SEED = 0
 NOTES = Path(__file__).with_name("interpreter_notes.txt")
-# A module whose largest array holds more elements than this is slow (static, cheap to decide).
+# A module whose largest array holds more elements than this is slow (static, cheap to decide);
+# one beyond TOO_LARGE_ELEMENTS (256 MiB of f32) is not run at all: a CI machine cannot hold it twice.
 SLOW_ELEMENTS = 1 << 22
+TOO_LARGE_ELEMENTS = 1 << 26
 # A guard, not a budget: a module that runs longer than this on the interpreter fails clearly
 # instead of stalling the suite (slow-marked modules get the longer limit).
 TIME_LIMIT_S = 30
@@ -103,12 +111,13 @@ def is_slow(module_id: str, text: str) -> bool:
 
 
 def implementation_defined_random(module) -> str | None:
-    """The first instruction whose values XLA leaves to the backend (rng, rng state, default bit generator)."""
+    """The first instruction whose values XLA leaves to the backend (rng, rng state, default bits)."""
     for comp in module.computations:
         for instr in comp.instructions:
             op = instr.opcode
             algorithm = str(instr.attrs.get("algorithm", "rng_default"))
-            if op in ("rng", "rng-get-and-update-state") or (op == "rng-bit-generator" and algorithm == "rng_default"):
+            default_bits = op == "rng-bit-generator" and algorithm == "rng_default"
+            if op in ("rng", "rng-get-and-update-state") or default_bits:
                 return f"%{instr.name} ({op})"
     return None
 
@@ -137,6 +146,9 @@ def check_module(module_id: str, text: str, time_limit_s: float = TIME_LIMIT_S, 
     from hlo_run.inputs import make_fake_arguments
     from hlo_run.xla_cpu import XlaCpuExecutable, XlaCpuRejected, text_for_xla_cpu
 
+    largest = largest_array_elements(text)
+    if largest > TOO_LARGE_ELEMENTS:
+        return Outcome("not-runnable", f"too large to run here: an array of {largest} elements")
     try:
         module = parse_module(text, module_id)
     except HloError as exc:
@@ -145,7 +157,7 @@ def check_module(module_id: str, text: str, time_limit_s: float = TIME_LIMIT_S, 
         if p.shape.is_tuple or p.shape.is_token:
             return Outcome("not-runnable", f"entry parameter {p.parameter_number} is a tuple or token")
     if any(leaf.is_dynamic for _, leaf in module.entry.root.shape.leaf_shapes()):
-        return Outcome("not-runnable", "dynamic-shaped result: elements past the dynamic size are unspecified")
+        return Outcome("not-runnable", "dynamic-shaped result: values past the dynamic size are unspecified")
     random_op = implementation_defined_random(module)
     if random_op is not None:
         return Outcome("not-runnable", f"{random_op}: its random numbers are implementation-defined")

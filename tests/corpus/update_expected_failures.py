@@ -34,7 +34,8 @@ FAILING = ("error", "mismatch")
 
 
 def _load_test_module():
-    spec = importlib.util.spec_from_file_location("test_interpreter_vs_xla", HERE / "test_interpreter_vs_xla.py")
+    name = "test_interpreter_vs_xla"
+    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -172,7 +173,7 @@ def print_summary(results: list[tuple], slow_seconds: float) -> None:
 
 def write_notes(path: Path, slow: dict[str, float], crash: dict[str, str], slow_seconds: float) -> None:
     head = ["# What the interpreter tier learned by measuring (written by update_expected_failures.py):",
-            f"#   slow <module id> <seconds>: the check took longer than {slow_seconds:g} s (2-core machine);",
+            f"#   slow <module id> <seconds>: the check took over {slow_seconds:g} s (2-core machine);",
             "#   xla-crash <module id> <reason>: XLA:CPU aborted the process or hung while compiling."]
     lines = [f"slow {mid} {slow[mid]:.1f}" for mid in sorted(slow)]
     lines += [f"xla-crash {mid} {crash[mid]}" for mid in sorted(crash)]
@@ -209,7 +210,8 @@ def main() -> None:
     if opts.skip_slow:  # keep what is known about the modules that were not run
         ran = {r[0] for r in results}
         failing.update({mid: r for mid, r in _old_tier_lines(opts.tier).items() if mid not in ran})
-        slow.update({mid: float(note.split()[0]) for mid, note in test.notes("slow").items() if mid not in ran})
+        old_slow_notes = test.notes("slow")
+        slow.update({mid: float(note.split()[0]) for mid, note in old_slow_notes.items() if mid not in ran})
         crash.update({mid: note for mid, note in test.notes("xla-crash").items() if mid not in ran})
     rewrite_tier(opts.tier, [f"{opts.tier} {mid} {failing[mid]}" for mid in sorted(failing)])
     write_notes(test.NOTES, slow, crash, opts.slow_seconds)

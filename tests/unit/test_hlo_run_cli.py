@@ -75,7 +75,8 @@ def test_npz_round_trip_with_bf16(tmp_path):
     module.write_text(BF16)
     inputs, outputs = tmp_path / "in.npz", tmp_path / "out.npz"
     np.savez(inputs, arg0=np.array([3.0, -1.0, 0.375], np.float32))
-    result = run(["--platform", "interpreter", "--inputs", str(inputs), "--output", str(outputs), str(module)])
+    result = run(["--platform", "interpreter", "--inputs", str(inputs), "--output", str(outputs),
+                  str(module)])
     assert result.exit_code == 0, result.stderr
     with np.load(outputs) as out:
         assert out.files == ["out0"] and out["out0"].dtype == np.float32
@@ -141,7 +142,8 @@ def test_xla_cpu_reference_without_jax_is_one_line(add_file, monkeypatch):
     monkeypatch.setattr(XlaCpuBackend, "unavailable_reason", classmethod(lambda cls: "it needs jax"))
     result = run(["--platform", "interpreter", "--reference-platform", "xla-cpu", str(add_file)])
     assert result.exit_code == 1
-    assert "hlo-run: error: " in result.stderr and "platform 'xla-cpu' cannot run here: it needs jax" in result.stderr
+    assert "hlo-run: error: " in result.stderr
+    assert "platform 'xla-cpu' cannot run here: it needs jax" in result.stderr
 
 
 def test_xla_cpu_rejects_tuple_parameters_cleanly(tmp_path):

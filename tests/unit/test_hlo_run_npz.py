@@ -15,7 +15,8 @@ SHAPES = [Shape.array("bf16", (3,)), Shape.array("f8e4m3fn", (2,)), Shape.array(
 
 
 def _args():
-    return [np.array([1.5, -2.0, 0.0078125], ml_dtypes.bfloat16), np.array([0.5, -448], ml_dtypes.float8_e4m3fn),
+    return [np.array([1.5, -2.0, 0.0078125], ml_dtypes.bfloat16),
+            np.array([0.5, -448], ml_dtypes.float8_e4m3fn),
             np.array([-8, 7], ml_dtypes.int4), np.array([[1, 2], [3, 4]], np.float32), np.array(True)]
 
 
@@ -41,8 +42,10 @@ def test_user_written_float32_file_converts_to_bf16(tmp_path):
 
 @pytest.mark.parametrize("arrays, message", [
     ({"arg0": np.zeros(3, np.float32)}, "missing array 'arg1'"),
-    ({"arg0": np.zeros(3, np.float32), "arg1": np.zeros(2, np.int32), "x": np.zeros(1)}, "unexpected array 'x'"),
-    ({"arg0": np.zeros(4, np.float32), "arg1": np.zeros(2, np.int32)}, "array 'arg0' has shape [4], expected [3]"),
+    ({"arg0": np.zeros(3, np.float32), "arg1": np.zeros(2, np.int32), "x": np.zeros(1)},
+     "unexpected array 'x'"),
+    ({"arg0": np.zeros(4, np.float32), "arg1": np.zeros(2, np.int32)},
+     "array 'arg0' has shape [4], expected [3]"),
     ({"arg0": np.zeros(3, np.float64), "arg1": np.zeros(2, np.int32)}, "array 'arg0' has dtype float64"),
     ({"arg0": np.zeros(3, np.float32), "arg1": np.zeros(2, np.int64)}, "array 'arg1' has dtype int64"),
 ])

@@ -46,7 +46,7 @@ def test_bf16_round_trip_and_repeated_runs():
 @pytest.mark.parametrize("param", ["(f32[2], s32[]) parameter(0)", "token[] parameter(0)"])
 def test_tuple_and_token_parameters_are_rejected_cleanly(param):
     text = f"ENTRY e {{ p = {param} ROOT c = f32[] constant(1) }}"
-    with pytest.raises(XlaCpuRejected, match="XLA:CPU cannot take the (tuple|token)-shaped entry parameter 0"):
+    with pytest.raises(XlaCpuRejected, match="cannot take the (tuple|token)-shaped entry parameter 0"):
         XlaCpuExecutable.compile(text)
 
 
