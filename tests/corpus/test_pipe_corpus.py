@@ -1,0 +1,302 @@
+"""Corpus tier `codegen`: the whole pipe on every runnable corpus module.
+
+    hlo-opt m.hlo | hlo-codegen --target host | hlo-run --platform host --reference-platform interpreter
+    hlo-opt m.hlo | hlo-codegen --target cuda            (PTX that links for sm_90, checked by nvJitLink)
+
+Both run in-process, stage by stage exactly as the tools do it (hlo-opt's GPU pipeline, the text
+printed and parsed again, the manifest written and loaded again); the host run uses hlo-run's
+argument rule (seed 0) and its comparison (abs and rel bound 1e-3, an element fails only when it
+exceeds both) against the interpreter running the manifest's HLO.
+
+Runnable: the module parses, its entry takes no tuple or token parameters, and neither the
+`verify` nor the `interpreter` tier lists it. If the interpreter cannot run a module at all it is
+skipped as not runnable. Modules the interpreter tier measured as slow, or with arrays over 4M
+elements, or past the first DEFAULT_MODULES of the list, are marked `slow`.
+
+A runnable module that fails is listed under `codegen` in `tests/corpus/expected_failures.txt`,
+one line per module: `codegen <module id> host: <reason> | cuda: <reason>` (either part may be
+missing). The host test expects a `host:` part exactly when the host pipe fails, the cuda test a
+`cuda:` part exactly when compiling for cuda fails, so a listed failure that starts passing fails
+its test. Regenerate the lines with
+
+    .venv/bin/python tests/corpus/test_pipe_corpus.py --update [--all] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from corpus_lib import EXPECTED_FAILURES, corpus_available, corpus_modules, expected_failures  # noqa: E402
+
+TIER = "codegen"
+SEED = 0
+BOUND = 1e-3  # hlo-run's default --abs-error-bound / --rel-error-bound
+TIME_LIMIT_S = 60
+DEFAULT_MODULES = 260  # the first this many runnable modules (by id) run by default; the rest are slow
+SLOW_ELEMENTS = 1 << 22
+NOTES = Path(__file__).with_name("interpreter_notes.txt")
+_SHAPE_RE = re.compile(r"\b(?:pred|[suf]\d+|bf16|c64|c128|f8e\w+)\[([0-9, <=?]*)\]")
+
+
+class PipeTimeout(BaseException):
+    """Raised by the alarm; a BaseException so that no `except Exception` in the tools stops it."""
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    reason: str = ""
+    runnable: bool = True
+
+
+# -- which modules ---------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _slow_notes() -> frozenset[str]:
+    if not NOTES.exists():
+        return frozenset()
+    return frozenset(line.split()[1] for line in NOTES.read_text().splitlines()
+                     if line.startswith("slow ") and len(line.split()) > 1)
+
+
+def _largest_array(text: str) -> int:
+    best = 0
+    for m in _SHAPE_RE.finditer(text):
+        n = 1
+        for d in m.group(1).replace("<=", "").split(","):
+            d = d.strip()
+            if d and d != "?":
+                n *= int(d)
+        best = max(best, n)
+    return best
+
+
+@functools.lru_cache(maxsize=None)
+def runnable_modules() -> tuple[tuple[str, str, bool], ...]:
+    """(module id, text, slow) for every runnable module, in module-id order."""
+    from hlo_common.errors import HloError
+    from hlo_common.parser import parse_module
+
+    excluded = set(expected_failures("verify")) | set(expected_failures("interpreter"))
+    out = []
+    for module_id, text in corpus_modules():
+        if module_id in excluded:
+            continue
+        try:
+            module = parse_module(text, module_id)
+        except HloError:
+            continue
+        if any(p.shape.is_tuple or not p.shape.is_array for p in module.entry.parameters):
+            continue
+        slow = module_id in _slow_notes() or _largest_array(text) > SLOW_ELEMENTS
+        out.append((module_id, text, slow))
+    fast = 0
+    marked = []
+    for module_id, text, slow in out:
+        if not slow:
+            fast += 1
+            slow = fast > DEFAULT_MODULES
+        marked.append((module_id, text, slow))
+    return tuple(marked)
+
+
+# -- the stages --------------------------------------------------------------------------------------------
+def _one_line(exc: BaseException) -> str:
+    from hlo_common.errors import HloError
+
+    text = exc.one_line() if isinstance(exc, HloError) else f"uncaught {type(exc).__name__}: {exc}"
+    text = " ".join(str(text).split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+@functools.lru_cache(maxsize=64)
+def optimized_text(module_id: str, text: str) -> str:
+    """What `hlo-opt m.hlo` prints (the GPU pipeline; a scheduled module is left alone)."""
+    from hlo_common.parser import parse_module
+    from hlo_common.printer import print_module
+    from hlo_opt.pipeline import RunOptions, verify
+    from hlo_opt.pipelines import build_gpu_pipeline
+
+    module = parse_module(text, module_id)
+    verify(module, "verification failed in the input")
+    if not module.is_scheduled:
+        build_gpu_pipeline().run_with(module, RunOptions())
+        verify(module, "verification failed after pipeline 'gpu'")
+    return print_module(module)
+
+
+def compile_text(module_id: str, text: str, target: str) -> bytes:
+    """What `hlo-codegen --target T` writes for hlo-opt's output."""
+    from hlo_common.parser import parse_module
+    from hlo_codegen.compiler import CompileOptions, compile_module
+
+    return compile_module(parse_module(text, f"{module_id} (optimized)"), CompileOptions(target=target)) \
+        .manifest.to_bytes()
+
+
+def run_manifest(module_id: str, data: bytes) -> Outcome:
+    """What `hlo-run --platform host --reference-platform interpreter` checks."""
+    from hlo_common.interpreter.evaluator import evaluate
+    from hlo_common.manifest import load_manifest
+    from hlo_common.parser import parse_module
+    from hlo_run.backends.host import HostDevice
+    from hlo_run.compare import compare_values
+    from hlo_run.inputs import make_fake_arguments
+    from hlo_run.manifest_runtime import ManifestExecutable
+
+    manifest = load_manifest(data, f"{module_id}.json")
+    module = parse_module(manifest.hlo, f"{module_id} (manifest)")
+    args = make_fake_arguments(module, SEED)
+    try:
+        expected = evaluate(module, args)
+    except Exception as exc:  # noqa: BLE001 - the reference itself cannot run this module
+        return Outcome(False, f"interpreter: {_one_line(exc)}", runnable=False)
+    actual = ManifestExecutable(manifest, HostDevice(), module_id).run(args)
+    comparison = compare_values(actual, expected, BOUND, BOUND)
+    if comparison.ok:
+        return Outcome(True)
+    return Outcome(False, f"mismatch: {comparison.one_line()}")
+
+
+def _staged(stages) -> Outcome:
+    """Run (name, fn) stages in order; the first failure becomes `<stage>: <message>`."""
+    value = None
+    for name, fn in stages:
+        try:
+            value = fn(value)
+        except PipeTimeout:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure is a listed reason
+            return Outcome(False, f"{name}: {_one_line(exc)}")
+    return value if isinstance(value, Outcome) else Outcome(True)
+
+
+def check_host(module_id: str, text: str) -> Outcome:
+    return _staged([("hlo-opt", lambda _: optimized_text(module_id, text)),
+                    ("hlo-codegen", lambda opt: compile_text(module_id, opt, "host")),
+                    ("hlo-run", lambda data: run_manifest(module_id, data))])
+
+
+def check_cuda(module_id: str, text: str) -> Outcome:
+    return _staged([("hlo-opt", lambda _: optimized_text(module_id, text)),
+                    ("hlo-codegen", lambda opt: compile_text(module_id, opt, "cuda"))])
+
+
+def with_time_limit(fn, seconds: float):
+    def on_alarm(signum, frame):
+        raise PipeTimeout()
+
+    if not hasattr(signal, "SIGALRM"):
+        return fn()
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return fn()
+    except PipeTimeout:
+        return Outcome(False, f"took longer than {seconds:g} s")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+# -- expectations ------------------------------------------------------------------------------------------
+def listed_parts(module_id: str) -> dict[str, str]:
+    """{'host': reason, 'cuda': reason} from this module's `codegen` line (parts may be absent)."""
+    line = expected_failures(TIER).get(module_id)
+    parts = {}
+    if line:
+        for piece in line.split(" | "):
+            key, _, reason = piece.partition(": ")
+            if key in ("host", "cuda"):
+                parts[key] = reason
+    return parts
+
+
+def _params():
+    if not corpus_available():
+        return [pytest.param(None, None, id="no-corpus")]
+    return [pytest.param(mid, text, id=mid, marks=[pytest.mark.slow] if slow else [])
+            for mid, text, slow in runnable_modules()]
+
+
+def _expect(module_id: str, part: str, outcome: Outcome) -> None:
+    if not outcome.runnable:
+        pytest.skip(f"not runnable: {outcome.reason}")
+    listed = listed_parts(module_id).get(part)
+    if not outcome.ok and listed is None:
+        pytest.fail(f"{module_id}: {part} pipe fails: {outcome.reason} (fix it, or list it under '{TIER}' "
+                    f"in tests/corpus/expected_failures.txt)", pytrace=False)
+    if outcome.ok and listed is not None:
+        pytest.fail(f"{module_id}: the {part} pipe now passes but is listed ({listed}); remove the '{part}:' "
+                    f"part of its '{TIER}' line", pytrace=False)
+
+
+@pytest.mark.parametrize("module_id, text", _params())
+def test_pipe_host(module_id, text):
+    if module_id is None:
+        pytest.skip("corpus not found")
+    _expect(module_id, "host", with_time_limit(lambda: check_host(module_id, text), TIME_LIMIT_S))
+
+
+@pytest.mark.parametrize("module_id, text", _params())
+def test_pipe_cuda_ptx_links(module_id, text):
+    if module_id is None:
+        pytest.skip("corpus not found")
+    pytest.importorskip("cuda.bindings.nvjitlink", reason="PTX linking needs nvJitLink (the ptx extra)")
+    _expect(module_id, "cuda", with_time_limit(lambda: check_cuda(module_id, text), TIME_LIMIT_S))
+
+
+# -- maintenance: regenerate the codegen lines ---------------------------------------------------------------
+def _check_both(item: tuple[str, str]) -> tuple[str, Outcome, Outcome, float]:
+    module_id, text = item
+    start = time.perf_counter()
+    host = with_time_limit(lambda: check_host(module_id, text), TIME_LIMIT_S)
+    cuda = with_time_limit(lambda: check_cuda(module_id, text), TIME_LIMIT_S)
+    return module_id, host, cuda, time.perf_counter() - start
+
+
+def _line(module_id: str, host: Outcome, cuda: Outcome) -> str | None:
+    parts = []
+    if host.runnable and not host.ok:
+        parts.append(f"host: {host.reason}")
+    if host.runnable and not cuda.ok:
+        parts.append(f"cuda: {cuda.reason}")
+    return f"{TIER} {module_id} {' | '.join(parts)}" if parts else None
+
+
+def update(all_modules: bool, jobs: int) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+
+    items = [(mid, text) for mid, text, slow in runnable_modules() if all_modules or not slow]
+    keep = {mid for mid, _, slow in runnable_modules() if slow and not all_modules}
+    lines: dict[str, str] = {}
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        for module_id, host, cuda, seconds in pool.map(_check_both, items, chunksize=1):
+            line = _line(module_id, host, cuda)
+            if line:
+                lines[module_id] = line
+            print(f"{seconds:6.1f}s {module_id}: {line or 'ok'}", flush=True)
+    old = EXPECTED_FAILURES.read_text().splitlines()
+    kept = [ln for ln in old if not ln.startswith(f"{TIER} ") or ln.split()[1] in keep]
+    new = kept + [lines[mid] for mid in sorted(lines)]
+    EXPECTED_FAILURES.write_text("\n".join(new) + "\n")
+    print(f"{len(items)} modules checked, {len(lines)} listed under '{TIER}'")
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Regenerate the codegen tier of expected_failures.txt")
+    parser.add_argument("--update", action="store_true", required=True)
+    parser.add_argument("--all", action="store_true", help="slow modules too")
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    update(args.all, args.jobs)
