@@ -167,9 +167,17 @@ def test_parse_error_names_file_line_col_with_caret(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["nope.hlo"], "cannot read 'nope.hlo': no such file"),
     (["--inputs", "missing.npz", "ADD"], "missing.npz: no such file"),
-    (["--platform", "cuda", "ADD"], "platform 'cuda' cannot run here"),
+    (["--platform", "cuda", "ADD"], "platform 'cuda' cannot run here: no GPU in this test"),
+    (["--platform", "host", "ADD"], "platform 'host' is not available yet"),
 ])
-def test_user_errors_exit_1_with_one_line(add_file, args, message):
+def test_user_errors_exit_1_with_one_line(add_file, args, message, monkeypatch):
+    from hlo_run import backends
+
+    # the same answers on every machine: no usable GPU, no host backend registered
+    monkeypatch.delitem(backends.BACKENDS, "host", raising=False)
+    if "cuda" in backends.BACKENDS:
+        cuda = backends.backend_class("cuda")
+        monkeypatch.setattr(cuda, "unavailable_reason", classmethod(lambda cls: "no GPU in this test"))
     args = [str(add_file) if a == "ADD" else a for a in args]
     result = run(args)
     assert result.exit_code == 1
