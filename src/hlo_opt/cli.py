@@ -122,8 +122,10 @@ def optimize_module(module: HloModule, index: int, sequence: PipelineSequence, o
         dumper.dump(module, "before_optimizations")
     skip = module.is_scheduled and opts.passes is None
     if skip or not opts.verify_each or not sequence.pipelines:  # else the first pipeline verifies
-        first = sequence.pipelines[0] if sequence.pipelines else None
-        where = f"before pass '{first.pass_names()[0]}' (pipeline '{first.name}')" if first else "in the input"
+        where = "in the input"
+        if sequence.pipelines:
+            first = sequence.pipelines[0]
+            where = f"before pass '{first.pass_names()[0]}' (pipeline '{first.name}')"
         verify(module, f"verification failed {where}")
     if skip and sequence.pipelines:
         print(f"{TOOL}: note: module '{module.name}' is already scheduled; HLO passes skipped",

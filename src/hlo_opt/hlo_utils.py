@@ -24,7 +24,6 @@ CONTROL_FLOW_CALLERS = frozenset({"call", "conditional", "while", "async-start",
 ASYNC_OPCODES = frozenset({"async-start", "async-update", "async-done"})
 
 
-
 # -- queries ------------------------------------------------------------------------------------
 def has_side_effect(instr: HloInstruction) -> bool:
     """XLA's HasSideEffect: the op itself (`HloInstruction.has_side_effect`: send/recv, infeed,
@@ -47,7 +46,7 @@ def is_dead(instr: HloInstruction) -> bool:
 
 
 def is_safely_removable(instr: HloInstruction) -> bool:
-    """Not a parameter (removing one renumbers the others) and no control edges (XLA's IsSafelyRemovable)."""
+    """XLA's IsSafelyRemovable: not a parameter (that would renumber the others), no control edges."""
     return instr.opcode != "parameter" and not has_control_dependencies(instr)
 
 

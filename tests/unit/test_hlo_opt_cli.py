@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,8 +49,6 @@ def run(args: list[str], capsys, stdin: str | None = None, monkeypatch=None) -> 
 
 
 def assert_one_line_error(code: int, err: str, pattern: str, expected_code: int = 1) -> None:
-    import re
-
     assert code == expected_code, err
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
@@ -120,7 +119,9 @@ def test_dump_pass_re_names_pipelines_and_passes_as_xla(hlo_file, tmp_path, caps
                         "--dump-format", "text", "--dump-format", "html"], capsys)
     assert code == 0, err
     names = sorted(p.name for p in dumps.iterdir())
-    assert "module_0000.dup.0000.simplification.after_tuple-simplifier.before_cse.txt" in names
+    # The pass in front of cse in `simplification` depends on which passes exist by now.
+    assert any(re.fullmatch(r"module_0000\.dup\.0000\.simplification\.after_[\w-]+\.before_cse\.txt", n)
+               for n in names), names
     assert "module_0000.dup.0001.simplification.after_cse.before_dce.txt" in names
     assert "module_0000.dup.0001.simplification.after_cse.before_dce.html" in names
     assert "module_0000.dup.after_optimizations.html" in names
@@ -233,8 +234,9 @@ def test_verification_failure_before_a_pass(tmp_path, capsys):
     bad = tmp_path / "bad.hlo"
     bad.write_text("HloModule m\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT n = f32[3] negate(p)\n}\n")
     code, _, err = run([str(bad), "--passes", "dce"], capsys)
-    assert_one_line_error(code, err, r"verification failed before pass 'dce' \(pipeline 'transforms_pipeline'\): "
-                                     r".*instruction %n")
+    assert_one_line_error(code, err,
+                          r"verification failed before pass 'dce' \(pipeline 'transforms_pipeline'\): "
+                          r".*instruction %n")
 
 
 @needs_verifier
@@ -247,7 +249,8 @@ def test_verification_failure_after_a_pass(hlo_file, tmp_path, capsys, test_pass
     assert not target.exists()
     code, _, err = run([str(hlo_file), "--passes", "test-breaker"], capsys)
     assert_one_line_error(code, err,
-                          r"verification failed after pipeline 'transforms_pipeline' \(rerun with --verify-each")
+                          r"verification failed after pipeline 'transforms_pipeline' "
+                          r"\(rerun with --verify-each")
 
 
 def test_non_convergence(hlo_file, capsys, test_passes, monkeypatch):

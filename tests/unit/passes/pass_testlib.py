@@ -115,4 +115,5 @@ def check_numerics(before_text: str, after: HloModule, seed: int = 0, rtol: floa
     assert len(expected) == len(got)
     for e, g in zip(expected, got):
         assert e.shape == g.shape and e.dtype == g.dtype
-        np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=1e-6)
+        wide = np.complex128 if np.iscomplexobj(e) else np.float64  # bf16/f8 have no numpy ufuncs
+        np.testing.assert_allclose(g.astype(wide), e.astype(wide), rtol=rtol, atol=1e-6)
