@@ -127,3 +127,13 @@ def test_constant_tuple_and_copy_start_done():
               "s = ((s32[2], f32[]), (s32[2], f32[]), u32[]) copy-start(c) "
               "ROOT d = (s32[2], f32[]) copy-done(s)")
     assert out[0].tolist() == [1, 2] and out[1] == 3.5
+
+
+def test_bitcast_between_sub_byte_and_byte_types_packs_like_bitcast_convert():
+    import ml_dtypes
+
+    nibbles = np.array([[1, 2], [3, 4], [-1, 5]], ml_dtypes.int4)
+    out = run("p = s4[3,2]{1,0:E(4)} parameter(0) ROOT b = s8[3]{0} bitcast(p)", nibbles)
+    assert out.dtype == np.int8 and out.tolist() == [0x21, 0x43, 0x5F]
+    back = run("p = s8[3]{0} parameter(0) ROOT b = s4[3,2]{1,0:E(4)} bitcast(p)", out)
+    np.testing.assert_array_equal(back.astype(np.int8), nibbles.astype(np.int8))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlo_common.errors import InterpreterError
-from hlo_common.interpreter.conversions import convert_array
+from hlo_common.interpreter.conversions import bitcast_convert_array, convert_array
 from hlo_common.interpreter.registry import register
 from hlo_common.shape import Shape
 
@@ -79,17 +79,25 @@ def _bitcast(instr, operands, ev):
         return np.reshape(x, out_shape.dims)
     flat = _physical(x, in_shape)
     if not same_type:
-        et_in, et_out = in_shape.element_type, out_shape.element_type
-        if et_in.bits < 8 or et_out.bits < 8:
-            raise InterpreterError(
-                f"%{instr.name}: bitcast between {et_in.name} and {et_out.name} is not supported")
-        flat = np.ascontiguousarray(flat).view(et_out.np_dtype)
-        if et_out.is_pred:
-            flat = flat.view(np.uint8) != 0
+        flat = _reinterpret_flat(flat, in_shape.element_type, out_shape.element_type)
     if flat.size != out_shape.num_elements:
         raise InterpreterError(
             f"%{instr.name}: bitcast from {in_shape} to {out_shape} changes the number of bytes")
     return _from_physical(flat, out_shape)
+
+
+def _reinterpret_flat(flat: np.ndarray, src, dst) -> np.ndarray:
+    """A flat run of `src` elements as `dst` elements with the same bits (sub-byte elements are
+    packed low bits first, as bitcast-convert packs them)."""
+    if src.bits >= 8 and dst.bits >= 8:  # whole bytes: a plain view of the buffer
+        if dst.is_pred:
+            return np.ascontiguousarray(flat).view(np.uint8) != 0
+        return np.ascontiguousarray(flat.astype(np.uint8) if src.is_pred else flat).view(dst.np_dtype)
+    if src.bits == dst.bits:
+        return bitcast_convert_array(flat, src, dst)
+    if src.bits < dst.bits:
+        return bitcast_convert_array(flat.reshape(-1, dst.bits // src.bits), src, dst)
+    return bitcast_convert_array(flat, src, dst).reshape(-1)
 
 
 def _is_default(shape: Shape) -> bool:
