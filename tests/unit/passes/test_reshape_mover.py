@@ -80,3 +80,33 @@ ENTRY e {
   ROOT t = (f32[8], f32[8], f32[8]) tuple(mismatched, shared, r)
 }
 """)
+
+
+RESHAPE_OF_VECTOR_BROADCAST = """
+HloModule m
+ENTRY e {
+  x = f32[2,3,4] parameter(0)
+  r = f32[6,4] reshape(x)
+  v = f32[4] parameter(1)
+  b = f32[6,4] broadcast(v), dimensions={1}
+  ROOT a = f32[6,4] add(r, b)
+}
+"""
+
+
+def test_vector_broadcast_moves_only_when_cheap_1d_reshapes_are_allowed():
+    check_unchanged("reshape-mover", RESHAPE_OF_VECTOR_BROADCAST)
+    module = check_pass("reshape-mover", RESHAPE_OF_VECTOR_BROADCAST + """
+// CHECK:      %[[BR:.*]] = f32[2,3,4]{2,1,0} reshape(%b)
+// CHECK-NEXT: %[[A:.*]] = f32[2,3,4]{2,1,0} add(%x, %[[BR]])
+// CHECK-NEXT: ROOT %{{.*}} = f32[6,4]{1,0} reshape(%[[A]])
+""", reshape_of_1d_broadcast_is_cheap=True)
+    check_same_results(RESHAPE_OF_VECTOR_BROADCAST, module)
+
+
+def test_common_factors_and_unmodified_dimensions():
+    from hlo_opt.passes.reshape_mover import common_factors, reshape_leaves_dimensions_unmodified
+
+    assert common_factors((2, 3, 4), (6, 4)) == [(0, 0), (2, 1), (3, 2)]
+    assert reshape_leaves_dimensions_unmodified((6, 4), (2, 3, 4), [1]) == [2]
+    assert reshape_leaves_dimensions_unmodified((6, 4), (2, 3, 4), [0]) is None
