@@ -135,7 +135,7 @@ class Evaluator:
         self._rng: np.random.Generator | None = None
         self.module: HloModule | None = None
         self._plans: dict[int, _Plan] = {}
-        self._vector_ok: dict[int, bool] = {}
+        self._vector_ok: dict[int, tuple] = {}  # id -> (computation, vectorizable?)
         self._chunkable: dict[int, tuple] = {}  # loop_fusion's verdict per fused computation
         self._check = True  # check every handler's result against the instruction's shape
 
@@ -207,11 +207,12 @@ class Evaluator:
 
     def is_vectorizable(self, comp: HloComputation) -> bool:
         """True when `comp` is scalar and elementwise, so it can run on whole arrays at once."""
-        key = id(comp)
-        if key not in self._vector_ok:
-            self._vector_ok[key] = False  # guards against recursion through `call`
-            self._vector_ok[key] = all(_vectorizable_instr(i, self) for i in comp.instructions)
-        return self._vector_ok[key]
+        entry = self._vector_ok.get(id(comp))
+        if entry is None or entry[0] is not comp:  # the computation is kept so its id stays unique
+            self._vector_ok[id(comp)] = (comp, False)  # guards against recursion through `call`
+            verdict = all(_vectorizable_instr(i, self) for i in comp.instructions)
+            entry = self._vector_ok[id(comp)] = (comp, verdict)
+        return entry[1]
 
     def rng(self) -> np.random.Generator:
         """The deterministic generator behind `rng` (seeded once per evaluator)."""
