@@ -67,6 +67,7 @@ class IRBuilder:
         kernel._names = self.names  # one name table per kernel, shared by all builders
         self.blocks: list[Block] = [block if block is not None else kernel.body]
         self.scopes: list[dict] = [{}]
+        self.constants: dict[int, object] = {}
 
     @property
     def block(self) -> Block:
@@ -127,7 +128,9 @@ class IRBuilder:
 
     # -- scalar helpers ----------------------------------------------------------------------
     def constant(self, value, type_: str) -> Value:
-        return self.op("constant", (), [type_], {"value": value}).result
+        v = self.op("constant", (), [type_], {"value": value}).result
+        self.constants[id(v)] = value
+        return v
 
     def index(self, value: int) -> Value:
         return self.constant(int(value), "index")
@@ -141,6 +144,9 @@ class IRBuilder:
     def cast(self, name: str, a: Value, type_: str) -> Value:
         if a.type == type_ and name not in ("bitcast",):
             return a
+        const = self.constants.get(id(a))
+        if const is not None and name == "extf":  # widening a float constant is exact
+            return self.constant(const, type_)
         return self.op(name, (a,), [type_]).result
 
     def cmpi(self, predicate: str, a: Value, b: Value) -> Value:

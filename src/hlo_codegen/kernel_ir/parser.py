@@ -36,7 +36,7 @@ _TOKEN = re.compile(r"""
   | (?P<string>"(?:[^"\\]|\\.)*")
   | (?P<arrow>->)
   | (?P<number>-?(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+))
-  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*(?:<[^<>]*(?:<[^<>]*>)?[^<>]*>)?)
+  | (?P<ident>[A-Za-z_][A-Za-z0-9_.]*(?:<[^<>]*(?:<[^<>]*>)?[^<>]*>)?)
   | (?P<punct>[=,:()\[\]{}\-])
 """, re.VERBOSE)
 SYMBOL_KEY = {"load": "buffer", "store": "buffer"}

@@ -72,6 +72,8 @@ def define_encode(module: LLModule, src: str, fmt: FloatFormat) -> str:
     name = f"__hlo_trunc_{src}_{fmt.name}"
     if name in module.defined:
         return name
+    if src == "float" and fmt.name == "bf16":
+        return _define_bf16_encode(module, name)
     if src == "double" and fmt.name == "bf16":
         inner = define_encode(module, "float", fmt)
         f = module.function(name, "i16", [(src, "x")], prefix="internal", suffix="alwaysinline")
@@ -108,6 +110,19 @@ def define_encode(module: LLModule, src: str, fmt: FloatFormat) -> str:
     mag = _overflow(f, fmt, mag, x)
     out = _apply_sign(f, fmt, mag, sign, x)
     f.ret(f.cast("trunc", out, f"i{fmt.bits}"))
+    return name
+
+
+def _define_bf16_encode(module: LLModule, name: str) -> str:
+    """float -> bf16 by the round-to-nearest-even bias trick (same bits as the generic path)."""
+    f = module.function(name, "i16", [("float", "x")], prefix="internal", suffix="alwaysinline")
+    i32 = "i32"
+    u = f.cast("bitcast", f.args[0], i32)
+    lsb = f.binop("and", f.binop("lshr", u, LV(i32, "16")), LV(i32, "1"))
+    rounded = f.binop("lshr", f.binop("add", f.binop("add", u, LV(i32, "32767")), lsb), LV(i32, "16"))
+    quiet = f.binop("or", f.binop("lshr", u, LV(i32, "16")), LV(i32, "64"))
+    out = f.select(f.fcmp("uno", f.args[0], f.args[0]), quiet, rounded)
+    f.ret(f.cast("trunc", out, "i16"))
     return name
 
 

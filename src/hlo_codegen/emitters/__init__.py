@@ -1,0 +1,85 @@
+"""Fusion emitters: one per hero kind, each turning a fusion into a kernel-IR `Kernel`.
+
+Where it sits: hlo-codegen's thunk emission calls `emit_kernel(fusion, ...)` for every fusion
+(a lone instruction is first wrapped into a kLoop fusion by the caller); the kernel then goes to
+hlo_codegen.llvm (NVPTX or host) and ptx.py.
+
+The contract every emitter keeps (XLA's `KernelFusionInterface` in kernel-IR terms):
+
+- Input: a `fusion` instruction with its fused computation, a `GpuDeviceInfo` (launch.py;
+  H100 by default) and optional `argument_ids`: one hashable per kernel argument (the fusion's
+  operands in order, then its output leaves in order), e.g. the buffer slice each one uses.
+  Arguments with equal ids become ONE kernel parameter (first occurrence decides its position
+  and name; it is marked written if any output uses it) - in-place ops rely on this.
+- Output: a verified, optimized `Kernel` (hlo_codegen.kernel_ir):
+  * `name`: XLA style, says what it does: the fusion's sanitized name, or
+    `<kind>_<root opcodes>_fusion` for generic names (`loop_add_exp_fusion`);
+  * `grid` / `block`: launch dimensions (x, y, z);
+  * `buffers`: parameters `arg0, arg1, ...` (kind "param"): flat 1-D buffers of the element
+    type in physical (layout) order, `written` when the kernel stores to them, `packed` for
+    sub-byte types with an E(n) layout; shared-memory arrays (kind "shared", static, their
+    total is `kernel.shared_memory_bytes`); constant globals (kind "global");
+  * `functions`: subgraph functions (partitioner.py) and scalar computations (reducers);
+  * `body`: thread loops over indexing maps, scalar arithmetic, loads/stores (vector ones when
+    the index is contiguous and aligned in the unroll index), calls, and - only directly in
+    the body - `sync_threads` / `shuffle_reduce` (the host lowering splits phases there).
+- Launch: `launch_dimensions()` gives what the thunk launches with; kernels must not depend on
+  the block count being exact (they bounds-check through their indexing maps).
+
+Emitter selection (`emitter_kind`, after XLA's HloFusionAnalysis): a root whose hero is a
+reduce that `is_real_reduction_hero` -> "reduction"; several roots -> "loop"; a scatter root ->
+"scatter"; a sort root -> "sort"; everything else -> "loop" (the loop emitter handles
+transposes, concatenates and dynamic-update-slices elementally until dedicated emitters are
+registered). `EMITTERS` maps kinds to emitter classes; a kind without one raises
+`EmitterError("no emitter for ...")`. To add an emitter: subclass `KernelEmitter` (base.py),
+build the body with `IRBuilder` + `ElementalEmitter` (elemental/) as loop.py does, register it
+in `EMITTERS`, and extend `emitter_kind` if the kind is new.
+"""
+
+from __future__ import annotations
+
+from typing import Hashable, Sequence
+
+from hlo_codegen.emitters.base import (
+    EmitterError, KernelEmitter, find_hero, fusion_roots, is_real_reduction_hero, kernel_name,
+    wrap_computation_in_fusion,
+)
+from hlo_codegen.emitters.launch import A100, H100, GpuDeviceInfo, loop_launch_dimensions
+from hlo_codegen.emitters.loop import LoopFusion
+from hlo_codegen.kernel_ir.ir import Kernel
+from hlo_common.ir import HloInstruction
+
+EMITTERS: dict[str, type[KernelEmitter]] = {"loop": LoopFusion}
+
+
+def emitter_kind(fusion: HloInstruction, device: GpuDeviceInfo = H100) -> tuple[str, HloInstruction]:
+    """(kind, hero) of a fusion, following XLA's GetEmitterFusionKind (simplified, see above)."""
+    roots = fusion_roots(fusion)
+    heroes = [find_hero(r) for r in roots]
+    for hero in heroes:
+        if hero.opcode == "reduce" and is_real_reduction_hero(hero, device):
+            return "reduction", hero
+    if len(roots) > 1:
+        return "loop", roots[0]
+    if roots[0].opcode in ("scatter", "sort"):
+        return roots[0].opcode, roots[0]
+    return "loop", heroes[0]
+
+
+def emit_kernel(fusion: HloInstruction, device: GpuDeviceInfo = H100,
+                argument_ids: Sequence[Hashable] | None = None) -> Kernel:
+    """The kernel for `fusion` from the emitter its hero selects (see the contract above)."""
+    if fusion.opcode != "fusion":
+        raise EmitterError(f"%{fusion.name} is a {fusion.opcode}, not a fusion (wrap it first)")
+    kind, hero = emitter_kind(fusion, device)
+    cls = EMITTERS.get(kind)
+    if cls is None:
+        raise EmitterError(f"no emitter for {kind} fusion %{fusion.name} (hero %{hero.name}, {hero.opcode})")
+    return cls(fusion, device).emit(argument_ids)
+
+
+__all__ = [
+    "EMITTERS", "EmitterError", "GpuDeviceInfo", "H100", "A100", "KernelEmitter", "LoopFusion",
+    "emit_kernel", "emitter_kind", "fusion_roots", "kernel_name", "loop_launch_dimensions",
+    "wrap_computation_in_fusion",
+]

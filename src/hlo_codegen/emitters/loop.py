@@ -1,0 +1,158 @@
+"""The loop emitter (XLA's `LoopFusion`): one thread per output element (or `unroll` of them).
+
+Where it sits: chosen by emitters/__init__.py for fusions whose heroes are elementwise or
+index-only (multi-output fusions included). The kernel is one `loop` over XLA's default
+thread-id map (launch.py sizes it) that calls the root subgraph function at the output index of
+the first output and stores every output at that element's physical position. When unrolled,
+the loop over the unroll index is nested inside and marked for vectorization, so contiguous
+aligned loads/stores become `vector<4xT>` ones (kernel_ir.transforms).
+
+GELU on bf16[6,512,4096] (12.6M elements, unroll 4, 24576 blocks of 128 threads) comes out as:
+
+    loop #map0 (%th_x, %bl_x) -> () {
+      %4 = apply_indexing #map1 %th_x, %bl_x : index
+      %5 = load @arg0 %4 {align = 8} : vector<4xbf16>
+      %vec_2 = loop #map2 (%th_x, %bl_x)[%unroll_id] -> (%d0, %d1, %d2) iter_args(%vec = %6) ... {
+        %9 = vector.extract %5, %unroll_id : bf16
+        ... the GELU arithmetic on %9, in f32 ...
+        %vec_1 = vector.insert %31, %vec, %unroll_id : vector<4xbf16>
+        yield %vec_1
+      }
+      store @arg1 %vec_2, %4 {align = 8}
+      yield
+    }
+"""
+
+from __future__ import annotations
+
+from typing import Hashable, Sequence
+
+from hlo_codegen.elemental import ELEMENTAL_RULES, ElementalEmitter, ElementalError
+from hlo_codegen.emitters.base import (
+    EmitterError, KernelEmitter, add_kernel_params, fusion_roots, output_shapes,
+)
+from hlo_codegen.emitters.launch import H100, GpuDeviceInfo, loop_fusion_unroll_factor, loop_launch_dimensions
+from hlo_codegen.indexing import IndexingMap, LaunchDimensions, default_thread_id_indexing_map, dim, logical_to_linear, sym
+from hlo_codegen.indexing.thread_indexing import THREAD_DIM_NAMES
+from hlo_codegen.kernel_ir.builder import IRBuilder
+from hlo_codegen.kernel_ir.ir import Kernel, Value
+from hlo_codegen.kernel_ir.transforms import optimize_kernel
+from hlo_codegen.kernel_ir.types import UnsupportedTypeError
+from hlo_codegen.kernel_ir.verifier import verify_kernel
+from hlo_common.ir import HloComputation
+
+_NOT_ELEMENTAL_HINT = {
+    "reduce": "reduction", "scatter": "scatter", "sort": "sort", "dot": "gemm/triton",
+    "convolution": "convolution", "reduce-window": "reduce-window", "select-and-scatter": "scatter",
+}
+
+
+def drop_unused_dims(m: IndexingMap) -> tuple[IndexingMap, list[int]]:
+    """`m` without the dimensions no result or constraint uses, and the kept dimension numbers."""
+    used: set[int] = set()
+    for e in list(m.results) + list(m.constraints):
+        used |= e.used_dims()
+    keep = sorted(used)
+    repl = [dim(keep.index(i)) if i in used else None for i in range(m.num_dims)]
+    out = IndexingMap([e.replace(repl) for e in m.results], [m.dim_vars[i] for i in keep], m.range_vars,
+                      m.rt_vars, [(e.replace(repl), r) for e, r in m.constraints.items()])
+    return out, keep
+
+
+def _check_elemental(fusion_name: str, computation: HloComputation) -> None:
+    for instr in computation.instructions:
+        if instr.opcode != "parameter" and instr.opcode not in ELEMENTAL_RULES:
+            hint = _NOT_ELEMENTAL_HINT.get(instr.opcode)
+            extra = f" (it needs a {hint} emitter)" if hint else ""
+            raise EmitterError(f"no emitter for fusion %{fusion_name}: the loop emitter cannot emit "
+                               f"%{instr.name} ({instr.opcode}){extra}")
+        for called in instr.called_computations():
+            _check_elemental(fusion_name, called)
+
+
+class LoopFusion(KernelEmitter):
+    """XLA's loop emitter; see the module docstring."""
+
+    kind = "loop"
+
+    def __init__(self, fusion, device: GpuDeviceInfo = H100):
+        super().__init__(fusion, device)
+        self.roots = fusion_roots(fusion)
+        self.indexing_shape = output_shapes(fusion)[0]
+        n = self.indexing_shape.num_elements
+        self.unroll_factor = loop_fusion_unroll_factor(n, self.computation, self.roots, device)
+        self._launch = loop_launch_dimensions(n, self.unroll_factor, device)
+
+    def launch_dimensions(self) -> LaunchDimensions:
+        return self._launch
+
+    def thread_id_to_output_indexing(self) -> IndexingMap:
+        """Thread (th_x, .., bl_z)[chunk_id, unroll_id] -> index of the first output (XLA's map)."""
+        return default_thread_id_indexing_map(self._launch, self.unroll_factor, self.indexing_shape)
+
+    def emit(self, argument_ids: Sequence[Hashable] | None = None, vectorize: bool = True) -> Kernel:
+        _check_elemental(self.fusion.name, self.computation)
+        kernel = self.new_kernel()
+        params = add_kernel_params(kernel, self.fusion, argument_ids)
+        if self.indexing_shape.num_elements == 0:
+            return kernel
+        try:
+            elemental = ElementalEmitter(kernel, self.computation, params.param_buffers)
+            self._emit_body(kernel, elemental, params.output_buffers)
+        except (ElementalError, UnsupportedTypeError) as err:
+            raise EmitterError(f"fusion %{self.fusion.name}: {err}") from err
+        optimize_kernel(kernel, vectorize=vectorize)
+        verify_kernel(kernel)
+        return kernel
+
+    def _emit_body(self, kernel: Kernel, elemental: ElementalEmitter, outputs: list[str]) -> None:
+        b = IRBuilder(kernel)
+        m, kept = drop_unused_dims(self.thread_id_to_output_indexing().remove_unused_symbols())
+        sizes = self._launch.threads_xyz() + self._launch.blocks_xyz()
+        dims = []
+        for i in kept:
+            axis = THREAD_DIM_NAMES[i][-1]
+            dims.append(b.thread_id(axis, sizes[i]) if i < 3 else b.block_id(axis, sizes[i]))
+        shape = self.indexing_shape
+        lin_map = logical_to_linear(shape) if shape.rank > 1 else None
+
+        def store_element(idx: list[Value]) -> list[Value]:
+            values = elemental.call_root(b, idx)
+            if shape.rank == 0:
+                linear = b.index(0)
+            else:
+                linear = b.apply_indexing(lin_map, idx)[0] if lin_map is not None else idx[0]
+            for v, name in zip(values, outputs):
+                b.store(name, v, linear)
+            return []
+
+        hints = [f"d{i}" for i in range(m.num_results)]
+        names = [v.name for v in m.range_vars]
+        if "unroll_id" in names and not any(names.index("unroll_id") in e.used_symbols() for e in m.constraints):
+            self._emit_unrolled(b, m, dims, names, hints, store_element)
+        else:
+            b.loop(m, dims, [], lambda syms, idx, iters: store_element(idx), index_hints=hints)
+
+    def _emit_unrolled(self, b: IRBuilder, m: IndexingMap, dims: list[Value], names: list[str],
+                       hints: list[str], store_element) -> None:
+        """Outer loop over threads (and chunks), inner loop over the unroll index (vectorizable)."""
+        u = names.index("unroll_id")
+        c = names.index("chunk_id") if "chunk_id" in names else None
+        nd = m.num_dims
+        outer_syms = [None] * len(names)
+        inner_syms = [None] * len(names)
+        inner_syms[u] = sym(0)
+        if c is not None:
+            outer_syms[c] = sym(0)
+            inner_syms[c] = dim(nd)
+        outer = IndexingMap((), m.dim_vars, [m.range_vars[c]] if c is not None else [], (),
+                            [(e.replace(None, outer_syms), r) for e, r in m.constraints.items()])
+        inner = IndexingMap([e.replace(None, inner_syms) for e in m.results],
+                            list(m.dim_vars) + ([m.range_vars[c]] if c is not None else []), [m.range_vars[u]])
+
+        def outer_body(syms, idx, iters):
+            b.loop(inner, dims + list(syms), [], lambda s, i, it: store_element(i), index_hints=hints,
+                   attrs={"vectorize": self.unroll_factor})
+            return []
+
+        b.loop(outer, dims, [], outer_body)
