@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
+import numpy as np
 
 from hlo_common.cli_util import report_error, run_command
 from hlo_common.errors import HloError, HloParseError
@@ -151,10 +152,10 @@ def run_program(program: Program, options: RunOptions) -> bool:
         args = make_arguments(program, options)
         if options.print_literals:
             for i, (arg, shape) in enumerate(zip(args, program.parameter_shapes)):
-                click.echo(f"** Argument {i} **\n{literal_text(arg, shape)}")
+                echo_literal(f"** Argument {i} **", arg, shape)
         result = _run_on(options.platform, program, args, options.iterations)
         if options.print_literals:
-            click.echo(f"** Result **\n{literal_text(result, program.result_shape)}")
+            echo_literal("** Result **", result, program.result_shape)
         if options.output:
             from hlo_run.npz_io import save_outputs
 
@@ -214,8 +215,8 @@ def _check_against_reference(program: Program, options: RunOptions, args: list[A
     expected = reference.load(program).run(args)
     click.echo(f"... compiled and ran in {time.perf_counter() - start:.4f}s.", err=True)
     if options.print_literals:
-        click.echo(f"** Result with reference runner {options.reference} **\n"
-                   f"{literal_text(expected, program.result_shape)}")
+        echo_literal(f"** Result with reference runner {options.reference} **", expected,
+                     program.result_shape)
     comparison = compare_values(result, expected, options.abs_error_bound, options.rel_error_bound)
     if not comparison.ok:
         raise ComparisonFailed(
@@ -223,6 +224,20 @@ def _check_against_reference(program: Program, options: RunOptions, args: list[A
             f"(abs bound {options.abs_error_bound:g}, rel bound {options.rel_error_bound:g}): "
             f"{comparison.one_line()}", comparison.summary_lines())
     click.echo(f"** Results on {options.platform} and {options.reference} are close enough. **", err=True)
+
+
+def echo_literal(heading: str, value: Any, shape: Shape) -> None:
+    """Print a heading and `<shape> <literal>`, streamed by top-level slices so that big arrays
+    need no giant string and `| head` can stop early (the text is exactly `literal_text`'s)."""
+    click.echo(heading)
+    arr = value if isinstance(value, np.ndarray) else None
+    if arr is None or arr.ndim < 2 or 0 in arr.shape or shape.is_tuple:
+        click.echo(literal_text(value, shape))
+        return
+    click.echo(f"{shape.to_string(print_layout=False)} {{ ", nl=False)
+    for k in range(arr.shape[0]):
+        click.echo((", " if k else "") + format_literal(arr[k], shape.element_type), nl=False)
+    click.echo(" }")
 
 
 def literal_text(value: Any, shape: Shape) -> str:

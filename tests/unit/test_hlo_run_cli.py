@@ -240,3 +240,20 @@ def test_bf16_literals_print_in_their_own_precision(tmp_path):
     want = np.array([1.00390625, 3, -0.1], np.float32).astype(ml_dtypes.bfloat16)
     assert float(want[0]) == 1.0
     assert result.stdout.splitlines()[1].startswith("bf16[3] {1, 3, -0.1")
+
+
+def test_streamed_literals_equal_the_whole_literal(tmp_path):
+    from hlo_common.literal import format_literal
+    from hlo_common.shape import Shape
+
+    module = tmp_path / "m.hlo"
+    module.write_text("ENTRY e { p = s32[3,2,2] parameter(0) ROOT n = s32[3,2,2] negate(p) }")
+    inputs = tmp_path / "in.npz"
+    arg = np.arange(12, dtype=np.int32).reshape(3, 2, 2)
+    np.savez(inputs, arg0=arg)
+    result = run(["--platform", "interpreter", "--inputs", str(inputs), "--print-literals", str(module)])
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    s32 = Shape.array("s32", (3, 2, 2)).element_type
+    assert lines[1] == "s32[3,2,2] " + format_literal(arg, s32)
+    assert lines[3] == "s32[3,2,2] " + format_literal(-arg, s32)
