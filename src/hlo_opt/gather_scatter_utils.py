@@ -1,0 +1,59 @@
+"""Reshape/transpose helpers shared by the gather and scatter passes (XLA's
+`gather_scatter_utils.cc` and the dimension helpers of `hlo_creation_utils.cc`).
+
+`gather_simplifier`, `scatter_simplifier` and the gather/scatter expanders bring start indices to
+the two-dimensional [N, index vector] form and move window dimensions around with these; every
+helper returns its operand unchanged when there is nothing to do.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from hlo_common.ir import HloInstruction
+from hlo_opt.hlo_creation_utils import make_reshape, make_transpose
+
+
+def insert_degenerate_dims(operand: HloInstruction, dims: Sequence[int]) -> HloInstruction:
+    """Size-1 dimensions at the (output) positions `dims`."""
+    new_dims = list(operand.shape.dims)
+    for d in sorted(dims):
+        new_dims.insert(d, 1)
+    return make_reshape(operand, new_dims)
+
+
+def elide_degenerate_dims(operand: HloInstruction, dims: Sequence[int]) -> HloInstruction:
+    """Drop the size-1 dimensions `dims`."""
+    return make_reshape(operand, [d for i, d in enumerate(operand.shape.dims) if i not in dims])
+
+
+def collapse_first_n_dims(operand: HloInstruction, n: int) -> HloInstruction:
+    dims = operand.shape.dims
+    size = 1
+    for d in dims[:n]:
+        size *= d
+    return make_reshape(operand, (size,) + tuple(dims[n:]))
+
+
+def expand_first_dim_into_n_dims(operand: HloInstruction, expanded: Sequence[int]) -> HloInstruction:
+    return make_reshape(operand, tuple(expanded) + tuple(operand.shape.dims[1:]))
+
+
+def move_dimension_to_end(operand: HloInstruction, dimension: int) -> HloInstruction:
+    rank = operand.shape.rank
+    return make_transpose(operand, [i for i in range(rank) if i != dimension] + [dimension])
+
+
+def transform_start_indices(indices: HloInstruction, index_vector_dim: int) -> HloInstruction:
+    """Start indices as [N, index vector] (XLA's TransformStartIndices)."""
+    rank = indices.shape.rank
+    if index_vector_dim == rank:
+        indices = insert_degenerate_dims(indices, [index_vector_dim])
+        rank += 1
+    elif index_vector_dim < rank - 1:
+        indices = move_dimension_to_end(indices, index_vector_dim)
+    if rank > 2:
+        indices = collapse_first_n_dims(indices, rank - 1)
+    elif rank == 1:
+        indices = insert_degenerate_dims(indices, [0])
+    return indices
