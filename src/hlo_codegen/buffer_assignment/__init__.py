@@ -4,7 +4,8 @@ Where it sits: hlo-codegen, after the optimized (fused, scheduled) module is rea
 thunks are emitted (XLA:GPU's `RunBufferAssignment`). Thunks and kernels are parameterized by the
 slices this package hands out; `hlo-run` allocates the `BufferAllocation`s.
 
-Pipeline (one module each, XLA's names):
+Pipeline (one module each, XLA's names; steps 1-3 and copy insertion are shared analyses in
+`hlo_common.analysis`, which hlo-opt's copy-insertion and scheduler passes use too):
 
 1. `dataflow.HloDataflowAnalysis` - an `HloValue` per array leaf an instruction defines; values
    flow through bitcast, get-tuple-element, tuple, while/call/conditional, opt-barrier.
@@ -48,10 +49,11 @@ the slice of the value it forwards); `shares_slice(...)` tells whether an in-pla
 writes over its operand (if not, the emitter copies the operand into the output slice first).
 """
 
+from hlo_common.analysis.copy_insertion import insert_copies
+
 from hlo_codegen.buffer_assignment.assignment import (
     BufferAllocation, BufferAssignment, Slice, assign_buffers)
 from hlo_codegen.buffer_assignment.checker import check_buffer_assignment, verify_buffer_assignment
-from hlo_codegen.buffer_assignment.copy_insertion import insert_copies
 
 __all__ = [
     "BufferAllocation", "BufferAssignment", "Slice", "assign_buffers", "check_buffer_assignment",

@@ -27,15 +27,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hlo_common.analysis import call_graph as cg
+from hlo_common.analysis.alias import HloAliasAnalysis, HloBuffer, io_alias_spec
+from hlo_common.analysis.dataflow import HloDataflowAnalysis, HloValue, Index
+from hlo_common.analysis.live_range import HloLiveRange
+from hlo_common.analysis.sharing import can_share_operand_buffer_with_user
 from hlo_common.errors import HloError
 from hlo_common.ir import HloInstruction, HloModule
 
-from hlo_codegen.buffer_assignment import call_graph as cg
-from hlo_codegen.buffer_assignment.alias import HloAliasAnalysis, HloBuffer, io_alias_spec
-from hlo_codegen.buffer_assignment.dataflow import HloDataflowAnalysis, HloValue, Index
 from hlo_codegen.buffer_assignment.heap_simulator import HeapSimulator
-from hlo_codegen.buffer_assignment.live_range import HloLiveRange
-from hlo_codegen.buffer_assignment.sharing import can_share_operand_buffer_with_user
 
 XLA_ALLOCATED_BUFFER_ALIGNMENT = 256  # temporaries, outputs, constants (cuBLAS wants 256)
 ENTRY_PARAMETER_ALIGNMENT = 16
@@ -336,7 +336,7 @@ def validate_colocations(alias: HloAliasAnalysis, aliased_params: set) -> None:
 
 def assign_buffers(module: HloModule, alignment: int = XLA_ALLOCATED_BUFFER_ALIGNMENT) -> BufferAssignment:
     """Run dataflow, live ranges, alias analysis and the assigner over `module` (not modified)."""
-    from hlo_codegen.buffer_assignment.copy_insertion import find_needed_copies
+    from hlo_common.analysis.copy_insertion import find_needed_copies
 
     if module.entry is None:
         raise HloError(f"module {module.name} has no entry computation")

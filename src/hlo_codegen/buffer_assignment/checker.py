@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hlo_common.analysis.dataflow import HloValue
+from hlo_common.analysis.sharing import can_share_operand_buffer_with_user
 from hlo_common.errors import VerificationError
 
-from hlo_codegen.buffer_assignment.dataflow import HloValue
 from hlo_codegen.buffer_assignment.heap_simulator import value_size
-from hlo_codegen.buffer_assignment.sharing import can_share_operand_buffer_with_user
 
 if TYPE_CHECKING:
     from hlo_codegen.buffer_assignment.assignment import BufferAssignment

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hlo_codegen.buffer_assignment.dataflow import format_index
+from hlo_common.analysis.dataflow import format_index
 
 if TYPE_CHECKING:
     from hlo_codegen.buffer_assignment.assignment import BufferAllocation, BufferAssignment

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hlo_codegen.buffer_assignment.alias import HloAliasAnalysis
-from hlo_codegen.buffer_assignment.dataflow import HloValue
-from hlo_codegen.buffer_assignment.live_range import HloLiveRange
-from hlo_codegen.buffer_assignment.sharing import can_share_operand_buffer_with_user
+from hlo_common.analysis.alias import HloAliasAnalysis
+from hlo_common.analysis.dataflow import HloValue
+from hlo_common.analysis.live_range import HloLiveRange
+from hlo_common.analysis.sharing import can_share_operand_buffer_with_user
 
 SPATIAL = "spatial"
 TEMPORAL = "temporal"

@@ -1,6 +1,6 @@
 """HloAliasAnalysis: which values must (or may safely) share one piece of memory (an HloBuffer).
 
-Second step of buffer assignment (XLA: `xla/hlo/analysis/hlo_alias_analysis.cc`). Values are
+Second step of buffer assignment, also the scheduler's memory accounting (XLA: `xla/hlo/analysis/hlo_alias_analysis.cc`). Values are
 merged into one `HloBuffer` (a *colocation*) when
 
 - they meet in one value set: a while's init, body parameter, body root, condition parameter and
@@ -26,9 +26,9 @@ from functools import cached_property
 from hlo_common.errors import HloError
 from hlo_common.ir import HloInstruction, HloModule
 
-from hlo_codegen.buffer_assignment.dataflow import HloDataflowAnalysis, HloValue, Index
-from hlo_codegen.buffer_assignment.live_range import HloLiveRange
-from hlo_codegen.buffer_assignment.sharing import (
+from hlo_common.analysis.dataflow import HloDataflowAnalysis, HloValue, Index
+from hlo_common.analysis.live_range import HloLiveRange
+from hlo_common.analysis.sharing import (
     can_share_operand_buffer_with_user, custom_call_aliasing, in_place_pairs, parse_alias_spec)
 
 

@@ -1,6 +1,6 @@
 """Call contexts and XLA's orders (computation and instruction post orders, flattened sequences).
 
-Buffer assignment needs three facts about the call graph, as XLA's `CallGraph` and
+Buffer assignment (and hlo-opt's copy insertion and scheduler) need three facts about the call graph, as XLA's `CallGraph` and
 `GatherComputationsByAllocationType` give them:
 
 - which computations are *global* (the entry and everything reached through `while`, `call`,

@@ -1,9 +1,10 @@
 """Copy insertion: add `copy` instructions so that colocated values never clobber each other.
 
-A simplified form of XLA's `CopyInsertion` (`xla/service/copy_insertion.cc`), which XLA runs
-before scheduling; it lives here because buffer assignment is what needs it, and it would move
-to hlo-opt as a pass when the pipeline grows one. `insert_copies(module)` mutates the module;
-`assign_buffers` never does, and refuses a module that still needs copies.
+A simplified form of XLA's `CopyInsertion` (`xla/service/copy_insertion.cc`) for one given
+instruction order: hlo-codegen runs it on modules that did not come through hlo-opt (whose
+`copy-insertion` pass is the full, order-independent algorithm), and buffer assignment uses
+`find_needed_copies` to refuse a module that still needs copies in the order it will run.
+`insert_copies(module)` mutates the module; `assign_buffers` never does.
 
 A while loop keeps its state in one buffer per leaf (init, body parameter, body root, condition
 parameter and result are colocated). For each leaf the body *writes* (its root is not the
@@ -34,10 +35,10 @@ from hlo_common.errors import HloError
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.shape import Shape
 
-from hlo_codegen.buffer_assignment import call_graph as cg
-from hlo_codegen.buffer_assignment.dataflow import HloDataflowAnalysis, Index
-from hlo_codegen.buffer_assignment.live_range import HloLiveRange
-from hlo_codegen.buffer_assignment.sharing import can_share_operand_buffer_with_user, in_place_pairs
+from hlo_common.analysis import call_graph as cg
+from hlo_common.analysis.dataflow import HloDataflowAnalysis, Index
+from hlo_common.analysis.live_range import HloLiveRange
+from hlo_common.analysis.sharing import can_share_operand_buffer_with_user, in_place_pairs
 
 
 @dataclass
@@ -86,7 +87,7 @@ def _readers(df: HloDataflowAnalysis, src: HloInstruction, src_index: Index, ski
 
 
 def _reads(user: HloInstruction, index: Index) -> bool:
-    from hlo_codegen.buffer_assignment.dataflow import may_use_operand_value
+    from hlo_common.analysis.dataflow import may_use_operand_value
     return may_use_operand_value(user, index)
 
 
@@ -208,7 +209,7 @@ def _conditional_copies(df, lr, cond: HloInstruction) -> list[NeededCopy]:
 
 
 def _io_alias_copies(df, lr) -> list[NeededCopy]:
-    from hlo_codegen.buffer_assignment.alias import io_alias_spec
+    from hlo_common.analysis.alias import io_alias_spec
 
     module = df.module
     entry, out = module.entry, []
@@ -219,7 +220,7 @@ def _io_alias_copies(df, lr) -> list[NeededCopy]:
 
 
 def _in_place_copies(df, lr) -> list[NeededCopy]:
-    from hlo_codegen.buffer_assignment.alias import HloAliasAnalysis
+    from hlo_common.analysis.alias import HloAliasAnalysis
 
     alias = HloAliasAnalysis.run(df, lr)
     out = []
@@ -343,7 +344,7 @@ def insert_copies(module: HloModule, in_place: bool = True, max_rounds: int = 4)
     total = 0
     for _ in range(max_rounds):
         df = HloDataflowAnalysis.run(module)
-        from hlo_codegen.buffer_assignment.alias import io_alias_spec
+        from hlo_common.analysis.alias import io_alias_spec
         aliased = {(n, idx) for _, n, idx, _ in io_alias_spec(module)}
         lr = HloLiveRange.run(df, aliased)
         needed = find_needed_copies(df, lr, in_place=in_place)

@@ -1,6 +1,7 @@
 """HloDataflowAnalysis: the logical values (HloValue) of a module and where each one appears.
 
-First step of buffer assignment (XLA: `xla/hlo/analysis/hlo_dataflow_analysis.cc`,
+Shared by hlo-codegen's buffer assignment (its first step) and hlo-opt's copy insertion and
+scheduler (XLA: `xla/hlo/analysis/hlo_dataflow_analysis.cc`,
 `xla/service/hlo_value.cc`). Every array leaf that an instruction of a *global* computation
 defines is one `HloValue`; instructions that only pass values through (bitcast,
 get-tuple-element, tuple, while, call, conditional, opt-barrier, parameters of called
@@ -23,7 +24,7 @@ from typing import Callable
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.shape import Shape
 
-from hlo_codegen.buffer_assignment import call_graph as cg
+from hlo_common.analysis import call_graph as cg
 
 Index = tuple[int, ...]
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from hlo_common.ir import HloComputation, HloInstruction
 
-from hlo_codegen.buffer_assignment import call_graph as cg
-from hlo_codegen.buffer_assignment.dataflow import HloDataflowAnalysis, HloPosition, HloValue
+from hlo_common.analysis import call_graph as cg
+from hlo_common.analysis.dataflow import HloDataflowAnalysis, HloPosition, HloValue
 
 
 class HloLiveRange:

@@ -1,6 +1,6 @@
 """When may an instruction write its output into an operand's buffer?
 
-Two questions buffer assignment asks, as XLA does:
+Two questions buffer assignment and copy insertion ask, as XLA does:
 
 - `in_place_pairs(instr)`: (operand number, operand index) -> output index pairs of ops that
   update an operand in place (XLA's `GetInPlaceInputOutputPairs`): dynamic-update-slice, scatter,

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from hlo_common.analysis import call_graph as cg
 from hlo_common.interpreter.evaluator import Evaluator, evaluate
 from hlo_common.shape import Shape
-
-from hlo_codegen.buffer_assignment import call_graph as cg
 
 FORWARDING = frozenset({"parameter", "bitcast", "get-tuple-element", "tuple", "opt-barrier", "domain",
                         "add-dependency", "constant"})

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hlo_common.analysis.dataflow import HloValue
+from hlo_common.analysis.sharing import parse_alias_spec
 from hlo_common.errors import HloError
 from hlo_common.parser import parse_module
 from hlo_common.shape import Shape
 from hlo_codegen.buffer_assignment import assign_buffers
-from hlo_codegen.buffer_assignment.dataflow import HloValue
 from hlo_codegen.buffer_assignment.dump import human_readable_num_bytes
 from hlo_codegen.buffer_assignment.heap_simulator import SPATIAL, TEMPORAL, GlobalDecreasingSizeBestFitHeap
-from hlo_codegen.buffer_assignment.sharing import parse_alias_spec
 
 
 def values(n):
