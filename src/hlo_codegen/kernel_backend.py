@@ -2,24 +2,53 @@
 
 Where it sits: between the thunk emitter (which decides that a fusion needs kernels and which
 buffer slices they take) and the emitters / lowerings (`hlo_codegen.emitters`,
-`hlo_codegen.llvm`, `hlo_codegen.ptx`). For each fusion it asks the emitter for a `Kernel`
-(kernel IR), lowers it for the target (`cuda`: NVPTX -> PTX, validated into a cubin with
-nvJitLink; `host`: LLVM IR of `void @name(ptr %args, i64 %block_begin, i64 %block_end)`), and
-returns `CompiledKernel`s for the manifest plus the dump artifacts (kernel IR text, `.ll`,
-`.ptx`). A kernel that fails to emit, lower or link is an HloError naming the kernel and the
-fusion.
+`hlo_codegen.llvm`, `hlo_codegen.ptx`). For each fusion it asks the emitter chosen for it for a
+kernel-IR `Kernel`, passing one argument id (the buffer slice) per operand and output so that
+arguments in the same slice become one parameter; it then lowers the kernel for the target:
+
+    cuda   lower_to_nvptx -> compile_to_ptx(arch) -> ptx_to_cubin(arch)   (nvJitLink validates)
+    host   lower_to_host: `void @name(ptr %args, i64 %block_begin, i64 %block_end)`
+
+and returns `CompiledKernel`s for the manifest with the dump artifacts (`kernel_ir.txt`, `ll`,
+`ptx`). Every failure is a KernelEmissionError naming the kernel and the fusion.
 """
 
 from __future__ import annotations
 
 from hlo_common.errors import HloError
 from hlo_common.ir import HloInstruction
+from hlo_common.manifest import Kernel
 
-from hlo_codegen.thunk_emitter import CompiledKernel, KernelArgumentSpec
+from hlo_codegen.thunk_emitter import CompiledKernel, KernelArgumentSpec, KernelNamer
 
 
 class KernelEmissionError(HloError):
     """A kernel that could not be emitted, lowered or linked (names the kernel and the fusion)."""
+
+
+def fusion_emitter(fusion: HloInstruction):
+    """The emitter for `fusion` (XLA's GetFusionEmitter)."""
+    try:
+        from hlo_codegen.emitters import get_fusion_emitter
+    except ImportError:  # only the loop emitter exists so far
+        from hlo_codegen.emitters.loop import LoopFusion
+
+        return LoopFusion(fusion)
+    return get_fusion_emitter(fusion)
+
+
+def argument_ids(fusion: HloInstruction, args: list[KernelArgumentSpec]) -> list[int]:
+    """One id per fusion operand, then per output leaf: the number of its deduplicated argument."""
+    by_operand = {k: i for i, a in enumerate(args) for k in a.operands}
+    by_output = {idx: i for i, a in enumerate(args) for idx in a.outputs}
+    return ([by_operand[k] for k in range(len(fusion.operands))]
+            + [by_output[idx] for idx, s in fusion.shape.leaf_shapes() if s.is_array])
+
+
+def _preferred_name(fusion: HloInstruction, emitter) -> str:
+    from hlo_codegen.emitters.base import kernel_name
+
+    return kernel_name(fusion, getattr(emitter, "kind", "loop"))
 
 
 class EmitterBackend:
@@ -29,7 +58,39 @@ class EmitterBackend:
         self.target = target
         self.arch = arch
 
-    def compile(self, fusion: HloInstruction, name: str,
-                args: list[KernelArgumentSpec]) -> list[CompiledKernel]:
-        raise KernelEmissionError(f"kernel {name} (fusion %{fusion.name}): kernel emission is not available "
-                                  "yet (hlo_codegen.emitters has not landed)")
+    def compile(self, fusion: HloInstruction, args: list[KernelArgumentSpec],
+                unique_name: KernelNamer) -> list[CompiledKernel]:
+        label = fusion.name
+        try:
+            emitter = fusion_emitter(fusion)
+            label = _preferred_name(fusion, emitter)
+            kernel = emitter.emit(argument_ids(fusion, args))
+            kernel.name = label = unique_name(kernel.name)
+            if len(kernel.params) != len(args):
+                raise HloError(f"the kernel takes {len(kernel.params)} parameters, the thunk passes {len(args)}")
+            return [self._lower(kernel, len(args))]
+        except HloError as exc:
+            raise KernelEmissionError(f"kernel {label} (fusion %{fusion.name}): {exc.one_line()}") from exc
+        except Exception as exc:  # noqa: BLE001 - a bug below is still named by kernel
+            raise KernelEmissionError(f"kernel {label} (fusion %{fusion.name}): internal error: "
+                                      f"{type(exc).__name__}: {exc}") from exc
+
+    def _lower(self, kernel, num_args: int) -> CompiledKernel:
+        from hlo_codegen.kernel_ir import print_kernel
+
+        artifacts = {"kernel_ir.txt": print_kernel(kernel)}
+        ptx = llvm_ir = None
+        if self.target == "cuda":
+            from hlo_codegen.llvm import lower_to_nvptx
+            from hlo_codegen.ptx import compile_to_ptx, ptx_to_cubin
+
+            artifacts["ll"] = lower_to_nvptx(kernel)
+            ptx = artifacts["ptx"] = compile_to_ptx(artifacts["ll"], self.arch)
+            ptx_to_cubin(ptx, self.arch)
+        else:
+            from hlo_codegen.llvm import lower_to_host
+
+            llvm_ir = artifacts["ll"] = lower_to_host(kernel)
+        record = Kernel(kernel.name, tuple(kernel.grid), tuple(kernel.block), kernel.shared_memory_bytes,
+                        num_args, ptx=ptx, llvm_ir=llvm_ir)
+        return CompiledKernel(record, tuple(range(num_args)), artifacts)

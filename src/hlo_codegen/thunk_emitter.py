@@ -62,10 +62,14 @@ class CompiledKernel:
     artifacts: dict[str, str] = field(default_factory=dict)  # dump suffix -> text (kernel IR, .ll, .ptx)
 
 
+KernelNamer = Callable[[str], str]
+
+
 class KernelBackend(Protocol):
-    def compile(self, fusion: HloInstruction, name: str,
-                args: list[KernelArgumentSpec]) -> list[CompiledKernel]:
-        """Emit and lower the kernels of `fusion`; raise HloError naming the kernel on failure."""
+    def compile(self, fusion: HloInstruction, args: list[KernelArgumentSpec],
+                unique_name: KernelNamer) -> list[CompiledKernel]:
+        """Emit and lower the kernels of `fusion` (named through `unique_name(preferred)`, which
+        keeps kernel names unique in the module); raise HloError naming the kernel on failure."""
 
 
 def kernel_arguments(fusion: HloInstruction, ba: BufferAssignment) -> list[KernelArgumentSpec]:
@@ -184,7 +188,7 @@ class ThunkEmitter:
             src, dst = _slice(self.ba, instr.operands[source]), _slice(self.ba, instr)
             return [] if src == dst else [CopyThunk(instr.name, src, dst)]
         args = kernel_arguments(instr, self.ba)
-        compiled = self.backend.compile(instr, self._unique_kernel_name(instr.name), args)
+        compiled = self.backend.compile(instr, args, self._unique_kernel_name)
         thunks: list[Thunk] = []
         for ck in compiled:
             k = ck.kernel
@@ -196,8 +200,8 @@ class ThunkEmitter:
             thunks.append(KernelThunk(instr.name, k.name, kargs, k.grid, k.block, k.shared_bytes))
         return thunks
 
-    def _unique_kernel_name(self, hlo_name: str) -> str:
-        base = sanitize_kernel_name(hlo_name)
+    def _unique_kernel_name(self, preferred: str) -> str:
+        base = sanitize_kernel_name(preferred)
         name, k = base, 0
         while name in self._kernel_names:
             k += 1

@@ -174,9 +174,18 @@ def _dynamic_update_slice(ctx: FunctionContext, instr: HloInstruction, idx: list
                    lambda: [ctx.operand(instr, 0, idx)])[0]
 
 
+def _is_simplified_gather(instr: HloInstruction) -> bool:
+    """GatherSimplifier's form: s*[N, k] indices on dim 1, no collapsed or batching dims, offset
+    dims 1..rank (start_index_map may be in any order)."""
+    a = instr.attrs
+    return (instr.operands[1].shape.rank == 2 and a.get("index_vector_dim") == 1
+            and not a.get("collapsed_slice_dims") and not a.get("operand_batching_dims")
+            and tuple(a.get("offset_dims", ())) == tuple(range(1, instr.operands[0].shape.rank + 1)))
+
+
 @elemental("gather")
 def _gather(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]) -> Value:
-    if not is_canonical_gather(instr):
+    if not (is_canonical_gather(instr) or _is_simplified_gather(instr)):
         raise ElementalError(f"%{instr.name}: only canonical gathers are supported (run gather-simplifier)")
     operand, indices = instr.operands[0].shape, instr.operands[1]
     start_index_map = list(instr.attrs["start_index_map"])
@@ -202,9 +211,9 @@ def _tuple(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]) -> lis
     first = leaf_shapes(instr.shape)[0]
     out: list[Value] = []
     for op in instr.operands:
-        if op.shape.is_tuple:
-            raise ElementalError(f"%{instr.name}: nested tuples are not supported")
-        out.extend(ctx.emit(op, ctx.reindex(first, op.shape, idx)))
+        if op.opcode == "tuple":
+            raise ElementalError(f"%{instr.name}: nested tuple instructions are not supported")
+        out.extend(ctx.emit(op, ctx.reindex(first, leaf_shapes(op.shape)[0], idx)))
     return out
 
 

@@ -66,20 +66,25 @@ def emitter_kind(fusion: HloInstruction, device: GpuDeviceInfo = H100) -> tuple[
     return "loop", heroes[0]
 
 
-def emit_kernel(fusion: HloInstruction, device: GpuDeviceInfo = H100,
-                argument_ids: Sequence[Hashable] | None = None) -> Kernel:
-    """The kernel for `fusion` from the emitter its hero selects (see the contract above)."""
+def get_fusion_emitter(fusion: HloInstruction, device: GpuDeviceInfo = H100) -> KernelEmitter:
+    """The emitter object for `fusion` (XLA's GetFusionEmitter); raises EmitterError if none."""
     if fusion.opcode != "fusion":
         raise EmitterError(f"%{fusion.name} is a {fusion.opcode}, not a fusion (wrap it first)")
     kind, hero = emitter_kind(fusion, device)
     cls = EMITTERS.get(kind)
     if cls is None:
         raise EmitterError(f"no emitter for {kind} fusion %{fusion.name} (hero %{hero.name}, {hero.opcode})")
-    return cls(fusion, device).emit(argument_ids)
+    return cls(fusion, device)
+
+
+def emit_kernel(fusion: HloInstruction, device: GpuDeviceInfo = H100,
+                argument_ids: Sequence[Hashable] | None = None) -> Kernel:
+    """The kernel for `fusion` from the emitter its hero selects (see the contract above)."""
+    return get_fusion_emitter(fusion, device).emit(argument_ids)
 
 
 __all__ = [
     "EMITTERS", "EmitterError", "GpuDeviceInfo", "H100", "A100", "KernelEmitter", "LoopFusion",
-    "emit_kernel", "emitter_kind", "fusion_roots", "kernel_name", "loop_launch_dimensions",
+    "emit_kernel", "emitter_kind", "fusion_roots", "get_fusion_emitter", "kernel_name", "loop_launch_dimensions",
     "wrap_computation_in_fusion",
 ]

@@ -258,17 +258,22 @@ def _complex_arith(rl: RegionLowering, op: Op) -> list[LV]:
         re = f.binop("fsub", f.binop("fmul", ar, br), f.binop("fmul", ai, bi))
         im = f.binop("fadd", f.binop("fmul", ar, bi), f.binop("fmul", ai, br))
         return [_make(rl, ty, re, im)]
-    # complex.div: Smith's algorithm, as numpy does
-    use_r = f.fcmp("oge", _fabs(rl, br), _fabs(rl, bi))
-    r1 = f.binop("fdiv", bi, br)
-    d1 = f.binop("fadd", br, f.binop("fmul", bi, r1))
-    re1 = f.binop("fdiv", f.binop("fadd", ar, f.binop("fmul", ai, r1)), d1)
-    im1 = f.binop("fdiv", f.binop("fsub", ai, f.binop("fmul", ar, r1)), d1)
-    r2 = f.binop("fdiv", br, bi)
-    d2 = f.binop("fadd", bi, f.binop("fmul", br, r2))
-    re2 = f.binop("fdiv", f.binop("fadd", f.binop("fmul", ar, r2), ai), d2)
-    im2 = f.binop("fdiv", f.binop("fsub", f.binop("fmul", ai, r2), ar), d2)
-    return [_make(rl, ty, f.select(use_r, re1, re2), f.select(use_r, im1, im2))]
+    # complex.div: Smith's algorithm with numpy's scaling and division-by-zero rule
+    abr, abi = _fabs(rl, br), _fabs(rl, bi)
+    one = f.fconst(br.ty, 1.0)
+    use_r = f.fcmp("oge", abr, abi)
+    rat1 = f.binop("fdiv", bi, br)
+    scl1 = f.binop("fdiv", one, f.binop("fadd", br, f.binop("fmul", bi, rat1)))
+    re1 = f.binop("fmul", f.binop("fadd", ar, f.binop("fmul", ai, rat1)), scl1)
+    im1 = f.binop("fmul", f.binop("fsub", ai, f.binop("fmul", ar, rat1)), scl1)
+    rat2 = f.binop("fdiv", br, bi)
+    scl2 = f.binop("fdiv", one, f.binop("fadd", bi, f.binop("fmul", br, rat2)))
+    re2 = f.binop("fmul", f.binop("fadd", f.binop("fmul", ar, rat2), ai), scl2)
+    im2 = f.binop("fmul", f.binop("fsub", f.binop("fmul", ai, rat2), ar), scl2)
+    zero = f.binop("and", f.fcmp("oeq", abr, f.fconst(br.ty, 0.0)), f.fcmp("oeq", abi, f.fconst(br.ty, 0.0)))
+    re = f.select(zero, f.binop("fdiv", ar, abr), f.select(use_r, re1, re2))
+    im = f.select(zero, f.binop("fdiv", ai, abr), f.select(use_r, im1, im2))
+    return [_make(rl, ty, re, im)]
 
 
 def _fabs(rl: RegionLowering, v: LV) -> LV:
