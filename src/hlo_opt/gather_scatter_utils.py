@@ -57,3 +57,28 @@ def transform_start_indices(indices: HloInstruction, index_vector_dim: int) -> H
     elif rank == 1:
         indices = insert_degenerate_dims(indices, [0])
     return indices
+
+
+def index_vector(indices: HloInstruction, index_vector_dim: int) -> HloInstruction:
+    """The one index vector of a gather/scatter with a single index, as a rank-1 array [k]."""
+    canonical = transform_start_indices(indices, index_vector_dim)
+    return make_reshape(canonical, canonical.shape.dims[1:])
+
+
+def start_scalars(vector: HloInstruction, operand_rank: int, dim_map: Sequence[int]) -> list[HloInstruction]:
+    """One scalar start index per operand dimension: the mapped component of `vector`, else 0."""
+    import numpy as np
+
+    from hlo_opt.hlo_creation_utils import make_constant, make_slice
+
+    et = vector.shape.element_type
+    zero = None
+    starts = []
+    for d in range(operand_rank):
+        if d in dim_map:
+            p = list(dim_map).index(d)
+            starts.append(make_reshape(make_slice(vector, [p], [p + 1]), ()))
+        else:
+            zero = zero or make_constant(vector.parent, np.zeros((), et.np_dtype), et)
+            starts.append(zero)
+    return starts
