@@ -100,7 +100,7 @@ class ElementalEmitter:
         subgraph = self.partition.find_subgraph(instr)
         fn = self.subgraph_function(subgraph)
         index_shape = subgraph.index_shape
-        root_shape = instr.shape.tuple_shapes[0] if instr.shape.is_tuple else instr.shape
+        root_shape = leaf_shapes(instr.shape)[0]
         args = list(indices)
         if not same_layout(root_shape, index_shape):
             args = b.apply_indexing(bitcast_map(root_shape, index_shape), list(indices))

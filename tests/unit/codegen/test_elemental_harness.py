@@ -77,10 +77,10 @@ def from_buffer(buffer: np.ndarray, shape: Shape) -> np.ndarray:
         codes = (buffer[:, None] >> (np.arange(per, dtype=np.uint8) * et.bits)) & ((1 << et.bits) - 1)
         flat = codes.reshape(-1)[:shape.num_elements].astype(np.uint8).view(et.np_dtype)
     phys = [shape.dims[d] for d in reversed(shape.minor_to_major)]
-    a = flat.reshape(phys)
+    a = flat.reshape(tuple(phys))
     if shape.rank > 1:
         a = np.transpose(a, np.argsort(list(reversed(shape.minor_to_major))))
-    return np.ascontiguousarray(a)
+    return np.array(a, order="C")
 
 
 def output_shapes(fusion: HloInstruction) -> list[Shape]:
@@ -108,8 +108,11 @@ def run_on_host(fusion: HloInstruction, args: list[np.ndarray], kernel: Kernel |
 
 
 def reference(fusion: HloInstruction, args: list[np.ndarray]) -> list[np.ndarray]:
-    out = Evaluator().call_fusion(fusion, args)
-    return [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
+    """The interpreter's outputs, tuple leaves flattened in order."""
+    def leaves(v):
+        return [x for item in v for x in leaves(item)] if isinstance(v, tuple) else [np.asarray(v)]
+
+    return leaves(Evaluator().call_fusion(fusion, args))
 
 
 def assert_close(got: np.ndarray, want: np.ndarray, shape: Shape, tol: float | None = None,
