@@ -39,7 +39,7 @@ _HANDLER_MODULES = (
     "elementwise", "bitwise", "conversions", "data_movement", "control_flow", "rng", "custom_call",
     "collectives",
 )
-_OPTIONAL_HANDLER_MODULES = ("reduction", "linalg", "gather_scatter", "sort")
+_OPTIONAL_HANDLER_MODULES = ("reduction", "linalg", "gather_scatter", "sort", "gemm")
 
 
 def _import_handlers() -> None:

@@ -1,0 +1,396 @@
+"""GemmRewriter ("cublas-gemm-rewriter"): dots become legacy cuBLAS GEMM custom calls, with a scalar
+multiply folded into alpha and a matrix bias add folded into beta (`xla/service/gpu/transforms/
+gemm_rewriter.cc`, the non-FP8 rewrite with cuBLASLt disabled, plus its workspace rewrite).
+
+Where it sits: "hlo normalization", after layout assignment (operand layouts are what cuBLAS can
+read) and before layout_normalization; hlo-codegen turns each call into a GemmThunk and the
+reference interpreter evaluates it (`hlo_common/interpreter/gemm.py`).
+
+    d = f32[64,32]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+    m = f32[64,32]{1,0} multiply(d, broadcast(f32[] constant(0.5)))
+    r = f32[64,32]{1,0} add(m, c)                       c: not a parameter, no other user
+    becomes
+    g = (f32[64,32]{1,0}, s8[W]{0}) custom-call(a, b, c), custom_call_target="__cublas$gemm",
+        output_to_operand_aliasing={{0}: (2, {})}, backend_config={... "alpha_real":0.5, "beta":1 ...}
+    r = f32[64,32]{1,0} get-tuple-element(g), index=0
+
+THE CUSTOM CALL (what thunk emission and the interpreter read; all fields always written):
+- target `__cublas$gemm`; operands `(lhs, rhs)` or, when beta != 0, `(lhs, rhs, c)`;
+- result `(out, s8[W]{0})`: element 0 is the GEMM result, element 1 a scratch workspace of
+  W = min(32 MiB, total operand bytes) bytes (its contents mean nothing; the interpreter gives
+  zeros); with a bias, `output_to_operand_aliasing={{0}: (2, {})}`: out is written over c;
+- out = alpha * dot(lhs, rhs) + beta * c, computed as the `dot` with the same dimension numbers
+  would be (operands converted to the result type, accumulated in f32 for 16-bit floats), then
+  rounded once to out's element type (c's element type when an `add(convert(gemm), c)` was folded);
+- matrix layouts come from the shapes: lhs, rhs and out must each lie in memory as
+  [batch][rows][cols] or [batch][cols][rows] (XLA's MatrixLayout; layout-assignment ensures it);
+- backend_config is XLA's GpuBackendConfig as JSON:
+  `{"operation_queue_id":"0","wait_on_operation_queues":[],"gemm_backend_config":{...},
+  "force_earliest_schedule":false}` with gemm_backend_config fields, in this order:
+  `alpha_real`, `alpha_imag` (numbers; alpha = alpha_real + i*alpha_imag, imag only for complex),
+  `beta` (number: 0, or 1 once a bias was folded), `dot_dimension_numbers`
+  (`lhs_contracting_dimensions`, `rhs_contracting_dimensions`, `lhs_batch_dimensions`,
+  `rhs_batch_dimensions`: lists of int64 as strings, the dot's), `precision_config`
+  (`operand_precision`: two of DEFAULT/HIGH/HIGHEST; `algorithm`: ALG_UNSET or the dot's
+  `ALG_...`), `epilogue` ("DEFAULT": the legacy path fuses no epilogue; BIAS, RELU, BIAS_RELU,
+  GELU, BIAS_GELU exist only for cuBLASLt calls, which the interpreter also evaluates),
+  `lhs_stride`, `rhs_stride` (elements between consecutive batch matrices for a batched dot:
+  the product of the two dims after the batch dims, or of the one for a vector; strings),
+  `grad_x`, `grad_y` (the dot's frontend attributes), `damax_output`, `is_fp8` (false).
+
+What is rewritten (XLA's legacy cuBLAS path, H100):
+- a dot with one contracting and one free dim per operand beyond the batch dims (or a
+  matrix-vector dot), result f16/bf16/f32/f64/c64/c128/f8 or s8 x s8 -> s32, no zero-sized
+  operand, neither operand a rank-2 transpose, and not tiny: (lhs free + rhs free) * contracting
+  >= 100 elements unless the result type has no elemental emitter (anything but f16/f32/bf16);
+  f8 operands are converted to f16 (bf16 for a bf16 result) first; algorithm dot_bf16_bf16_f32
+  converts the operands to bf16;
+- `multiply(gemm, broadcast(constant scalar))`, both single-use, beta still 0, result not s32:
+  alpha *= the scalar;
+- `add(gemm, c)` (c not a broadcast), `add(convert(gemm), c)` when cuBLAS supports the type
+  combination, `add(bitcast(gemm), c)` (c is bitcast to the gemm's shape) and
+  `add(slice(gemm), c)` for a slice of leading elements: c becomes the third operand with beta 1,
+  provided the gemm has one user, beta is 0, the result is not s32 and cuBLAS may overwrite c
+  (c has no other user and is not a parameter, unless an input/output alias donates it);
+  a bias that is a reshape/transpose/bitcast of a broadcast constant is folded to a constant.
+Declines vector-bias, ReLU and GELU epilogues (cuBLASLt only in XLA), and everything above.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from hlo_common.attributes import OutputOperandAliasing, PaddingConfig
+from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.shape import Shape
+from hlo_opt.hlo_creation_utils import non_fusion_computations
+from hlo_opt.hlo_evaluation import try_evaluate
+from hlo_opt.layout_util import byte_size, same_m2m
+from hlo_opt.pass_base import HloPass, register_pass
+
+GEMM_TARGET = "__cublas$gemm"
+HOPPER_WORKSPACE_BYTES = 32 * 1024 * 1024
+MAX_MATERIALIZED_BIAS_BYTES = 8 * 1024 * 1024
+_F8 = ("f8e3m4", "f8e4m3", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz")
+_MATMUL_TYPES = frozenset(_F8 + ("f16", "bf16", "f32", "f64", "c64", "c128"))
+_MATVEC_TYPES = frozenset(("f8e4m3fn", "f8e5m2", "f16", "bf16", "f32", "f64", "c64", "c128"))
+_CLASSICAL_EMITTER_TYPES = frozenset(("f16", "f32", "bf16"))
+# XLA's TypesAreSupportedByLegacyCublas table, collapsed to (lhs, rhs, output) element types.
+LEGACY_CUBLAS_TYPES = frozenset({
+    ("f16", "f16", "f16"), ("s8", "s8", "s32"), ("bf16", "bf16", "bf16"), ("bf16", "bf16", "f32"),
+    ("f16", "f16", "f32"), ("s8", "s8", "f32"), ("f32", "f32", "f32"), ("c64", "c64", "c64"),
+    ("f64", "f64", "f64"), ("c128", "c128", "c128"),
+})
+
+
+def _type(instr: HloInstruction) -> str:
+    return instr.shape.element_type.name
+
+
+def _dims(dot: HloInstruction, key: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in dot.attrs.get(key, ()))
+
+
+def is_gemm(instr: HloInstruction) -> bool:
+    return instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") == GEMM_TARGET
+
+
+def _canonical_ranks(dot: HloInstruction, lhs_extra: int, rhs_extra: int, out_extra: int) -> bool:
+    nb = len(_dims(dot, "lhs_batch_dims"))
+    lhs, rhs = dot.operands
+    return (lhs.shape.rank == nb + lhs_extra and rhs.shape.rank == nb + rhs_extra
+            and dot.shape.rank == nb + out_extra and lhs.shape.num_elements > 0 and rhs.shape.num_elements > 0)
+
+
+def _type_allowed(dot: HloInstruction, types: frozenset) -> bool:
+    out = _type(dot)
+    return out in types or (out == "s32" and _type(dot.operands[0]) == "s8" and _type(dot.operands[1]) == "s8")
+
+
+def is_matrix_multiplication(dot: HloInstruction) -> bool:
+    return dot.opcode == "dot" and _type_allowed(dot, _MATMUL_TYPES) and _canonical_ranks(dot, 2, 2, 2)
+
+
+def is_matrix_vector_multiplication(dot: HloInstruction) -> bool:
+    return dot.opcode == "dot" and _type_allowed(dot, _MATVEC_TYPES) and (
+        _canonical_ranks(dot, 2, 1, 1) or _canonical_ranks(dot, 1, 2, 1))
+
+
+def too_small_for_rewriting(dot: HloInstruction, threshold: int) -> bool:
+    """XLA's IsMatrixMultiplicationTooSmallForRewriting."""
+    lhs, rhs = dot.operands
+    lb, rb = _dims(dot, "lhs_batch_dims"), _dims(dot, "rhs_batch_dims")
+    lc, rc = _dims(dot, "lhs_contracting_dims"), _dims(dot, "rhs_contracting_dims")
+    contracting = int(np.prod([lhs.shape.dims[d] for d in lc]))
+    lhs_free = int(np.prod([s for d, s in enumerate(lhs.shape.dims) if d not in lb and d not in lc]))
+    rhs_free = int(np.prod([s for d, s in enumerate(rhs.shape.dims) if d not in rb and d not in rc]))
+    return (lhs_free + rhs_free) * contracting < threshold
+
+
+def is_rank2_transpose(instr: HloInstruction) -> bool:
+    return instr.opcode == "transpose" and tuple(instr.attrs["dimensions"]) == (1, 0)
+
+
+def _number(v: float) -> int | float:
+    return int(v) if float(v).is_integer() else float(v)
+
+
+def _frontend_flag(instr: HloInstruction, key: str) -> bool:
+    return any(k == key and v.strip('"') == "true" for k, v in instr.frontend_attributes)
+
+
+def gemm_backend_config(dot: HloInstruction) -> dict:
+    """GemmBackendConfig of a freshly rewritten dot (alpha 1, beta 0), inside a GpuBackendConfig."""
+    nb = len(_dims(dot, "lhs_batch_dims"))
+    strides = []
+    for op in dot.operands:
+        d = op.shape.dims
+        strides.append(str(d[nb] if op.shape.rank == nb + 1 else d[nb] * d[nb + 1]))
+    precision = [str(p).upper() for p in dot.attrs.get("operand_precision", ())] or ["DEFAULT", "DEFAULT"]
+    algorithm = dot.attrs.get("algorithm")
+    gemm = {
+        "alpha_real": 1, "alpha_imag": 0, "beta": 0,
+        "dot_dimension_numbers": {key: [str(v) for v in _dims(dot, attr)] for key, attr in (
+            ("lhs_contracting_dimensions", "lhs_contracting_dims"),
+            ("rhs_contracting_dimensions", "rhs_contracting_dims"),
+            ("lhs_batch_dimensions", "lhs_batch_dims"), ("rhs_batch_dimensions", "rhs_batch_dims"))},
+        "precision_config": {"operand_precision": precision,
+                             "algorithm": "ALG_" + str(algorithm).upper() if algorithm else "ALG_UNSET"},
+        "epilogue": "DEFAULT", "lhs_stride": strides[0], "rhs_stride": strides[1],
+        "grad_x": _frontend_flag(dot, "grad_x"), "grad_y": _frontend_flag(dot, "grad_y"),
+        "damax_output": False, "is_fp8": False,
+    }
+    old = dot.backend_config_data if isinstance(dot.backend_config_data, dict) else {}
+    return {"operation_queue_id": str(old.get("operation_queue_id", "0")),
+            "wait_on_operation_queues": list(old.get("wait_on_operation_queues", [])),
+            "gemm_backend_config": gemm,
+            "force_earliest_schedule": bool(old.get("force_earliest_schedule", False))}
+
+
+def gemm_config(instr: HloInstruction) -> dict:
+    return instr.backend_config_data["gemm_backend_config"]
+
+
+def gemm_name(config: dict) -> str:
+    ddn = config["gemm_backend_config"]["dot_dimension_numbers"]
+    return "cublas-batch-gemm" if ddn["lhs_batch_dimensions"] or ddn["rhs_batch_dimensions"] else "cublas-gemm"
+
+
+def _scalar_constant(instr: HloInstruction) -> complex | None:
+    if instr.opcode != "constant" or instr.literal is None or instr.shape.num_elements != 1:
+        return None
+    value = np.asarray(instr.literal).reshape(-1)[0]
+    return complex(value) if np.iscomplexobj(value) else complex(float(value))
+
+
+class GemmRewriterVisitor:
+    """Rewrites the dots of one computation, then folds their multiplies and adds (post order)."""
+
+    def __init__(self, comp: HloComputation, threshold: int):
+        self.comp, self.threshold, self.changed = comp, threshold, False
+
+    def run(self) -> bool:
+        handlers = {"dot": self.handle_dot, "multiply": self.handle_multiply, "add": self.handle_add}
+        for instr in self.comp.post_order():
+            handler = handlers.get(instr.opcode)
+            if handler is not None and instr.parent is self.comp:
+                handler(instr)
+        return self.changed
+
+    # -- dot ---------------------------------------------------------------------------------------
+    def handle_dot(self, dot: HloInstruction) -> None:
+        if not (is_matrix_multiplication(dot) or is_matrix_vector_multiplication(dot)) or "sparsity" in dot.attrs:
+            return
+        if too_small_for_rewriting(dot, self.threshold) and _type(dot) in _CLASSICAL_EMITTER_TYPES:
+            return
+        if any(is_rank2_transpose(op) for op in dot.operands):
+            return
+        if _type(dot.operands[0]) in _F8 and _type(dot.operands[1]) in _F8:
+            dot = self._f8_dot_as_f16(dot)
+        operands = list(dot.operands)
+        if str(dot.attrs.get("algorithm", "")).lower() == "dot_bf16_bf16_f32":
+            operands = [self._convert(op, "bf16", dot) for op in operands]
+        config = gemm_backend_config(dot)
+        if operands != list(dot.operands):
+            config["gemm_backend_config"]["precision_config"]["algorithm"] = "ALG_UNSET"
+        call = self.comp.add_new_instruction("custom-call", operands, dot.shape, {"custom_call_target": GEMM_TARGET},
+                                             name=gemm_name(config), before=dot)
+        call.backend_config_data = config
+        call.metadata, call.frontend_attributes = list(dot.metadata), list(dot.frontend_attributes)
+        self.comp.replace_instruction(dot, call)
+        self.changed = True
+
+    def _convert(self, op: HloInstruction, etype: str, before: HloInstruction) -> HloInstruction:
+        return self.comp.add_new_instruction("convert", [op], op.shape.with_element_type(etype), before=before)
+
+    def _f8_dot_as_f16(self, dot: HloInstruction) -> HloInstruction:
+        """XLA's TurnF8DotIntoF16Dot: f16 (bf16 for a bf16 result) operands, f8 results converted back."""
+        etype = "bf16" if _type(dot) == "bf16" else "f16"
+        operands = [self._convert(op, etype, dot) for op in dot.operands]
+        if _type(dot) not in _F8:
+            new = dot.clone(new_operands=operands, name=dot.name)
+            self.comp.add_instruction(new, before=dot)
+            self.comp.replace_instruction(dot, new)
+            return new
+        new = dot.clone(new_operands=operands, shape=dot.shape.with_element_type("f16"), name=dot.name)
+        self.comp.add_instruction(new, before=dot)
+        self.comp.replace_instruction(dot, self._convert(new, _type(dot), dot))
+        return new
+
+    # -- alpha ---------------------------------------------------------------------------------------
+    def handle_multiply(self, mul: HloInstruction) -> None:
+        for gemm, bcast in (mul.operands, reversed(mul.operands)):
+            if not (is_gemm(gemm) and gemm.shape.is_array and len(gemm.users) == 1 and bcast.opcode == "broadcast"
+                    and len(bcast.users) == 1):
+                continue
+            scalar = _scalar_constant(bcast.operands[0])
+            if scalar is None or _type(gemm) == "s32":
+                return
+            cfg = gemm_config(gemm)
+            if cfg["beta"] != 0:
+                return
+            alpha = scalar * complex(cfg["alpha_real"], cfg["alpha_imag"])
+            cfg["alpha_real"], cfg["alpha_imag"] = _number(alpha.real), _number(alpha.imag)
+            self.comp.replace_instruction(mul, gemm)
+            self.changed = True
+            return
+
+    # -- matrix bias -------------------------------------------------------------------------------
+    def handle_add(self, add: HloInstruction) -> None:
+        add = self._hoist_bitcast(add)
+        for x, bias in (add.operands, reversed(add.operands)):
+            gemm = x if is_gemm(x) else (x.operands[0] if x.opcode == "convert" and len(x.users) == 1 else None)
+            if gemm is None or not is_gemm(gemm) or len(gemm.users) != 1 or bias.opcode == "broadcast":
+                continue
+            types = (_type(gemm.operands[0]), _type(gemm.operands[1]), _type(add))
+            consumers_ok = _type(add) == _type(gemm) or not add.users or (
+                len(add.users) == 1 and add.users[0].opcode == "tuple" and not add.users[0].users)
+            if types in LEGACY_CUBLAS_TYPES and consumers_ok:
+                self.fuse_matrix_bias(add, bias, gemm)
+                return
+        for x, bias in (add.operands, reversed(add.operands)):
+            if bias.opcode == "broadcast" or _type(bias) in _F8:
+                continue
+            bitcast = slc = None
+            node = x
+            if node.opcode == "bitcast" and len(node.users) == 1:
+                bitcast, node = node, node.operands[0]
+            if node.opcode == "slice" and len(node.users) == 1:
+                slc, node = node, node.operands[0]
+            if is_gemm(node) and node.shape.is_array and len(node.users) == 1:
+                self.fuse_matrix_bias(add, bias, node, bitcast, slc)
+                return
+
+    def _hoist_bitcast(self, add: HloInstruction) -> HloInstruction:
+        """add(bitcast(gemm), c) -> bitcast(add(gemm, bitcast(c))), so the bias can be fused."""
+        for bc, bias in (add.operands, reversed(add.operands)):
+            if bc.opcode == "bitcast" and len(bc.users) == 1 and is_gemm(bc.operands[0]) \
+                    and len(bc.operands[0].users) == 1 and bias.opcode != "broadcast":
+                gemm = bc.operands[0]
+                new_bias = self.comp.add_new_instruction("bitcast", [bias], gemm.shape, before=add)
+                new_add = self.comp.add_new_instruction("add", [gemm, new_bias], gemm.shape, name=add.name,
+                                                        before=add)
+                back = self.comp.add_new_instruction("bitcast", [new_add], add.shape, before=add)
+                self.comp.replace_instruction(add, back)
+                self.changed = True
+                return new_add
+        return add
+
+    def fuse_matrix_bias(self, add: HloInstruction, bias: HloInstruction, gemm: HloInstruction,
+                         bitcast: HloInstruction | None = None, slc: HloInstruction | None = None) -> None:
+        target = (bitcast or slc or gemm).shape
+        if bias.shape.dims != target.dims or not same_m2m(bias.shape, target) or _type(gemm) == "s32":
+            return
+        if slc is not None and any(s != 0 or st != 1 for s, _l, st in slc.attrs["slice"].dims):
+            return
+        cfg = gemm_config(gemm)
+        if cfg["beta"] != 0 or len(gemm.users) != 1 or cfg["epilogue"] not in ("DEFAULT", "BIAS") \
+                or not self._can_overwrite(bias):
+            return
+        c = self._maybe_constant_fold(bias, add)
+        if bitcast is not None:
+            inner = (slc or gemm).shape.with_element_type(c.shape.element_type)
+            c = self.comp.add_new_instruction("bitcast", [c], inner, before=add)
+        c = self._pad_to(c, gemm.shape, add)
+        fused = gemm.clone(new_operands=list(gemm.operands[:2]) + [c] + list(gemm.operands[2:]),
+                           shape=gemm.shape.with_element_type(c.shape.element_type), name=gemm_name(gemm.backend_config_data))
+        gemm_config(fused)["beta"] = 1
+        fused.attrs["output_to_operand_aliasing"] = OutputOperandAliasing((((), 2, ()),))
+        result = self.comp.add_instruction(fused, before=add)
+        for wrapper in (slc, bitcast):
+            if wrapper is not None:
+                result = self.comp.add_instruction(wrapper.clone(new_operands=[result]), before=add)
+        self.comp.replace_instruction(add, result)
+        self.changed = True
+
+    def _can_overwrite(self, bias: HloInstruction) -> bool:
+        if len(bias.users) > 1:
+            return False
+        if bias.opcode != "parameter":
+            return True
+        if not bias.parent.is_entry:
+            return False
+        aliases = bias.parent.parent.header_attr("input_output_alias") if bias.parent.parent else None
+        return bool(aliases) and re.search(rf"\(\s*{bias.parameter_number}\s*,", aliases) is not None
+
+    def _maybe_constant_fold(self, bias: HloInstruction, before: HloInstruction) -> HloInstruction:
+        """XLA's MaybeConstantFoldBias: reshape/transpose/bitcast of a broadcast non-scalar constant."""
+        inner = bias.operands[0] if bias.opcode in ("reshape", "transpose", "bitcast") and bias.operands else None
+        if inner is None or inner.opcode != "broadcast" or inner.operands[0].opcode != "constant" \
+                or inner.operands[0].shape.num_elements == 1 or byte_size(bias.shape) > MAX_MATERIALIZED_BIAS_BYTES:
+            return bias
+        value = try_evaluate(bias)
+        if value is None:
+            return bias
+        return self._constant(value, bias.shape.element_type, bias.shape, before)
+
+    def _constant(self, value, etype, shape: Shape, before: HloInstruction) -> HloInstruction:
+        literal = np.asarray(value).astype(etype.np_dtype)
+        return self.comp.add_new_instruction("constant", [], shape, literal=literal, name="constant", before=before)
+
+    def _pad_to(self, x: HloInstruction, target: Shape, before: HloInstruction) -> HloInstruction:
+        if x.shape.dims == target.dims:
+            return x
+        et = x.shape.element_type
+        zero = self._constant(0, et, Shape.array(et, ()), before)
+        config = PaddingConfig(tuple((0, t - d, 0) for d, t in zip(x.shape.dims, target.dims)))
+        return self.comp.add_new_instruction("pad", [x, zero], target.with_element_type(et), {"padding": config},
+                                             before=before)
+
+
+def add_workspace(call: HloInstruction, workspace_bytes: int) -> None:
+    """XLA's GemmWorkspaceRewriteVisitor: result becomes (result, s8[workspace])."""
+    comp = call.parent
+    workspace = min(workspace_bytes, sum(byte_size(op.shape) for op in call.operands))
+    shape = Shape.tuple_of([call.shape, Shape.array("s8", (workspace,))])
+    new = call.clone(shape=shape, name=call.name)
+    if "output_to_operand_aliasing" in new.attrs:
+        new.attrs["output_to_operand_aliasing"] = OutputOperandAliasing((((0,), 2, ()),))
+    comp.add_instruction(new, before=call)
+    result = comp.add_new_instruction("get-tuple-element", [new], call.shape, {"index": 0}, before=call)
+    old_name = call.name
+    comp.replace_instruction(call, result)
+    new.name = old_name
+
+
+@register_pass
+@dataclass
+class GemmRewriter(HloPass):
+    """Dots become `__cublas$gemm` custom calls (alpha and matrix bias folded in) with a workspace."""
+
+    name = "cublas-gemm-rewriter"
+    gemm_rewrite_size_threshold: int = 100
+    workspace_bytes: int = HOPPER_WORKSPACE_BYTES
+
+    def run(self, module: HloModule) -> bool:
+        changed = False
+        for comp in non_fusion_computations(module):
+            changed |= GemmRewriterVisitor(comp, self.gemm_rewrite_size_threshold).run()
+            for instr in comp.post_order():
+                if is_gemm(instr) and instr.shape.is_array and instr.parent is comp:
+                    add_workspace(instr, self.workspace_bytes)
+                    changed = True
+        return changed
