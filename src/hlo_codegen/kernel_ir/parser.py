@@ -52,7 +52,7 @@ class _Parser:
             if line.startswith("#map"):
                 alias, _, rest = line.partition("=")
                 self.maps[alias.strip()] = self._parse_map(rest, number)
-                body_lines.append("")
+                body_lines.append(" " * len(line))  # keep offsets aligned with the text
             else:
                 body_lines.append(line)
         self.tokens = self._tokenize("\n".join(body_lines))
@@ -228,14 +228,19 @@ class _Parser:
             self._error(f"{len(names)} results but {len(types)} result types")
         return [self.define(n, t) for n, t in zip(names, types)]
 
+    def _same_line(self, offset: int) -> bool:
+        """Whether the next token is on the line of `offset` (an op's operands end with its line)."""
+        return "\n" not in self.text[offset:self.peek()[2]]
+
     def _generic(self, name: str, names: list[str]) -> Op:
+        start = self.tokens[self.pos - 1][2]
         attrs = {}
         if self.peek()[0] == "symbol":
             attrs[SYMBOL_KEY.get(name, "callee")] = self.next()[1][1:]
         if self.peek()[0] == "map":
             attrs["map"] = self.map_ref()
         operands = []
-        if self.peek()[0] == "value":
+        if self.peek()[0] == "value" and self._same_line(start):
             operands.append(self.use())
             while self.accept(","):
                 operands.append(self.use())

@@ -18,7 +18,7 @@ results are the GPU's. Shared memory is a per-call stack array; math uses math.p
 
 from __future__ import annotations
 
-from hlo_codegen.kernel_ir.ir import Kernel, Op, Value
+from hlo_codegen.kernel_ir.ir import OP_SPECS, Kernel, Op, Value
 from hlo_codegen.kernel_ir.verifier import verify_kernel
 from hlo_codegen.llvm.lowering import (
     I64, LoweringError, ModuleLowering, RegionLowering, Target, llvm_type,
@@ -26,7 +26,7 @@ from hlo_codegen.llvm.lowering import (
 from hlo_codegen.kernel_ir.ir import buffer_bytes
 from hlo_codegen.llvm.text import LV
 
-_REMATERIALIZE = ("thread_id", "block_id", "constant")
+_NEVER_REMATERIALIZE = ("load", "call")
 _DIMS = ("x", "y", "z")
 
 
@@ -80,6 +80,18 @@ class _KernelLowering:
                     self.def_phase[id(r)] = p
                     self.def_op[id(r)] = op
         self.spills: dict[int, LV] = {}
+        self._remat: dict[int, bool] = {}
+
+    def rematerializable(self, op: Op) -> bool:
+        """Cheap pure ops of thread/block ids and constants: recomputed in each phase, not spilled."""
+        hit = self._remat.get(id(op))
+        if hit is None:
+            spec = OP_SPECS[op.name]
+            hit = (spec.kind == "pure" and not op.regions and op.name not in _NEVER_REMATERIALIZE
+                   and all(id(v) in self.def_op and self.rematerializable(self.def_op[id(v)])
+                           for v in op.operands))
+            self._remat[id(op)] = hit
+        return hit
 
     def lower(self) -> str:
         k = self.kernel
@@ -136,7 +148,7 @@ class _KernelLowering:
                 p = self.def_phase.get(id(v))
                 if p is None or p == q or id(v) in self.spills:
                     continue
-                if self.def_op[id(v)].name in _REMATERIALIZE:
+                if self.rematerializable(self.def_op[id(v)]):
                     continue
                 self.spills[id(v)] = self.fn.alloca(f"[{n} x {llvm_type(v.type)}]")
         for ops in self.phases:  # shuffle results always live in arrays (their scratch)
@@ -152,14 +164,21 @@ class _KernelLowering:
         rl = self._region()
         rl.ids = dict(self.block_ids, **self._delinearize(t, self.kernel.block, "th"))
         for v in needed:
-            p = self.def_phase.get(id(v))
-            if p is None or p == phase:
-                continue
-            if id(v) in self.spills:
-                rl.env[id(v)] = self.fn.load(llvm_type(v.type), self._slot(v, t))
-            else:
-                rl.lower_op(self.def_op[id(v)])
+            self._materialize(rl, v, t, phase)
         return rl
+
+    def _materialize(self, rl: RegionLowering, v: Value, t: LV, phase: int) -> None:
+        """Make a value of an earlier phase available: reload it, or recompute it and its inputs."""
+        p = self.def_phase.get(id(v))
+        if p is None or p == phase or id(v) in rl.env:
+            return
+        if id(v) in self.spills:
+            rl.env[id(v)] = self.fn.load(llvm_type(v.type), self._slot(v, t))
+            return
+        op = self.def_op[id(v)]
+        for operand in op.operands:
+            self._materialize(rl, operand, t, phase)
+        rl.lower_op(op)
 
     def _thread_phase(self, p: int, ops: list[Op]) -> None:
         needed = _uses(ops)
