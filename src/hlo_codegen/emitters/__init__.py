@@ -46,10 +46,14 @@ from hlo_codegen.emitters.base import (
 )
 from hlo_codegen.emitters.launch import A100, H100, GpuDeviceInfo, loop_launch_dimensions
 from hlo_codegen.emitters.loop import LoopFusion
+from hlo_codegen.emitters import elemental_linalg, elemental_window  # noqa: F401  (register elemental rules)
+from hlo_codegen.emitters.reduction import ReductionFusion
+from hlo_codegen.emitters.scatter import ScatterFusion
 from hlo_codegen.kernel_ir.ir import Kernel
 from hlo_common.ir import HloInstruction
 
-EMITTERS: dict[str, type[KernelEmitter]] = {"loop": LoopFusion}
+EMITTERS: dict[str, type[KernelEmitter]] = {"loop": LoopFusion, "reduction": ReductionFusion,
+                                         "scatter": ScatterFusion}
 
 
 def emitter_kind(fusion: HloInstruction, device: GpuDeviceInfo = H100) -> tuple[str, HloInstruction]:

@@ -1,0 +1,186 @@
+"""Building blocks the non-loop emitters share: thread loops over a shape, fused values at an
+index, output leaves per root, and the emit-optimize-verify wrapper.
+
+Where it sits: used by emitters/{reduction,scatter,sort,in_place_dus,concatenate}.py (the
+"simple but correct" kernels of the codegen issue). Everything here composes what the loop
+emitter uses - `default_thread_id_indexing_map`, the `ElementalEmitter`, `IRBuilder` - with a
+partition whose subgraph roots are the instructions an emitter reads directly (its hero's
+operands, every fusion root), so each of them is one callable function.
+
+    b = IRBuilder(kernel)
+    ids = ThreadIds(b, launch)
+    loop_over_shape(b, ids, launch, shape, lambda idx: store(...))   # one element per thread
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Hashable, Iterable, Sequence
+
+from hlo_codegen.elemental import ElementalEmitter, ElementalError
+from hlo_codegen.elemental.emitter import leaf_shapes, value_type
+from hlo_codegen.emitters.base import EmitterError, KernelEmitter, KernelParams, add_kernel_params, fusion_roots
+from hlo_codegen.emitters.launch import loop_launch_dimensions
+from hlo_codegen.indexing import (
+    IndexingMap, LaunchDimensions, Variable, default_thread_id_indexing_map, dim, logical_to_linear, sym,
+)
+from hlo_codegen.indexing.interval import Interval
+from hlo_codegen.indexing.shape_indexing import delinearize
+from hlo_codegen.indexing.thread_indexing import THREAD_DIM_NAMES
+from hlo_codegen.kernel_ir.builder import IRBuilder
+from hlo_codegen.kernel_ir.ir import Kernel, Value
+from hlo_codegen.kernel_ir.transforms import optimize_kernel
+from hlo_codegen.kernel_ir.types import UnsupportedTypeError
+from hlo_codegen.kernel_ir.verifier import verify_kernel
+from hlo_codegen.partitioner import partition_computation
+from hlo_common.ir import HloComputation, HloInstruction
+from hlo_common.shape import Shape
+
+
+class ThreadIds:
+    """The six thread/block id values of a launch, created on first use (unused ones stay out)."""
+
+    def __init__(self, b: IRBuilder, launch: LaunchDimensions):
+        self.b = b
+        self.sizes = launch.threads_xyz() + launch.blocks_xyz()
+        self.values: dict[int, Value] = {}
+
+    def __getitem__(self, i: int) -> Value:
+        v = self.values.get(i)
+        if v is None:
+            axis = THREAD_DIM_NAMES[i][-1]
+            v = self.b.thread_id(axis, self.sizes[i]) if i < 3 else self.b.block_id(axis, self.sizes[i])
+            self.values[i] = v
+        return v
+
+    def for_map(self, m: IndexingMap) -> tuple[IndexingMap, list[Value]]:
+        """`m` (over the six thread dims) without its unused dims, and the id values it takes."""
+        used: set[int] = set()
+        for e in list(m.results) + list(m.constraints):
+            used |= e.used_dims()
+        keep = sorted(used)
+        repl = [dim(keep.index(i)) if i in used else None for i in range(m.num_dims)]
+        out = IndexingMap([e.replace(repl) for e in m.results], [m.dim_vars[i] for i in keep], m.range_vars,
+                          m.rt_vars, [(e.replace(repl), r) for e, r in m.constraints.items()])
+        return out, [self[i] for i in keep]
+
+
+def loop_over_shape(b: IRBuilder, ids: ThreadIds, launch: LaunchDimensions, shape: Shape,
+                    body: Callable[[list[Value]], None]) -> None:
+    """Every element of `shape` once, spread over the launch's threads (XLA's default thread map,
+    no unrolling); `body(logical index values)` emits the work for one element."""
+    if shape.num_elements == 0:
+        return
+    m = default_thread_id_indexing_map(launch, 1, shape).remove_unused_symbols()
+    m, dims = ids.for_map(m)
+
+    def run(syms, idx, iters):
+        body(list(idx))
+        return []
+
+    b.loop(m, dims, [], run, index_hints=[f"d{i}" for i in range(m.num_results)])
+
+
+def strided_loop(b: IRBuilder, thread: Value, num_threads: int, count: int,
+                 body: Callable[[Value], None]) -> None:
+    """for i in [thread, count) step num_threads: body(i) - a block-strided loop."""
+    if count <= 0:
+        return
+    chunks = -(-count // num_threads)
+    m = IndexingMap([sym(0) * num_threads + dim(0)], [Variable(Interval(0, num_threads - 1))],
+                    [Variable(Interval(0, chunks - 1))], (),
+                    [(sym(0) * num_threads + dim(0), Interval(0, count - 1))])
+
+    def run(syms, idx, iters):
+        body(idx[0])
+        return []
+
+    b.loop(m, [thread], [], run, index_hints=["i"])
+
+
+def sequential_loop(b: IRBuilder, sizes: Sequence[int], inits: Sequence[Value],
+                    body: Callable[[list[Value], list[Value]], Sequence[Value]]) -> list[Value]:
+    """A row-major loop nest over `sizes` in one thread: body(indices, iter values) -> new values."""
+    m = IndexingMap([sym(k) for k in range(len(sizes))], (), [Variable(Interval(0, n - 1)) for n in sizes])
+    return b.loop(m, [], list(inits), lambda syms, idx, iters: list(body(list(idx), list(iters))))
+
+
+def delinearize_values(b: IRBuilder, linear: Value, dims: Sequence[int]) -> list[Value]:
+    """Row-major multi-index of `linear` in `dims`."""
+    if not dims:
+        return []
+    if len(dims) == 1:
+        return [linear]
+    total = 1
+    for n in dims:
+        total *= n
+    m = IndexingMap(delinearize(list(dims), dim(0)), [Variable(Interval(0, max(total, 1) - 1))])
+    return b.apply_indexing(m, [linear])
+
+
+def linear_index(b: IRBuilder, shape: Shape, idx: Sequence[Value]) -> Value:
+    """Buffer offset of logical index `idx` in an array of `shape` (its layout)."""
+    if shape.rank == 0:
+        return b.index(0)
+    if shape.rank == 1:
+        return idx[0]
+    return b.apply_indexing(logical_to_linear(shape), list(idx))[0]
+
+
+class FusedValues:
+    """Values of a fusion's instructions at index values: parameters are loads from their kernel
+    buffers, anything else a call of its subgraph function (it must be a subgraph root)."""
+
+    def __init__(self, kernel: Kernel, computation: HloComputation, params: KernelParams,
+                 roots: Iterable[HloInstruction]):
+        wanted = {id(r) for r in roots}
+        self.params = params
+        partition = partition_computation(computation, lambda instr: id(instr) in wanted)
+        self.elemental = ElementalEmitter(kernel, computation, params.param_buffers, partition)
+
+    def at(self, b: IRBuilder, instr: HloInstruction, idx: Sequence[Value]) -> list[Value]:
+        if instr.opcode == "parameter":
+            buffer = self.params.param_buffers[instr.parameter_number]
+            return [b.load(buffer, linear_index(b, instr.shape, idx), value_type(instr.shape))]
+        return self.elemental.call_instruction(b, instr, list(idx))
+
+    def scalar_function(self, computation: HloComputation):
+        return self.elemental.scalar_function(computation)
+
+
+def root_outputs(fusion: HloInstruction, outputs: list[str]) -> list[tuple[HloInstruction, list[str], list[Shape]]]:
+    """(root, its output buffers, their shapes) for every fusion root, in output order."""
+    out, k = [], 0
+    for root in fusion_roots(fusion):
+        shapes = leaf_shapes(root.shape)
+        out.append((root, outputs[k:k + len(shapes)], shapes))
+        k += len(shapes)
+    return out
+
+
+def aliased_parameter(params: KernelParams, instr: HloInstruction, output: str) -> bool:
+    """True when `instr` is a fusion parameter whose kernel buffer is `output` (in place)."""
+    return instr.opcode == "parameter" and params.param_buffers.get(instr.parameter_number) == output
+
+
+class SimpleEmitter(KernelEmitter):
+    """A KernelEmitter whose `emit` creates the parameters, calls `build(kernel, params)`, then
+    optimizes and verifies; element-type and elemental failures become EmitterErrors."""
+
+    def emit(self, argument_ids: Sequence[Hashable] | None = None) -> Kernel:
+        kernel = self.new_kernel()
+        params = add_kernel_params(kernel, self.fusion, argument_ids)
+        try:
+            self.build(kernel, params)
+        except (ElementalError, UnsupportedTypeError) as err:
+            raise EmitterError(f"fusion %{self.fusion.name}: {err}") from err
+        optimize_kernel(kernel, vectorize=False)
+        verify_kernel(kernel)
+        return kernel
+
+    def build(self, kernel: Kernel, params: KernelParams) -> None:
+        raise NotImplementedError
+
+
+def elementwise_launch(num_elements: int, device) -> LaunchDimensions:
+    """One thread per element, XLA's loop launch rule without unrolling."""
+    return loop_launch_dimensions(max(num_elements, 1), 1, device)
