@@ -25,8 +25,10 @@ The rule (also in the README):
   * init values of reduce / reduce-window / select-and-scatter: the identity of the reducer when
     it is a plain add (0), multiply (1), maximum (-inf or the type's minimum), minimum (+inf or
     the maximum), and (all ones) or or/xor (0); otherwise random;
-  * keys (operand 0) of a key-value or stable sort: distinct values, a shuffled iota 0..n-1
-    (minus n/2 for signed and float types), so the order of equal keys cannot matter.
+  * keys (operand 0) of a key-value or stable sort: distinct values along the sorted dimension,
+    each row a shuffled iota 0..m-1 (minus m/2 for signed and float types; the whole array one
+    iota when the parameter is reshaped on its way), so the order of equal keys cannot matter;
+    not done when the type cannot hold m distinct integers exactly (bf16: m <= 256).
   When several constraints meet, an index bound wins over an init value over distinct keys.
 - tuple parameters get their leaves in order (without constraints); tokens are tokens.
 """
@@ -36,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from hlo_common.dtypes import PrimitiveType
@@ -65,6 +68,8 @@ class Constraint:
     sorted: bool = False
     init_identity: str | None = None  # reducer opcode whose identity to use
     distinct: bool = False
+    distinct_axis: int | None = None  # the sorted dimension, when the keys are the parameter as is
+    key_dims: tuple[int, ...] = ()
 
 
 def make_fake_arguments(module: HloModule, seed: int = 0) -> list[Any]:
@@ -136,7 +141,9 @@ def _classify_use(user: HloInstruction, k: int, found: list[Constraint], work: l
     elif op == "select-and-scatter" and k == 2:
         found.append(Constraint(init_identity=_reducer_kind(user.attrs.get("scatter"))))
     elif op == "sort" and k == 0 and (n >= 2 or user.attrs.get("is_stable")):
-        found.append(Constraint(distinct=True))
+        axis = int(user.attrs.get("dimensions", (0,))[0])
+        keys = user.operands[0].shape
+        found.append(Constraint(distinct=True, distinct_axis=axis, key_dims=tuple(keys.dims)))
 
 
 def _dynamic_bound(operand: Shape, window: Shape, index: int, num_indices: int) -> int:
@@ -204,17 +211,33 @@ def _constrained_array(shape: Shape, c: Constraint, rng: np.random.Generator) ->
     if c.init_identity is not None and not t.is_complex:
         fill = _IDENTITIES[c.init_identity](t)
         return np.full(dims, fill, dtype=t.np_dtype)
-    if c.distinct and (t.is_integer or t.is_float) and n <= _distinct_capacity(t):
-        vals = rng.permutation(n).astype(np.int64)
-        if t.is_float or t.kind == "signed":
-            vals -= n // 2
-        return vals.astype(t.np_dtype).reshape(dims)
+    if c.distinct and (t.is_integer or t.is_float):
+        keys = _distinct_keys(shape, c, rng)
+        if keys is not None:
+            return keys
     return _random_array(shape, rng)
 
 
+def _distinct_keys(shape: Shape, c: Constraint, rng: np.random.Generator) -> np.ndarray | None:
+    """Shuffled iotas along the sort axis (or over the whole array); None when `t` cannot hold them."""
+    t = shape.element_type
+    per_row = c.distinct_axis is not None and c.key_dims == tuple(shape.dims) and shape.rank > 0
+    m = shape.dims[c.distinct_axis] if per_row else shape.num_elements
+    if m > _distinct_capacity(t):
+        return None
+    if per_row:
+        vals = np.argsort(rng.random(shape.dims), axis=c.distinct_axis, kind="stable").astype(np.int64)
+    else:
+        vals = rng.permutation(m).astype(np.int64).reshape(shape.dims)
+    if t.is_float or t.kind == "signed":
+        vals -= m // 2
+    return vals.astype(t.np_dtype)
+
+
 def _distinct_capacity(t: PrimitiveType) -> int:
+    """How many consecutive integers around 0 the type holds exactly."""
     if t.is_float:
-        return 1 << 24
+        return 1 << (int(ml_dtypes.finfo(t.np_dtype).nmant) + 1)
     return 1 << t.bits
 
 

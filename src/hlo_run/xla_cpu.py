@@ -150,18 +150,25 @@ def has_fusions(module: HloModule) -> bool:
     return any(i.opcode == "fusion" for c in module.computations for i in c.instructions)
 
 
-def unfused_text(module: HloModule) -> str:
-    """The module's text with every fusion turned into a `call` of its fused computation.
+def has_elided_constants(module: HloModule) -> bool:
+    return any(i.literal_unknown for c in module.computations for i in c.instructions)
+
+
+def rewritten_text(module: HloModule) -> str:
+    """The module's text with fusions turned into calls and `{...}` constants written out.
 
     XLA:CPU only runs fusions its own pipeline formed (it needs their backend config, and its
     tiled emitters abort the process on some foreign ones), while a fusion means exactly a call
     of its computation; so a module written with fusions (emitter tests, optimized dumps) reaches
-    XLA:CPU unfused and gets fused again by XLA:CPU's own passes.
+    XLA:CPU unfused and gets fused again by XLA:CPU's own passes. A constant whose values the
+    text elides (`constant({...})`) gets the stand-in values our parser chose, so that both runs
+    see the same numbers.
     """
     from hlo_common.ir import clone_module
     from hlo_common.printer import print_module
 
     clone = clone_module(module)
+    originals = {(c.name, i.name): i for c in module.computations for i in c.instructions}
     for comp in clone.computations:
         for instr in comp.instructions:
             if instr.opcode == "fusion":
@@ -170,12 +177,18 @@ def unfused_text(module: HloModule) -> str:
                 instr.attrs["to_apply"] = callee
                 instr.opcode = "call"
                 instr.backend_config = None
+            if instr.literal_unknown:
+                instr.literal = originals[(comp.name, instr.name)].literal
+                instr.literal_unknown = False
     return print_module(clone)
 
 
 def text_for_xla_cpu(module: HloModule, original_text: str) -> str:
-    """What to give XLA:CPU for `module`: its original text, or the unfused text when it has fusions."""
-    return unfused_text(module) if has_fusions(module) else original_text
+    """What to give XLA:CPU for `module`: its original text, or `rewritten_text` when it has
+    fusions or elided constants."""
+    if has_fusions(module) or has_elided_constants(module):
+        return rewritten_text(module)
+    return original_text
 
 
 def run_hlo_text(hlo_text: str, args: Sequence[np.ndarray], *, allow_excess_precision: bool = True) -> Any:

@@ -14,8 +14,8 @@ Runnable means:
 - no op makes implementation-defined random numbers (`rng`, `rng-get-and-update-state`,
   `rng-bit-generator` with the default algorithm);
 - XLA:CPU compiles it, with excess precision off (so bf16/f16 values are rounded after every
-  op, as the interpreter does) and fusions given to it as calls (it runs only fusions it formed
-  itself; see `hlo_run.xla_cpu.unfused_text`).
+  op, as the interpreter does), fusions given to it as calls (it runs only fusions it formed
+  itself) and `{...}` constants with the values our parser chose (`hlo_run.xla_cpu.rewritten_text`).
 
 Modules that are not runnable are skipped with the reason, never failed. A runnable module that
 errors in the interpreter or does not match must be listed under `interpreter` in
@@ -55,7 +55,7 @@ TOO_LARGE_ELEMENTS = 1 << 26
 # A guard, not a budget: a module that runs longer than this on the interpreter fails clearly
 # instead of stalling the suite (slow-marked modules get the longer limit).
 TIME_LIMIT_S = 30
-SLOW_TIME_LIMIT_S = 300
+SLOW_TIME_LIMIT_S = 90
 
 XLA_DEBUG_OPTIONS = {"xla_backend_optimization_level": 0}
 

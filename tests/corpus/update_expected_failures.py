@@ -199,6 +199,7 @@ def main() -> None:
     items = [(mid, text, mid in static_slow or mid in old_slow) for mid, text in modules if opts.only in mid]
     if opts.skip_slow:
         items = [it for it in items if not it[2]]
+    items.sort(key=lambda it: it[2])  # the quick ones first
     results = sorted(_Pool(opts.jobs, opts.hard_limit).run(items))
     print_summary(results, opts.slow_seconds)
     if opts.dry_run or opts.only:

@@ -136,3 +136,16 @@ def test_index_read_from_sliced_data_stays_in_bounds_of_every_use():
       ROOT d2 = s32[10] dynamic-slice(d1, off2), dynamic_slice_sizes={10} }"""
     p = _args(text)[0]
     assert p.min() >= 0 and p.max() <= 10 and p.max() > 5
+
+
+def test_bf16_sort_keys_are_distinct_along_the_sorted_dimension():
+    # 16 rows of 256 keys: one iota per row fits bf16's 8 significant bits; 4096 in one would not.
+    text = """
+    gt { a = bf16[] parameter(0) b = bf16[] parameter(1) c = s32[] parameter(2) d = s32[] parameter(3)
+         ROOT r = pred[] compare(a, b), direction=GT }
+    ENTRY e { k = bf16[16,256] parameter(0) v = s32[16,256] parameter(1)
+      ROOT s = (bf16[16,256], s32[16,256]) sort(k, v), dimensions={1}, to_apply=gt }"""
+    keys = _args(text)[0].astype(np.float32)
+    for row in keys:
+        assert sorted(row.tolist()) == list(range(-128, 128))
+    assert not np.array_equal(keys[0], keys[1])

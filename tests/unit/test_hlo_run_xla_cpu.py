@@ -81,17 +81,31 @@ def test_modules_with_foreign_fusions_run_unfused():
     # XLA:CPU refuses a fusion its own pipeline did not form ("Fusion must have backend config");
     # as a call of the same computation it runs, with the same meaning.
     from hlo_common.parser import parse_module
-    from hlo_run.xla_cpu import text_for_xla_cpu, unfused_text
+    from hlo_run.xla_cpu import rewritten_text, text_for_xla_cpu
 
     text = """HloModule m
     fused { p0 = f32[4] parameter(0) p1 = f32[4] parameter(1) ROOT s = f32[4] subtract(p0, p1) }
     ENTRY e { a = f32[4] parameter(0) b = f32[4] parameter(1)
       ROOT f = f32[4] fusion(a, b), kind=kLoop, calls=fused, backend_config={"fusion_backend_config":{}} }"""
     module = parse_module(text)
-    unfused = unfused_text(module)
+    unfused = rewritten_text(module)
     assert "fusion(" not in unfused and "call(" in unfused and "to_apply=" in unfused
     assert text_for_xla_cpu(module, text) == unfused
     a, b = np.float32([1, 2, 3, 4]), np.float32([4, 3, 2, 1])
     np.testing.assert_array_equal(run_hlo_text(unfused, [a, b]), a - b)
     plain = "ENTRY e { p = f32[2] parameter(0) ROOT n = f32[2] negate(p) }"
     assert text_for_xla_cpu(parse_module(plain), plain) == plain
+
+
+def test_elided_constants_reach_xla_with_the_parsers_values():
+    from hlo_common.parser import parse_module
+    from hlo_run.xla_cpu import text_for_xla_cpu
+
+    text = "ENTRY e { c = f32[3] constant({...}) p = f32[3] parameter(0) ROOT a = f32[3] add(c, p) }"
+    module = parse_module(text)
+    stand_in = module.entry.instructions[0].literal
+    assert module.entry.instructions[0].literal_unknown
+    rewritten = text_for_xla_cpu(module, text)
+    assert "{...}" not in rewritten
+    x = np.float32([1, 2, 3])
+    np.testing.assert_array_equal(run_hlo_text(rewritten, [x]), stand_in + x)

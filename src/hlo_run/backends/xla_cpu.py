@@ -1,7 +1,7 @@
 """The xla-cpu platform: real XLA:CPU through jax (`hlo_run.xla_cpu`), used as a reference.
 
-It compiles the program's original HLO text with XLA's own parser and pipeline (unfused first
-when it holds fusions, see `hlo_run.xla_cpu.unfused_text`). With
+It compiles the program's original HLO text with XLA's own parser and pipeline (rewritten first
+when it holds fusions or `{...}` constants, see `hlo_run.xla_cpu.rewritten_text`). With
 `allow_excess_precision=False` XLA rounds bf16/f16 intermediates after every op, as the
 interpreter does.
 """
