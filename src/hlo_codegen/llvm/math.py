@@ -311,10 +311,15 @@ def _quadrant(m: _Math, q: LV, values: list[LV]) -> LV:
     return out
 
 
+def _tiny(m: _Math, x: LV, value: LV) -> LV:
+    """x itself where |x| < 2^-27 (keeps the sign of -0 for odd functions)."""
+    return m.sel(m.lt(m.abs(x), m.c(2.0 ** -27)), x, value)
+
+
 def _sin(m: _Math, x: LV) -> LV:
     r, q = _reduce_pio2(m, x)
     s, c = _sin_cos_poly(m, r)
-    return _quadrant(m, q, [s, c, m.neg(s), m.neg(c)])
+    return _tiny(m, x, _quadrant(m, q, [s, c, m.neg(s), m.neg(c)]))
 
 
 def _cos(m: _Math, x: LV) -> LV:
@@ -327,7 +332,7 @@ def _tan(m: _Math, x: LV) -> LV:
     r, q = _reduce_pio2(m, x)
     s, c = _sin_cos_poly(m, r)
     odd = m.f.icmp("ne", m.f.binop("and", q, LV("i64", "1")), LV("i64", "0"))
-    return m.sel(odd, m.neg(m.div(c, s)), m.div(s, c))
+    return _tiny(m, x, m.sel(odd, m.neg(m.div(c, s)), m.div(s, c)))
 
 
 def _atan01(m: _Math, t: LV) -> LV:
@@ -471,7 +476,7 @@ _DEFINITIONS: dict[str, tuple[int, Callable, tuple[str, ...]]] = {
     "pow": (2, _pow, ("exp", "log")),
 }
 # Kernel-IR op name -> function name here.
-MATH_OPS = {op: op for op in _DEFINITIONS if op != "atan01"}
+MATH_OPS = {op: op for op in _DEFINITIONS if op not in ("atan01", "pow")}
 MATH_OPS["powf"] = "pow"
 
 
