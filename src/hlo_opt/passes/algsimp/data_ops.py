@@ -80,7 +80,7 @@ def copy_of_bitcast_reshape(instr: HloInstruction, rw: Rewriter) -> bool:
 
 # -- reverse ---------------------------------------------------------------------------------------
 @rewrite("reverse")
-def reverse_of_degeneratedims_of(instr: HloInstruction, rw: Rewriter) -> bool:
+def reverse_of_degenerate_dims(instr: HloInstruction, rw: Rewriter) -> bool:
     """HandleReverse: reversing only size-1 dimensions does nothing."""
     return all(instr.shape.dims[d] == 1 for d in dims_of(instr)) and rw.replace(instr, instr.operands[0])
 

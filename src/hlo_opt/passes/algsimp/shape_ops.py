@@ -157,7 +157,7 @@ def broadcast_of_broadcast(instr: HloInstruction, rw: Rewriter) -> bool:
 
 
 @rewrite("broadcast")
-def broadcast_drop_degenerate_operanddims_of(instr: HloInstruction, rw: Rewriter) -> bool:
+def broadcast_drop_degenerate_operand_dims(instr: HloInstruction, rw: Rewriter) -> bool:
     """HandleBroadcast (layout insensitive): broadcast(x) with size-1 dimensions in x =>
     broadcast(reshape(x)) without them."""
     operand = instr.operands[0]
@@ -335,7 +335,7 @@ def transpose_of_dot(instr: HloInstruction, rw: Rewriter) -> bool:
 
 
 @rewrite("transpose")
-def transpose_of_degeneratedims_of(instr: HloInstruction, rw: Rewriter) -> bool:
+def transpose_of_degenerate_dims(instr: HloInstruction, rw: Rewriter) -> bool:
     """HandleTranspose: a transpose that only moves size-1 dimensions is a reshape."""
     perm = dims_of(instr)
     kept = [p for k, p in enumerate(perm) if instr.shape.dims[k] != 1]
