@@ -2,7 +2,8 @@
 
 `check_same_results(before_text, after)` evaluates both with the reference interpreter on the same
 seeded inputs and compares every output leaf with a tolerance set by its element type: f32/f64
-1e-4, bf16/f16 2e-2 (relative, with a matching absolute floor), integers and pred exactly. A
+1e-4, bf16/f16 2e-2, f8 and narrower 0.25 (relative, with a matching absolute floor; NaNs must
+match NaNs), integers and pred exactly. A
 module the interpreter cannot run is a test failure here, not a skip: these passes only rewrite
 modules whose every op the interpreter evaluates.
 """
@@ -19,6 +20,7 @@ from hlo_common.parser import parse_module
 from pass_testlib import random_arguments
 
 _TOLERANCE = {"f64": 1e-4, "f32": 1e-4, "bf16": 2e-2, "f16": 2e-2}
+_NARROW_FLOAT_TOLERANCE = 0.25  # f8/f6/f4 types: a few mantissa bits
 
 
 def _leaves(value: Any) -> list[np.ndarray]:
@@ -31,6 +33,8 @@ def assert_close(got: np.ndarray, want: np.ndarray, type_name: str, where: str =
     assert got.shape == want.shape and got.dtype == want.dtype, f"{where}: {got.dtype}{got.shape} vs " \
         f"{want.dtype}{want.shape}"
     tol = _TOLERANCE.get(type_name)
+    if tol is None and type_name.startswith("f"):
+        tol = _NARROW_FLOAT_TOLERANCE
     if tol is None:
         np.testing.assert_array_equal(got, want, err_msg=where)
     else:
