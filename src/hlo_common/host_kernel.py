@@ -47,13 +47,17 @@ def _llvm():
     return llvm
 
 
-@functools.lru_cache(maxsize=None)
-def _target_machine():
+def _new_target_machine():
     llvm = _llvm()
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
                                         features=llvm.get_host_cpu_features().flatten(), opt=2,
                                         codemodel="jitdefault")
+
+
+@functools.lru_cache(maxsize=None)
+def _target_machine():
+    return _new_target_machine()
 
 
 class _Compiled:
@@ -84,7 +88,8 @@ def compile_host_module(llvm_ir: str, opt_level: int = 2) -> _Compiled:
         pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(module, pb)
-    engine = llvm.create_mcjit_compiler(module, tm)
+    # An MCJIT engine owns (and frees) its target machine: never hand it the shared one.
+    engine = llvm.create_mcjit_compiler(module, _new_target_machine())
     engine.finalize_object()
     compiled = _Compiled(engine, module)
     with _lock:
