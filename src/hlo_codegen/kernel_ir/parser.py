@@ -208,9 +208,9 @@ class _Parser:
     def op(self) -> Op:
         names = []
         if self.peek()[0] == "value":
-            names.append(self.next()[1][1:])
+            names.append(self._result_name())
             while self.accept(","):
-                names.append(self.expect_kind("value")[1:])
+                names.append(self._result_name())
             self.expect("=")
         start = self.pos
         name = self.expect_kind("ident")
@@ -222,6 +222,13 @@ class _Parser:
         if name == "if":
             return self._if(names)
         return self._generic(name, names)
+
+    def _result_name(self) -> str:
+        name = self.expect_kind("value")[1:]
+        if name in self.values:
+            self.pos -= 1
+            self._error(f"value %{name} is defined twice")
+        return name
 
     def _results(self, names: list[str], types: list[str]) -> list[Value]:
         if len(names) != len(types):
