@@ -391,6 +391,7 @@ def test_integer_division_and_remainder_by_powers_of_two_match_numpy_on_extremes
     quotient, remainder = evaluate(module, [x])
     expected_q = np.trunc(x.astype(np.float64) / 4).astype(np.int8)
     np.testing.assert_array_equal(quotient, expected_q)
-    np.testing.assert_array_equal(remainder, (x.astype(np.int32) - 4 * expected_q.astype(np.int32)).astype(np.int8))
+    expected_r = x.astype(np.int32) - 4 * expected_q.astype(np.int32)
+    np.testing.assert_array_equal(remainder, expected_r.astype(np.int8))
     assert "divide" not in str([i.opcode for i in module.entry.instructions])
     assert parse_module(text).entry.root.operands[0].opcode == "divide"

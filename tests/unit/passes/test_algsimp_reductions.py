@@ -156,7 +156,8 @@ CASES = [
         x = f32[3,4] parameter(0)
         b = f32[3,5,4] broadcast(x), dimensions={0,2}
         z = f32[] constant(0)
-        ROOT r = f32[3,4] reduce(b, z), dimensions={1}, to_apply=add""").replace("to_apply=add", "to_apply=mul")
+        ROOT r = f32[3,4] reduce(b, z), dimensions={1}, to_apply=add""")
+         .replace("to_apply=add", "to_apply=mul")
          .replace(ADD, ADD + MUL)),
     Case("reduce_of_broadcast_sum", entry(ADD, """
         x = f32[3] parameter(0)
@@ -390,7 +391,8 @@ CASES = [
         ENTRY e {
           x = f32[4] parameter(0)
           ROOT m = f32[4] map(x), dimensions={0}, to_apply=seven
-        }""".replace("ROOT c = f32[2] constant({7, 8})", "c = f32[] constant(7)\n  ROOT d = f32[] add(a, c)")),
+        }""".replace("ROOT c = f32[2] constant({7, 8})",
+                     "c = f32[] constant(7)\n  ROOT d = f32[] add(a, c)")),
     Case("map_of_elementwise", entry(ADD, """
         x = f32[4] parameter(0)
         y = f32[4] parameter(1)

@@ -170,7 +170,8 @@ CASES = [
         b = f32[3,4] parameter(1)
         d = f32[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
         ROOT t = f32[4,2] transpose(d), dimensions={1,0}""",
-         """CHECK: ROOT %{{.*}} = f32[4,2]{1,0} dot(%b, %a), lhs_contracting_dims={0}, rhs_contracting_dims={1}""",
+         "CHECK: ROOT %{{.*}} = f32[4,2]{1,0} dot(%b, %a), "
+         "lhs_contracting_dims={0}, rhs_contracting_dims={1}",
          negative="""
         a = f32[2,3] parameter(0)
         b = f32[3,4] parameter(1)

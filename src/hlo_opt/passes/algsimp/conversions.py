@@ -102,7 +102,8 @@ def convert_narrows_integer_op(instr: HloInstruction, rw: Rewriter) -> bool:
         return False
     args = []
     for conv in op.operands:
-        if conv.opcode != "convert" or len(conv.users) != 1 or conv.operands[0].shape.element_type is not final:
+        if conv.opcode != "convert" or len(conv.users) != 1 \
+                or conv.operands[0].shape.element_type is not final:
             return False
         args.append(conv.operands[0])
     if not (final.is_integer and wide.is_integer) or final.bits < 8 or wide.bits < 8 \
@@ -128,7 +129,8 @@ def bitcast_convert_of_concatenated_bitcast_converts(instr: HloInstruction, rw: 
         return False
     inputs = []
     for part in concat.operands:
-        if part.opcode != "bitcast-convert" or part.operands[0].shape.element_type is not instr.shape.element_type:
+        if part.opcode != "bitcast-convert" \
+                or part.operands[0].shape.element_type is not instr.shape.element_type:
             return False
         inputs.append(part.operands[0])
     dim = concat.attrs["dimensions"][0]

@@ -158,7 +158,8 @@ def divide_by_divide(instr: HloInstruction, rw: Rewriter) -> bool:
 
 @rewrite("divide")
 def divide_converted_pred_by_broadcast(instr: HloInstruction, rw: Rewriter) -> bool:
-    """HandleDivide: convert(P) / broadcast(y) with P a pred and y a scalar => broadcast(1 / y) * convert(P)."""
+    """HandleDivide: convert(P) / broadcast(y) with P a pred and y a scalar =>
+    broadcast(1 / y) * convert(P)."""
     a, bcast = instr.operands
     if _integral(instr) or a.opcode != "convert" or not a.operands[0].shape.element_type.is_pred \
             or bcast.opcode != "broadcast" or bcast.operands[0].shape.rank != 0:
@@ -272,7 +273,8 @@ def remainder_of_iota_plus_divisor(instr: HloInstruction, rw: Rewriter) -> bool:
         if iota.opcode == "iota" and scalar_constant_of_broadcast(addend) is c:
             et = iota.shape.element_type
             hi = (1 << (et.bits - 1)) - 1 if et.is_signed else (1 << et.bits) - 1
-            largest = int(np.asarray(c.literal).reshape(-1)[0]) + iota.shape.dims[iota.attrs["iota_dimension"]]
+            bound = iota.shape.dims[iota.attrs["iota_dimension"]]
+            largest = int(np.asarray(c.literal).reshape(-1)[0]) + bound
             return largest <= hi and rw.replace_with_new(instr, "remainder", [iota, bcast])
     return False
 

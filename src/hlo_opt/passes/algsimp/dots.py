@@ -88,7 +88,8 @@ def dot_strength_reduction(instr: HloInstruction, rw: Rewriter) -> bool:
     reduce(multiply) summed in f32 (f64 for f64), converted back."""
     lb, rb, lc, rc = _dnums(instr)
     lhs, rhs = instr.operands
-    if rw.opts.is_layout_sensitive or not rw.opts.enable_dot_strength_reduction or not _supported_precision(instr) \
+    if rw.opts.is_layout_sensitive or not rw.opts.enable_dot_strength_reduction \
+            or not _supported_precision(instr) \
             or len(lb) + len(lc) != lhs.shape.rank or len(rb) + len(rc) != rhs.shape.rank:
         return False
     et = instr.shape.element_type

@@ -70,8 +70,9 @@ def dynamic_slice_of_broadcast(instr: HloInstruction, rw: Rewriter) -> bool:
     x = bcast.operands[0]
     dims = bcast.attrs["dimensions"]
     sizes = tuple(instr.attrs["dynamic_slice_sizes"][d] for d in dims)
-    small = x if not dims else rw.add("dynamic-slice", [x, *[instr.operands[1 + d] for d in dims]],
-                                      Shape.array(x.shape.element_type, sizes), {"dynamic_slice_sizes": sizes})
+    small = x if not dims else rw.add(
+        "dynamic-slice", [x, *[instr.operands[1 + d] for d in dims]],
+        Shape.array(x.shape.element_type, sizes), {"dynamic_slice_sizes": sizes})
     return rw.replace(instr, rw.broadcast(small, instr.shape, dims))
 
 
@@ -117,7 +118,8 @@ def _nested_offsets(rw: Rewriter, outer, inner, outer_room, inner_room) -> list[
     for o, i, o_room, i_room in zip(outer, inner, outer_room, inner_room):
         parts = []
         for index, room in ((o, o_room), (i, i_room)):
-            clamped = rw.add("clamp", [rw.scalar_like(index, 0), index, rw.scalar_like(index, room)], index.shape)
+            bounds = [rw.scalar_like(index, 0), index, rw.scalar_like(index, room)]
+            clamped = rw.add("clamp", bounds, index.shape)
             if clamped.shape.element_type is not o.shape.element_type:
                 clamped = rw.add("convert", [clamped], o.shape)
             parts.append(clamped)
@@ -195,6 +197,7 @@ def dus_of_dus_of_own_slice(instr: HloInstruction, rw: Rewriter) -> bool:
             or any(x is not y for x, y in zip(indices, window.operands[1:])):
         return False
     c = inner.operands[1]
-    offsets = _nested_offsets(rw, indices, inner.operands[2:], [n - m for n, m in zip(a.shape.dims, inner.shape.dims)],
+    offsets = _nested_offsets(rw, indices, inner.operands[2:],
+                              [n - m for n, m in zip(a.shape.dims, inner.shape.dims)],
                               [m - k for m, k in zip(inner.shape.dims, c.shape.dims)])
     return rw.replace(instr, rw.clone(instr, [a, c, *offsets]))

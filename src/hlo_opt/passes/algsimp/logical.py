@@ -310,7 +310,8 @@ def select_constant_predicate(instr: HloInstruction, rw: Rewriter) -> bool:
 def select_of_not(instr: HloInstruction, rw: Rewriter) -> bool:
     """HandleSelect: select(not(p), a, b) => select(p, b, a)."""
     pred, on_true, on_false = instr.operands
-    return pred.opcode == "not" and rw.replace_with_new(instr, "select", [pred.operands[0], on_false, on_true])
+    return pred.opcode == "not" and \
+        rw.replace_with_new(instr, "select", [pred.operands[0], on_false, on_true])
 
 
 @rewrite("select")

@@ -62,7 +62,8 @@ def gather_of_tiny_operand(instr: HloInstruction, rw: Rewriter) -> bool:
 
     result = value(0)
     for i in range(n):
-        mask = rw.add("compare", [indices, rw.scalar_like(indices, i)], pred_shape(instr.shape), {"direction": "GE"})
+        mask = rw.add("compare", [indices, rw.scalar_like(indices, i)], pred_shape(instr.shape),
+                      {"direction": "GE"})
         result = rw.add("select", [mask, value(i), result], instr.shape)
     return rw.replace(instr, result)
 
@@ -90,7 +91,8 @@ def scatter_with_empty_indices(instr: HloInstruction, rw: Rewriter) -> bool:
     operand => map(operand, update) with the scatter's combiner."""
     operands, indices, updates = _scatter_parts(instr)
     if len(operands) != 1 or not is_zero_element(indices.shape) \
-            or not rw.same_shape(instr.shape, operands[0].shape) or not rw.same_shape(instr.shape, updates[0].shape):
+            or not rw.same_shape(instr.shape, operands[0].shape) \
+            or not rw.same_shape(instr.shape, updates[0].shape):
         return False
     return rw.replace_with_new(instr, "map", [operands[0], updates[0]], {
         "dimensions": tuple(range(instr.shape.rank)), "to_apply": instr.attrs["to_apply"]})
@@ -101,7 +103,8 @@ def scatter_with_empty_indices(instr: HloInstruction, rw: Rewriter) -> bool:
 def map_of_parameter(instr: HloInstruction, rw: Rewriter) -> bool:
     """HandleMap: a map whose computation returns a parameter is that operand."""
     root = instr.attrs["to_apply"].root
-    return root.opcode == "parameter" and rw.replace_if_compatible(instr, instr.operands[root.parameter_number])
+    return root.opcode == "parameter" and \
+        rw.replace_if_compatible(instr, instr.operands[root.parameter_number])
 
 
 @rewrite("map")
@@ -159,7 +162,8 @@ def opt_barrier_drops_unused_elements(instr: HloInstruction, rw: Rewriter) -> bo
     operand = instr.operands[0]
     kept = [i for i, u in enumerate(used) if u]
     parts = [operand.operands[i] if operand.opcode == "tuple" else
-             rw.add("get-tuple-element", [operand], operand.shape.tuple_shapes[i], {"index": i}) for i in kept]
+             rw.add("get-tuple-element", [operand], operand.shape.tuple_shapes[i], {"index": i})
+             for i in kept]
     new_operand = rw.add("tuple", parts, Shape.tuple_of([operand.shape.tuple_shapes[i] for i in kept]))
     rw.set_operand(instr, 0, new_operand)
     instr.shape = new_operand.shape

@@ -18,7 +18,9 @@ from hlo_common.shape import Shape
 from hlo_opt.passes.algsimp.base import (
     Rewriter, is_all, is_scalar_constant, is_zero_element, known_constant, reduction_kind, rewrite,
 )
-from hlo_opt.passes.algsimp.shapes import delete_dimensions, dimensions_unmodified_by_reshape, reshape_is_bitcast
+from hlo_opt.passes.algsimp.shapes import (
+    delete_dimensions, dimensions_unmodified_by_reshape, reshape_is_bitcast,
+)
 
 
 def _inputs(reduce: HloInstruction) -> list[HloInstruction]:
@@ -134,7 +136,8 @@ def reduce_of_reduce(instr: HloInstruction, rw: Rewriter) -> bool:
     inner = _inputs(instr)[0]
     init, fn = _inits(instr)[0], instr.attrs["to_apply"]
     if _multi_or_sensitive(instr, rw) or inner.opcode != "reduce" or not _single(inner) \
-            or not _same_value(init, inner.operands[1]) or not _equivalent_reducers(fn, inner.attrs["to_apply"]):
+            or not _same_value(init, inner.operands[1]) \
+            or not _equivalent_reducers(fn, inner.attrs["to_apply"]):
         return False
     first = sorted(_dims(inner))
     second = sorted(_dims(instr))

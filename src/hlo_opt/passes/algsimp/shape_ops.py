@@ -73,7 +73,8 @@ def _sinkable_operand(user_operand: HloInstruction, bcast: HloInstruction) -> bo
         return False
     if user_operand.operands[0].shape.rank == 0:
         return True
-    return user_operand.operands[0].shape == bcast.operands[0].shape and dims_of(user_operand) == dims_of(bcast)
+    return user_operand.operands[0].shape == bcast.operands[0].shape \
+        and dims_of(user_operand) == dims_of(bcast)
 
 
 def _sink_into(user: HloInstruction, bcast: HloInstruction, rw: Rewriter) -> None:
@@ -81,7 +82,8 @@ def _sink_into(user: HloInstruction, bcast: HloInstruction, rw: Rewriter) -> Non
     new_operands = []
     for o in user.operands:
         if o.operands[0].shape.rank == 0:
-            new_operands.append(rw.broadcast(o.operands[0], small.with_element_type(o.shape.element_type), ()))
+            scalar_shape = small.with_element_type(o.shape.element_type)
+            new_operands.append(rw.broadcast(o.operands[0], scalar_shape, ()))
         else:
             new_operands.append(o.operands[0])
     narrow = rw.clone(user, new_operands, small.with_element_type(user.shape.element_type))
@@ -347,7 +349,8 @@ def transpose_of_degenerate_dims(instr: HloInstruction, rw: Rewriter) -> bool:
 @rewrite("transpose")
 def transpose_to_bitcast(instr: HloInstruction, rw: Rewriter) -> bool:
     """HandleTranspose (layout sensitive): a transpose whose layouts keep the physical order is a bitcast."""
-    return rw.opts.is_layout_sensitive and transpose_is_bitcast(instr.operands[0].shape, instr.shape, dims_of(instr)) \
+    return rw.opts.is_layout_sensitive \
+        and transpose_is_bitcast(instr.operands[0].shape, instr.shape, dims_of(instr)) \
         and rw.replace_with_new(instr, "bitcast", [instr.operands[0]])
 
 
@@ -362,7 +365,8 @@ def transpose_of_broadcast(instr: HloInstruction, rw: Rewriter) -> bool:
     dims = [inverse[d] for d in dims_of(bcast)]
     if dims != sorted(dims):
         return False
-    if rw.opts.is_layout_sensitive and not _broadcast_keeps_layout_order(bcast.operands[0].shape, instr.shape, dims):
+    if rw.opts.is_layout_sensitive \
+            and not _broadcast_keeps_layout_order(bcast.operands[0].shape, instr.shape, dims):
         return False
     return rw.replace_with_new(instr, "broadcast", [bcast.operands[0]], {"dimensions": tuple(dims)})
 

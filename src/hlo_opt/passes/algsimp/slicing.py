@@ -50,7 +50,8 @@ def slice_of_pad(instr: HloInstruction, rw: Rewriter) -> bool:
         return False
     undoes, inside = True, True
     starts, limits = [], []
-    for (start, limit, stride), (low, high, interior), size in zip(_spec(instr), _padding(pad), pad.shape.dims):
+    for (start, limit, stride), (low, high, interior), size in zip(
+            _spec(instr), _padding(pad), pad.shape.dims):
         if limit <= low or start >= size - high:
             return rw.replace(instr, rw.broadcast(pad.operands[1], instr.shape, ()))
         undoes &= start == low and stride - 1 == interior
@@ -88,7 +89,8 @@ def slice_of_broadcast_only_new_dims(instr: HloInstruction, rw: Rewriter) -> boo
         start, limit, stride = _spec(instr)[d]
         if start != 0 or stride != 1 or limit != bcast.shape.dims[d]:
             return False
-    return rw.replace_with_new(instr, "broadcast", [bcast.operands[0]], {"dimensions": bcast.attrs["dimensions"]})
+    return rw.replace_with_new(instr, "broadcast", [bcast.operands[0]],
+                               {"dimensions": bcast.attrs["dimensions"]})
 
 
 @rewrite("slice")
@@ -231,7 +233,8 @@ def slice_redundant_stride(instr: HloInstruction, rw: Rewriter) -> bool:
     spec = _spec(instr)
     if all(st == 1 or not (st >= lim or s + st >= lim) for s, lim, st in spec):
         return False
-    new = tuple((s, s + 1, 1) if st != 1 and (st >= lim or s + st >= lim) else (s, lim, st) for s, lim, st in spec)
+    new = tuple((s, s + 1, 1) if st != 1 and (st >= lim or s + st >= lim) else (s, lim, st)
+                for s, lim, st in spec)
     return rw.replace_with_new(instr, "slice", [instr.operands[0]], {"slice": SliceSpec(new)})
 
 
@@ -263,7 +266,8 @@ def concat_flatten_nested(instr: HloInstruction, rw: Rewriter) -> bool:
     flat = []
     for o in instr.operands:
         flat.extend(o.operands if o.opcode == "concatenate" and o.attrs["dimensions"] == dim else [o])
-    return len(flat) != len(instr.operands) and rw.replace_with_new(instr, "concatenate", flat, {"dimensions": dim})
+    return len(flat) != len(instr.operands) and \
+        rw.replace_with_new(instr, "concatenate", flat, {"dimensions": dim})
 
 
 def _adjacent(a: HloInstruction, b: HloInstruction, dim: int, end: int) -> bool:
@@ -318,7 +322,8 @@ def concat_with_broadcast_scalar_to_pad(instr: HloInstruction, rw: Rewriter) -> 
     config = [(0, 0, 0)] * instr.shape.rank
     config[dim] = (a.shape.dims[dim], 0, 0) if low else (0, b.shape.dims[dim], 0)
     value, x = (a.operands[0], b) if low else (b.operands[0], a)
-    return rw.replace(instr, rw.add("pad", [x, value], instr.shape, {"padding": PaddingConfig(tuple(config))}))
+    pad = rw.add("pad", [x, value], instr.shape, {"padding": PaddingConfig(tuple(config))})
+    return rw.replace(instr, pad)
 
 
 @rewrite("concatenate")
