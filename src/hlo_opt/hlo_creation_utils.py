@@ -38,7 +38,8 @@ def make_constant(comp: HloComputation, value: Any, et: PrimitiveType | str,
     return comp.add_new_instruction("constant", [], Shape.array(et, arr.shape), literal=arr, name=name)
 
 
-def make_broadcast(operand: HloInstruction, dims: Sequence[int], dimensions: Sequence[int] = ()) -> HloInstruction:
+def make_broadcast(operand: HloInstruction, dims: Sequence[int],
+                   dimensions: Sequence[int] = ()) -> HloInstruction:
     """broadcast(operand) to `dims`, operand dimension i landing on output dimension dimensions[i]."""
     shape = Shape.array(operand.shape.element_type, dims)
     return _comp(operand).add_new_instruction("broadcast", [operand], shape,
@@ -86,7 +87,8 @@ def make_reshape(operand: HloInstruction, dims: Sequence[int]) -> HloInstruction
 def make_transpose(operand: HloInstruction, permutation: Sequence[int]) -> HloInstruction:
     if tuple(permutation) == tuple(range(operand.shape.rank)):
         return operand
-    return _comp(operand).add_new_instruction("transpose", [operand], attrs={"dimensions": tuple(permutation)})
+    attrs = {"dimensions": tuple(permutation)}
+    return _comp(operand).add_new_instruction("transpose", [operand], attrs=attrs)
 
 
 def make_slice(operand: HloInstruction, starts: Sequence[int], limits: Sequence[int],
@@ -113,7 +115,8 @@ def make_tuple(comp: HloComputation, elements: Sequence[HloInstruction]) -> HloI
     return comp.add_new_instruction("tuple", list(elements))
 
 
-def make_iota(comp: HloComputation, et: PrimitiveType | str, dims: Sequence[int], dimension: int) -> HloInstruction:
+def make_iota(comp: HloComputation, et: PrimitiveType | str, dims: Sequence[int],
+              dimension: int) -> HloInstruction:
     return comp.add_new_instruction("iota", [], Shape.array(_etype(et), dims), {"iota_dimension": dimension})
 
 

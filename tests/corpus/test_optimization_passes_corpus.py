@@ -141,7 +141,8 @@ def _sweep(name: str, everything: bool) -> None:
             if f"{name}:{mid}" not in expected:
                 failures.append(f"{mid}: {type(exc).__name__}: {str(exc)[:300]}")
     assert not failures, f"{name} failed on {len(failures)} module(s):\n" + "\n".join(failures)
-    print(f"{name}: changed {changed} modules, checked {checked} numerically, slowest {worst[0]:.3f}s ({worst[1]})")
+    print(f"{name}: changed {changed} modules, checked {checked} numerically, "
+          f"slowest {worst[0]:.3f}s ({worst[1]})")
 
 
 @pytest.mark.parametrize("name", sorted(PASS_OPCODES))

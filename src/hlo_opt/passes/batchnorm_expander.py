@@ -48,7 +48,8 @@ class _Builder:
     def scalar(self, value: float) -> HloInstruction:
         import numpy as np
 
-        return self.add("constant", [], Shape.array(self.et, ()), literal=np.asarray(value).astype(self.et.np_dtype))
+        literal = np.asarray(value).astype(self.et.np_dtype)
+        return self.add("constant", [], Shape.array(self.et, ()), literal=literal)
 
     def broadcast(self, value: HloInstruction, dims: tuple[int, ...] | None = None,
                   to: Shape | None = None) -> HloInstruction:

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_opt.hlo_creation_utils import non_fusion_computations
 from hlo_opt.hlo_evaluation import try_evaluate
-from hlo_opt.hlo_utils import has_control_dependencies, has_side_effect, remove_instruction_and_unused_operands
+from hlo_opt.hlo_utils import (
+    has_control_dependencies, has_side_effect, remove_instruction_and_unused_operands,
+)
 from hlo_opt.pass_base import HloPass, register_pass
 
 MAX_CONSTANT_ELEMENTS = 45 * 1000 * 1000  # XLA's kMaximumConstantSizeElements

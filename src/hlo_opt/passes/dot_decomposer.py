@@ -44,7 +44,10 @@ def canonicalize_operand(operand: HloInstruction, batch, contracting,
         c_size *= dims[i]
     for i in non_contracting:
         nc_size *= dims[i]
-    middle = non_contracting + list(contracting) if contracting_most_minor else list(contracting) + non_contracting
+    if contracting_most_minor:
+        middle = non_contracting + list(contracting)
+    else:
+        middle = list(contracting) + non_contracting
     perm = list(batch) + middle
     transpose = comp.add_new_instruction("transpose", [operand], attrs={"dimensions": tuple(perm)})
     transpose.metadata = list(operand.metadata)
@@ -56,18 +59,23 @@ def canonicalize_operand(operand: HloInstruction, batch, contracting,
     else:
         contracting_dim = len(batch)
         new_dims += [c_size] + nc
-    reshape = comp.add_new_instruction("reshape", [transpose], Shape.array(operand.shape.element_type, new_dims))
+    new_shape = Shape.array(operand.shape.element_type, new_dims)
+    reshape = comp.add_new_instruction("reshape", [transpose], new_shape)
     reshape.metadata = list(transpose.metadata)
     return reshape, contracting_dim
+
+
+def _dims(dot: HloInstruction, side: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(batch dims, contracting dims) of one side of a dot."""
+    a = dot.attrs
+    return tuple(a.get(f"{side}_batch_dims", ())), tuple(a.get(f"{side}_contracting_dims", ()))
 
 
 def canonicalize_dot(dot: HloInstruction) -> None:
     a = dot.attrs
     n_batch = len(a.get("lhs_batch_dims", ()))
-    lhs, lc = canonicalize_operand(dot.operands[0], a.get("lhs_batch_dims", ()), a.get("lhs_contracting_dims", ()),
-                                   True)
-    rhs, rc = canonicalize_operand(dot.operands[1], a.get("rhs_batch_dims", ()), a.get("rhs_contracting_dims", ()),
-                                   False)
+    lhs, lc = canonicalize_operand(dot.operands[0], *_dims(dot, "lhs"), contracting_most_minor=True)
+    rhs, rc = canonicalize_operand(dot.operands[1], *_dims(dot, "rhs"), contracting_most_minor=False)
     attrs = {k: v for k, v in a.items() if not k.endswith("_dims")}  # precision, algorithm, ...
     attrs.update({"lhs_contracting_dims": (lc,), "rhs_contracting_dims": (rc,)})
     if n_batch:
@@ -81,10 +89,10 @@ def canonicalize_dot(dot: HloInstruction) -> None:
 
 
 def _needs_canonicalizing(dot: HloInstruction) -> bool:
-    a = dot.attrs
-    return not (is_canonical(dot.operands[0].shape, a.get("lhs_contracting_dims", ()), a.get("lhs_batch_dims", ()))
-                and is_canonical(dot.operands[1].shape, a.get("rhs_contracting_dims", ()),
-                                 a.get("rhs_batch_dims", ())))
+    lhs_batch, lhs_contracting = _dims(dot, "lhs")
+    rhs_batch, rhs_contracting = _dims(dot, "rhs")
+    return not (is_canonical(dot.operands[0].shape, lhs_contracting, lhs_batch)
+                and is_canonical(dot.operands[1].shape, rhs_contracting, rhs_batch))
 
 
 @register_pass

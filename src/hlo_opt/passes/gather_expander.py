@@ -74,7 +74,8 @@ class GatherExpander(OpExpanderPass):
         if gather_is_broadcast(gather):
             if operand.shape.num_elements == 0:
                 et = gather.shape.element_type
-                return make_broadcast(make_constant(gather.parent, np.zeros((), et.np_dtype), et), gather.shape.dims)
+                zero = make_constant(gather.parent, np.zeros((), et.np_dtype), et)
+                return make_broadcast(zero, gather.shape.dims)
             kept = [d for i, d in enumerate(operand.shape.dims) if i not in collapsed]
             return make_broadcast(make_reshape(operand, kept), gather.shape.dims, offset_dims)
         vector = index_vector(indices, a["index_vector_dim"])

@@ -26,7 +26,9 @@ import numpy as np
 from hlo_common.ir import HloInstruction
 from hlo_common.shape import Shape
 from hlo_opt.gather_scatter_utils import index_vector, insert_degenerate_dims, start_scalars
-from hlo_opt.hlo_creation_utils import make_broadcast, make_compare, make_constant, make_reshape, make_transpose
+from hlo_opt.hlo_creation_utils import (
+    make_broadcast, make_compare, make_constant, make_reshape, make_transpose,
+)
 from hlo_opt.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
 
@@ -78,8 +80,9 @@ class ScatterExpander(OpExpanderPass):
         sizes = window.shape.dims
         vector = index_vector(indices, a["index_vector_dim"])
         starts = start_scalars(vector, operand.shape.rank, a["scatter_dims_to_operand_dims"])
-        old = comp.add_new_instruction("dynamic-slice", [operand] + starts,
-                                       Shape.array(operand.shape.element_type, sizes), {"dynamic_slice_sizes": sizes})
+        slice_shape = Shape.array(operand.shape.element_type, sizes)
+        old = comp.add_new_instruction("dynamic-slice", [operand] + starts, slice_shape,
+                                       {"dynamic_slice_sizes": sizes})
         new = comp.add_new_instruction("map", [old, window], old.shape,
                                        {"dimensions": tuple(range(len(sizes))), "to_apply": a["to_apply"]})
         valid = make_broadcast(in_bounds(starts, operand.shape.dims, sizes), sizes)

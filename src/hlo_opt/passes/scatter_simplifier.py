@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 from hlo_common.ir import HloInstruction
 from hlo_common.shape import Shape
-from hlo_opt.gather_scatter_utils import collapse_first_n_dims, insert_degenerate_dims, transform_start_indices
+from hlo_opt.gather_scatter_utils import (
+    collapse_first_n_dims, insert_degenerate_dims, transform_start_indices,
+)
 from hlo_opt.hlo_creation_utils import make_transpose
 from hlo_opt.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
@@ -67,7 +69,9 @@ class ScatterSimplifier(OpExpanderPass):
     name = "scatter_simplifier"
 
     def instruction_matches_pattern(self, instr: HloInstruction) -> bool:
-        if instr.opcode != "scatter" or instr.attrs.get("input_batching_dims") or is_simplified_scatter(instr):
+        if instr.opcode != "scatter" or instr.attrs.get("input_batching_dims"):
+            return False
+        if is_simplified_scatter(instr):
             return False
         operands, _, updates = _parts(instr)
         return operands[0].shape.rank > 0 or all(u.shape.rank == 0 for u in updates)

@@ -36,7 +36,8 @@ def is_non_identity_transpose(instr: HloInstruction) -> bool:
 
 
 def _dot_dims(dot: HloInstruction, side: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    return tuple(dot.attrs.get(f"{side}_batch_dims", ())), tuple(dot.attrs.get(f"{side}_contracting_dims", ()))
+    a = dot.attrs
+    return tuple(a.get(f"{side}_batch_dims", ())), tuple(a.get(f"{side}_contracting_dims", ()))
 
 
 def _physical_groups_ok(minor_to_major: tuple[int, ...], groups: list[tuple[int, ...]]) -> bool:

@@ -41,7 +41,8 @@ def clone_constant(value: HloInstruction, comp: HloComputation) -> HloInstructio
         name = comp.unique_name(f"{value.name}.sunk")
         return comp.add_instruction(value.clone("sunk", new_operands=[], name=name))
     operand = clone_constant(value.operands[0], comp)
-    return comp.add_instruction(value.clone("sunk", new_operands=[operand], name=comp.unique_name(value.name)))
+    name = comp.unique_name(value.name)
+    return comp.add_instruction(value.clone("sunk", new_operands=[operand], name=name))
 
 
 @register_pass

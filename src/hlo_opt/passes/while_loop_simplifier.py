@@ -205,7 +205,8 @@ def try_propagate_constant(w: HloInstruction) -> bool:
             value = constants.get(gte.attrs.get("index")) if gte.opcode == "get-tuple-element" else None
             if value is None or not (gte.users or gte.is_root):
                 continue
-            const = comp.add_new_instruction("constant", [], value.shape, literal=value.literal, name=value.name)
+            const = comp.add_new_instruction("constant", [], value.shape, literal=value.literal,
+                                             name=value.name)
             gte.replace_all_uses_with(const)
             changed = True
     return changed
@@ -264,7 +265,7 @@ class WhileLoopSimplifier(HloPass):
         for w in loops:
             if w.parent is None:
                 continue
-            if len(callers.get(id(w.attrs["body"]), [])) > 1 or len(callers.get(id(w.attrs["condition"]), [])) > 1:
+            if any(len(callers.get(id(w.attrs[k]), [])) > 1 for k in ("body", "condition")):
                 continue
             changed |= simplify_loop(w, uniquer)
         if changed:

@@ -12,7 +12,8 @@ ENTRY e {
   x = f32[2,3,4,5] parameter(0)
   scale = f32[3] parameter(1)
   offset = f32[3] parameter(2)
-  ROOT bn = (f32[2,3,4,5], f32[3], f32[3]) batch-norm-training(x, scale, offset), epsilon=0.001, feature_index=1
+  ROOT bn = (f32[2,3,4,5], f32[3], f32[3]) batch-norm-training(x, scale, offset), epsilon=0.001,
+      feature_index=1
 }
 """
 

@@ -115,7 +115,8 @@ ENTRY e {
 // CHECK:      %b0.clone2 (p0.clone2: (f32[4])) -> (f32[4])
 // CHECK:      %b1.clone2 (p1.clone2: (f32[4])) -> (f32[4])
 // CHECK:      ENTRY
-// CHECK:      %c = (f32[4]{0}) conditional(%i, %{{.*}}, %{{.*}}), branch_computations={%b0.clone2, %b1.clone2}
+// CHECK:      %c = (f32[4]{0}) conditional(%i, %{{.*}}, %{{.*}}),
+// CHECK-SAME: branch_computations={%b0.clone2, %b1.clone2}
 // CHECK-NEXT: %g0 = f32[4]{0} get-tuple-element(%c), index=0
 // CHECK-NEXT: %g2 = f32[4]{0} get-tuple-element(%c), index=0
 """

@@ -19,7 +19,8 @@ HloModule m
 ENTRY e {
   x = f32[8,3] parameter(0)
   i = s32[1,1] parameter(1)
-  ROOT g = f32[1,3] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}
+  ROOT g = f32[1,3] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0},
+      index_vector_dim=1, slice_sizes={1,3}
 }
 // CHECK:      dynamic-slice(%x, %{{.*}}, %{{.*}}), dynamic_slice_sizes={1,3}
 // CHECK-NOT:  gather(
@@ -35,9 +36,11 @@ HloModule m
 ENTRY e {
   x = f32[5,6,4] parameter(0)
   i = s32[2] parameter(1)
-  g = f32[2,4] gather(x, i), offset_dims={0,1}, collapsed_slice_dims={1}, start_index_map={1,0}, index_vector_dim=0, slice_sizes={2,1,4}
+  g = f32[2,4] gather(x, i), offset_dims={0,1}, collapsed_slice_dims={1}, start_index_map={1,0},
+      index_vector_dim=0, slice_sizes={2,1,4}
   j = s32[3,2] parameter(2)
-  b = f32[3,5,6,4] gather(x, j), offset_dims={1,2,3}, collapsed_slice_dims={}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={5,6,4}
+  b = f32[3,5,6,4] gather(x, j), offset_dims={1,2,3}, collapsed_slice_dims={}, start_index_map={0,1},
+      index_vector_dim=1, slice_sizes={5,6,4}
   ROOT t = (f32[2,4], f32[3,5,6,4]) tuple(g, b)
 }
 // CHECK:      f32[3,5,6,4]{3,2,1,0} broadcast(%{{.*}}), dimensions={1,2,3}
@@ -53,6 +56,7 @@ HloModule m
 ENTRY e {
   x = f32[8,3] parameter(0)
   i = s32[5,1] parameter(1)
-  ROOT g = f32[5,3] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}
+  ROOT g = f32[5,3] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0},
+      index_vector_dim=1, slice_sizes={1,3}
 }
 """)

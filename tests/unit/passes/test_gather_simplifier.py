@@ -18,10 +18,12 @@ HloModule m
 ENTRY e {
   x = f32[8,3] parameter(0)
   i = s32[5] parameter(1)
-  ROOT g = f32[5,3] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}
+  ROOT g = f32[5,3] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0},
+      index_vector_dim=1, slice_sizes={1,3}
 }
 // CHECK:      %[[I:.*]] = s32[5,1]{1,0} reshape(%i)
-// CHECK-NEXT: %[[G:.*]] = f32[5,1,3]{2,1,0} gather(%x, %[[I]]), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}
+// CHECK-NEXT: %[[G:.*]] = f32[5,1,3]{2,1,0} gather(%x, %[[I]]), offset_dims={1,2}, collapsed_slice_dims={},
+// CHECK-SAME: start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}
 // CHECK-NEXT: ROOT %{{.*}} = f32[5,3]{1,0} reshape(%[[G]])
 """
     module = check_pass("gather_simplifier", text)
@@ -34,10 +36,12 @@ HloModule m
 ENTRY e {
   x = f32[6,7,4] parameter(0)
   i = s32[2,3,2] parameter(1)
-  ROOT g = f32[4,3,2] gather(x, i), offset_dims={0}, collapsed_slice_dims={0,1}, start_index_map={1,0}, index_vector_dim=0, slice_sizes={1,1,4}
+  ROOT g = f32[4,3,2] gather(x, i), offset_dims={0}, collapsed_slice_dims={0,1}, start_index_map={1,0},
+      index_vector_dim=0, slice_sizes={1,1,4}
 }
 // CHECK:      transpose(%i), dimensions={1,2,0}
-// CHECK:      gather({{.*}}), offset_dims={1,2,3}, collapsed_slice_dims={}, start_index_map={1,0}, index_vector_dim=1, slice_sizes={1,1,4}
+// CHECK:      gather({{.*}}), offset_dims={1,2,3}, collapsed_slice_dims={}, start_index_map={1,0},
+// CHECK-SAME: index_vector_dim=1, slice_sizes={1,1,4}
 // CHECK:      ROOT %{{.*}} = f32[4,3,2]{2,1,0} transpose(
 """
     module = check_pass("gather_simplifier", text)
@@ -51,9 +55,11 @@ HloModule m
 ENTRY e {
   x = f32[5,4] parameter(0)
   i = s32[] parameter(1)
-  g = f32[4] gather(x, i), offset_dims={0}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=0, slice_sizes={1,4}
+  g = f32[4] gather(x, i), offset_dims={0}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=0,
+      slice_sizes={1,4}
   j = s32[3,1] parameter(2)
-  z = f32[3,0] gather(x, j), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,0}
+  z = f32[3,0] gather(x, j), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0},
+      index_vector_dim=1, slice_sizes={1,0}
   ROOT t = (f32[4], f32[3,0]) tuple(g, z)
 }
 // CHECK:      f32[3,0]{1,0} broadcast(
@@ -68,6 +74,7 @@ HloModule m
 ENTRY e {
   x = f32[8,3] parameter(0)
   i = s32[5,1] parameter(1)
-  ROOT g = f32[5,1,3] gather(x, i), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}
+  ROOT g = f32[5,1,3] gather(x, i), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0},
+      index_vector_dim=1, slice_sizes={1,3}
 }
 """)

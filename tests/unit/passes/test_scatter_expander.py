@@ -27,7 +27,8 @@ ENTRY e {
   x = f32[8,3] parameter(0)
   i = s32[1,1] parameter(1)
   u = f32[1,1,3] parameter(2)
-  ROOT s = f32[8,3] scatter(x, i, u), update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+  ROOT s = f32[8,3] scatter(x, i, u), update_window_dims={1,2}, inserted_window_dims={},
+      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
 }
 """
 
@@ -50,7 +51,8 @@ ENTRY e {
   j = s32[1,1] parameter(0)
   v = f32[1,0] parameter(1)
   y = f32[4,0] parameter(2)
-  ROOT empty = f32[4,0] scatter(y, j, v), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+  ROOT empty = f32[4,0] scatter(y, j, v), update_window_dims={1}, inserted_window_dims={0},
+      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
 }
 // CHECK:      ENTRY
 // CHECK-NEXT: %j = s32[1,1]{1,0} parameter(0)
@@ -65,7 +67,8 @@ ENTRY e {
   x = f32[4,5] parameter(0)
   i = s32[2] parameter(1)
   u = f32[5] parameter(2)
-  ROOT s = f32[4,5] scatter(x, i, u), update_window_dims={0}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=0, to_apply=add
+  ROOT s = f32[4,5] scatter(x, i, u), update_window_dims={0}, inserted_window_dims={0},
+      scatter_dims_to_operand_dims={0,1}, index_vector_dim=0, to_apply=add
 }
 // CHECK-NOT: scatter(
 """
@@ -80,6 +83,7 @@ ENTRY e {
   x = f32[8,3] parameter(0)
   i = s32[2,1] parameter(1)
   u = f32[2,1,3] parameter(2)
-  ROOT s = f32[8,3] scatter(x, i, u), update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+  ROOT s = f32[8,3] scatter(x, i, u), update_window_dims={1,2}, inserted_window_dims={},
+      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
 }
 """)

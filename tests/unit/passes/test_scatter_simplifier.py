@@ -27,11 +27,13 @@ ENTRY e {
   x = f32[8,3] parameter(0)
   i = s32[5] parameter(1)
   u = f32[5,3] parameter(2)
-  ROOT s = f32[8,3] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+  ROOT s = f32[8,3] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0},
+      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
 }
 // CHECK-DAG:  %[[I:.*]] = s32[5,1]{1,0} reshape(%i)
 // CHECK-DAG:  %[[U:.*]] = f32[5,1,3]{2,1,0} reshape(%u)
-// CHECK:      ROOT %{{.*}} = f32[8,3]{1,0} scatter(%x, %[[I]], %[[U]]), update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=%add
+// CHECK:      ROOT %{{.*}} = f32[8,3]{1,0} scatter(%x, %[[I]], %[[U]]), update_window_dims={1,2},
+// CHECK-SAME: inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=%add
 """
     module = check_pass("scatter_simplifier", text)
     for seed in range(2):
@@ -44,7 +46,8 @@ ENTRY e {
   x = f32[6,5,4] parameter(0)
   i = s32[2,2,3] parameter(1)
   u = f32[4,2,3] parameter(2)
-  ROOT s = f32[6,5,4] scatter(x, i, u), update_window_dims={0}, inserted_window_dims={0,1}, scatter_dims_to_operand_dims={1,0}, index_vector_dim=0, to_apply=add
+  ROOT s = f32[6,5,4] scatter(x, i, u), update_window_dims={0}, inserted_window_dims={0,1},
+      scatter_dims_to_operand_dims={1,0}, index_vector_dim=0, to_apply=add
 }
 // CHECK:      transpose(%u), dimensions={1,2,0}
 // CHECK:      f32[6,1,1,4]{3,2,1,0} reshape(
@@ -61,7 +64,8 @@ ENTRY e {
   x = f32[] parameter(0)
   i = s32[0] constant({})
   u = f32[] parameter(1)
-  ROOT s = f32[] scatter(x, i, u), update_window_dims={}, inserted_window_dims={}, scatter_dims_to_operand_dims={}, index_vector_dim=0, to_apply=add
+  ROOT s = f32[] scatter(x, i, u), update_window_dims={}, inserted_window_dims={},
+      scatter_dims_to_operand_dims={}, index_vector_dim=0, to_apply=add
 }
 // CHECK:      ROOT %{{.*}} = f32[] add(%x, %u)
 """
@@ -79,6 +83,7 @@ ENTRY e {
   x = f32[8,3] parameter(0)
   i = s32[5,1] parameter(1)
   u = f32[5,1,3] parameter(2)
-  ROOT s = f32[8,3] scatter(x, i, u), update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+  ROOT s = f32[8,3] scatter(x, i, u), update_window_dims={1,2}, inserted_window_dims={},
+      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
 }
 """)

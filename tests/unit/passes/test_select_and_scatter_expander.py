@@ -22,7 +22,8 @@ ENTRY e {
   operand = f32[4,6] parameter(0)
   source = f32[2,3] parameter(1)
   init = f32[] constant(0)
-  ROOT s = f32[4,6] select-and-scatter(operand, source, init), window={size=2x2 stride=2x2}, select=ge, scatter=add
+  ROOT s = f32[4,6] select-and-scatter(operand, source, init), window={size=2x2 stride=2x2}, select=ge,
+      scatter=add
 }
 """
 
@@ -35,7 +36,9 @@ def test_max_pool_gradient_becomes_reduce_window_and_scatter():
 // CHECK-DAG:  s32[4,6]{1,0} iota(), iota_dimension=1
 // CHECK:      (f32[2,3]{1,0}, s32[2,3]{1,0}, s32[2,3]{1,0}) reduce-window(
 // CHECK:      s32[2,3,2]{2,1,0} concatenate(
-// CHECK:      ROOT %{{.*}} = f32[4,6]{1,0} scatter({{.*}}), update_window_dims={}, inserted_window_dims={0,1}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=2, to_apply=%add
+// CHECK:      ROOT %{{.*}} = f32[4,6]{1,0} scatter({{.*}}), update_window_dims={},
+// CHECK-SAME: inserted_window_dims={0,1}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=2,
+// CHECK-SAME: to_apply=%add
 // CHECK-NOT:  select-and-scatter
 """)
     for seed in range(3):
@@ -48,7 +51,8 @@ ENTRY e {
   operand = f32[2,5,4] parameter(0)
   source = f32[2,3,2] parameter(1)
   init = f32[] constant(0)
-  ROOT s = f32[2,5,4] select-and-scatter(operand, source, init), window={size=1x3x3 stride=1x2x2 pad=0_0x1_1x1_0}, select=ge, scatter=add
+  ROOT s = f32[2,5,4] select-and-scatter(operand, source, init),
+      window={size=1x3x3 stride=1x2x2 pad=0_0x1_1x1_0}, select=ge, scatter=add
 }
 // CHECK-NOT: select-and-scatter(
 """

@@ -27,9 +27,11 @@ ENTRY e {
   x = f32[5,2,3] parameter(0)
   y = f32[5,4,3] parameter(1)
   t = f32[5,3,4] transpose(y), dimensions={0,2,1}
-  ROOT d = f32[5,2,4] dot(x, t), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}, operand_precision={highest,highest}
+  ROOT d = f32[5,2,4] dot(x, t), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0},
+      rhs_contracting_dims={1}, operand_precision={highest,highest}
 }
-// CHECK:      ROOT %{{.*}} = f32[5,2,4]{2,1,0} dot(%x, %y), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}, operand_precision={highest,highest}
+// CHECK:      ROOT %{{.*}} = f32[5,2,4]{2,1,0} dot(%x, %y), lhs_batch_dims={0}, lhs_contracting_dims={2},
+// CHECK-SAME: rhs_batch_dims={0}, rhs_contracting_dims={2}, operand_precision={highest,highest}
 """
     module = check_pass("transpose-folding", text)
     check_same_results(text, module)
@@ -45,7 +47,8 @@ ENTRY e {
   kt = f32[4,2,3,3] transpose(k), dimensions={3,2,0,1}
   ROOT c = f32[1,4,3,3] convolution(xt, kt), window={size=3x3}, dim_labels=bf01_oi01->bf01
 }
-// CHECK:      ROOT %{{.*}} = f32[1,4,3,3]{3,2,1,0} convolution(%x, %k), window={size=3x3}, dim_labels=b01f_01io->bf01
+// CHECK:      ROOT %{{.*}} = f32[1,4,3,3]{3,2,1,0} convolution(%x, %k), window={size=3x3},
+// CHECK-SAME: dim_labels=b01f_01io->bf01
 """
     module = check_pass("transpose-folding", text)
     check_same_results(text, module)
