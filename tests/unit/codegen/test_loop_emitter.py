@@ -188,11 +188,14 @@ def test_sub_byte_outputs_are_packed_per_thread() -> None:
 
 
 # -- what the loop emitter does not do ----------------------------------------------------------------
-def test_reduction_hero_has_no_emitter_yet() -> None:
+def test_kinds_without_a_registered_emitter_are_named(monkeypatch) -> None:
+    from hlo_codegen import emitters
+
     fusion = fusion_of("""add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }
       f { p = f32[64,1024] parameter(0) z = f32[] constant(0)
           ROOT r = f32[64] reduce(p, z), dimensions={1}, to_apply=add }""")
     assert emitter_kind(fusion)[0] == "reduction"
+    monkeypatch.delitem(emitters.EMITTERS, "reduction", raising=False)
     with pytest.raises(EmitterError, match="no emitter for reduction fusion %fusion \\(hero %r, reduce\\)"):
         emit_kernel(fusion)
 
