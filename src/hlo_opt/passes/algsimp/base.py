@@ -221,7 +221,9 @@ def literal_all(lit: np.ndarray, value: Any, etype: PrimitiveType) -> bool:
     if a.size == 0:
         return False
     if a.strides and all(s == 0 for s in a.strides):
-        a = a.reshape(-1)[:1]
+        a = a.flat[:1]  # a broadcast view: one element says it all (reshape(-1) would copy)
+    elif a.size > 1 and not literal_all(a.flat[:1], value, etype):
+        return False  # a cheap look at the first element before comparing a large constant
     if etype.is_pred:
         return bool(np.all(a == bool(value)))
     if etype.is_complex:

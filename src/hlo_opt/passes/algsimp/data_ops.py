@@ -165,10 +165,12 @@ def constant_splat_to_broadcast(instr: HloInstruction, rw: Rewriter) -> bool:
     """HandleConstant: a constant of more than one element, all equal, becomes a broadcast scalar."""
     if not known_constant(instr) or instr.shape.num_elements <= 1:
         return False
-    flat = np.asarray(instr.literal).reshape(-1)
-    if not bool(np.all(flat == flat[0])):
+    lit = np.asarray(instr.literal)
+    first = lit.flat[0]
+    splat = bool(lit.strides) and all(st == 0 for st in lit.strides)
+    if not (splat or bool(np.all(lit == first))):
         return False
-    scalar = rw.add("constant", [], Shape.array(instr.shape.element_type, ()), literal=np.array(flat[0]))
+    scalar = rw.add("constant", [], Shape.array(instr.shape.element_type, ()), literal=np.array(first))
     return rw.replace(instr, rw.broadcast(scalar, instr.shape, ()))
 
 
@@ -178,6 +180,8 @@ def _strided_iota_stride(instr: HloInstruction) -> int | None:
         return None
     flat = np.asarray(instr.literal)
     et = instr.shape.element_type
+    if flat.flat[0] != 0:
+        return None
     if et.is_integer:
         values = flat.astype(np.int64)
         stride = int(values[1])

@@ -101,7 +101,8 @@ def broadcast_sink_past_elementwise(instr: HloInstruction, rw: Rewriter) -> bool
         return False
     changed = False
     for user in list(instr.users):
-        if id(user) in rw.dead or user.opcode in ("copy", "fusion") or not is_elementwise(user.opcode):
+        if id(user) in rw.dead or user.opcode in ("copy", "fusion") or not is_elementwise(user.opcode) \
+                or user.control_predecessors or user.control_successors:
             continue
         if all(_sinkable_operand(o, instr) for o in user.operands):
             _sink_into(user, instr, rw)
@@ -129,7 +130,8 @@ def broadcast_scalar_through_permuting_user(instr: HloInstruction, rw: Rewriter)
     if operand.shape.rank != 0:
         return False
     for user in instr.users:
-        if id(user) in rw.dead or not (user.users or user.is_root):
+        if id(user) in rw.dead or not (user.users or user.is_root) \
+                or user.control_predecessors or user.control_successors:
             continue
         if _takes_only_elements_of(user, instr):
             rw.replace_uses(user, rw.broadcast(operand, user.shape, ()))

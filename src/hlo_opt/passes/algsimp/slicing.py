@@ -374,6 +374,7 @@ def pad_negative_to_slice(instr: HloInstruction, rw: Rewriter) -> bool:
         return False
     positive = tuple((max(lo, 0), max(hi, 0), it) for lo, hi, it in config)
     padded = rw.add("pad", list(instr.operands), None, {"padding": PaddingConfig(positive)})
+    padded.shape = padded.shape.with_layout(instr.shape.layout)  # XLA copies the pad's layout
     starts = [-lo if lo < 0 else 0 for lo, _hi, _it in config]
     limits = [size + hi if hi < 0 else size for size, (_lo, hi, _it) in zip(padded.shape.dims, config)]
     return rw.replace(instr, make_slice(rw, padded, starts, limits, shape=instr.shape))
