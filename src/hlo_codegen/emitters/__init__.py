@@ -46,14 +46,20 @@ from hlo_codegen.emitters.base import (
 )
 from hlo_codegen.emitters.launch import A100, H100, GpuDeviceInfo, loop_launch_dimensions
 from hlo_codegen.emitters.loop import LoopFusion
-from hlo_codegen.emitters import elemental_linalg, elemental_window  # noqa: F401  (register elemental rules)
+from hlo_codegen.emitters import elemental_linalg, elemental_topk, elemental_window  # noqa: F401  (elemental rules)
+from hlo_codegen.emitters.in_place_dus import (
+    ConcatenateFusion, InPlaceDynamicUpdateSliceFusion, is_concatenate_fusion, is_dus_root,
+)
 from hlo_codegen.emitters.reduction import ReductionFusion
 from hlo_codegen.emitters.scatter import ScatterFusion
+from hlo_codegen.emitters.sort import SortFusion
 from hlo_codegen.kernel_ir.ir import Kernel
 from hlo_common.ir import HloInstruction
 
 EMITTERS: dict[str, type[KernelEmitter]] = {"loop": LoopFusion, "reduction": ReductionFusion,
-                                         "scatter": ScatterFusion}
+                                         "scatter": ScatterFusion, "sort": SortFusion,
+                                         "concatenate": ConcatenateFusion,
+                                         "in_place_dynamic_update_slice": InPlaceDynamicUpdateSliceFusion}
 
 
 def emitter_kind(fusion: HloInstruction, device: GpuDeviceInfo = H100) -> tuple[str, HloInstruction]:
@@ -63,10 +69,14 @@ def emitter_kind(fusion: HloInstruction, device: GpuDeviceInfo = H100) -> tuple[
     for hero in heroes:
         if hero.opcode == "reduce" and is_real_reduction_hero(hero, device):
             return "reduction", hero
+    if all(is_dus_root(r) for r in roots):
+        return "in_place_dynamic_update_slice", roots[0]
     if len(roots) > 1:
         return "loop", roots[0]
     if roots[0].opcode in ("scatter", "sort"):
         return roots[0].opcode, roots[0]
+    if is_concatenate_fusion(fusion):
+        return "concatenate", heroes[0]
     return "loop", heroes[0]
 
 

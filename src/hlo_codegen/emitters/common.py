@@ -17,11 +17,12 @@ from __future__ import annotations
 from typing import Callable, Hashable, Iterable, Sequence
 
 from hlo_codegen.elemental import ElementalEmitter, ElementalError
-from hlo_codegen.elemental.emitter import leaf_shapes, value_type
+from hlo_codegen.elemental.emitter import FunctionContext, leaf_shapes, value_type
 from hlo_codegen.emitters.base import EmitterError, KernelEmitter, KernelParams, add_kernel_params, fusion_roots
 from hlo_codegen.emitters.launch import loop_launch_dimensions
 from hlo_codegen.indexing import (
-    IndexingMap, LaunchDimensions, Variable, default_thread_id_indexing_map, dim, logical_to_linear, sym,
+    IndexingMap, LaunchDimensions, Variable, bitcast_map, default_thread_id_indexing_map, dim, logical_to_linear,
+    reshape_map, sym,
 )
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.indexing.shape_indexing import delinearize
@@ -184,3 +185,54 @@ class SimpleEmitter(KernelEmitter):
 def elementwise_launch(num_elements: int, device) -> LaunchDimensions:
     """One thread per element, XLA's loop launch rule without unrolling."""
     return loop_launch_dimensions(max(num_elements, 1), 1, device)
+
+
+# -- epilogues: a root computed from its hero's value ----------------------------------------------
+class EpilogueContext(FunctionContext):
+    """Elemental emission, inline in the kernel body, where the hero's values are given
+    (XLA's injected values): asking for the hero at any index returns them."""
+
+    def __init__(self, elemental: ElementalEmitter, b: IRBuilder, injected: dict[int, list[Value]]):
+        super().__init__(elemental, b, None)
+        self.injected = injected
+
+    def _emit(self, instr: HloInstruction, indices: list[Value]) -> list[Value]:
+        values = self.injected.get(id(instr))
+        if values is not None:
+            return values
+        return super()._emit(instr, indices)
+
+
+def hero_chain(root: HloInstruction, hero: HloInstruction) -> list[HloInstruction]:
+    """The instructions from `hero` (exclusive) up to `root` (inclusive), each with one operand."""
+    chain = []
+    node = root
+    while node is not hero:
+        chain.append(node)
+        node = node.operands[0]
+    return list(reversed(chain))
+
+
+def hero_to_root_index(b: IRBuilder, hero: HloInstruction, root: HloInstruction, idx: list[Value]) -> list[Value]:
+    """Index of the root element computed from the hero element at `idx` (through the unary
+    epilogue: elementwise ops keep it, reshapes and bitcasts move it)."""
+    prev = hero
+    for op in hero_chain(root, hero):
+        if op.opcode == "bitcast" or (op.opcode == "reshape" and op.shape.dims != prev.shape.dims):
+            if op.opcode == "bitcast":
+                m = bitcast_map(prev.shape, op.shape)
+            else:
+                m = reshape_map(op.shape.dims, prev.shape.dims)
+            idx = b.apply_indexing(m, idx) if op.shape.rank else []
+        prev = op
+    return idx
+
+
+def emit_epilogue(elemental: ElementalEmitter, b: IRBuilder, hero: HloInstruction, root: HloInstruction,
+                  hero_values: list[Value], hero_idx: list[Value]) -> tuple[list[Value], list[Value]]:
+    """(root values, root index) for the hero element at `hero_idx` holding `hero_values`."""
+    if root is hero:
+        return hero_values, hero_idx
+    ctx = EpilogueContext(elemental, b, {id(hero): hero_values})
+    root_idx = hero_to_root_index(b, hero, root, hero_idx)
+    return ctx.emit(root, root_idx), root_idx

@@ -1,0 +1,165 @@
+"""The in-place dynamic-update-slice emitter and the concatenate emitter (XLA's
+InPlaceDynamicUpdateSliceFusion and ConcatenateFusion): kernels that write only what changes,
+or each operand's part of the output once.
+
+Where it sits: emitters/__init__.py picks them by hero (section c of the XLA facts):
+
+- `InPlaceDynamicUpdateSliceFusion`, for fusions whose roots are all (bitcasts of)
+  dynamic-update-slices. When every DUS updates a fusion parameter that shares its buffer with
+  the DUS's output (the `argument_ids` contract gives them one kernel parameter), that buffer
+  already holds the operand: one thread per update element stores
+  `out[clamped start + u] = update[u]` and nothing else is touched. The parameter must have no
+  other reader in the fusion (a read of a position another thread updates would race), and all
+  updates must have the same shape (one launch covers them). Otherwise it hands the fusion to
+  the loop emitter, which computes every output element (correct with or without aliasing).
+- `ConcatenateFusion`, for a single root whose hero is a concatenate of at most 4 operands:
+  one loop per operand over the operand's own shape (the launch sized for the largest), the
+  root's unary epilogue applied to the operand's value, stored at the shifted position. No
+  per-element "which operand" test, unlike the loop emitter's elemental concatenate.
+"""
+
+from __future__ import annotations
+
+from typing import Hashable, Sequence
+
+from hlo_codegen.emitters.base import EmitterError, KernelParams, find_hero, fusion_roots
+from hlo_codegen.emitters.common import (
+    FusedValues, SimpleEmitter, ThreadIds, elementwise_launch, emit_epilogue, linear_index, loop_over_shape,
+    root_outputs,
+)
+from hlo_codegen.emitters.launch import H100, GpuDeviceInfo
+from hlo_codegen.emitters.loop import LoopFusion
+from hlo_codegen.emitters.scatter import is_packed
+from hlo_codegen.indexing import LaunchDimensions
+from hlo_codegen.kernel_ir.builder import IRBuilder
+from hlo_codegen.kernel_ir.ir import Kernel, Value
+from hlo_common.ir import HloInstruction
+
+MAX_CONCATENATE_OPERANDS = 4
+
+
+def has_packed_output(fusion: HloInstruction) -> bool:
+    return any(is_packed(s) for _, s in fusion.shape.leaf_shapes())
+
+
+def strip_bitcasts(instr: HloInstruction) -> HloInstruction:
+    while instr.opcode == "bitcast":
+        instr = instr.operands[0]
+    return instr
+
+
+def is_dus_root(root: HloInstruction) -> bool:
+    return strip_bitcasts(root).opcode == "dynamic-update-slice"
+
+
+class InPlaceDynamicUpdateSliceFusion(SimpleEmitter):
+    """See the module docstring."""
+
+    kind = "loop"
+
+    def __init__(self, fusion: HloInstruction, device: GpuDeviceInfo = H100):
+        super().__init__(fusion, device)
+        self.dus = [strip_bitcasts(r) for r in fusion_roots(fusion)]
+        if not all(d.opcode == "dynamic-update-slice" for d in self.dus):
+            raise EmitterError(f"%{fusion.name}: not every root is a dynamic-update-slice")
+        self.update_shape = self.dus[0].operands[1].shape
+        self._launch = elementwise_launch(self.update_shape.num_elements, device)
+
+    def launch_dimensions(self) -> LaunchDimensions:
+        return self._launch
+
+    def can_emit_in_place(self, argument_ids: Sequence[Hashable] | None) -> bool:
+        """Every DUS updates, in place, a parameter nothing else in the fusion reads."""
+        if argument_ids is None:
+            return False
+        ids = list(argument_ids)
+        n_ops = len(self.fusion.operands)
+        for k, dus in enumerate(self.dus):
+            if dus.operands[1].shape.dims != self.update_shape.dims:
+                return False
+            node = dus.operands[0]
+            while node.opcode == "bitcast" and len(node.users) == 1:
+                node = node.operands[0]
+            if node.opcode != "parameter" or len(node.users) != 1:
+                return False
+            if ids[node.parameter_number] != ids[n_ops + k]:
+                return False
+        return True
+
+    def emit(self, argument_ids: Sequence[Hashable] | None = None) -> Kernel:
+        if not self.can_emit_in_place(argument_ids) or has_packed_output(self.fusion):
+            return LoopFusion(self.fusion, self.device).emit(argument_ids)
+        return super().emit(argument_ids)
+
+    def build(self, kernel: Kernel, params: KernelParams) -> None:
+        wanted = [op for d in self.dus for op in d.operands[1:]]
+        values = FusedValues(kernel, self.computation, params, wanted)
+        b = IRBuilder(kernel)
+        ids = ThreadIds(b, self._launch)
+
+        def element(u: list[Value]) -> None:
+            for dus, out in zip(self.dus, params.output_buffers):
+                shape = dus.shape
+                target = []
+                for d in range(shape.rank):
+                    raw = values.at(b, dus.operands[2 + d], [])[0]
+                    signed = dus.operands[2 + d].shape.element_type.kind != "unsigned"
+                    start = b.cast("index_cast" if signed else "index_castui", raw, "index")
+                    start = b.binary("minsi", b.binary("maxsi", start, b.index(0)),
+                                     b.index(max(shape.dims[d] - self.update_shape.dims[d], 0)))
+                    target.append(b.binary("addi", start, u[d]))
+                v = values.at(b, dus.operands[1], u)[0]
+                b.store(out, v, linear_index(b, shape, target))
+
+        loop_over_shape(b, ids, self._launch, self.update_shape, element)
+
+
+class ConcatenateFusion(SimpleEmitter):
+    """See the module docstring."""
+
+    kind = "loop"
+
+    def __init__(self, fusion: HloInstruction, device: GpuDeviceInfo = H100):
+        super().__init__(fusion, device)
+        (self.root,) = fusion_roots(fusion)
+        self.hero = find_hero(self.root)
+        if self.hero.opcode != "concatenate":
+            raise EmitterError(f"%{fusion.name}: the concatenate emitter needs a concatenate hero")
+        largest = max(op.shape.num_elements for op in self.hero.operands)
+        self._launch = elementwise_launch(largest, device)
+
+    def launch_dimensions(self) -> LaunchDimensions:
+        return self._launch
+
+    def emit(self, argument_ids: Sequence[Hashable] | None = None) -> Kernel:
+        if has_packed_output(self.fusion):  # threads sharing a byte would race; the loop emitter unrolls
+            return LoopFusion(self.fusion, self.device).emit(argument_ids)
+        return super().emit(argument_ids)
+
+    def build(self, kernel: Kernel, params: KernelParams) -> None:
+        hero, axis = self.hero, int(self.hero.attrs["dimensions"][0])
+        values = FusedValues(kernel, self.computation, params, hero.operands)
+        ((root, buffers, shapes),) = root_outputs(self.fusion, params.output_buffers)
+        b = IRBuilder(kernel)
+        ids = ThreadIds(b, self._launch)
+        offset = 0
+        for op in hero.operands:
+            def element(idx: list[Value], op=op, offset=offset) -> None:
+                v = values.at(b, op, idx)
+                hero_idx = list(idx)
+                if offset:
+                    hero_idx[axis] = b.binary("addi", idx[axis], b.index(offset))
+                out, out_idx = emit_epilogue(values.elemental, b, hero, root, v, hero_idx)
+                b.store(buffers[0], out[0], linear_index(b, shapes[0], out_idx))
+
+            loop_over_shape(b, ids, self._launch, op.shape, element)
+            offset += op.shape.dims[axis]
+
+
+def is_concatenate_fusion(fusion: HloInstruction) -> bool:
+    """XLA's kConcatenate rule: one non-tuple root whose hero is a concatenate of <= 4 operands."""
+    roots = fusion_roots(fusion)
+    if len(roots) != 1 or roots[0].shape.is_tuple:
+        return False
+    hero = find_hero(roots[0])
+    return hero.opcode == "concatenate" and len(hero.operands) <= MAX_CONCATENATE_OPERANDS
