@@ -46,6 +46,7 @@ PASS_OPCODES: dict[str, tuple[str, ...] | None] = {
     "dot_decomposer": (" dot(",),
     "transpose-folding": (" dot(", " convolution("),
     "reshape-mover": (" reshape(", " transpose("),
+    "rng-bit-generator-expander": (" rng-bit-generator(",),
     "constant_folding": None,
 }
 SAMPLE_EVERY = 3  # constant_folding's default share of the corpus
