@@ -44,11 +44,13 @@ class _Bits:
 
     def const(self, value: int, et: str, like: HloInstruction | None = None) -> HloInstruction:
         shape = Shape.array(et, ())
-        c = self.add("constant", [], shape, literal=np.asarray(value, np.uint64).astype(shape.element_type.np_dtype))
+        literal = np.asarray(value, np.uint64).astype(shape.element_type.np_dtype)
+        c = self.add("constant", [], shape, literal=literal)
         return c if like is None or like.shape.rank == 0 else self.bcast(c, like.shape.dims)
 
     def bcast(self, scalar: HloInstruction, dims) -> HloInstruction:
-        return self.add("broadcast", [scalar], Shape.array(scalar.shape.element_type, dims), {"dimensions": ()})
+        shape = Shape.array(scalar.shape.element_type, dims)
+        return self.add("broadcast", [scalar], shape, {"dimensions": ()})
 
     def op(self, opcode: str, a: HloInstruction, b: HloInstruction) -> HloInstruction:
         if a.shape.rank != b.shape.rank:  # scalar with array
@@ -97,7 +99,8 @@ class _Bits:
             return flat
         return self.add("slice", [flat], attrs={"slice": SliceSpec(tuple((0, d, 1) for d in out_dims))})
 
-    def counter_plus(self, lo: HloInstruction, hi: HloInstruction, n: int) -> tuple[HloInstruction, HloInstruction]:
+    def counter_plus(self, lo: HloInstruction, hi: HloInstruction,
+                     n: int) -> tuple[HloInstruction, HloInstruction]:
         """(lo, hi) + n as a 128-bit number."""
         new_lo = self.op("add", lo, self.const(n, "u64", lo))
         carry = self.add("compare", [new_lo, lo], attrs={"direction": "LT"})
@@ -149,7 +152,9 @@ def threefry(b: _Bits, key: HloInstruction, counter: HloInstruction, dims: tuple
         out = b.join64(o0, o1) if bits == 64 else o0
         return b.add("reshape", [out], Shape.array(out.shape.element_type, dims)), \
             b.op("add", counter, b.const(n, "u64"))
-    split = next((i for i, d in enumerate(dims) if d % 2 == 0), max(range(len(dims)), key=lambda i: (dims[i], -i)))
+    # XLA's SplitShapeIntoHalves: the first even dimension, else the (first) largest one.
+    largest = max(range(len(dims)), key=lambda i: (dims[i], -i))
+    split = next((i for i, d in enumerate(dims) if d % 2 == 0), largest)
     half = list(dims)
     half[split] = (dims[split] + 1) // 2
     n = int(np.prod(half, dtype=np.int64))
@@ -162,7 +167,8 @@ def threefry(b: _Bits, key: HloInstruction, counter: HloInstruction, dims: tuple
 def generator_computation(algorithm: str, state_shape: Shape, data_shape: Shape) -> HloComputation:
     et = data_shape.element_type
     bits = 64 if et.bits == 64 else 32
-    comp = HloComputation(f"rng_{algorithm.removeprefix('rng_')}_{et.name}_{'x'.join(map(str, data_shape.dims))}")
+    dims_text = "x".join(map(str, data_shape.dims))
+    comp = HloComputation(f"rng_{algorithm.removeprefix('rng_')}_{et.name}_{dims_text}")
     b = _Bits(comp)
     state = comp.add_new_instruction("parameter", [], state_shape, name="state", parameter_number=0)
     key = b.word(state, 0)
