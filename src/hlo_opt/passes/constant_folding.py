@@ -104,16 +104,18 @@ class HloConstantFolding(HloPass):
     name = "constant_folding"
 
     def run(self, module: HloModule) -> bool:
-        from hlo_common.interpreter import Evaluator
-
-        evaluator = Evaluator()
-        evaluator.module = module
+        evaluator = None  # the interpreter is imported only when something can be folded
         foldability = _Foldability()
         changed = False
         for comp in non_fusion_computations(module):
             for instr in comp.post_order():
                 if instr.parent is not comp or not is_candidate(instr) or not foldability.is_foldable(instr):
                     continue
+                if evaluator is None:
+                    from hlo_common.interpreter import Evaluator
+
+                    evaluator = Evaluator()
+                    evaluator.module = module
                 value = try_evaluate(instr, evaluator=evaluator)
                 if value is None:
                     continue
