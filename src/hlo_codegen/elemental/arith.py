@@ -229,13 +229,15 @@ def _shift(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]) -> Val
     a, s = operands(ctx, instr, idx)
     pt = instr.shape.element_type
     b = ctx.b
-    width = int_constant(ctx, pt.bits, a.type)
-    in_bounds = b.cmpi("ult", s, width)
+    # Amounts are clamped before use: NVPTX turns "amount < width ? shl : 0" into a clamping PTX
+    # shift but feeds it only the amount's low 32 bits.
     if instr.opcode == "shift-right-arithmetic":
-        amount = b.select(in_bounds, s, int_constant(ctx, pt.bits - 1, a.type))
-        return b.binary("shrsi", a, amount)
+        return b.binary("shrsi", a, b.binary("minui", s, int_constant(ctx, pt.bits - 1, a.type)))
+    width = int_constant(ctx, pt.bits, a.type)
+    amount = b.binary("minui", s, width)
+    in_bounds = b.cmpi("ult", amount, width)
     name = "shli" if instr.opcode == "shift-left" else "shrui"
-    shifted = b.binary(name, a, b.select(in_bounds, s, int_constant(ctx, 0, a.type)))
+    shifted = b.binary(name, a, b.select(in_bounds, amount, int_constant(ctx, 0, a.type)))
     return b.select(in_bounds, shifted, int_constant(ctx, 0, a.type))
 
 

@@ -284,6 +284,7 @@ def _vectorize(kernel: Kernel, parent: Block, loop: Op) -> None:
             plans.append((op, buf, base))
     if plans:
         _rewrite(kernel, parent, loop, plans, lanes)
+        loop.attrs["unroll"] = True  # lanes are extracted / inserted at constant positions
 
 
 def _rewrite(kernel: Kernel, parent: Block, loop: Op, plans: list, lanes: int) -> None:

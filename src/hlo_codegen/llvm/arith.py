@@ -48,6 +48,8 @@ def _int_intrinsic(rl: RegionLowering, op: Op) -> list[LV]:
 
 def _float_binary(rl: RegionLowering, op: Op) -> list[LV]:
     a, b = _operands(rl, op)
+    if op.name == "remf" and rl.target.name == "nvptx":  # PTX has no exact frem: libdevice / own fmod
+        return [rl.target.math(rl, "remf", a.ty, [a, b])]
     return [rl.fn.binop(_FLOAT_BINARY[op.name], a, b)]
 
 

@@ -23,7 +23,7 @@ LIBDEVICE_FUNCTIONS = {
     "exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "tanh": "tanh", "sin": "sin",
     "cos": "cos", "tan": "tan", "sinh": "sinh", "cosh": "cosh", "asin": "asin", "acos": "acos",
     "atan": "atan", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "erf": "erf", "cbrt": "cbrt",
-    "powf": "pow", "atan2": "atan2",
+    "powf": "pow", "atan2": "atan2", "remf": "fmod",
 }
 _NAME = "libdevice.10.bc"
 

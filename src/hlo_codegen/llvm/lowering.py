@@ -30,6 +30,7 @@ from hlo_codegen.llvm.text import LV, LLFunction, LLModule
 from hlo_common.errors import HloError
 
 I64 = "i64"
+MAX_UNROLL = 16  # loops marked `unroll` up to this trip count are unrolled while lowering
 
 
 class LoweringError(HloError):
@@ -341,6 +342,10 @@ def _lower_loop(rl: RegionLowering, op: Op) -> list[LV]:
         b = m.range_vars[j].bounds
         if b.is_point:
             return nest(j + 1, syms + [LV(I64, str(b.lower))], iters)
+        if op.attrs.get("unroll") and b.num_elements <= MAX_UNROLL:  # e.g. the vector lanes
+            for value in range(b.lower, b.upper + 1):
+                iters = nest(j + 1, syms + [LV(I64, str(value))], iters)
+            return iters
 
         def step(iv: LV, it: list[LV]) -> list[LV]:
             rl.ranges[id(body.args[j])] = (b.lower, b.upper)

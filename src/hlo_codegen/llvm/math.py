@@ -13,7 +13,8 @@ with s = f/(2+f); expm1 / log1p - Kahan's compensated forms; sin/cos/tan - three
 reduces exactly), then Taylor polynomials on [-pi/4, pi/4]; atan/atan2/asin/acos - reduction to [0, tan(pi/8)] and a Taylor
 series; sinh/cosh/asinh/acosh/atanh - through exp/expm1/log/log1p; erf - Taylor series below 2,
 the continued fraction of erfc above; cbrt - exp(log(x)/3) and one Newton step; pow -
-exp(y log|x|) with C99's special cases (relative error grows with |y log x|, ~1e-14 for f64).
+exp(y log|x|) with C99's special cases (relative error grows with |y log x|, ~1e-14 for f64);
+fmod - exact, by long division of the significands (NVPTX only: PTX has no exact remainder).
 """
 
 from __future__ import annotations
@@ -464,6 +465,49 @@ def _pow(m: _Math, x: LV, y: LV) -> LV:
     return m.sel(one, m.c(1.0), r)
 
 
+def _fmod(m: _Math, x: LV, y: LV) -> LV:
+    """Exact fmod (the sign of x) by long division on the significands: at most ~2100 steps."""
+    f = m.f
+    i64 = "i64"
+    c = lambda v: LV(i64, str(v))  # noqa: E731
+
+    def split(v: LV) -> tuple[LV, LV]:  # |v| = sig * 2^exp with bit 52 of sig set
+        bits = f.cast("bitcast", m.abs(v), i64)
+        field = f.binop("lshr", bits, c(52))
+        sig = f.binop("and", bits, c((1 << 52) - 1))
+        sig = f.select(f.icmp("eq", field, c(0)), sig, f.binop("or", sig, c(1 << 52)))
+        exp = f.binop("sub", f.intrinsic("llvm.smax.i64", i64, [field, c(1)]), c(1075))
+        shift = f.binop("sub", f.intrinsic("llvm.ctlz.i64", i64, [sig, LV("i1", "true")]), c(11))
+        return f.binop("shl", sig, shift), f.binop("sub", exp, shift)
+
+    special = m.or_(m.or_(m.isnan(x), m.isnan(y)), m.or_(m.eq(m.abs(x), m.c(math.inf)), m.eq(y, m.c(0.0))))
+    small = m.or_(m.lt(m.abs(x), m.abs(y)), m.eq(x, m.c(0.0)))
+    safe_x = m.sel(m.or_(special, small), m.c(1.0), x)
+    safe_y = m.sel(m.or_(special, small), m.c(1.0), y)
+    mx, ex = split(safe_x)
+    my, ey = split(safe_y)
+    pre, head, done = f.current, f.new_block("fmod_loop"), f.new_block("fmod_done")
+    f.cbr(f.icmp("sgt", ex, ey), head, done)
+    f.set_block(head)
+    sig, sig_phi = f.phi(i64, "sig")
+    e, e_phi = f.phi(i64, "e")
+    sig_phi.incoming.append((mx.ref, pre))
+    e_phi.incoming.append((ex.ref, pre))
+    reduced = f.select(f.icmp("uge", sig, my), f.binop("sub", sig, my), sig)
+    nsig, ne = f.binop("shl", reduced, c(1)), f.binop("sub", e, c(1))
+    sig_phi.incoming.append((nsig.ref, head))
+    e_phi.incoming.append((ne.ref, head))
+    f.cbr(f.icmp("sgt", ne, ey), head, done)
+    f.set_block(done)
+    last, last_phi = f.phi(i64, "sig")
+    last_phi.incoming += [(mx.ref, pre), (nsig.ref, head)]
+    rem = f.select(f.icmp("uge", last, my), f.binop("sub", last, my), last)
+    half = f.binop("ashr", ey, c(1))
+    r = m.mul(m.mul(f.cast("uitofp", rem, D), m.pow2(half)), m.pow2(f.binop("sub", ey, half)))
+    r = m.copysign(r, x)
+    return m.sel(special, m.c(math.nan), m.sel(small, x, r))
+
+
 # name -> (arity, builder, functions it calls)
 _DEFINITIONS: dict[str, tuple[int, Callable, tuple[str, ...]]] = {
     "exp": (1, _exp, ()), "log": (1, _log, ()), "log1p": (1, _log1p, ("log",)),
@@ -473,11 +517,12 @@ _DEFINITIONS: dict[str, tuple[int, Callable, tuple[str, ...]]] = {
     "sinh": (1, _sinh, ("expm1", "exp")), "cosh": (1, _cosh, ("exp",)),
     "asinh": (1, _asinh, ("log1p", "log")), "acosh": (1, _acosh, ("log1p", "log")),
     "atanh": (1, _atanh, ("log1p",)), "erf": (1, _erf, ("exp",)), "cbrt": (1, _cbrt, ("exp", "log")),
-    "pow": (2, _pow, ("exp", "log")),
+    "pow": (2, _pow, ("exp", "log")), "fmod": (2, _fmod, ()),
 }
 # Kernel-IR op name -> function name here.
-MATH_OPS = {op: op for op in _DEFINITIONS if op not in ("atan01", "pow")}
+MATH_OPS = {op: op for op in _DEFINITIONS if op not in ("atan01", "pow", "fmod")}
 MATH_OPS["powf"] = "pow"
+MATH_OPS["remf"] = "fmod"
 
 
 def define_math(module: LLModule, op: str, ty: str) -> str:

@@ -26,7 +26,7 @@ REFERENCE = {
     "exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p, "tanh": np.tanh, "sin": np.sin,
     "cos": np.cos, "tan": np.tan, "sinh": np.sinh, "cosh": np.cosh, "asin": np.arcsin, "acos": np.arccos,
     "atan": np.arctan, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "erf": special.erf,
-    "cbrt": np.cbrt, "powf": np.power, "atan2": np.arctan2,
+    "cbrt": np.cbrt, "powf": np.power, "atan2": np.arctan2, "remf": np.fmod,
 }
 # Sampling: (kind, low, high); "log" samples log-uniformly (magnitudes), "lin" uniformly.
 DOMAIN = {
@@ -36,6 +36,7 @@ DOMAIN = {
     "cosh": ("lin", -710, 710), "asin": ("lin", -1, 1), "acos": ("lin", -1, 1), "atan": ("log", 1e-8, 1e30),
     "asinh": ("log", 1e-8, 1e300), "acosh": ("log", 1, 1e300), "atanh": ("lin", -0.999999, 0.999999),
     "erf": ("lin", -7, 7), "cbrt": ("log", 1e-300, 1e300), "powf": ("log", 1e-3, 1e3), "atan2": ("lin", -10, 10),
+    "remf": ("log", 1e-300, 1e300),
 }
 F64_ULP_BOUND = {"erf": 12.0}
 SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0]
@@ -65,7 +66,7 @@ _FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, 
 def _math_module():
     m = LLModule("x86_64-unknown-linux-gnu")
     for op in REFERENCE:
-        arity = 2 if op in ("powf", "atan2") else 1
+        arity = 2 if op in ("powf", "atan2", "remf") else 1
         for ty in ("float", "double"):
             fn = define_math(m, op, ty)
             _loop(m, f"run_{op}_{ty}", ty, ty, arity, lambda f, a, fn=fn, ty=ty: f.call(ty, fn, a))
@@ -108,14 +109,16 @@ def test_math_error_table() -> None:
             xs, ys = x.astype(dt), y.astype(dt)
             with np.errstate(all="ignore"):
                 got = _run(compiled, f"run_{op}_{ty}", xs, ys)
-                want = ref(xs.astype(np.float64), ys.astype(np.float64)) if op in ("powf", "atan2") \
+                want = ref(xs.astype(np.float64), ys.astype(np.float64)) if op in ("powf", "atan2", "remf") \
                     else ref(xs.astype(np.float64))
             finite = np.isfinite(want) & (np.abs(want) < np.finfo(dt).max) & (np.abs(want) > np.finfo(dt).tiny)
             assert np.array_equal(np.isnan(got), np.isnan(want)), f"{op} {ty}: NaNs differ"
             ulps = _ulps(got[finite], want[finite], dt)
             rel = np.abs(got[finite].astype(np.float64) - want[finite]) / np.abs(want[finite])
             row.append(f"{ulps.max():6.2f} ulp {rel.max():.1e}")
-            if ty == "float":
+            if op == "remf":
+                assert ulps.max() == 0, f"fmod must be exact, {ulps.max()} ulp"
+            elif ty == "float":
                 assert ulps.max() <= 1.0, f"{op} f32: {ulps.max()} ulp"
             elif op == "powf":
                 assert rel.max() <= 1e-13, f"{op} f64: relative {rel.max()}"
@@ -136,7 +139,7 @@ def test_math_special_values(op: str) -> None:
     x, y = a.reshape(-1), b.reshape(-1)
     got = _run(compiled, f"run_{op}_double", x, y)
     with np.errstate(all="ignore"):
-        want = ref(x, y) if op in ("powf", "atan2") else ref(x)
+        want = ref(x, y) if op in ("powf", "atan2", "remf") else ref(x)
     np.testing.assert_allclose(got, want, rtol=1e-15, atol=0, equal_nan=True)
     assert np.array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0])), f"{op}: sign of zero"
 
