@@ -81,7 +81,7 @@ class _UnionFind:
 
 
 class HloAliasAnalysis:
-    def __init__(self, dataflow: HloDataflowAnalysis, live_range: HloLiveRange):
+    def __init__(self, dataflow: HloDataflowAnalysis, live_range: HloLiveRange | None):
         self.dataflow = dataflow
         self.live_range = live_range
         self.module = dataflow.module
@@ -91,12 +91,14 @@ class HloAliasAnalysis:
         self.in_place_shared: list[tuple[HloInstruction, int]] = []  # (user, operand number) merged
 
     @staticmethod
-    def run(dataflow: HloDataflowAnalysis, live_range: HloLiveRange) -> HloAliasAnalysis:
+    def run(dataflow: HloDataflowAnalysis, live_range: HloLiveRange | None) -> HloAliasAnalysis:
+        """Without a live range (no schedule yet: the scheduler's view) in-place ops stay unmerged."""
         aa = HloAliasAnalysis(dataflow, live_range)
         aa._merge_value_sets()
         aa._merge_io_aliases()
         aa._merge_custom_call_aliases()
-        aa._merge_in_place_ops()
+        if live_range is not None:
+            aa._merge_in_place_ops()
         aa._build_buffers()
         return aa
 

@@ -151,3 +151,59 @@ def computation_contexts(module: HloModule) -> dict[HloComputation, str]:
 def instruction_sequence(comp: HloComputation, is_scheduled: bool) -> list[HloInstruction]:
     """The order instructions of a global computation run in."""
     return list(comp.instructions) if is_scheduled else comp.post_order()
+
+
+class CallGraph:
+    """Where each global computation is called from (XLA's `CallGraph`, control-flow part) in a
+    module whose call graph is flattened: every while/call/conditional computation has exactly
+    one call site. Answers nesting questions: `ancestor_in(instr, comp)` is `instr` itself, or
+    the instruction of `comp` that (transitively) runs it."""
+
+    def __init__(self, module: HloModule):
+        self.module = module
+        self.contexts = computation_contexts(module)
+        self.caller: dict[HloComputation, HloInstruction] = {}
+        self.depth: dict[HloComputation, int] = {module.entry: 0}
+        work = [module.entry]
+        while work:
+            comp = work.pop()
+            for instr in comp.instructions:
+                if instr.opcode not in CONTROL_FLOW_CALLERS:
+                    continue
+                for callee in xla_called_computations(instr):
+                    if callee not in self.caller:
+                        self.caller[callee] = instr
+                        self.depth[callee] = self.depth[comp] + 1
+                        work.append(callee)
+
+    def is_global(self, comp: HloComputation) -> bool:
+        return self.contexts.get(comp) == GLOBAL
+
+    def ancestor_in(self, instr: HloInstruction, comp: HloComputation) -> HloInstruction | None:
+        """`instr`, or the call site in `comp` that runs it; None when `instr` is not nested in `comp`."""
+        while instr.parent is not comp:
+            site = self.caller.get(instr.parent)
+            if site is None:
+                return None
+            instr = site
+        return instr
+
+    def is_nested_in(self, instr: HloInstruction, comp: HloComputation) -> bool:
+        return self.ancestor_in(instr, comp) is not None
+
+    def nearest_ancestors(self, a: HloInstruction, b: HloInstruction
+                          ) -> tuple[HloInstruction, HloInstruction] | tuple[None, None]:
+        """XLA's NearestAncestorsInSameComputation: the call sites (or the instructions themselves)
+        of `a` and `b` that sit in one computation, or (None, None) if their chains never meet."""
+        da, db = self.depth.get(a.parent), self.depth.get(b.parent)
+        if da is None or db is None:
+            return None, None
+        while da > db:
+            a, da = self.caller[a.parent], da - 1
+        while db > da:
+            b, db = self.caller[b.parent], db - 1
+        while a.parent is not b.parent:
+            if a.parent not in self.caller or b.parent not in self.caller:
+                return None, None
+            a, b = self.caller[a.parent], self.caller[b.parent]
+        return a, b
