@@ -102,7 +102,8 @@ class AlgebraicSimplifier(HloPass):
                 if fn(instr, rw):
                     changed = True
                     break
-                rw.discard_created(mark)
+                if len(rw.created) > mark:
+                    rw.discard_created(mark)
         rw.finish()
         if changed:
             comp.instructions = comp.post_order()
