@@ -104,7 +104,8 @@ def ptx_to_cubin(ptx: str, arch: str = DEFAULT_ARCH) -> bytes:
         nvjitlink.get_linked_cubin(handle, buf)
         return bytes(buf)
     except nvjitlink.nvJitLinkError as err:
-        raise PtxError(f"nvJitLink rejected the PTX for {arch}: {err}\n{_error_log(nvjitlink, handle)}") from None
+        log = _error_log(nvjitlink, handle)
+        raise PtxError(f"nvJitLink rejected the PTX for {arch}: {err}\n{log}") from None
     finally:
         nvjitlink.destroy(handle)
 

@@ -10,9 +10,9 @@ sign-magnitude keys; popcnt of a sub-byte value counts its sign-extended byte.
 
 from __future__ import annotations
 
-from hlo_codegen.elemental.convert import compute_type, down, float_constant, int_constant, up
+from hlo_codegen.elemental.convert import down, float_constant, int_constant, up
 from hlo_codegen.elemental.emitter import ElementalError, FunctionContext, elemental
-from hlo_codegen.indexing import IndexingMap, Variable, sym
+from hlo_codegen.indexing import IndexingMap, Variable
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.kernel_ir.ir import Value
 from hlo_codegen.kernel_ir.types import complex_element, ir_type
@@ -60,7 +60,8 @@ def _abs(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]) -> Value
     (x,) = operands(ctx, instr, idx)
     src = _in_type(instr)
     if src.is_complex:
-        return down(ctx, ctx.b.op("complex.abs", [x], [complex_element(x.type)]).result, instr.shape.element_type)
+        mag = ctx.b.op("complex.abs", [x], [complex_element(x.type)]).result
+        return down(ctx, mag, instr.shape.element_type)
     if src.kind == "unsigned" or src.is_pred:
         return x
     if src.is_integer:
@@ -346,6 +347,3 @@ def _clamp(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]) -> Val
 def _map(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]) -> list[Value]:
     fn = ctx.emitter.scalar_function(instr.attrs["to_apply"])
     return ctx.b.call(fn, operands(ctx, instr, idx))
-
-
-__all__ = ["operands", "compute_type", "sym"]

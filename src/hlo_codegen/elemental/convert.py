@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo_codegen.elemental.emitter import ElementalError, FunctionContext, elemental, value_type
+from hlo_codegen.elemental.emitter import ElementalError, FunctionContext, elemental
 from hlo_codegen.kernel_ir.ir import Value
-from hlo_codegen.kernel_ir.types import FLOAT_FORMATS, complex_element, ir_type, is_complex
+from hlo_codegen.kernel_ir.types import FLOAT_FORMATS, complex_element, ir_type
 from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType
 from hlo_common.ir import HloInstruction
 
@@ -198,6 +198,3 @@ def scalar_literal(instr: HloInstruction, value) -> object:
     if pt.is_pred:
         return int(bool(v))
     return int(v.astype(np.int64) if pt.kind == "signed" or pt.bits < 8 else v.astype(np.uint64))
-
-
-__all__ = ["compute_type", "up", "down", "convert_value", "reduce_precision", "value_type", "is_complex"]

@@ -134,7 +134,8 @@ class ElementalEmitter:
         self.scalar_functions[id(computation)] = fb.function
         sub = ElementalEmitter(self.kernel, computation, {}, partition_computation(computation))
         sub.scalar_functions = self.scalar_functions
-        ctx = FunctionContext(sub, fb, None, {p.parameter_number: a for p, a in zip(params, fb.function.args)})
+        args = {p.parameter_number: a for p, a in zip(params, fb.function.args)}
+        ctx = FunctionContext(sub, fb, None, args)
         fb.return_(ctx.emit(computation.root, []))
         return fb.function
 

@@ -15,7 +15,7 @@ import numpy as np
 from hlo_codegen.elemental.convert import convert_value, scalar_literal
 from hlo_codegen.elemental.emitter import ElementalError, FunctionContext, elemental, leaf_shapes, value_type
 from hlo_codegen.indexing import (
-    IndexingMap, Variable, compute_output_to_input_indexing, dim, logical_to_physical, sym,
+    IndexingMap, Variable, compute_output_to_input_indexing, dim, sym,
 )
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.indexing.op_indexing import is_canonical_gather
@@ -91,7 +91,8 @@ def _concatenate(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]) 
     def part(k: int) -> list[Value]:
         shifted = list(idx)
         if offsets[k]:
-            shift = IndexingMap([dim(axis) - offsets[k]], [Variable(Interval(0, n - 1)) for n in instr.shape.dims])
+            domain = [Variable(Interval(0, n - 1)) for n in instr.shape.dims]
+            shift = IndexingMap([dim(axis) - offsets[k]], domain)
             shifted[axis] = b.apply_indexing(shift, idx)[0]
         if k == len(instr.operands) - 1:
             return [ctx.operand(instr, k, shifted)]
@@ -198,7 +199,8 @@ def _gather(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]) -> Va
             raw = ctx.value(indices, [idx[0], b.index(start_index_map.index(j))])
             pt = indices.shape.element_type
             start = b.cast("index_cast" if pt.kind == "signed" else "index_castui", raw, "index")
-            start = b.binary("minsi", b.binary("maxsi", start, b.index(0)), b.index(operand.dims[j] - sizes[j]))
+            upper = b.index(operand.dims[j] - sizes[j])
+            start = b.binary("minsi", b.binary("maxsi", start, b.index(0)), upper)
             offset = b.binary("addi", offset, start)
         src.append(offset)
     return ctx.operand(instr, 0, src)
@@ -241,6 +243,3 @@ def _reduce(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]) -> li
         return ctx.b.call(reducer, list(acc) + vals)
 
     return ctx.loop(window, [], inits, body)
-
-
-__all__ = ["operand_map", "domain_condition", "logical_to_physical"]

@@ -63,7 +63,8 @@ class KernelParams:
 
 def _is_packed(shape: Shape) -> bool:
     et = shape.element_type
-    return et.bits < 8 and not et.is_pred and shape.layout is not None and 0 < shape.layout.element_size_in_bits < 8
+    layout = shape.layout
+    return et.bits < 8 and not et.is_pred and layout is not None and 0 < layout.element_size_in_bits < 8
 
 
 def add_kernel_params(kernel: Kernel, fusion: HloInstruction,
@@ -183,7 +184,8 @@ def is_real_reduction_hero(reduce: HloInstruction, device: GpuDeviceInfo = H100)
                 or (major < 8 * warp and minor < 3))
 
 
-def wrap_computation_in_fusion(module: HloModule, computation: HloComputation, kind: str = "kLoop") -> HloInstruction:
+def wrap_computation_in_fusion(module: HloModule, computation: HloComputation,
+                               kind: str = "kLoop") -> HloInstruction:
     """A fusion instruction calling `computation`, in a fresh entry computation of `module`
     (for test files that hold only a fused computation, as XLA's `*_fusion_to_mlir` tools accept)."""
     entry = HloComputation(module.unique_computation_name("main"))

@@ -32,7 +32,9 @@ from hlo_codegen.emitters.base import (
     EmitterError, KernelEmitter, add_kernel_params, fusion_roots, output_shapes,
 )
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo, loop_fusion_unroll_factor, loop_launch_dimensions
-from hlo_codegen.indexing import IndexingMap, LaunchDimensions, default_thread_id_indexing_map, dim, logical_to_linear, sym
+from hlo_codegen.indexing import (
+    IndexingMap, LaunchDimensions, default_thread_id_indexing_map, dim, logical_to_linear, sym,
+)
 from hlo_codegen.indexing.thread_indexing import THREAD_DIM_NAMES
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Kernel, Value
@@ -128,7 +130,9 @@ class LoopFusion(KernelEmitter):
 
         hints = [f"d{i}" for i in range(m.num_results)]
         names = [v.name for v in m.range_vars]
-        if "unroll_id" in names and not any(names.index("unroll_id") in e.used_symbols() for e in m.constraints):
+        unroll_free = "unroll_id" in names and not any(
+            names.index("unroll_id") in e.used_symbols() for e in m.constraints)
+        if unroll_free:
             self._emit_unrolled(b, m, dims, names, hints, store_element)
         else:
             b.loop(m, dims, [], lambda syms, idx, iters: store_element(idx), index_hints=hints)
@@ -148,7 +152,8 @@ class LoopFusion(KernelEmitter):
         outer = IndexingMap((), m.dim_vars, [m.range_vars[c]] if c is not None else [], (),
                             [(e.replace(None, outer_syms), r) for e, r in m.constraints.items()])
         inner = IndexingMap([e.replace(None, inner_syms) for e in m.results],
-                            list(m.dim_vars) + ([m.range_vars[c]] if c is not None else []), [m.range_vars[u]])
+                            list(m.dim_vars) + ([m.range_vars[c]] if c is not None else []),
+                            [m.range_vars[u]])
 
         def outer_body(syms, idx, iters):
             b.loop(inner, dims + list(syms), [], lambda s, i, it: store_element(i), index_hints=hints,

@@ -194,7 +194,8 @@ class IRBuilder:
         self.op("sync_threads", (), [], cse=False)
         self.forget_loads()
 
-    def shuffle_reduce(self, reducer: Function, values: Sequence[Value], max_distance: int = 16) -> list[Value]:
+    def shuffle_reduce(self, reducer: Function, values: Sequence[Value],
+                       max_distance: int = 16) -> list[Value]:
         return self.op("shuffle_reduce", list(values), [v.type for v in values],
                        {"callee": reducer.name, "max_distance": max_distance}, cse=False).results
 

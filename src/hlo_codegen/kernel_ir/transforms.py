@@ -263,7 +263,8 @@ def _vectorize(kernel: Kernel, parent: Block, loop: Op) -> None:
     m: IndexingMap = loop.attrs["map"]
     lanes = int(loop.attrs.pop("vectorize"))
     if (len(m.range_vars) != 1 or m.rt_vars or m.range_vars[0].bounds.lower != 0
-            or m.range_vars[0].bounds.upper != lanes - 1 or any(0 in e.used_symbols() for e in m.constraints)):
+            or m.range_vars[0].bounds.upper != lanes - 1
+            or any(0 in e.used_symbols() for e in m.constraints)):
         return
     body = loop.regions[0]
     exprs = _track(body, m)

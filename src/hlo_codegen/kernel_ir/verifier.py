@@ -79,7 +79,8 @@ class _Verifier:
             body = op.regions[0]
             nd, ns, nr = m.num_dims, len(m.range_vars), m.num_results
             inits = op.operands[nd:]
-            if len(body.args) != ns + nr + len(inits) or [r.type for r in op.results] != [v.type for v in inits]:
+            if (len(body.args) != ns + nr + len(inits)
+                    or [r.type for r in op.results] != [v.type for v in inits]):
                 self.fail("loop arguments do not match its map and iter_args", op)
             self.check_yield(op, body, [v.type for v in inits])
         elif op.name == "if":

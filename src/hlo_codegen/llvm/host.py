@@ -95,7 +95,8 @@ class _KernelLowering:
 
     def lower(self) -> str:
         k = self.kernel
-        f = self.ml.module.function(k.name, "void", [("ptr", "args"), (I64, "block_begin"), (I64, "block_end")])
+        f = self.ml.module.function(k.name, "void",
+                                    [("ptr", "args"), (I64, "block_begin"), (I64, "block_end")])
         self.fn = f
         self.buffers = {}
         for i, p in enumerate(k.params):

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-import ml_dtypes  # noqa: F401  (narrow-float constants go through ml_dtypes in arith.py)
-
 from hlo_codegen.indexing import IndexingMap
 from hlo_codegen.indexing.affine import ADD, CONST, DIM, FLOORDIV, MOD, MUL, SYMBOL, AffineExpr
 from hlo_codegen.kernel_ir.ir import Block, Buffer, Kernel, Op, Value, hlo_bits
