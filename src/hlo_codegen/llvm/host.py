@@ -234,7 +234,7 @@ class _KernelLowering:
             other = [f.load(ty, f.gep(ty, s, src)) for ty, s in zip(types, scratch)]
             args = [self.buffers[b.name] for b in self.kernel.params] + mine + other
             ret = types[0] if len(types) == 1 else "{ " + ", ".join(types) + " }"
-            out = f.call(ret, reducer.name, args)
+            out = f.call(ret, self.ml.symbols[reducer.name], args)
             vals = [out] if len(types) == 1 else [f.extractvalue(ty, out, i) for i, ty in enumerate(types)]
             for ty, c, v in zip(types, cur, vals):
                 f.store(v, f.gep(ty, c, t))

@@ -103,6 +103,9 @@ class ModuleLowering:
         self.module = LLModule(target.triple, target.datalayout)
         self.params = kernel.params
         self.globals: dict[str, LV] = {}
+        # LLVM symbol of each subgraph function (renamed if it would clash with the kernel's)
+        self.symbols = {f.name: f"{f.name}.fn" if f.name == kernel.name else f.name
+                        for f in kernel.functions}
         for b in kernel.buffers:
             if b.kind == "global":
                 self.globals[b.name] = self._constant_global(b)
@@ -120,7 +123,7 @@ class ModuleLowering:
             ret = _ret_type(f.result_types)
             params = [(self.target.global_ptr, p.name) for p in self.params]
             params += [(llvm_type(a.type), a.name) for a in f.args]
-            fn = self.module.function(f.name, ret, params, prefix="internal")
+            fn = self.module.function(self.symbols[f.name], ret, params, prefix="internal")
             rl = RegionLowering(self, fn, dict(zip([p.name for p in self.params], fn.args)))
             for a, lv in zip(f.args, fn.args[len(self.params):]):
                 rl.env[id(a)] = lv
@@ -365,7 +368,7 @@ def _lower_call(rl: RegionLowering, op: Op) -> list[LV]:
     args = [rl.buffers[p.name] for p in rl.ml.params] + [rl.v(x) for x in op.operands]
     types = [r.type for r in op.results]
     ret = _ret_type(types)
-    out = f.call(ret, op.attrs["callee"], args)
+    out = f.call(ret, rl.ml.symbols[op.attrs["callee"]], args)
     if len(types) == 1:
         return [out]
     return [f.extractvalue(llvm_type(t), out, i) for i, t in enumerate(types)]

@@ -95,7 +95,7 @@ def _lower_shuffle_reduce(rl: RegionLowering, op: Op) -> None:
         other = [_shuffle(f, v, distance) for v in values]
         args = [rl.buffers[p.name] for p in rl.ml.params] + values + other
         ret = types[0] if len(types) == 1 else "{ " + ", ".join(types) + " }"
-        out = f.call(ret, reducer.name, args)
+        out = f.call(ret, rl.ml.symbols[reducer.name], args)
         values = [out] if len(types) == 1 else [f.extractvalue(t, out, i) for i, t in enumerate(types)]
         distance //= 2
     rl.bind(op.results, values)

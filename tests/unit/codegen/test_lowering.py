@@ -194,3 +194,17 @@ def test_host_kernel_errors() -> None:
     with pytest.raises(HostKernelError, match="C-contiguous"):
         load_host_kernel(ir, "k")([np.zeros((4, 4))[:, 1]], 1)
     assert compile_host_module(ir) is compile_host_module(ir)  # cached by text
+
+
+def test_function_named_like_the_kernel() -> None:
+    k = Kernel("add", (1, 1, 1), (4, 1, 1))
+    k.buffers.append(Buffer("arg0", "param", "s32", 4, written=True))
+    f = FunctionBuilder(k, "add", ["i32", "i32"], ["i32"])
+    f.return_([f.binary("addi", *f.function.args)])
+    b = IRBuilder(k)
+    th = b.thread_id("x", 4)
+    v = b.cast("index_cast", th, "i32")
+    b.store("arg0", b.call(f.function, [v, v])[0], th)
+    out = np.zeros(4, np.int32)
+    load_host_kernel(lower_to_host(k), "add")([out], 1)
+    assert list(out) == [0, 2, 4, 6] and "define ptx_kernel void @add(" in lower_to_nvptx(k)
