@@ -30,7 +30,8 @@ def check_layouts(module: HloModule) -> list[str]:
     entry, layout = module.entry, module.entry_computation_layout
     if layout is not None:
         for p in entry.parameters:
-            expect(same_m2m(p.shape, layout[0][p.parameter_number]), p, "differs from entry_computation_layout")
+            expect(same_m2m(p.shape, layout[0][p.parameter_number]), p,
+                   "differs from entry_computation_layout")
         expect(same_m2m(entry.root.shape, layout[1]), entry.root, "differs from the entry's result layout")
     return problems
 
@@ -39,7 +40,8 @@ def _layout_checks(instr: HloInstruction) -> list[tuple[str, bool]]:
     s, op = instr.shape, instr.opcode
     checks: list[tuple[str, bool]] = []
     if op in CANNOT_CHANGE_LAYOUT and s.is_array and s.rank >= 2:
-        checks += [(f"operand {k} layout differs from the result's", o.shape.minor_to_major == s.minor_to_major)
+        checks += [(f"operand {k} layout differs from the result's",
+                    o.shape.minor_to_major == s.minor_to_major)
                    for k, o in enumerate(instr.operands) if o.shape.is_array and o.shape.rank == s.rank]
     elif op == "broadcast":
         want = filter_layout_to_dims(s, tuple(instr.attrs.get("dimensions", ())))
@@ -50,14 +52,15 @@ def _layout_checks(instr: HloInstruction) -> list[tuple[str, bool]]:
             instr.attrs["index"]])))
     elif op == "while":
         body, cond = instr.attrs["body"], instr.attrs["condition"]
-        for what, shape in (("operand", instr.operands[0].shape), ("body parameter", body.parameters[0].shape),
-                            ("body root", body.root.shape), ("condition parameter", cond.parameters[0].shape)):
+        parts = (("operand", instr.operands[0].shape), ("body parameter", body.parameters[0].shape),
+                 ("body root", body.root.shape), ("condition parameter", cond.parameters[0].shape))
+        for what, shape in parts:
             checks.append((f"{what} layout differs from the loop's", same_m2m(s, shape)))
     elif op in ("call", "fusion"):
         callee = instr.attrs["to_apply" if op == "call" else "calls"]
         checks.append(("result differs from the callee's root", same_m2m(s, callee.root.shape)))
-        checks += [(f"operand {k} differs from the callee parameter", same_m2m(o.shape, callee.parameter(k).shape))
-                   for k, o in enumerate(instr.operands)]
+        checks += [(f"operand {k} differs from the callee parameter",
+                    same_m2m(o.shape, callee.parameter(k).shape)) for k, o in enumerate(instr.operands)]
     elif op == "conditional":
         for j, branch in enumerate(instr.called_computations()):
             checks.append((f"branch {j} root differs from the result", same_m2m(s, branch.root.shape)))

@@ -145,7 +145,8 @@ class LayoutAssignment:
         visit(self.module.entry, ("entry",))
         return order
 
-    def _computation_layout(self, comp: HloComputation, role: tuple) -> tuple[list[Shape] | None, Shape | None]:
+    def _computation_layout(self, comp: HloComputation,
+                            role: tuple) -> tuple[list[Shape] | None, Shape | None]:
         if role[0] == "entry":
             layout = self.module.entry_computation_layout
             if layout is not None and len(layout[0]) == len(comp.parameters):
@@ -319,7 +320,8 @@ class LayoutAssignment:
                     self.set_operand_layout(instr, k, m2m, True)
             elif instr.opcode == "broadcast":
                 dims = tuple(instr.attrs.get("dimensions", ()))
-                self.set_operand_layout(instr, k, filter_layout_to_dims(instr.shape.with_layout(m2m), dims), True)
+                operand_m2m = filter_layout_to_dims(instr.shape.with_layout(m2m), dims)
+                self.set_operand_layout(instr, k, operand_m2m, True)
             else:
                 cur = self.opc.get((id(instr), k))
                 if cur is None or not cur.mandatory:
@@ -498,7 +500,8 @@ def _subshape_or_none(shape: Shape, idx: tuple) -> Shape | None:
     return shape
 
 
-def copy_to_layout(instr: HloInstruction, shape: Shape, before: HloInstruction | None = None) -> HloInstruction:
+def copy_to_layout(instr: HloInstruction, shape: Shape,
+                   before: HloInstruction | None = None) -> HloInstruction:
     """XLA's CreateCopyWithNewLayout: a copy of an array, or a tuple of element copies."""
     comp = instr.parent
     if instr.shape.is_tuple:

@@ -114,7 +114,8 @@ def reduce_output_shapes(reduce: HloInstruction) -> list[Shape]:
 
 
 def make_reduce(before: HloInstruction, inputs: list[HloInstruction], inits: list[HloInstruction],
-                dims: Sequence[int], reducer, out_shapes: list[Shape], name: str = "reduce") -> HloInstruction:
+                dims: Sequence[int], reducer, out_shapes: list[Shape],
+                name: str = "reduce") -> HloInstruction:
     """A (possibly variadic) reduce with the given result shapes, added before `before`."""
     shape = out_shapes[0] if len(out_shapes) == 1 else Shape.tuple_of(out_shapes)
     new = before.parent.add_new_instruction(
@@ -129,7 +130,8 @@ def replace_reduce(reduce: HloInstruction, new: HloInstruction) -> None:
     reduce.parent.replace_instruction(reduce, new)
 
 
-def bitcast_outputs(new_reduce: HloInstruction, shapes: list[Shape], before: HloInstruction) -> HloInstruction:
+def bitcast_outputs(new_reduce: HloInstruction, shapes: list[Shape],
+                    before: HloInstruction) -> HloInstruction:
     """`new_reduce`'s result(s) bitcast to `shapes`: one bitcast, or a tuple of GTE + bitcast."""
     comp = new_reduce.parent
     if not new_reduce.shape.is_tuple:

@@ -76,7 +76,8 @@ def _gemm(instr, operands, ev):
                       lb, rb, lc, rc)
     alpha = complex(float(cfg.get("alpha_real", 1.0)), float(cfg.get("alpha_imag", 0.0)))
     if alpha != 1:
-        acc = acc * (np.asarray(alpha, acc.dtype) if acc.dtype.kind == "c" else np.asarray(alpha.real, acc.dtype))
+        scale = alpha if acc.dtype.kind == "c" else alpha.real
+        acc = acc * np.asarray(scale, acc.dtype)
     if beta != 0:
         acc = acc + np.asarray(beta, acc.dtype) * to_accumulation(operands[2], out_type)
     if has_bias:
@@ -104,7 +105,8 @@ def _tuple_result(instr, result: np.ndarray, aux: np.ndarray | None, damax: bool
         if aux is not None and len(leaves) == 1:
             leaves.append(to_element_type(aux, shape.element_type))
         elif damax and shape.rank == 0 and shape.element_type.name == "f32":
-            leaves.append(np.asarray(np.max(np.abs(result.astype(np.float32))) if result.size else 0, np.float32))
+            amax = np.max(np.abs(result.astype(np.float32))) if result.size else 0
+            leaves.append(np.asarray(amax, np.float32))
             damax = False
         else:
             leaves.append(np.zeros(shape.dims, shape.element_type.np_dtype))

@@ -73,7 +73,7 @@ from hlo_opt.pass_base import HloPass, register_pass
 
 GEMM_TARGET = "__cublas$gemm"
 HOPPER_WORKSPACE_BYTES = 32 * 1024 * 1024
-MAX_MATERIALIZED_BIAS_BYTES = 8 * 1024 * 1024
+MAX_BIAS_BYTES = 8 * 1024 * 1024  # XLA: kMaxMaterializeBiasBytes
 _F8 = ("f8e3m4", "f8e4m3", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz")
 _MATMUL_TYPES = frozenset(_F8 + ("f16", "bf16", "f32", "f64", "c64", "c128"))
 _MATVEC_TYPES = frozenset(("f8e4m3fn", "f8e5m2", "f16", "bf16", "f32", "f64", "c64", "c128"))
@@ -102,12 +102,14 @@ def _canonical_ranks(dot: HloInstruction, lhs_extra: int, rhs_extra: int, out_ex
     nb = len(_dims(dot, "lhs_batch_dims"))
     lhs, rhs = dot.operands
     return (lhs.shape.rank == nb + lhs_extra and rhs.shape.rank == nb + rhs_extra
-            and dot.shape.rank == nb + out_extra and lhs.shape.num_elements > 0 and rhs.shape.num_elements > 0)
+            and dot.shape.rank == nb + out_extra
+            and lhs.shape.num_elements > 0 and rhs.shape.num_elements > 0)
 
 
 def _type_allowed(dot: HloInstruction, types: frozenset) -> bool:
     out = _type(dot)
-    return out in types or (out == "s32" and _type(dot.operands[0]) == "s8" and _type(dot.operands[1]) == "s8")
+    s8_operands = _type(dot.operands[0]) == "s8" and _type(dot.operands[1]) == "s8"
+    return out in types or (out == "s32" and s8_operands)
 
 
 def is_matrix_multiplication(dot: HloInstruction) -> bool:
@@ -176,7 +178,8 @@ def gemm_config(instr: HloInstruction) -> dict:
 
 def gemm_name(config: dict) -> str:
     ddn = config["gemm_backend_config"]["dot_dimension_numbers"]
-    return "cublas-batch-gemm" if ddn["lhs_batch_dimensions"] or ddn["rhs_batch_dimensions"] else "cublas-gemm"
+    batched = ddn["lhs_batch_dimensions"] or ddn["rhs_batch_dimensions"]
+    return "cublas-batch-gemm" if batched else "cublas-gemm"
 
 
 def _scalar_constant(instr: HloInstruction) -> complex | None:
@@ -202,7 +205,9 @@ class GemmRewriterVisitor:
 
     # -- dot ---------------------------------------------------------------------------------------
     def handle_dot(self, dot: HloInstruction) -> None:
-        if not (is_matrix_multiplication(dot) or is_matrix_vector_multiplication(dot)) or "sparsity" in dot.attrs:
+        if not (is_matrix_multiplication(dot) or is_matrix_vector_multiplication(dot)):
+            return
+        if "sparsity" in dot.attrs:
             return
         if too_small_for_rewriting(dot, self.threshold) and _type(dot) in _CLASSICAL_EMITTER_TYPES:
             return
@@ -216,15 +221,17 @@ class GemmRewriterVisitor:
         config = gemm_backend_config(dot)
         if operands != list(dot.operands):
             config["gemm_backend_config"]["precision_config"]["algorithm"] = "ALG_UNSET"
-        call = self.comp.add_new_instruction("custom-call", operands, dot.shape, {"custom_call_target": GEMM_TARGET},
-                                             name=gemm_name(config), before=dot)
+        call = self.comp.add_new_instruction("custom-call", operands, dot.shape,
+                                             {"custom_call_target": GEMM_TARGET}, name=gemm_name(config),
+                                             before=dot)
         call.backend_config_data = config
         call.metadata, call.frontend_attributes = list(dot.metadata), list(dot.frontend_attributes)
         self.comp.replace_instruction(dot, call)
         self.changed = True
 
     def _convert(self, op: HloInstruction, etype: str, before: HloInstruction) -> HloInstruction:
-        return self.comp.add_new_instruction("convert", [op], op.shape.with_element_type(etype), before=before)
+        shape = op.shape.with_element_type(etype)
+        return self.comp.add_new_instruction("convert", [op], shape, before=before)
 
     def _f8_dot_as_f16(self, dot: HloInstruction) -> HloInstruction:
         """XLA's TurnF8DotIntoF16Dot: f16 (bf16 for a bf16 result) operands, f8 results converted back."""
@@ -243,8 +250,8 @@ class GemmRewriterVisitor:
     # -- alpha ---------------------------------------------------------------------------------------
     def handle_multiply(self, mul: HloInstruction) -> None:
         for gemm, bcast in (mul.operands, reversed(mul.operands)):
-            if not (is_gemm(gemm) and gemm.shape.is_array and len(gemm.users) == 1 and bcast.opcode == "broadcast"
-                    and len(bcast.users) == 1):
+            if not (is_gemm(gemm) and gemm.shape.is_array and len(gemm.users) == 1
+                    and bcast.opcode == "broadcast" and len(bcast.users) == 1):
                 continue
             scalar = _scalar_constant(bcast.operands[0])
             if scalar is None or _type(gemm) == "s32":
@@ -262,7 +269,8 @@ class GemmRewriterVisitor:
     def handle_add(self, add: HloInstruction) -> None:
         add = self._hoist_bitcast(add)
         for x, bias in (add.operands, reversed(add.operands)):
-            gemm = x if is_gemm(x) else (x.operands[0] if x.opcode == "convert" and len(x.users) == 1 else None)
+            converted = x.opcode == "convert" and len(x.users) == 1
+            gemm = x if is_gemm(x) else (x.operands[0] if converted else None)
             if gemm is None or not is_gemm(gemm) or len(gemm.users) != 1 or bias.opcode == "broadcast":
                 continue
             types = (_type(gemm.operands[0]), _type(gemm.operands[1]), _type(add))
@@ -316,7 +324,8 @@ class GemmRewriterVisitor:
             c = self.comp.add_new_instruction("bitcast", [c], inner, before=add)
         c = self._pad_to(c, gemm.shape, add)
         fused = gemm.clone(new_operands=list(gemm.operands[:2]) + [c] + list(gemm.operands[2:]),
-                           shape=gemm.shape.with_element_type(c.shape.element_type), name=gemm_name(gemm.backend_config_data))
+                           shape=gemm.shape.with_element_type(c.shape.element_type),
+                           name=gemm_name(gemm.backend_config_data))
         gemm_config(fused)["beta"] = 1
         fused.attrs["output_to_operand_aliasing"] = OutputOperandAliasing((((), 2, ()),))
         result = self.comp.add_instruction(fused, before=add)
@@ -338,9 +347,11 @@ class GemmRewriterVisitor:
 
     def _maybe_constant_fold(self, bias: HloInstruction, before: HloInstruction) -> HloInstruction:
         """XLA's MaybeConstantFoldBias: reshape/transpose/bitcast of a broadcast non-scalar constant."""
-        inner = bias.operands[0] if bias.opcode in ("reshape", "transpose", "bitcast") and bias.operands else None
-        if inner is None or inner.opcode != "broadcast" or inner.operands[0].opcode != "constant" \
-                or inner.operands[0].shape.num_elements == 1 or byte_size(bias.shape) > MAX_MATERIALIZED_BIAS_BYTES:
+        if bias.opcode not in ("reshape", "transpose", "bitcast") or byte_size(bias.shape) > MAX_BIAS_BYTES:
+            return bias
+        inner = bias.operands[0]
+        if inner.opcode != "broadcast" or inner.operands[0].opcode != "constant" \
+                or inner.operands[0].shape.num_elements == 1:
             return bias
         value = try_evaluate(bias)
         if value is None:
@@ -349,7 +360,8 @@ class GemmRewriterVisitor:
 
     def _constant(self, value, etype, shape: Shape, before: HloInstruction) -> HloInstruction:
         literal = np.asarray(value).astype(etype.np_dtype)
-        return self.comp.add_new_instruction("constant", [], shape, literal=literal, name="constant", before=before)
+        return self.comp.add_new_instruction("constant", [], shape, literal=literal, name="constant",
+                                             before=before)
 
     def _pad_to(self, x: HloInstruction, target: Shape, before: HloInstruction) -> HloInstruction:
         if x.shape.dims == target.dims:
@@ -357,8 +369,8 @@ class GemmRewriterVisitor:
         et = x.shape.element_type
         zero = self._constant(0, et, Shape.array(et, ()), before)
         config = PaddingConfig(tuple((0, t - d, 0) for d, t in zip(x.shape.dims, target.dims)))
-        return self.comp.add_new_instruction("pad", [x, zero], target.with_element_type(et), {"padding": config},
-                                             before=before)
+        shape = target.with_element_type(et)
+        return self.comp.add_new_instruction("pad", [x, zero], shape, {"padding": config}, before=before)
 
 
 def add_workspace(call: HloInstruction, workspace_bytes: int) -> None:

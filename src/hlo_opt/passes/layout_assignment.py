@@ -124,7 +124,8 @@ class _GpuLayoutAssignment(LayoutAssignment):
     def _minor_contracting(self, dot: HloInstruction, k: int, batch, contracting, free) -> None:
         shape = self.orig.get(id(dot.operands[k]), dot.operands[k].shape)
         m2m = shape.minor_to_major
-        if set(m2m[:len(contracting)]) <= set(contracting) and matrix_layout_ok(shape, batch, free, contracting):
+        minor = set(m2m[:len(contracting)])
+        if minor <= set(contracting) and matrix_layout_ok(shape, batch, free, contracting):
             self.set_operand_layout(dot, k, m2m)
             return
         self.set_operand_layout(dot, k, tuple(reversed(tuple(batch) + tuple(free) + tuple(contracting))))

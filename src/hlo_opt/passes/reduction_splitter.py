@@ -44,7 +44,8 @@ def split_reduction(reduce: HloInstruction, ignore_small_dims: bool) -> bool:
     pre = make_reduce(reduce, [operand], [init], [largest], reduce.attrs["to_apply"],
                       [Shape.array(reduce.shape.element_type, pre_dims)])
     rest = [d - 1 if d > largest else d for d in dims if d != largest]
-    final = make_reduce(reduce, [pre], [init], rest, reduce.attrs["to_apply"], [reduce.shape], name=reduce.name)
+    final = make_reduce(reduce, [pre], [init], rest, reduce.attrs["to_apply"], [reduce.shape],
+                        name=reduce.name)
     reduce.parent.replace_instruction(reduce, final)
     return True
 

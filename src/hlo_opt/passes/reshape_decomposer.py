@@ -38,7 +38,8 @@ def decompose_reshape(reshape: HloInstruction) -> bool:
         return True
     aligned_output = align_layouts(src, out)
     if aligned_output is not None:
-        new = comp.add_new_instruction("reshape", [operand], aligned_output, name=reshape.name, before=reshape)
+        new = comp.add_new_instruction("reshape", [operand], aligned_output, name=reshape.name,
+                                       before=reshape)
         comp.replace_instruction(reshape, make_copy(new, out, before=reshape))
         return True
     first = make_copy(operand, src.with_default_layouts(), before=reshape)

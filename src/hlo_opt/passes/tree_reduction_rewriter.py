@@ -6,11 +6,11 @@ Where it sits: last pass of "hlo normalization", as a fixed point after the redu
 Race-free bounds (reduction_utils): row reductions up to 16384 minor elements and 8 batch rows,
 column reductions up to 4096 reduced rows.
 
-    r = f32[] reduce(f32[100000]{0} x, z), dimensions={0}            row reduction of 100000
+    r = f32[] reduce(f32[100003]{0} x, z), dimensions={0}            row reduction of 100003
     becomes
-    p = f32[100128]{0} pad(x, z), padding=0_128                      k1 * k2 >= n, least padding
-    b = f32[313,320]{1,0} bitcast(p)                                 [k1, k2] (swapped if better)
-    i = f32[313]{0} reduce(b, z), dimensions={1}
+    p = f32[100005]{0} pad(x, z), padding=0_2                        k1 * k2 >= n, least padding
+    b = f32[295,339]{1,0} bitcast(p)                                 [k1, k2] (swapped if better)
+    i = f32[295]{0} reduce(b, z), dimensions={1}
     r = f32[] reduce(i, z), dimensions={0}
 
 Split size: k2 near sqrt(n), capped at the race-free bound, chosen in (k2/2, k2] for the least
@@ -67,7 +67,8 @@ def split_params(n: int, dims: ReductionDimensions) -> tuple[int, int]:
     return best_k1, best_k2
 
 
-def _pad_inputs(reduce: HloInstruction, inputs: list[HloInstruction], dim: int, size: int) -> list[HloInstruction]:
+def _pad_inputs(reduce: HloInstruction, inputs: list[HloInstruction], dim: int,
+                size: int) -> list[HloInstruction]:
     out = []
     for x, init in zip(inputs, reduce_inits(reduce)):
         n = x.shape.dims[dim]
@@ -76,8 +77,9 @@ def _pad_inputs(reduce: HloInstruction, inputs: list[HloInstruction], dim: int, 
             continue
         config = PaddingConfig(tuple((0, size - n if d == dim else 0, 0) for d in range(x.shape.rank)))
         dims = tuple(size if d == dim else s for d, s in enumerate(x.shape.dims))
-        out.append(reduce.parent.add_new_instruction("pad", [x, init], Shape.array(x.shape.element_type, dims),
-                                                     {"padding": config}, before=reduce))
+        shape = Shape.array(x.shape.element_type, dims)
+        out.append(reduce.parent.add_new_instruction("pad", [x, init], shape, {"padding": config},
+                                                     before=reduce))
     return out
 
 
@@ -90,15 +92,16 @@ def split_reduction_dimension(reduce: HloInstruction, dims: ReductionDimensions,
     padded = _pad_inputs(reduce, inputs, split, k1 * k2)
     shape = padded[0].shape.dims
     reshaped_dims = shape[:split] + (k1, k2) + shape[split + 1:]
-    reshaped = [make_bitcast(p, Shape.array(p.shape.element_type, reshaped_dims), before=reduce) for p in padded]
+    reshaped = [make_bitcast(p, Shape.array(p.shape.element_type, reshaped_dims), before=reduce)
+                for p in padded]
     inner_dims = [d + 1 if d == split else d for d in reduced]
     inner_shape = tuple(s for d, s in enumerate(reshaped_dims) if d not in inner_dims)
     outer_dim = split - inner_dims.index(split + 1)
     inner = make_reduce(reduce, reshaped, reduce_inits(reduce), inner_dims, reduce.attrs["to_apply"],
                         [Shape.array(x.shape.element_type, inner_shape) for x in inputs])
-    outer = make_reduce(reduce, [inner] if not inner.shape.is_tuple else _elements(inner, reduce),
-                        reduce_inits(reduce), [outer_dim], reduce.attrs["to_apply"], reduce_output_shapes(reduce),
-                        name=reduce.name)
+    operands = [inner] if not inner.shape.is_tuple else _elements(inner, reduce)
+    outer = make_reduce(reduce, operands, reduce_inits(reduce), [outer_dim], reduce.attrs["to_apply"],
+                        reduce_output_shapes(reduce), name=reduce.name)
     reduce.parent.replace_instruction(reduce, outer)
 
 

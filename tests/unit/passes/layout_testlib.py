@@ -15,7 +15,8 @@ from numerics_testlib import check_same_results
 from pass_testlib import check_pass
 
 
-def run_layout_pass(name: str, text: str, changed: bool = True, numerics: bool = True, **options) -> HloModule:
+def run_layout_pass(name: str, text: str, changed: bool = True, numerics: bool = True,
+                    **options) -> HloModule:
     """check_pass + layout consistency + the interpreter's results before and after (same inputs)."""
     module = check_pass(name, text, changed=changed, **options)
     problems = check_layouts(module)

@@ -47,7 +47,8 @@ HloModule m
 ENTRY e {
   p = f32[4,8,16]{0,1,2} parameter(0)
   q = f32[4,16,32] parameter(1)
-  ROOT d = f32[4,8,32] dot(p, q), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}
+  ROOT d = f32[4,8,32] dot(p, q), lhs_batch_dims={0}, rhs_batch_dims={0},
+    lhs_contracting_dims={2}, rhs_contracting_dims={1}
 }
 // CHECK: %[[C:.*]] = f32[4,8,16]{2,1,0} copy(%p)
 // CHECK: ROOT %d = f32[4,8,32]{2,1,0} dot(%[[C]], %q)
@@ -60,7 +61,8 @@ HloModule m
 ENTRY e {
   p = f32[4,8,16] parameter(0)
   q = f32[4,16,32] parameter(1)
-  d = f32[4,8,32] dot(p, q), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}
+  d = f32[4,8,32] dot(p, q), lhs_batch_dims={0}, rhs_batch_dims={0},
+    lhs_contracting_dims={2}, rhs_contracting_dims={1}
   ROOT t = f32[4,32,8] transpose(d), dimensions={0,2,1}
 }
 // CHECK-NOT: copy
