@@ -36,7 +36,8 @@ def _floats(dtype, n: int, seed: int, lo: float = -4.0, hi: float = 4.0) -> np.n
 
 
 FLOAT_UNARY_ANY = ["exponential", "exponential-minus-one", "sine", "cosine", "tan", "tanh", "sinh", "cosh",
-                   "asinh", "ceil", "floor", "round-nearest-even", "round-nearest-afz", "erf", "abs", "negate",
+                   "asinh", "ceil", "floor", "round-nearest-even", "round-nearest-afz", "erf", "abs",
+                   "negate",
                    "sign", "logistic", "cbrt"]
 FLOAT_UNARY_POSITIVE = ["log", "log-plus-one", "sqrt", "rsqrt", "acosh"]
 FLOAT_UNARY_UNIT = ["asin", "acos", "atanh"]
@@ -86,7 +87,8 @@ def test_integer_ops(etype: str) -> None:
     n = a.size
     t = f"{etype}[{n}]"
     ops = [(t, f"{op}(p0, p1)") for op in ("add", "subtract", "multiply", "divide", "remainder", "maximum",
-                                            "minimum", "and", "or", "xor", "shift-left", "shift-right-logical",
+                                            "minimum", "and", "or", "xor", "shift-left",
+                                            "shift-right-logical",
                                             "shift-right-arithmetic", "power")]
     ops += [(t, f"{op}(p0)") for op in ("not", "negate", "abs", "sign", "popcnt", "count-leading-zeros")]
     if etype != "s4":
@@ -108,7 +110,8 @@ def test_pred_ops() -> None:
 
 
 CONVERT_TARGETS = ["s8", "u8", "s16", "u16", "s32", "u32", "s64", "u64", "s4", "u4", "pred", "f16", "bf16",
-                   "f64", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz", "f8e3m4", "f8e4m3",
+                   "f64", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz", "f8e3m4",
+                   "f8e4m3",
                    "f4e2m1fn", "c64"]
 
 

@@ -133,11 +133,12 @@ def assert_close(got: np.ndarray, want: np.ndarray, shape: Shape, tol: float | N
         err = np.abs(g - w)
         bad = ~same & ~((err <= tol) | (err <= tol * np.abs(w)))
     idx = np.nonzero(bad)[0]
-    assert idx.size == 0, f"{what}: {idx.size} of {g.size} differ, first at {idx[:5]}: {g[idx[:5]]} vs {w[idx[:5]]}"
+    first = idx[:5]
+    assert idx.size == 0, f"{what}: {idx.size} of {g.size} differ, first at {first}: {g[first]} vs {w[first]}"
 
 
-def check_fusion(text_or_fusion, args: list[np.ndarray] | None = None, seed: int = 0, tol: float | None = None,
-                 round_trip: bool = True) -> Kernel:
+def check_fusion(text_or_fusion, args: list[np.ndarray] | None = None, seed: int = 0,
+                 tol: float | None = None, round_trip: bool = True) -> Kernel:
     """Emit the fusion, check the kernel text round-trips, run it and compare with the interpreter."""
     fusion = fusion_of(text_or_fusion) if isinstance(text_or_fusion, str) else text_or_fusion
     kernel = emit_kernel(fusion)
@@ -175,6 +176,7 @@ def test_packed_buffer_is_low_bits_first() -> None:
 
 def test_assert_close_uses_both_bounds() -> None:
     shape = Shape.array("f32", (3,))
-    assert_close(np.array([1.0, 1e6, np.nan], np.float32), np.array([1.00005, 1e6 + 50, np.nan], np.float32), shape)
+    assert_close(np.array([1.0, 1e6, np.nan], np.float32), np.array([1.00005, 1e6 + 50, np.nan], np.float32),
+                 shape)
     with pytest.raises(AssertionError):
         assert_close(np.array([1.0], np.float32), np.array([1.01], np.float32), shape)

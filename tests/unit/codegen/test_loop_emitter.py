@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from filecheck_util import check_text
-from hlo_codegen.emitters import A100, H100, EmitterError, LoopFusion, emit_kernel, emitter_kind, get_fusion_emitter
+from hlo_codegen.emitters import (
+    A100, H100, EmitterError, LoopFusion, emit_kernel, emitter_kind, get_fusion_emitter,
+)
 from hlo_codegen.emitters.launch import loop_fusion_unroll_factor, loop_launch_dimensions, split_grid_x
 from hlo_codegen.kernel_ir import print_kernel
 from test_elemental_harness import check_fusion, fusion_of, random_args, reference, run_on_host
@@ -107,9 +109,11 @@ def test_ops_that_prevent_unrolling() -> None:
     operands = ", ".join(f"p{i}" for i in range(11))
     params = "\n".join(f"p{i} = f32[32768] parameter({i})" for i in range(11))
     fusion = fusion_of(f"f {{ {params} ROOT c = f32[360448] concatenate({operands}), dimensions={{0}} }}")
-    assert loop_fusion_unroll_factor(360448, fusion.fused_computation(), [fusion.fused_computation().root]) == 1
+    comp = fusion.fused_computation()
+    assert loop_fusion_unroll_factor(360448, comp, [comp.root]) == 1
     fusion = fusion_of(f"f {{ {params} ROOT c = f32[32768] add(p0, p1) }}")
-    assert loop_fusion_unroll_factor(360448, fusion.fused_computation(), [fusion.fused_computation().root]) == 4
+    comp = fusion.fused_computation()
+    assert loop_fusion_unroll_factor(360448, comp, [comp.root]) == 4
 
 
 def test_grid_split_uses_powers_of_two() -> None:
@@ -178,7 +182,8 @@ def test_argument_ids_must_match_the_arguments() -> None:
 def test_vectorization_needs_contiguous_indices(body: str, vectorized: bool) -> None:
     fusion = fusion_of(f"f {{ p = f32[512,1024] parameter(0)\n {body} }}")
     text = print_kernel(emit_kernel(fusion))
-    assert ("load @arg0" in text and "vector<4xf32>" in text.split("load @arg0")[1].splitlines()[0]) == vectorized
+    first_load = text.split("load @arg0")[1].splitlines()[0]
+    assert ("vector<4xf32>" in first_load) == vectorized
     assert "store @arg1 %vec" in text  # the output is always contiguous in the unroll index
 
 

@@ -30,19 +30,19 @@ def reduction_kernel(etype: str = "f32") -> Kernel:
     add.return_([add.binary("addf" if t == "f32" else "addi", *add.function.args)])
     b = IRBuilder(k)
     th, bl = b.thread_id("x", THREADS), b.block_id("x", BLOCKS)
-    flat = b.apply_indexing(parse_indexing_map(
-        f"(th_x, bl_x) -> (bl_x * {THREADS} + th_x), domain: th_x in [0, {THREADS - 1}], bl_x in [0, {BLOCKS - 1}]"),
-        [th, bl])[0]
+    domain = f"th_x in [0, {THREADS - 1}], bl_x in [0, {BLOCKS - 1}]"
+    flat = b.apply_indexing(parse_indexing_map(f"(th_x, bl_x) -> (bl_x * {THREADS} + th_x), domain: {domain}"),
+                            [th, bl])[0]
     x = b.load("arg0", flat, t)
     two = b.constant(2.0 if t == "f32" else 2, t)
     b.store("tile", b.binary("mulf" if t == "f32" else "muli", x, two), th)
     b.sync_threads()
-    mirror = b.apply_indexing(parse_indexing_map(f"(d0) -> ({THREADS - 1} - d0), domain: d0 in [0, {THREADS - 1}]"),
-                              [th])[0]
+    on_th = f"domain: d0 in [0, {THREADS - 1}]"
+    mirror = b.apply_indexing(parse_indexing_map(f"(d0) -> ({THREADS - 1} - d0), {on_th}"), [th])[0]
     (r,) = b.shuffle_reduce(add.function, [b.load("tile", mirror, t)])
     b.store("arg1", r, flat)
-    lane = b.apply_indexing(parse_indexing_map(f"(d0) -> (d0 mod 32), domain: d0 in [0, {THREADS - 1}]"), [th])[0]
-    warp = b.apply_indexing(parse_indexing_map(f"(d0) -> (d0 floordiv 32), domain: d0 in [0, {THREADS - 1}]"), [th])[0]
+    lane = b.apply_indexing(parse_indexing_map(f"(d0) -> (d0 mod 32), {on_th}"), [th])[0]
+    warp = b.apply_indexing(parse_indexing_map(f"(d0) -> (d0 floordiv 32), {on_th}"), [th])[0]
     b.if_(b.cmpi("eq", lane, b.index(0)), [], lambda: (b.store("warps", r, warp), [])[1])
     b.sync_threads()
 
@@ -124,7 +124,8 @@ def test_nvptx_form_of_the_same_kernel() -> None:
 
 def test_shuffle_of_64_bit_and_complex_values_on_nvptx() -> None:
     k = Kernel("k", (1, 1, 1), (32, 1, 1))
-    k.buffers += [Buffer("arg0", "param", "c64", 32, written=True), Buffer("arg1", "param", "f64", 32, written=True)]
+    k.buffers += [Buffer("arg0", "param", "c64", 32, written=True),
+                  Buffer("arg1", "param", "f64", 32, written=True)]
     f = FunctionBuilder(k, "red", ["complex<f32>", "f64", "complex<f32>", "f64"], ["complex<f32>", "f64"])
     a, c, bb, d = f.function.args
     f.return_([f.op("complex.add", [a, bb], ["complex<f32>"]).result, f.binary("addf", c, d)])
@@ -157,7 +158,8 @@ def test_loop_with_iter_args_and_constraints() -> None:
     th = b.thread_id("x", 10)
     m = parse_indexing_map("(d0)[s0] -> (s0), domain: d0 in [0, 9], s0 in [0, 9], d0 - s0 in [1, 9]")
     zero = b.constant(0, "i64")
-    (total,) = b.loop(m, [th], [zero], lambda s, idx, it: [b.binary("addi", it[0], b.cast("index_cast", idx[0], "i64"))])
+    (total,) = b.loop(m, [th], [zero],
+                      lambda s, idx, it: [b.binary("addi", it[0], b.cast("index_cast", idx[0], "i64"))])
     b.store("arg0", total, th)
     out = np.zeros(10, np.int64)
     load_host_kernel(lower_to_host(k), "tri")([out], 1)

@@ -115,7 +115,8 @@ def test_forced_roots() -> None:
 
 def test_to_string() -> None:
     p, _ = partition("f { p0 = f32[4] parameter(0) ROOT n = f32[4] negate(p0) }")
-    assert p.to_string() == "PartitionedComputation f:\n  SUBGRAPH f_n {\n    ROOT n = f32[4]{0} negate(p0)\n  }"
+    want = "PartitionedComputation f:\n  SUBGRAPH f_n {\n    ROOT n = f32[4]{0} negate(p0)\n  }"
+    assert p.to_string() == want
 
 
 @pytest.mark.parametrize("name,want", [("fusion.3", "fusion_3"), ("add-1", "add_1"), ("0x", "_0x")])

@@ -20,7 +20,8 @@ from test_lowering import reduction_kernel
 
 HAVE_NVJITLINK = importlib.util.find_spec("cuda") is not None and \
     importlib.util.find_spec("cuda.bindings") is not None
-needs_nvjitlink = pytest.mark.skipif(not HAVE_NVJITLINK, reason="cuda-bindings (the 'ptx' extra) is not installed")
+needs_nvjitlink = pytest.mark.skipif(not HAVE_NVJITLINK,
+                                     reason="cuda-bindings (the 'ptx' extra) is not installed")
 
 MATH_FUSION = """f {
   p0 = f32[1000] parameter(0)
@@ -48,7 +49,8 @@ def test_gelu_ptx_is_vectorized_and_links() -> None:
     ptx, cubin = _cubin(lower_to_nvptx(emit_kernel(fusion_of(gelu("6,512,4096")))))
     assert cubin[:4] == b"\x7fELF"
     assert ".target sm_90" in ptx and ".visible .entry loop_multiply_fusion(" in ptx
-    assert re.search(r"ld\.global\.nc\.v(2\.b32|4\.b16)", ptx) and re.search(r"st\.global\.v(2\.b32|4\.b16)", ptx)
+    assert re.search(r"ld\.global\.nc\.v(2\.b32|4\.b16)", ptx)
+    assert re.search(r"st\.global\.v(2\.b32|4\.b16)", ptx)
     assert ".local" not in ptx  # the vector lanes are unrolled, not spilled to the stack
     assert "%tid.x" in ptx and "%ctaid.x" in ptx
 
