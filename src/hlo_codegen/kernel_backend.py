@@ -28,12 +28,8 @@ class KernelEmissionError(HloError):
 
 def fusion_emitter(fusion: HloInstruction):
     """The emitter for `fusion` (XLA's GetFusionEmitter)."""
-    try:
-        from hlo_codegen.emitters import get_fusion_emitter
-    except ImportError:  # only the loop emitter exists so far
-        from hlo_codegen.emitters.loop import LoopFusion
+    from hlo_codegen.emitters import get_fusion_emitter
 
-        return LoopFusion(fusion)
     return get_fusion_emitter(fusion)
 
 
@@ -67,7 +63,8 @@ class EmitterBackend:
             kernel = emitter.emit(argument_ids(fusion, args))
             kernel.name = label = unique_name(kernel.name)
             if len(kernel.params) != len(args):
-                raise HloError(f"the kernel takes {len(kernel.params)} parameters, the thunk passes {len(args)}")
+                raise HloError(f"the kernel takes {len(kernel.params)} parameters, the thunk passes "
+                               f"{len(args)}")
             return [self._lower(kernel, len(args))]
         except HloError as exc:
             raise KernelEmissionError(f"kernel {label} (fusion %{fusion.name}): {exc.one_line()}") from exc

@@ -199,6 +199,11 @@ class ManifestExecutable(Executable):
 
     def _kernel(self, thunk: KernelThunk) -> None:
         self.device.launch(self.kernels[thunk.kernel], thunk, [self.pointer(a.slice) for a in thunk.args])
+        check = getattr(self.device, "check_guards", None)
+        if check is not None:
+            problem = check(self.bases[a.slice.allocation] for a in thunk.args if a.written)
+            if problem is not None:
+                raise ThunkError(f"{self.name}: thunk {self.labels.get(id(thunk), thunk.kind)} {problem}")
 
     def _gemm(self, thunk: GemmThunk) -> None:
         roles = {"lhs": thunk.lhs, "rhs": thunk.rhs, "output": thunk.output, "c": thunk.c, "bias": thunk.bias,

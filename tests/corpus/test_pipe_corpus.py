@@ -10,8 +10,8 @@ exceeds both) against the interpreter running the manifest's HLO.
 
 Runnable: the module parses, its entry takes no tuple or token parameters, and neither the
 `verify` nor the `interpreter` tier lists it. If the interpreter cannot run a module at all it is
-skipped as not runnable. Modules the interpreter tier measured as slow, or with arrays over 4M
-elements, or past the first DEFAULT_MODULES of the list, are marked `slow`.
+skipped as not runnable. Modules past the first DEFAULT_PREFIX of the corpus (by module id), the
+ones the interpreter tier measured as slow, and those with arrays over 4M elements are `slow`.
 
 A runnable module that fails is listed under `codegen` in `tests/corpus/expected_failures.txt`,
 one line per module: `codegen <module id> host: <reason> | cuda: <reason>` (either part may be
@@ -41,9 +41,11 @@ TIER = "codegen"
 SEED = 0
 BOUND = 1e-3  # hlo-run's default --abs-error-bound / --rel-error-bound
 TIME_LIMIT_S = 60
-DEFAULT_MODULES = 260  # the first this many runnable modules (by id) run by default; the rest are slow
+DEFAULT_PREFIX = 280  # runnable modules among the first this many of the corpus run by default
 SLOW_ELEMENTS = 1 << 22
 NOTES = Path(__file__).with_name("interpreter_notes.txt")
+PIPE_NOTES = Path(__file__).with_name("pipe_notes.txt")
+SLOW_SECONDS = 3.0  # a module whose two checks took longer (2-core machine) runs only with -m slow
 _SHAPE_RE = re.compile(r"\b(?:pred|[suf]\d+|bf16|c64|c128|f8e\w+)\[([0-9, <=?]*)\]")
 
 
@@ -80,14 +82,24 @@ def _largest_array(text: str) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def runnable_modules() -> tuple[tuple[str, str, bool], ...]:
-    """(module id, text, slow) for every runnable module, in module-id order."""
+def _measured_slow() -> frozenset[str]:
+    if not PIPE_NOTES.exists():
+        return frozenset()
+    return frozenset(line.split()[1] for line in PIPE_NOTES.read_text().splitlines()
+                     if line.startswith("slow ") and len(line.split()) > 1)
+
+
+@functools.lru_cache(maxsize=None)
+def runnable_modules(measured: bool = True) -> tuple[tuple[str, str, bool], ...]:
+    """(module id, text, slow) for every runnable module, in module-id order. Whether a module runs
+    by default depends on its place in the corpus, its size and (`measured`) pipe_notes.txt, not
+    on other tiers' lists."""
     from hlo_common.errors import HloError
     from hlo_common.parser import parse_module
 
     excluded = set(expected_failures("verify")) | set(expected_failures("interpreter"))
     out = []
-    for module_id, text in corpus_modules():
+    for position, (module_id, text) in enumerate(corpus_modules()):
         if module_id in excluded:
             continue
         try:
@@ -96,16 +108,10 @@ def runnable_modules() -> tuple[tuple[str, str, bool], ...]:
             continue
         if any(p.shape.is_tuple or not p.shape.is_array for p in module.entry.parameters):
             continue
-        slow = module_id in _slow_notes() or _largest_array(text) > SLOW_ELEMENTS
+        slow = (position >= DEFAULT_PREFIX or module_id in _slow_notes()
+                or _largest_array(text) > SLOW_ELEMENTS or (measured and module_id in _measured_slow()))
         out.append((module_id, text, slow))
-    fast = 0
-    marked = []
-    for module_id, text, slow in out:
-        if not slow:
-            fast += 1
-            slow = fast > DEFAULT_MODULES
-        marked.append((module_id, text, slow))
-    return tuple(marked)
+    return tuple(out)
 
 
 # -- the stages --------------------------------------------------------------------------------------------
@@ -272,22 +278,80 @@ def _line(module_id: str, host: Outcome, cuda: Outcome) -> str | None:
     return f"{TIER} {module_id} {' | '.join(parts)}" if parts else None
 
 
-def update(all_modules: bool, jobs: int) -> None:
-    from concurrent.futures import ProcessPoolExecutor
+def _worker(tasks, results) -> None:
+    while True:
+        item = tasks.get()
+        if item is None:
+            return
+        results.put(("start", item[0], None))
+        results.put(("done", item[0], _check_both(item)))
 
-    items = [(mid, text) for mid, text, slow in runnable_modules() if all_modules or not slow]
-    keep = {mid for mid, _, slow in runnable_modules() if slow and not all_modules}
+
+def _check_all(items: list[tuple[str, str]], jobs: int):
+    """Yield (module id, host, cuda, seconds); a worker that dies (an LLVM abort, say) marks its
+    module as crashed and is replaced."""
+    import multiprocessing
+    import queue
+
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    pending = list(reversed(items))
+    workers: list[dict] = []
+
+    def start_worker() -> None:
+        tasks = ctx.Queue()
+        proc = ctx.Process(target=_worker, args=(tasks, results), daemon=True)
+        proc.start()
+        w = {"proc": proc, "tasks": tasks, "item": None}
+        workers.append(w)
+        feed(w)
+
+    def feed(w) -> None:
+        w["item"] = pending.pop()[0] if pending else None
+        w["tasks"].put(next((it for it in items if it[0] == w["item"]), None))
+
+    for _ in range(min(jobs, len(items))):
+        start_worker()
+    while any(w["item"] is not None for w in workers):
+        try:
+            kind, module_id, payload = results.get(timeout=5)
+        except queue.Empty:
+            for w in list(workers):
+                if w["item"] is not None and not w["proc"].is_alive():
+                    crashed = Outcome(False, f"crashed (exit code {w['proc'].exitcode})")
+                    yield w["item"], crashed, crashed, 0.0
+                    workers.remove(w)
+                    start_worker()
+            continue
+        if kind == "done":
+            yield payload
+            w = next(w for w in workers if w["item"] == module_id)
+            feed(w)
+    for w in workers:
+        w["tasks"].put(None)
+
+
+def update(all_modules: bool, jobs: int) -> None:
+    modules = runnable_modules(measured=False)
+    items = [(mid, text) for mid, text, slow in modules if all_modules or not slow]
+    checked = {mid for mid, _ in items}
     lines: dict[str, str] = {}
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for module_id, host, cuda, seconds in pool.map(_check_both, items, chunksize=1):
-            line = _line(module_id, host, cuda)
-            if line:
-                lines[module_id] = line
-            print(f"{seconds:6.1f}s {module_id}: {line or 'ok'}", flush=True)
+    seconds_of: dict[str, float] = {}
+    for module_id, host, cuda, seconds in _check_all(items, jobs):
+        line = _line(module_id, host, cuda)
+        if line:
+            lines[module_id] = line
+        seconds_of[module_id] = seconds
+        print(f"{seconds:6.1f}s {module_id}: {line or 'ok'}", flush=True)
     old = EXPECTED_FAILURES.read_text().splitlines()
-    kept = [ln for ln in old if not ln.startswith(f"{TIER} ") or ln.split()[1] in keep]
-    new = kept + [lines[mid] for mid in sorted(lines)]
-    EXPECTED_FAILURES.write_text("\n".join(new) + "\n")
+    kept = [ln for ln in old if not ln.startswith(f"{TIER} ") or ln.split()[1] not in checked]
+    EXPECTED_FAILURES.write_text("\n".join(kept + [lines[mid] for mid in sorted(lines)]) + "\n")
+    previous = PIPE_NOTES.read_text().splitlines() if PIPE_NOTES.exists() else []
+    notes = ["# Measured by `test_pipe_corpus.py --update` on a 2-core machine: slow <module id> <seconds>;",
+             f"# a module whose host + cuda checks took {SLOW_SECONDS:g} s or more runs only with -m slow."]
+    notes += [ln for ln in previous if ln.startswith("slow ") and ln.split()[1] not in checked]
+    notes += [f"slow {mid} {t:.1f}" for mid, t in sorted(seconds_of.items()) if t >= SLOW_SECONDS]
+    PIPE_NOTES.write_text("\n".join(notes) + "\n")
     print(f"{len(items)} modules checked, {len(lines)} listed under '{TIER}'")
 
 

@@ -28,16 +28,45 @@ def _view(address: int, size: int) -> np.ndarray:
     return np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(address))
 
 
+GUARD_BYTES = 256
+GUARD_PATTERN = 0xA5
 _EMPTY = np.zeros(1, np.uint8)  # stands for a zero-sized argument (the kernel never touches it)
 
 
 class HostDevice(Device):
     name = "host"
 
+    def __init__(self, guard_bytes: int = GUARD_BYTES):
+        self.guard_bytes = guard_bytes
+        self.guards: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # address -> (before, after)
+
     def allocate(self, size: int, alignment: int) -> np.ndarray:
-        raw = np.empty(size + alignment, dtype=np.uint8)
-        start = (-raw.ctypes.data) % alignment
-        return raw[start:start + max(size, 1)]  # the view keeps `raw` alive
+        """Aligned memory with `guard_bytes` of a known pattern on both sides, so that a kernel
+        writing past its buffers is caught (`check_guards`) instead of corrupting the heap."""
+        g = self.guard_bytes
+        raw = np.empty(size + alignment + 2 * g, dtype=np.uint8)
+        start = g + (-(raw.ctypes.data + g)) % alignment
+        buffer = raw[start:start + max(size, 1)]  # the view keeps `raw` alive
+        if g:
+            before, after = raw[start - g:start], raw[start + max(size, 1):start + max(size, 1) + g]
+            before[:] = GUARD_PATTERN
+            after[:] = GUARD_PATTERN
+            self.guards[buffer.ctypes.data] = (before, after)
+        return buffer
+
+    def release(self, buffer: np.ndarray) -> None:
+        self.guards.pop(buffer.ctypes.data, None)
+
+    def check_guards(self, addresses) -> str | None:
+        """A description of the first damaged guard among these buffer addresses, or None."""
+        for address in addresses:
+            guard = self.guards.get(address)
+            if guard is None:
+                continue
+            for where, zone in zip(("before", "after"), guard):
+                if (zone != GUARD_PATTERN).any():
+                    return f"wrote outside its buffers ({where} the buffer at 0x{address:x})"
+        return None
 
     def address(self, buffer: np.ndarray) -> int:
         return buffer.ctypes.data

@@ -17,7 +17,8 @@ class FakeKernelBackend:
     def __init__(self):
         self.calls = []
 
-    def compile(self, fusion, name, args):
+    def compile(self, fusion, args, unique_name):
+        name = unique_name(fusion.name)
         self.calls.append((fusion.name, name, list(args)))
         kernel = Kernel(name, (1, 1, 1), (128, 1, 1), 0, len(args), ptx=f"// {name}\n", llvm_ir=f"; {name}\n")
         return [CompiledKernel(kernel, tuple(range(len(args))), {"kernel_ir.txt": f"kernel {name}\n"})]
@@ -42,7 +43,8 @@ class ElementwiseHostBackend(FakeKernelBackend):
     add / subtract / multiply / negate / compare of its parameters, f32 or s32. It lets runtime
     tests launch kernels without depending on the emitters."""
 
-    def compile(self, fusion, name, args):
+    def compile(self, fusion, args, unique_name):
+        name = unique_name(fusion.name)
         self.calls.append((fusion.name, name, list(args)))
         root = fusion.fused_computation().root
         n = fusion.shape.num_elements

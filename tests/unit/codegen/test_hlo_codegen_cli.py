@@ -89,7 +89,8 @@ def test_unsupported_instruction_and_missing_input():
 
 def test_kernel_failure_names_the_kernel_and_fusion(monkeypatch, tmp_path):
     class Failing:
-        def compile(self, fusion, name, args):
+        def compile(self, fusion, args, unique_name):
+            name = unique_name(fusion.name)
             raise KernelEmissionError(f"kernel {name} (fusion %{fusion.name}): nvJitLink sm_90 failed: "
                                       "bad ptx")
 
