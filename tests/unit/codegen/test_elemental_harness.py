@@ -153,6 +153,39 @@ def check_fusion(text_or_fusion, args: list[np.ndarray] | None = None, seed: int
     return kernel
 
 
+# The seed's GELU example (a kLoop fusion of a bf16 tensor of shape `dims`).
+GELU = """
+gelu {
+  %param = bf16[{dims}] parameter(0)
+  %constant_0 = bf16[] constant(0.5)
+  %bcast_0 = bf16[{dims}] broadcast(bf16[] %constant_0), dimensions={}
+  %constant_1 = bf16[] constant(1)
+  %bcast_1 = bf16[{dims}] broadcast(bf16[] %constant_1), dimensions={}
+  %constant_2 = bf16[] constant(0.79785)
+  %bcast_2 = bf16[{dims}] broadcast(bf16[] %constant_2), dimensions={}
+  %constant_3 = bf16[] constant(0.044708)
+  %bcast_3 = bf16[{dims}] broadcast(bf16[] %constant_3), dimensions={}
+  %square = bf16[{dims}] multiply(%param, %param)
+  %cube = bf16[{dims}] multiply(%square, %param)
+  %multiply_3 = bf16[{dims}] multiply(%cube, %bcast_3)
+  %add_1 = bf16[{dims}] add(%param, %multiply_3)
+  %multiply_2 = bf16[{dims}] multiply(%add_1, %bcast_2)
+  %tanh_0 = bf16[{dims}] tanh(%multiply_2)
+  %add_0 = bf16[{dims}] add(%tanh_0, %bcast_1)
+  %multiply_1 = bf16[{dims}] multiply(%add_0, %bcast_0)
+  ROOT %multiply_0 = bf16[{dims}] multiply(%param, %multiply_1)
+}
+ENTRY main {
+  %param = bf16[{dims}] parameter(0)
+  ROOT fusion = bf16[{dims}] fusion(%param), kind=kLoop, calls=gelu
+}
+"""
+
+
+def gelu(dims: str) -> str:
+    return GELU.replace("{dims}", dims)
+
+
 # -- the harness's own tests ----------------------------------------------------------------------------
 @pytest.mark.parametrize("layout,etype", [("{1,0}", "f32"), ("{0,1}", "s32"), ("{0:E(4)}", "s4"),
                                           ("{0:E(2)}", "u2")])

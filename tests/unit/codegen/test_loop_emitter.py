@@ -14,39 +14,7 @@ from hlo_codegen.emitters import (
 )
 from hlo_codegen.emitters.launch import loop_fusion_unroll_factor, loop_launch_dimensions, split_grid_x
 from hlo_codegen.kernel_ir import print_kernel
-from test_elemental_harness import check_fusion, fusion_of, random_args, reference, run_on_host
-
-GELU = """
-gelu {
-  %param = bf16[{dims}] parameter(0)
-  %constant_0 = bf16[] constant(0.5)
-  %bcast_0 = bf16[{dims}] broadcast(bf16[] %constant_0), dimensions={}
-  %constant_1 = bf16[] constant(1)
-  %bcast_1 = bf16[{dims}] broadcast(bf16[] %constant_1), dimensions={}
-  %constant_2 = bf16[] constant(0.79785)
-  %bcast_2 = bf16[{dims}] broadcast(bf16[] %constant_2), dimensions={}
-  %constant_3 = bf16[] constant(0.044708)
-  %bcast_3 = bf16[{dims}] broadcast(bf16[] %constant_3), dimensions={}
-  %square = bf16[{dims}] multiply(%param, %param)
-  %cube = bf16[{dims}] multiply(%square, %param)
-  %multiply_3 = bf16[{dims}] multiply(%cube, %bcast_3)
-  %add_1 = bf16[{dims}] add(%param, %multiply_3)
-  %multiply_2 = bf16[{dims}] multiply(%add_1, %bcast_2)
-  %tanh_0 = bf16[{dims}] tanh(%multiply_2)
-  %add_0 = bf16[{dims}] add(%tanh_0, %bcast_1)
-  %multiply_1 = bf16[{dims}] multiply(%add_0, %bcast_0)
-  ROOT %multiply_0 = bf16[{dims}] multiply(%param, %multiply_1)
-}
-ENTRY main {
-  %param = bf16[{dims}] parameter(0)
-  ROOT fusion = bf16[{dims}] fusion(%param), kind=kLoop, calls=gelu
-}
-"""
-
-
-def gelu(dims: str) -> str:
-    return GELU.replace("{dims}", dims)
-
+from test_elemental_harness import check_fusion, fusion_of, gelu, random_args, reference, run_on_host
 
 def test_gelu_kernel_reads_like_the_seed() -> None:
     kernel = emit_kernel(fusion_of(gelu("6,512,4096")))

@@ -14,8 +14,7 @@ from hlo_codegen.emitters import emit_kernel
 from hlo_codegen.llvm import lower_to_nvptx
 from hlo_codegen.llvm.libdevice import find_libdevice
 from hlo_codegen.ptx import PtxError, compile_to_ptx, ptx_to_cubin
-from test_elemental_harness import fusion_of
-from test_loop_emitter import gelu
+from test_elemental_harness import fusion_of, gelu
 from test_lowering import reduction_kernel
 
 HAVE_NVJITLINK = importlib.util.find_spec("cuda") is not None and \
