@@ -260,6 +260,48 @@ def test_pipe_cuda_ptx_links(module_id, text):
     _expect(module_id, "cuda", with_time_limit(lambda: check_cuda(module_id, text), TIME_LIMIT_S))
 
 
+def run_manifest_cuda(module_id: str, data: bytes) -> Outcome:
+    """`hlo-run --platform cuda --reference-platform interpreter` on a cuda manifest."""
+    from hlo_common.interpreter.evaluator import evaluate
+    from hlo_common.manifest import load_manifest
+    from hlo_common.parser import parse_module
+    from hlo_run.backends.cuda import CudaDevice
+    from hlo_run.compare import compare_values
+    from hlo_run.inputs import make_fake_arguments
+    from hlo_run.manifest_runtime import ManifestExecutable
+
+    manifest = load_manifest(data, f"{module_id}.json")
+    module = parse_module(manifest.hlo, f"{module_id} (manifest)")
+    args = make_fake_arguments(module, SEED)
+    try:
+        expected = evaluate(module, args)
+    except Exception as exc:  # noqa: BLE001 - the reference itself cannot run this module
+        return Outcome(False, f"interpreter: {_one_line(exc)}", runnable=False)
+    actual = ManifestExecutable(manifest, CudaDevice(), module_id).run(args)
+    comparison = compare_values(actual, expected, BOUND, BOUND)
+    return Outcome(True) if comparison.ok else Outcome(False, f"mismatch: {comparison.one_line()}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("module_id, text", _params())
+def test_pipe_cuda_runs_on_the_gpu(module_id, text):
+    """The cuda pipe end to end on a real GPU (not in CI: no GPU there, so no expected list)."""
+    from hlo_run.backends.cuda import CudaBackend
+
+    reason = CudaBackend.unavailable_reason() if module_id is not None else "corpus not found"
+    if reason is not None:
+        pytest.skip(f"no usable GPU: {reason}")
+    if "cuda" in listed_parts(module_id):
+        pytest.skip("hlo-codegen --target cuda is listed as failing")
+    outcome = with_time_limit(lambda: _staged([
+        ("hlo-opt", lambda _: optimized_text(module_id, text)),
+        ("hlo-codegen", lambda opt: compile_text(module_id, opt, "cuda")),
+        ("hlo-run", lambda data: run_manifest_cuda(module_id, data))]), TIME_LIMIT_S)
+    if not outcome.runnable:
+        pytest.skip(f"not runnable: {outcome.reason}")
+    assert outcome.ok, outcome.reason
+
+
 # -- maintenance: regenerate the codegen lines ---------------------------------------------------------------
 def _check_both(item: tuple[str, str]) -> tuple[str, Outcome, Outcome, float]:
     module_id, text = item
