@@ -27,8 +27,9 @@ so the list stays true. Regenerate the list with
 `slow` modules (the check took seconds; with modules whose largest array is big they are marked
 `slow` and run only with `-m slow` / `make test-all`) and `xla-crash` modules, on which XLA:CPU
 aborts the process or hangs while compiling (not runnable; a crash cannot be caught in-process).
-XLA:CPU compiles with `xla_backend_optimization_level=0`: the same HLO pipeline and numerics,
-less time in LLVM.
+XLA:CPU compiles with `xla_backend_optimization_level=0` (the same HLO pipeline and numerics,
+less time in LLVM) and single-threaded Eigen (the summation order of its dots and convolutions
+does not depend on the machine's core count).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ TOO_LARGE_ELEMENTS = 1 << 26
 TIME_LIMIT_S = 30
 SLOW_TIME_LIMIT_S = 90
 
-XLA_DEBUG_OPTIONS = {"xla_backend_optimization_level": 0}
+XLA_DEBUG_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_multi_thread_eigen": False}
 
 F32_BOUND = 1e-4
 LOW_PRECISION_BOUND = 2e-2

@@ -73,6 +73,7 @@ class _Pool:
     def run(self, items: list[tuple[str, str, bool]]) -> list[tuple]:
         pending = list(reversed(items))
         results: dict[str, tuple] = {}
+        retried: set[str] = set()
         workers = [self._start() for _ in range(min(self.jobs, len(items)))]
 
         def feed(w):
@@ -106,6 +107,11 @@ class _Pool:
                 if dead or time.monotonic() - w["since"] > self.hard_limit:
                     w["proc"].kill()
                     workers[i] = self._start()
+                    if dead and w["item"][0] not in retried:  # one retry: a death may be the machine's
+                        retried.add(w["item"][0])
+                        pending.append(w["item"])
+                        feed(workers[i])
+                        continue
                     workers[i]["item"] = w["item"]  # for finish(): record, then feed the new worker
                     finish(workers[i], self._failure(w, dead))
         for w in workers:
