@@ -17,18 +17,22 @@ thunks, by the kind `fusion_wrapper.classify` gives it:
 Kernel arguments follow XLA's `KernelArguments`: the fusion's operands in order, then its
 output leaves in order, each a slice of the buffer assignment; arguments that are the same slice
 are passed once (the first occurrence; written when any occurrence is written). The kernel
-backend (`compiler.KernelBackend`) turns a fusion plus these arguments into compiled kernels.
+backend (`compiler.KernelBackend`) turns a fusion plus these arguments into compiled kernels;
+fusions that compute the same thing on the same shapes share one kernel (XLA's kernel reuse).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import hashlib
+import re
 from typing import Callable, Protocol
 
 import numpy as np
 
 from hlo_common.errors import HloError
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.printer import print_instruction
 from hlo_common.manifest import Kernel
 from hlo_common.manifest_thunks import (
     BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelArgument, KernelThunk, MemsetThunk,
@@ -119,6 +123,7 @@ class ThunkEmitter:
         self.backend = backend
         self.kernels: dict[str, CompiledKernel] = {}
         self._kernel_names: set[str] = set()
+        self._reuse: dict[str, list[CompiledKernel]] = {}
 
     def emit_entry(self) -> SequentialThunk:
         return self.emit_computation(self.module.entry)
@@ -188,13 +193,18 @@ class ThunkEmitter:
             src, dst = _slice(self.ba, instr.operands[source]), _slice(self.ba, instr)
             return [] if src == dst else [CopyThunk(instr.name, src, dst)]
         args = kernel_arguments(instr, self.ba)
-        compiled = self.backend.compile(instr, args, self._unique_kernel_name)
+        key = kernel_reuse_key(instr, args)
+        compiled = self._reuse.get(key)
+        if compiled is None:
+            compiled = self._reuse[key] = self.backend.compile(instr, args, self._unique_kernel_name)
+            for ck in compiled:
+                if ck.kernel.name in self.kernels:
+                    raise HloError(f"%{instr.name}: the kernel backend returned a second kernel named "
+                                   f"{ck.kernel.name}")
+                self.kernels[ck.kernel.name] = ck
         thunks: list[Thunk] = []
         for ck in compiled:
             k = ck.kernel
-            if k.name in self.kernels:
-                raise HloError(f"%{instr.name}: the kernel backend returned a second kernel named {k.name}")
-            self.kernels[k.name] = ck
             kargs = tuple(KernelArgument(args[i].slice, args[i].shape, args[i].written)
                           for i in ck.arg_indices)
             thunks.append(KernelThunk(instr.name, k.name, kargs, k.grid, k.block, k.shared_bytes))
@@ -218,6 +228,32 @@ _EMITTERS: dict[ThunkKind, Callable[[ThunkEmitter, HloInstruction], list[Thunk]]
     ThunkKind.MEMZERO: ThunkEmitter._memzero,
     ThunkKind.FUSION: ThunkEmitter._fusion,
 }
+
+
+_NAME_RE = re.compile(r"%([A-Za-z_][A-Za-z0-9_.\-]*)")
+
+
+def computation_fingerprint(comp: HloComputation) -> str:
+    """The text of a computation with every instruction and computation name replaced by its
+    position, so that two fusions doing the same thing compare equal (XLA's kernel reuse)."""
+    names: dict[str, str] = {}
+    lines = []
+    for instr in comp.post_order():
+        names.setdefault(instr.name, f"i{len(names)}")
+        for callee in instr.called_computations():
+            names.setdefault(callee.name, "{" + computation_fingerprint(callee) + "}")
+        text = print_instruction(instr, print_metadata=False)
+        lines.append(_NAME_RE.sub(lambda m: names.get(m.group(1), m.group(0)), text))
+    return "\n".join(lines) + f"\nroot {names[comp.root.name]}"
+
+
+def kernel_reuse_key(fusion: HloInstruction, args: list[KernelArgumentSpec]) -> str:
+    """Fusions with equal keys share one kernel: same computation, operand and output shapes, and
+    the same pattern of arguments sharing a slice (it decides the kernel's parameters)."""
+    pattern = [(a.shape, a.written, a.operands, a.outputs) for a in args]
+    operands = [op.shape.to_string() for op in fusion.operands]
+    body = computation_fingerprint(fusion.fused_computation())
+    return hashlib.sha256(repr((body, fusion.shape.to_string(), operands, pattern)).encode()).hexdigest()
 
 
 def _known_trip_count(instr: HloInstruction) -> int | None:

@@ -266,3 +266,19 @@ ENTRY e { p = f32[4] parameter(0)
   ROOT c = f32[4] custom-call(p), custom_call_target="xla_builder.math.Cosh", called_computations={cosh} }""")
     assert [t.kernel for t in result.manifest.thunks.thunks] == ["wrapped_exponential", "wrapped_negate"]
     assert _find(result.module, "c").opcode == "call"
+
+
+def test_identical_fusions_share_one_kernel():
+    result, backend = compile_text("""HloModule m
+f1 { a = f32[8] parameter(0) b = f32[8] parameter(1) ROOT s = f32[8] add(a, b) }
+f2 { x = f32[8] parameter(0) y = f32[8] parameter(1) ROOT t = f32[8] add(x, y) }
+f3 { x = f32[8] parameter(0) y = f32[8] parameter(1) ROOT t = f32[8] multiply(x, y) }
+ENTRY e { p = f32[8] parameter(0) q = f32[8] parameter(1)
+  u = f32[8] fusion(p, q), kind=kLoop, calls=f1
+  v = f32[8] fusion(q, p), kind=kLoop, calls=f2
+  w = f32[8] fusion(p, q), kind=kLoop, calls=f3
+  ROOT r = (f32[8], f32[8], f32[8]) tuple(u, v, w) }""")
+    assert [c[0] for c in backend.calls] == ["u", "w"]
+    thunks = result.manifest.thunks.thunks
+    assert [t.kernel for t in thunks] == ["u", "u", "w"]
+    assert thunks[0].args != thunks[1].args and sorted(result.manifest.kernels) == ["u", "w"]
