@@ -87,7 +87,8 @@ def get_fusion_emitter(fusion: HloInstruction, device: GpuDeviceInfo = H100) -> 
     kind, hero = emitter_kind(fusion, device)
     cls = EMITTERS.get(kind)
     if cls is None:
-        raise EmitterError(f"no emitter for {kind} fusion %{fusion.name} (hero %{hero.name}, {hero.opcode})")
+        raise EmitterError(
+            f"no emitter for {kind} fusion %{fusion.name} (hero %{hero.name}, {hero.opcode})")
     return cls(fusion, device)
 
 
@@ -99,6 +100,6 @@ def emit_kernel(fusion: HloInstruction, device: GpuDeviceInfo = H100,
 
 __all__ = [
     "EMITTERS", "EmitterError", "GpuDeviceInfo", "H100", "A100", "KernelEmitter", "LoopFusion",
-    "emit_kernel", "emitter_kind", "fusion_roots", "get_fusion_emitter", "kernel_name", "loop_launch_dimensions",
-    "wrap_computation_in_fusion",
+    "emit_kernel", "emitter_kind", "fusion_roots", "get_fusion_emitter", "kernel_name",
+    "loop_launch_dimensions", "wrap_computation_in_fusion",
 ]
