@@ -14,9 +14,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/hlo-opt testdata/gelu.hlo -o out/gelu.opt.hlo
-	cat out/gelu.opt.hlo
-	$(VENV)/bin/hlo-run --platform interpreter testdata/gelu.hlo --reference-platform none --print-literals | head -20
+	@mkdir -p out
+	$(VENV)/bin/hlo-opt testdata/softmax.hlo --dump-to out/opt-dumps -o out/softmax.opt.hlo
+	@cat out/softmax.opt.hlo
+	$(VENV)/bin/hlo-codegen --target host out/softmax.opt.hlo --dump-to out/codegen-dumps -o out/softmax.manifest.json
+	@cat out/codegen-dumps/*thunk_sequence.txt
+	$(VENV)/bin/hlo-run --platform host out/softmax.manifest.json --reference-platform interpreter --print-literals
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(JOBS) --durations=15 tests
