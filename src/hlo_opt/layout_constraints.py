@@ -31,8 +31,8 @@ from typing import Iterator
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.shape import Shape
 from hlo_opt.layout_util import (
-    align_layouts, default_m2m, filter_layout_to_dims, inverse_permutation, same_m2m, true_rank,
-    with_minor_to_major,
+    align_layouts, copy_to_layout, default_m2m, filter_layout_to_dims, inverse_permutation, same_m2m,
+    true_rank, with_minor_to_major,
 )
 
 # XLA's LayoutAssignment::InstructionCanChangeLayout() == false: operands of the same rank as the
@@ -498,24 +498,4 @@ def _subshape_or_none(shape: Shape, idx: tuple) -> Shape | None:
             return None
         shape = shape.tuple_shapes[i]
     return shape
-
-
-def copy_to_layout(instr: HloInstruction, shape: Shape,
-                   before: HloInstruction | None = None) -> HloInstruction:
-    """XLA's CreateCopyWithNewLayout: a copy of an array, or a tuple of element copies."""
-    comp = instr.parent
-    if instr.shape.is_tuple:
-        elements = []
-        for i, target in enumerate(shape.tuple_shapes):
-            gte = comp.add_new_instruction("get-tuple-element", [instr], instr.shape.tuple_shapes[i],
-                                           {"index": i}, before=before)
-            elements.append(gte if same_m2m(gte.shape, target) else copy_to_layout(gte, target, before))
-        return comp.add_new_instruction("tuple", elements, Shape.tuple_of(e.shape for e in elements),
-                                        before=before)
-    if not instr.shape.is_array:
-        return instr
-    new_shape = with_minor_to_major(instr.shape, shape.minor_to_major)
-    copy = comp.add_new_instruction("copy", [instr], new_shape, name="copy", before=before)
-    copy.metadata = list(instr.metadata)
-    return copy
 

@@ -273,6 +273,26 @@ def make_copy(operand: HloInstruction, shape: Shape, before: HloInstruction | No
     return operand.parent.add_new_instruction("copy", [operand], shape, name="copy", before=before)
 
 
+def copy_to_layout(instr: HloInstruction, shape: Shape,
+                   before: HloInstruction | None = None) -> HloInstruction:
+    """XLA's CreateCopyWithNewLayout: a copy of an array, or a tuple of element copies."""
+    comp = instr.parent
+    if instr.shape.is_tuple:
+        elements = []
+        for i, target in enumerate(shape.tuple_shapes):
+            gte = comp.add_new_instruction("get-tuple-element", [instr], instr.shape.tuple_shapes[i],
+                                           {"index": i}, before=before)
+            elements.append(gte if same_m2m(gte.shape, target) else copy_to_layout(gte, target, before))
+        return comp.add_new_instruction("tuple", elements, Shape.tuple_of(e.shape for e in elements),
+                                        before=before)
+    if not instr.shape.is_array:
+        return instr
+    new_shape = with_minor_to_major(instr.shape, shape.minor_to_major)
+    copy = comp.add_new_instruction("copy", [instr], new_shape, name="copy", before=before)
+    copy.metadata = list(instr.metadata)
+    return copy
+
+
 def byte_size(shape: Shape) -> int:
     return shape.byte_size() if shape.is_array else sum(byte_size(s) for s in shape.tuple_shapes or ())
 
