@@ -18,11 +18,13 @@ from typing import Callable, Hashable, Iterable, Sequence
 
 from hlo_codegen.elemental import ElementalEmitter, ElementalError
 from hlo_codegen.elemental.emitter import FunctionContext, leaf_shapes, value_type
-from hlo_codegen.emitters.base import EmitterError, KernelEmitter, KernelParams, add_kernel_params, fusion_roots
+from hlo_codegen.emitters.base import (
+    EmitterError, KernelEmitter, KernelParams, add_kernel_params, fusion_roots,
+)
 from hlo_codegen.emitters.launch import loop_launch_dimensions
 from hlo_codegen.indexing import (
-    IndexingMap, LaunchDimensions, Variable, bitcast_map, default_thread_id_indexing_map, dim, logical_to_linear,
-    reshape_map, sym,
+    IndexingMap, LaunchDimensions, Variable, bitcast_map, default_thread_id_indexing_map, dim,
+    logical_to_linear, reshape_map, sym,
 )
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.indexing.shape_indexing import delinearize
@@ -65,13 +67,24 @@ class ThreadIds:
         return out, [self[i] for i in keep]
 
 
+def packing(shape: Shape) -> int:
+    """Elements per byte of a packed sub-byte array (E(n) layout), else 1."""
+    et = shape.element_type
+    layout = shape.layout
+    if et.bits < 8 and not et.is_pred and layout is not None and 0 < layout.element_size_in_bits < 8:
+        return 8 // et.bits
+    return 1
+
+
 def loop_over_shape(b: IRBuilder, ids: ThreadIds, launch: LaunchDimensions, shape: Shape,
                     body: Callable[[list[Value]], None]) -> None:
-    """Every element of `shape` once, spread over the launch's threads (XLA's default thread map,
-    no unrolling); `body(logical index values)` emits the work for one element."""
+    """Every element of `shape` once, spread over the launch's threads (XLA's default thread map);
+    `body(logical index values)` emits the work for one element. A packed sub-byte shape gives
+    each thread whole bytes (consecutive elements in layout order), so no two threads write the
+    same byte."""
     if shape.num_elements == 0:
         return
-    m = default_thread_id_indexing_map(launch, 1, shape).remove_unused_symbols()
+    m = default_thread_id_indexing_map(launch, packing(shape), shape).remove_unused_symbols()
     m, dims = ids.for_map(m)
 
     def run(syms, idx, iters):
@@ -148,7 +161,8 @@ class FusedValues:
         return self.elemental.scalar_function(computation)
 
 
-def root_outputs(fusion: HloInstruction, outputs: list[str]) -> list[tuple[HloInstruction, list[str], list[Shape]]]:
+def root_outputs(fusion: HloInstruction,
+                 outputs: list[str]) -> list[tuple[HloInstruction, list[str], list[Shape]]]:
     """(root, its output buffers, their shapes) for every fusion root, in output order."""
     out, k = [], 0
     for root in fusion_roots(fusion):
@@ -213,7 +227,8 @@ def hero_chain(root: HloInstruction, hero: HloInstruction) -> list[HloInstructio
     return list(reversed(chain))
 
 
-def hero_to_root_index(b: IRBuilder, hero: HloInstruction, root: HloInstruction, idx: list[Value]) -> list[Value]:
+def hero_to_root_index(b: IRBuilder, hero: HloInstruction, root: HloInstruction,
+                       idx: list[Value]) -> list[Value]:
     """Index of the root element computed from the hero element at `idx` (through the unary
     epilogue: elementwise ops keep it, reshapes and bitcasts move it)."""
     prev = hero

@@ -133,7 +133,8 @@ def _convolution(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]) 
     nb = lhs.shape.dims[dn.input_batch] // bg
     b = ctx.b
     of, ob = idx[dn.output_feature], idx[dn.output_batch]
-    groups = IndexingMap([dim(0).floordiv(fg * oq), dim(0).floordiv(oq) % fg, dim(1) + dim(0).floordiv(fg * oq) * nb],
+    bgi = dim(0).floordiv(fg * oq)
+    groups = IndexingMap([bgi, dim(0).floordiv(oq) % fg, dim(1) + bgi * nb],
                          [Variable(Interval(0, out_features - 1)), Variable(Interval(0, nb - 1))])
     _, g, n = b.apply_indexing(groups, [of, ob]) if (fg > 1 or bg > 1) else (None, b.index(0), ob)
     kernel_sizes = [rhs.shape.dims[d] for d in dn.kernel_spatial]

@@ -36,7 +36,8 @@ def total_order_key(ctx: FunctionContext, v: Value, pt: PrimitiveType) -> tuple[
     return b.select(negative, b.binary("xori", bits, b.constant(mask, it)), bits), True
 
 
-def _better(ctx: FunctionContext, ka: Value, ia: Value, kb: Value, ib: Value, signed: bool, largest: bool) -> Value:
+def _better(ctx: FunctionContext, ka: Value, ia: Value, kb: Value, ib: Value, signed: bool,
+            largest: bool) -> Value:
     """i1: (ka, ia) comes before (kb, ib) in the output order."""
     b = ctx.b
     pred = ("sgt" if signed else "ugt") if largest else ("slt" if signed else "ult")
@@ -77,7 +78,8 @@ def _topk(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]) -> list
             better = b.binary("ori", b.binary("xori", have, true),
                               _better(ctx, key, pos[0], best_key, best_pos, signed, largest))
             take = b.binary("andi", eligible, better)
-            return [b.select(take, key, best_key), b.select(take, pos[0], best_pos), b.binary("ori", have, take)]
+            return [b.select(take, key, best_key), b.select(take, pos[0], best_pos),
+                    b.binary("ori", have, take)]
 
         best = ctx.loop(scan, [], [b.constant(0, kt), b.index(0), false], visit)
         return [best[0], best[1], true]

@@ -22,12 +22,14 @@ Semantics are the interpreter's (hlo_common.interpreter.window / gather_scatter)
 from __future__ import annotations
 
 from hlo_codegen.elemental import ELEMENTAL_RULES
+from hlo_codegen.elemental.convert import down, up
 from hlo_codegen.elemental.emitter import ElementalError, FunctionContext, elemental
 from hlo_codegen.indexing import IndexingMap, Variable, dim, sym
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.indexing.op_indexing import is_canonical_gather
 from hlo_codegen.kernel_ir.ir import Value
 from hlo_common.attributes import Window
+from hlo_common.interpreter.reducers import classify_reducer
 from hlo_common.ir import HloInstruction
 
 
@@ -64,16 +66,55 @@ def _reduce_window(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]
     n = len(instr.operands) // 2
     in_shape = instr.operands[0].shape
     window = _window(instr, in_shape.rank)
-    reducer = ctx.emitter.scalar_function(instr.attrs["to_apply"])
+    comp = instr.attrs["to_apply"]
     inits = [ctx.operand(instr, n + k, []) for k in range(n)]
     out_dims = list(instr.shape.tuple_shapes[0].dims if instr.shape.is_tuple else instr.shape.dims)
     m = window_input_map(window, out_dims, [wd.size for wd in window.dims], list(in_shape.dims))
+    pt = in_shape.element_type
+    kind = classify_reducer(comp) if n == 1 else None
+    if kind in ("add", "multiply") and pt.is_low_precision_float:
+        # Narrow-float sums and products accumulate in f32 and round once (the interpreter's,
+        # and XLA:CPU's, way); per-step rounding drifts over large windows.
+        op = "addf" if kind == "add" else "mulf"
+
+        def wide_body(syms, positions, acc):
+            return [ctx.b.binary(op, acc[0], up(ctx, ctx.operand(instr, 0, positions), pt))]
+
+        acc = ctx.loop(m, idx, [up(ctx, inits[0], pt)], wide_body)
+        return [down(ctx, acc[0], pt)]
+    reducer = ctx.emitter.scalar_function(comp)
 
     def body(syms, positions, acc):
         vals = [ctx.operand(instr, k, positions) for k in range(n)]
         return ctx.b.call(reducer, list(acc) + vals)
 
     return ctx.loop(m, idx, inits, body)
+
+
+_elemental_reduce = ELEMENTAL_RULES.get("reduce")
+
+
+@elemental("reduce")
+def _reduce(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]) -> list[Value]:
+    """A narrow-float sum or product accumulates in f32 (rounded once, as the interpreter does);
+    any other reduce keeps the elemental emitter's own rule."""
+    pt = instr.operands[0].shape.element_type
+    kind = classify_reducer(instr.attrs["to_apply"]) if len(instr.operands) == 2 else None
+    if kind not in ("add", "multiply") or not pt.is_low_precision_float or _elemental_reduce is None:
+        return _elemental_reduce(ctx, instr, idx)
+    in_shape = instr.operands[0].shape
+    reduced = sorted(instr.attrs["dimensions"])
+    sizes = [in_shape.dims[d] for d in reduced]
+    m = IndexingMap([sym(k) for k in range(len(sizes))], (), [Variable(Interval(0, n - 1)) for n in sizes])
+    op = "addf" if kind == "add" else "mulf"
+
+    def body(syms, positions, acc):
+        it = iter(idx)
+        in_idx = [positions[reduced.index(d)] if d in reduced else next(it) for d in range(in_shape.rank)]
+        return [ctx.b.binary(op, acc[0], up(ctx, ctx.operand(instr, 0, in_idx), pt))]
+
+    acc = ctx.loop(m, [], [up(ctx, ctx.operand(instr, 1, []), pt)], body)
+    return [down(ctx, acc[0], pt)]
 
 
 # -- select-and-scatter ------------------------------------------------------------------------------

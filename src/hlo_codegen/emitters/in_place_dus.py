@@ -25,11 +25,10 @@ from typing import Hashable, Sequence
 from hlo_codegen.emitters.base import EmitterError, KernelParams, find_hero, fusion_roots
 from hlo_codegen.emitters.common import (
     FusedValues, SimpleEmitter, ThreadIds, elementwise_launch, emit_epilogue, linear_index, loop_over_shape,
-    root_outputs,
+    packing, root_outputs,
 )
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo
 from hlo_codegen.emitters.loop import LoopFusion
-from hlo_codegen.emitters.scatter import is_packed
 from hlo_codegen.indexing import LaunchDimensions
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Kernel, Value
@@ -39,7 +38,7 @@ MAX_CONCATENATE_OPERANDS = 4
 
 
 def has_packed_output(fusion: HloInstruction) -> bool:
-    return any(is_packed(s) for _, s in fusion.shape.leaf_shapes())
+    return any(packing(s) > 1 for _, s in fusion.shape.leaf_shapes())
 
 
 def strip_bitcasts(instr: HloInstruction) -> HloInstruction:

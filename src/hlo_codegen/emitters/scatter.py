@@ -30,8 +30,8 @@ from typing import Hashable, Sequence
 from hlo_codegen.elemental.emitter import value_type
 from hlo_codegen.emitters.base import EmitterError, KernelParams, fusion_roots
 from hlo_codegen.emitters.common import (
-    FusedValues, SimpleEmitter, ThreadIds, aliased_parameter, delinearize_values, elementwise_launch, linear_index,
-    loop_over_shape, sequential_loop, strided_loop,
+    FusedValues, SimpleEmitter, ThreadIds, aliased_parameter, delinearize_values, elementwise_launch,
+    linear_index, loop_over_shape, packing, sequential_loop, strided_loop,
 )
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo
 from hlo_codegen.indexing import IndexingMap, LaunchDimensions, Variable, compose_indexing_maps, dim, sym
@@ -47,12 +47,6 @@ INIT_THREADS = 1024
 
 def _ints(instr: HloInstruction, key: str) -> list[int]:
     return [int(v) for v in (instr.attrs.get(key) or ())]
-
-
-def is_packed(shape: Shape) -> bool:
-    et = shape.element_type
-    return (et.bits < 8 and not et.is_pred and shape.layout is not None
-            and 0 < shape.layout.element_size_in_bits < 8)
 
 
 def linear_to_logical(shape: Shape) -> IndexingMap:
@@ -76,7 +70,7 @@ class ScatterFusion(SimpleEmitter):
         self.n = (len(self.scatter.operands) - 1) // 2
         self.out_shape = self.scatter.operands[0].shape
         self.upd_shape = self.scatter.operands[self.n + 1].shape
-        packed = is_packed(self.out_shape)
+        packed = packing(self.out_shape) > 1
         self.parallel = self.scatter.attrs.get("unique_indices") is True and not packed
         self.per_thread = 8 // self.out_shape.element_type.bits if packed else 1
         self.needs_init = True
@@ -176,7 +170,8 @@ class ScatterFusion(SimpleEmitter):
         window = _ints(self.scatter, "update_window_dims")
         return [d for d in range(self.upd_shape.rank) if d not in window]
 
-    def _apply_update(self, b: IRBuilder, values: FusedValues, outputs: list[str], upd_idx: list[Value]) -> None:
+    def _apply_update(self, b: IRBuilder, values: FusedValues, outputs: list[str],
+                      upd_idx: list[Value]) -> None:
         """Apply update element `upd_idx` (if its window is in bounds)."""
         scatter, shape = self.scatter, self.out_shape
         indices = scatter.operands[self.n]
@@ -197,7 +192,8 @@ class ScatterFusion(SimpleEmitter):
                 w = upd_window[window_dims.index(d)]
                 size, offset = self.upd_shape.dims[w], upd_idx[w]
             if d in to_operand:
-                at = [position[k] if k != ivd else b.index(to_operand.index(d)) for k in range(indices.shape.rank)]
+                at = [position[k] if k != ivd else b.index(to_operand.index(d))
+                      for k in range(indices.shape.rank)]
                 raw = values.at(b, indices, at)[0]
                 start = b.cast("index_cast" if signed else "index_castui", raw, "index")
             elif d in batching:

@@ -27,8 +27,8 @@ from typing import Hashable, Sequence
 from hlo_codegen.elemental.emitter import leaf_shapes, value_type
 from hlo_codegen.emitters.base import EmitterError, KernelParams, fusion_roots
 from hlo_codegen.emitters.common import (
-    FusedValues, SimpleEmitter, ThreadIds, aliased_parameter, elementwise_launch, linear_index, loop_over_shape,
-    strided_loop,
+    FusedValues, SimpleEmitter, ThreadIds, aliased_parameter, elementwise_launch, linear_index,
+    loop_over_shape, packing, strided_loop,
 )
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo
 from hlo_codegen.indexing import IndexingMap, LaunchDimensions, Variable, dim, sym
@@ -84,6 +84,8 @@ class SortFusion(SimpleEmitter):
         return self._launch
 
     def emit(self, argument_ids: Sequence[Hashable] | None = None) -> Kernel:
+        if any(packing(s) > 1 for s in self.shapes):
+            raise EmitterError(f"%{self.fusion.name}: sorting packed sub-byte arrays is not supported")
         if self.rows >= 1 << 31:
             raise EmitterError(f"%{self.fusion.name}: {self.rows} rows to sort do not fit one grid dimension")
         return super().emit(argument_ids)
@@ -168,7 +170,8 @@ class SortFusion(SimpleEmitter):
         base = p.floordiv(1 << h) * (1 << (h + 1))
         low = base + p % (1 << h)
         high = base + ((1 << (h + 1)) - 1) - p % (1 << h) if flip else low + (1 << h)
-        m = IndexingMap([low, high], [Variable(Interval(0, threads - 1))], [Variable(Interval(0, chunks - 1))], (),
+        m = IndexingMap([low, high], [Variable(Interval(0, threads - 1))],
+                        [Variable(Interval(0, chunks - 1))], (),
                         [(p, Interval(0, half - 1)), (high, Interval(0, self.n - 1))])
 
         def body(syms, ij, iters):
@@ -177,8 +180,8 @@ class SortFusion(SimpleEmitter):
             off_j, _ = element(row, j)
             xi, xj = self._load_all(b, outputs, off_i), self._load_all(b, outputs, off_j)
             pi, pj = b.load("sort_positions", i, pt), b.load("sort_positions", j, pt)
-            tie_first = b.binary("andi", b.binary("xori", self._before(b, comparator, xi, xj), b.constant(1, "i1")),
-                                 b.cmpi("slt", pj, pi))
+            not_before = b.binary("xori", self._before(b, comparator, xi, xj), b.constant(1, "i1"))
+            tie_first = b.binary("andi", not_before, b.cmpi("slt", pj, pi))
             swap = b.binary("ori", self._before(b, comparator, xj, xi), tie_first)
             for name, oi, oj, vi, vj in zip(outputs, off_i, off_j, xi, xj):
                 b.store(name, b.select(swap, vj, vi), oi)
@@ -190,7 +193,8 @@ class SortFusion(SimpleEmitter):
         b.loop(m, [th], [], body, index_hints=["i", "j"])
 
     # -- the fallback: insertion sort, one thread per row ------------------------------------------------
-    def _emit_insertion(self, b: IRBuilder, ids: ThreadIds, element, copy, comparator, outputs: list[str]) -> None:
+    def _emit_insertion(self, b: IRBuilder, ids: ThreadIds, element, copy, comparator,
+                        outputs: list[str]) -> None:
         n = self.n
         row_shape = Shape.array("s32", (max(self.rows, 1),))
 
@@ -200,7 +204,8 @@ class SortFusion(SimpleEmitter):
             if n < 2:
                 return
             # for i in [1, n): for j = i-1 down to 0: swap (j, j+1) if element j+1 sorts first.
-            m = IndexingMap([dim(0) - 1 - sym(0)], [Variable(Interval(1, n - 1))], [Variable(Interval(0, n - 2))],
+            m = IndexingMap([dim(0) - 1 - sym(0)], [Variable(Interval(1, n - 1))],
+                            [Variable(Interval(0, n - 2))],
                             (), [(dim(0) - 1 - sym(0), Interval(0, n - 2))])
 
             def inner(syms, js, iters):
