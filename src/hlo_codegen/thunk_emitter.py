@@ -111,7 +111,9 @@ def _slice(ba: BufferAssignment, instr: HloInstruction, index: tuple[int, ...] =
 def sanitize_kernel_name(name: str) -> str:
     """A valid PTX / LLVM identifier from an HLO name (`add.3` -> `add_3`), as XLA does."""
     out = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
-    return out if out and not out[0].isdigit() else f"_{out}"
+    if not any(c.isalnum() for c in out):
+        return f"kernel{out}"  # PTX identifiers need a letter or digit after leading underscores
+    return out if not out[0].isdigit() else f"_{out}"
 
 
 class ThunkEmitter:

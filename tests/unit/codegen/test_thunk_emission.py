@@ -282,3 +282,11 @@ ENTRY e { p = f32[8] parameter(0) q = f32[8] parameter(1)
     thunks = result.manifest.thunks.thunks
     assert [t.kernel for t in thunks] == ["u", "u", "w"]
     assert thunks[0].args != thunks[1].args and sorted(result.manifest.kernels) == ["u", "w"]
+
+
+@pytest.mark.parametrize("hlo_name, kernel", [("add.3", "add_3"), ("_", "kernel_"), ("3d", "_3d"),
+                                              ("wrapped_dynamic-update-slice", "wrapped_dynamic_update_slice")])
+def test_kernel_names_are_ptx_identifiers(hlo_name, kernel):
+    from hlo_codegen.thunk_emitter import sanitize_kernel_name
+
+    assert sanitize_kernel_name(hlo_name) == kernel
