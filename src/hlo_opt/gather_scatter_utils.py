@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
 from hlo_common.ir import HloInstruction
-from hlo_opt.hlo_creation_utils import make_reshape, make_transpose
+from hlo_opt.hlo_creation_utils import make_constant, make_reshape, make_slice, make_transpose
 
 
 def insert_degenerate_dims(operand: HloInstruction, dims: Sequence[int]) -> HloInstruction:
@@ -67,10 +69,6 @@ def index_vector(indices: HloInstruction, index_vector_dim: int) -> HloInstructi
 
 def start_scalars(vector: HloInstruction, operand_rank: int, dim_map: Sequence[int]) -> list[HloInstruction]:
     """One scalar start index per operand dimension: the mapped component of `vector`, else 0."""
-    import numpy as np
-
-    from hlo_opt.hlo_creation_utils import make_constant, make_slice
-
     et = vector.shape.element_type
     zero = None
     starts = []

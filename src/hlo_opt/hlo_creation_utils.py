@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from hlo_common.attributes import SliceSpec
 from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.shape import Shape
@@ -93,8 +94,6 @@ def make_transpose(operand: HloInstruction, permutation: Sequence[int]) -> HloIn
 
 def make_slice(operand: HloInstruction, starts: Sequence[int], limits: Sequence[int],
                strides: Sequence[int] | None = None) -> HloInstruction:
-    from hlo_common.attributes import SliceSpec
-
     strides = strides or [1] * len(starts)
     spec = SliceSpec(tuple(zip(starts, limits, strides)))
     return _comp(operand).add_new_instruction("slice", [operand], attrs={"slice": spec})

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.shape import Shape
 from hlo_opt.hlo_creation_utils import non_fusion_computations, scalar_computation
-from hlo_opt.hlo_utils import replace_instruction
+from hlo_opt.deferred_removal import DeferredRemoval
 from hlo_opt.pass_base import HloPass, register_pass
 
 
@@ -146,8 +146,9 @@ class BatchNormExpander(HloPass):
         self._reducers = {}
         targets = [i for c in non_fusion_computations(module) for i in c.post_order()
                    if i.opcode in _EXPANSIONS and getattr(self, _EXPANSIONS[i.opcode][0])]
+        removal = DeferredRemoval()
         for bn in targets:
             expanded = _EXPANSIONS[bn.opcode][1](_Builder(bn, self._reducers))
-            expanded.sharding = bn.sharding
-            replace_instruction(bn, expanded, preserve_sharding=False)
+            removal.replace(bn, expanded)
+        removal.finish()
         return bool(targets)

@@ -25,9 +25,8 @@ from dataclasses import dataclass
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_opt.hlo_creation_utils import non_fusion_computations
 from hlo_opt.hlo_evaluation import try_evaluate
-from hlo_opt.hlo_utils import (
-    has_control_dependencies, has_side_effect, remove_instruction_and_unused_operands,
-)
+from hlo_opt.deferred_removal import DeferredRemoval
+from hlo_opt.hlo_utils import has_control_dependencies, has_side_effect
 from hlo_opt.pass_base import HloPass, register_pass
 
 MAX_CONSTANT_ELEMENTS = 45 * 1000 * 1000  # XLA's kMaximumConstantSizeElements
@@ -105,6 +104,7 @@ class HloConstantFolding(HloPass):
 
     def run(self, module: HloModule) -> bool:
         evaluator = None  # the interpreter is imported only when something can be folded
+        removal = DeferredRemoval()
         foldability = _Foldability()
         changed = False
         for comp in non_fusion_computations(module):
@@ -121,6 +121,7 @@ class HloConstantFolding(HloPass):
                     continue
                 constant = comp.add_new_instruction("constant", [], instr.shape, literal=value)
                 instr.replace_all_uses_with(constant)
-                remove_instruction_and_unused_operands(comp, instr)
+                removal.forget(instr)
                 changed = True
+        removal.finish()
         return changed

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from hlo_common.ir import HloInstruction, HloModule
 from hlo_common.shape import Shape
 from hlo_opt.hlo_creation_utils import make_dot, non_fusion_computations
-from hlo_opt.hlo_utils import replace_instruction
+from hlo_opt.deferred_removal import DeferredRemoval
 from hlo_opt.pass_base import HloPass, register_pass
 
 
@@ -71,7 +71,7 @@ def _dims(dot: HloInstruction, side: str) -> tuple[tuple[int, ...], tuple[int, .
     return tuple(a.get(f"{side}_batch_dims", ())), tuple(a.get(f"{side}_contracting_dims", ()))
 
 
-def canonicalize_dot(dot: HloInstruction) -> None:
+def canonicalize_dot(dot: HloInstruction, removal: DeferredRemoval) -> None:
     a = dot.attrs
     n_batch = len(a.get("lhs_batch_dims", ()))
     lhs, lc = canonicalize_operand(dot.operands[0], *_dims(dot, "lhs"), contracting_most_minor=True)
@@ -85,7 +85,7 @@ def canonicalize_dot(dot: HloInstruction) -> None:
     new_dot.frontend_attributes = list(dot.frontend_attributes)
     new_dot.backend_config_data = dot.backend_config_data
     reshape = dot.parent.add_new_instruction("reshape", [new_dot], dot.shape)
-    replace_instruction(dot, reshape, preserve_sharding=False)
+    removal.replace(dot, reshape)
 
 
 def _needs_canonicalizing(dot: HloInstruction) -> bool:
@@ -105,6 +105,8 @@ class DotDecomposer(HloPass):
     def run(self, module: HloModule) -> bool:
         dots = [i for c in non_fusion_computations(module) for i in c.instructions
                 if i.opcode == "dot" and len(i.operands) == 2 and _needs_canonicalizing(i)]
+        removal = DeferredRemoval()
         for dot in dots:
-            canonicalize_dot(dot)
+            canonicalize_dot(dot, removal)
+        removal.finish()
         return bool(dots)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from hlo_common.ir import HloInstruction, HloModule
 from hlo_opt.hlo_creation_utils import non_fusion_computations
-from hlo_opt.hlo_utils import replace_instruction
+from hlo_opt.deferred_removal import DeferredRemoval
 from hlo_opt.pass_base import HloPass, register_pass
 
 
@@ -45,7 +45,7 @@ def needs_sorting(dot: HloInstruction) -> bool:
         or (cons_l and not sorted_l and cons_r and not sorted_r)
 
 
-def sort_dot_dimensions(dot: HloInstruction) -> None:
+def sort_dot_dimensions(dot: HloInstruction, removal: DeferredRemoval) -> None:
     lhs, rhs = tuple(dot.attrs["lhs_contracting_dims"]), tuple(dot.attrs["rhs_contracting_dims"])
     key = lhs if consecutive_if_sorted(lhs) else rhs
     low = min(key)
@@ -56,7 +56,7 @@ def sort_dot_dimensions(dot: HloInstruction) -> None:
     new.attrs["lhs_contracting_dims"], new.attrs["rhs_contracting_dims"] = tuple(new_lhs), tuple(new_rhs)
     new.name = dot.parent.unique_name(dot.name)
     dot.parent.add_instruction(new)
-    replace_instruction(dot, new, preserve_sharding=False)
+    removal.replace(dot, new)
 
 
 @register_pass
@@ -69,6 +69,8 @@ class DotDimensionSorter(HloPass):
     def run(self, module: HloModule) -> bool:
         dots = [i for c in non_fusion_computations(module) for i in c.instructions
                 if i.opcode == "dot" and needs_sorting(i)]
+        removal = DeferredRemoval()
         for dot in dots:
-            sort_dot_dimensions(dot)
+            sort_dot_dimensions(dot, removal)
+        removal.finish()
         return bool(dots)

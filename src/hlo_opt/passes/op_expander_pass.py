@@ -5,15 +5,16 @@ instruction by a graph of simpler ones (`logistic-expander`, `batchnorm_expander
 A subclass says which instructions it wants (`instruction_matches_pattern`) and builds the
 replacement next to the instruction (`expand_instruction`, returning the new root or None to
 decline). The base collects every match of the non-fusion computations first, then expands them
-one by one and replaces each with its expansion (control dependencies relayed, the old
-instruction and its now-dead operands removed). No class here is registered: it is not a pass.
+one by one and replaces each with its expansion (control dependencies relayed); the old
+instructions and their now-dead operands are removed together at the end. No class here is
+registered: it is not a pass.
 """
 
 from __future__ import annotations
 
 from hlo_common.ir import HloInstruction, HloModule
 from hlo_opt.hlo_creation_utils import non_fusion_computations
-from hlo_opt.hlo_utils import relay_control_dependencies, replace_instruction
+from hlo_opt.deferred_removal import DeferredRemoval
 from hlo_opt.pass_base import HloPass
 
 
@@ -30,6 +31,7 @@ class OpExpanderPass(HloPass):
         matches = [instr for comp in non_fusion_computations(module) for instr in comp.post_order()
                    if self.instruction_matches_pattern(instr)]
         changed = False
+        removal = DeferredRemoval()
         for instr in matches:
             if instr.parent is None:
                 continue
@@ -37,7 +39,7 @@ class OpExpanderPass(HloPass):
             if new_root is None:
                 continue
             if new_root is not instr:
-                relay_control_dependencies(instr, new_root)
-                replace_instruction(instr, new_root, preserve_sharding=False)
+                removal.replace(instr, new_root)
             changed = True
+        removal.finish()
         return changed

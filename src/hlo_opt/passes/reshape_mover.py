@@ -27,7 +27,7 @@ from hlo_common.ir import HloInstruction, HloModule
 from hlo_common.opcodes import is_elementwise
 from hlo_common.shape import Shape
 from hlo_opt.hlo_creation_utils import make_reshape, make_transpose, non_fusion_computations
-from hlo_opt.hlo_utils import replace_instruction
+from hlo_opt.deferred_removal import DeferredRemoval
 from hlo_opt.pass_base import HloPass, register_pass
 
 _REARRANGES = ("reshape", "transpose")
@@ -145,7 +145,7 @@ def apply_inverse(rearrange: HloInstruction, operand: HloInstruction) -> HloInst
     return make_transpose(operand, inverse_permutation(rearrange.attrs["dimensions"]))
 
 
-def sink_rearrange_operands(instr: HloInstruction, cheap_1d: bool) -> None:
+def sink_rearrange_operands(instr: HloInstruction, cheap_1d: bool, removal: DeferredRemoval) -> None:
     comp = instr.parent
     rearrange = first_nontrivial_rearrange(instr, cheap_1d)
     operands = [apply_inverse(rearrange, op) for op in instr.operands]
@@ -156,7 +156,7 @@ def sink_rearrange_operands(instr: HloInstruction, cheap_1d: bool) -> None:
     comp.add_instruction(new_op)
     attrs = {"dimensions": tuple(rearrange.attrs["dimensions"])} if rearrange.opcode == "transpose" else {}
     moved = comp.add_new_instruction(rearrange.opcode, [new_op], instr.shape, attrs, name=rearrange.opcode)
-    replace_instruction(instr, moved, preserve_sharding=False)
+    removal.replace(instr, moved)
 
 
 def settle_candidates(candidates: list[HloInstruction]) -> list[HloInstruction]:
@@ -189,7 +189,9 @@ class ReshapeMover(HloPass):
         cheap_1d = self.reshape_of_1d_broadcast_is_cheap
         for comp in non_fusion_computations(module):
             candidates = settle_candidates([i for i in comp.instructions if is_candidate(i, cheap_1d)])
+            removal = DeferredRemoval()
             for instr in candidates:
-                sink_rearrange_operands(instr, cheap_1d)
+                sink_rearrange_operands(instr, cheap_1d, removal)
+            removal.finish()
             changed |= bool(candidates)
         return changed

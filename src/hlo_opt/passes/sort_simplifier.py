@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.shape import Shape
 from hlo_opt.hlo_creation_utils import add_embedded_computation, make_gte, non_fusion_computations
-from hlo_opt.hlo_utils import remove_instruction_and_unused_operands
+from hlo_opt.deferred_removal import DeferredRemoval
 from hlo_opt.pass_base import HloPass, register_pass
 
 
@@ -53,7 +53,7 @@ def comparator_without(comparator: HloComputation, keep: list[int], module: HloM
     return add_embedded_computation(module, clone, before)
 
 
-def remove_unused_operands(sort: HloInstruction, module: HloModule) -> bool:
+def remove_unused_operands(sort: HloInstruction, module: HloModule, removal: DeferredRemoval) -> bool:
     used = used_operand_indices(sort)
     if used is None or len(used) == len(sort.operands):
         return False
@@ -69,7 +69,7 @@ def remove_unused_operands(sort: HloInstruction, module: HloModule) -> bool:
         {old: make_gte(new_sort, new) for new, old in enumerate(keep)}
     for gte in list(sort.users):
         gte.replace_all_uses_with(results[gte.attrs["index"]])
-        remove_instruction_and_unused_operands(comp, gte)
+        removal.forget(gte)
     return True
 
 
@@ -83,6 +83,8 @@ class SortSimplifier(HloPass):
     def run(self, module: HloModule) -> bool:
         sorts = [i for c in non_fusion_computations(module) for i in c.instructions if i.opcode == "sort"]
         changed = False
+        removal = DeferredRemoval()
         for sort in sorts:
-            changed |= remove_unused_operands(sort, module)
+            changed |= remove_unused_operands(sort, module, removal)
+        removal.finish()
         return changed

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from hlo_common.attributes import ConvDimensionNumbers
 from hlo_common.ir import HloInstruction, HloModule
 from hlo_opt.hlo_creation_utils import non_fusion_computations
-from hlo_opt.hlo_utils import replace_instruction
+from hlo_opt.deferred_removal import DeferredRemoval
 from hlo_opt.pass_base import HloPass, register_pass
 
 _SIDES = ("lhs", "rhs")
@@ -74,7 +74,7 @@ def can_fold_transpose_operand_into_dot(dot: HloInstruction, index: int) -> bool
     return _physical_groups_ok(source.minor_to_major, groups)
 
 
-def fold_into_dot(dot: HloInstruction, indices: list[int]) -> None:
+def fold_into_dot(dot: HloInstruction, indices: list[int], removal: DeferredRemoval) -> None:
     operands = list(dot.operands)
     attrs = dict(dot.attrs)
     for k in indices:
@@ -88,7 +88,7 @@ def fold_into_dot(dot: HloInstruction, indices: list[int]) -> None:
     new.attrs = attrs
     new.name = dot.parent.unique_name(dot.name)
     dot.parent.add_instruction(new)
-    replace_instruction(dot, new, preserve_sharding=False)
+    removal.replace(dot, new)
 
 
 def dim_labels(batch: int, feature: int, spatial: tuple[int, ...], letters: str) -> str:
@@ -99,7 +99,7 @@ def dim_labels(batch: int, feature: int, spatial: tuple[int, ...], letters: str)
     return "".join(chars)
 
 
-def fold_into_convolution(conv: HloInstruction, indices: list[int]) -> None:
+def fold_into_convolution(conv: HloInstruction, indices: list[int], removal: DeferredRemoval) -> None:
     dn: ConvDimensionNumbers = conv.attrs["dim_labels"]
     inp = (dn.input_batch, dn.input_feature, dn.input_spatial)
     ker = (dn.kernel_input_feature, dn.kernel_output_feature, dn.kernel_spatial)
@@ -118,7 +118,7 @@ def fold_into_convolution(conv: HloInstruction, indices: list[int]) -> None:
     new.attrs["dim_labels"] = ConvDimensionNumbers.parse(text)
     new.name = conv.parent.unique_name(conv.name)
     conv.parent.add_instruction(new)
-    replace_instruction(conv, new, preserve_sharding=False)
+    removal.replace(conv, new)
 
 
 @register_pass
@@ -144,8 +144,10 @@ class TransposeFolding(HloPass):
                     indices = [k for k in (0, 1) if instr.operands[k].opcode == "transpose"]
                     if indices:
                         convs.append((instr, indices))
+        removal = DeferredRemoval()
         for dot, indices in dots:
-            fold_into_dot(dot, indices)
+            fold_into_dot(dot, indices, removal)
         for conv, indices in convs:
-            fold_into_convolution(conv, indices)
+            fold_into_convolution(conv, indices, removal)
+        removal.finish()
         return bool(dots or convs)
