@@ -12,6 +12,8 @@ is replaced by a tuple of the same shape, which tuple-simplifier later folds awa
 
 from __future__ import annotations
 
+import numpy as np
+
 from hlo_common.ir import HloComputation, HloInstruction
 from hlo_common.shape import Shape
 from hlo_opt.hlo_creation_utils import make_gte, make_tuple
@@ -93,4 +95,102 @@ def remove_tuple_indices(while_op: HloInstruction, keep: list[int], inner: dict[
         else:
             elements.append(make_gte(init, i))
     replace_instruction(while_op, make_tuple(comp, elements), preserve_sharding=False)
+    return new_while
+
+
+def _induction_step(body: HloComputation, index: int, type_name: str) -> HloInstruction | None:
+    """The constant c when the body's root element `index` is add(gte(param, index), c) of type
+    `type_name`."""
+    out = body.root.operands[index]
+    if out.opcode != "add" or out.shape.rank != 0 or out.shape.element_type.name != type_name:
+        return None
+    a, b = out.operands
+    gte, const = (a, b) if b.opcode == "constant" else (b, a)
+    if const.opcode != "constant" or const.literal_unknown or const.shape.rank != 0:
+        return None
+    if gte.opcode != "get-tuple-element" or gte.operands[0] is not body.parameters[0]:
+        return None
+    if gte.attrs["index"] != index:
+        return None
+    return const
+
+
+def _old_form(comp: HloComputation, state: HloInstruction, old_shape: Shape,
+              ivs: dict[int, HloInstruction], counter: int) -> HloInstruction:
+    """tuple(...) of the old state: each induction variable i is gte(i) + gte(counter) * c_i."""
+    elements = []
+    for i in range(len(old_shape.tuple_shapes)):
+        element = make_gte(state, i)
+        if i in ivs:
+            const = comp.add_new_instruction("constant", [], ivs[i].shape, literal=ivs[i].literal)
+            step = comp.add_new_instruction("multiply", [make_gte(state, counter), const])
+            element = comp.add_new_instruction("add", [element, step])
+        elements.append(element)
+    return make_tuple(comp, elements)
+
+
+def _read_through_old_form(comp: HloComputation, new_shape: Shape, old_shape: Shape,
+                           ivs: dict[int, HloInstruction], counter: int) -> None:
+    param = comp.parameters[0]
+    readers = list(param.users)
+    param.shape = new_shape
+    old = _old_form(comp, param, old_shape, ivs, counter)
+    for user in readers:
+        user.replace_operand_with(param, old)
+    if comp.root is param:
+        comp.root = old
+
+
+def merge_induction_variables(while_op: HloInstruction, type_name: str,
+                              uniquer: NameUniquer) -> HloInstruction | None:
+    """XLA's TryMergeInductionVariables for one integer type: every `x += c` element becomes
+    init + trip_counter * c, with one trip counter (the existing `i += 1` from 0, or a new last
+    element). Returns the new loop, or None when fewer than two counters of the type exist."""
+    init, body = while_op.operands[0], while_op.attrs["body"]
+    if init.opcode != "tuple" or body.root.opcode != "tuple":
+        return None
+    counter, ivs = None, {}
+    for i in range(len(body.root.operands)):
+        const = _induction_step(body, i, type_name)
+        if const is None:
+            continue
+        start = init.operands[i]
+        if counter is None and int(const.literal) == 1 and start.opcode == "constant" \
+                and not start.literal_unknown and not np.asarray(start.literal).any():
+            counter = i
+        else:
+            ivs[i] = const
+    if len(ivs) + (counter is not None) < 2:
+        return None
+    comp, module = while_op.parent, while_op.parent.parent
+    old_shape = init.shape
+    added = counter is None
+    scalar = Shape.array(type_name, ())
+    new_shape = Shape.tuple_of(list(old_shape.tuple_shapes) + [scalar]) if added else old_shape
+    counter = len(old_shape.tuple_shapes) if added else counter
+    cond = clone_computation(while_op.attrs["condition"], module, uniquer)
+    new_body = clone_computation(body, module, uniquer)
+    _read_through_old_form(cond, new_shape, old_shape, ivs, counter)
+    old_root = new_body.root
+    param = new_body.parameters[0]
+    _read_through_old_form(new_body, new_shape, old_shape, ivs, counter)
+    elements = [make_gte(param, i) if i in ivs else make_gte(old_root, i)
+                for i in range(len(old_shape.tuple_shapes))]
+    dtype = scalar.element_type.np_dtype
+    if added:
+        one = new_body.add_new_instruction("constant", [], scalar, literal=np.ones((), dtype))
+        elements.append(new_body.add_new_instruction("add", [make_gte(param, counter), one]))
+    new_body.root = make_tuple(new_body, elements)
+    new_init = init
+    if added:
+        zero = comp.add_new_instruction("constant", [], scalar, literal=np.zeros((), dtype))
+        new_init = make_tuple(comp, list(init.operands) + [zero])
+    new_while = HloInstruction(comp.unique_name(while_op.name), "while", new_shape, [new_init],
+                               {"condition": cond, "body": new_body})
+    new_while.metadata = list(while_op.metadata)
+    new_while.frontend_attributes = list(while_op.frontend_attributes)
+    new_while.backend_config_data = while_op.backend_config_data
+    comp.add_instruction(new_while)
+    replace_instruction(while_op, _old_form(comp, new_while, old_shape, ivs, counter),
+                        preserve_sharding=False)
     return new_while

@@ -14,15 +14,17 @@ caller, the first of these that applies (XLA's order):
    replaced by that constant inside the loop, and then a loop with a known trip count of 0 is
    replaced by its init value, one with a trip count of 1 by its body inlined (unless a called
    computation has a side effect or the frontend attribute
-   `skip-simplify-while-loops_trip-count-one` is "true").
+   `skip-simplify-while-loops_trip-count-one` is "true");
+5. (no kDomain inside) two or more integer induction variables `x += c` of one type are merged:
+   each becomes init + trip_counter * c, with the existing `i += 1` from 0 or a new counter.
 
     %w = (s32[], f32[4]) while((s32[], f32[4]) tuple(s32[] constant(0), %x)), condition=%c, body=%b
     (%c: i < 1; %b: i += 1, v = v * 2)    =>   the body inlined on the init tuple
 
 Declines: loops without a tuple-shaped state or a tuple root in the body (for 1-3), parameters read
 other than through get-tuple-element, loops with control dependencies, loops whose condition has
-a side effect (for 4). Not done (XLA does them): flattening nested state tuples, merging induction
-variables, the dynamic-update-slice variant of repeated state. HloDCE runs after any change.
+a side effect (for 4). Not done (XLA does them): flattening nested state tuples and the
+dynamic-update-slice variant of repeated state. HloDCE runs after any change.
 """
 
 from __future__ import annotations
@@ -38,10 +40,11 @@ from hlo_opt.pass_base import HloPass, register_pass
 from hlo_opt.passes.call_inliner import inline_call
 from hlo_opt.passes.dce import HloDCE
 from hlo_opt.while_loop_analysis import compute_while_loop_trip_count
-from hlo_opt.while_util import remove_tuple_indices
+from hlo_opt.while_util import merge_induction_variables, remove_tuple_indices
 
 _SEND_RECV = frozenset({"send", "send-done", "recv", "recv-done"})
 SKIP_TRIP_COUNT_ONE = "skip-simplify-while-loops_trip-count-one"
+_INDUCTION_TYPES = ("s8", "u8", "s32", "u32", "s64", "u64")
 
 
 def _loop_parts(w: HloInstruction) -> tuple[HloInstruction, HloComputation, HloComputation]:
@@ -245,7 +248,15 @@ def simplify_loop(w: HloInstruction, uniquer: NameUniquer) -> bool:
     if _contains_send_recv(body) or _contains_send_recv(cond):
         return False
     changed = try_propagate_constant(w)
-    return try_remove_while_loop(w, uniquer) or changed
+    if try_remove_while_loop(w, uniquer):
+        return True
+    if any(i.opcode == "domain" for c in (body, cond) for i in c.instructions):
+        return changed
+    for type_name in _INDUCTION_TYPES:  # S16/U16 are left out, as in XLA
+        merged = merge_induction_variables(w, type_name, uniquer)
+        if merged is not None:
+            w, changed = merged, True
+    return changed
 
 
 @register_pass

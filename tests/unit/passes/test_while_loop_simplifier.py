@@ -1,5 +1,6 @@
 """WhileLoopSimplifier ("simplify-while-loops")."""
 
+import numpy as np
 from numerics_testlib import check_same_results
 from pass_testlib import check_pass, check_unchanged
 
@@ -221,3 +222,44 @@ ENTRY e {
 """
     module = check_pass("simplify-while-loops", text)
     check_same_results(text, module)
+
+
+def test_induction_variables_are_merged_into_one_trip_counter():
+    text = """
+HloModule m
+cond {
+  cp = (s32[], s32[], f32[4]) parameter(0)
+  ci = s32[] get-tuple-element(cp), index=0
+  lim = s32[] constant(20)
+  ROOT lt = pred[] compare(ci, lim), direction=LT
+}
+body {
+  bp = (s32[], s32[], f32[4]) parameter(0)
+  bi = s32[] get-tuple-element(bp), index=0
+  bj = s32[] get-tuple-element(bp), index=1
+  bv = f32[4] get-tuple-element(bp), index=2
+  three = s32[] constant(3)
+  ni = s32[] add(bi, three)
+  five = s32[] constant(-5)
+  nj = s32[] add(five, bj)
+  fj = f32[] convert(bj)
+  bj4 = f32[4] broadcast(fj), dimensions={}
+  nv = f32[4] add(bv, bj4)
+  ROOT bt = (s32[], s32[], f32[4]) tuple(ni, nj, nv)
+}
+ENTRY e {
+  p = f32[4] parameter(0)
+  a = s32[] constant(1)
+  b = s32[] parameter(1)
+  init = (s32[], s32[], f32[4]) tuple(a, b, p)
+  w = (s32[], s32[], f32[4]) while(init), condition=cond, body=body
+  ROOT r = (s32[], s32[], f32[4]) copy(w)
+}
+// CHECK:      %body.clone
+// CHECK:      ROOT %{{.*}} = (s32[], s32[], f32[4]{0}, s32[]) tuple(
+// CHECK:      ENTRY
+// CHECK:      (s32[], s32[], f32[4]{0}, s32[]) while(
+"""
+    module = check_pass("simplify-while-loops", text)
+    for b in (0, 7, -3):
+        check_same_results(text, module, args=[np.linspace(-1, 1, 4, dtype=np.float32), np.int32(b)])
