@@ -240,3 +240,25 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
     progress.advance()
     assert progress.bar is not None
     progress.close()
+
+
+def test_tuple_parameters_and_token_results(tmp_path):
+    text = """HloModule t
+ENTRY e { p = (f32[2,3]{0,1}, (s32[], pred[4])) parameter(0) a = f32[2,3]{0,1} get-tuple-element(p), index=0
+  q = (s32[], pred[4]) get-tuple-element(p), index=1 k = pred[4] get-tuple-element(q), index=1
+  c = f32[2,3]{0,1} copy(a) tok = token[] after-all()
+  ROOT r = (pred[4], f32[2,3]{0,1}, token[], (s32[], pred[4])) tuple(k, c, tok, q) }"""
+    arg = (rand((2, 3), seed=1), (np.int32(-5), np.array([True, False, False, True])))
+    got = run_host(text, [arg])
+    want = evaluate(parse_module(text), [arg])
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    assert got[3][0] == -5 and got[2] is want[2]
+    result, _ = compile_text(text)
+    path = tmp_path / "t.json"
+    path.write_bytes(result.manifest.to_bytes())
+    npz = tmp_path / "in.npz"
+    np.savez(npz, **{"arg0.0": arg[0], "arg0.1.0": arg[1][0], "arg0.1.1": arg[1][1]})
+    out = run(["--platform", "host", "--inputs", str(npz), "--print-literals", str(path)])
+    assert out.exit_code == 0, out.stderr
+    assert "(pred[4], f32[2,3], token[], (s32[], pred[4])) ({1, 0, 0, 1}" in out.stdout
