@@ -42,8 +42,7 @@ from hlo_common.manifest_thunks import (
 from hlo_codegen.buffer_assignment import BufferAssignment
 from hlo_codegen.buffer_assignment.call_graph import instruction_sequence
 from hlo_codegen.fusion_wrapper import ThunkKind, classify, is_memcpy
-from hlo_codegen.gemm_config import (
-    gemm_config_for_custom_call, gemm_config_for_dot, gemm_output_shape, gemm_workspace_index)
+from hlo_codegen.gemm_config import gemm_config_for_custom_call, gemm_config_for_dot, gemm_workspace_index
 
 
 @dataclass(frozen=True)
@@ -174,7 +173,6 @@ class ThunkEmitter:
             out_index = (0,) if instr.shape.is_tuple else ()
             ws = gemm_workspace_index(instr)
             workspace = _slice(self.ba, instr, ws) if ws is not None else None
-        assert gemm_output_shape(instr) is not None
         slices = {role: _slice(self.ba, instr.operands[i]) for role, i in ops.items()}
         return [GemmThunk(instr.name, config, slices["lhs"], slices["rhs"], _slice(self.ba, instr, out_index),
                           slices.get("c"), slices.get("bias"), workspace)]
