@@ -67,10 +67,22 @@ def prepare_module(module: HloModule) -> None:
 
     calls_for_decompositions(module)
     _flatten_call_graph(module)
+    check_static_shapes(module)
     check_control_flow_layouts(module)
     wrap_lone_instructions(module)
     insert_copies(module)
     wrap_lone_instructions(module)  # copies that copy insertion added may need kernels too
+
+
+def check_static_shapes(module: HloModule) -> None:
+    """Buffers have static sizes here: a dynamic dimension (`f32[<=8]`, `f32[?]`) is refused."""
+    from hlo_codegen.fusion_wrapper import global_computations
+
+    for comp in global_computations(module):
+        for instr in comp.instructions:
+            if any(leaf.is_array and leaf.is_dynamic for _, leaf in instr.shape.leaf_shapes()):
+                raise HloError(f"%{instr.name}: dynamic shape {instr.shape.to_string(False)} is not supported "
+                               f"by hlo-codegen (in computation {comp.name})")
 
 
 def check_control_flow_layouts(module: HloModule) -> None:

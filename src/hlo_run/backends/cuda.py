@@ -166,7 +166,8 @@ class CudaDevice(Device):
         values = [ctypes.c_void_p(p) for p in pointers]
         params = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
         check(self.driver.cuLaunchKernel(function, *thunk.grid, *thunk.block, dynamic, self.stream,
-                                         ctypes.addressof(params), 0), f"cuLaunchKernel({thunk.kernel})")
+                                         ctypes.addressof(params), 0),
+              f"cuLaunchKernel({thunk.kernel}, grid {thunk.grid}, block {thunk.block})")
 
     def gemm(self, thunk: GemmThunk, pointers: dict[str, int]) -> None:
         from hlo_run.cublas import Cublas

@@ -290,3 +290,8 @@ def test_kernel_names_are_ptx_identifiers(hlo_name, kernel):
     from hlo_codegen.thunk_emitter import sanitize_kernel_name
 
     assert sanitize_kernel_name(hlo_name) == kernel
+
+
+def test_dynamic_shapes_are_refused_with_the_instruction():
+    with pytest.raises(HloError, match=r"%p: dynamic shape f32\[<=8\] is not supported by hlo-codegen"):
+        compile_text("HloModule m\nENTRY e { p = f32[<=8] parameter(0) ROOT n = f32[<=8] negate(p) }")
