@@ -14,6 +14,11 @@ default layout.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+import time
+
 import numpy as np
 import pytest
 from corpus_lib import corpus_modules, expected_failures, require_corpus
@@ -40,6 +45,7 @@ _TEXT = dict(corpus_modules())
 _NO_INTERPRETER = frozenset({"infeed", "recv", "send", "rng", "rng-bit-generator",
                              "rng-get-and-update-state"})
 _MAX_ELEMENTS = 5_000_000  # values the interpreter would compute; bigger modules are not evaluated
+EVAL_LIMIT_S = 60  # an input module the interpreter needs longer for is not evaluated
 _TOLERANCE = {"f64": 1e-4, "f32": 1e-4, "bf16": 2e-2, "f16": 2e-2}
 _NORMALIZED_OPS = frozenset(_HANDLERS) | {
     op.name for op in OPCODES.values() if op.is_elementwise and op.name not in _NOT_ELEMENTWISE_HERE}
@@ -88,6 +94,28 @@ def _runnable(module: HloModule) -> bool:
     return elements <= _MAX_ELEMENTS
 
 
+class _TimeUp(BaseException):
+    """Raised by the alarm; a BaseException so that no `except Exception` swallows it."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def alarm(signum, frame):
+        raise _TimeUp()
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
 def _compare(got: np.ndarray, want: np.ndarray, type_name: str, where: str) -> None:
     assert got.shape == want.shape and got.dtype == want.dtype, where
     tol = _TOLERANCE.get(type_name, 1e-1 if type_name.startswith("f8") else None)
@@ -121,14 +149,18 @@ def check_module(module_id: str, numerics: bool) -> None:
     if module is None:
         pytest.skip("does not parse or verify (see the parse and verify tiers)")
     want = args = None
+    before_s = 0.0
     if numerics and _runnable(module):
+        from hlo_common.interpreter import evaluate
+
+        start = time.perf_counter()
         try:
             args = random_arguments(module)
-            from hlo_common.interpreter import evaluate
-
-            want = _leaves(evaluate(module, args))
-        except (HloError, AttributeError, TypeError, ValueError):
-            want = None  # the interpreter tier says why it cannot run this module
+            with _time_limit(EVAL_LIMIT_S):
+                want = _leaves(evaluate(module, args))
+        except (HloError, AttributeError, TypeError, ValueError, _TimeUp):
+            want = None  # the interpreter tier says why it cannot run this module (or it is too slow)
+        before_s = time.perf_counter() - start
     _run(module, LAYOUT[:1])
     problems = check_layouts(module)
     assert not problems, "after layout-assignment:\n" + "\n".join(problems)
@@ -139,7 +171,8 @@ def check_module(module_id: str, numerics: bool) -> None:
     if want is not None:
         from hlo_common.interpreter import evaluate
 
-        got = _leaves(evaluate(module, args))
+        with _time_limit(4 * before_s + 30):
+            got = _leaves(evaluate(module, args))
         root = parse_module(_TEXT[module_id]).entry.root
         types = [s.element_type.name for _, s in root.shape.leaf_shapes()]
         assert len(got) == len(want)
