@@ -81,8 +81,9 @@ def check_static_shapes(module: HloModule) -> None:
     for comp in global_computations(module):
         for instr in comp.instructions:
             if any(leaf.is_array and leaf.is_dynamic for _, leaf in instr.shape.leaf_shapes()):
-                raise HloError(f"%{instr.name}: dynamic shape {instr.shape.to_string(False)} is not supported "
-                               f"by hlo-codegen (in computation {comp.name})")
+                shape = instr.shape.to_string(False)
+                raise HloError(f"%{instr.name}: dynamic shape {shape} is not supported by hlo-codegen "
+                               f"(in computation {comp.name})")
 
 
 def check_control_flow_layouts(module: HloModule) -> None:
