@@ -234,6 +234,9 @@ def _in_place_copies(df, lr) -> list[NeededCopy]:
             if instr.opcode == "fusion" and not can_share_operand_buffer_with_user(
                     instr.operands[n], op_index, instr, out_index):
                 continue  # the fusion cannot run in place whatever we copy
+            operand = instr.operands[n]
+            if operand.opcode == "copy" and operand.users == [instr] and not operand.control_successors:
+                continue  # already a private copy: another one cannot help (e.g. loop state outputs)
             out.append(NeededCopy(instr, n, op_index, f"%{instr.name} cannot update operand {n} in place"))
     return out
 

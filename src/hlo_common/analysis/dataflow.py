@@ -63,6 +63,7 @@ class HloValue:
     positions: list[HloPosition] = field(default_factory=list)
     uses: list[HloUse] = field(default_factory=list)
     live_out: bool = False
+    is_phi: bool = False  # SSA form only: a while/body/condition/conditional merge point
 
     @property
     def defining_position(self) -> HloPosition:
@@ -84,7 +85,8 @@ class HloValue:
 
     def short_string(self) -> str:
         idx = format_index(self.index) if self.instruction.shape.is_tuple else ""
-        return f"<{self.id} {self.instruction.name}{idx} @{self.color}>"
+        phi = " (phi)" if self.is_phi else ""
+        return f"<{self.id} {self.instruction.name}{idx}{phi} @{self.color}>"
 
     def __repr__(self) -> str:
         return self.short_string()
@@ -190,10 +192,16 @@ class HloDataflowAnalysis:
         self.values: list[HloValue] = []
         self.value_sets: dict[HloInstruction, dict[Index, tuple[HloValue, ...]]] = {}
         self._param_sources: dict[HloComputation, tuple[HloInstruction, str]] = {}
+        self._phi_at: set[tuple[HloInstruction, Index]] | None = None  # SSA form: phi positions
 
     @staticmethod
-    def run(module: HloModule) -> HloDataflowAnalysis:
+    def run(module: HloModule, ssa_form: bool = False) -> HloDataflowAnalysis:
+        """`ssa_form=True` (XLA's SSA form, what copy insertion reasons with): every position holds
+        exactly one value; where loop state or conditional results merge, the while, its body and
+        condition parameters and the conditional define phi values instead of holding unions."""
         df = HloDataflowAnalysis(module)
+        if ssa_form:
+            df._phi_at = _phi_positions(HloDataflowAnalysis.run(module))
         df._index_call_sites()
         df._define_values()
         df._propagate()
@@ -231,6 +239,8 @@ class HloDataflowAnalysis:
                         self._param_sources[callee] = (instr, instr.opcode)
 
     def _defines(self, comp: HloComputation, instr: HloInstruction, idx: Index, shp: Shape) -> bool:
+        if self._phi_at is not None and (instr, idx) in self._phi_at:
+            return True
         if instr.opcode == "parameter":
             return comp not in self._param_sources
         rule = DEFINES.get(instr.opcode)
@@ -252,7 +262,8 @@ class HloDataflowAnalysis:
                     if not (is_global and shp.is_array):
                         continue
                     if defined:
-                        value = HloValue(vid, instr, idx, shp)
+                        is_phi = self._phi_at is not None and (instr, idx) in self._phi_at
+                        value = HloValue(vid, instr, idx, shp, is_phi=is_phi)
                         value.positions.append(HloPosition(instr, idx))
                         self.values.append(value)
                         sets[idx] = (value,)
@@ -309,3 +320,26 @@ class HloDataflowAnalysis:
                         if op is pos.instruction and (may_use_operand_value(user, pos.index)
                                                       or id(user) in roots):
                             v.uses.append(HloUse(user, k, pos.index))
+
+
+def _phi_positions(df: HloDataflowAnalysis) -> set[tuple[HloInstruction, Index]]:
+    """Where SSA form needs phi values, read off the non-SSA analysis `df`: a loop leaf the body
+    does not pass through unchanged (the while's set differs from its init's, or the init is
+    ambiguous) gets phis at the while and at its body and condition parameters; a conditional
+    leaf whose branches may return different values gets a phi at the conditional."""
+    phis: set[tuple[HloInstruction, Index]] = set()
+    for comp in df.global_computations:
+        for instr in comp.instructions:
+            if instr.opcode == "while":
+                init = instr.operands[0]
+                for idx in df.array_leaves(instr):
+                    init_set = df.value_set(init, idx)
+                    if len(init_set) > 1 or df.value_set(instr, idx) != init_set:
+                        phis.add((instr, idx))
+                        phis.add((instr.attrs["body"].parameter(0), idx))
+                        phis.add((instr.attrs["condition"].parameter(0), idx))
+            elif instr.opcode == "conditional":
+                for idx in df.array_leaves(instr):
+                    if len(df.value_set(instr, idx)) > 1:
+                        phis.add((instr, idx))
+    return phis

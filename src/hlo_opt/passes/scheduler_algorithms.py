@@ -87,7 +87,7 @@ class _ListScheduler:
         for b in self.model.uses.get(best, ()):
             self.unscheduled_uses[b] -= 1
             adjust |= self.unscheduled_uses[b] == 1
-        for succ in _unique(best.users + best.control_successors):
+        for succ in _unique(best.users) + _unique(best.control_successors):  # counted apart, as waited on
             self._waiting_done(succ, push)
         if adjust:  # some buffers have one reader left: those readers now free them
             for operand in _unique(best.operands):

@@ -220,3 +220,16 @@ def test_rescheduling_a_scheduled_module_changes_nothing():
     again = parse_module(text)
     assert HloMemoryScheduler().run(again) is False
     assert print_module(again) == text
+
+
+def test_an_operand_that_is_also_a_control_predecessor_counts_once_each():
+    module, _ = run_pass("hlo-memory-scheduler", """
+HloModule both
+ENTRY e {
+  p = f32[256] parameter(0)
+  a = f32[256] exponential(p)
+  b = f32[256] negate(a), control-predecessors={a}
+  ROOT c = f32[256] add(a, b)
+}
+""")
+    assert _order(module) == ["p", "a", "b", "c"]
