@@ -262,3 +262,49 @@ def test_scatter_unique_indices_general_combiner():
             "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, "
             "unique_indices=true, to_apply=sub\n}")
     np.testing.assert_array_equal(run(text, operand, indices, updates), want)
+
+
+PAIR_ADD = """pair_add {
+  a0 = f32[] parameter(0)  a1 = f32[] parameter(1)  b0 = f32[] parameter(2)  b1 = f32[] parameter(3)
+  sum0 = f32[] add(a0, a1)
+  sum1 = f32[] add(b0, b1)
+  ROOT r = (f32[], f32[]) tuple(sum0, sum1)
+}
+"""
+
+
+def _pair_scatter(first: str, second: str) -> str:
+    return (f"HloModule m\n{PAIR_ADD}\nENTRY e {{\nx = f32[4,3] parameter(0)\ny = f32[4,3] parameter(1)\n"
+            "i = s32[2,1] parameter(2)\nu = f32[2,3] parameter(3)\n"
+            f"ROOT s = (f32[4,3], f32[4,3]) scatter({first}, {second}, i, u, u), update_window_dims={{1}}, "
+            "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, "
+            "to_apply=pair_add\n}")
+
+
+def test_variadic_scatter_same_operand_twice():
+    # The corpus module import_emit_stablehlo #82: the combiner takes (operand values..., update
+    # values...) and returns (t0 + t1, u0 + u1), so at a scattered row out0 = 2x and out1 = 2u,
+    # elsewhere both keep x. That one HLO value is both operands changes nothing.
+    x = RNG.integers(-3, 4, (4, 3)).astype(np.float32)
+    u = RNG.integers(-3, 4, (2, 3)).astype(np.float32)
+    i = np.array([[1], [3]], np.int32)
+    want0, want1 = x.copy(), x.copy()
+    want0[[1, 3]] = 2 * x[[1, 3]]
+    want1[[1, 3]] = 2 * u
+    for first, second in (("x", "x"), ("x", "y")):
+        out0, out1 = run(_pair_scatter(first, second), x, x.copy(), i, u)
+        np.testing.assert_array_equal(out0, want0)
+        np.testing.assert_array_equal(out1, want1)
+
+
+def test_variadic_scatter_distinct_operands_against_xla_cpu():
+    # XLA:CPU agrees when the two operands are different HLO values (with the same operand twice
+    # it gives out1 == out0: its buffer assignment lets both results share one buffer).
+    pytest.importorskip("jax", reason="XLA:CPU reference needs jax")
+    from hlo_run.xla_cpu import run_hlo_text
+
+    x = RNG.integers(-3, 4, (4, 3)).astype(np.float32)
+    args = [x, x.copy(), np.array([[1], [3]], np.int32), RNG.integers(-3, 4, (2, 3)).astype(np.float32)]
+    text = _pair_scatter("x", "y")
+    for got, want in zip(run(text, *args), run_hlo_text(text, args)):
+        np.testing.assert_array_equal(got, want)

@@ -106,20 +106,50 @@ def test_reduce_pred_and_and_integer_or():
     assert run(text_or, q) == 27
 
 
-@pytest.mark.parametrize("length", [5, 37])  # element order, then the pairwise tree
+@pytest.mark.parametrize("length", [5, 37])  # short, and long enough for the tree when associative
 def test_reduce_general_reducer_non_commutative(length):
+    # subtract is not associative, so every length folds in element order, as HloEvaluator and
+    # XLA:CPU do: ((init - x0) - x1) - ... (exact on small integers).
     x = RNG.integers(-4, 5, (2, length)).astype(np.float32)
     text = entry(f"p = f32[2,{length}] parameter(0)\nz = f32[] constant(0)\n"
                  f"ROOT r = f32[2] reduce(p, z), dimensions={{1}}, to_apply=sub")
-    got = run(text, x)
-    if length <= 16:  # HloEvaluator's order: ((init - x0) - x1) - ...
-        np.testing.assert_array_equal(got, -x.sum(axis=1))
-    else:  # the tree pairs neighbours: init - ((x0 - x1) - (x2 - x3)) ... (still exact on integers)
-        cols = [x[:, k] for k in range(length)]
-        while len(cols) > 1:
-            nxt = [cols[k] - cols[k + 1] for k in range(0, len(cols) - 1, 2)]
-            cols = nxt + ([cols[-1]] if len(cols) % 2 else [])
-        np.testing.assert_array_equal(got, 0 - cols[0])
+    np.testing.assert_array_equal(run(text, x), -x.sum(axis=1))
+
+
+NESTED_ADD = """nested {
+  a0 = f32[] parameter(0)  a1 = f32[] parameter(1)  e0 = f32[] parameter(2)  e1 = f32[] parameter(3)
+  sum0 = f32[] add(a0, a1)
+  sum1 = f32[] add(e0, e1)
+  ROOT t = (f32[], f32[]) tuple(sum0, sum1)
+}
+"""
+
+
+def test_reduce_variadic_non_associative_reducer_folds_in_element_order():
+    # The corpus module service_gpu_tests reduce_nested: (acc0, acc1, x, y) -> (acc0 + acc1, x + y).
+    # Folded in row-major order over dims {0,2}: acc1 holds the previous position's x + y (the
+    # init at first), so out0 = init + init + the sum of (x + y) over every reduced position but
+    # the last, and out1 = x + y at the last one. Small integers keep it exact.
+    a = RNG.integers(-4, 5, (4, 3, 50)).astype(np.float32)
+    b = RNG.integers(-4, 5, (4, 3, 50)).astype(np.float32)
+    text = entry("a = f32[4,3,50] parameter(0)\nb = f32[4,3,50] parameter(1)\nc = f32[] constant(2)\n"
+                 "ROOT d = (f32[3], f32[3]) reduce(a, b, c, c), dimensions={0,2}, to_apply=nested",
+                 NESTED_ADD)
+    out0, out1 = run(text, a, b)
+    pairs = (a + b).transpose(1, 0, 2).reshape(3, -1)  # [kept, reduced positions in row-major order]
+    np.testing.assert_array_equal(out0, 2 + 2 + pairs[:, :-1].sum(axis=1))
+    np.testing.assert_array_equal(out1, pairs[:, -1])
+
+
+def test_is_associative_probe():
+    from hlo_common.interpreter.evaluator import Evaluator
+    from hlo_common.interpreter.reducers import is_associative
+
+    module = parse_module(entry("ROOT p = f32[] parameter(0)", COMPS + ARGMAX + NESTED_ADD))
+    comps = {c.name: c for c in module.computations}
+    ev = Evaluator()
+    verdicts = {name: is_associative(comps[name], ev) for name in ("add", "max", "argmax", "sub", "nested")}
+    assert verdicts == {"add": True, "max": True, "argmax": True, "sub": False, "nested": False}
 
 
 def test_reduce_variadic_argmax_first_index_on_ties():

@@ -31,8 +31,10 @@ def _fusion(instr, operands, ev):
 def _while(instr, operands, ev):
     condition, body = instr.attrs["condition"], instr.attrs["body"]
     state = operands[0]
-    while bool(ev.call(condition, [state])):
-        state = ev.call(body, [state])
+    while bool(ev.call(condition, (state,))):
+        args = [state]
+        state = None  # the body owns the state: a buffer it updates for the last time is reused
+        state = ev.call_owned(body, args)
     return state
 
 

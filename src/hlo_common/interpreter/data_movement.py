@@ -146,7 +146,7 @@ def _dynamic_slice(instr, operands, ev):
 def _dynamic_update_slice(instr, operands, ev):
     x, update = operands[0], operands[1]
     starts = _start_indices(instr, operands[2:], x.shape, update.shape)
-    out = np.array(x, copy=True)
+    out = x if ev.owns(x) else np.array(x, copy=True)
     out[tuple(slice(s, s + z) for s, z in zip(starts, update.shape))] = update
     return out
 

@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from typing import Any, Sequence
+import sys
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from hlo_common.errors import HloError, InterpreterError
+from hlo_common.interpreter import blas
+from hlo_common.interpreter.plan import ARRAY_CHECK, Plan
 from hlo_common.interpreter.registry import HANDLERS, TOKEN
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.shape import Shape
@@ -67,56 +70,6 @@ _ELEMENTWISE_MODE = {op: _pass_through for op in ("broadcast", "reshape", "bitca
 _ELEMENTWISE_MODE["call"] = lambda instr, operands, ev: ev.run_elementwise(instr.attrs["to_apply"], operands)
 
 
-class _Plan:
-    """How to run one computation: instructions in order, operand slots, values to free after each."""
-
-    __slots__ = ("steps", "root_slot", "param_slots", "computation", "slots", "step_slots")
-
-    def __init__(self, comp: HloComputation):
-        self.computation = comp  # keeps the computation alive while its id keys the plan cache
-        order = _reachable_post_order(comp)
-        slot = {id(instr): k for k, instr in enumerate(order)}
-        last_use: dict[int, int] = {}
-        for k, instr in enumerate(order):
-            for op in instr.operands:
-                last_use[slot[id(op)]] = k
-        root_slot = slot[id(comp.root)]
-        frees: list[list[int]] = [[] for _ in order]
-        for s, k in last_use.items():
-            if s != root_slot:
-                frees[k].append(s)
-        self.steps = [
-            (instr, tuple(slot[id(op)] for op in instr.operands), tuple(frees[k]), _expected(instr.shape))
-            for k, instr in enumerate(order) if instr.opcode != "parameter"
-        ]
-        self.slots = len(order)
-        self.step_slots = [k for k, instr in enumerate(order) if instr.opcode != "parameter"]
-        self.root_slot = root_slot
-        self.param_slots = [
-            (instr.parameter_number, k) for k, instr in enumerate(order) if instr.opcode == "parameter"
-        ]
-
-
-def _expected(shape: Shape) -> tuple:
-    """(dtype, dims) an array-shaped instruction's value must have; (None, None) otherwise."""
-    if shape.is_tuple or not shape.is_array:
-        return (None, None)
-    return (shape.element_type.np_dtype, shape.dims)
-
-
-def _reachable_post_order(comp: HloComputation) -> list[HloInstruction]:
-    """Post order of the instructions the root depends on (dead code is never evaluated)."""
-    live: set[int] = set()
-    stack = [comp.root]
-    while stack:
-        instr = stack.pop()
-        if id(instr) in live:
-            continue
-        live.add(id(instr))
-        stack.extend(instr.operands)
-    return [i for i in comp.post_order() if id(i) in live]
-
-
 class Evaluator:
     """Evaluates HLO modules and computations on numpy values, one instruction at a time.
 
@@ -134,10 +87,10 @@ class Evaluator:
         self.rng_state = rng_state
         self._rng: np.random.Generator | None = None
         self.module: HloModule | None = None
-        self._plans: dict[int, _Plan] = {}
+        self._plans: dict[int, Plan] = {}
         self._vector_ok: dict[int, tuple] = {}  # id -> (computation, vectorizable?)
-        self._chunkable: dict[int, tuple] = {}  # loop_fusion's verdict per fused computation
-        self._check = True  # check every handler's result against the instruction's shape
+        self._donated: Any = None  # the operand the running handler may update in place
+        self._verdicts: dict[tuple, tuple] = {}  # (kind, id) -> (computation, verdict)
 
     # -- public entry points ----------------------------------------------------------------------
     def evaluate(self, module: HloModule, args: Sequence[Any]) -> Any:
@@ -151,25 +104,24 @@ class Evaluator:
             raise InterpreterError(
                 f"module {module.name} takes {len(params)} argument(s), {len(args)} given")
         values = [_coerce_argument(p, a) for p, a in zip(params, args)]
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), blas.single_threaded():
             return self.call(comp, values)
 
     def call(self, computation: HloComputation, args: Sequence[Any]) -> Any:
         """Evaluate a (called) computation on already-evaluated argument values."""
         return self._run(computation, args)
 
+    def call_owned(self, computation: HloComputation, args: list) -> Any:
+        """Like `call`, but the caller hands its references over: `args` is emptied once the
+        parameters are bound, so a value that nothing else refers to may be updated in place
+        (a while loop's state from one iteration to the next)."""
+        return self._run(computation, args, owned=True)
+
     def call_fusion(self, fusion: HloInstruction, operands: Sequence[Any]) -> Any:
-        """Evaluate a fusion instruction's fused computation on its operand values.
-
-        Large elementwise (loop) fusions run chunk by chunk so their temporaries stay in cache,
-        like the fused kernel XLA emits; the arithmetic per element is the same.
-        """
+        """Evaluate a fusion instruction's fused computation on its operand values (large
+        elementwise parts run chunk by chunk, as in every computation: see `regions.py`)."""
         calls = fusion.attrs["calls"]
-        comp = calls[0] if isinstance(calls, list) else calls
-        from hlo_common.interpreter.loop_fusion import run_chunked
-
-        result = run_chunked(self, comp, operands, self._chunkable)
-        return self.call(comp, operands) if result is None else result
+        return self._run(calls[0] if isinstance(calls, list) else calls, operands)
 
     def run_elementwise(self, comp: HloComputation, args: Sequence[Any]) -> Any:
         """Evaluate an elementwise computation on arrays of any (common, broadcastable) shape.
@@ -177,15 +129,26 @@ class Evaluator:
         Shapes are not checked, and broadcast / reshape / bitcast / copy pass their operand on
         unchanged (they are only ever scalar-to-scalar or shape-preserving in such computations).
         """
-        return self._run(comp, args, elementwise=True)
+        plan = self._plan(comp)
+        values = self._bind(plan, comp, args)
+        self._exec(plan.elementwise_steps(_elementwise_handler), values)
+        return values[plan.root_slot]
 
     def evaluate_instruction(self, instr: HloInstruction, operands: Sequence[Any]) -> Any:
         """Evaluate one instruction on already-evaluated operand values (constant folding and
         trip-count analysis in hlo-opt); failures are InterpreterErrors naming `instr`, and the
         value is checked against the instruction's shape like every value of a walk."""
-        with np.errstate(all="ignore"):
-            value = self._evaluate_instruction(instr, list(operands), False)
-        return _check_value(instr, instr.shape, value) if self._check else value
+        try:
+            with np.errstate(all="ignore"):
+                value = _handler(instr)(instr, list(operands), self)
+        except Exception as exc:  # noqa: BLE001 - every failure names the instruction
+            raise _named_error(instr, exc) from exc
+        return _check_value(instr, instr.shape, value)
+
+    def owns(self, value: Any) -> bool:
+        """True when the running handler may write into operand `value`: the evaluator donated it
+        (its last use, and no other reference to the array exists)."""
+        return value is self._donated and value is not None
 
     def map_computation(self, comp: HloComputation, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Apply a scalar computation elementwise over same-shaped arrays.
@@ -214,6 +177,15 @@ class Evaluator:
             entry = self._vector_ok[id(comp)] = (comp, verdict)
         return entry[1]
 
+    def cached_verdict(self, kind: str, comp: HloComputation, fn) -> Any:
+        """`fn(comp, self)`, computed once per computation and kind (handlers' analyses of called
+        computations, e.g. whether a reducer is associative)."""
+        key = (kind, id(comp))
+        entry = self._verdicts.get(key)
+        if entry is None or entry[0] is not comp:  # the computation is kept so its id stays unique
+            entry = self._verdicts[key] = (comp, fn(comp, self))
+        return entry[1]
+
     def rng(self) -> np.random.Generator:
         """The deterministic generator behind `rng` (seeded once per evaluator)."""
         if self._rng is None:
@@ -221,46 +193,64 @@ class Evaluator:
         return self._rng
 
     # -- the walk ---------------------------------------------------------------------------------
-    def _plan(self, comp: HloComputation) -> _Plan:
+    def _plan(self, comp: HloComputation) -> Plan:
         plan = self._plans.get(id(comp))
-        if plan is None or plan.computation is not comp:
-            plan = _Plan(comp)
-            self._plans[id(comp)] = plan
+        if plan is None or plan.is_stale(comp):
+            plan = self._plans[id(comp)] = Plan(comp, _handler)
         return plan
 
-    def _run(self, comp: HloComputation, args: Sequence[Any], elementwise: bool = False) -> Any:
-        plan = self._plan(comp)
+    def _bind(self, plan: Plan, comp: HloComputation, args: Sequence[Any]) -> list:
+        """A fresh value list with the parameters bound."""
         values: list[Any] = [None] * plan.slots
-        for number, slot in plan.param_slots:
-            if number >= len(args):
-                raise InterpreterError(
-                    f"computation {comp.name} reads parameter {number} but got {len(args)} argument(s)")
-            values[slot] = args[number]
-        check = self._check and not elementwise
-        for k, (instr, operand_slots, frees, expect) in zip(plan.step_slots, plan.steps):
-            value = self._evaluate_instruction(instr, [values[s] for s in operand_slots], elementwise)
-            if check and not (type(value) is np.ndarray and value.dtype == expect[0]
-                              and value.shape == expect[1]):
-                value = _check_value(instr, instr.shape, value)
-            values[k] = value
-            for s in frees:
-                values[s] = None
+        try:
+            for number, slot in plan.param_slots:
+                values[slot] = args[number]
+        except IndexError:
+            raise InterpreterError(f"computation {comp.name} reads parameter "
+                                   f"{max(n for n, _ in plan.param_slots)} but got {len(args)} argument(s)") from None
+        return values
+
+    def _run(self, comp: HloComputation, args: Sequence[Any], owned: bool = False) -> Any:
+        plan = self._plan(comp)
+        values = self._bind(plan, comp, args)
+        if owned:
+            args.clear()
+        if plan.cache is None:
+            self._exec(plan.invariant_steps, values)
+            plan.runs += 1
+            if plan.runs >= 2:  # called again: keep the invariant values the other steps read
+                plan.cache = [values[s] for s in plan.invariant_slots]
+        else:
+            for slot, value in zip(plan.invariant_slots, plan.cache):
+                values[slot] = value
+        self._exec(plan.variant_steps, values)
         return values[plan.root_slot]
 
-    def _evaluate_instruction(self, instr: HloInstruction, operands: list, elementwise: bool) -> Any:
-        handler = (elementwise and _ELEMENTWISE_MODE.get(instr.opcode)) or HANDLERS.get(instr.opcode)
-        if handler is None:
-            raise InterpreterError(
-                f"{_where(instr)}: the interpreter cannot evaluate opcode '{instr.opcode}'")
+    def _exec(self, steps: list[tuple], values: list) -> None:
+        """Run plan steps over `values` (the interpreter's innermost loop)."""
+        instr = None
         try:
-            value = handler(instr, operands, self)
+            for handler, instr, fetch, out, frees, check, dtype, dims, donate in steps:
+                operands = fetch(values)
+                if donate >= 0:
+                    values[donate] = None
+                    self._donated = operands[0] if _exclusive(operands[0]) else None
+                    value = handler(instr, operands, self)
+                    self._donated = None
+                else:
+                    value = handler(instr, operands, self)
+                if check:
+                    if check != ARRAY_CHECK or not (type(value) is np.ndarray and value.dtype is dtype
+                                                    and value.shape == dims):
+                        value = _check_value(instr, instr.shape, value)
+                values[out] = value
+                for s in frees:
+                    values[s] = None
         except InterpreterError:
             raise
-        except HloError as exc:
-            raise InterpreterError(f"{_where(instr)}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - any failure inside a handler names the instruction
-            raise InterpreterError(f"{_where(instr)}: {type(exc).__name__}: {exc}") from exc
-        return value
+            self._donated = None
+            raise _named_error(instr, exc) from exc
 
     def _map_per_element(self, comp: HloComputation, arrays: list[np.ndarray], shape) -> list[np.ndarray]:
         root_shape = comp.root.shape
@@ -273,6 +263,35 @@ class Evaluator:
             for o, r in zip(outs, res):
                 o[idx] = r
         return outs
+
+
+def _missing_handler(instr: HloInstruction, operands, ev) -> Any:
+    raise InterpreterError(f"{_where(instr)}: the interpreter cannot evaluate opcode '{instr.opcode}'")
+
+
+def _handler(instr: HloInstruction) -> Callable:
+    """The registered handler for the instruction's opcode (one that raises when there is none)."""
+    return HANDLERS.get(instr.opcode, _missing_handler)
+
+
+def _elementwise_handler(instr: HloInstruction) -> Callable:
+    return _ELEMENTWISE_MODE.get(instr.opcode) or _handler(instr)
+
+
+def _named_error(instr: HloInstruction | None, exc: Exception) -> InterpreterError:
+    if isinstance(exc, InterpreterError):
+        return exc
+    where = _where(instr) if instr is not None else "evaluator"
+    if isinstance(exc, HloError):
+        return InterpreterError(f"{where}: {exc}")
+    return InterpreterError(f"{where}: {type(exc).__name__}: {exc}")
+
+
+def _exclusive(value: Any) -> bool:
+    """True when `value` is an array owning its memory that only the caller's operand container
+    refers to (so writing into it cannot be seen by any other value)."""
+    return (type(value) is np.ndarray and value.base is None and value.flags.writeable
+            and sys.getrefcount(value) <= 3)
 
 
 def _vectorizable_instr(instr: HloInstruction, ev: Evaluator) -> bool:

@@ -127,7 +127,8 @@ def _scatter(instr: HloInstruction, operands, ev):
     perm = [d for d in range(updates[0].ndim) if d not in update_window_dims] + list(update_window_dims)
     nwin = int(np.prod(window_sizes, dtype=np.int64))
     upd = [u.transpose(perm).reshape(-1, nwin)[valid].reshape(-1) for u in updates]
-    flat = [t.reshape(-1).copy() for t in targets]
+    flat = [t.reshape(-1) if k == 0 and ev.owns(t) and t.flags.c_contiguous else t.reshape(-1).copy()
+            for k, t in enumerate(targets)]
     apply_updates(flat, lin, upd, instr.attrs["to_apply"], ev, instr,
                   unique=instr.attrs.get("unique_indices") is True)
     out = tuple(f.reshape(shape) for f in flat)

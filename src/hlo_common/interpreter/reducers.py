@@ -12,7 +12,13 @@ element type, and returns None for anything else (the caller then uses `ev.map_c
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
+from hlo_common.errors import HloError
 from hlo_common.ir import HloComputation
+from hlo_common.shape import Shape
 
 REDUCER_KINDS = ("add", "multiply", "maximum", "minimum", "and", "or")
 
@@ -43,3 +49,52 @@ def classify_reducer(comp: HloComputation) -> str | None:
     if et.is_pred:
         kind = {"add": "or", "maximum": "or", "minimum": "and", "multiply": "and"}.get(kind, kind)
     return kind
+
+
+# A fixed sample for `is_associative`: small integers are exact in every float type, so the two
+# bracketings can only differ when the reducer itself is not associative.
+_PROBE_SAMPLES = 64
+_PROBE_SEED = 20240611
+
+
+def is_associative(comp: HloComputation, ev: Any) -> bool:
+    """True when the reducer `comp` (N accumulators, then N elements) combines associatively.
+
+    Decided by evaluating f(f(x, y), z) and f(x, f(y, z)) on a fixed sample of small integer
+    values (many ties, so tie-breaking rules such as argmax's smaller index are exercised too).
+    A reducer that is not associative (XLA leaves its result to the evaluation order) must be
+    folded in element order; an associative one may be folded as a tree.
+    """
+    params = comp.parameters
+    n = len(params) // 2
+    if n == 0 or len(params) != 2 * n:
+        return False
+    rng = np.random.default_rng(_PROBE_SEED)
+    x, y, z = ([_probe_values(p.shape, rng) for p in params[:n]] for _ in range(3))
+    try:
+        left = ev.map_computation(comp, ev.map_computation(comp, x + y) + z)
+        right = ev.map_computation(comp, x + ev.map_computation(comp, y + z))
+    except HloError:
+        return False
+    return all(_same(a, b) for a, b in zip(left, right))
+
+
+def _probe_values(shape: Shape, rng: np.random.Generator) -> np.ndarray:
+    if shape.is_tuple or not shape.is_array or shape.rank != 0:
+        raise HloError(f"reducer parameter of shape {shape} is not a scalar")
+    et = shape.element_type
+    if et.is_pred:
+        return rng.integers(0, 2, _PROBE_SAMPLES).astype(bool)
+    values = rng.integers(0 if et.kind == "unsigned" else -4, 5, _PROBE_SAMPLES)
+    if et.is_complex:
+        return (values + 1j * rng.integers(-4, 5, _PROBE_SAMPLES)).astype(et.np_dtype)
+    return values.astype(np.float64 if et.is_float else np.int64).astype(et.np_dtype)
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal element for element (NaN equal to NaN)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind in "biu":
+        return bool(np.array_equal(a, b))
+    wide = np.complex128 if a.dtype.kind == "c" else np.float64
+    return bool(np.array_equal(a.astype(wide), b.astype(wide), equal_nan=True))

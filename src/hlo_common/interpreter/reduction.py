@@ -8,9 +8,10 @@ then the new elements), starting from N init values:
   XLA:CPU computes (HloEvaluator itself rounds after every step); f32 sums accumulate in f64;
   integers wrap in two's complement exactly.
 - general path: the reducer through `ev.map_computation`, vectorized over all output elements:
-  in element order for short reductions (exactly HloEvaluator's order), else as a pairwise tree
-  of adjacent elements (same result for associative reducers, e.g. argmax pairs; float sums
-  within rounding).
+  in element order (row-major over the reduced dims: HloEvaluator's and XLA:CPU's order) for
+  short reductions and for reducers that are not associative (`reducers.is_associative`, e.g. a
+  variadic reducer that adds its two accumulators), else as a pairwise tree of adjacent elements
+  (same result for associative reducers, e.g. argmax pairs; float sums within rounding).
 
 The evaluator imports this module (and `linalg`, `gather_scatter`, `sort`); importing it also
 registers reduce-window and select-and-scatter from `window`. A reduce whose init is not the
@@ -25,7 +26,7 @@ import numpy as np
 from hlo_common.dtypes import from_numpy_dtype
 from hlo_common.interpreter import window  # noqa: F401  (registers reduce-window, select-and-scatter)
 from hlo_common.interpreter.numeric import bool_attr, ints_attr, to_element_type, unsupported
-from hlo_common.interpreter.reducers import classify_reducer
+from hlo_common.interpreter.reducers import classify_reducer, is_associative
 from hlo_common.interpreter.registry import register
 from hlo_common.ir import HloInstruction
 
@@ -51,7 +52,7 @@ def _reduce(instr: HloInstruction, operands, ev):
     m = int(np.prod(out_shape, dtype=np.int64))
     flat = [x.transpose(kept + list(dims)).reshape(m, r) for x in inputs]
     acc = [np.full(m, init, dtype=init.dtype) for init in inits]
-    if r <= SEQUENTIAL_LIMIT:
+    if r <= SEQUENTIAL_LIMIT or not ev.cached_verdict("associative", comp, is_associative):
         for k in range(r):
             acc = ev.map_computation(comp, acc + [f[:, k] for f in flat])
     else:

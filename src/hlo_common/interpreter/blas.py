@@ -1,0 +1,74 @@
+"""One BLAS thread while the interpreter evaluates (a leaf: the only code that talks to the BLAS
+library numpy was built with).
+
+numpy's matmul calls OpenBLAS, which splits every product of more than a few thousand
+multiply-adds over all cores. When the cores are busy (a CI runner, a shared machine) those
+threads spin waiting for each other: a batch of sixteen [256,64] x [64,256] products took 0.25 s
+of CPU instead of 2 ms. One thread also makes each dot's summation order independent of the
+machine's core count, which is why the corpus tier runs XLA:CPU single-threaded too.
+
+`single_threaded()` sets OpenBLAS to one thread for the duration of a `with` block and restores
+the previous count. It finds OpenBLAS among the libraries the process has loaded (numpy's own
+`scipy_openblas` build or a system `libopenblas`); with any other BLAS, or off Linux, it does
+nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from typing import Iterator
+
+# (get, set) symbol pairs: numpy's bundled scipy-openblas (64-bit ints), then a plain OpenBLAS.
+_SYMBOLS = (
+    ("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+    ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
+    ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+    ("openblas_get_num_threads", "openblas_set_num_threads"),
+)
+_controls: tuple | None = None
+_looked = False
+
+
+def _find_controls() -> tuple | None:
+    """(get, set) ctypes functions of the loaded OpenBLAS, or None."""
+    import numpy  # noqa: F401  (loads the BLAS library numpy links)
+
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as f:
+            paths = sorted({line.split()[-1] for line in f if "openblas" in line.lower() and "/" in line})
+    except OSError:
+        return None
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for get_name, set_name in _SYMBOLS:
+            if hasattr(lib, get_name) and hasattr(lib, set_name):
+                get, put = getattr(lib, get_name), getattr(lib, set_name)
+                get.restype, get.argtypes = ctypes.c_int, []
+                put.restype, put.argtypes = None, [ctypes.c_int]
+                return get, put
+    return None
+
+
+@contextlib.contextmanager
+def single_threaded() -> Iterator[None]:
+    """Run the block with one OpenBLAS thread (a no-op when OpenBLAS cannot be found)."""
+    global _controls, _looked
+    if not _looked:
+        _controls, _looked = _find_controls(), True
+    if _controls is None:
+        yield
+        return
+    get, put = _controls
+    before = get()
+    if before == 1:
+        yield
+        return
+    put(1)
+    try:
+        yield
+    finally:
+        put(before)

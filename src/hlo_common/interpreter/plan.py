@@ -1,0 +1,247 @@
+"""Evaluation plans: how the evaluator walks one computation, worked out once and reused per call.
+
+A plan lists the computation's reachable instructions (dead code is never evaluated) as steps.
+Every value lives in a numbered slot; a step names its handler (resolved from the opcode table
+once), its operand slots, its result slot, the slots whose last use it is (freed right after
+it runs) and how its result is checked against the instruction's shape. Two rearrangements
+keep repeated and large computations cheap without changing any value:
+
+- invariant steps (pure instructions that depend on no parameter: constants, iotas, a while
+  body's `iota * iota`, ...) come first. From the plan's second run on, the invariant values the
+  other steps read are taken from a cache instead of being recomputed;
+- runs of large elementwise instructions over one shape become one region step evaluated chunk
+  by chunk (`regions.py`); its outputs are unpacked into the members' slots by `_pick` steps.
+
+A step is `(handler, instr, fetch, result slot, frees, check, dtype, dims, donate)`: `fetch(values)`
+gives the operand values, check is NO_CHECK, ARRAY_CHECK (dtype and dims given) or FULL_CHECK
+(tuples and tokens), and `donate` is the slot of an operand whose last use this is, for ops that
+may update it in place (dynamic-update-slice, scatter), or -1; the evaluator frees it before the
+call and lets the handler write into it if nothing else refers to the array.
+"""
+
+from __future__ import annotations
+
+import heapq
+from operator import itemgetter
+from typing import Callable, Sequence
+
+from hlo_common.interpreter import regions
+from hlo_common.interpreter.registry import HANDLERS
+from hlo_common.ir import HloComputation, HloInstruction
+from hlo_common.opcodes import OPCODES
+
+NO_CHECK, ARRAY_CHECK, FULL_CHECK = 0, 1, 2
+
+# Results made only of values already checked where they were produced.
+_STRUCTURAL = frozenset({
+    "parameter", "tuple", "get-tuple-element", "call", "while", "conditional", "opt-barrier",
+    "add-dependency", "domain",
+})
+# Ops whose handler may write its result into operand 0 when the evaluator donates it.
+_DONATES = frozenset({"dynamic-update-slice", "scatter"})
+# Instructions whose value is not a function of their operands alone (or that talk to others).
+_IMPURE = frozenset({
+    "rng", "rng-get-and-update-state", "custom-call", "infeed", "outfeed", "async-start",
+    "async-update", "async-done",
+})
+
+
+class Plan:
+    """The steps of one computation (see the module docstring)."""
+
+    __slots__ = ("computation", "root", "size", "slots", "param_slots", "root_slot", "invariant_steps",
+                 "variant_steps", "invariant_slots", "cache", "runs", "_order", "_elementwise")
+
+    def __init__(self, comp: HloComputation, handler_for: Callable[[HloInstruction], Callable]):
+        self.computation = comp  # keeps the computation alive while its id keys the plan cache
+        self.root = comp.root
+        self.size = len(comp.instructions)
+        order = self._order = _reachable_post_order(comp)
+        invariant = _invariant_instructions(order)
+        groups = regions.find_regions(order, invariant)
+        nodes = _schedule(order, groups, invariant)
+        slot = {id(instr): k for k, instr in enumerate(order)}
+        self.root_slot = slot[id(comp.root)]
+        self.param_slots = [(i.parameter_number, slot[id(i)]) for i in order if i.opcode == "parameter"]
+        raw: list[list] = []  # [handler, instr, operand slots, result slot, check, is_invariant]
+        hidden = len(order)
+        for node in nodes:
+            if isinstance(node, regions.Region):
+                ins = tuple(slot[id(i)] for i in node.inputs)
+                raw.append([node.run, node.members[-1], ins, hidden, False, node.invariant])
+                for k, out in enumerate(node.outputs):
+                    raw.append([_Picker(k), out, (hidden,), slot[id(out)], False, node.invariant])
+                hidden += 1
+            elif node.opcode != "parameter":
+                ops = tuple(slot[id(op)] for op in node.operands)
+                raw.append([handler_for(node), node, ops, slot[id(node)], True, id(node) in invariant])
+        self.slots = hidden
+        steps = _steps(raw, self.root_slot)
+        self.invariant_steps = [s for s, r in zip(steps, raw) if r[5]]
+        self.variant_steps = [s for s, r in zip(steps, raw) if not r[5]]
+        produced_invariant = {r[3] for r in raw if r[5]}
+        read_by_variant = {s for r in raw if not r[5] for s in r[2]} | {self.root_slot}
+        self.invariant_slots = sorted(produced_invariant & read_by_variant)
+        self.cache: list | None = None
+        self.runs = 0
+        self._elementwise: list | None = None
+
+    def is_stale(self, comp: HloComputation) -> bool:
+        """True when the computation changed since the plan was made (a pass edited it)."""
+        return self.computation is not comp or self.root is not comp.root or self.size != len(comp.instructions)
+
+    def elementwise_steps(self, handler_for: Callable[[HloInstruction], Callable]) -> list[tuple]:
+        """Steps for `Evaluator.run_elementwise`: every instruction in order, no regions, no
+        invariant cache, no checks (values may have any broadcastable shape)."""
+        if self._elementwise is None:
+            slot = {id(instr): k for k, instr in enumerate(self._order)}
+            raw = [[handler_for(i), i, tuple(slot[id(op)] for op in i.operands), slot[id(i)], False, False]
+                   for i in self._order if i.opcode != "parameter"]
+            self._elementwise = _steps(raw, self.root_slot)
+        return self._elementwise
+
+
+def _steps(raw: list[list], root_slot: int) -> list[tuple]:
+    """Step tuples from [handler, instr, operand slots, result slot, check?, invariant?] rows, with
+    each slot freed after the step that reads it last (never the root's)."""
+    last_use: dict[int, int] = {}
+    for k, row in enumerate(raw):
+        for s in row[2]:
+            last_use[s] = k
+    frees: list[list[int]] = [[] for _ in raw]
+    for s, k in last_use.items():
+        if s != root_slot:
+            frees[k].append(s)
+    out = []
+    for k, ((handler, instr, ops, result, check, _), free) in enumerate(zip(raw, frees)):
+        shape = instr.shape
+        if not check or instr.opcode in _STRUCTURAL:
+            kind, dtype, dims = NO_CHECK, None, None
+        elif shape.is_tuple or not shape.is_array:
+            kind, dtype, dims = FULL_CHECK, None, None
+        else:
+            kind, dtype, dims = ARRAY_CHECK, shape.element_type.np_dtype, shape.dims
+        donate = -1
+        if check and instr.opcode in _DONATES and ops and ops[0] in free and ops.count(ops[0]) == 1:
+            donate = ops[0]
+            free.remove(donate)
+        out.append((handler, instr, _fetcher(ops), result, tuple(sorted(free)), kind, dtype, dims, donate))
+    return out
+
+
+def _fetcher(slots: tuple[int, ...]) -> Callable[[list], Sequence]:
+    """values -> the operand values at `slots` (a list or tuple, in operand order)."""
+    if len(slots) == 1:
+        return itemgetter(slice(slots[0], slots[0] + 1))
+    if not slots:
+        return itemgetter(slice(0, 0))
+    return itemgetter(*slots)
+
+
+class _Picker:
+    """Unpacks output k of a region step (a tuple in a hidden slot) into its member's slot."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: int):
+        self.k = k
+
+    def __call__(self, instr, operands, ev):
+        return operands[0][self.k]
+
+
+def _reachable_post_order(comp: HloComputation) -> list[HloInstruction]:
+    """Post order of the instructions the root depends on, ending with the root."""
+    live: set[int] = set()
+    stack = [comp.root]
+    while stack:
+        instr = stack.pop()
+        if id(instr) in live:
+            continue
+        live.add(id(instr))
+        stack.extend(instr.operands)
+    order = [i for i in comp.post_order() if id(i) in live]
+    if order and order[-1] is not comp.root:  # control successors may follow the root
+        order.remove(comp.root)
+        order.append(comp.root)
+    return order
+
+
+def _invariant_instructions(order: list[HloInstruction]) -> set[int]:
+    """ids of the pure instructions that depend on no parameter."""
+    out: set[int] = set()
+    pure_comps: dict[int, bool] = {}
+    for instr in order:
+        if instr.opcode == "parameter" or not is_pure(instr, pure_comps):
+            continue
+        if all(id(op) in out for op in instr.operands):
+            out.add(id(instr))
+    return out
+
+
+def is_pure(instr: HloInstruction, memo: dict[int, bool]) -> bool:
+    """True when the instruction's value depends only on its operands (called computations too)."""
+    op = instr.opcode
+    info = OPCODES.get(op)
+    if op in _IMPURE or info is None or info.category == "collective":
+        return False
+    return all(_pure_computation(c, memo) for c in instr.called_computations())
+
+
+def _pure_computation(comp: HloComputation, memo: dict[int, bool]) -> bool:
+    verdict = memo.get(id(comp))
+    if verdict is None:
+        memo[id(comp)] = False  # recursion guard
+        verdict = memo[id(comp)] = all(is_pure(i, memo) for i in comp.instructions)
+    return verdict
+
+
+def _schedule(order: list[HloInstruction], groups: list[regions.Region], invariant: set[int]) -> list:
+    """Nodes (instructions outside regions, and regions) in a valid order: invariant nodes first,
+    then the rest; within each class, by the position of the node's last instruction."""
+    node_of: dict[int, object] = {}
+    for g in groups:
+        for m in g.members:
+            node_of[id(m)] = g
+    position = {id(instr): k for k, instr in enumerate(order)}
+    nodes: list = []
+    seen: set[int] = set()
+    for instr in order:
+        node = node_of.get(id(instr), instr)
+        if id(node) not in seen:
+            seen.add(id(node))
+            nodes.append(node)
+
+    def members(node) -> list[HloInstruction]:
+        return node.members if isinstance(node, regions.Region) else [node]
+
+    def is_invariant(node) -> bool:
+        return node.invariant if isinstance(node, regions.Region) else id(node) in invariant
+
+    index = {id(n): k for k, n in enumerate(nodes)}
+    preds: list[set[int]] = [set() for _ in nodes]
+    for k, node in enumerate(nodes):
+        for m in members(node):
+            for op in m.operands:
+                j = index[id(node_of.get(id(op), op))]
+                if j != k:
+                    preds[k].add(j)
+    users: list[list[int]] = [[] for _ in nodes]
+    for k, ps in enumerate(preds):
+        for j in ps:
+            users[j].append(k)
+    key = [(0 if is_invariant(n) else 1, max(position[id(m)] for m in members(n))) for n in nodes]
+    waiting = [len(p) for p in preds]
+    ready = [(key[k], k) for k in range(len(nodes)) if waiting[k] == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        _, k = heapq.heappop(ready)
+        out.append(nodes[k])
+        for u in users[k]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, (key[u], u))
+    if len(out) != len(nodes):
+        raise AssertionError("evaluation plan: the region graph has a cycle")
+    return out
