@@ -32,6 +32,7 @@ COMPUTATION_ATTRS = (
     "calls", "to_apply", "condition", "body", "select", "scatter",
     "true_computation", "false_computation", "branch_computations", "called_computations",
 )
+_COMPUTATION_ATTR_RANK = {key: k for k, key in enumerate(COMPUTATION_ATTRS)}
 
 
 class HloInstruction(InstructionEditing):
@@ -158,9 +159,15 @@ class HloInstruction(InstructionEditing):
 
     # -- queries ------------------------------------------------------------------------------
     def called_computations(self) -> list[HloComputation]:
+        """In COMPUTATION_ATTRS order. (Hot: scans the few attributes an instruction has.)"""
+        keys = [k for k in self.attrs if k in _COMPUTATION_ATTR_RANK]
+        if not keys:
+            return []
+        if len(keys) > 1:
+            keys.sort(key=_COMPUTATION_ATTR_RANK.__getitem__)
         out = []
-        for key in COMPUTATION_ATTRS:
-            v = self.attrs.get(key)
+        for key in keys:
+            v = self.attrs[key]
             if v is None:
                 continue
             if isinstance(v, list):
@@ -286,6 +293,8 @@ class HloComputation(ComputationEditing):
     def post_order(self) -> list[HloInstruction]:
         """Operands (and control predecessors) before users; ties keep textual order, so a list
         that is already in a valid order comes back unchanged."""
+        if self._in_valid_order():
+            return list(self.instructions)
         visited: set[int] = set()
         order: list[HloInstruction] = []
         for start in self.instructions:
@@ -305,6 +314,22 @@ class HloComputation(ComputationEditing):
                     if id(dep) not in visited:
                         stack.append((dep, False))
         return order
+
+    def _in_valid_order(self) -> bool:
+        """Does every instruction come after its operands and control predecessors? (One pass:
+        post_order's answer for such a list is the list itself.)"""
+        seen: set[int] = set()
+        add = seen.add
+        for instr in self.instructions:
+            for dep in instr.operands:
+                if id(dep) not in seen:
+                    return False
+            if instr.control_predecessors:
+                for dep in instr.control_predecessors:
+                    if id(dep) not in seen:
+                        return False
+            add(id(instr))
+        return True
 
     def __iter__(self) -> Iterator[HloInstruction]:
         return iter(self.instructions)

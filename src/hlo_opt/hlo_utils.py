@@ -72,8 +72,13 @@ class CallSite:
             self.instr.attrs[self.key] = comps
 
 
+_COMPUTATION_ATTR_SET = frozenset(COMPUTATION_ATTRS)
+
+
 def call_sites_of(instr: HloInstruction) -> list[CallSite]:
     out = []
+    if not any(k in _COMPUTATION_ATTR_SET for k in instr.attrs):
+        return out  # the common case, kept cheap: computation_callers asks for every instruction
     for key in COMPUTATION_ATTRS:
         v = instr.attrs.get(key)
         if v is None:
