@@ -193,6 +193,7 @@ class HloDataflowAnalysis:
         self.value_sets: dict[HloInstruction, dict[Index, tuple[HloValue, ...]]] = {}
         self._param_sources: dict[HloComputation, tuple[HloInstruction, str]] = {}
         self._phi_at: set[tuple[HloInstruction, Index]] | None = None  # SSA form: phi positions
+        self.post_orders: dict[HloComputation, list[HloInstruction]] = {}  # XLA's, per computation
 
     @staticmethod
     def run(module: HloModule, ssa_form: bool = False) -> HloDataflowAnalysis:
@@ -201,7 +202,8 @@ class HloDataflowAnalysis:
         condition parameters and the conditional define phi values instead of holding unions."""
         df = HloDataflowAnalysis(module)
         if ssa_form:
-            df._phi_at = _phi_positions(HloDataflowAnalysis.run(module))
+            has_merges = any(i.opcode in ("while", "conditional") for c in module.computations for i in c.instructions)
+            df._phi_at = _phi_positions(HloDataflowAnalysis.run(module)) if has_merges else set()
         df._index_call_sites()
         df._define_values()
         df._propagate()
@@ -253,7 +255,8 @@ class HloDataflowAnalysis:
         next_id = 0
         for comp in self.computation_order:
             is_global = self.contexts.get(comp) == cg.GLOBAL
-            for instr in cg.xla_instruction_post_order(comp):
+            post_order = self.post_orders[comp] = cg.xla_instruction_post_order(comp)
+            for instr in post_order:
                 sets: dict[Index, tuple[HloValue, ...]] = {}
                 for idx, shp in subshape_indices(instr.shape):
                     defined = self._defines(comp, instr, idx, shp)
@@ -285,7 +288,7 @@ class HloDataflowAnalysis:
 
     def _propagate(self) -> None:
         """Fixpoint of the forwarding rules (sets only grow, so this terminates)."""
-        order = [i for c in self.global_computations for i in cg.xla_instruction_post_order(c)]
+        order = [i for c in self.global_computations for i in self.post_orders[c]]
         pending = [(i, idx) for i in order for idx, vs in self.value_sets[i].items()
                    if not vs or vs[0].instruction is not i]
         for _ in range(4 * len(order) + 8):

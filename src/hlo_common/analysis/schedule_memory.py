@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hlo_common.analysis.alias import HloAliasAnalysis
-from hlo_common.analysis.call_graph import CallGraph, xla_instruction_post_order
+from hlo_common.analysis.call_graph import CallGraph
 from hlo_common.analysis.dataflow import HloDataflowAnalysis
 from hlo_common.analysis.sharing import can_share_operand_buffer_with_user
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
@@ -139,7 +139,7 @@ class ScheduleMemoryModel:
             comp = self._owner(buf)
             model = self.computation(comp)
             if comp not in order:
-                order[comp] = {i: k for k, i in enumerate(xla_instruction_post_order(comp))}
+                order[comp] = {i: k for k, i in enumerate(self.dataflow.post_orders[comp])}
             b = len(model.sizes)
             model.sizes.append(buf.size)
             local[buf.id] = (model, b)

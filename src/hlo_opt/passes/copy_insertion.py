@@ -36,7 +36,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.analysis.call_graph import CallGraph, branch_computations, xla_instruction_post_order
+from hlo_common.analysis.call_graph import (
+    CallGraph, branch_computations, xla_computation_post_order, xla_instruction_post_order)
 from hlo_common.analysis.dataflow import HloDataflowAnalysis, Index
 from hlo_common.analysis.sharing import in_place_pairs, parse_alias_spec
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
@@ -190,9 +191,11 @@ def _array_leaves_under(instr: HloInstruction, indices: set[Index]) -> set[Index
             and any(idx[:len(i)] == i for i in indices)}
 
 
-def add_copies_to_resolve_interference(module: HloModule) -> None:
-    df = HloDataflowAnalysis.run(module, ssa_form=True)
-    for comp in df.global_computations:
+def add_copies_to_resolve_interference(module: HloModule, graph: CallGraph) -> None:
+    comps = [c for c in xla_computation_post_order(module) if graph.is_global(c)]
+    merges = any(i.opcode in ("while", "conditional") for c in comps for i in c.instructions)
+    df = HloDataflowAnalysis.run(module, ssa_form=True) if merges else None  # phis only at merges
+    for comp in comps:
         for instr in xla_instruction_post_order(comp):
             if instr.opcode == "while":
                 _add_copies_for_while(df, instr)
@@ -216,7 +219,8 @@ def add_special_case_copies(module: HloModule) -> None:
             return True
         return d.opcode == "parameter" and d.parent is entry and (d.parameter_number, v.index) not in aliased_params
 
-    for group in must_alias_groups(df):
+    groups = must_alias_groups(df)
+    for group in groups:
         for v in group:
             if len(group) > 1 and read_only(v):
                 to_copy.setdefault(v.instruction, set()).add(v.index)
@@ -228,7 +232,7 @@ def add_special_case_copies(module: HloModule) -> None:
                     operand = use.instruction.operands[use.operand_number]
                     if use.instruction is pos.instruction and not _may_share(operand, use, pos):
                         to_copy.setdefault(operand, set()).add(use.operand_index)
-    _root_special_cases(df, entry, read_only, to_copy)
+    _root_special_cases(df, groups, entry, read_only, to_copy)
     for instr in sorted(to_copy, key=lambda i: (i.parent.name, i.name)):
         users = list(instr.users)
         copied = deep_copy(instr, to_copy[instr])
@@ -243,9 +247,9 @@ def _may_share(operand: HloInstruction, use, pos) -> bool:
     return may_write_over_operand(operand, use.operand_index, pos.instruction, pos.index)
 
 
-def _root_special_cases(df, entry, read_only, to_copy) -> None:
+def _root_special_cases(df, groups, entry, read_only, to_copy) -> None:
     """The entry result: copy leaves that return a read-only value or repeat a buffer."""
-    group_of = {v.id: k for k, g in enumerate(must_alias_groups(df)) for v in g}
+    group_of = {v.id: k for k, g in enumerate(groups) for v in g}
     aliased_outputs = {a[0] for a in _io_aliases(df.module)}
     root = entry.root
     seen: dict[int, Index] = {}
@@ -282,12 +286,14 @@ class CopyInsertion(HloPass):
         graph = CallGraph(module)  # raises HloError when the call graph is not flattened
         comps = [c for c in module.computations if graph.is_global(c)]
         before = _fingerprint(module, comps)
-        add_copies_to_resolve_interference(module)
-        self._tidy(module)
-        remove_unnecessary_copies(module)
+        add_copies_to_resolve_interference(module, graph)
+        if _fingerprint(module, comps) != before:
+            self._tidy(module)
+        if any(i.opcode == "copy" for c in comps for i in c.instructions):
+            remove_unnecessary_copies(module)
         add_special_case_copies(module)
-        self._tidy(module)
-        comps = [c for c in module.computations if graph.is_global(c)]
+        if _fingerprint(module, comps) != before:
+            self._tidy(module)
         return _fingerprint(module, comps) != before
 
     @staticmethod

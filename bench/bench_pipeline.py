@@ -1,0 +1,137 @@
+"""hlo-opt's whole `gpu` pipeline on synthetic transformer stacks and the largest corpus modules
+(a benchmark, never a test).
+
+    .venv/bin/python bench/bench_pipeline.py [--sizes 2500,5000,10000,20000] [--corpus 3]
+                                             [--top 5] [--profile 10000]
+
+For each module it times what `hlo-opt m.hlo` does in-process (parse, verify, the pipeline that
+is registered today, verify, print) and prints one table row: instructions, seconds, microseconds
+per instruction, and the passes that took the most time (summed over their runs). Then it says
+whether the time grows within n log n between consecutive stack sizes (a ratio of times at most
+1.3x the ratio of n log n), and whether the ~10k-instruction stack meets the 10 s target.
+`--profile N` runs cProfile on the stack nearest N instructions and prints the top functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import math
+import pstats
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from make_transformer_stack import instructions_per_layer, layers_for, transformer_stack  # noqa: E402
+
+TARGET_10K_SECONDS = 10.0
+GROWTH_SLACK = 1.3
+
+
+def run_hlo_opt(text: str, name: str) -> tuple[float, int, dict[str, float]]:
+    """(seconds, input instruction count, seconds per pass name) for one module, as hlo-opt runs it."""
+    from hlo_common.parser import parse_module
+    from hlo_common.printer import print_module
+    from hlo_opt.pipeline import RunOptions, verify
+    from hlo_opt.pipelines import build_gpu_pipeline
+
+    sequence = build_gpu_pipeline()
+    start = time.perf_counter()
+    module = parse_module(text, name)
+    count = module.instruction_count()
+    module.is_scheduled = False
+    verify(module, "input")
+    records: list = []
+    sequence.run_with(module, RunOptions(records=records))
+    verify(module, "output")
+    print_module(module)
+    seconds = time.perf_counter() - start
+    per_pass: dict[str, float] = defaultdict(float)
+    for r in records:
+        per_pass[r.pass_name] += r.seconds
+    return seconds, count, dict(per_pass)
+
+
+def largest_corpus_modules(k: int) -> list[tuple[str, str]]:
+    if k <= 0:
+        return []
+    from corpus_lib import corpus_available, corpus_modules
+
+    if not corpus_available():
+        return []
+    sized = sorted(((text.count(" = "), mid, text) for mid, text in corpus_modules()), reverse=True)
+    return [(f"corpus:{mid}", text) for _, mid, text in sized[:k]]
+
+
+def row(name: str, count: int, seconds: float, per_pass: dict[str, float], top: int) -> str:
+    worst = sorted(per_pass.items(), key=lambda kv: -kv[1])[:top]
+    passes = ", ".join(f"{p} {s:.2f}" for p, s in worst)
+    return f"{name:<44} {count:>7} {seconds:>8.2f} {1e6 * seconds / max(count, 1):>8.0f}  {passes}"
+
+
+def growth_verdict(points: list[tuple[int, float]]) -> list[str]:
+    lines = []
+    for (n1, t1), (n2, t2) in zip(points, points[1:]):
+        ratio, nlogn = t2 / t1, (n2 * math.log(n2)) / (n1 * math.log(n1))
+        exponent = math.log(ratio) / math.log(n2 / n1)
+        ok = ratio <= GROWTH_SLACK * nlogn
+        lines.append(f"  {n1:>6} -> {n2:>6}: time x{ratio:.2f}, n log n x{nlogn:.2f}, exponent {exponent:.2f}: "
+                     f"{'within n log n' if ok else 'FASTER THAN n log n GROWTH'}")
+    return lines
+
+
+def profile(text: str, name: str, lines: int = 30) -> str:
+    prof = cProfile.Profile()
+    prof.enable()
+    run_hlo_opt(text, name)
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(lines)
+    out.write("\n")
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(lines)
+    return out.getvalue()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="2500,5000,10000,20000", help="stack sizes in instructions")
+    ap.add_argument("--corpus", type=int, default=3, help="also the K largest corpus modules")
+    ap.add_argument("--top", type=int, default=4, help="passes shown per module")
+    ap.add_argument("--profile", type=int, default=0, help="cProfile the stack of about N instructions")
+    opts = ap.parse_args()
+    per_layer = instructions_per_layer()
+    print(f"{'module':<44} {'instrs':>7} {'seconds':>8} {'us/instr':>8}  top passes (seconds)")
+    points = []
+    for size in [int(s) for s in opts.sizes.split(",") if s]:
+        layers = layers_for(size, per_layer)
+        seconds, count, per_pass = run_hlo_opt(transformer_stack(layers), f"stack{layers}")
+        points.append((count, seconds))
+        print(row(f"transformer stack, {layers} layers", count, seconds, per_pass, opts.top), flush=True)
+    for name, text in largest_corpus_modules(opts.corpus):
+        try:
+            seconds, count, per_pass = run_hlo_opt(text, name)
+        except Exception as exc:  # noqa: BLE001 - a benchmark reports and goes on
+            print(f"{name:<44} failed: {type(exc).__name__}: {str(exc)[:120]}")
+            continue
+        print(row(name[:44], count, seconds, per_pass, opts.top), flush=True)
+    if len(points) > 1:
+        print("growth between stack sizes:")
+        print("\n".join(growth_verdict(points)))
+    near = min(points, key=lambda p: abs(p[0] - 10000), default=None)
+    if near is not None:
+        verdict = "meets" if near[1] < TARGET_10K_SECONDS else "MISSES"
+        print(f"{near[0]}-instruction stack: {near[1]:.2f} s, {verdict} the {TARGET_10K_SECONDS:.0f} s target")
+    if opts.profile:
+        layers = layers_for(opts.profile, per_layer)
+        print(profile(transformer_stack(layers), f"stack{layers}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
