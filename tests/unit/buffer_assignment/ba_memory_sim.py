@@ -84,7 +84,7 @@ class MemoryExecutor:
         for comp in self.ba.dataflow.global_computations:
             for instr in comp.instructions:
                 if instr.opcode == "constant":
-                    self.write_value(instr, self.ev._evaluate_instruction(instr, [], False), True)
+                    self.write_value(instr, self.ev.evaluate_instruction(instr, []), True)
         for p in entry.parameters:
             self.write_value(p, args[p.parameter_number], False)
         self.execute(entry)
@@ -120,7 +120,7 @@ class MemoryExecutor:
             else:
                 operands = [self.read_value(o) for o in instr.operands]
                 with np.errstate(all="ignore"):
-                    out = self.ev._evaluate_instruction(instr, operands, False)
+                    out = self.ev.evaluate_instruction(instr, operands)
                 self.write_value(instr, out, True)
 
 
