@@ -50,6 +50,52 @@ def test_dot_batch_and_contracting_dims_in_any_position():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_dot_operands_that_are_strided_broadcast_and_transposed_views():
+    # The operands reach dot as views: a stride-2 slice, a transposed batch layout and a broadcast
+    # (stride 0), none of which BLAS can read as they are.
+    a, b, c = normal(2, 8, 6), normal(2, 6, 5), normal(5)
+    text = entry("a = f32[2,8,6] parameter(0)\nb = f32[2,6,5] parameter(1)\nc = f32[5] parameter(2)\n"
+                 "s = f32[2,4,6] slice(a), slice={[0:2], [0:8:2], [0:6]}\n"
+                 "t = f32[5,2,6] transpose(b), dimensions={2,0,1}\n"
+                 "w = f32[6,5] broadcast(c), dimensions={1}\n"
+                 "d1 = f32[2,4,5] dot(s, t), lhs_batch_dims={0}, rhs_batch_dims={1}, "
+                 "lhs_contracting_dims={2}, rhs_contracting_dims={2}\n"
+                 "d2 = f32[2,4,5] dot(s, w), lhs_contracting_dims={2}, rhs_contracting_dims={0}\n"
+                 "ROOT r = (f32[2,4,5], f32[2,4,5]) tuple(d1, d2)")
+    d1, d2 = run(text, a, b, c)
+    a64, b64, c64 = (x.astype(np.float64) for x in (a, b, c))
+    np.testing.assert_allclose(d1, np.einsum("bmk,bkn->bmn", a64[:, ::2], b64), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(d2, np.einsum("bmk,n->bmn", a64[:, ::2], c64), rtol=1e-5, atol=1e-5)
+
+
+def test_f32_dot_chain_stays_within_f32_rounding_of_the_exact_result():
+    # The corpus module xnn.sequential_dots: four chained f32 [512,512] dots, then row sums. The
+    # interpreter accumulates f32 dots in f32 (as XLA:CPU does) and sums rows in f64; every row
+    # sum must be within a few f32 ulps of the magnitudes involved of the exact (f64) result.
+    # (On the corpus inputs XLA:CPU itself is 4.4e-4 off at one cancelling element, where the
+    # interpreter is 2e-6 off: that module stays listed as an XLA:CPU rounding difference.)
+    n = 128
+    p0, p1 = normal(n, n), normal(n, n)
+    fusions = "".join(f"f{k} {{ a = f32[{n},{n}] parameter(0) b = f32[{n},{n}] parameter(1) "
+                      f"ROOT d = f32[{n},{n}] dot(a, b), lhs_contracting_dims={{1}}, "
+                      f"rhs_contracting_dims={{0}} }}\n" for k in range(4))
+    adder = "add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }\n"
+    body = [f"p0 = f32[{n},{n}] parameter(0)", f"p1 = f32[{n},{n}] parameter(1)", "z = f32[] constant(0)"]
+    prev = "p1"
+    for k in range(4):
+        body += [f"x{k} = f32[{n},{n}] fusion(p0, {prev}), kind=kCustom, calls=f{k}",
+                 f"r{k} = f32[{n}] reduce(x{k}, z), dimensions={{1}}, to_apply=add"]
+        prev = f"x{k}"
+    body += [f"a0 = f32[{n}] add(r0, r1)", f"a1 = f32[{n}] add(r2, r3)", f"ROOT a2 = f32[{n}] add(a0, a1)"]
+    got = run(entry("\n".join(body), fusions + adder), p0, p1)
+    x, exact, scale = p1.astype(np.float64), np.zeros(n), np.zeros(n)
+    for _ in range(4):
+        x = p0.astype(np.float64) @ x
+        exact += x.sum(axis=1)
+        scale += np.abs(x).sum(axis=1)
+    assert np.all(np.abs(got - exact) <= 8 * np.finfo(np.float32).eps * scale)
+
+
 def test_dot_outer_product_without_contracting_dims():
     a, b = normal(3), normal(4)
     got = run(entry("a = f32[3] parameter(0)\nb = f32[4] parameter(1)\nROOT d = f32[3,4] dot(a, b)"), a, b)

@@ -61,7 +61,7 @@ def _broadcast(instr, operands, ev):
 
 @register("reshape", "dynamic-reshape")
 def _reshape(instr, operands, ev):
-    return np.reshape(operands[0], instr.shape.dims)
+    return operands[0].reshape(instr.shape.dims)
 
 
 @register("transpose")

@@ -21,15 +21,16 @@ Contract for handlers (`fn(instr, operands, ev) -> value`):
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from hlo_common.errors import HloError, InterpreterError
-from hlo_common.interpreter import blas
+from hlo_common.interpreter import blas, fast
 from hlo_common.interpreter.plan import ARRAY_CHECK, Plan
 from hlo_common.interpreter.registry import HANDLERS, TOKEN
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
@@ -90,6 +91,7 @@ class Evaluator:
         self._plans: dict[int, Plan] = {}
         self._vector_ok: dict[int, tuple] = {}  # id -> (computation, vectorizable?)
         self._donated: Any = None  # the operand the running handler may update in place
+        self._active = False  # inside an evaluation session (see _session)
         self._verdicts: dict[tuple, tuple] = {}  # (kind, id) -> (computation, verdict)
 
     # -- public entry points ----------------------------------------------------------------------
@@ -104,24 +106,29 @@ class Evaluator:
             raise InterpreterError(
                 f"module {module.name} takes {len(params)} argument(s), {len(args)} given")
         values = [_coerce_argument(p, a) for p, a in zip(params, args)]
-        with np.errstate(all="ignore"), blas.single_threaded():
-            return self.call(comp, values)
+        return self.call(comp, values)
 
     def call(self, computation: HloComputation, args: Sequence[Any]) -> Any:
         """Evaluate a (called) computation on already-evaluated argument values."""
-        return self._run(computation, args)
+        if self._active:
+            return self._run(computation, args)
+        with self._session():
+            return self._run(computation, args)
 
     def call_owned(self, computation: HloComputation, args: list) -> Any:
         """Like `call`, but the caller hands its references over: `args` is emptied once the
         parameters are bound, so a value that nothing else refers to may be updated in place
         (a while loop's state from one iteration to the next)."""
-        return self._run(computation, args, owned=True)
+        if self._active:
+            return self._run(computation, args, owned=True)
+        with self._session():
+            return self._run(computation, args, owned=True)
 
     def call_fusion(self, fusion: HloInstruction, operands: Sequence[Any]) -> Any:
         """Evaluate a fusion instruction's fused computation on its operand values (large
         elementwise parts run chunk by chunk, as in every computation: see `regions.py`)."""
         calls = fusion.attrs["calls"]
-        return self._run(calls[0] if isinstance(calls, list) else calls, operands)
+        return self.call(calls[0] if isinstance(calls, list) else calls, operands)
 
     def run_elementwise(self, comp: HloComputation, args: Sequence[Any]) -> Any:
         """Evaluate an elementwise computation on arrays of any (common, broadcastable) shape.
@@ -131,7 +138,11 @@ class Evaluator:
         """
         plan = self._plan(comp)
         values = self._bind(plan, comp, args)
-        self._exec(plan.elementwise_steps(_elementwise_handler), values)
+        if self._active:
+            self._exec(plan.elementwise_steps(_elementwise_handler), values)
+        else:
+            with self._session():
+                self._exec(plan.elementwise_steps(_elementwise_handler), values)
         return values[plan.root_slot]
 
     def evaluate_instruction(self, instr: HloInstruction, operands: Sequence[Any]) -> Any:
@@ -139,7 +150,7 @@ class Evaluator:
         trip-count analysis in hlo-opt); failures are InterpreterErrors naming `instr`, and the
         value is checked against the instruction's shape like every value of a walk."""
         try:
-            with np.errstate(all="ignore"):
+            with self._session():
                 value = _handler(instr)(instr, list(operands), self)
         except Exception as exc:  # noqa: BLE001 - every failure names the instruction
             raise _named_error(instr, exc) from exc
@@ -161,7 +172,7 @@ class Evaluator:
         """
         arrays = [np.asarray(a) for a in arrays]
         shape = np.broadcast_shapes(*(a.shape for a in arrays)) if arrays else ()
-        with np.errstate(all="ignore"):
+        with self._session():
             if self.is_vectorizable(comp):
                 out = self.run_elementwise(comp, arrays)
                 outs = list(out) if isinstance(out, tuple) else [out]
@@ -193,10 +204,24 @@ class Evaluator:
         return self._rng
 
     # -- the walk ---------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _session(self) -> Iterator[None]:
+        """What every evaluation runs under (entered once, by the outermost entry point): float
+        exceptions ignored (IEEE results, wrapping integers) and one BLAS thread."""
+        if self._active:
+            yield
+            return
+        self._active = True
+        try:
+            with np.errstate(all="ignore"), blas.single_threaded():
+                yield
+        finally:
+            self._active = False
+
     def _plan(self, comp: HloComputation) -> Plan:
         plan = self._plans.get(id(comp))
         if plan is None or plan.is_stale(comp):
-            plan = self._plans[id(comp)] = Plan(comp, _handler)
+            plan = self._plans[id(comp)] = Plan(comp, _plan_handler)
         return plan
 
     def _bind(self, plan: Plan, comp: HloComputation, args: Sequence[Any]) -> list:
@@ -272,6 +297,11 @@ def _missing_handler(instr: HloInstruction, operands, ev) -> Any:
 def _handler(instr: HloInstruction) -> Callable:
     """The registered handler for the instruction's opcode (one that raises when there is none)."""
     return HANDLERS.get(instr.opcode, _missing_handler)
+
+
+def _plan_handler(instr: HloInstruction) -> Callable:
+    """What a plan step calls: a handler specialized to the instruction's types, else the registered one."""
+    return fast.specialize(instr) or _handler(instr)
 
 
 def _elementwise_handler(instr: HloInstruction) -> Callable:

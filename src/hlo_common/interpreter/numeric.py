@@ -58,7 +58,7 @@ def to_element_type(values: np.ndarray, ptype: PrimitiveType) -> np.ndarray:
         return convert(values, ptype)
     if ptype.is_float and values.dtype.kind == "c":
         values = values.real
-    return values.astype(ptype.np_dtype)
+    return values.astype(ptype.np_dtype, copy=False)
 
 
 def convert(values: np.ndarray, ptype: PrimitiveType) -> np.ndarray:
@@ -90,28 +90,48 @@ def _int_range(ptype: PrimitiveType) -> tuple[int, int]:
 
 
 def to_accumulation(values: np.ndarray, result: PrimitiveType) -> np.ndarray:
-    """An operand converted to the result type (as XLA does first), then widened for accumulation."""
-    return convert(values, result).astype(accumulation_dtype(result))
+    """An operand converted to the result type (as XLA does first), then widened for accumulation
+    (the operand itself when it already is the accumulation type: callers never write into it)."""
+    return convert(values, result).astype(accumulation_dtype(result), copy=False)
 
 
 def dot_general(lhs: np.ndarray, rhs: np.ndarray, lhs_batch, rhs_batch, lhs_contract,
                 rhs_contract) -> np.ndarray:
-    """numpy dot_general on already-widened operands: result dims = batch, lhs free, rhs free."""
+    """numpy dot_general on already-widened operands: result dims = batch, lhs free, rhs free.
+
+    Batch dims stay separate axes of one stacked `np.matmul` (no copy to merge them); the free
+    and contracting dims are merged into one matrix per operand, as a view whenever the layout
+    allows, and copied only when BLAS could not read the matrix with its strides.
+    """
     lhs_free = [d for d in range(lhs.ndim) if d not in lhs_batch and d not in lhs_contract]
     rhs_free = [d for d in range(rhs.ndim) if d not in rhs_batch and d not in rhs_contract]
-    batch_shape = [lhs.shape[d] for d in lhs_batch]
-    lhs_free_shape = [lhs.shape[d] for d in lhs_free]
-    rhs_free_shape = [rhs.shape[d] for d in rhs_free]
-    nb = int(np.prod(batch_shape, dtype=np.int64))
-    nk = int(np.prod([lhs.shape[d] for d in lhs_contract], dtype=np.int64))
-    nm = int(np.prod(lhs_free_shape, dtype=np.int64))
-    nn = int(np.prod(rhs_free_shape, dtype=np.int64))
-    a = lhs.transpose(list(lhs_batch) + lhs_free + list(lhs_contract)).reshape(nb, nm, nk)
-    b = rhs.transpose(list(rhs_batch) + list(rhs_contract) + rhs_free).reshape(nb, nk, nn)
-    if a.dtype == np.bool_:
-        a, b = a.astype(np.int64), b.astype(np.int64)
+    if lhs.dtype == np.bool_:
+        lhs, rhs = lhs.astype(np.int64), rhs.astype(np.int64)
+    a = _stacked_matrix(lhs, list(lhs_batch), lhs_free, list(lhs_contract))
+    b = _stacked_matrix(rhs, list(rhs_batch), list(rhs_contract), rhs_free)
     out = np.matmul(a, b)
-    return out.reshape(batch_shape + lhs_free_shape + rhs_free_shape)
+    dims = [lhs.shape[d] for d in lhs_batch] + [lhs.shape[d] for d in lhs_free] + [rhs.shape[d] for d in rhs_free]
+    return out.reshape(dims)
+
+
+def _stacked_matrix(x: np.ndarray, batch: list[int], rows: list[int], cols: list[int]) -> np.ndarray:
+    """x as [batch..., prod(rows), prod(cols)], a view when possible, always readable by BLAS."""
+    t = x.transpose(batch + rows + cols)
+    n_rows = int(np.prod([x.shape[d] for d in rows], dtype=np.int64))
+    n_cols = int(np.prod([x.shape[d] for d in cols], dtype=np.int64))
+    m = t.reshape(t.shape[:len(batch)] + (n_rows, n_cols))  # copies only when it must
+    if m.dtype.kind in "fc" and m.size and not _blas_readable(m):
+        m = np.ascontiguousarray(m)
+    return m
+
+
+def _blas_readable(m: np.ndarray) -> bool:
+    """True when each [rows, cols] matrix is row- or column-major with a valid leading dimension."""
+    item = m.itemsize
+    rows, cols = m.shape[-2:]
+    s_row, s_col = m.strides[-2:]
+    return ((s_col == item or cols == 1) and s_row >= max(1, cols) * item) or \
+        ((s_row == item or rows == 1) and s_col >= max(1, rows) * item)
 
 
 def ints_attr(instr: HloInstruction, key: str) -> tuple[int, ...]:

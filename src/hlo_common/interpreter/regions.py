@@ -31,8 +31,8 @@ from hlo_common.interpreter.registry import HANDLERS
 from hlo_common.ir import HloInstruction
 from hlo_common.opcodes import is_elementwise
 
-CHUNK_ELEMENTS = 1 << 15
-MIN_ELEMENTS = 4 * CHUNK_ELEMENTS  # below this, whole-array evaluation is as fast
+CHUNK_ELEMENTS = 1 << 16
+MIN_ELEMENTS = 1 << 17  # below this, whole-array evaluation is as fast
 _NOT_CHUNKABLE = frozenset({"rng", "rng-bit-generator", "rng-get-and-update-state"})
 
 # Handlers that apply `arith.up` to every operand before computing and look at nothing else of the
