@@ -286,13 +286,17 @@ class CopyInsertion(HloPass):
         graph = CallGraph(module)  # raises HloError when the call graph is not flattened
         comps = [c for c in module.computations if graph.is_global(c)]
         before = _fingerprint(module, comps)
+        size = sum(len(c.instructions) for c in comps)  # the adding steps only ever add
         add_copies_to_resolve_interference(module, graph)
-        if _fingerprint(module, comps) != before:
+        added = sum(len(c.instructions) for c in comps) != size
+        if added:
             self._tidy(module)
+        removed = 0
         if any(i.opcode == "copy" for c in comps for i in c.instructions):
-            remove_unnecessary_copies(module)
+            removed = remove_unnecessary_copies(module)
+        size = sum(len(c.instructions) for c in comps)
         add_special_case_copies(module)
-        if _fingerprint(module, comps) != before:
+        if added or removed or sum(len(c.instructions) for c in comps) != size:
             self._tidy(module)
         return _fingerprint(module, comps) != before
 
