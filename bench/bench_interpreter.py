@@ -5,8 +5,9 @@
 For each module (default: testdata/gelu.hlo and testdata/transformer_layer.hlo) it makes the
 arguments once from seed 0 (hlo-run's rule), compiles the module on XLA:CPU once, then times
 `--repeats` runs of each after one warm-up run and prints the median wall times, their ratio
-(target: the interpreter within 5x of XLA:CPU) and the largest difference between the two
-results. `--profile` adds the interpreter's time per opcode (by wrapping the registered handlers
+(target: the interpreter within 5x of XLA:CPU), the median CPU seconds of the process during a
+run (all threads: on a shared machine wall time waits for cores, CPU time does not) and the
+largest difference between the two results. `--profile` adds the interpreter's time per opcode (by wrapping the registered handlers
 in this process) and the top functions under cProfile.
 """
 
@@ -28,14 +29,16 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODULES = [ROOT / "testdata" / "gelu.hlo", ROOT / "testdata" / "transformer_layer.hlo"]
 
 
-def _median_time(fn, repeats: int) -> tuple[float, object]:
+def _median_time(fn, repeats: int) -> tuple[float, float, object]:
+    """(median wall seconds, median process CPU seconds, last result) over `repeats` runs."""
     result = fn()  # warm-up (plans, caches, page faults)
-    times = []
+    walls, cpus = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         result = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+        walls.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - cpu)
+    return statistics.median(walls), statistics.median(cpus), result
 
 
 def _max_error(a, b) -> float:
@@ -56,9 +59,10 @@ def bench_module(path: Path, repeats: int) -> dict:
     module = parse_module(text, str(path))
     args = make_fake_arguments(module, 0)
     compiled = XlaCpuExecutable.compile(text)
-    xla_s, expected = _median_time(lambda: compiled.run(args), repeats)
-    interp_s, actual = _median_time(lambda: evaluate(module, args), repeats)
+    xla_s, xla_cpu, expected = _median_time(lambda: compiled.run(args), repeats)
+    interp_s, interp_cpu, actual = _median_time(lambda: evaluate(module, args), repeats)
     return {"module": path.name, "interpreter": interp_s, "xla": xla_s, "ratio": interp_s / xla_s,
+            "interpreter_cpu": interp_cpu, "xla_cpu": xla_cpu,
             "max_err": _max_error(actual, expected), "module_obj": module, "args": args}
 
 
@@ -120,10 +124,11 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(bench_module(path, opts.repeats))
         except Exception as exc:  # noqa: BLE001 - a benchmark reports and goes on
             print(f"{path.name}: failed: {type(exc).__name__}: {str(exc).splitlines()[0]}", file=sys.stderr)
-    print(f"{'module':<24} {'interpreter s':>14} {'XLA:CPU s':>10} {'ratio':>7} {'max |diff|':>11}")
+    print(f"{'module':<24} {'interpreter s':>14} {'XLA:CPU s':>10} {'ratio':>7} {'interp cpu s':>13} "
+          f"{'XLA cpu s':>10} {'max |diff|':>11}")
     for r in rows:
         print(f"{r['module']:<24} {r['interpreter']:>14.3f} {r['xla']:>10.3f} {r['ratio']:>6.1f}x "
-              f"{r['max_err']:>11.3g}")
+              f"{r['interpreter_cpu']:>13.3f} {r['xla_cpu']:>10.3f} {r['max_err']:>11.3g}")
     if opts.profile:
         for r in rows:
             print_profile(r)

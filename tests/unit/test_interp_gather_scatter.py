@@ -308,3 +308,22 @@ def test_variadic_scatter_distinct_operands_against_xla_cpu():
     text = _pair_scatter("x", "y")
     for got, want in zip(run(text, *args), run_hlo_text(text, args)):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", sorted(COMBINERS) + ["set", "last"])
+@pytest.mark.parametrize("start", [[2, 1], [4, 0], [1, 3], [-1, 0]])  # in bounds, at the edge, out
+def test_scatter_of_a_single_window(name, start):
+    # One index vector: the interpreter's one-window path (a slice, Python-int bounds check).
+    operand = RNG.integers(-3, 4, (6, 5)).astype(np.float32)
+    indices = np.array(start, np.int32)  # index_vector_dim=0 of a rank-1 index: one window
+    updates = RNG.integers(-3, 4, (2, 3)).astype(np.float32)
+    comps = "".join(combiner(n) for n in COMBINERS) + (
+        "set { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] copy(b) }\n"
+        "last { a = f32[] parameter(0)  ROOT b = f32[] parameter(1) }\n")
+    fn = COMBINERS[name][2] if name in COMBINERS else (lambda a, b: b)
+    want = scatter_reference(operand, indices[None], updates[None], (1, 2), (), (0, 1), 1, fn)
+    text = (f"HloModule m\n{comps}\nENTRY e {{\no = f32[6,5] parameter(0)\ni = s32[2] parameter(1)\n"
+            "u = f32[2,3] parameter(2)\nROOT s = f32[6,5] scatter(o, i, u), update_window_dims={0,1}, "
+            f"inserted_window_dims={{}}, scatter_dims_to_operand_dims={{0,1}}, index_vector_dim=0, "
+            f"to_apply={name}\n}}")
+    np.testing.assert_array_equal(run(text, operand, indices, updates), want)

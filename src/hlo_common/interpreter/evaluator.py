@@ -236,7 +236,10 @@ class Evaluator:
         return values
 
     def _run(self, comp: HloComputation, args: Sequence[Any], owned: bool = False) -> Any:
-        plan = self._plan(comp)
+        plan = self._plans.get(id(comp))
+        if plan is None or plan.computation is not comp or plan.root is not comp.root \
+                or plan.size != len(comp.instructions):
+            plan = self._plan(comp)
         values = self._bind(plan, comp, args)
         if owned:
             args.clear()

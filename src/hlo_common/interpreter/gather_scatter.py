@@ -16,6 +16,8 @@ operand dim is the position along the paired index dim.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from hlo_common.interpreter.numeric import ints_attr, to_element_type, unsupported, wrap_integers
@@ -107,6 +109,9 @@ def _gather(instr: HloInstruction, operands, ev) -> np.ndarray:
 def _scatter(instr: HloInstruction, operands, ev):
     n = (len(operands) - 1) // 2
     targets, indices, updates = operands[:n], operands[n], operands[n + 1:]
+    one = _scatter_one_window(instr, targets, indices, updates, ev)
+    if one is not None:
+        return one if n > 1 else one[0]
     shape = targets[0].shape
     update_window_dims = ints_attr(instr, "update_window_dims")
     inserted = ints_attr(instr, "inserted_window_dims")
@@ -133,6 +138,44 @@ def _scatter(instr: HloInstruction, operands, ev):
                   unique=instr.attrs.get("unique_indices") is True)
     out = tuple(f.reshape(shape) for f in flat)
     return out if n > 1 else out[0]
+
+
+def _scatter_one_window(instr: HloInstruction, targets, indices, updates, ev) -> tuple | None:
+    """Scatter with a single update window (`x.at[i].set(v)` in a loop body), in Python ints and
+    one slice; None when there are several windows or batching dims (the general path)."""
+    index_map = ints_attr(instr, "scatter_dims_to_operand_dims")
+    ivd = int(instr.attrs.get("index_vector_dim", indices.ndim))
+    batch = math.prod(n for d, n in enumerate(indices.shape) if d != ivd)
+    if batch != 1 or indices.size != len(index_map) or "input_batching_dims" in instr.attrs:
+        return None
+    shape = targets[0].shape
+    inserted = ints_attr(instr, "inserted_window_dims")
+    window_sizes = [updates[0].shape[d] for d in ints_attr(instr, "update_window_dims")]
+    window_dims = [d for d in range(len(shape)) if d not in inserted]
+    if len(window_dims) != len(window_sizes):
+        return None
+    sizes = [1] * len(shape)
+    for d, size in zip(window_dims, window_sizes):
+        sizes[d] = size
+    start = [0] * len(shape)
+    for d, v in zip(index_map, indices.reshape(-1).tolist()):
+        start[d] = v
+    if any(s < 0 or s > dim - z for s, dim, z in zip(start, shape, sizes)):
+        return tuple(targets)  # the window leaves the operand: nothing is applied
+    region = tuple(slice(s, s + z) for s, z in zip(start, sizes))
+    outs = [t if k == 0 and ev.owns(t) else t.copy() for k, t in enumerate(targets)]
+    new = [u.reshape(sizes) for u in updates]
+    comp = instr.attrs["to_apply"]
+    root = comp.root
+    picks = [root] if root.opcode == "parameter" else list(root.operands) if root.opcode == "tuple" else []
+    if picks and all(p.opcode == "parameter" for p in picks):
+        args = [o[region] for o in outs] + new
+        results = [args[p.parameter_number] for p in picks]
+    else:
+        results = ev.map_computation(comp, [o[region] for o in outs] + new)
+    for o, r in zip(outs, results):
+        o[region] = r
+    return tuple(outs)
 
 
 _UFUNCS = {

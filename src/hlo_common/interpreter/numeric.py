@@ -13,6 +13,8 @@ helpers pick that accumulation dtype and bring accumulated values back to the el
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from hlo_common.attributes import RawAttr
@@ -117,8 +119,8 @@ def dot_general(lhs: np.ndarray, rhs: np.ndarray, lhs_batch, rhs_batch, lhs_cont
 def _stacked_matrix(x: np.ndarray, batch: list[int], rows: list[int], cols: list[int]) -> np.ndarray:
     """x as [batch..., prod(rows), prod(cols)], a view when possible, always readable by BLAS."""
     t = x.transpose(batch + rows + cols)
-    n_rows = int(np.prod([x.shape[d] for d in rows], dtype=np.int64))
-    n_cols = int(np.prod([x.shape[d] for d in cols], dtype=np.int64))
+    n_rows = math.prod(x.shape[d] for d in rows)
+    n_cols = math.prod(x.shape[d] for d in cols)
     m = t.reshape(t.shape[:len(batch)] + (n_rows, n_cols))  # copies only when it must
     if m.dtype.kind in "fc" and m.size and not _blas_readable(m):
         m = np.ascontiguousarray(m)
