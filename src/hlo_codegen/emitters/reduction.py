@@ -250,10 +250,14 @@ class ReductionFusion(SimpleEmitter):
             both = acc.combine(b, it[:-1], xs)
             return [b.select(has, c, x) for c, x in zip(both, xs)] + [b.constant(1, "i1")]
 
-        partial = b.loop(m, [th_x, th_y, bl_x], undef + [b.constant(0, "i1")], body)
-        total = b.shuffle_reduce(_flagged_function(kernel, acc), partial)
         o = b.apply_indexing(IndexingMap([o_expr], grid), [th_x, th_y, bl_x])[0]
-        writes = b.binary("andi", b.cmpi("eq", th_x, b.index(0)), b.cmpi("slt", o, b.index(n_out)))
+        has_output = b.cmpi("slt", o, b.index(n_out))
+        empty = undef + [b.constant(0, "i1")]
+        # Warps past the last output skip the loop instead of testing its bounds every step.
+        partial = b.if_(has_output, [v.type for v in empty],
+                        lambda: b.loop(m, [th_x, th_y, bl_x], empty, body), lambda: empty)
+        total = b.shuffle_reduce(_flagged_function(kernel, acc), partial)
+        writes = b.binary("andi", b.cmpi("eq", th_x, b.index(0)), has_output)
 
         def finish():
             inits = self._inits(b, values, acc)

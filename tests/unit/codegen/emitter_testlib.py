@@ -48,6 +48,17 @@ def index_aware_args(fusion: HloInstruction, seed: int = 0) -> list[np.ndarray]:
     return out
 
 
+def distinct_indices(scatter: HloInstruction, indices: np.ndarray, seed: int = 1) -> np.ndarray:
+    """Start indices for a `unique_indices=true` scatter that keep its promise: distinct values
+    spaced by the largest update window extent, so no two windows touch the same element (a few
+    land out of bounds, below zero)."""
+    updates = scatter.operands[(len(scatter.operands) + 1) // 2].shape
+    window = [updates.dims[d] for d in scatter.attrs.get("update_window_dims") or ()]
+    spacing = max(window + [1])
+    perm = np.random.default_rng(seed).permutation(indices.size) * spacing - spacing
+    return perm.reshape(indices.shape).astype(indices.dtype)
+
+
 @functools.lru_cache(maxsize=None)
 def nvjitlink_available() -> bool:
     try:

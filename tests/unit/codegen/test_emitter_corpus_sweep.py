@@ -35,7 +35,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from corpus_lib import EXPECTED_FAILURES, corpus_available, corpus_modules, expected_failures  # noqa: E402
-from emitter_testlib import assert_close, index_aware_args, link_ptx, output_shapes, run_on_host  # noqa: E402
+from emitter_testlib import (  # noqa: E402
+    assert_close, distinct_indices, index_aware_args, link_ptx, output_shapes, run_on_host,
+)
 
 TIER = "emitters"
 MAX_ELEMENTS = 1 << 21
@@ -98,9 +100,7 @@ def _keep_promises(fusion, args: list[np.ndarray], seed: int) -> None:
             continue
         indices = instr.operands[(len(instr.operands) - 1) // 2]
         if indices.opcode == "parameter":
-            a = args[indices.parameter_number]
-            perm = np.random.default_rng(seed).permutation(a.size) - 2
-            args[indices.parameter_number] = perm.reshape(a.shape).astype(a.dtype)
+            args[indices.parameter_number] = distinct_indices(instr, args[indices.parameter_number], seed)
 
 
 def sweep_fusion(fusion, seed: int = 0, ptx: bool = False) -> Outcome:

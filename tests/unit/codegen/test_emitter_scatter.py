@@ -1,0 +1,124 @@
+"""The scatter emitter: duplicates applied in the interpreter's order, out-of-bounds windows
+skipped, in place when the output aliases the operand, parallel for unique indices, and XLA's
+scatter emitter tests - on the host against the interpreter, PTX linked for sm_90."""
+
+from __future__ import annotations
+
+
+import numpy as np
+import pytest
+
+from corpus_lib import CORPUS_DIR as CORPUS
+from emitter_testlib import check, fusion_of, index_aware_args, run_on_host
+from hlo_codegen.emitters import emit_kernel
+
+
+SCATTER_ROWS = """{comb}
+f {{ op = {t}[10,5] parameter(0) idx = s32[{n},1] parameter(1) upd = {t}[{n},2,3] parameter(2)
+  ROOT s = {t}[10,5] scatter(op, idx, upd), update_window_dims={{1,2}}, inserted_window_dims={{}},
+    scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, unique_indices={unique}, to_apply=c }}"""
+ADD = "c { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }"
+# Not commutative: the order in which duplicates are combined shows in the result.
+ORDERED = ("c { a = s32[] parameter(0) b = s32[] parameter(1) two = s32[] constant(3)"
+           " m = s32[] multiply(a, two)"
+           " ROOT s = s32[] add(m, b) }")
+
+
+def test_duplicates_combine_in_update_order() -> None:
+    fusion = fusion_of(SCATTER_ROWS.format(comb=ORDERED, t="s32", n=6, unique="false"))
+    op = np.zeros((10, 5), np.int32)
+    idx = np.array([[2], [2], [7], [2], [-1], [8]], np.int32)  # -1 and 8 (window of 2 rows) are out of bounds
+    upd = np.arange(36, dtype=np.int32).reshape(6, 2, 3)
+    (got,) = run_on_host(fusion, [op, idx, upd])
+    want = op.astype(np.int64)
+    for i, start in enumerate(idx[:, 0]):
+        if 0 <= start <= 8:
+            want[start:start + 2, 0:3] = want[start:start + 2, 0:3] * 3 + upd[i]
+    np.testing.assert_array_equal(got, want.astype(np.int32))
+    check(fusion, "scatter", args=[op, idx, upd])
+
+
+def test_in_place_when_the_output_aliases_the_operand() -> None:
+    fusion = fusion_of(SCATTER_ROWS.format(comb=ADD, t="f32", n=24, unique="false"))
+    args = index_aware_args(fusion, seed=3)
+    aliased = emit_kernel(fusion, argument_ids=[0, 1, 2, 0])
+    assert len(aliased.params) == 3 and aliased.grid == aliased.block == (1, 1, 1)  # one thread, no init
+    copied = emit_kernel(fusion)
+    assert copied.block[0] > 1 and copied.grid == (1, 1, 1)  # init by a block, a barrier, then updates
+    check(fusion, "scatter", args=args, argument_ids=[0, 1, 2, 0])
+    check(fusion, "scatter", args=args)
+
+
+def test_unique_indices_run_one_update_per_thread() -> None:
+    fusion = fusion_of(SCATTER_ROWS.format(comb=ADD, t="f32", n=4, unique="true"))
+    args = index_aware_args(fusion)
+    args[1] = np.array([[0], [4], [8], [2]], np.int32)
+    kernel = emit_kernel(fusion, argument_ids=[0, 1, 2, 0])
+    assert kernel.block == (24, 1, 1)
+    check(fusion, args=args, argument_ids=[0, 1, 2, 0])
+    check(fusion, args=args)
+
+
+def test_fused_operand_updates_and_indices() -> None:
+    check("""add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }
+      f { z = f32[] constant(0) op = f32[7,9] broadcast(z), dimensions={}
+          raw = s32[11,2] parameter(0) one = s32[] constant(1) ones = s32[11,2] broadcast(one), dimensions={}
+          idx = s32[11,2] add(raw, ones)
+          u = f32[11] parameter(1) e = f32[11] exponential(u)
+          ROOT s = f32[7,9] scatter(op, idx, e), update_window_dims={}, inserted_window_dims={0,1},
+            scatter_dims_to_operand_dims={0,1}, index_vector_dim=1, to_apply=add }""", "scatter")
+
+
+def test_index_vector_dim_first_and_batching_dims() -> None:
+    check("""add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }
+      f { op = f32[3,8,6] parameter(0) idx = s32[1,3,4] parameter(1) u = f32[3,4,2] parameter(2)
+          ROOT s = f32[3,8,6] scatter(op, idx, u), update_window_dims={2}, inserted_window_dims={1},
+            input_batching_dims={0}, scatter_indices_batching_dims={1},
+            scatter_dims_to_operand_dims={1}, index_vector_dim=0, to_apply=add }""", "scatter")
+
+
+def test_variadic_scatter_and_overwrite() -> None:
+    check("""c { a = f32[] parameter(0) b = s32[] parameter(1) x = f32[] parameter(2) y = s32[] parameter(3)
+            ROOT t = (f32[], s32[]) tuple(x, y) }
+      f { o1 = f32[20] parameter(0) o2 = s32[20] parameter(1) idx = s32[30] parameter(2)
+          v1 = f32[30] parameter(3) v2 = s32[30] parameter(4)
+          ROOT s = (f32[20], s32[20]) scatter(o1, o2, idx, v1, v2), update_window_dims={},
+            inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=c }""",
+          "scatter")
+
+
+def test_packed_s4_output_is_never_shared_between_threads() -> None:
+    kernel = check("""add { a = s4[] parameter(0) b = s4[] parameter(1) ROOT s = s4[] add(a, b) }
+      f { op = s4[33]{0:E(4)} parameter(0) idx = s32[10,1] parameter(1) u = s4[10]{0:E(4)} parameter(2)
+          ROOT s = s4[33]{0:E(4)} scatter(op, idx, u), update_window_dims={}, inserted_window_dims={0},
+            scatter_dims_to_operand_dims={0}, index_vector_dim=1, unique_indices=true, to_apply=add }""",
+                   "scatter")
+    assert kernel.grid == (1, 1, 1)  # unique indices, but neighbours share bytes: in order, one thread
+
+
+def test_operand_read_elsewhere_cannot_be_in_place() -> None:
+    from hlo_codegen.emitters import EmitterError
+
+    fusion = fusion_of("""add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }
+      f { op = f32[8] parameter(0) idx = s32[2,1] parameter(1) sl = f32[2] slice(op), slice={[0:2]}
+          ROOT s = f32[8] scatter(op, idx, sl), update_window_dims={}, inserted_window_dims={0},
+            scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add }""")
+    with pytest.raises(EmitterError, match="also read elsewhere"):
+        emit_kernel(fusion, argument_ids=[0, 1, 0])
+    check(fusion)
+
+
+SCATTER_FILES = sorted(p.name for p in CORPUS.glob("backends_gpu_codegen_emitters_tests_scatter__*.hlo"))
+
+
+@pytest.mark.parametrize("name", SCATTER_FILES)
+def test_xla_scatter_emitter_files(name: str) -> None:
+    fusion = fusion_of((CORPUS / name).read_text())
+    args = index_aware_args(fusion)
+    n = len(fusion.operands)
+    check(fusion, "scatter", args=args, ptx=False)
+    root = fusion.fused_computation().root
+    k = (len(root.operands) - 1) // 2
+    if all(op.opcode == "parameter" for op in root.operands[:k]):  # and in place
+        ids = list(range(n)) + [root.operands[j].parameter_number for j in range(k)]
+        check(fusion, args=args, argument_ids=ids, ptx=False)
