@@ -7,8 +7,9 @@ arguments once from seed 0 (hlo-run's rule), compiles the module on XLA:CPU once
 `--repeats` runs of each after one warm-up run and prints the median wall times, their ratio
 (target: the interpreter within 5x of XLA:CPU), the median CPU seconds of the process during a
 run (all threads: on a shared machine wall time waits for cores, CPU time does not) and the
-largest difference between the two results. `--profile` adds the interpreter's time per opcode (by wrapping the registered handlers
-in this process) and the top functions under cProfile.
+largest difference between the two results. `--profile` adds the interpreter's time per opcode
+(by wrapping the handlers the evaluation plans and elementwise regions pick, in this process) and
+the top functions under cProfile.
 """
 
 from __future__ import annotations
@@ -67,31 +68,34 @@ def bench_module(path: Path, repeats: int) -> dict:
 
 
 def profile_by_opcode(module, args) -> list[tuple[str, int, float]]:
-    """(opcode, calls, seconds) of one interpreter run, by wrapping every registered handler."""
-    from hlo_common.interpreter import evaluator, registry
+    """(opcode, calls, seconds) of one interpreter run, by wrapping the handler every plan step and
+    every elementwise-region member gets (a region step itself is listed as `region`)."""
+    from hlo_common.interpreter import evaluator, regions
     from hlo_common.interpreter.evaluator import evaluate
 
-    evaluator._import_handlers()
     totals: dict[str, list] = defaultdict(lambda: [0, 0.0])
-    original = dict(registry.HANDLERS)
 
-    def wrap(op, fn):
-        def timed(instr, operands, ev):
-            start = time.perf_counter()
-            try:
-                return fn(instr, operands, ev)
-            finally:
-                totals[op][0] += 1
-                totals[op][1] += time.perf_counter() - start
-        return timed
+    def timed_choice(choose):
+        def choose_timed(instr):
+            fn = choose(instr)
 
-    for op, fn in original.items():
-        registry.HANDLERS[op] = wrap(op, fn)
+            def timed(instr, operands, ev):
+                start = time.perf_counter()
+                try:
+                    return fn(instr, operands, ev)
+                finally:
+                    totals[instr.opcode][0] += 1
+                    totals[instr.opcode][1] += time.perf_counter() - start
+            return timed
+        return choose_timed
+
+    plan_handler, member_handler = evaluator._plan_handler, regions._member_handler
+    evaluator._plan_handler = timed_choice(plan_handler)
+    regions._member_handler = timed_choice(member_handler)
     try:
         evaluate(module, args)
     finally:
-        registry.HANDLERS.clear()
-        registry.HANDLERS.update(original)
+        evaluator._plan_handler, regions._member_handler = plan_handler, member_handler
     return sorted(((op, n, s) for op, (n, s) in totals.items()), key=lambda r: -r[2])
 
 

@@ -179,7 +179,8 @@ def test_map_computation_broadcasts_constant_results():
 
 
 def test_evaluate_instruction_on_given_operand_values():
-    m = parse_module("ENTRY e { p = s32[3] parameter(0) q = s32[3] parameter(1) ROOT d = s32[3] divide(p, q) }")
+    m = parse_module("ENTRY e { p = s32[3] parameter(0) q = s32[3] parameter(1) "
+                     "ROOT d = s32[3] divide(p, q) }")
     out = Evaluator().evaluate_instruction(m.entry.root, [np.int32([7, -7, 1]), np.int32([2, 2, 0])])
     assert out.dtype == np.int32 and out.tolist() == [3, -3, -1]
     with pytest.raises(InterpreterError, match=r"%d \(divide\)"):

@@ -65,7 +65,8 @@ def check_pairs(instr, values: np.ndarray, label: str) -> None:
         else:
             for x, y in zip(a[:60], b[:60]):
                 x0, y0 = np.array(x), np.array(y)
-                assert_same(handler(instr, [x0, y0], None), general(instr, [x0, y0], None), f"{label} {x} {y}")
+                got, want = handler(instr, [x0, y0], None), general(instr, [x0, y0], None)
+                assert_same(got, want, f"{label} {x} {y}")
 
 
 @pytest.mark.parametrize("t", INT_TYPES + FLOAT_TYPES)
@@ -118,5 +119,6 @@ def test_small_scalar_broadcast_is_materialized_large_stays_a_view():
     x = np.array(7, np.uint32)
     out = fast.specialize(small.entry.root)(small.entry.root, [x], None)
     np.testing.assert_array_equal(out, np.full((3, 2), 7, np.uint32))
-    large = parse_module("ENTRY e { a = u32[] parameter(0) ROOT r = u32[100,100] broadcast(a), dimensions={} }")
+    large = parse_module("ENTRY e { a = u32[] parameter(0) "
+                         "ROOT r = u32[100,100] broadcast(a), dimensions={} }")
     assert fast.specialize(large.entry.root) is None

@@ -257,7 +257,8 @@ def test_scatter_unique_indices_general_combiner():
     indices = np.array([[5], [0], [3]], np.int32)
     updates = RNG.integers(-3, 4, (3, 2)).astype(np.float32)
     want = scatter_reference(operand, indices, updates, (1,), (0,), (0,), 1, lambda a, b: a - b)
-    text = (f"HloModule m\n{combiner('sub')}\nENTRY e {{\no = f32[6,2] parameter(0)\ni = s32[3,1] parameter(1)\n"
+    text = (f"HloModule m\n{combiner('sub')}\nENTRY e {{\no = f32[6,2] parameter(0)\n"
+            "i = s32[3,1] parameter(1)\n"
             "u = f32[3,2] parameter(2)\nROOT s = f32[6,2] scatter(o, i, u), update_window_dims={1}, "
             "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, "
             "unique_indices=true, to_apply=sub\n}")

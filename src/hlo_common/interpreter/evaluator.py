@@ -3,13 +3,18 @@
 This sits at the bottom of every numeric check in the project: `hlo-run --platform interpreter`,
 pass tests comparing a module before and after a rewrite, and emitter tests all evaluate HLO here.
 Each opcode's behaviour lives in a handler registered in `registry.HANDLERS` (one module per
-opcode family); this file only orders instructions, feeds handlers their operands, frees values
-after their last use and turns failures into `InterpreterError`s that name the instruction.
+opcode family). This file runs evaluation plans (`plan.py`: each computation's steps worked out
+once: handlers resolved, or specialized by `fast.py`, invariant values cached, large elementwise
+runs chunked by `regions.py`), feeds handlers their operands, frees values after their last use
+and turns failures into `InterpreterError`s that name the instruction.
 
 Contract for handlers (`fn(instr, operands, ev) -> value`):
-- operands and results are numpy arrays holding logical (row-major) elements in the element
-  type's own dtype (`PrimitiveType.np_dtype`), Python tuples for tuple shapes, `TOKEN` for tokens;
-- values are immutable: a handler may return a view of an operand but never writes into one;
+- operands (a list or tuple) and results are numpy arrays holding logical (row-major) elements
+  in the element type's own dtype (`PrimitiveType.np_dtype`), Python tuples for tuple shapes,
+  `TOKEN` for tokens;
+- values are immutable: a handler may return a view of an operand but never writes into one,
+  except an operand for which `ev.owns(value)` is true (donated: its last use, nothing else
+  refers to it; dynamic-update-slice and scatter then update it in place);
 - a handler evaluates called computations through `ev.call(computation, args)` and scalar
   computations (reducers, comparators, map functions, scatter combiners) over whole arrays through
   `ev.map_computation(computation, arrays)`.
@@ -68,11 +73,11 @@ def _pass_through(instr: HloInstruction, operands: list, ev: Evaluator) -> Any:
 
 # Elementwise mode (see Evaluator.run_elementwise): shape ops pass their operand on.
 _ELEMENTWISE_MODE = {op: _pass_through for op in ("broadcast", "reshape", "bitcast", "copy")}
-_ELEMENTWISE_MODE["call"] = lambda instr, operands, ev: ev.run_elementwise(instr.attrs["to_apply"], operands)
+_ELEMENTWISE_MODE["call"] = lambda instr, ops, ev: ev.run_elementwise(instr.attrs["to_apply"], ops)
 
 
 class Evaluator:
-    """Evaluates HLO modules and computations on numpy values, one instruction at a time.
+    """Evaluates HLO modules and computations on numpy values, step by step of their plans.
 
     `replica_id` / `partition_id` are what replica-id / partition-id return (single-device runs
     use 0); `rng_seed` seeds the deterministic generator behind `rng`; `rng_state` is the 128-bit
@@ -231,8 +236,9 @@ class Evaluator:
             for number, slot in plan.param_slots:
                 values[slot] = args[number]
         except IndexError:
-            raise InterpreterError(f"computation {comp.name} reads parameter "
-                                   f"{max(n for n, _ in plan.param_slots)} but got {len(args)} argument(s)") from None
+            number = max(n for n, _ in plan.param_slots)
+            raise InterpreterError(f"computation {comp.name} reads parameter {number} but got "
+                                   f"{len(args)} argument(s)") from None
         return values
 
     def _run(self, comp: HloComputation, args: Sequence[Any], owned: bool = False) -> Any:
@@ -262,9 +268,11 @@ class Evaluator:
                 operands = fetch(values)
                 if donate >= 0:
                     values[donate] = None
-                    self._donated = operands[0] if _exclusive(operands[0]) else None
-                    value = handler(instr, operands, self)
-                    self._donated = None
+                    outer, self._donated = self._donated, operands[0] if _exclusive(operands[0]) else None
+                    try:
+                        value = handler(instr, operands, self)
+                    finally:
+                        self._donated = outer
                 else:
                     value = handler(instr, operands, self)
                 if check:
@@ -277,7 +285,6 @@ class Evaluator:
         except InterpreterError:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure inside a handler names the instruction
-            self._donated = None
             raise _named_error(instr, exc) from exc
 
     def _map_per_element(self, comp: HloComputation, arrays: list[np.ndarray], shape) -> list[np.ndarray]:

@@ -60,7 +60,8 @@ _INT_ONLY = {
 _FLOAT_ONLY = {"divide": (operator.truediv, np.divide)}
 _COMPARE = {
     "EQ": (operator.eq, np.equal), "NE": (operator.ne, np.not_equal), "LT": (operator.lt, np.less),
-    "LE": (operator.le, np.less_equal), "GT": (operator.gt, np.greater), "GE": (operator.ge, np.greater_equal),
+    "LE": (operator.le, np.less_equal), "GT": (operator.gt, np.greater),
+    "GE": (operator.ge, np.greater_equal),
 }
 
 

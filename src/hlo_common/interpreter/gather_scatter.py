@@ -100,7 +100,8 @@ def _gather(instr: HloInstruction, operands, ev) -> np.ndarray:
     starts = np.clip(starts, 0, np.maximum(np.array(operand.shape) - np.array(slice_sizes), 0))
     window_dims = [d for d in range(operand.ndim) if d not in collapsed and d not in operand_batching]
     window_sizes = [slice_sizes[d] for d in window_dims]
-    lin = (starts @ _strides(operand.shape))[..., None] + _window_offsets(operand.shape, window_dims, window_sizes)
+    offsets = _window_offsets(operand.shape, window_dims, window_sizes)
+    lin = (starts @ _strides(operand.shape))[..., None] + offsets
     value = operand.reshape(-1)[lin].reshape(idx.shape[:-1] + tuple(window_sizes))
     return np.ascontiguousarray(_to_output_order(value, idx.ndim - 1, ints_attr(instr, "offset_dims")))
 

@@ -112,7 +112,7 @@ def dot_general(lhs: np.ndarray, rhs: np.ndarray, lhs_batch, rhs_batch, lhs_cont
     a = _stacked_matrix(lhs, list(lhs_batch), lhs_free, list(lhs_contract))
     b = _stacked_matrix(rhs, list(rhs_batch), list(rhs_contract), rhs_free)
     out = np.matmul(a, b)
-    dims = [lhs.shape[d] for d in lhs_batch] + [lhs.shape[d] for d in lhs_free] + [rhs.shape[d] for d in rhs_free]
+    dims = [lhs.shape[d] for d in (*lhs_batch, *lhs_free)] + [rhs.shape[d] for d in rhs_free]
     return out.reshape(dims)
 
 

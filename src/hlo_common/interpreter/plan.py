@@ -88,7 +88,8 @@ class Plan:
 
     def is_stale(self, comp: HloComputation) -> bool:
         """True when the computation changed since the plan was made (a pass edited it)."""
-        return self.computation is not comp or self.root is not comp.root or self.size != len(comp.instructions)
+        return (self.computation is not comp or self.root is not comp.root
+                or self.size != len(comp.instructions))
 
     def elementwise_steps(self, handler_for: Callable[[HloInstruction], Callable]) -> list[tuple]:
         """Steps for `Evaluator.run_elementwise`: every instruction in order, no regions, no

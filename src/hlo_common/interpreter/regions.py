@@ -2,12 +2,12 @@
 
 A region is a set of instructions of one computation (an unfused entry computation as much as a
 loop fusion's body) that are elementwise over one big shape (copies, reshapes and broadcasts stay
-outside: they are views). The evaluation plan (`plan.py`) runs a region as one step: the region's inputs are sliced
-into slabs of about `CHUNK_ELEMENTS` elements and every member runs on each slab with its own
-handler, so temporaries stay in cache (as in the fused kernel XLA emits) and only the region's
-outputs (members read outside it, or the root) are written to full arrays. Each member still
-rounds its result into its element type exactly as whole-array evaluation does, so results are
-bit-identical. Two more savings inside a slab:
+outside: they are views). The evaluation plan (`plan.py`) runs a region as one step: the
+region's inputs are sliced into slabs of about `CHUNK_ELEMENTS` elements and every member runs on
+each slab with its own handler, so temporaries stay in cache (as in the fused kernel XLA emits)
+and only the region's outputs (members read outside it, or the root) are written to full arrays.
+Each member still rounds its result into its element type exactly as whole-array evaluation
+does, so results are bit-identical. Two more savings inside a slab:
 
 - a narrow-float value (bf16, f16, f8) read by several members whose handlers widen their
   operands to f32 first (`WIDENING_OPCODES`) is widened once and the wide form is shared;
