@@ -46,7 +46,9 @@ from hlo_codegen.emitters.base import (
 )
 from hlo_codegen.emitters.launch import A100, H100, GpuDeviceInfo, loop_launch_dimensions
 from hlo_codegen.emitters.loop import LoopFusion
-from hlo_codegen.emitters import elemental_linalg, elemental_topk, elemental_window  # noqa: F401  (elemental rules)
+from hlo_codegen.emitters import (  # noqa: F401  (they register elemental rules)
+    elemental_dots, elemental_linalg, elemental_topk, elemental_window,
+)
 from hlo_codegen.emitters.in_place_dus import (
     ConcatenateFusion, InPlaceDynamicUpdateSliceFusion, is_concatenate_fusion, is_dus_root,
 )

@@ -83,34 +83,49 @@ def symbol_loop_map(sizes: list[int], dim_sizes: list[int] = ()) -> IndexingMap:
 
 
 # -- dot ---------------------------------------------------------------------------------------------
+class DotDims:
+    """A dot's batch / contracting / free dimensions; output dims are batch, lhs free, rhs free.
+    `rhs_skip` leaves rhs dims out of every group (ragged-dot's rhs group dim)."""
+
+    def __init__(self, instr: HloInstruction, rhs_skip: tuple[int, ...] = ()):
+        self.lb, self.rb = _ints(instr, "lhs_batch_dims"), _ints(instr, "rhs_batch_dims")
+        self.lc, self.rc = _ints(instr, "lhs_contracting_dims"), _ints(instr, "rhs_contracting_dims")
+        if len(self.lb) != len(self.rb) or len(self.lc) != len(self.rc):
+            raise ElementalError(f"%{instr.name}: batch/contracting dimension counts differ")
+        self.lhs_rank, self.rhs_rank = instr.operands[0].shape.rank, instr.operands[1].shape.rank
+        self.lhs_free = [d for d in range(self.lhs_rank) if d not in self.lb and d not in self.lc]
+        self.rhs_free = [d for d in range(self.rhs_rank)
+                         if d not in self.rb and d not in self.rc and d not in rhs_skip]
+        self.sizes = [instr.operands[0].shape.dims[d] for d in self.lc]
+
+    def indices(self, idx: list[Value], k: list[Value]) -> tuple[list, list]:
+        """(lhs index, rhs index) of output element `idx` and contracted position `k`."""
+        li, ri = [None] * self.lhs_rank, [None] * self.rhs_rank
+        nb, nl = len(self.lb), len(self.lhs_free)
+        for j, (dl, dr) in enumerate(zip(self.lb, self.rb)):
+            li[dl] = ri[dr] = idx[j]
+        for j, d in enumerate(self.lhs_free):
+            li[d] = idx[nb + j]
+        for j, d in enumerate(self.rhs_free):
+            ri[d] = idx[nb + nl + j]
+        for j, (dl, dr) in enumerate(zip(self.lc, self.rc)):
+            li[dl] = ri[dr] = k[j]
+        return li, ri
+
+
 @elemental("dot")
 def _dot(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]) -> Value:
     lhs, rhs = instr.operands[0], instr.operands[1]
-    lb, rb = _ints(instr, "lhs_batch_dims"), _ints(instr, "rhs_batch_dims")
-    lc, rc = _ints(instr, "lhs_contracting_dims"), _ints(instr, "rhs_contracting_dims")
-    if len(lb) != len(rb) or len(lc) != len(rc):
-        raise ElementalError(f"%{instr.name}: batch/contracting dimension counts differ")
-    lhs_free = [d for d in range(lhs.shape.rank) if d not in lb and d not in lc]
-    rhs_free = [d for d in range(rhs.shape.rank) if d not in rb and d not in rc]
-    nb, nl = len(lb), len(lhs_free)
+    dims = DotDims(instr)
     pt = instr.shape.element_type
 
     def body(syms, k, acc):
-        li, ri = [None] * lhs.shape.rank, [None] * rhs.shape.rank
-        for j, (dl, dr) in enumerate(zip(lb, rb)):
-            li[dl] = ri[dr] = idx[j]
-        for j, d in enumerate(lhs_free):
-            li[d] = idx[nb + j]
-        for j, d in enumerate(rhs_free):
-            ri[d] = idx[nb + nl + j]
-        for j, (dl, dr) in enumerate(zip(lc, rc)):
-            li[dl] = ri[dr] = k[j]
+        li, ri = dims.indices(idx, list(k))
         a = to_accumulator(ctx, ctx.value(lhs, li), lhs.shape.element_type, pt)
         x = to_accumulator(ctx, ctx.value(rhs, ri), rhs.shape.element_type, pt)
         return [multiply_add(ctx, acc[0], a, x, pt)]
 
-    sizes = [lhs.shape.dims[d] for d in lc]
-    acc = ctx.loop(symbol_loop_map(sizes), [], [zero(ctx, pt)], body)[0]
+    acc = ctx.loop(symbol_loop_map(dims.sizes), [], [zero(ctx, pt)], body)[0]
     return finish(ctx, acc, pt)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from corpus_lib import CORPUS_DIR as CORPUS
-from emitter_testlib import check, fusion_of, run_on_host
+from emitter_testlib import check, fusion_of, index_aware_args, run_on_host
 
 
 
@@ -86,3 +86,33 @@ TRITON_GEMM_FILES = [f"backends_gpu_codegen_triton_tests_dot__{n}.hlo" for n in 
 @pytest.mark.parametrize("name", [n for n in TRITON_GEMM_FILES if (CORPUS / n).exists()])
 def test_fused_dots_of_xla_triton_tests(name: str) -> None:
     check((CORPUS / name).read_text(), ptx=False)
+
+
+def test_scaled_dot_with_block_scales() -> None:
+    check("""f { a = f8e4m3fn[4,64] parameter(0) b = f8e4m3fn[64,8] parameter(1)
+        s = bf16[4,2] parameter(2) t = bf16[2,8] parameter(3)
+        ROOT d = bf16[4,8] scaled-dot(a, b, s, t), lhs_contracting_dims={1},
+          rhs_contracting_dims={0} }""", "loop")
+
+
+@pytest.mark.parametrize("dot", [
+    # ragged non-contracting dim: rows of group g use rhs[g]; rows past the groups give 0
+    "f32[2,11,7] ragged-dot(f32[2,11,5] a, f32[3,2,5,7] b, s64[2,3] g), lhs_batch_dims={0},"
+    " rhs_batch_dims={1}, lhs_contracting_dims={2}, rhs_contracting_dims={2}, lhs_ragged_dims={1},"
+    " rhs_group_dims={0}",
+    # ragged contracting dim: one output per group
+    "f32[3,11,7] ragged-dot(f32[11,9] a, f32[9,7] b, s32[3] g), lhs_contracting_dims={1},"
+    " rhs_contracting_dims={0}, lhs_ragged_dims={1}",
+    # ragged batch dim: a plain batched dot
+    "f32[4,6,7] ragged-dot(f32[4,6,5] a, f32[4,5,7] b, s32[3] g), lhs_batch_dims={0}, rhs_batch_dims={0},"
+    " lhs_contracting_dims={2}, rhs_contracting_dims={1}, lhs_ragged_dims={0}",
+])
+def test_ragged_dot(dot: str) -> None:
+    out, _, rest = dot.partition(" ragged-dot(")
+    operands, _, attrs = rest.partition("), ")
+    params = " ".join(f"{op.split()[1]} = {op.split()[0]} parameter({i})"
+                      for i, op in enumerate(operands.split(", ")))
+    fusion = fusion_of(f"f {{ {params} ROOT r = {out} ragged-dot(a, b, g), {attrs} }}")
+    args = index_aware_args(fusion)
+    args[2] = np.abs(args[2]) % 5  # group sizes: small, some past the end
+    check(fusion, "loop", args=args)
