@@ -79,6 +79,11 @@ class Cublas:
         self.handle = handle
         self._check(self.lib.cublasSetStream_v2(handle, ctypes.c_void_p(stream)), "cublasSetStream")
 
+    def close(self) -> None:
+        if self.handle is not None:
+            self.lib.cublasDestroy_v2(self.handle)
+            self.handle = None
+
     @staticmethod
     def _check(status: int, what: str) -> None:
         if status != 0:

@@ -84,6 +84,9 @@ class Device(abc.ABC):
     def release(self, buffer: Any) -> None:
         pass
 
+    def close(self) -> None:
+        """Unload kernels and let go of the device (after the last run)."""
+
 
 class ManifestExecutable(Executable):
     """A manifest loaded onto a device; `run(args)` may be called many times."""
@@ -141,6 +144,13 @@ class ManifestExecutable(Executable):
             for i, b in buffers.items():
                 if i not in self.constants:
                     self.device.release(b)
+
+    def close(self) -> None:
+        """Give back what `__init__` took: constant buffers and loaded kernels (idempotent)."""
+        for buffer in self.constants.values():
+            self.device.release(buffer)
+        self.constants = {}
+        self.device.close()
 
     def profile(self) -> list[tuple[str, float]]:
         timed = sorted(self._times.items(), key=lambda kv: self.labels[kv[0]])

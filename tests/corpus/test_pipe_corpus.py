@@ -278,7 +278,11 @@ def run_manifest_cuda(module_id: str, data: bytes) -> Outcome:
         expected = evaluate(module, args)
     except Exception as exc:  # noqa: BLE001 - the reference itself cannot run this module
         return Outcome(False, f"interpreter: {_one_line(exc)}", runnable=False)
-    actual = ManifestExecutable(manifest, CudaDevice(), module_id).run(args)
+    executable = ManifestExecutable(manifest, CudaDevice(), module_id)
+    try:
+        actual = executable.run(args)
+    finally:
+        executable.close()
     for a, e in zip(flatten_leaves(actual), flatten_leaves(expected)):
         # cuBLAS and GPU reductions sum in another order: a 16-bit result may differ by an ulp.
         bound = LOW_PRECISION_BOUND if e.dtype.itemsize < 4 and e.dtype.kind in "fV" else BOUND

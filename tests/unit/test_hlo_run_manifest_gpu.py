@@ -37,7 +37,11 @@ def run_cuda(text: str, args):
 
     result, _ = compile_text(text, target="cuda")
     manifest = load_manifest(result.manifest.to_bytes(), "m.json")
-    return ManifestExecutable(manifest, CudaDevice()).run(args)
+    executable = ManifestExecutable(manifest, CudaDevice())
+    try:
+        return executable.run(args)
+    finally:
+        executable.close()
 
 
 def rand(shape, dtype, seed):

@@ -105,6 +105,17 @@ class CudaDevice(Device):
             return
         check(self.driver.cuMemsetD32Async(dst, value, size // 4, self.stream), "cuMemsetD32Async")
 
+    def close(self) -> None:
+        if self._blas is not None:
+            self._blas.close()
+            self._blas = None
+        for module in self.modules:
+            check(self.driver.cuModuleUnload(module), "cuModuleUnload")
+        self.modules = []
+        if self.context is not None:
+            check(self.driver.cuDevicePrimaryCtxRelease(self.device), "cuDevicePrimaryCtxRelease")
+            self.context = None
+
     def synchronize(self) -> None:
         check(self.driver.cuCtxSynchronize(), "cuCtxSynchronize")
 
