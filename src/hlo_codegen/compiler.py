@@ -4,8 +4,8 @@ Where it sits: behind `hlo-codegen` (the CLI) and `hlo_run`'s in-process compile
 
 1. prepare (on codegen's own module): `xla_builder.*` custom calls become calls of their
    decomposition, flatten the call graph when a control-flow computation has several callers,
-   check that control flow agrees on layouts, wrap lone instructions into kLoop fusions
-   (`fusion_wrapper`), insert the copies control flow and in-place ops need
+   refuse dynamic shapes, check that control flow agrees on layouts, wrap lone instructions
+   into kLoop fusions (`fusion_wrapper`), insert the copies control flow and in-place ops need
    (`buffer_assignment.insert_copies`);
 2. buffer assignment (`buffer_assignment.assign_buffers`);
 3. thunk emission, with kernels emitted and lowered by the kernel backend for the target

@@ -17,7 +17,8 @@ thunks, by the kind `fusion_wrapper.classify` gives it:
 Kernel arguments follow XLA's `KernelArguments`: the fusion's operands in order, then its
 output leaves in order, each a slice of the buffer assignment; arguments that are the same slice
 are passed once (the first occurrence; written when any occurrence is written). The kernel
-backend (`compiler.KernelBackend`) turns a fusion plus these arguments into compiled kernels;
+backend (`KernelBackend`, `kernel_backend.EmitterBackend`) turns a fusion plus these arguments into
+compiled kernels;
 fusions that compute the same thing on the same shapes share one kernel (XLA's kernel reuse).
 """
 
