@@ -3,9 +3,10 @@
 Where it sits: behind `hlo-codegen` (the CLI) and `hlo_run`'s in-process compile hook. Stages:
 
 1. prepare (on codegen's own module): `xla_builder.*` custom calls become calls of their
-   decomposition, flatten the call graph when a control-flow computation has several callers,
-   refuse dynamic shapes, check that control flow agrees on layouts, wrap lone instructions
-   into kLoop fusions (`fusion_wrapper`), insert the copies control flow and in-place ops need
+   decomposition and async-start/done pairs calls of their computation, flatten the call graph
+   when a control-flow computation has several callers, refuse dynamic shapes, check that
+   control flow agrees on layouts, wrap lone instructions into kLoop fusions
+   (`fusion_wrapper`), insert the copies control flow and in-place ops need
    (`buffer_assignment.insert_copies`);
 2. buffer assignment (`buffer_assignment.assign_buffers`);
 3. thunk emission, with kernels emitted and lowered by the kernel backend for the target
@@ -63,9 +64,11 @@ class CompileResult:
 
 def prepare_module(module: HloModule) -> None:
     """Stage 1, in place: flat call graph, wrapped lone instructions, copies."""
-    from hlo_codegen.fusion_wrapper import calls_for_decompositions, wrap_lone_instructions
+    from hlo_codegen.fusion_wrapper import (
+        calls_for_async_ops, calls_for_decompositions, wrap_lone_instructions)
 
     calls_for_decompositions(module)
+    calls_for_async_ops(module)
     _flatten_call_graph(module)
     check_static_shapes(module)
     check_control_flow_layouts(module)

@@ -180,6 +180,33 @@ def calls_for_decompositions(module: HloModule) -> int:
     return count
 
 
+def calls_for_async_ops(module: HloModule) -> int:
+    """`async-done(async-start(x...), calls=c)` becomes `call(x..., to_apply=c)`: on one stream an
+    asynchronous computation simply runs in order (async-updates in between are dropped)."""
+    count = 0
+    for comp in global_computations(module):
+        for done in [i for i in comp.instructions if i.opcode == "async-done"]:
+            start = done.operands[0]
+            while start.opcode == "async-update" and len(start.users) == 1:
+                start = start.operands[0]
+            callee = start.attrs.get("calls")
+            if (start.opcode != "async-start" or callee is None or isinstance(callee, list)
+                    or len(start.users) != 1):
+                continue
+            call = HloInstruction(done.name, "call", done.shape, list(start.operands), {"to_apply": callee})
+            call.metadata = list(done.metadata)
+            chain = done.operands[0]
+            comp.replace_instruction(done, call, remove_dead_operands=False)
+            call.name = done.name
+            while chain is not start:
+                nxt = chain.operands[0]
+                comp.remove_instruction(chain)
+                chain = nxt
+            comp.remove_instruction(start)
+            count += 1
+    return count
+
+
 def wrap_lone_instructions(module: HloModule) -> list[HloInstruction]:
     """FusionWrapper: put every instruction classified KERNEL into its own kLoop fusion.
     Returns the new fusions; raises HloError naming an instruction nothing can run."""

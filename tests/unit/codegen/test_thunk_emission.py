@@ -295,3 +295,15 @@ def test_kernel_names_are_ptx_identifiers(hlo_name, kernel):
 def test_dynamic_shapes_are_refused_with_the_instruction():
     with pytest.raises(HloError, match=r"%p: dynamic shape f32\[<=8\] is not supported by hlo-codegen"):
         compile_text("HloModule m\nENTRY e { p = f32[<=8] parameter(0) ROOT n = f32[<=8] negate(p) }")
+
+
+def test_async_start_done_runs_its_computation_in_order():
+    result, _ = compile_text("""HloModule m
+neg { x = f32[4] parameter(0) ROOT n = f32[4] negate(x) }
+ENTRY e { p = f32[4] parameter(0)
+  s = ((f32[4]), f32[4], u32[]) async-start(p), calls=neg
+  u = ((f32[4]), f32[4], u32[]) async-update(s)
+  ROOT d = f32[4] async-done(u) }""")
+    assert [t.kernel for t in result.manifest.thunks.thunks] == ["wrapped_negate"]
+    assert _find(result.module, "d").opcode == "call"
+    assert not any(i.opcode.startswith("async") for i in result.module.entry.instructions)
