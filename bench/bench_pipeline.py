@@ -99,7 +99,8 @@ def growth_verdict(points: list[tuple[int, float]]) -> list[str]:
         ratio, nlogn = t2 / t1, (n2 * math.log(n2)) / (n1 * math.log(n1))
         exponent = math.log(ratio) / math.log(n2 / n1)
         ok = ratio <= GROWTH_SLACK * nlogn
-        lines.append(f"  {n1:>6} -> {n2:>6}: time x{ratio:.2f}, n log n x{nlogn:.2f}, exponent {exponent:.2f}: "
+        lines.append(f"  {n1:>6} -> {n2:>6}: time x{ratio:.2f}, n log n x{nlogn:.2f}, "
+                     f"exponent {exponent:.2f}: "
                      f"{'within n log n' if ok else 'FASTER THAN n log n GROWTH'}")
     return lines
 
@@ -130,7 +131,8 @@ def main() -> int:
         layers = layers_for(size, per_layer)
         seconds, wall, count, per_pass = run_hlo_opt(transformer_stack(layers), f"stack{layers}")
         points.append((count, seconds))
-        print(row(f"transformer stack, {layers} layers", count, seconds, wall, per_pass, opts.top), flush=True)
+        print(row(f"transformer stack, {layers} layers", count, seconds, wall, per_pass, opts.top),
+              flush=True)
     for name, text in largest_corpus_modules(opts.corpus):
         try:
             seconds, wall, count, per_pass = run_hlo_opt(text, name)
@@ -144,7 +146,8 @@ def main() -> int:
     near = min(points, key=lambda p: abs(p[0] - 10000), default=None)
     if near is not None:
         verdict = "meets" if near[1] < TARGET_10K_SECONDS else "MISSES"
-        print(f"{near[0]}-instruction stack: {near[1]:.2f} CPU s, {verdict} the {TARGET_10K_SECONDS:.0f} s target")
+        print(f"{near[0]}-instruction stack: {near[1]:.2f} CPU s, {verdict} the "
+              f"{TARGET_10K_SECONDS:.0f} s target")
     if opts.profile:
         layers = layers_for(opts.profile, per_layer)
         print(profile(transformer_stack(layers), f"stack{layers}"))

@@ -10,9 +10,9 @@ and pred exactly.
 Runnable: the module parses and verifies; its entry takes no tuple or token parameters; its result
 has no dynamic shape; it makes no implementation-defined random numbers (`rng`,
 `rng-get-and-update-state`, default `rng-bit-generator`: the pipeline may expand them into other
-but equally valid bits) and has no `{...}` constant (unknown values); no array holds more than 2**26 elements; and the interpreter runs the
-input within INTERPRETER_LIMIT_S. A scheduled input is run through the pipeline as if it were not
-scheduled (the CLI would leave it alone).
+but equally valid bits) and has no `{...}` constant (unknown values); no array holds more than
+2**26 elements; and the interpreter runs the input within INTERPRETER_LIMIT_S. A scheduled input
+is run through the pipeline as if it were not scheduled (the CLI would leave it alone).
 
 A runnable module whose pipeline crashes, fails verification, or changes results is listed under
 `pipeline` in `tests/corpus/expected_failures.txt` with the reason; a listed module that passes

@@ -1,7 +1,8 @@
 """HloAliasAnalysis: which values must (or may safely) share one piece of memory (an HloBuffer).
 
-Second step of buffer assignment, also the scheduler's memory accounting (XLA: `xla/hlo/analysis/hlo_alias_analysis.cc`). Values are
-merged into one `HloBuffer` (a *colocation*) when
+Second step of buffer assignment, also the scheduler's memory accounting (XLA:
+`xla/hlo/analysis/hlo_alias_analysis.cc`). Values are merged into one `HloBuffer` (a *colocation*)
+when
 
 - they meet in one value set: a while's init, body parameter, body root, condition parameter and
   result; the roots of a conditional's branches and its result (dataflow unions them);

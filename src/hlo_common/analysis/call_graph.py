@@ -1,7 +1,7 @@
 """Call contexts and XLA's orders (computation and instruction post orders, flattened sequences).
 
-Buffer assignment (and hlo-opt's copy insertion and scheduler) need three facts about the call graph, as XLA's `CallGraph` and
-`GatherComputationsByAllocationType` give them:
+Buffer assignment (and hlo-opt's copy insertion and scheduler) need three facts about the call
+graph, as XLA's `CallGraph` and `GatherComputationsByAllocationType` give them:
 
 - which computations are *global* (the entry and everything reached through `while`, `call`,
   `conditional` and async wrappers: their values get device buffers) and which are *embedded*

@@ -202,7 +202,8 @@ class HloDataflowAnalysis:
         condition parameters and the conditional define phi values instead of holding unions."""
         df = HloDataflowAnalysis(module)
         if ssa_form:
-            has_merges = any(i.opcode in ("while", "conditional") for c in module.computations for i in c.instructions)
+            has_merges = any(i.opcode in ("while", "conditional")
+                             for c in module.computations for i in c.instructions)
             df._phi_at = _phi_positions(HloDataflowAnalysis.run(module)) if has_merges else set()
         df._index_call_sites()
         df._define_values()

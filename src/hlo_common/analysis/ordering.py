@@ -157,7 +157,8 @@ class DependencyHloOrdering:
         user, vdef = use.instruction, value.instruction
         c = self.execution_constraint(user, vdef)
         if c is Constraint.IS_SAME:
-            if may_write_over_operand(user.operands[use.operand_number], use.operand_index, vdef, value.index):
+            operand = user.operands[use.operand_number]
+            if may_write_over_operand(operand, use.operand_index, vdef, value.index):
                 return True
         elif c is Constraint.RUN_EXCLUSIVE_AFTER:
             if not state["escaped"]:

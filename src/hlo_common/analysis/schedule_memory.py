@@ -146,7 +146,8 @@ class ScheduleMemoryModel:
             self._place_buffer(buf, model, b, order[comp])
         self._add_shares(local)
 
-    def _place_buffer(self, buf, model: ComputationMemory, b: int, position: dict[HloInstruction, int]) -> None:
+    def _place_buffer(self, buf, model: ComputationMemory, b: int,
+                      position: dict[HloInstruction, int]) -> None:
         comp, module = model.computation, self.module
         definers = [self.call_graph.ancestor_in(v.instruction, comp) for v in buf.values]
         definers = [d for d in definers if d is not None]

@@ -217,7 +217,8 @@ def add_special_case_copies(module: HloModule) -> None:
         d = v.instruction
         if d.opcode == "constant":
             return True
-        return d.opcode == "parameter" and d.parent is entry and (d.parameter_number, v.index) not in aliased_params
+        return (d.opcode == "parameter" and d.parent is entry
+                and (d.parameter_number, v.index) not in aliased_params)
 
     groups = must_alias_groups(df)
     for group in groups:
@@ -270,8 +271,8 @@ def _root_special_cases(df, groups, entry, read_only, to_copy) -> None:
 def _fingerprint(module: HloModule, comps: list[HloComputation]) -> list:
     out = []
     for comp in comps:
-        out.append((id(comp.root), [(id(i), tuple(map(id, i.operands)), tuple(map(id, i.control_predecessors)))
-                                    for i in comp.instructions]))
+        out.append((id(comp.root), [(id(i), tuple(map(id, i.operands)),
+                                     tuple(map(id, i.control_predecessors))) for i in comp.instructions]))
     return out
 
 

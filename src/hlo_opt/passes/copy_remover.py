@@ -67,7 +67,8 @@ def must_alias_groups(df: HloDataflowAnalysis) -> list[list[HloValue]]:
     for out_index, n, p_index, _ in (parse_alias_spec(spec, "input_output_alias") if spec else []):
         for leaf in _leaves_under(df, entry.root, out_index):
             rest = leaf[len(out_index):]
-            union(list(df.value_set(entry.root, leaf)) + list(df.value_set(entry.parameter(n), p_index + rest)))
+            param_values = df.value_set(entry.parameter(n), p_index + rest)
+            union(list(df.value_set(entry.root, leaf)) + list(param_values))
     groups: dict[int, list[HloValue]] = {}
     for v in df.values:
         groups.setdefault(find(v.id), []).append(v)

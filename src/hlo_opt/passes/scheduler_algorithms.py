@@ -79,7 +79,8 @@ class _ListScheduler:
             schedule.append(best)
             self._retire(best, push, current)
         if len(schedule) != len(instrs):
-            raise AssertionError(f"list scheduler left instructions of {self.comp.name} unscheduled (a cycle?)")
+            raise AssertionError(f"list scheduler left instructions of {self.comp.name} unscheduled "
+                                 "(a cycle?)")
         return schedule
 
     def _retire(self, best: HloInstruction, push, current: dict) -> None:

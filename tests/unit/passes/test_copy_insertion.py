@@ -206,7 +206,8 @@ cond{i} {{
   ROOT nc = pred[] not(c)
 }}""")
         entry.append(f"  init{i} = {s} tuple(p0, {', '.join(prev)})")
-        entry.append(f"  {'ROOT ' if i == n - 1 else ''}w{i} = {s} while(init{i}), condition=cond{i}, body=body{i}")
+        root = "ROOT " if i == n - 1 else ""
+        entry.append(f"  {root}w{i} = {s} while(init{i}), condition=cond{i}, body=body{i}")
         if i != n - 1:
             entry += [f"  g{i}_{k} = s32[42] get-tuple-element(w{i}), index={k}" for k in (1, 2, 3)]
             prev = [f"g{i}_{k}" for k in (1, 2, 3)]
