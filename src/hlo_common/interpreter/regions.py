@@ -172,37 +172,38 @@ def region_dims(instr: HloInstruction) -> tuple[int, ...] | None:
 def find_regions(order: list[HloInstruction], invariant: set[int]) -> list[Region]:
     """Regions of the instructions in `order` (a valid evaluation order ending with the root)."""
     region_of: dict[int, Region] = {}
-    index: dict[int, int] = {}  # id(region) -> number, for the dependence sets
-    deps: dict[int, frozenset] = {}  # id(instr) -> numbers of the regions it depends on
+    bit: dict[int, int] = {}  # id(region) -> its bit in the dependence masks
+    deps: dict[int, int] = {}  # id(instr) -> bit mask of the regions it depends on
     found: list[Region] = []
     for instr in order:
         dims = region_dims(instr)
-        inv = id(instr) in invariant
-        below = frozenset().union(*(deps.get(id(op), frozenset()) for op in instr.operands))
-        target = None
+        below = 0
+        for op in instr.operands:
+            below |= deps.get(id(op), 0)
         if dims is not None:
+            inv = id(instr) in invariant
+            target = None
             for op in instr.operands:
                 r = region_of.get(id(op))
-                if r is not None and r.dims == dims and r.invariant == inv and _may_join(instr, r, region_of,
-                                                                                         index, deps):
+                if r is not None and r.dims == dims and r.invariant == inv and \
+                        _may_join(instr, r, bit[id(r)], region_of, deps):
                     target = r
                     break
             if target is None:
                 target = Region(dims, inv)
-                index[id(target)] = len(found)
+                bit[id(target)] = 1 << len(found)
                 found.append(target)
             target.members.append(instr)
             region_of[id(instr)] = target
-            below = below | {index[id(target)]}
+            below |= bit[id(target)]
         deps[id(instr)] = below
     live = {id(i) for i in order}
-    root = order[-1]
     for r in found:
-        r.finish(live, root)
+        r.finish(live, order[-1])
     return found
 
 
-def _may_join(instr: HloInstruction, region: Region, region_of: dict, index: dict, deps: dict) -> bool:
+def _may_join(instr: HloInstruction, region: Region, region_bit: int, region_of: dict, deps: dict) -> bool:
     """No operand outside `region` may depend on it (joining would make a cycle)."""
-    number = index[id(region)]
-    return all(region_of.get(id(op)) is region or number not in deps.get(id(op), ()) for op in instr.operands)
+    return all(region_of.get(id(op)) is region or not deps.get(id(op), 0) & region_bit
+               for op in instr.operands)
