@@ -15,6 +15,7 @@ import numpy as np
 
 from hlo_codegen.kernel_ir.ir import Op
 from hlo_codegen.kernel_ir.types import FLOAT_FORMATS, INT_BITS, is_complex, is_vector, vector_shape
+from hlo_codegen.llvm import lanes as vec
 from hlo_codegen.llvm.floats import define_decode, define_encode
 from hlo_codegen.llvm.lowering import LoweringError, RegionLowering, llvm_type, type_suffix
 from hlo_codegen.llvm.text import LV, LLFunction
@@ -139,6 +140,8 @@ def _constant(rl: RegionLowering, op: Op) -> list[LV]:
     if is_vector(t):
         n, e = vector_shape(t)
         lane = scalar_constant(e, value)
+        if rl.target.scalarize_vectors:
+            return [vec.constant_lanes(llvm_type(t), lane, n)]
         return [LV(llvm_type(t), "<" + ", ".join([str(lane)] * n) + ">")]
     return [scalar_constant(t, value)]
 
@@ -214,13 +217,17 @@ def _bitcast(rl: RegionLowering, op: Op) -> list[LV]:
 
 # -- vectors and complex ---------------------------------------------------------------------------
 def _vector_extract(rl: RegionLowering, op: Op) -> list[LV]:
-    vec, idx = _operands(rl, op)
-    return [rl.fn.extractelement(llvm_type(op.result.type), vec, idx)]
+    v, idx = rl.raw(op.operands[0]), rl.v(op.operands[1])
+    if rl.target.scalarize_vectors:
+        return [vec.extract(rl.fn, vec.as_lanes(rl.fn, v), idx)]
+    return [rl.fn.extractelement(llvm_type(op.result.type), v, idx)]
 
 
 def _vector_insert(rl: RegionLowering, op: Op) -> list[LV]:
-    val, vec, idx = _operands(rl, op)
-    return [rl.fn.insertelement(vec, val, idx)]
+    val, v, idx = rl.v(op.operands[0]), rl.raw(op.operands[1]), rl.v(op.operands[2])
+    if rl.target.scalarize_vectors:
+        return [vec.insert(rl.fn, vec.as_lanes(rl.fn, v), val, idx)]
+    return [rl.fn.insertelement(v, val, idx)]
 
 
 def _complex_create(rl: RegionLowering, op: Op) -> list[LV]:

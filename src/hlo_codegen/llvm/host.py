@@ -14,6 +14,16 @@ and block ids and constants are recomputed instead). `shuffle_reduce` is emulate
 per-thread scratch array with `shfl.sync.down` semantics - lane i reads lane i + d when that is
 below 32 (and an existing thread), else its own value - so the reduction tree and the float
 results are the GPU's. Shared memory is a per-call stack array; math uses math.py.
+
+Speed: the thread loop of each phase is marked parallel (`llvm.loop.parallel_accesses`, every
+memory access and call of its body in one access group; in kernels of at most
+MAX_PARALLEL_PHASES phases): the threads of a phase never depend on each other without a barrier
+between them, so LLVM's loop vectorizer may run 8-16 threads in SIMD lanes without alias
+checks. For that the loop must hold no vector-typed instruction, so kernel-IR vectors are kept
+as scalar lanes (`scalarize_vectors`, lanes.py), and the straight-line math and float-conversion
+functions are `alwaysinline` (a call blocks vectorization). Results are unchanged: the same IEEE
+operations, with the threads of a phase in a different order. On the bf16 GELU's tanh kernel
+this took the run from 0.66 to 0.125 CPU seconds.
 """
 
 from __future__ import annotations
@@ -24,21 +34,43 @@ from hlo_codegen.llvm.lowering import (
     I64, LoweringError, ModuleLowering, RegionLowering, Target, llvm_type,
 )
 from hlo_codegen.kernel_ir.ir import buffer_bytes
-from hlo_codegen.llvm.text import LV
+from hlo_codegen.llvm.text import LV, LLModule
 
 _NEVER_REMATERIALIZE = ("load", "call")
 _DIMS = ("x", "y", "z")
 
 
+INLINE_MAX_INSTRUCTIONS = 400  # straight-line helper functions up to this size are inlined
+# Kernels with more thread phases than this (a bitonic sort has ~50) keep plain thread loops:
+# vectorizing every phase tripled their JIT time (0.66 -> 1.6 s) to halve a ~50 ms run.
+MAX_PARALLEL_PHASES = 8
+
+
 class HostTarget(Target):
     name = "host"
     triple = "x86_64-unknown-linux-gnu"  # host_kernel replaces it with the JIT's triple
+    scalarize_vectors = True
 
     def thread_id(self, rl: RegionLowering, dim: str) -> LV:
         return rl.ids[f"th_{dim}"]
 
     def block_id(self, rl: RegionLowering, dim: str) -> LV:
         return rl.ids[f"bl_{dim}"]
+
+
+def inline_helpers(module: LLModule) -> None:
+    """Mark the module's straight-line `__hlo_*` helpers (math, float conversions) alwaysinline."""
+    for f in module.functions:
+        if f.name.startswith("__hlo_") and not f.suffix and len(f.blocks) == 1 \
+                and len(f.blocks[0][1]) <= INLINE_MAX_INSTRUCTIONS:
+            f.suffix = "alwaysinline"
+
+
+def parallel_loop_metadata(module: LLModule) -> tuple[str, str]:
+    """(access group, loop id) of a loop whose iterations are independent."""
+    group = module.metadata("distinct !{}")
+    parallel = module.metadata(f'!{{!"llvm.loop.parallel_accesses", {group}}}')
+    return group, module.metadata("distinct !{{self}, " + parallel + "}")
 
 
 def _phases(kernel: Kernel) -> list[list[Op]]:
@@ -127,6 +159,7 @@ class _KernelLowering:
         f.set_block(done)
         f.ret()
         del rl
+        inline_helpers(self.ml.module)
         return self.ml.text()
 
     def _region(self) -> RegionLowering:
@@ -183,17 +216,33 @@ class _KernelLowering:
 
     def _thread_phase(self, p: int, ops: list[Op]) -> None:
         needed = _uses(ops)
+        group = loop_id = None
+        if sum(ops[0].name != "shuffle_reduce" for ops in self.phases) <= MAX_PARALLEL_PHASES:
+            group, loop_id = parallel_loop_metadata(self.ml.module)
 
         def body(t: LV, iters: list[LV]) -> list[LV]:
-            rl = self._enter_thread(t, p, needed)
-            for op in ops:
-                rl.lower_op(op)
-                for r in op.results:
-                    if id(r) in self.spills:
-                        self.fn.store(rl.env[id(r)], self._slot(r, t))
+            self.fn.access_group = group
+            try:
+                rl = self._enter_thread(t, p, needed)
+                for op in ops:
+                    rl.lower_op(op)
+                    for r in op.results:
+                        if id(r) in self.spills:
+                            self.fn.store(rl.v(r), self._slot(r, t))
+            finally:
+                self.fn.access_group = None
             return []
 
-        RegionLowering.for_range(self._region(), 0, self.kernel.num_threads - 1, [], body, hint="t")
+        RegionLowering.for_range(self._region(), 0, self.kernel.num_threads - 1, [], body, hint="t",
+                                 loop_md=loop_id)
+
+    def _plain_loop(self) -> str:
+        """Loop metadata for the shuffle emulation's short loops: unrolling and vectorizing them
+        doubled a reduction kernel's JIT time and saved under 10% of its (small) run time."""
+        m = self.ml.module
+        unroll = m.metadata('!{!"llvm.loop.unroll.disable"}')
+        vectorize = m.metadata('!{!"llvm.loop.vectorize.enable", i1 false}')
+        return m.metadata("distinct !{{self}, " + unroll + ", " + vectorize + "}")
 
     def _shuffle_phase(self, p: int, op: Op) -> None:
         f, n = self.fn, self.kernel.num_threads
@@ -208,7 +257,7 @@ class _KernelLowering:
                 f.store(rl.v(v), self._slot(r, t))
             return []
 
-        loop.for_range(0, n - 1, [], init, hint="t")
+        loop.for_range(0, n - 1, [], init, hint="t", loop_md=self._plain_loop())
         distance = int(op.attrs.get("max_distance", 16))
         while distance >= 1:
             self._shuffle_step(op, reducer, cur, scratch, distance)
@@ -240,8 +289,8 @@ class _KernelLowering:
                 f.store(v, f.gep(ty, c, t))
             return []
 
-        loop.for_range(0, n - 1, [], copy, hint="t")
-        loop.for_range(0, n - 1, [], combine, hint="t")
+        loop.for_range(0, n - 1, [], copy, hint="t", loop_md=self._plain_loop())
+        loop.for_range(0, n - 1, [], combine, hint="t", loop_md=self._plain_loop())
 
 
 def lower_to_host(kernel: Kernel, verify: bool = True) -> str:

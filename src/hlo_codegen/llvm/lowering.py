@@ -2,14 +2,15 @@
 
 Where it sits: nvptx.py and host.py build a `ModuleLowering` with their `Target` and lower the
 kernel body their own way (one CUDA thread per kernel thread; or thread loops split into phases
-at barriers); every op below the top level goes through `RegionLowering.lower_block`. Scalar
-arithmetic, casts and constants are in arith.py, the math functions in math.py / libdevice.py,
-narrow-float conversions in floats.py.
+at barriers); every op below the top level goes through `RegionLowering.lower_block`. Loads
+and stores are in memory.py, scalar arithmetic, casts and constants in arith.py, the math
+functions in math.py / libdevice.py, narrow-float conversions in floats.py.
 
 Value representation: integers and `index` (i64) as LLVM integers, f32/f64 as float/double,
 narrow floats (f16, bf16, f8*, ...) as integers holding their bits, complex as `{float, float}`,
-vectors as LLVM vectors. Memory: pred as a byte (0/1), sub-byte integers and floats one per
-byte (low bits) or packed (`packed` buffers, low bits first), complex as (re, im) pairs.
+vectors as LLVM vectors (on the host as one scalar per lane, lanes.py). Memory: pred as a byte
+(0/1), sub-byte integers and floats one per byte (low bits) or packed (`packed` buffers, low
+bits first), complex as (re, im) pairs.
 Subgraph functions become `internal` LLVM functions taking every parameter buffer's pointer
 first, then their own arguments; several results come back as a literal struct.
 """
@@ -24,6 +25,8 @@ from hlo_codegen.kernel_ir.ir import Block, Buffer, Kernel, Op, Value, hlo_bits
 from hlo_codegen.kernel_ir.types import (
     FLOAT_FORMATS, INT_BITS, complex_element, ir_type, is_complex, is_vector, vector_shape,
 )
+from hlo_codegen.llvm import lanes as vec
+from hlo_codegen.llvm.lanes import Lanes
 from hlo_codegen.llvm.text import LV, LLFunction, LLModule
 from hlo_common.errors import HloError
 
@@ -81,6 +84,7 @@ class Target:
     global_addrspace = 0
     invariant_loads = False
     native_half = False  # f32 <-> f16/bf16 with LLVM's half/bfloat types
+    scalarize_vectors = False  # vector values as one scalar per lane (lanes.py)
 
     def math(self, rl: RegionLowering, op: str, ty: str, args: list[LV]) -> LV:
         from hlo_codegen.llvm.math import define_math
@@ -155,10 +159,20 @@ class RegionLowering:
         self.returned: list[LV] | None = None
 
     def v(self, value: Value) -> LV:
+        """The LLVM value of `value` (a vector kept as lanes is packed into one)."""
+        lv = self.raw(value)
+        return vec.pack(self.fn, lv) if isinstance(lv, Lanes) else lv
+
+    def raw(self, value: Value) -> LV | Lanes:
+        """The LLVM value of `value` as lowered: vectors may be `Lanes` (lanes.py)."""
         lv = self.env.get(id(value))
         if lv is None:
             raise LoweringError(f"kernel @{self.ml.kernel.name}: %{value.name} used before lowering")
         return lv
+
+    def normalize(self, values: list) -> list:
+        """Vectors as lanes where the target keeps them so (phis are then built per lane)."""
+        return vec.normalize(self.fn, values) if self.target.scalarize_vectors else list(values)
 
     def bind(self, values: list[Value], lvs: list[LV]) -> None:
         for v, lv in zip(values, lvs):
@@ -168,17 +182,20 @@ class RegionLowering:
         """Lower a block's ops; returns the operands of its terminator (yield/return)."""
         for op in block.ops:
             if op.name in ("yield", "return"):
+                if op.name == "yield":
+                    return [self.raw(x) for x in op.operands]
                 vals = [self.v(x) for x in op.operands]
-                if op.name == "return":
-                    self._return(vals)
+                self._return(vals)
                 return vals
             self.lower_op(op)
         return None
 
     def lower_op(self, op: Op) -> None:
         from hlo_codegen.llvm.arith import ARITH_LOWERING
+        from hlo_codegen.llvm.memory import MEMORY_LOWERING
 
-        handler: Callable | None = _CONTROL.get(op.name) or ARITH_LOWERING.get(op.name)
+        handler: Callable | None = (_CONTROL.get(op.name) or MEMORY_LOWERING.get(op.name)
+                                    or ARITH_LOWERING.get(op.name))
         if handler is None:
             raise LoweringError(f"kernel @{self.ml.kernel.name}: cannot lower '{op.name}' here")
         results = handler(self, op)
@@ -264,9 +281,11 @@ class RegionLowering:
 
     # -- structured control flow -----------------------------------------------------------------
     def for_range(self, lo: int, hi: int, inits: list[LV], body: Callable[[LV, list[LV]], list[LV]],
-                  hint: str = "i") -> list[LV]:
-        """`for i in [lo, hi]` (hi >= lo) carrying `inits`; body(i, iters) -> new iters."""
+                  hint: str = "i", loop_md: str | None = None) -> list[LV]:
+        """`for i in [lo, hi]` (hi >= lo) carrying `inits`; body(i, iters) -> new iters.
+        `loop_md` (e.g. `!7`) is attached to the back edge as the loop's `!llvm.loop`."""
         f = self.fn
+        inits = self.normalize(inits)
         header, exit_ = f.new_block(f"{hint}_loop"), f.new_block(f"{hint}_exit")
         pre = f.current
         f.br(header)
@@ -275,18 +294,18 @@ class RegionLowering:
         iv_phi.incoming.append((str(lo), pre))
         phis = []
         iters = []
-        for v in inits:
+        for v in vec.flatten(inits):
             lv, p = f.phi(v.ty, "iter")
             p.incoming.append((v.ref, pre))
             phis.append(p)
             iters.append(lv)
-        new = body(iv, iters)
+        new = self.normalize(body(iv, vec.unflatten(inits, iters)))
         nxt = f.binop("add", iv, LV(I64, "1"))
         latch = f.current
         iv_phi.incoming.append((nxt.ref, latch))
-        for p, v in zip(phis, new):
+        for p, v in zip(phis, vec.flatten(new)):
             p.incoming.append((v.ref, latch))
-        f.cbr(f.icmp("sle", nxt, LV(I64, str(hi))), header, exit_)
+        f.cbr(f.icmp("sle", nxt, LV(I64, str(hi))), header, exit_, loop_md)
         f.set_block(exit_)
         return list(new)
 
@@ -298,20 +317,26 @@ class RegionLowering:
         t, e, j = f.new_block("then"), f.new_block("else"), f.new_block("endif")
         f.cbr(cond, t, e)
         f.set_block(t)
-        a = then_fn()
+        a = self.normalize(then_fn())
         ta = f.current
         f.br(j)
         f.set_block(e)
-        b = else_fn()
+        b = self.normalize(else_fn())
         eb = f.current
         f.br(j)
         f.set_block(j)
         out = []
         for x, y, ty in zip(a, b, types):
-            lv, p = f.phi(ty)
-            p.incoming += [(x.ref, ta), (y.ref, eb)]
-            out.append(lv)
+            if isinstance(x, Lanes):
+                out.append(Lanes(x.ty, tuple(self._phi2(xl, yl, ta, eb) for xl, yl in zip(x.lanes, y.lanes))))
+            else:
+                out.append(self._phi2(x, y, ta, eb, ty))
         return out
+
+    def _phi2(self, x: LV, y: LV, ta: str, eb: str, ty: str | None = None) -> LV:
+        lv, p = self.fn.phi(ty or x.ty)
+        p.incoming += [(x.ref, ta), (y.ref, eb)]
+        return lv
 
 
 def _lower_loop(rl: RegionLowering, op: Op) -> list[LV]:
@@ -319,7 +344,7 @@ def _lower_loop(rl: RegionLowering, op: Op) -> list[LV]:
     nd = m.num_dims
     dim_values = op.operands[:nd]
     dims = [rl.v(x) for x in dim_values]
-    inits = [rl.v(x) for x in op.operands[nd:]]
+    inits = [rl.raw(x) for x in op.operands[nd:]]
     body = op.regions[0]
     ns, nr = len(m.range_vars), m.num_results
     if m.is_known_empty:
@@ -390,94 +415,7 @@ def _lower_block_id(rl: RegionLowering, op: Op) -> list[LV]:
     return [rl.target.block_id(rl, op.attrs["dim"])]
 
 
-# -- memory ---------------------------------------------------------------------------------------
-def _buffer(rl: RegionLowering, op: Op) -> tuple[Buffer, LV]:
-    b = rl.ml.kernel.buffer(op.attrs["buffer"])
-    return b, rl.buffers[b.name]
-
-
-def _from_storage(rl: RegionLowering, b: Buffer, raw: LV, ty: str) -> LV:
-    """Convert loaded storage bits (i8 for pred / sub-byte) into the value type."""
-    f = rl.fn
-    if b.hlo_type == "pred":
-        zero = "zeroinitializer" if raw.ty.startswith("<") else "0"
-        return f.icmp("ne", raw, LV(raw.ty, zero))
-    if raw.ty != ty:
-        return f.cast("trunc", raw, ty)
-    return raw
-
-
-def _to_storage(rl: RegionLowering, b: Buffer, value: LV, storage: str) -> LV:
-    if value.ty != storage:
-        return rl.fn.cast("zext", value, storage)
-    return value
-
-
-def _lower_load(rl: RegionLowering, op: Op) -> list[LV]:
-    f = rl.fn
-    b, base = _buffer(rl, op)
-    idx = rl.v(op.operands[0])
-    ty = llvm_type(op.result.type)
-    if b.packed:
-        return [_packed_load(rl, b, base, idx, ty)]
-    st = storage_type(b.hlo_type)
-    lanes = vector_shape(op.result.type)[0] if is_vector(op.result.type) else 0
-    mem_ty = f"<{lanes} x {st}>" if lanes else st
-    align = op.attrs.get("align") or _natural_align(st)
-    invariant = rl.target.invariant_loads and (b.kind == "global" or (b.kind == "param" and not b.written))
-    raw = f.load(mem_ty, f.gep(st, base, idx), align, invariant)
-    return [_from_storage(rl, b, raw, ty)]
-
-
-def _lower_store(rl: RegionLowering, op: Op) -> None:
-    f = rl.fn
-    b, base = _buffer(rl, op)
-    value, idx = rl.v(op.operands[0]), rl.v(op.operands[1])
-    if b.packed:
-        _packed_store(rl, b, base, idx, value)
-        return None
-    st = storage_type(b.hlo_type)
-    lanes = vector_shape(op.operands[0].type)[0] if is_vector(op.operands[0].type) else 0
-    mem_ty = f"<{lanes} x {st}>" if lanes else st
-    align = op.attrs.get("align") or _natural_align(st)
-    f.store(_to_storage(rl, b, value, mem_ty), f.gep(st, base, idx), align)
-    return None
-
-
-def _natural_align(st: str) -> int:
-    if st.startswith("{"):
-        return 8 if "double" in st else 4
-    return {"i8": 1, "i16": 2, "i32": 4, "float": 4, "i64": 8, "double": 8, "i128": 16}.get(st, 1)
-
-
-def _packed_addr(rl: RegionLowering, b: Buffer, base: LV, idx: LV) -> tuple[LV, LV]:
-    f = rl.fn
-    bits = hlo_bits(b.hlo_type)
-    per_byte = 8 // bits
-    byte_idx = f.binop("lshr", idx, LV(I64, str(per_byte.bit_length() - 1)))
-    shift = f.binop("mul", f.binop("and", idx, LV(I64, str(per_byte - 1))), LV(I64, str(bits)))
-    return f.gep("i8", base, byte_idx), f.cast("trunc", shift, "i8")
-
-
-def _packed_load(rl: RegionLowering, b: Buffer, base: LV, idx: LV, ty: str) -> LV:
-    f = rl.fn
-    ptr, shift = _packed_addr(rl, b, base, idx)
-    byte = f.load("i8", ptr, 1)
-    return f.cast("trunc", f.binop("lshr", byte, shift), ty)
-
-
-def _packed_store(rl: RegionLowering, b: Buffer, base: LV, idx: LV, value: LV) -> None:
-    f = rl.fn
-    bits = hlo_bits(b.hlo_type)
-    ptr, shift = _packed_addr(rl, b, base, idx)
-    mask = f.binop("shl", LV("i8", str((1 << bits) - 1)), shift)
-    old = f.binop("and", f.load("i8", ptr, 1), f.binop("xor", mask, LV("i8", "-1")))
-    new = f.binop("shl", f.cast("zext", value, "i8"), shift)
-    f.store(f.binop("or", old, new), ptr, 1)
-
-
 _CONTROL: dict[str, Callable] = {
     "loop": _lower_loop, "if": _lower_if, "call": _lower_call, "apply_indexing": _lower_apply_indexing,
-    "thread_id": _lower_thread_id, "block_id": _lower_block_id, "load": _lower_load,
-    "store": _lower_store,
+    "thread_id": _lower_thread_id, "block_id": _lower_block_id,
 }

@@ -58,6 +58,7 @@ class LLFunction:
         self.suffix = suffix
         self.param_attrs = param_attrs or [""] * len(params)
         self.names: dict[str, int] = {}
+        self.access_group: str | None = None  # e.g. "!3": tags memory accesses and calls (host.py)
         self.args = [LV(t, "%" + self._unique(n)) for t, n in params]
         self.blocks: list[tuple[str, list]] = []
         self.entry = self.new_block("entry")
@@ -122,8 +123,11 @@ class LLFunction:
             return v
         return self.inst(ty, f"{op} {v} to {ty}")
 
+    def _tag(self, text: str) -> str:
+        return f"{text}, !llvm.access.group {self.access_group}" if self.access_group else text
+
     def call(self, ret: str, fn: str, args: list[LV], attrs: str = "") -> LV | None:
-        text = f"call {ret} @{fn}({', '.join(str(a) for a in args)}){' ' + attrs if attrs else ''}"
+        text = self._tag(f"call {ret} @{fn}({', '.join(str(a) for a in args)}){' ' + attrs if attrs else ''}")
         if ret == "void":
             self.emit(text)
             return None
@@ -144,10 +148,10 @@ class LLFunction:
         if invariant:
             text += ", !invariant.load !0"
             self.module.need_empty_md = True
-        return self.inst(ty, text)
+        return self.inst(ty, self._tag(text))
 
     def store(self, value: LV, ptr: LV, align: int | None = None) -> None:
-        self.emit(f"store {value}, {ptr}{f', align {align}' if align else ''}")
+        self.emit(self._tag(f"store {value}, {ptr}{f', align {align}' if align else ''}"))
 
     def alloca(self, ty: str, align: int = 16) -> LV:
         """An alloca in the entry block (so LLVM promotes it and the stack does not grow)."""
@@ -176,8 +180,9 @@ class LLFunction:
     def br(self, label: str) -> None:
         self.emit(f"br label %{label}")
 
-    def cbr(self, cond: LV, then_label: str, else_label: str) -> None:
-        self.emit(f"br {cond}, label %{then_label}, label %{else_label}")
+    def cbr(self, cond: LV, then_label: str, else_label: str, loop_md: str | None = None) -> None:
+        md = f", !llvm.loop {loop_md}" if loop_md else ""
+        self.emit(f"br {cond}, label %{then_label}, label %{else_label}{md}")
 
     def ret(self, value: LV | None = None) -> None:
         self.emit(f"ret {value}" if value is not None else "ret void")
@@ -207,6 +212,14 @@ class LLModule:
         self.defined: set[str] = set()
         self.need_empty_md = False
         self.trailer: list[str] = []
+        self._metadata = 0  # !0 is the empty node of invariant loads; numbered nodes follow
+
+    def metadata(self, body: str) -> str:
+        """A new numbered metadata node; `body` may name itself as `{self}` (distinct loop ids)."""
+        self._metadata += 1
+        ref = f"!{self._metadata}"
+        self.trailer.append(f"{ref} = {body.replace('{self}', ref)}")
+        return ref
 
     def declare(self, name: str, ret: str, arg_types: list[str]) -> None:
         if name not in self.declarations and name not in self.defined:

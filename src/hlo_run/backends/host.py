@@ -78,14 +78,16 @@ class HostDevice(Device):
         return buffer[offset:offset + size].tobytes()
 
     def load_kernel(self, kernel: Kernel) -> Any:
-        from hlo_common.host_kernel import load_host_kernel
+        from hlo_common.host_kernel import load_host_kernel, opt_level_for
 
-        return load_host_kernel(kernel.llvm_ir, kernel.name)
+        work = _volume(kernel.grid) * _volume(kernel.block)  # small launches JIT faster, at level 0
+        return load_host_kernel(kernel.llvm_ir, kernel.name, opt_level_for(work))
 
     def launch(self, handle: Any, thunk: KernelThunk, pointers: list[int]) -> None:
-        blocks = thunk.grid[0] * thunk.grid[1] * thunk.grid[2]
-        views = [_view(p, a.slice.size) if a.slice.size else _EMPTY for p, a in zip(pointers, thunk.args)]
-        handle(views, blocks)
+        blocks = _volume(thunk.grid)
+        empty = _EMPTY.ctypes.data
+        handle.launch([p if a.slice.size else empty for p, a in zip(pointers, thunk.args)], blocks,
+                      work=blocks * _volume(thunk.block))
 
     def gemm(self, thunk: GemmThunk, pointers: dict[str, int]) -> None:
         from hlo_run.host_gemm import run_gemm
@@ -96,8 +98,11 @@ class HostDevice(Device):
                  "bias": thunk.bias and thunk.bias.size}
         values = {role: bytes_to_array(_view(pointers[role], sizes[role]), shapes[role])
                   for role in ("lhs", "rhs", "c", "bias") if role in pointers}
-        out = run_gemm(cfg, shapes["output"], values["lhs"], values["rhs"], values.get("c"),
-                       values.get("bias"))
+        from hlo_common.interpreter import blas
+
+        with blas.single_threaded():  # as the interpreter: spinning BLAS threads on busy cores cost 10x
+            out = run_gemm(cfg, shapes["output"], values["lhs"], values["rhs"], values.get("c"),
+                           values.get("bias"))
         data = array_to_bytes(out, shapes["output"])
         ctypes.memmove(pointers["output"], data, len(data))
 
@@ -110,6 +115,10 @@ class HostDevice(Device):
             return
         pattern = np.full(size // 4, value, dtype="<u4")
         ctypes.memmove(dst, pattern.ctypes.data, size)
+
+
+def _volume(dims) -> int:
+    return dims[0] * dims[1] * dims[2]
 
 
 _SHAPE_CACHE: dict[str, Any] = {}

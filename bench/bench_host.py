@@ -1,0 +1,150 @@
+"""Host-backend speed against the interpreter and XLA:CPU on the bundled examples (a benchmark).
+
+    .venv/bin/python bench/bench_host.py [--repeats 5] [--threads N] [--profile] [MODULE.hlo ...]
+
+For each module (default: testdata/gelu.hlo and testdata/transformer_layer.hlo) it runs the
+pipe the user runs,
+
+    hlo-opt m.hlo | hlo-codegen --target host | hlo-run --platform host
+
+with the two compilers as subprocesses (their wall and user-CPU seconds are printed), loads the
+manifest into hlo-run's host platform in this process (the one-time JIT compile, timed), makes
+the arguments once from seed 0 (hlo-run's rule) and times the host run, the interpreter (on the
+original module, as bench_interpreter.py does) and XLA:CPU (`hlo_run.xla_cpu`, compiled once) on
+the same inputs: one warm-up run each, then the median wall time of `--repeats` runs. Host times
+exclude compilation. `user` columns are CPU seconds per run (all threads of this process), which
+are less noisy than wall time on a shared machine; a multi-threaded run can use more CPU than
+wall time. `--profile` prints the host run's slowest thunks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_MODULES = [ROOT / "testdata" / "gelu.hlo", ROOT / "testdata" / "transformer_layer.hlo"]
+TOOLS = Path(sys.executable).parent
+
+
+def _user(who: int = resource.RUSAGE_SELF) -> float:
+    return resource.getrusage(who).ru_utime
+
+
+def timed(fn, repeats: int) -> tuple[float, float, object]:
+    """(median wall seconds, mean user CPU seconds, last result) of `repeats` runs after a warm-up."""
+    result = fn()
+    walls, users = [], []
+    for _ in range(repeats):
+        u, start = _user(), time.perf_counter()
+        result = fn()
+        walls.append(time.perf_counter() - start)
+        users.append(_user() - u)
+    return statistics.median(walls), statistics.mean(users), result
+
+
+def run_tool(args: list[str], data: bytes) -> tuple[bytes, float, float]:
+    """(stdout, wall s, user CPU s) of one of the project's tools fed `data` on stdin."""
+    tool = TOOLS / args[0]
+    module = f"hlo_{args[0][4:]}.cli"
+    cmd = [str(tool)] + args[1:] if tool.is_file() else [sys.executable, "-m", module] + args[1:]
+    u, start = _user(resource.RUSAGE_CHILDREN), time.perf_counter()
+    proc = subprocess.run(cmd, input=data, capture_output=True)
+    wall, user = time.perf_counter() - start, _user(resource.RUSAGE_CHILDREN) - u
+    if proc.returncode != 0:
+        raise RuntimeError(f"{args[0]} failed: {proc.stderr.decode(errors='replace').strip()[-400:]}")
+    return proc.stdout, wall, user
+
+
+def max_error(a, b) -> float:
+    from hlo_run.compare import flatten_leaves
+
+    errs = [float(np.max(np.abs(x.astype(np.float64) - y.astype(np.float64)), initial=0.0))
+            for x, y in zip(flatten_leaves(a), flatten_leaves(b))]
+    return max(errs, default=0.0)
+
+
+def bench_module(path: Path, repeats: int) -> dict:
+    from hlo_common.interpreter.evaluator import evaluate
+    from hlo_common.parser import parse_module
+    from hlo_run.backends.host import HostBackend
+    from hlo_run.inputs import make_fake_arguments
+    from hlo_run.manifest_runtime import manifest_program
+    from hlo_run.xla_cpu import XlaCpuExecutable
+
+    text = path.read_text()
+    row: dict = {"module": path.name}
+    optimized, row["opt_s"], row["opt_user"] = run_tool(["hlo-opt", "-"], text.encode())
+    codegen = ["hlo-codegen", "--target", "host", "-"]
+    manifest, row["codegen_s"], row["codegen_user"] = run_tool(codegen, optimized)
+    program = manifest_program(manifest.decode(), path.name)
+    row["kernels"] = len(program.manifest.kernels)
+    u, start = _user(), time.perf_counter()
+    exe = HostBackend().load(program)
+    row["jit_s"], row["jit_user"] = time.perf_counter() - start, _user() - u
+    module = parse_module(text, str(path))
+    args = make_fake_arguments(module, 0)
+    row["host_s"], row["host_user"], host = timed(lambda: exe.run(args), repeats)
+    row["profile"] = exe.profile()
+    row["interp_s"], row["interp_user"], expected = timed(lambda: evaluate(module, args), repeats)
+    xla = XlaCpuExecutable.compile(text)
+    row["xla_s"], row["xla_user"], xla_out = timed(lambda: xla.run(args), repeats)
+    row["err_interp"], row["err_xla"] = max_error(host, expected), max_error(host, xla_out)
+    return row
+
+
+def print_tables(rows: list[dict]) -> None:
+    print(f"{'module':<22} {'host s':>8} {'interp s':>9} {'XLA:CPU s':>10} {'host/interp':>12} "
+          f"{'host/XLA':>9} {'JIT s':>7} {'kernels':>8} {'|host-interp|':>14} {'|host-XLA|':>11}")
+    for r in rows:
+        print(f"{r['module']:<22} {r['host_s']:>8.3f} {r['interp_s']:>9.3f} {r['xla_s']:>10.3f} "
+              f"{r['host_s'] / r['interp_s']:>11.2f}x {r['host_s'] / r['xla_s']:>8.1f}x {r['jit_s']:>7.2f} "
+              f"{r['kernels']:>8} {r['err_interp']:>14.3g} {r['err_xla']:>11.3g}")
+    print("\nuser CPU seconds (per run; compile steps once)")
+    print(f"{'module':<22} {'host':>8} {'interp':>9} {'XLA:CPU':>10} {'JIT':>7} {'hlo-opt':>8} "
+          f"{'hlo-codegen':>12} {'opt wall':>9} {'codegen wall':>13}")
+    for r in rows:
+        print(f"{r['module']:<22} {r['host_user']:>8.3f} {r['interp_user']:>9.3f} {r['xla_user']:>10.3f} "
+              f"{r['jit_user']:>7.2f} {r['opt_user']:>8.2f} {r['codegen_user']:>12.2f} {r['opt_s']:>9.2f} "
+              f"{r['codegen_s']:>13.2f}")
+
+
+def print_profile(row: dict, top: int = 10) -> None:
+    print(f"\n## {row['module']}: slowest thunks of the last host run")
+    for label, seconds in sorted(row["profile"], key=lambda kv: -kv[1])[:top]:
+        print(f"  {label:<40} {seconds * 1e3:>9.2f} ms")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="host backend vs interpreter vs XLA:CPU wall time")
+    ap.add_argument("modules", nargs="*", type=Path, default=DEFAULT_MODULES)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=None, help="host kernel threads (default: all cores)")
+    ap.add_argument("--profile", action="store_true")
+    opts = ap.parse_args(argv)
+    if opts.threads is not None:
+        from hlo_common import host_kernel
+
+        host_kernel.DEFAULT_THREADS = opts.threads
+    rows = []
+    for path in opts.modules:
+        try:
+            rows.append(bench_module(path, opts.repeats))
+        except Exception as exc:  # noqa: BLE001 - a benchmark reports and goes on
+            print(f"{path.name}: failed: {type(exc).__name__}: {str(exc).splitlines()[0]}", file=sys.stderr)
+    print_tables(rows)
+    if opts.profile:
+        for r in rows:
+            print_profile(r)
+    return 0 if len(rows) == len(opts.modules) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
