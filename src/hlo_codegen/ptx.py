@@ -2,7 +2,10 @@
 
 Where it sits: after `hlo_codegen.llvm.nvptx.lower_to_nvptx`. `compile_to_ptx` links libdevice
 when the module calls `__nv_*` functions, internalizes everything but the kernels, runs LLVM's
-O3 pipeline for the target machine (which includes NVVMReflect) and prints PTX. `ptx_to_cubin`
+O3 pipeline for the target machine (which includes NVVMReflect) and prints PTX. Only the
+libdevice functions a module calls (and those they call) are linked: `_libdevice_subset` keeps
+them as bitcode, once per process for each set of names, so a math kernel no longer parses
+and optimizes the whole library (130 -> 9 ms for a tanh kernel; the PTX is the same). `ptx_to_cubin`
 links the PTX with nvJitLink for `--arch` (sm_90 by default); that is also how PTX is validated
 on machines without a GPU. cuda-bindings is imported lazily: without the `ptx` extra the error
 says what to install.
@@ -64,7 +67,8 @@ def compile_to_ptx(llvm_ir: str, arch: str = DEFAULT_ARCH, libdevice: str | None
         if path is None:
             raise PtxError("the module calls libdevice functions but libdevice.10.bc was not found "
                            "(set CUDA_HOME or HLO_LIBDEVICE)")
-        lib = llvm.parse_bitcode(read_libdevice(str(path)))
+        called = frozenset(re.findall(r"@(__nv_[A-Za-z0-9_]+)\(", llvm_ir))
+        lib = llvm.parse_bitcode(_libdevice_subset(str(path), called))
         lib.triple = module.triple
         lib.data_layout = module.data_layout
         module.link_in(lib)
@@ -79,6 +83,23 @@ def compile_to_ptx(llvm_ir: str, arch: str = DEFAULT_ARCH, libdevice: str | None
     if leftover:
         raise PtxError(f"unresolved libdevice functions: {', '.join(sorted(leftover))}")
     return tm.emit_assembly(module)
+
+
+@functools.lru_cache(maxsize=64)
+def _libdevice_subset(path: str, names: frozenset[str]) -> bytes:
+    """Bitcode of the libdevice functions `names` and everything they use (GlobalDCE of the
+    library with every other function made internal)."""
+    llvm = _llvm()
+    lib = llvm.parse_bitcode(read_libdevice(path))
+    for fn in lib.functions:
+        if not fn.is_declaration and fn.name not in names:
+            fn.linkage = "internal"
+    pto = llvm.create_pipeline_tuning_options(speed_level=0)
+    pb = llvm.create_pass_builder(_target_machine(DEFAULT_ARCH), pto)
+    mpm = llvm.create_new_module_pass_manager()
+    mpm.add_global_dead_code_eliminate_pass()
+    mpm.run(lib, pb)
+    return lib.as_bitcode()
 
 
 def _nvjitlink():
