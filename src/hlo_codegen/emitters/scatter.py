@@ -42,7 +42,7 @@ from hlo_codegen.kernel_ir.ir import Kernel, Value
 from hlo_common.ir import HloInstruction
 from hlo_common.shape import Shape
 
-INIT_THREADS = 1024
+INIT_THREADS = 256
 
 
 def _ints(instr: HloInstruction, key: str) -> list[int]:

@@ -95,3 +95,48 @@ def check(text_or_fusion, kind: str | None = None, args: list[np.ndarray] | None
     if ptx and nvjitlink_available():
         link_ptx(kernel)
     return kernel
+
+
+class CudaRunner:
+    """Runs kernels on a real GPU through hlo-run's CudaDevice (kernel-ABI buffers, as the host)."""
+
+    def __init__(self):
+        from hlo_run.backends.cuda import CudaDevice
+
+        self.device = CudaDevice()
+
+    def run(self, fusion: HloInstruction, args: list[np.ndarray], kernel: Kernel,
+            argument_ids: list | None = None) -> list[np.ndarray]:
+        from types import SimpleNamespace
+
+        from test_elemental_harness import from_buffer, to_buffer
+        from hlo_common.manifest import Kernel as ManifestKernel
+
+        ptx = link_ptx(kernel, f"sm_{self.device.cc[0]}{self.device.cc[1]}")
+        record = ManifestKernel(kernel.name, tuple(kernel.grid), tuple(kernel.block), kernel.shared_memory_bytes,
+                                len(kernel.params), ptx=ptx)
+        handle = self.device.load_kernel(record)
+        shapes = output_shapes(fusion)
+        ids = list(argument_ids) if argument_ids is not None else list(range(len(args) + len(shapes)))
+        host = [to_buffer(a, op.shape) for a, op in zip(args, fusion.operands)]
+        host += [np.zeros_like(to_buffer(np.zeros(s.dims, s.element_type.np_dtype), s)) for s in shapes]
+        by_id: dict = {}
+        for buf, i in zip(host, ids):
+            by_id.setdefault(i, buf)
+        order = list(dict.fromkeys(ids))
+        device = {i: self.device.allocate(by_id[i].nbytes, 256) for i in order}
+        try:
+            for i in order:
+                if by_id[i].nbytes:
+                    self.device.write(device[i], 0, by_id[i].tobytes())
+            thunk = SimpleNamespace(kernel=kernel.name, grid=tuple(kernel.grid), block=tuple(kernel.block))
+            self.device.launch(handle, thunk, [self.device.address(device[i]) for i in order])
+            self.device.synchronize()
+            out = []
+            for i, s in zip(ids[len(args):], shapes):
+                data = self.device.read(device[i], 0, by_id[i].nbytes) if by_id[i].nbytes else b""
+                out.append(from_buffer(np.frombuffer(data, by_id[i].dtype).copy(), s))
+            return out
+        finally:
+            for buf in device.values():
+                self.device.release(buf)

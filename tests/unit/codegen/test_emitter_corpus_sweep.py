@@ -13,7 +13,8 @@ more than MAX_ELEMENTS elements). A module passes when none of its fusions fails
 checks every module against the `emitters` tier of tests/corpus/expected_failures.txt (a listed
 module that passes fails the test); the default run sweeps a few modules of each emitter kind.
 
-    .venv/bin/python tests/unit/codegen/test_emitter_corpus_sweep.py [--ptx] [--jobs 2] [--update]
+    .venv/bin/python tests/unit/codegen/test_emitter_corpus_sweep.py [--ptx] [--jobs 2] [--only REGEX]
+        [--platform cuda] [--verbose] [--update]
 
 prints the table of fusions by emitter kind and outcome and the failures with their reasons;
 `--update` rewrites the `emitters` lines of the expected-failures file.
@@ -103,7 +104,20 @@ def _keep_promises(fusion, args: list[np.ndarray], seed: int) -> None:
             args[indices.parameter_number] = distinct_indices(instr, args[indices.parameter_number], seed)
 
 
-def sweep_fusion(fusion, seed: int = 0, ptx: bool = False) -> Outcome:
+_CUDA = []
+
+
+def _run_kernel(fusion, args, kernel, platform: str):
+    if platform == "cuda":
+        if not _CUDA:
+            from emitter_testlib import CudaRunner
+
+            _CUDA.append(CudaRunner())
+        return _CUDA[0].run(fusion, args, kernel)
+    return run_on_host(fusion, args, kernel)
+
+
+def sweep_fusion(fusion, seed: int = 0, ptx: bool = False, platform: str = "host") -> Outcome:
     from hlo_codegen.emitters import emit_kernel, emitter_kind
     from hlo_common.errors import InterpreterError
     from hlo_common.interpreter.evaluator import Evaluator
@@ -134,9 +148,9 @@ def sweep_fusion(fusion, seed: int = 0, ptx: bool = False) -> Outcome:
     except Exception as exc:  # noqa: BLE001
         return Outcome(fusion.name, kind, "fail", "emit: " + _short(exc))
     try:
-        got = run_on_host(fusion, args, kernel)
+        got = _run_kernel(fusion, args, kernel, platform)
     except Exception as exc:  # noqa: BLE001
-        return Outcome(fusion.name, kind, "fail", "host: " + _short(exc))
+        return Outcome(fusion.name, kind, "fail", f"{platform}: " + _short(exc))
     for k, (g, w, s) in enumerate(zip(got, want, output_shapes(fusion))):
         try:
             assert_close(g, w, s, None, f"output {k}")
@@ -150,7 +164,8 @@ def sweep_fusion(fusion, seed: int = 0, ptx: bool = False) -> Outcome:
     return Outcome(fusion.name, kind, "pass")
 
 
-def sweep_module(text: str, ptx: bool = False, time_limit: int = TIME_LIMIT_S) -> list[Outcome]:
+def sweep_module(text: str, ptx: bool = False, time_limit: int = TIME_LIMIT_S,
+                 platform: str = "host") -> list[Outcome]:
     """Outcomes of every fusion of one module ([] if it does not parse or needs no kernel)."""
     from hlo_common.parser import parse_module
 
@@ -174,7 +189,7 @@ def sweep_module(text: str, ptx: bool = False, time_limit: int = TIME_LIMIT_S) -
     outcomes: list[Outcome] = []
     try:
         for k, fusion in enumerate(fusions):
-            outcomes.append(sweep_fusion(fusion, seed=k, ptx=ptx))
+            outcomes.append(sweep_fusion(fusion, seed=k, ptx=ptx, platform=platform))
     except SweepTimeout:
         outcomes.append(Outcome("(rest)", "?", "fail", f"timeout after {time_limit} s"))
     finally:
@@ -225,9 +240,9 @@ def test_sweep_corpus(mid: str) -> None:
 
 # -- the script --------------------------------------------------------------------------------------
 def _worker(item):
-    mid, text, ptx = item
+    mid, text, ptx, platform = item
     t = time.time()
-    return mid, sweep_module(text, ptx=ptx), time.time() - t
+    return mid, sweep_module(text, ptx=ptx, platform=platform), time.time() - t
 
 
 def main(argv: list[str]) -> int:
@@ -236,12 +251,15 @@ def main(argv: list[str]) -> int:
     ptx = "--ptx" in argv
     jobs = int(argv[argv.index("--jobs") + 1]) if "--jobs" in argv else 1
     only = argv[argv.index("--only") + 1] if "--only" in argv else ""
-    items = [(mid, text, ptx) for mid, text in corpus_modules() if re.search(only, mid)]
+    platform = argv[argv.index("--platform") + 1] if "--platform" in argv else "host"
+    items = [(mid, text, ptx, platform) for mid, text in corpus_modules() if re.search(only, mid)]
     results: dict[str, list[Outcome]] = {}
     slow = []
     with multiprocessing.Pool(jobs, maxtasksperchild=20) as pool:
         for mid, outcomes, seconds in pool.imap_unordered(_worker, items):
             results[mid] = outcomes
+            if "--progress" in argv:
+                print(f"{seconds:6.1f}s {mid}: {module_reason(outcomes) or 'ok'}", file=sys.stderr, flush=True)
             if seconds > 20:
                 slow.append((round(seconds), mid))
     table: Counter = Counter()

@@ -43,6 +43,14 @@ MODULES = {
           scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add }""",
     "sort_rows": LT + """ENTRY e { x = f32[64,1000] parameter(0) i = s32[64,1000] iota(), iota_dimension=1
         ROOT s = (f32[64,1000], s32[64,1000]) sort(x, i), dimensions={1}, to_apply=lt }""",
+    "sort_four_f64": """cmp { a = f64[] parameter(0) b = f64[] parameter(1)
+          c = f64[] parameter(2) d = f64[] parameter(3)
+          e = f64[] parameter(4) f = f64[] parameter(5) g = f64[] parameter(6) h = f64[] parameter(7)
+          ROOT r = pred[] compare(a, b), direction=LT }
+        ENTRY e { p = f64[2,2048] parameter(0) q = f64[2,2048] parameter(1) r = f64[2,2048] parameter(2)
+          s = f64[2,2048] parameter(3)
+          ROOT t = (f64[2,2048], f64[2,2048], f64[2,2048], f64[2,2048]) sort(p, q, r, s), dimensions={1},
+            to_apply=cmp }""",
     "windows_and_linalg": ADD + """ge { a = f32[] parameter(0) b = f32[] parameter(1)
           ROOT c = pred[] compare(a, b), direction=GE }
         ENTRY e { x = f32[8,32,32,16] parameter(0) k = f32[3,3,16,8] parameter(1) z = f32[] constant(0)
