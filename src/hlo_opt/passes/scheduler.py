@@ -12,18 +12,19 @@ conditional branches, called computations) the list, DFS and post-order schedule
 an order (`scheduler_algorithms.py`), `ScheduleMemoryModel.peak_memory` measures it, and the
 lowest peak wins (ties: list, then DFS, then post order, XLA's preference; in a module that is
 already scheduled, its current order is a candidate that wins ties, so rescheduling changes
-nothing). Fusion bodies and other
-computations that run inside one kernel keep a plain post order.
+nothing). Fusion bodies and other computations that run inside one kernel keep a plain post order.
 
 The schedule is the instruction order itself: the pass reorders each computation's instruction
 list and sets `is_scheduled=true`; the printer prints instructions in that order and the verifier
 checks that operands come first. It changes the module when an order or the flag changes.
 
-    HloModule m                                HloModule m, is_scheduled=true
-    ENTRY e {                                  ENTRY e {
-      p = f32[1024] parameter(0)                 p = ... parameter(0)
-      big = f32[1024,1024] broadcast(p)    =>    small = f32[8] slice(p) ...  (runs first, while
-      small = f32[8] slice(p) ...                big = ...                    little is live)
+    ENTRY e {                                        ENTRY e {            (DFS: peak 12 units;
+      p = f32[256] parameter(0)                        p = ... parameter(0)  list and post order,
+      U = f32[256] reverse(p)                   =>     Bg = ... broadcast(p) which run U first,
+      Bg = f32[10,256] broadcast(p)                    z = ... constant(0)   keep it live through
+      z = f32[] constant(0)                            Rd = ... reduce(Bg, z) the broadcast: 13)
+      Rd = f32[256] reduce(Bg, z), to_apply=add        U = ... reverse(p)
+      ROOT r = f32[512] concatenate(U, Rd)             ROOT r = ... concatenate(U, Rd)
 """
 
 from __future__ import annotations
