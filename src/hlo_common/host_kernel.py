@@ -20,9 +20,9 @@ Speed:
   turns the host lowering's parallel thread loops into SIMD code). Results are the same at every
   level: the IR has no fast-math flags and no undefined behaviour an optimizer could exploit.
 - A launch of at least `PARALLEL_MIN_WORK` GPU threads splits its block range over
-  `DEFAULT_THREADS` threads (every core this process may use) from one shared pool; ctypes
-  releases the GIL during the call, so the ranges really run in parallel. Blocks are independent
-  on a GPU, so the split changes no result.
+  `DEFAULT_THREADS` threads (every core this process may use; a shared pool plus the caller);
+  ctypes releases the GIL during the call, so the ranges really run in parallel. Blocks are
+  independent on a GPU, so the split changes no result.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import itertools
 import os
 import threading
 from collections import OrderedDict
@@ -44,6 +45,7 @@ _KERNEL_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_
 _CACHE_SIZE = 256
 SMALL_WORK = 1 << 14  # launches of at most this many GPU threads compile at level 0
 PARALLEL_MIN_WORK = 1 << 15  # launches of fewer GPU threads run on the calling thread only
+CHUNKS_PER_THREAD = 4
 
 
 def _usable_cores() -> int:
@@ -171,7 +173,8 @@ class HostKernel:
                work: int | None = None) -> None:
         """Run blocks [0, num_blocks) on buffers at these addresses. `threads` (default
         DEFAULT_THREADS when `work`, the launch's GPU thread count, is unknown or at least
-        PARALLEL_MIN_WORK; else 1) splits the blocks into that many contiguous ranges."""
+        PARALLEL_MIN_WORK; else 1) run contiguous ranges of blocks, CHUNKS_PER_THREAD ranges per
+        thread taken in turn, so a thread the OS holds back on a busy machine delays less."""
         args = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
         if threads is None:
             threads = 1 if work is not None and work < PARALLEL_MIN_WORK else DEFAULT_THREADS
@@ -179,11 +182,19 @@ class HostKernel:
         if threads <= 1:
             self._fn(args, 0, num_blocks)
             return
-        bounds = [num_blocks * k // threads for k in range(threads + 1)]
-        pool = _thread_pool(threads - 1)
-        futures = [pool.submit(self._fn, args, lo, hi) for lo, hi in zip(bounds[1:-1], bounds[2:])]
+        chunks = min(num_blocks, threads * CHUNKS_PER_THREAD)
+        bounds = [num_blocks * k // chunks for k in range(chunks + 1)]
+        taken = itertools.count()  # next() on a count is atomic under the GIL
+
+        def work_off() -> None:
+            for i in iter(taken.__next__, None):
+                if i >= chunks:
+                    return
+                self._fn(args, bounds[i], bounds[i + 1])
+
+        futures = [_thread_pool(threads - 1).submit(work_off) for _ in range(threads - 1)]
         try:
-            self._fn(args, bounds[0], bounds[1])  # the first range on this thread
+            work_off()  # this thread takes ranges too
         finally:
             for f in futures:
                 f.result()
