@@ -116,18 +116,28 @@ def _from_physical(flat: np.ndarray, shape: Shape) -> np.ndarray:
     return np.transpose(phys, np.argsort(major_to_minor))
 
 
+# Slices of at most this many elements are copied instead of returned as views: a view keeps its
+# whole operand alive and referenced, so a later in-place update of the operand (a loop's buffer
+# read at one index, then written) would have to copy all of it.
+SMALL_SLICE = 64
+
+
+def _small_copy(view: np.ndarray) -> np.ndarray:
+    return view.copy() if view.size <= SMALL_SLICE else view
+
+
 @register("slice")
 def _slice(instr, operands, ev):
     spec = instr.attrs["slice"]
-    return operands[0][tuple(slice(s, l, st) for s, l, st in spec.dims)]
+    return _small_copy(operands[0][tuple(slice(s, l, st) for s, l, st in spec.dims)])
 
 
 def _start_indices(instr, index_operands, operand_dims, sizes) -> list[int]:
     """Start indices (scalar operands, or one vector in the old form), clamped into bounds."""
     if len(index_operands) == 1 and np.ndim(index_operands[0]) == 1:
-        raw = [int(v) for v in index_operands[0]]
+        raw = index_operands[0].tolist()
     else:
-        raw = [int(np.asarray(v)) for v in index_operands]
+        raw = [int(v) for v in index_operands]
     if len(raw) != len(operand_dims):
         raise InterpreterError(
             f"%{instr.name}: {len(raw)} start indices for a rank-{len(operand_dims)} operand")
@@ -139,7 +149,7 @@ def _dynamic_slice(instr, operands, ev):
     x = operands[0]
     sizes = tuple(instr.attrs.get("dynamic_slice_sizes", instr.shape.dims))
     starts = _start_indices(instr, operands[1:], x.shape, sizes)
-    return x[tuple(slice(s, s + z) for s, z in zip(starts, sizes))]
+    return _small_copy(x[tuple(slice(s, s + z) for s, z in zip(starts, sizes))])
 
 
 @register("dynamic-update-slice")
