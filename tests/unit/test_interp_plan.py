@@ -198,3 +198,23 @@ def test_plan_is_rebuilt_when_the_computation_changes():
     comp.add_instruction(new_root)
     comp.root = new_root
     np.testing.assert_array_equal(ev.evaluate(module, [x]), 2 * x)
+
+
+def test_loop_buffer_is_updated_in_place_after_the_first_iteration(monkeypatch):
+    # The state tuple is handed to the body, so from the second iteration on nothing but the
+    # dynamic-update-slice refers to the buffer: it may write into it. The first iteration's
+    # buffer is the caller's argument, which must be copied.
+    evaluator._import_handlers()
+    owned = []
+    dus = HANDLERS["dynamic-update-slice"]
+
+    def recording(instr, operands, ev):
+        owned.append(ev.owns(operands[0]))
+        return dus(instr, operands, ev)
+
+    monkeypatch.setitem(HANDLERS, "dynamic-update-slice", recording)
+    buf = np.full(10, -1, np.float32)
+    _, _, out = evaluate(parse_module(LOOP), [buf])
+    np.testing.assert_array_equal(out, np.arange(10, dtype=np.float32))
+    np.testing.assert_array_equal(buf, -1)
+    assert owned == [False] + [True] * 9
