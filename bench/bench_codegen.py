@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import math
 import pstats
 import statistics
 import sys
@@ -133,16 +132,17 @@ def timed_backend(target: str, module_name: str, out: list[KernelTiming]):
                 with CLOCK.phase("cubin"):
                     ptx_to_cubin(ptx, self.arch)
             else:
+                from hlo_codegen.kernel_ir.ir import buffer_bytes
                 from hlo_codegen.llvm import lower_to_host
                 from hlo_common import host_kernel
                 from hlo_common.host_kernel import compile_host_module
 
-                opt_level_for = getattr(host_kernel, "opt_level_for", lambda work: 2)  # older checkouts
+                opt_level_for = getattr(host_kernel, "opt_level_for", lambda nbytes: 2)  # older checkouts
                 with CLOCK.phase("lower"):
                     llvm_ir = lower_to_host(kernel)
                 with CLOCK.phase("jit"):  # at the level hlo-run's host platform picks
-                    work = math.prod(kernel.grid) * math.prod(kernel.block)
-                    compile_host_module(llvm_ir, opt_level_for(work))
+                    nbytes = sum(buffer_bytes(b) for b in kernel.params)
+                    compile_host_module(llvm_ir, opt_level_for(nbytes))
             record = Kernel(kernel.name, tuple(kernel.grid), tuple(kernel.block), kernel.shared_memory_bytes,
                             num_args, ptx=ptx, llvm_ir=llvm_ir)
             return CompiledKernel(record, tuple(range(num_args)), {})

@@ -9,20 +9,23 @@ llvmlite is imported lazily, on the first compile.
     kernel = load_host_kernel(llvm_ir_text, "loop_add_fusion")
     kernel([x, y, out], num_blocks=4)             # numpy arrays; out is written in place
     kernel([x, y, out], num_blocks=4, threads=1)  # on one thread
-    kernel.launch([x_addr, y_addr, out_addr], num_blocks=4, work=512)   # raw addresses
+    kernel.launch([x_addr, y_addr, out_addr], num_blocks=4, nbytes=3 * 2048)   # raw addresses
 
 Speed:
 - Compiled modules are cached by the hash of (optimization level, text): the same IR gives the
   same compiled function again at no cost, within one process.
-- `opt_level_for(work)` picks the optimization level from a launch's size (GPU threads): small
-  launches JIT with no IR passes and LLVM's fast instruction selection (about 7x less compile
-  time; their run time is microseconds either way), the rest with LLVM's O2 (the loop vectorizer
-  turns the host lowering's parallel thread loops into SIMD code). Results are the same at every
-  level: the IR has no fast-math flags and no undefined behaviour an optimizer could exploit.
-- A launch of at least `PARALLEL_MIN_WORK` GPU threads splits its block range over
-  `DEFAULT_THREADS` threads (every core this process may use; a shared pool plus the caller);
-  ctypes releases the GIL during the call, so the ranges really run in parallel. Blocks are
-  independent on a GPU, so the split changes no result.
+- `opt_level_for(nbytes)` picks the optimization level from the bytes a kernel's launch spans
+  (its arguments; a better measure of work than the GPU thread count, since a reduction's
+  threads loop over whole rows): small kernels JIT with no IR passes and LLVM's fast instruction
+  selection (about 7x less compile time, at most a fraction of a millisecond more run time),
+  the rest with LLVM's O2 (the loop vectorizer turns the host lowering's parallel thread loops
+  into SIMD code). Results are the same at every level: the IR has no fast-math flags and no
+  undefined behaviour an optimizer could exploit.
+- A launch splits its block range over one host thread per `BYTES_PER_THREAD` of its arguments,
+  at most `DEFAULT_THREADS` (every core this process may use; a shared pool plus the caller):
+  waking 16 threads for a 0.3 ms kernel costs more than it saves. ctypes releases the GIL during
+  the call, so the ranges really run in parallel. Blocks are independent on a GPU, so the split
+  changes no result.
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ from hlo_common.errors import HloError
 
 _KERNEL_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 _CACHE_SIZE = 256
-SMALL_WORK = 1 << 14  # launches of at most this many GPU threads compile at level 0
-PARALLEL_MIN_WORK = 1 << 15  # launches of fewer GPU threads run on the calling thread only
+SMALL_BYTES = 1 << 16  # kernels whose launches' arguments span at most this compile at level 0
+BYTES_PER_THREAD = 1 << 19  # argument bytes of a launch per host thread it is split over
 CHUNKS_PER_THREAD = 4
 
 
@@ -89,9 +92,16 @@ def _target_machine():
     return _new_target_machine()
 
 
-def opt_level_for(work: int | None) -> int:
-    """The optimization level for a kernel launched with `work` GPU threads (None: unknown)."""
-    return 0 if work is not None and work <= SMALL_WORK else 2
+def opt_level_for(nbytes: int | None) -> int:
+    """The optimization level for a kernel whose launches span `nbytes` (None: unknown)."""
+    return 0 if nbytes is not None and nbytes <= SMALL_BYTES else 2
+
+
+def threads_for(nbytes: int | None) -> int:
+    """How many host threads run a launch spanning `nbytes` (None: unknown, all of them)."""
+    if nbytes is None:
+        return DEFAULT_THREADS
+    return max(1, min(DEFAULT_THREADS, nbytes // BYTES_PER_THREAD))
 
 
 class _Compiled:
@@ -167,18 +177,16 @@ class HostKernel:
         for i, b in enumerate(buffers):
             if not isinstance(b, np.ndarray) or not b.flags.c_contiguous:
                 raise HostKernelError(f"kernel @{self.name}: argument {i} must be a C-contiguous numpy array")
-        self.launch([b.ctypes.data for b in buffers], num_blocks, threads)
+        self.launch([b.ctypes.data for b in buffers], num_blocks, threads, sum(b.nbytes for b in buffers))
 
     def launch(self, pointers: Sequence[int], num_blocks: int, threads: int | None = None,
-               work: int | None = None) -> None:
-        """Run blocks [0, num_blocks) on buffers at these addresses. `threads` (default
-        DEFAULT_THREADS when `work`, the launch's GPU thread count, is unknown or at least
-        PARALLEL_MIN_WORK; else 1) run contiguous ranges of blocks, CHUNKS_PER_THREAD ranges per
-        thread taken in turn, so a thread the OS holds back on a busy machine delays less."""
+               nbytes: int | None = None) -> None:
+        """Run blocks [0, num_blocks) on buffers at these addresses. `threads` (default:
+        `threads_for(nbytes)`, nbytes being the bytes the arguments span) run contiguous ranges,
+        CHUNKS_PER_THREAD ranges per thread taken in turn, so that a thread the OS holds back on a
+        busy machine delays the launch less."""
         args = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
-        if threads is None:
-            threads = 1 if work is not None and work < PARALLEL_MIN_WORK else DEFAULT_THREADS
-        threads = min(threads, num_blocks)
+        threads = min(threads_for(nbytes) if threads is None else threads, num_blocks)
         if threads <= 1:
             self._fn(args, 0, num_blocks)
             return

@@ -98,6 +98,9 @@ class ManifestExecutable(Executable):
         self.parameter_shapes = manifest.parameter_shapes()
         self.result_shape = manifest.result_shape()
         self.labels = {id(t): label for t, label in thunk_labels(manifest.thunks)}
+        prepare = getattr(device, "prepare", None)  # optional: a device may look at the launches first
+        if prepare is not None:
+            prepare(manifest)
         self.kernels = {name: self._load_kernel(k) for name, k in sorted(manifest.kernels.items())}
         self.constants = {a.index: self._upload_constant(a) for a in manifest.allocations
                           if a.kind == "constant"}

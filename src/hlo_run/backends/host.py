@@ -39,6 +39,16 @@ class HostDevice(Device):
     def __init__(self, guard_bytes: int = GUARD_BYTES):
         self.guard_bytes = guard_bytes
         self.guards: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # address -> (before, after)
+        self.launch_bytes: dict[str, int] = {}  # kernel -> bytes of its largest launch's arguments
+
+    def prepare(self, manifest: Manifest) -> None:
+        """Note each kernel's largest launch (argument bytes): it picks the JIT's optimization level."""
+        from hlo_common.manifest_thunks import walk
+
+        for t in walk(manifest.thunks):
+            if isinstance(t, KernelThunk):
+                nbytes = sum(a.slice.size for a in t.args)
+                self.launch_bytes[t.kernel] = max(nbytes, self.launch_bytes.get(t.kernel, 0))
 
     def allocate(self, size: int, alignment: int) -> np.ndarray:
         """Aligned memory with `guard_bytes` of a known pattern on both sides, so that a kernel
@@ -80,14 +90,14 @@ class HostDevice(Device):
     def load_kernel(self, kernel: Kernel) -> Any:
         from hlo_common.host_kernel import load_host_kernel, opt_level_for
 
-        work = _volume(kernel.grid) * _volume(kernel.block)  # small launches JIT faster, at level 0
-        return load_host_kernel(kernel.llvm_ir, kernel.name, opt_level_for(work))
+        level = opt_level_for(self.launch_bytes.get(kernel.name))  # small kernels JIT at level 0, faster
+        return load_host_kernel(kernel.llvm_ir, kernel.name, level)
 
     def launch(self, handle: Any, thunk: KernelThunk, pointers: list[int]) -> None:
         blocks = _volume(thunk.grid)
         empty = _EMPTY.ctypes.data
         handle.launch([p if a.slice.size else empty for p, a in zip(pointers, thunk.args)], blocks,
-                      work=blocks * _volume(thunk.block))
+                      nbytes=sum(a.slice.size for a in thunk.args))
 
     def gemm(self, thunk: GemmThunk, pointers: dict[str, int]) -> None:
         from hlo_run.host_gemm import run_gemm

@@ -105,7 +105,7 @@ def test_launch_by_address_matches_the_array_call() -> None:
     x = _inputs()
     a, b = np.zeros_like(x), np.zeros_like(x)
     k([x, a], 4, threads=1)
-    k.launch([x.ctypes.data, b.ctypes.data], 4, work=4 * 32)  # small: on this thread
+    k.launch([x.ctypes.data, b.ctypes.data], 4, nbytes=x.nbytes + b.nbytes)  # small: on this thread
     np.testing.assert_array_equal(a, b)
     b[:] = 0
     k.launch([x.ctypes.data, b.ctypes.data], 4, threads=4)  # one block per thread
@@ -130,10 +130,14 @@ def test_jit_cache_same_ir_same_function_different_ir_different() -> None:
     assert compile_host_module(one) is not before
 
 
-def test_optimization_level_by_launch_size() -> None:
+def test_optimization_level_and_threads_by_launch_size(monkeypatch: pytest.MonkeyPatch) -> None:
     assert opt_level_for(None) == 2
-    assert opt_level_for(host_kernel.SMALL_WORK) == 0
-    assert opt_level_for(host_kernel.SMALL_WORK + 1) == 2
+    assert opt_level_for(host_kernel.SMALL_BYTES) == 0
+    assert opt_level_for(host_kernel.SMALL_BYTES + 1) == 2
+    monkeypatch.setattr(host_kernel, "DEFAULT_THREADS", 16)
+    per = host_kernel.BYTES_PER_THREAD
+    assert [host_kernel.threads_for(w) for w in (None, 1, per - 1, 2 * per, 3 * per - 1, 100 * per)] \
+        == [16, 1, 1, 2, 2, 16]
 
 
 def _barrier_kernel(phases: int) -> Kernel:
