@@ -64,6 +64,7 @@ _lock = threading.Lock()
 _cache: OrderedDict[str, object] = OrderedDict()
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
+_pool_pid = 0  # a forked child must not use its parent's pool (its threads did not survive the fork)
 
 
 class HostKernelError(HloError):
@@ -151,12 +152,13 @@ def clear_cache() -> None:
 
 def _thread_pool(workers: int) -> ThreadPoolExecutor:
     """The shared pool that runs block ranges (grown when more threads are asked for)."""
-    global _pool, _pool_size
+    global _pool, _pool_size, _pool_pid
     with _lock:
-        if _pool is None or _pool_size < workers:
-            if _pool is not None:
+        if _pool is None or _pool_size < workers or _pool_pid != os.getpid():
+            if _pool is not None and _pool_pid == os.getpid():
                 _pool.shutdown(wait=False)
-            _pool, _pool_size = ThreadPoolExecutor(workers, thread_name_prefix="host-kernel"), workers
+            _pool = ThreadPoolExecutor(workers, thread_name_prefix="host-kernel")
+            _pool_size, _pool_pid = workers, os.getpid()
         return _pool
 
 

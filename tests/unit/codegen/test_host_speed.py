@@ -161,3 +161,24 @@ def test_only_kernels_with_few_phases_get_parallel_loops() -> None:
         out = np.zeros(16, np.int32)
         load_host_kernel(lower_to_host(k), k.name)([out], 1)
         assert list(out) == [n] * 16
+
+
+def test_a_forked_child_gets_its_own_thread_pool() -> None:
+    import multiprocessing
+
+    kernel = parse_kernel(UNROLLED)
+    k = load_host_kernel(lower_to_host(kernel), kernel.name)
+    x = _inputs()
+    want = np.zeros_like(x)
+    k([x, want], 4, threads=2)  # the parent's pool exists now
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        got = pool.apply_async(_run_in_child, (x,)).get(timeout=60)  # hangs with the parent's pool
+    np.testing.assert_array_equal(got, want)
+
+
+def _run_in_child(x: np.ndarray) -> np.ndarray:
+    kernel = parse_kernel(UNROLLED)
+    out = np.zeros_like(x)
+    load_host_kernel(lower_to_host(kernel), kernel.name)([x, out], 4, threads=2)
+    return out
