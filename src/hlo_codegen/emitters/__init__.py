@@ -27,10 +27,13 @@ The contract every emitter keeps (XLA's `KernelFusionInterface` in kernel-IR ter
   the block count being exact (they bounds-check through their indexing maps).
 
 Emitter selection (`emitter_kind`, after XLA's HloFusionAnalysis): a root whose hero is a
-reduce that `is_real_reduction_hero` -> "reduction"; several roots -> "loop"; a scatter root ->
-"scatter"; a sort root -> "sort"; everything else -> "loop" (the loop emitter handles
-transposes, concatenates and dynamic-update-slices elementally until dedicated emitters are
-registered). `EMITTERS` maps kinds to emitter classes; a kind without one raises
+reduce that `is_real_reduction_hero` -> "reduction"; only (bitcasts of) dynamic-update-slice
+roots -> "in_place_dynamic_update_slice" (which hands the fusion to the loop emitter unless the
+output aliases the updated parameter); several roots -> "loop"; a scatter root -> "scatter"; a
+sort root -> "sort"; one root whose hero is a concatenate of at most 4 operands ->
+"concatenate"; everything else -> "loop" (transposes elementally, until a tiled emitter exists).
+Importing this package also registers the elemental rules of the windowed, dot-like and topk
+ops (elemental_window/linalg/dots/topk.py), so the loop emitter emits them too. `EMITTERS` maps kinds to emitter classes; a kind without one raises
 `EmitterError("no emitter for ...")`. To add an emitter: subclass `KernelEmitter` (base.py),
 build the body with `IRBuilder` + `ElementalEmitter` (elemental/) as loop.py does, register it
 in `EMITTERS`, and extend `emitter_kind` if the kind is new.
