@@ -17,19 +17,38 @@ The custom call's backend_config is XLA's `GemmBackendConfig` JSON (`alpha_real`
 either at the top level or under `gemm_backend_config`. Operands: lhs, rhs, then c when
 beta != 0, then the bias vector for BIAS epilogues; the result is the array or element {0} of a
 tuple whose last element may be an s8 workspace.
+
+Which GEMMs become GemmThunks: those hlo-run's cuBLAS call (`hlo_run/cublas.py`, one
+`cublasGemmStridedBatchedEx`) can run exactly as the reference computes them
+(`hlo_common.interpreter.gemm_semantics`): a type combination of `CUBLAS_TYPES` (XLA's
+TypesAreSupportedByLegacyCublas), operands and result in [batch, rows, cols] order, the DEFAULT
+epilogue (hlo-run calls no cuBLASLt), no amax output, no algorithm that rounds f32 operands to
+16 bits, and for s8 operands XLA's int8 rules: every row and column count of the two operands a
+multiple of 4 (what XLA's cublas-pad-for-gemms guarantees: cuBLAS needs 4-aligned leading dims
+and batch strides for int8) and, for an s32 result, integral alpha and beta (an int32 scale).
+The host target takes the same decision, so a host run executes the thunks the GPU runs. Any
+other gemm custom call is lowered to a kernel by `gemm_fallback` (never a failure).
 """
 
 from __future__ import annotations
 
-from hlo_common.errors import HloError
+from hlo_common.interpreter.gemm_semantics import (
+    ALGORITHM_OPERAND_TYPES, GEMM_CUSTOM_CALL_TARGETS, GemmSemantics, gemm_backend_config as _inner_config,
+    parse_gemm_semantics,
+)
 from hlo_common.ir import HloInstruction
-from hlo_common.manifest_thunks import EPILOGUES, GemmConfig, MatrixLayout
+from hlo_common.manifest_thunks import GemmConfig, MatrixLayout
 from hlo_common.shape import Shape
 
-GEMM_CUSTOM_CALL_TARGETS = frozenset({"__cublas$gemm", "__cublas$lt$matmul"})
-# Element types cuBLAS multiplies (same type in and out), plus 16-bit floats into f32.
-GEMM_TYPES = frozenset({"f16", "bf16", "f32", "f64", "c64", "c128"})
-WIDENING = frozenset({("f16", "f32"), ("bf16", "f32")})
+__all__ = ["GEMM_CUSTOM_CALL_TARGETS", "CUBLAS_TYPES", "build_gemm_config", "gemm_config_for_dot",
+           "gemm_config_for_custom_call", "gemm_output_shape", "gemm_workspace_index"]
+
+# (operand type, result type) pairs hlo-run's cublasGemmEx call multiplies (both operands alike).
+CUBLAS_TYPES = frozenset({
+    ("f16", "f16"), ("bf16", "bf16"), ("f32", "f32"), ("f64", "f64"), ("c64", "c64"), ("c128", "c128"),
+    ("f16", "f32"), ("bf16", "f32"), ("s8", "s32"), ("s8", "f32"),
+})
+INT8_ALIGNMENT = 4  # cuBLAS int8 GEMMs: rows and cols of both operands multiples of 4 (XLA pads to it)
 
 
 def _prod(values) -> int:
@@ -64,6 +83,13 @@ def _free_dims(rank: int, batch, contracting) -> list[int]:
     return [d for d in range(rank) if d not in batch and d not in contracting]
 
 
+def _int8_rules_hold(layouts, alpha, beta, out_type: str) -> bool:
+    if any(m.rows % INT8_ALIGNMENT or m.cols % INT8_ALIGNMENT for m in layouts[:2]):
+        return False
+    integral = all(float(v).is_integer() and abs(v) < 2 ** 31 for v in (*alpha, beta))
+    return out_type != "s32" or (integral and alpha[1] == 0)
+
+
 def build_gemm_config(lhs: Shape, rhs: Shape, out: Shape, dims: tuple, alpha=(1.0, 0.0), beta: float = 0.0,
                       epilogue: str = "DEFAULT") -> GemmConfig | None:
     """A GemmConfig for these shapes and dot dimension numbers, or None when cuBLAS cannot do it."""
@@ -71,9 +97,7 @@ def build_gemm_config(lhs: Shape, rhs: Shape, out: Shape, dims: tuple, alpha=(1.
     if not (lhs.is_array and rhs.is_array and out.is_array) or len(lb) != len(rb) or len(lc) != len(rc):
         return None
     types = (lhs.element_type.name, rhs.element_type.name, out.element_type.name)
-    if types[0] != types[1] or types[0] not in GEMM_TYPES:
-        return None
-    if types[2] != types[0] and (types[0], types[2]) not in WIDENING:
+    if types[0] != types[1] or (types[0], types[2]) not in CUBLAS_TYPES:
         return None
     lf, rf = _free_dims(lhs.rank, lb, lc), _free_dims(rhs.rank, rb, rc)
     nb = len(lb)
@@ -85,6 +109,8 @@ def build_gemm_config(lhs: Shape, rhs: Shape, out: Shape, dims: tuple, alpha=(1.
     layouts = (matrix_layout(lhs, lb, lf, lc), matrix_layout(rhs, rb, rc, rf),
                matrix_layout(out, out_batch, out_rows, out_cols))
     if any(m is None for m in layouts):
+        return None
+    if types[0] == "s8" and not _int8_rules_hold(layouts, alpha, beta, types[2]):
         return None
     return GemmConfig(lhs.to_string(), rhs.to_string(), out.to_string(), tuple(lb), tuple(rb), tuple(lc),
                       tuple(rc), *layouts, alpha_real=float(alpha[0]), alpha_imag=float(alpha[1]),
@@ -105,49 +131,27 @@ def gemm_config_for_dot(dot: HloInstruction) -> GemmConfig | None:
 
 def gemm_backend_config(instr: HloInstruction) -> dict:
     """The GemmBackendConfig of a gemm custom call as a dict (empty when there is none)."""
-    data = instr.backend_config_data
-    if not isinstance(data, dict):
-        return {}
-    inner = data.get("gemm_backend_config", data)
-    return inner if isinstance(inner, dict) else {}
+    return _inner_config(instr.backend_config_data) or {}
 
 
-def _config_dims(cfg: dict, instr: HloInstruction) -> tuple:
-    ddn = cfg.get("dot_dimension_numbers", {})
-    try:
-        return tuple(tuple(int(v) for v in ddn.get(k, ())) for k in (
-            "lhs_batch_dimensions", "rhs_batch_dimensions", "lhs_contracting_dimensions",
-            "rhs_contracting_dimensions"))
-    except (TypeError, ValueError, AttributeError):
-        raise HloError(f"%{instr.name}: bad dot_dimension_numbers in its gemm backend_config") from None
+def cublas_can_run(sem: GemmSemantics, lhs: Shape) -> bool:
+    """Whether hlo-run's legacy cuBLAS call computes `sem` as the reference does (shapes aside)."""
+    rounds = ALGORITHM_OPERAND_TYPES.get(sem.algorithm)
+    return (sem.epilogue == "DEFAULT" and not sem.damax_output
+            and (rounds is None or lhs.element_type.name == rounds))
 
 
-def gemm_config_for_custom_call(instr: HloInstruction) -> tuple[GemmConfig, dict[str, int]]:
+def gemm_config_for_custom_call(instr: HloInstruction) -> tuple[GemmConfig, dict[str, int]] | None:
     """The GemmConfig of a `__cublas$gemm` custom call and which operand is what
-    (`{"lhs": 0, "rhs": 1, "c": 2, "bias": 3}`); HloError naming the call when unusable."""
-    cfg = gemm_backend_config(instr)
-    epilogue = str(cfg.get("epilogue", "DEFAULT"))
-    if epilogue not in EPILOGUES:
-        raise HloError(f"%{instr.name}: gemm epilogue {epilogue} is not supported (supported: "
-                       f"{', '.join(EPILOGUES)})")
-    alpha = (float(cfg.get("alpha_real", 1.0)), float(cfg.get("alpha_imag", 0.0)))
-    beta = float(cfg.get("beta", 0.0))
-    roles = {"lhs": 0, "rhs": 1}
-    if beta != 0.0:
-        roles["c"] = len(roles)
-    if epilogue.startswith("BIAS"):
-        roles["bias"] = len(roles)
-    if len(instr.operands) != len(roles):
-        raise HloError(f"%{instr.name}: a gemm with beta={beta:g} and epilogue {epilogue} takes "
-                       f"{len(roles)} operands, it has {len(instr.operands)}")
-    out = gemm_output_shape(instr)
+    (`{"lhs": 0, "rhs": 1, "c": 2}`), or None when cuBLAS cannot run it (then `gemm_fallback`
+    makes it a kernel); HloError naming the call when its config is unusable."""
+    sem = parse_gemm_semantics(instr)
     lhs, rhs = instr.operands[0].shape, instr.operands[1].shape
-    config = build_gemm_config(lhs, rhs, out, _config_dims(cfg, instr), alpha, beta, epilogue)
-    if config is None:
-        raise HloError(f"%{instr.name}: cuBLAS cannot run this gemm (types "
-                       f"{instr.operands[0].shape} x {instr.operands[1].shape} -> {out}, or operand layouts "
-                       "that are not [batch, rows, cols] in memory)")
-    return config, roles
+    if not cublas_can_run(sem, lhs):
+        return None
+    config = build_gemm_config(lhs, rhs, gemm_output_shape(instr), sem.dims, (sem.alpha_real, sem.alpha_imag),
+                               sem.beta, sem.epilogue)
+    return (config, sem.operand_roles()) if config is not None else None
 
 
 def gemm_output_shape(instr: HloInstruction) -> Shape:

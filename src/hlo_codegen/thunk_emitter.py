@@ -7,7 +7,7 @@ thunks, by the kind `fusion_wrapper.classify` gives it:
 
     fusion             KernelThunk(s) from the kernel backend; a broadcast of a constant is a
                        MemsetThunk, a fusion that only forwards a parameter's bytes a CopyThunk
-    dot / __cublas$*   GemmThunk
+    dot / __cublas$*   GemmThunk (calls cuBLAS cannot run were made fusions by gemm_fallback)
     copy (same bytes)  CopyThunk (nothing when source and destination are one slice)
     while              WhileThunk(condition SequentialThunk, body SequentialThunk)
     conditional        ConditionalThunk(one SequentialThunk per branch)
@@ -170,7 +170,11 @@ class ThunkEmitter:
             out_index: tuple[int, ...] = ()
             workspace = None
         else:
-            config, ops = gemm_config_for_custom_call(instr)
+            found = gemm_config_for_custom_call(instr)
+            if found is None:  # gemm_fallback lowers these to kernels before thunk emission
+                raise HloError(f"%{instr.name}: cuBLAS cannot run this gemm and it was not lowered to a "
+                               "kernel")
+            config, ops = found
             out_index = (0,) if instr.shape.is_tuple else ()
             ws = gemm_workspace_index(instr)
             workspace = _slice(self.ba, instr, ws) if ws is not None else None

@@ -5,7 +5,10 @@ bindings when installed, else from the `nvidia-cublas` wheel's library loaded wi
 (`cuda.pathfinder`). cuBLAS is column-major; a row-major matrix is its column-major transpose,
 so (XLA's `MatrixLayout` trick): a column-major output computes D = op(A) op(B); a row-major
 output computes D^T = op(B)^T op(A)^T with the operand transposes flipped. f32 GEMMs use
-CUBLAS_COMPUTE_32F (no TF32), so results match the interpreter within rounding.
+CUBLAS_COMPUTE_32F (no TF32), so results match the interpreter within rounding. s8 x s8 -> s32
+uses CUBLAS_COMPUTE_32I with int32 alpha / beta (exact), s8 x s8 -> f32 CUBLAS_COMPUTE_32F;
+hlo-codegen hands over int8 GEMMs only when every row and column count is a multiple of 4
+(cuBLAS's int8 alignment; `hlo_codegen/gemm_config.py`).
 """
 
 from __future__ import annotations
@@ -17,14 +20,20 @@ from hlo_common.manifest import parse_shape_text
 from hlo_common.manifest_thunks import GemmConfig, MatrixLayout
 
 OP_N, OP_T = 0, 1
-# element type -> (cudaDataType, cublasComputeType, scalar ctype, complex?)
-_TYPES = {
-    "f16": (2, 68, ctypes.c_float, False),
-    "bf16": (14, 68, ctypes.c_float, False),
-    "f32": (0, 68, ctypes.c_float, False),
-    "f64": (1, 70, ctypes.c_double, False),
-    "c64": (4, 68, ctypes.c_float, True),
-    "c128": (5, 70, ctypes.c_double, True),
+CUDA_R_16F, CUDA_R_32F, CUDA_R_64F, CUDA_C_32F, CUDA_C_64F = 2, 0, 1, 4, 5
+CUDA_R_8I, CUDA_R_32I, CUDA_R_16BF = 3, 10, 14
+CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_64F, CUBLAS_COMPUTE_32I = 68, 70, 72
+DATA_TYPES = {"f16": CUDA_R_16F, "bf16": CUDA_R_16BF, "f32": CUDA_R_32F, "f64": CUDA_R_64F, "c64": CUDA_C_32F,
+              "c128": CUDA_C_64F, "s8": CUDA_R_8I, "s32": CUDA_R_32I}
+# result element type -> (cublasComputeType, scalar ctype of alpha/beta, complex?)
+_COMPUTE = {
+    "f16": (CUBLAS_COMPUTE_32F, ctypes.c_float, False),
+    "bf16": (CUBLAS_COMPUTE_32F, ctypes.c_float, False),
+    "f32": (CUBLAS_COMPUTE_32F, ctypes.c_float, False),
+    "f64": (CUBLAS_COMPUTE_64F, ctypes.c_double, False),
+    "c64": (CUBLAS_COMPUTE_32F, ctypes.c_float, True),
+    "c128": (CUBLAS_COMPUTE_64F, ctypes.c_double, True),
+    "s32": (CUBLAS_COMPUTE_32I, ctypes.c_int32, False),
 }
 GEMM_DEFAULT_ALGO = -1
 
@@ -69,6 +78,15 @@ def gemm_call(cfg: GemmConfig) -> dict:
             "strides": tuple(x.batch_stride if x.batch > 1 else 0 for x in (first[1], second[1], d))}
 
 
+def scale_factors(cfg: GemmConfig, scalar, is_complex: bool):
+    """alpha and beta as cuBLAS reads them (int32 for CUBLAS_COMPUTE_32I, pairs for complex)."""
+    if is_complex:
+        return (scalar * 2)(cfg.alpha_real, cfg.alpha_imag), (scalar * 2)(cfg.beta, 0.0)
+    if scalar is ctypes.c_int32:
+        return scalar(int(cfg.alpha_real)), scalar(int(cfg.beta))
+    return scalar(cfg.alpha_real), scalar(cfg.beta)
+
+
 class Cublas:
     """A cuBLAS handle bound to one stream."""
 
@@ -94,13 +112,11 @@ class Cublas:
             raise CublasError(f"gemm epilogue {cfg.epilogue} needs cublasLt, which hlo-run does not call yet")
         in_type = parse_shape_text(cfg.lhs_shape, "gemm").element_type.name
         out_type = parse_shape_text(cfg.output_shape, "gemm").element_type.name
-        dtype_in, compute, scalar, is_complex = _TYPES[in_type]
-        dtype_out = _TYPES[out_type][0]
-        if is_complex:
-            alpha = (scalar * 2)(cfg.alpha_real, cfg.alpha_imag)
-            beta = (scalar * 2)(cfg.beta, 0.0)
-        else:
-            alpha, beta = scalar(cfg.alpha_real), scalar(cfg.beta)
+        if in_type not in DATA_TYPES or out_type not in _COMPUTE:
+            raise CublasError(f"cuBLAS does not multiply {in_type} into {out_type} here")
+        dtype_in, dtype_out = DATA_TYPES[in_type], DATA_TYPES[out_type]
+        compute, scalar, is_complex = _COMPUTE[out_type]
+        alpha, beta = scale_factors(cfg, scalar, is_complex)
         call = gemm_call(cfg)
         f_name, _, f_op, f_ld = call["first"]
         s_name, _, s_op, s_ld = call["second"]

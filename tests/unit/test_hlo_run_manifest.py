@@ -73,13 +73,16 @@ ENTRY e {{ a = f32[2,3] parameter(0) b = f32[3,4] parameter(1) c = f32[2,4] para
 
 @pytest.mark.parametrize("alpha, beta, epilogue", [(1, 1, "DEFAULT"), (2.5, -0.5, "RELU"), (1, 2, "BIAS")])
 def test_gemm_custom_call_alpha_beta_epilogue_against_numpy(alpha, beta, epilogue):
+    """DEFAULT runs as a host GemmThunk; cuBLASLt epilogues as a kernel (hlo-run calls no cuBLASLt)."""
+    from hlo_codegen.kernel_backend import EmitterBackend
+
     bias = epilogue.startswith("BIAS")
     text = CUSTOM.format(alpha=alpha, beta=beta, epilogue=epilogue,
                          bias_param="v = f32[4] parameter(3)" if bias else "",
                          bias_operand=", v" if bias else "")
     args = [rand((2, 3), seed=1), rand((3, 4), seed=2), rand((2, 4), seed=3)]
     args += [rand((4,), seed=4)] if bias else []
-    got = run_host(text, args)
+    got = run_host(text, args, EmitterBackend("host"))
     want = alpha * (args[0].astype(np.float64) @ args[1]) + beta * args[2]
     if bias:
         want = want + args[3]

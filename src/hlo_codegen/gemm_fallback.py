@@ -1,0 +1,251 @@
+"""Gemm custom calls that cuBLAS cannot run become kernels: a kLoop fusion of `dot` + epilogue.
+
+Where it sits: hlo-codegen's prepare stage (`compiler.prepare_module`), before the fusion
+wrapper. `gemm_config.gemm_config_for_custom_call` says which `__cublas$gemm` /
+`__cublas$lt$matmul` calls hlo-run's cuBLAS call can run; every other one (an s8 GEMM whose
+sizes are not multiples of 4, mixed operand types such as bf16 x s4, a cuBLASLt epilogue, an amax
+output, operand layouts cuBLAS cannot read) is rewritten here into HLO that computes the same
+thing as `hlo_common.interpreter.gemm_semantics` says, so the emitters' elemental dot runs it:
+
+    g = (f32[8,16], s8[W]) custom-call(a, b, v), custom_call_target="__cublas$lt$matmul",
+        backend_config={... "alpha_real":2, "epilogue":"BIAS_RELU" ...}
+      =>
+    gemm_fusion { p0, p1, p2
+      d = f32[8,16] dot(p0, p1), ...                 operands converted to the result type, then
+      s = multiply(d, broadcast(2))                  to f32 for 16-bit floats (one rounding at the end)
+      x = add(s, broadcast(p2), dimensions={1})      the bias over the column dims
+      ROOT r = maximum(x, broadcast(0)) }
+    f = f32[8,16] fusion(a, b, v), kind=kLoop, calls=gemm_fusion
+    g = (f32[8,16], s8[W]) tuple(f, broadcast(s8 0))
+
+An *_AUX epilogue adds the pre-activation values as a second fusion output; `damax_output` adds
+|x| as an output and a top-level max-reduce of it. The workspace becomes zeros (a memset).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType
+from hlo_common.interpreter.gemm_semantics import (
+    ALGORITHM_OPERAND_TYPES, GEMM_CUSTOM_CALL_TARGETS, GemmSemantics, parse_gemm_semantics,
+)
+from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.shape import Shape
+
+from hlo_codegen.gemm_config import gemm_config_for_custom_call, gemm_output_shape
+
+_DOT_DIM_ATTRS = ("lhs_batch_dims", "rhs_batch_dims", "lhs_contracting_dims", "rhs_contracting_dims")
+_GELU_C = float(np.sqrt(2.0 / np.pi))
+
+
+def is_gemm_custom_call(instr: HloInstruction) -> bool:
+    return instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") in GEMM_CUSTOM_CALL_TARGETS
+
+
+def lower_unsupported_gemms(module: HloModule, computations: list[HloComputation]) -> list[HloInstruction]:
+    """Rewrite every gemm custom call of `computations` that cuBLAS cannot run; returns the fusions."""
+    fusions = []
+    for comp in computations:
+        for instr in list(comp.instructions):
+            if is_gemm_custom_call(instr) and gemm_config_for_custom_call(instr) is None:
+                fusions.append(GemmLowering(module, comp, instr).run())
+    return fusions
+
+
+def accumulation_type(t: PrimitiveType) -> PrimitiveType:
+    """The element type the fusion computes in: f32 for narrow floats, the result type otherwise
+    (integers wrap in their own type, which equals the reference's wrap of an exact sum)."""
+    return PRIMITIVE_TYPES["f32"] if t.is_low_precision_float else t
+
+
+def _once(make):
+    """`make()` the first time, the same instruction after."""
+    made = []
+
+    def get():
+        if not made:
+            made.append(make())
+        return made[0]
+    return get
+
+
+class _Builder:
+    """Adds instructions to one computation, in order."""
+
+    def __init__(self, comp: HloComputation):
+        self.comp = comp
+
+    def add(self, opcode: str, operands: list, shape: Shape, attrs: dict | None = None,
+            **fields) -> HloInstruction:
+        return self.comp.add_instruction(HloInstruction.create(opcode, operands, shape, attrs,
+                                                               self.comp.unique_name(opcode), **fields))
+
+    def constant(self, value, t: PrimitiveType) -> HloInstruction:
+        return self.add("constant", [], Shape.array(t, ()), literal=np.asarray(value).astype(t.np_dtype))
+
+    def scalar_like(self, value, like: HloInstruction) -> HloInstruction:
+        c = self.constant(value, like.shape.element_type)
+        return self.add("broadcast", [c], like.shape, {"dimensions": ()})
+
+    def binary(self, opcode: str, a: HloInstruction, b: HloInstruction) -> HloInstruction:
+        return self.add(opcode, [a, b], a.shape)
+
+    def convert(self, x: HloInstruction, t: PrimitiveType) -> HloInstruction:
+        if x.shape.element_type is t:
+            return x
+        return self.add("convert", [x], x.shape.with_element_type(t))
+
+
+class GemmLowering:
+    """One gemm custom call -> fusion (+ amax reduce, workspace zeros, tuple)."""
+
+    def __init__(self, module: HloModule, comp: HloComputation, call: HloInstruction):
+        self.module, self.comp, self.call = module, comp, call
+        self.sem: GemmSemantics = parse_gemm_semantics(call)
+        self.out = gemm_output_shape(call)
+        self.t = self.out.element_type
+        self.acc = accumulation_type(self.t)
+
+    def run(self) -> HloInstruction:
+        body = HloComputation(self.module.unique_computation_name(f"{self.call.name}_gemm_fusion"))
+        roots = self._emit_body(_Builder(body))
+        if len(roots) == 1:
+            body.root = roots[0]
+        else:
+            body.root = _Builder(body).add("tuple", roots, Shape.tuple_of([r.shape for r in roots]))
+        self.module.computations.insert(self.module.computations.index(self.comp), body)
+        body.parent = self.module
+        fusion = self._top("fusion", list(self.call.operands), body.root.shape,
+                           {"kind": "kLoop", "calls": body},
+                           name="gemm_fusion")
+        outputs = [fusion] if len(roots) == 1 else [
+            self._top("get-tuple-element", [fusion], r.shape, {"index": k}) for k, r in enumerate(roots)]
+        if not self.call.shape.is_tuple:
+            self._replace(self.call, outputs[0])
+            return fusion
+        leaves = self._leaves(outputs)
+        for user in list(self.call.users):  # get-tuple-elements read the leaves directly
+            if user.opcode == "get-tuple-element" and user.parent is self.comp:
+                self._replace(user, leaves[int(user.attrs["index"])]())
+        if self.call.users or self.call is self.comp.root:
+            made = [leaf() for leaf in leaves]
+            self._replace(self.call, self._top("tuple", made, Shape.tuple_of([x.shape for x in made])))
+        else:
+            self.comp.remove_instruction(self.call)
+        return fusion
+
+    def _replace(self, old: HloInstruction, new: HloInstruction) -> None:
+        new.metadata = list(self.call.metadata)
+        name = old.name
+        self.comp.replace_instruction(old, new, remove_dead_operands=False)
+        if new.opcode in ("tuple", "get-tuple-element"):
+            new.name = name  # free again now that `old` is gone
+
+    def _top(self, opcode: str, operands: list, shape: Shape, attrs: dict | None = None,
+             name: str | None = None, **fields) -> HloInstruction:
+        """A new instruction of the call's computation, placed before the call (schedules stay valid)."""
+        name = self.comp.unique_name(name or opcode)
+        instr = HloInstruction.create(opcode, operands, shape, attrs, name, **fields)
+        return self.comp.add_instruction(instr, before=self.call)
+
+    # -- the fused computation --------------------------------------------------------------------------
+    def _operand(self, b: _Builder, p: HloInstruction, rounds: bool) -> HloInstruction:
+        x = p
+        rounded = ALGORITHM_OPERAND_TYPES.get(self.sem.algorithm) if rounds else None
+        if rounded is not None and x.shape.element_type.is_float:
+            x = b.convert(x, PRIMITIVE_TYPES[rounded])
+        return b.convert(b.convert(x, self.t), self.acc)
+
+    def _emit_body(self, b: _Builder) -> list[HloInstruction]:
+        sem, info = self.sem, self.sem.epilogue_info
+        params = []
+        for i, op in enumerate(self.call.operands):
+            params.append(b.add("parameter", [], op.shape, parameter_number=i))
+        roles = sem.operand_roles()
+        lhs, rhs = (self._operand(b, params[roles[r]], True) for r in ("lhs", "rhs"))
+        attrs = {k: tuple(v) for k, v in zip(_DOT_DIM_ATTRS, sem.dims) if v}
+        x = b.add("dot", [lhs, rhs], self.out.with_element_type(self.acc), attrs)
+        if sem.alpha != 1:
+            alpha = sem.alpha if self.acc.is_complex else sem.alpha.real
+            x = b.binary("multiply", x, b.scalar_like(alpha, x))
+        if "c" in roles:
+            c = self._operand(b, params[roles["c"]], False)
+            x = b.binary("add", x, b.binary("multiply", b.scalar_like(sem.beta, c), c))
+        if "bias" in roles:
+            x = b.binary("add", x, self._bias(b, self._operand(b, params[roles["bias"]], False), x))
+        pre = x
+        if info.activation == "relu":
+            x = b.binary("maximum", x, b.scalar_like(0, x))
+        elif info.activation == "gelu":
+            x = self._gelu(b, x)
+        roots = [b.convert(x, self.t)]
+        if info.has_aux:
+            aux_type = self._aux_shape().element_type
+            roots.append(b.convert(pre, aux_type))
+        if sem.damax_output:
+            f32 = b.convert(x, PRIMITIVE_TYPES["f32"])
+            roots.append(b.add("abs", [f32], f32.shape))
+        return roots
+
+    def _bias(self, b: _Builder, bias: HloInstruction, like: HloInstruction) -> HloInstruction:
+        """The bias vector broadcast over the result's column (rhs free) dims."""
+        rank, nb = self.out.rank, len(self.sem.lhs_batch_dims)
+        lhs_rank = self.call.operands[0].shape.rank
+        lhs_free = lhs_rank - nb - len(self.sem.lhs_contracting_dims)
+        cols = list(range(nb + lhs_free, rank))
+        col_dims = tuple(self.out.dims[d] for d in cols)
+        if bias.shape.dims != col_dims:
+            bias = b.add("reshape", [bias], Shape.array(bias.shape.element_type, col_dims))
+        return b.add("broadcast", [bias], like.shape, {"dimensions": tuple(cols)})
+
+    def _gelu(self, b: _Builder, x: HloInstruction) -> HloInstruction:
+        """0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x*x*x))), in this order."""
+        cube = b.binary("multiply", b.binary("multiply", x, x), x)
+        inner = b.binary("add", x, b.binary("multiply", b.scalar_like(0.044715, x), cube))
+        t = b.add("tanh", [b.binary("multiply", b.scalar_like(_GELU_C, x), inner)], x.shape)
+        half_x = b.binary("multiply", b.scalar_like(0.5, x), x)
+        return b.binary("multiply", half_x, b.binary("add", b.scalar_like(1, x), t))
+
+    # -- the call's result --------------------------------------------------------------------------------
+    def _aux_shape(self) -> Shape:
+        shape = self.call.shape
+        return shape.tuple_shapes[1] if shape.is_tuple and len(shape.tuple_shapes) > 1 else self.out
+
+    def _leaves(self, outputs: list[HloInstruction]) -> list:
+        """One maker per element of the call's tuple result (the interpreter's order: result, aux,
+        amax, zeros); leaves are made on first use, so an unread workspace costs nothing."""
+        pending = list(outputs[1:])
+        leaves = [lambda out=outputs[0]: out]
+        has_aux, damax = self.sem.epilogue_info.has_aux, self.sem.damax_output
+        for leaf in self.call.shape.tuple_shapes[1:]:
+            if has_aux:
+                leaves.append(_once(lambda out=pending.pop(0): out))
+                has_aux = False
+            elif damax and leaf.rank == 0 and leaf.element_type.name == "f32":
+                leaves.append(_once(lambda out=pending.pop(0): self._amax(out)))
+                damax = False
+            else:
+                leaves.append(_once(lambda shape=leaf: self._zeros(shape)))
+        return leaves
+
+    def _zeros(self, shape: Shape) -> HloInstruction:
+        """A fusion that broadcasts a zero (the thunk emitter makes it a memset)."""
+        body = HloComputation(self.module.unique_computation_name(f"{self.call.name}_zeros"))
+        b = _Builder(body)
+        body.root = b.add("broadcast", [b.constant(0, shape.element_type)], shape, {"dimensions": ()})
+        self.module.computations.insert(self.module.computations.index(self.comp), body)
+        body.parent = self.module
+        return self._top("fusion", [], shape, {"kind": "kLoop", "calls": body}, name="workspace_zeros")
+
+    def _amax(self, abs_values: HloInstruction) -> HloInstruction:
+        f32 = PRIMITIVE_TYPES["f32"]
+        reducer = HloComputation(self.module.unique_computation_name("amax_max"))
+        rb = _Builder(reducer)
+        a, c = (rb.add("parameter", [], Shape.array(f32, ()), parameter_number=i) for i in range(2))
+        reducer.root = rb.add("maximum", [a, c], Shape.array(f32, ()))
+        self.module.computations.insert(self.module.computations.index(self.comp), reducer)
+        reducer.parent = self.module
+        init = self._top("constant", [], Shape.array(f32, ()), literal=np.zeros((), np.float32))
+        return self._top("reduce", [abs_values, init], Shape.array(f32, ()),
+                         {"dimensions": tuple(range(abs_values.shape.rank)), "to_apply": reducer})
