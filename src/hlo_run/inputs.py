@@ -22,6 +22,12 @@ The rule (also in the README):
     dim], so no start is clamped;
   * indices of gather / scatter: uniform in [0, min over the indexed operand dims - 1] (sorted
     when the instruction says `indices_are_sorted=true`);
+  * indices of a scatter with `unique_indices=true` (XLA: no element is scattered to twice), when
+    the parameter is the indices operand itself (or a convert / copy of it, same dims): each index
+    vector starts a distinct window, windows tiled in the operand without overlap (the start in
+    operand dim d a multiple of the update window size there, with the window in bounds), cells
+    drawn without replacement (sorted by cell when `indices_are_sorted=true`); when the scatter
+    has batching dims, or there are more index vectors than cells, the bound above applies;
   * init values of reduce / reduce-window / select-and-scatter: the identity of the reducer when
     it is a plain add (0), multiply (1), maximum (-inf or the type's minimum), minimum (+inf or
     the maximum), and (all ones) or or/xor (0); otherwise random;
@@ -70,6 +76,19 @@ class Constraint:
     distinct: bool = False
     distinct_axis: int | None = None  # the sorted dimension, when the keys are the parameter as is
     key_dims: tuple[int, ...] = ()
+    unique_windows: UniqueWindows | None = None  # with index_bound: a scatter's unique_indices
+
+
+@dataclass(frozen=True)
+class UniqueWindows:
+    """Scatter indices whose windows never overlap: component c of each index vector is a multiple
+    of `strides[c]` below `cells[c] * strides[c]`; the index vectors lie along `index_vector_dim`
+    of an array of `dims`."""
+
+    dims: tuple[int, ...]
+    index_vector_dim: int
+    cells: tuple[int, ...]
+    strides: tuple[int, ...]
 
 
 def make_fake_arguments(module: HloModule, seed: int = 0) -> list[Any]:
@@ -114,8 +133,10 @@ def _merge(constraints: list[Constraint]) -> Constraint:
     first = constraints[0]
     if first.index_bound is None:
         return first
+    same = all(c.unique_windows == first.unique_windows for c in constraints)
+    unique = first.unique_windows if same else None
     return Constraint(index_bound=min(c.index_bound for c in constraints),
-                      sorted=any(c.sorted for c in constraints))
+                      sorted=any(c.sorted for c in constraints), unique_windows=unique)
 
 
 def _classify_use(user: HloInstruction, k: int, found: list[Constraint], work: list) -> None:
@@ -135,7 +156,8 @@ def _classify_use(user: HloInstruction, k: int, found: list[Constraint], work: l
     elif op == "gather" and k == 1:
         found.append(_gather_bound(user, user.attrs.get("start_index_map", ())))
     elif op == "scatter" and k == (n - 1) // 2:
-        found.append(_gather_bound(user, user.attrs.get("scatter_dims_to_operand_dims", ())))
+        bound = _gather_bound(user, user.attrs.get("scatter_dims_to_operand_dims", ()))
+        found.append(_with_unique_windows(bound, user))
     elif op in ("reduce", "reduce-window") and k >= n // 2:
         found.append(Constraint(init_identity=_reducer_kind(user.attrs.get("to_apply"))))
     elif op == "select-and-scatter" and k == 2:
@@ -162,6 +184,42 @@ def _gather_bound(instr: HloInstruction, dims) -> Constraint:
         return Constraint(index_bound=0)
     bound = min(operand.dims[d] - 1 for d in dims if d < operand.rank) if operand.rank else 0
     return Constraint(index_bound=max(0, bound), sorted=bool(instr.attrs.get("indices_are_sorted")))
+
+
+def _with_unique_windows(bound: Constraint, scatter: HloInstruction) -> Constraint:
+    """`bound` plus the non-overlapping windows of a `unique_indices=true` scatter, when they exist."""
+    attrs = scatter.attrs
+    if attrs.get("unique_indices") is not True or attrs.get("input_batching_dims"):
+        return bound
+    num = (len(scatter.operands) - 1) // 2
+    operand, indices, updates = (scatter.operands[i].shape for i in (0, num, num + 1))
+    if not (operand.is_array and indices.is_array and updates.is_array):
+        return bound
+    if not _plain_parameter(scatter.operands[num]):
+        return bound
+    inserted = set(attrs.get("inserted_window_dims", ()))
+    window_dims = [d for d in range(operand.rank) if d not in inserted]
+    update_window_dims = list(attrs.get("update_window_dims", ()))
+    if len(window_dims) != len(update_window_dims):
+        return bound
+    size = [1] * operand.rank
+    for d, u in zip(window_dims, update_window_dims):
+        size[d] = updates.dims[u]
+    to_operand = list(attrs.get("scatter_dims_to_operand_dims", ()))
+    cells = tuple(operand.dims[d] // size[d] if size[d] else 0 for d in to_operand)
+    ivd = int(attrs.get("index_vector_dim", indices.rank))
+    vectors = indices.num_elements // max(1, len(to_operand))
+    if not to_operand or 0 in cells or vectors > int(np.prod(cells, dtype=np.int64)):
+        return bound
+    windows = UniqueWindows(tuple(indices.dims), ivd, cells, tuple(size[d] for d in to_operand))
+    return Constraint(index_bound=bound.index_bound, sorted=bound.sorted, unique_windows=windows)
+
+
+def _plain_parameter(value: HloInstruction) -> bool:
+    """Is `value` a parameter, or a convert / copy chain of one with the same dims?"""
+    while value.opcode in ("convert", "copy") and value.operands[0].shape.dims == value.shape.dims:
+        value = value.operands[0]
+    return value.opcode == "parameter"
 
 
 def _reducer_kind(comp) -> str | None:
@@ -202,6 +260,10 @@ def _constrained_array(shape: Shape, c: Constraint, rng: np.random.Generator) ->
     t = shape.element_type
     dims = shape.dims
     n = shape.num_elements
+    if c.unique_windows is not None and c.unique_windows.dims == tuple(dims) and t.is_integer:
+        vals = _unique_window_starts(c.unique_windows, c.sorted, rng)
+        if int(vals.max(initial=0)) <= _int_max(t):
+            return vals.astype(t.np_dtype)
     if c.index_bound is not None and (t.is_integer or t.is_float):
         hi = c.index_bound if t.is_float else min(c.index_bound, _int_max(t))
         vals = rng.integers(0, hi + 1, n, dtype=np.int64)
@@ -216,6 +278,20 @@ def _constrained_array(shape: Shape, c: Constraint, rng: np.random.Generator) ->
         if keys is not None:
             return keys
     return _random_array(shape, rng)
+
+
+def _unique_window_starts(w: UniqueWindows, sort: bool, rng: np.random.Generator) -> np.ndarray:
+    """Index vectors naming distinct cells of the window grid, laid out along index_vector_dim."""
+    k = len(w.cells)
+    vectors = int(np.prod(w.dims, dtype=np.int64)) // k
+    cells = rng.choice(int(np.prod(w.cells, dtype=np.int64)), size=vectors, replace=False)
+    if sort:
+        cells = np.sort(cells)
+    starts = np.stack(np.unravel_index(cells, w.cells), axis=-1) * np.asarray(w.strides)  # [vectors, k]
+    if w.index_vector_dim >= len(w.dims):  # an implicit trailing index vector of one component
+        return starts.reshape(w.dims)
+    batch = [d for i, d in enumerate(w.dims) if i != w.index_vector_dim]
+    return np.moveaxis(starts.reshape(*batch, k), -1, w.index_vector_dim)
 
 
 def _distinct_keys(shape: Shape, c: Constraint, rng: np.random.Generator) -> np.ndarray | None:
