@@ -162,14 +162,18 @@ def global_computations(module: HloModule) -> list[HloComputation]:
 
 
 def calls_for_decompositions(module: HloModule) -> int:
-    """`xla_builder.*` custom calls that carry their decomposition as a called computation become
-    `call`s of it (the interpreter evaluates them the same way); returns how many."""
+    """`xla_builder.*` custom calls become `call`s of their decomposition: the called computation
+    they carry, or for `xla_builder.math.*` calls without one the computation XLA's builder library
+    would attach (`hlo_common.xla_builder_math`, which the interpreter evaluates too); returns how
+    many."""
     count = 0
     for comp in global_computations(module):
         for instr in list(comp.instructions):
             target = str(instr.attrs.get("custom_call_target", ""))
-            callees = instr.called_computations() if instr.opcode == "custom-call" else []
-            if not target.startswith("xla_builder.") or len(callees) != 1:
+            if instr.opcode != "custom-call" or not target.startswith("xla_builder."):
+                continue
+            callees = instr.called_computations() or _library_decomposition(module, comp, instr)
+            if len(callees) != 1:
                 continue
             call = HloInstruction(instr.name, "call", instr.shape, list(instr.operands),
                                   {"to_apply": callees[0]})
@@ -178,6 +182,18 @@ def calls_for_decompositions(module: HloModule) -> int:
             call.name = instr.name  # free again now that the custom call is gone
             count += 1
     return count
+
+
+def _library_decomposition(module: HloModule, comp: HloComputation, instr: HloInstruction) -> list:
+    from hlo_common.xla_builder_math import decomposition_for
+
+    shared = decomposition_for(instr)
+    if shared is None:
+        return []
+    callee = shared.clone(name=module.unique_computation_name(str(instr.attrs["custom_call_target"])))
+    module.computations.insert(module.computations.index(comp), callee)
+    callee.parent = module
+    return [callee]
 
 
 def calls_for_async_ops(module: HloModule) -> int:

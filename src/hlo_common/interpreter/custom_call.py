@@ -19,6 +19,7 @@ import numpy as np
 
 from hlo_common.errors import InterpreterError
 from hlo_common.interpreter.registry import HANDLERS, TOKEN, register
+from hlo_common.xla_builder_math import TARGETS as LIBRARY_MATH_TARGETS, decomposition_for
 
 CUSTOM_CALL_TARGETS: dict[str, Callable] = {}
 
@@ -42,6 +43,8 @@ def _custom_call(instr, operands, ev):
     handler = CUSTOM_CALL_TARGETS.get(target)
     if target.startswith("xla_builder.") and instr.called_computations():
         handler = _call_decomposition
+    elif target in LIBRARY_MATH_TARGETS:
+        handler = _library_math
     if handler is None:
         raise InterpreterError(
             f"%{instr.name} (custom-call): the interpreter does not know custom-call target '{target}'")
@@ -51,6 +54,16 @@ def _custom_call(instr, operands, ev):
 def _call_decomposition(instr, operands, ev):
     """xla_builder's library custom calls carry their own decomposition as the called computation."""
     return ev.call(instr.called_computations()[0], operands)
+
+
+def _library_math(instr, operands, ev):
+    """`xla_builder.math.*` without a computation: the decomposition XLA's builder library would
+    attach (`hlo_common.xla_builder_math`, the one definition hlo-opt and hlo-codegen use too)."""
+    comp = decomposition_for(instr)
+    if comp is None:
+        raise InterpreterError(f"%{instr.name} (custom-call {instr.attrs['custom_call_target']}): operands "
+                               f"{[str(op.shape) for op in instr.operands]} do not fit the function")
+    return ev.call(comp, operands)
 
 
 # Annotations that only steer sharding, memory space or layout: on one device they pass the value on.
@@ -93,32 +106,6 @@ def _pad_to_static(instr, operands, ev):
 @register_custom_call("GetRngSeed")
 def _get_rng_seed(instr, operands, ev):
     return np.array(ev.rng_seed, dtype=instr.shape.element_type.np_dtype)
-
-
-# XLA's client-library math functions, emitted as custom calls (the called computation, when
-# printed, is their decomposition; without it the function is computed here directly).
-_LIBRARY_MATH = {
-    "xla_builder.math.Acos": np.arccos, "xla_builder.math.Acosh": np.arccosh,
-    "xla_builder.math.Asin": np.arcsin, "xla_builder.math.Asinh": np.arcsinh,
-    "xla_builder.math.Atan": np.arctan, "xla_builder.math.Cosh": np.cosh,
-}
-
-
-def _library_math(instr, operands, ev):
-    from hlo_common.interpreter.arith import down, up
-
-    fn = _LIBRARY_MATH[str(instr.attrs["custom_call_target"])]
-    return down(fn(up(operands[0])), instr.shape.element_type)
-
-
-for _target in _LIBRARY_MATH:
-    register_custom_call(_target)(_library_math)
-
-
-@register_custom_call("xla_builder.math.NextAfter")
-def _next_after(instr, operands, ev):
-    """The next representable value after x in the direction of y, in the element type itself."""
-    return np.nextafter(operands[0], operands[1])
 
 
 @register_custom_call("TopK")
