@@ -25,6 +25,7 @@ from hlo_common.ir_edit import ComputationEditing, InstructionEditing, ModuleEdi
 from hlo_common.shape import Shape
 
 _ids = itertools.count(1)
+_WIDE = 16  # instructions with more operands index their operand positions (replace_operand_with)
 _NUMERIC_SUFFIX = re.compile(r"^(.*)\.(\d+)$")
 
 # Attributes whose values are called computations, in the order XLA prints them.
@@ -33,6 +34,7 @@ COMPUTATION_ATTRS = (
     "true_computation", "false_computation", "branch_computations", "called_computations",
 )
 _COMPUTATION_ATTR_RANK = {key: k for k, key in enumerate(COMPUTATION_ATTRS)}
+_COMPUTATION_ATTR_KEYS = frozenset(COMPUTATION_ATTRS)
 
 
 class HloInstruction(InstructionEditing):
@@ -46,6 +48,8 @@ class HloInstruction(InstructionEditing):
         self.shape = shape
         self.operands: list[HloInstruction] = []
         self.users: list[HloInstruction] = []
+        self._user_set: set[HloInstruction] = set()  # the users again, for O(1) membership
+        self._operand_positions: dict[HloInstruction, list[int]] | None = None  # wide ones only
         self.attrs: dict[str, Any] = dict(attrs or {})
         self.control_predecessors: list[HloInstruction] = []
         self.control_successors: list[HloInstruction] = []
@@ -101,33 +105,76 @@ class HloInstruction(InstructionEditing):
         self.backend_config_data = text
 
     # -- graph editing ------------------------------------------------------------------------
+    # Users are a list in first-use order (what passes iterate) with a set beside it, so that the
+    # membership tests of every operand edit cost O(1) even for a constant with thousands of users.
+    # Every edit tells the parent computation, whose cached post order it invalidates.
+    def _add_user(self, user: HloInstruction) -> None:
+        if user not in self._user_set:
+            self._user_set.add(user)
+            self.users.append(user)
+
+    def _drop_user(self, user: HloInstruction) -> None:
+        if user in self._user_set:
+            self._user_set.discard(user)
+            self.users.remove(user)
+
+    def _edited(self) -> None:
+        self._operand_positions = None
+        if self.parent is not None:
+            self.parent._order_cache = None
+
     def append_operand(self, op: HloInstruction) -> None:
         self.operands.append(op)
-        if self not in op.users:
-            op.users.append(self)
+        op._add_user(self)
+        self._edited()
 
     def replace_operand(self, index: int, new: HloInstruction) -> None:
         old = self.operands[index]
         self.operands[index] = new
         if old is new:
             return
-        if not any(o is old for o in self.operands) and self in old.users:
-            old.users.remove(self)
-        if self not in new.users:
-            new.users.append(self)
+        self._edited()
+        if old not in self.operands:  # identity: instructions define no __eq__
+            old._drop_user(self)
+        new._add_user(self)
 
     def replace_operand_with(self, old: HloInstruction, new: HloInstruction) -> None:
-        for i, op in enumerate(self.operands):
-            if op is old:
-                self.replace_operand(i, new)
+        """Every operand slot holding `old` holds `new`. Wide instructions (tuples of loop state)
+        index their operand positions on first use, so replacing each of k operands costs O(k)."""
+        if old is new:
+            return
+        operands = self.operands
+        positions = None
+        if len(operands) <= _WIDE:
+            slots = [i for i, op in enumerate(operands) if op is old]
+        else:
+            positions = self._operand_positions
+            if positions is None:
+                positions = {}
+                for i, op in enumerate(operands):
+                    positions.setdefault(op, []).append(i)
+                self._operand_positions = positions
+            slots = positions.pop(old, None)
+        if not slots:
+            return
+        for i in slots:
+            operands[i] = new
+        self._edited()  # forgets the positions: they are brought up to date below
+        if positions is not None:
+            moved = positions.setdefault(new, [])
+            moved.extend(slots)
+            moved.sort()
+            self._operand_positions = positions
+        old._drop_user(self)
+        new._add_user(self)
 
     def set_operands(self, operands) -> None:
         for op in self.operands:
-            if self in op.users:
-                op.users.remove(self)
+            op._drop_user(self)
         self.operands = []
         for op in operands:
             self.append_operand(op)
+        self._edited()
 
     def replace_all_uses_with(self, new: HloInstruction) -> None:
         """Every user of `self` reads `new` instead; if `self` was the root, `new` becomes it."""
@@ -143,26 +190,32 @@ class HloInstruction(InstructionEditing):
         if successor not in self.control_successors:
             self.control_successors.append(successor)
             successor.control_predecessors.append(self)
+            successor._edited()
 
     def remove_control_dependency_to(self, successor: HloInstruction) -> None:
         if successor in self.control_successors:
             self.control_successors.remove(successor)
             successor.control_predecessors.remove(self)
+            successor._edited()
 
     def drop_all_control_deps(self) -> None:
+        if not self.control_predecessors and not self.control_successors:
+            return
         for p in self.control_predecessors:
             p.control_successors.remove(self)
         for s in self.control_successors:
             s.control_predecessors.remove(self)
+            s._edited()
         self.control_predecessors = []
         self.control_successors = []
+        self._edited()
 
     # -- queries ------------------------------------------------------------------------------
     def called_computations(self) -> list[HloComputation]:
         """In COMPUTATION_ATTRS order. (Hot: scans the few attributes an instruction has.)"""
-        keys = [k for k in self.attrs if k in _COMPUTATION_ATTR_RANK]
-        if not keys:
+        if _COMPUTATION_ATTR_KEYS.isdisjoint(self.attrs):
             return []
+        keys = [k for k in self.attrs if k in _COMPUTATION_ATTR_RANK]
         if len(keys) > 1:
             keys.sort(key=_COMPUTATION_ATTR_RANK.__getitem__)
         out = []
@@ -204,16 +257,50 @@ class HloInstruction(InstructionEditing):
         return f"<{self.opcode} %{self.name} {self.shape}>"
 
 
+class _InstructionList(list):
+    """A computation's instruction list: a plain list whose in-place edits (a test may reverse it)
+    also drop the computation's cached post order."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self, owner: HloComputation, items=()):
+        super().__init__(items)
+        self.owner = owner
+
+
+def _invalidating(name: str):
+    base = getattr(list, name)
+
+    def method(self, *args, **kwargs):
+        self.owner._order_cache = None
+        return base(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+for _name in ("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
+              "__setitem__", "__delitem__", "__iadd__", "__imul__"):
+    setattr(_InstructionList, _name, _invalidating(_name))
+
+
 class HloComputation(ComputationEditing):
     """An ordered list of instructions with one root; parameters are found by number.
 
     Instruction names are unique within a computation: `add_instruction` renames a newcomer
     whose name is taken (as XLA's name uniquer does) and `unique_name` hands out fresh ones
-    from a per-computation registry in O(1)."""
+    from a per-computation registry in O(1).
+
+    Edits cost O(1): `remove_instruction` and `add_instruction(before=...)` record the change and
+    the list is brought up to date, in one O(n) sweep, the next time `instructions` is read. The
+    post order is cached until an instruction, an operand or a control edge changes."""
 
     def __init__(self, name: str):
         self.name = name
-        self.instructions: list[HloInstruction] = []
+        self._list = _InstructionList(self)
+        self._dead: set[HloInstruction] = set()  # removed, still in _list until it is read
+        self._before: dict[HloInstruction, list[HloInstruction]] = {}  # pending insertions
+        self._order_cache: list[HloInstruction] | None = None
         self.root: HloInstruction | None = None
         self.parent: HloModule | None = None
         self.is_entry = False
@@ -222,6 +309,41 @@ class HloComputation(ComputationEditing):
         self._names: dict[str, HloInstruction] = {}
         self._reserved: set[str] = set()
         self._name_counters: dict[str, int] = {}
+
+    @property
+    def instructions(self) -> list[HloInstruction]:
+        if self._dead or self._before:
+            self._materialize()
+        return self._list
+
+    @instructions.setter
+    def instructions(self, value) -> None:
+        self._list = _InstructionList(self, value)
+        self._dead.clear()
+        self._before.clear()
+        self._order_cache = None
+
+    def _materialize(self) -> None:
+        """Apply the pending removals and insertions, in place (holders of the list see them)."""
+        dead, before = self._dead, self._before
+        out: list[HloInstruction] = []
+        emit = out.append
+        for instr in self._list:
+            if before and instr in before:
+                stack = [(instr, True)] + [(i, False) for i in reversed(before.pop(instr))]
+                while stack:
+                    node, expanded = stack.pop()
+                    if not expanded and node in before:
+                        stack.append((node, True))
+                        stack.extend((i, False) for i in reversed(before.pop(node)))
+                    elif node not in dead:
+                        emit(node)
+            elif instr not in dead:
+                emit(instr)
+        for anchor in list(before):  # anchors missing from the list (edited by hand): at the end
+            out.extend(i for i in before.pop(anchor) if i not in dead)
+        dead.clear()
+        list.__setitem__(self._list, slice(None), out)
 
     @property
     def parameters(self) -> list[HloInstruction]:
@@ -264,15 +386,20 @@ class HloComputation(ComputationEditing):
     # -- instructions ---------------------------------------------------------------------------
     def add_instruction(self, instr: HloInstruction, before: HloInstruction | None = None) -> HloInstruction:
         """Append `instr` (or insert it before `before`); a taken name gets a `.N` suffix."""
+        if instr in self._dead:  # re-added before its removal was applied
+            self._materialize()
+        if before is not None and (before.parent is not self or before in self._dead):
+            self.instructions.index(before)  # raises ValueError, as inserting next to a stranger did
         holder = self._names.get(instr.name)
         if holder is not None and holder is not instr:
             instr.__dict__["name"] = self.unique_name(instr.name)
         instr.parent = self
         self._names[instr.name] = instr
+        self._order_cache = None
         if before is None:
-            self.instructions.append(instr)
+            list.append(self._list, instr)
         else:
-            self.instructions.insert(self.instructions.index(before), instr)
+            self._before.setdefault(before, []).append(instr)
         return instr
 
     def remove_instruction(self, instr: HloInstruction) -> None:
@@ -280,19 +407,29 @@ class HloComputation(ComputationEditing):
         if instr.users:
             raise ValueError(f"removing %{instr.name} which still has users "
                              f"{[u.name for u in instr.users]}")
+        if instr.parent is not self or instr in self._dead:
+            self.instructions.remove(instr)  # not ours: removed now, or ValueError when absent
+        else:
+            self._dead.add(instr)
+            self._order_cache = None
         for op in instr.operands:
-            if instr in op.users:
-                op.users.remove(instr)
+            op._drop_user(instr)
         instr.operands = []
+        instr._operand_positions = None
         instr.drop_all_control_deps()
-        self.instructions.remove(instr)
         if self._names.get(instr.name) is instr:
             del self._names[instr.name]
         instr.parent = None
 
     def post_order(self) -> list[HloInstruction]:
         """Operands (and control predecessors) before users; ties keep textual order, so a list
-        that is already in a valid order comes back unchanged."""
+        that is already in a valid order comes back unchanged. Cached until the next edit."""
+        order = self._order_cache
+        if order is None:
+            order = self._order_cache = self._compute_post_order()
+        return list(order)
+
+    def _compute_post_order(self) -> list[HloInstruction]:
         if self._in_valid_order():
             return list(self.instructions)
         visited: set[int] = set()
@@ -385,7 +522,8 @@ class HloModule(ModuleEditing):
                     continue
                 seen.add(id(node))
                 stack.append((node, True))
-                callees = [cc for i in node.instructions for cc in i.called_computations()]
+                callees = [cc for i in node.instructions if not _COMPUTATION_ATTR_KEYS.isdisjoint(i.attrs)
+                           for cc in i.called_computations()]
                 for cc in reversed(callees):
                     if id(cc) not in seen:
                         stack.append((cc, False))
@@ -405,7 +543,8 @@ class HloModule(ModuleEditing):
             if id(c) in reachable:
                 continue
             reachable.add(id(c))
-            stack.extend(cc for i in c.instructions for cc in i.called_computations())
+            stack.extend(cc for i in c.instructions if not _COMPUTATION_ATTR_KEYS.isdisjoint(i.attrs)
+                         for cc in i.called_computations())
         before = len(self.computations)
         self.computations = [c for c in self.computations if id(c) in reachable]
         return len(self.computations) != before

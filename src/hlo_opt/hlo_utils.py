@@ -77,7 +77,7 @@ _COMPUTATION_ATTR_SET = frozenset(COMPUTATION_ATTRS)
 
 def call_sites_of(instr: HloInstruction) -> list[CallSite]:
     out = []
-    if not any(k in _COMPUTATION_ATTR_SET for k in instr.attrs):
+    if _COMPUTATION_ATTR_SET.isdisjoint(instr.attrs):
         return out  # the common case, kept cheap: computation_callers asks for every instruction
     for key in COMPUTATION_ATTRS:
         v = instr.attrs.get(key)
@@ -93,8 +93,11 @@ def call_sites_of(instr: HloInstruction) -> list[CallSite]:
 def computation_callers(module: HloModule) -> dict[int, list[CallSite]]:
     """id(computation) -> its call sites, in computation order then instruction order."""
     out: dict[int, list[CallSite]] = {id(c): [] for c in module.computations}
+    disjoint = _COMPUTATION_ATTR_SET.isdisjoint
     for comp in module.computations:
         for instr in comp.instructions:
+            if disjoint(instr.attrs):
+                continue
             for site in call_sites_of(instr):
                 out.setdefault(id(site.computation), []).append(site)
     return out

@@ -93,16 +93,18 @@ class AlgebraicSimplifier(HloPass):
         rw = Rewriter(self, comp, shared)
         rw.is_async = is_async
         changed = False
+        dead, created, rewrites = rw.dead, rw.created, REWRITES  # both lists only grow in place
         for instr in comp.post_order():
-            if id(instr) in rw.dead or instr.parent is not comp or instr.control_predecessors \
+            fns = rewrites.get(instr.opcode)
+            if not fns or id(instr) in dead or instr.parent is not comp or instr.control_predecessors \
                     or instr.control_successors or _dynamic(instr):
                 continue
-            for fn in REWRITES.get(instr.opcode, ()):
-                mark = len(rw.created)
+            for fn in fns:
+                mark = len(created)
                 if fn(instr, rw):
                     changed = True
                     break
-                if len(rw.created) > mark:
+                if len(created) > mark:
                     rw.discard_created(mark)
         rw.finish()
         if changed:
@@ -111,6 +113,13 @@ class AlgebraicSimplifier(HloPass):
 
 
 def _dynamic(instr) -> bool:
-    """Dynamic shapes are left to the dynamic-shape passes."""
-    return (instr.shape.is_array and instr.shape.is_dynamic) or \
-        any(o.shape.is_array and o.shape.is_dynamic for o in instr.operands)
+    """Dynamic shapes are left to the dynamic-shape passes. (Hot: `any` over the per-dimension
+    markers first; only arrays carry any.)"""
+    shape = instr.shape
+    if any(shape.dynamic) and shape.is_array:
+        return True
+    for o in instr.operands:
+        shape = o.shape
+        if any(shape.dynamic) and shape.is_array:
+            return True
+    return False

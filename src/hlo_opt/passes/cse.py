@@ -57,6 +57,15 @@ class _Keys:
     def __init__(self, layout_sensitive: bool):
         self.layout_sensitive = layout_sensitive
         self.comp_keys: dict[int, tuple] = {}
+        self.shapes: dict[int, tuple] = {}  # id(shape) -> (shape, its key): kept alive, so ids hold
+
+    def shape(self, instr: HloInstruction):
+        if self.layout_sensitive:
+            return instr.shape
+        entry = self.shapes.get(id(instr.shape))
+        if entry is None:
+            entry = self.shapes[id(instr.shape)] = (instr.shape, instr.shape.without_layout())
+        return entry[1]
 
     def attrs(self, instr: HloInstruction) -> tuple:
         plain = tuple(sorted(((k, v) for k, v in instr.attrs.items() if k not in COMPUTATION_ATTRS),
@@ -71,9 +80,13 @@ class _Keys:
         return plain, called, common, literal
 
     def instruction(self, instr: HloInstruction, operand_keys: list) -> tuple:
+        return self.graph(instr, operand_keys) + (self.attrs(instr),)
+
+    def graph(self, instr: HloInstruction, operand_keys: list) -> tuple:
+        """The cheap part of `instruction`'s key: opcode, shape and operands (no attributes)."""
         if instr.opcode in COMMUTATIVE and len(operand_keys) == 2:
             operand_keys = sorted(operand_keys, key=str)
-        return (instr.opcode, shape_key(instr, self.layout_sensitive), tuple(operand_keys), self.attrs(instr))
+        return (instr.opcode, self.shape(instr), tuple(operand_keys))
 
     def computation(self, comp: HloComputation) -> tuple:
         """Equal keys <=> the computations are structurally identical (names aside)."""
@@ -99,7 +112,7 @@ def _as_list(v) -> list:
 def _operand_key(op: HloInstruction, keys: _Keys):
     # Two iotas of the same shape and dimension are interchangeable operands (XLA's eq_instructions).
     if op.opcode == "iota":
-        return ("iota", shape_key(op, keys.layout_sensitive), op.attrs.get("iota_dimension"))
+        return ("iota", keys.shape(op), op.attrs.get("iota_dimension"))
     return ("id", op.unique_id)
 
 
@@ -119,8 +132,10 @@ def combine_constants(comp: HloComputation, keys: _Keys) -> bool:
 
 
 def cse_computation(comp: HloComputation, keys: _Keys) -> bool:
+    """Instructions are bucketed by opcode, shape and operands; attribute keys (the costly part)
+    are built only for instructions that share a bucket, and compared in post order."""
     changed = combine_constants(comp, keys)
-    representatives: dict[tuple, HloInstruction] = {}
+    buckets: dict[tuple, list[list]] = {}  # graph key -> [[instruction, attribute key or None]]
     for instr in comp.post_order():
         if instr.parent is not comp:
             continue
@@ -128,9 +143,15 @@ def cse_computation(comp: HloComputation, keys: _Keys) -> bool:
             continue
         if has_side_effect(instr) or has_control_dependencies(instr):
             continue
-        key = keys.instruction(instr, [_operand_key(o, keys) for o in instr.operands])
-        first = representatives.setdefault(key, instr)
-        if first is instr:
+        graph = keys.graph(instr, [_operand_key(o, keys) for o in instr.operands])
+        bucket = buckets.get(graph)
+        if bucket is None:
+            buckets[graph] = [[instr, None]]
+            continue
+        attrs = keys.attrs(instr)
+        first = _first_equal(bucket, attrs, keys)
+        if first is None:
+            bucket.append([instr, attrs])
             continue
         instr.replace_all_uses_with(first)
         remove_instruction_and_unused_operands(comp, instr)
@@ -138,6 +159,17 @@ def cse_computation(comp: HloComputation, keys: _Keys) -> bool:
     if changed:
         keys.forget(comp)
     return changed
+
+
+def _first_equal(bucket: list[list], attrs: tuple, keys: _Keys) -> HloInstruction | None:
+    """The earliest instruction of `bucket` whose attribute key equals `attrs` (keys filled in
+    lazily: a bucket's first member needs one only once a second arrives)."""
+    for entry in bucket:
+        if entry[1] is None:
+            entry[1] = keys.attrs(entry[0])
+        if entry[1] == attrs:
+            return entry[0]
+    return None
 
 
 @register_pass
