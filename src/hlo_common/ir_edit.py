@@ -142,7 +142,7 @@ class ComputationEditing:
 
     def remove_instructions(self, instrs: Iterable[HloInstruction]) -> None:
         """Remove several instructions, each without users when its turn comes (instructions not
-        in this computation are skipped)."""
+        in this computation are only detached)."""
         for instr in instrs:
             if instr.users:
                 raise ValueError(f"removing %{instr.name} which still has users "
@@ -156,107 +156,6 @@ class ComputationEditing:
                 del self._names[instr.name]
             instr.parent = None
             self._dead.add(instr)
-
-    def clone(self, suffix: str = "clone", new_operands: Iterable[HloInstruction] | None = None,
-              shape: Shape | None = None, name: str | None = None) -> HloInstruction:
-        """A copy (XLA's Clone / CloneWithNewOperands): same opcode, attributes, metadata,
-        sharding, backend config and literal; operands `new_operands` (default: the same ones);
-        named `name` or `<name>.<suffix>`. Control dependencies are not copied; the clone is
-        detached (add it to a computation) but already a user of its operands."""
-        operands = list(self.operands if new_operands is None else new_operands)
-        attrs = {k: (list(v) if isinstance(v, list) else v) for k, v in self.attrs.items()}
-        new = type(self)(name or f"{self.name}.{suffix}", self.opcode, shape or self.shape, operands, attrs)
-        new.metadata = list(self.metadata)
-        new.sharding = self.sharding
-        new.frontend_attributes = list(self.frontend_attributes)
-        new.backend_config_data = copy.deepcopy(self.backend_config_data)
-        new.extra_common = list(self.extra_common)
-        new.literal = self.literal
-        new.literal_unknown = self.literal_unknown
-        new.parameter_number = self.parameter_number
-        return new
-
-    def clone_with_new_operands(self, new_operands: Iterable[HloInstruction], shape: Shape | None = None,
-                                suffix: str = "clone") -> HloInstruction:
-        """`clone` with other operands (and optionally another shape)."""
-        return self.clone(suffix, new_operands=new_operands, shape=shape)
-
-
-class ComputationEditing:
-    """Building and rewriting inside a computation (methods of `HloComputation`)."""
-
-    def add_new_instruction(self, opcode: str, operands: Iterable[HloInstruction] = (),
-                            shape: Shape | None = None, attrs: dict[str, Any] | None = None,
-                            name: str | None = None, before: HloInstruction | None = None,
-                            **fields: Any) -> HloInstruction:
-        """Create an instruction (shape inferred when omitted; `literal=` / `parameter_number=`
-        as keyword fields) under a unique name based on `name` or the opcode, and add it."""
-        from hlo_common.ir import HloInstruction
-
-        instr = HloInstruction.create(opcode, operands, shape, attrs, self.unique_name(name or opcode),
-                                      **fields)
-        return self.add_instruction(instr, before=before)
-
-    def replace_instruction(self, old: HloInstruction, new: HloInstruction,
-                            remove_dead_operands: bool = True) -> None:
-        """Make every use of `old` (and the root, if it was) use `new`, hand its control
-        dependencies to `new`, add `new` if needed, then remove `old` (and, by default, the
-        operands that no longer have any use)."""
-        if new.parent is None:
-            self.add_instruction(new, before=old)
-        old.replace_all_uses_with(new)
-        for p in list(old.control_predecessors):
-            if p is not new:
-                p.add_control_dependency_to(new)
-        for s in list(old.control_successors):
-            if s is not new:
-                new.add_control_dependency_to(s)
-        old.drop_all_control_deps()
-        if old.users:  # `new` itself reads `old` (e.g. new = negate(old)): keep `old`
-            return
-        if remove_dead_operands:
-            self.remove_instruction_and_unused_operands(old)
-        else:
-            self.remove_instruction(old)
-
-    def is_removable(self, instr: HloInstruction) -> bool:
-        """Dead and safe to delete: no users, not the root, not a parameter, no side effect and
-        no control dependencies."""
-        return (not instr.users and instr is not self.root and instr.opcode != "parameter"
-                and not instr.has_side_effect and not instr.control_predecessors
-                and not instr.control_successors)
-
-    def remove_instruction_and_unused_operands(self, instr: HloInstruction) -> list[HloInstruction]:
-        """Remove `instr` (which must have no users) and, transitively, every operand left
-        without users that `is_removable`. Returns the removed instructions in removal order."""
-        removed = []
-        work = [instr]
-        while work:
-            cur = work.pop()
-            if cur.parent is not self or (cur is not instr and not self.is_removable(cur)):
-                continue
-            operands = list(dict.fromkeys(cur.operands))
-            self.remove_instruction(cur)
-            removed.append(cur)
-            work.extend(reversed(operands))
-        return removed
-
-    def remove_instructions(self, instrs: Iterable[HloInstruction]) -> None:
-        """Remove several instructions, each without users when its turn comes, with one pass over
-        the instruction list (k calls of `remove_instruction` cost O(k * n))."""
-        gone: set[int] = set()
-        for instr in instrs:
-            if instr.users:
-                raise ValueError(f"removing %{instr.name} which still has users "
-                                 f"{[u.name for u in instr.users]}")
-            instr.set_operands([])
-            instr.drop_all_control_deps()
-            if self._names.get(instr.name) is instr:
-                del self._names[instr.name]
-            instr.parent = None
-            gone.add(id(instr))
-        if gone:
-            self.instructions = [i for i in self.instructions if id(i) not in gone]
 
     def clone(self, suffix: str = "clone", name: str | None = None) -> HloComputation:
         """A deep copy of the instruction graph (names kept, control dependencies mapped, called
