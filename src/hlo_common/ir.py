@@ -257,13 +257,14 @@ class HloInstruction(InstructionEditing):
         return f"<{self.opcode} %{self.name} {self.shape}>"
 
 
-class _InstructionList(list):
-    """A computation's instruction list: a plain list whose in-place edits (a test may reverse it)
-    also drop the computation's cached post order."""
+class _OwnedList(list):
+    """A list that an IR object keeps derived data about (a computation its post order, a module
+    its name index): a plain list whose in-place edits (a test may reverse it) drop that data."""
 
     __slots__ = ("owner",)
+    cache_attr = ""
 
-    def __init__(self, owner: HloComputation, items=()):
+    def __init__(self, owner, items=()):
         super().__init__(items)
         self.owner = owner
 
@@ -272,7 +273,7 @@ def _invalidating(name: str):
     base = getattr(list, name)
 
     def method(self, *args, **kwargs):
-        self.owner._order_cache = None
+        setattr(self.owner, self.cache_attr, None)
         return base(self, *args, **kwargs)
 
     method.__name__ = name
@@ -281,7 +282,17 @@ def _invalidating(name: str):
 
 for _name in ("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
               "__setitem__", "__delitem__", "__iadd__", "__imul__"):
-    setattr(_InstructionList, _name, _invalidating(_name))
+    setattr(_OwnedList, _name, _invalidating(_name))
+
+
+class _InstructionList(_OwnedList):
+    __slots__ = ()
+    cache_attr = "_order_cache"
+
+
+class _ComputationList(_OwnedList):
+    __slots__ = ()
+    cache_attr = "_comp_index"
 
 
 class HloComputation(ComputationEditing):
@@ -296,6 +307,7 @@ class HloComputation(ComputationEditing):
     post order is cached until an instruction, an operand or a control edge changes."""
 
     def __init__(self, name: str):
+        self.parent: HloModule | None = None
         self.name = name
         self._list = _InstructionList(self)
         self._dead: set[HloInstruction] = set()  # removed, still in _list until it is read
@@ -309,6 +321,18 @@ class HloComputation(ComputationEditing):
         self._names: dict[str, HloInstruction] = {}
         self._reserved: set[str] = set()
         self._name_counters: dict[str, int] = {}
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        old = self.__dict__.get("_name")
+        self._name = value
+        module = self.parent
+        if module is not None and old is not None and module._comp_index is not None:
+            module._renamed(self, old)
 
     @property
     def instructions(self) -> list[HloInstruction]:
@@ -480,7 +504,10 @@ class HloModule(ModuleEditing):
 
     def __init__(self, name: str):
         self.name = name
-        self.computations: list[HloComputation] = []
+        self._computations = _ComputationList(self)
+        # name -> computations of that name (list order), and the set of computations; built on
+        # first use, kept up to date by add_computation and renames, dropped by any other edit.
+        self._comp_index: tuple[dict[str, list[HloComputation]], set[HloComputation]] | None = None
         self.entry: HloComputation | None = None
         # Header attributes other than entry_computation_layout, as (key, value text).
         self.header_attrs: list[tuple[str, str]] = []
@@ -489,11 +516,42 @@ class HloModule(ModuleEditing):
         self.is_scheduled = False
         self.warnings: list[str] = []
 
+    @property
+    def computations(self) -> list[HloComputation]:
+        return self._computations
+
+    @computations.setter
+    def computations(self, value) -> None:
+        self._computations = _ComputationList(self, value)
+        self._comp_index = None
+
+    def _computation_index(self) -> tuple[dict[str, list[HloComputation]], set[HloComputation]]:
+        if self._comp_index is None:
+            names: dict[str, list[HloComputation]] = {}
+            for c in self._computations:
+                names.setdefault(c.name, []).append(c)
+            self._comp_index = (names, set(self._computations))
+        return self._comp_index
+
+    def _renamed(self, comp: HloComputation, old: str) -> None:
+        names, members = self._comp_index
+        if comp not in members:
+            return
+        holders = names.get(old, [])
+        if comp in holders:
+            holders.remove(comp)
+            if not holders:
+                del names[old]
+        if comp.name in names:  # two computations of one name, for a moment: order them again
+            self._comp_index = None
+        else:
+            names[comp.name] = [comp]
+
     def computation(self, name: str) -> HloComputation:
-        for c in self.computations:
-            if c.name == name:
-                return c
-        raise KeyError(name)
+        holders = self._computation_index()[0].get(name)
+        if not holders:
+            raise KeyError(name)
+        return holders[0]
 
     def header_attr(self, key: str) -> str | None:
         for k, v in self.header_attrs:

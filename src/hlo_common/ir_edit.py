@@ -184,7 +184,7 @@ class ModuleEditing:
 
     def unique_computation_name(self, base: str) -> str:
         """`base`, or `base.N` when a computation of the module already has that name."""
-        names = {c.name for c in self.computations}
+        names = self._computation_index()[0]
         if base not in names:
             return base
         k = 1
@@ -194,11 +194,15 @@ class ModuleEditing:
 
     def add_computation(self, comp: HloComputation, entry: bool = False) -> HloComputation:
         """Add `comp` (renamed `name.N` if the name is taken); `entry=True` makes it the entry."""
-        if any(c is not comp and c.name == comp.name for c in self.computations):
+        names, members = self._computation_index()
+        if any(c is not comp for c in names.get(comp.name, ())):
             comp.name = self.unique_computation_name(comp.name)
         comp.parent = self
-        if comp not in self.computations:
-            self.computations.append(comp)
+        names, members = self._computation_index()  # a rename may have rebuilt it
+        if comp not in members:
+            list.append(self._computations, comp)
+            names.setdefault(comp.name, []).append(comp)
+            members.add(comp)
         if entry:
             if self.entry is not None:
                 self.entry.is_entry = False
