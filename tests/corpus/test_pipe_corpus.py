@@ -42,6 +42,7 @@ SEED = 0
 BOUND = 1e-3  # hlo-run's default --abs-error-bound / --rel-error-bound
 LOW_PRECISION_BOUND = 2e-2  # 16-bit and narrower floats on the GPU (design/testing.md)
 TIME_LIMIT_S = 60
+HARD_LIMIT_S = 2 * TIME_LIMIT_S + 30  # --update kills a worker whose module (host + cuda) runs past this
 DEFAULT_PREFIX = 280  # runnable modules among the first this many of the corpus run by default
 SLOW_ELEMENTS = 1 << 22
 NOTES = Path(__file__).with_name("interpreter_notes.txt")
@@ -313,11 +314,14 @@ def test_pipe_cuda_runs_on_the_gpu(module_id, text):
 
 
 # -- maintenance: regenerate the codegen lines ---------------------------------------------------------------
-def _check_both(item: tuple[str, str]) -> tuple[str, Outcome, Outcome, float]:
+def _check_both(item: tuple[str, str], report=None) -> tuple[str, Outcome, Outcome, float]:
+    """Compile for cuda (reported through `report` as soon as known), then run on the host."""
     module_id, text = item
     start = time.perf_counter()
-    host = with_time_limit(lambda: check_host(module_id, text), TIME_LIMIT_S)
     cuda = with_time_limit(lambda: check_cuda(module_id, text), TIME_LIMIT_S)
+    if report is not None:
+        report(cuda)
+    host = with_time_limit(lambda: check_host(module_id, text), TIME_LIMIT_S)
     return module_id, host, cuda, time.perf_counter() - start
 
 
@@ -340,12 +344,14 @@ def _worker(tasks, results) -> None:
         if item is None:
             return
         results.put(("start", item[0], None))
-        results.put(("done", item[0], _check_both(item)))
+        done = _check_both(item, lambda cuda: results.put(("cuda", item[0], cuda)))
+        results.put(("done", item[0], done))
 
 
 def _check_all(items: list[tuple[str, str]], jobs: int):
     """Yield (module id, host, cuda, seconds); a worker that dies (an LLVM abort, say) marks its
-    module as crashed and is replaced."""
+    module as crashed, one still busy after HARD_LIMIT_S marks it as too slow (its cuda result
+    kept when that came first); either worker is replaced."""
     import multiprocessing
     import queue
 
@@ -364,6 +370,7 @@ def _check_all(items: list[tuple[str, str]], jobs: int):
 
     def feed(w) -> None:
         w["item"] = pending.pop()[0] if pending else None
+        w["since"], w["cuda"] = time.monotonic(), None
         w["tasks"].put(next((it for it in items if it[0] == w["item"]), None))
 
     for _ in range(min(jobs, len(items))):
@@ -372,17 +379,28 @@ def _check_all(items: list[tuple[str, str]], jobs: int):
         try:
             kind, module_id, payload = results.get(timeout=5)
         except queue.Empty:
-            for w in list(workers):
-                if w["item"] is not None and not w["proc"].is_alive():
-                    crashed = Outcome(False, f"crashed (exit code {w['proc'].exitcode})")
-                    yield w["item"], crashed, crashed, 0.0
-                    workers.remove(w)
-                    start_worker()
-            continue
-        if kind == "done":
+            kind = module_id = payload = None
+        owner = next((w for w in workers if w["item"] is not None and w["item"] == module_id), None)
+        if kind == "cuda" and owner is not None:
+            owner["cuda"] = payload
+        elif kind == "done" and owner is not None:
             yield payload
-            w = next(w for w in workers if w["item"] == module_id)
-            feed(w)
+            feed(owner)
+        for w in list(workers):
+            if w["item"] is None:
+                continue
+            stuck = time.monotonic() - w["since"] > HARD_LIMIT_S
+            if stuck or not w["proc"].is_alive():
+                # A JIT-compiled kernel runs on in its threads after the alarm: only killing the
+                # worker stops it.
+                if stuck:
+                    w["proc"].kill()
+                    w["proc"].join()
+                failed = Outcome(False, f"took longer than {TIME_LIMIT_S} s" if stuck
+                                 else f"crashed (exit code {w['proc'].exitcode})")
+                yield w["item"], failed, w["cuda"] or failed, time.monotonic() - w["since"]
+                workers.remove(w)
+                start_worker()
     for w in workers:
         w["tasks"].put(None)
 
