@@ -215,6 +215,9 @@ def _tuple(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]) -> lis
     for op in instr.operands:
         if op.opcode == "tuple":
             raise ElementalError(f"%{instr.name}: nested tuple instructions are not supported")
+        if leaf_shapes(op.shape)[0].num_elements != first.num_elements:  # no bitcast between them
+            raise ElementalError(f"%{instr.name}: %{op.name} has {leaf_shapes(op.shape)[0]}, not the "
+                                 f"{first.num_elements} elements of the first output, so no index reaches it")
         out.extend(ctx.emit(op, ctx.reindex(first, leaf_shapes(op.shape)[0], idx)))
     return out
 

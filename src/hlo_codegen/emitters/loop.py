@@ -21,6 +21,11 @@ GELU on bf16[6,512,4096] (12.6M elements, unroll 4, 24576 blocks of 128 threads)
       store @arg1 %vec_2, %4 {align = 8}
       yield
     }
+
+Roots of different sizes (XLA's input-slices case: several slices of one concatenate, or the
+loop fallback of a multi-output triton fusion) cannot share one loop over the first output: they
+are grouped by element count, the launch covers the largest group, and each group gets its own
+thread loop over its first root's shape, calling each root as a subgraph root of its own.
 """
 
 from __future__ import annotations
@@ -28,12 +33,14 @@ from __future__ import annotations
 from typing import Hashable, Sequence
 
 from hlo_codegen.elemental import ELEMENTAL_RULES, ElementalEmitter, ElementalError
+from hlo_codegen.elemental.emitter import leaf_shapes, same_layout
 from hlo_codegen.emitters.base import (
     EmitterError, KernelEmitter, add_kernel_params, fusion_roots, output_shapes,
 )
+from hlo_codegen.emitters.common import FusedValues, ThreadIds, linear_index, loop_over_shape
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo, loop_fusion_unroll_factor, loop_launch_dimensions
 from hlo_codegen.indexing import (
-    IndexingMap, LaunchDimensions, default_thread_id_indexing_map, dim, logical_to_linear, sym,
+    IndexingMap, LaunchDimensions, bitcast_map, default_thread_id_indexing_map, dim, logical_to_linear, sym,
 )
 from hlo_codegen.indexing.thread_indexing import THREAD_DIM_NAMES
 from hlo_codegen.kernel_ir.builder import IRBuilder
@@ -41,7 +48,8 @@ from hlo_codegen.kernel_ir.ir import Kernel, Value
 from hlo_codegen.kernel_ir.transforms import optimize_kernel
 from hlo_codegen.kernel_ir.types import UnsupportedTypeError
 from hlo_codegen.kernel_ir.verifier import verify_kernel
-from hlo_common.ir import HloComputation
+from hlo_common.ir import HloComputation, HloInstruction
+from hlo_common.shape import Shape
 
 _NOT_ELEMENTAL_HINT = {
     "reduce": "reduction", "scatter": "scatter", "sort": "sort", "dot": "gemm/triton",
@@ -72,6 +80,31 @@ def _check_elemental(fusion_name: str, computation: HloComputation) -> None:
             _check_elemental(fusion_name, called)
 
 
+def _check_static(fusion_name: str, shapes: list[Shape]) -> None:
+    for shape in shapes:
+        if any(d < 0 for d in shape.dims):
+            raise EmitterError(f"fusion %{fusion_name}: dynamic shape {shape} is not supported")
+
+
+def root_groups(roots: list[HloInstruction]) -> list[list[tuple[HloInstruction, int]]]:
+    """(root, its first output number) grouped by the element count of the root's first leaf,
+    in order of first appearance; roots of one group are written at the same physical index."""
+    groups: dict[int, list[tuple[HloInstruction, int]]] = {}
+    k = 0
+    for root in roots:
+        shapes = leaf_shapes(root.shape)
+        groups.setdefault(shapes[0].num_elements, []).append((root, k))
+        k += len(shapes)
+    return list(groups.values())
+
+
+def _reindex(b: IRBuilder, from_shape: Shape, to_shape: Shape, idx: list[Value]) -> list[Value]:
+    """Indices of `to_shape` at the physical position of `idx` in `from_shape` (equal sizes)."""
+    if same_layout(from_shape, to_shape):
+        return idx
+    return b.apply_indexing(bitcast_map(from_shape, to_shape), idx) if to_shape.rank else []
+
+
 class LoopFusion(KernelEmitter):
     """XLA's loop emitter; see the module docstring."""
 
@@ -80,7 +113,12 @@ class LoopFusion(KernelEmitter):
     def __init__(self, fusion, device: GpuDeviceInfo = H100):
         super().__init__(fusion, device)
         self.roots = fusion_roots(fusion)
+        _check_static(fusion.name, output_shapes(fusion) + [op.shape for op in fusion.operands])
+        self.groups = root_groups(self.roots)
         self.indexing_shape = output_shapes(fusion)[0]
+        if len(self.groups) > 1:  # roots of different sizes: the launch covers the largest
+            self.indexing_shape = max((leaf_shapes(g[0][0].shape)[0] for g in self.groups),
+                                      key=lambda s: s.num_elements)
         n = self.indexing_shape.num_elements
         self.unroll_factor = loop_fusion_unroll_factor(n, self.computation, self.roots, device)
         self._launch = loop_launch_dimensions(n, self.unroll_factor, device)
@@ -99,8 +137,11 @@ class LoopFusion(KernelEmitter):
         if self.indexing_shape.num_elements == 0:
             return kernel
         try:
-            elemental = ElementalEmitter(kernel, self.computation, params.param_buffers)
-            self._emit_body(kernel, elemental, params.output_buffers)
+            if len(self.groups) > 1:
+                self._emit_groups(kernel, params)
+            else:
+                elemental = ElementalEmitter(kernel, self.computation, params.param_buffers)
+                self._emit_body(kernel, elemental, params.output_buffers)
         except (ElementalError, UnsupportedTypeError) as err:
             raise EmitterError(f"fusion %{self.fusion.name}: {err}") from err
         optimize_kernel(kernel, vectorize=vectorize)
@@ -136,6 +177,25 @@ class LoopFusion(KernelEmitter):
             self._emit_unrolled(b, m, dims, names, hints, store_element)
         else:
             b.loop(m, dims, [], lambda syms, idx, iters: store_element(idx), index_hints=hints)
+
+    def _emit_groups(self, kernel: Kernel, params) -> None:
+        """One thread loop per group of equally sized roots (see the module docstring)."""
+        b = IRBuilder(kernel)
+        ids = ThreadIds(b, self._launch)
+        fused = FusedValues(kernel, self.computation, params, self.roots)
+        outputs = params.output_buffers
+        for group in self.groups:
+            shape = leaf_shapes(group[0][0].shape)[0]
+
+            def store_group(idx: list[Value], group=group, shape=shape) -> None:
+                linear = linear_index(b, shape, idx)
+                for root, first in group:
+                    leaves = leaf_shapes(root.shape)
+                    values = fused.at(b, root, _reindex(b, shape, leaves[0], idx))
+                    for k, v in enumerate(values):
+                        b.store(outputs[first + k], v, linear)
+
+            loop_over_shape(b, ids, self._launch, shape, store_group)
 
     def _emit_unrolled(self, b: IRBuilder, m: IndexingMap, dims: list[Value], names: list[str],
                        hints: list[str], store_element) -> None:

@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 from typing import Callable, Iterator, Sequence
 
+from hlo_common.errors import HloError
+
 ADD, MUL, MOD, FLOORDIV, DIM, SYMBOL, CONST = range(7)
 _SPELLING = {ADD: " + ", MUL: " * ", MOD: " mod ", FLOORDIV: " floordiv "}
 
@@ -263,17 +265,22 @@ def as_expr(value: AffineExpr | int) -> AffineExpr:
     raise TypeError(f"cannot use {type(value).__name__} as an index expression")
 
 
+class AffineExprError(HloError, ValueError):
+    """An expression the operators cannot build (a divisor that is not a usable constant, e.g. a
+    dynamic dimension's -1): a project error that still reads as the ValueError it replaces."""
+
+
 def _nonzero_divisor(divisor: AffineExpr | int) -> int:
     d = as_expr(divisor)
     if d.kind != CONST or d.value == 0:
-        raise ValueError(f"floordiv needs a non-zero constant divisor, got {d}")
+        raise AffineExprError(f"floordiv needs a non-zero constant divisor, got {d}")
     return d.value
 
 
 def _positive_divisor(divisor: AffineExpr | int, op: str) -> int:
     d = as_expr(divisor)
     if d.kind != CONST or d.value <= 0:
-        raise ValueError(f"{op} needs a positive constant divisor, got {d}")
+        raise AffineExprError(f"{op} needs a positive constant divisor, got {d}")
     return d.value
 
 
