@@ -176,7 +176,6 @@ PLANNED_PASSES: dict[str, str] = {
     "result_caster": "ResultCaster: dots with a wider result computed then converted",
     "rng-expander": "RngExpander: rng -> rng-bit-generator based computation",
     "scatter-slice-simplifier": "ScatterSliceSimplifier: scatter feeding a slice shrunk",
-    "sharding-remover": "ShardingRemover: sharding custom calls removed (one partition)",
     "simplify-fp-conversions": "SimplifyFPConversions: convert(convert(x)) chains shortened",
     "slice-sinker": "SliceSinker: elementwise ops on slices -> slice of elementwise op",
     "sort-iota-fusion": "SortIotaFusion: iota operands fused into sorts",

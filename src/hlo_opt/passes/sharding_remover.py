@@ -1,0 +1,44 @@
+"""ShardingRemover ("sharding-remover"): the sharding markers of a one-partition program go away.
+
+Where it sits: in the `spmd-partitioner` pipeline, before dce (XLA:GPU runs it when the module
+has a single partition, so the SPMD partitioner would have nothing to split). JAX writes
+`custom-call(x), custom_call_target="Sharding"` to pin a sharding on a value, and the
+`SPMDFullToShardShape` / `SPMDShardToFullShape` pair around manual regions. On one partition
+each is its operand, so every user (and the root) reads the operand instead:
+
+    %s = f32[8] custom-call(%x), custom_call_target="Sharding", sharding={replicated}
+    ROOT %n = f32[8] negate(%s)
+      =>  ROOT %n = f32[8] negate(%x)
+
+A marker whose result shape differs from its operand's (a full-to-shard conversion written for
+several partitions) is left alone: replacing it would change the program's shapes. Nothing else
+is touched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hlo_common.ir import HloInstruction
+from hlo_opt.pass_base import register_pass
+from hlo_opt.passes.op_expander_pass import OpExpanderPass
+
+SHARDING_TARGETS = frozenset({"Sharding", "SPMDShardToFullShape", "SPMDFullToShardShape"})
+
+
+@register_pass
+@dataclass
+class ShardingRemover(OpExpanderPass):
+    """Replaces Sharding and SPMD shape-conversion custom calls by their operand."""
+
+    name = "sharding-remover"
+
+    def instruction_matches_pattern(self, instr: HloInstruction) -> bool:
+        return (instr.opcode == "custom-call" and len(instr.operands) == 1
+                and instr.attrs.get("custom_call_target") in SHARDING_TARGETS)
+
+    def expand_instruction(self, instr: HloInstruction) -> HloInstruction | None:
+        operand = instr.operands[0]
+        if operand.shape != instr.shape:
+            return None
+        return operand
