@@ -311,8 +311,12 @@ def live_range_interferes(live_range: HloLiveRange, a: HloValue, b: HloValue) ->
 
 
 def can_share_as_operand(live_range: HloLiveRange, user_value: HloValue, operand_value: HloValue) -> bool:
+    """May `user_value` reuse the buffer of `operand_value`, which dies at its defining instruction
+    (`kernel_can_share`: element types must match too)?"""
     end = live_range.end_position[operand_value]
     user = user_value.instruction
+    if operand_value.shape.element_type != user_value.shape.element_type:
+        return False
     return (user.opcode != "copy" and end.instruction in user.operands
             and can_share_operand_buffer_with_user(end.instruction, end.index, user, user_value.index))
 

@@ -29,10 +29,23 @@ from hlo_common.analysis.alias import HloAliasAnalysis
 from hlo_common.analysis.dataflow import HloValue
 from hlo_common.analysis.live_range import HloLiveRange
 from hlo_common.analysis.sharing import can_share_operand_buffer_with_user
+from hlo_common.ir import HloInstruction
 
 SPATIAL = "spatial"
 TEMPORAL = "temporal"
 
+
+
+def kernel_can_share(operand_value: HloValue, user: HloInstruction, user_index: tuple[int, ...]) -> bool:
+    """May `user`'s output at `user_index` reuse the buffer of `operand_value`, which dies there?
+
+    XLA's CanShareOperandBufferWithUser, plus equal element types: unlike XLA's untyped pointers,
+    a kernel parameter here is one typed buffer, so an elementwise `convert` f32 -> s32 (same
+    bytes) writes a buffer of its own."""
+    out_type = user.shape.subshape(user_index).element_type
+    if operand_value.shape.element_type != out_type or operand_value.instruction not in user.operands:
+        return False
+    return can_share_operand_buffer_with_user(operand_value.instruction, operand_value.index, user, user_index)
 
 @dataclass
 class HeapResult:
@@ -202,8 +215,7 @@ class HeapSimulator:
                     continue
                 if ranges[ov][1] != i or ov not in freed[i]:
                     continue
-                if ov.instruction in user.operands and can_share_operand_buffer_with_user(
-                        ov.instruction, ov.index, user, value.index):
+                if kernel_can_share(ov, user, value.index):
                     return ov
         return None
 

@@ -312,7 +312,9 @@ def _apply(copies: list[NeededCopy]) -> None:
         leaves = {c.index for c in group}
         if n == -1:  # a computation's root
             old = user
-            new = _copy_leaves(comp, old, leaves, before=old)
+            # Copies of a tuple root's operands go before it; copies that read a non-tuple root
+            # (a fusion, a while) must run after it: appended at the end of the sequence.
+            new = _copy_leaves(comp, old, leaves, before=old if old.opcode == "tuple" else None)
             if old.opcode == "tuple" and new.opcode == "tuple" and new is not old:
                 old.set_operands(new.operands)  # keep the root instruction, swap its operands
                 comp.remove_instruction(new)

@@ -71,16 +71,21 @@ def _scatter_pairs(instr: HloInstruction) -> list[tuple[int, Index, Index]]:
 def _fusion_pairs(fusion: HloInstruction) -> list[tuple[int, Index, Index]]:
     """A fusion whose output at some index is a DUS/scatter chain ending on a fusion parameter."""
     root = fusion.fused_computation().root
-    outputs = [((i,), op) for i, op in enumerate(root.operands)] if root.opcode == "tuple" else [((), root)]
+    if root.opcode == "tuple":
+        outputs = [((i,), op, 0) for i, op in enumerate(root.operands)]
+    elif root.opcode == "scatter" and root.shape.is_tuple:  # variadic scatter: output i <- input i
+        outputs = [((i,), root, i) for i in range(len(root.shape.tuple_shapes))]
+    else:
+        outputs = [((), root, 0)]
     pairs = []
-    for out_index, node in outputs:
+    for out_index, node, k in outputs:
         if node.opcode == "bitcast":
             node = node.operands[0]
         seen = 0
         while node.opcode in ("dynamic-update-slice", "scatter") and seen < 64:
-            if node.opcode == "scatter" and len(node.operands) != 3:
-                break  # variadic scatter: keep it simple, no pair
-            node, seen = node.operands[0], seen + 1
+            if node.opcode == "scatter" and node.shape.is_tuple and node is not root:
+                break  # a variadic scatter under a tuple root: no pair
+            node, seen, k = node.operands[k], seen + 1, 0
         if seen and node.opcode == "parameter":
             pairs.append((node.parameter_number, (), out_index))
     return pairs
@@ -162,6 +167,8 @@ def fusion_can_share_buffer_hint(fusion: HloInstruction, operand: HloInstruction
             if user is root and user.opcode == "scatter":
                 n_inputs = len(user.shape.tuple_shapes) if user.shape.is_tuple else 1
                 if k < n_inputs and user.operands.count(node) == 1:
+                    if user.shape.is_tuple and user is comp.root and tuple(user_index) != (k,):
+                        return False  # variadic scatter writes output i over input i only
                     continue
             if (root.opcode == "dynamic-update-slice" and user.opcode == "dynamic-slice"
                     and user.operands[0] is root.operands[0] and user.shape == root.operands[1].shape):
