@@ -162,8 +162,17 @@ class ManifestExecutable(Executable):
     def _allocate(self) -> dict[int, Any]:
         out = dict(self.constants)
         for a in self.manifest.allocations:
-            if a.kind != "constant":
+            if a.kind == "constant":
+                continue
+            try:
                 out[a.index] = self.device.allocate(a.size, a.alignment)
+            except MemoryError:
+                for i, b in out.items():
+                    if i not in self.constants:
+                        self.device.release(b)
+                total = sum(x.size for x in self.manifest.allocations)
+                raise ThunkError(f"allocation {a.index} ({_bytes_text(a.size)}) does not fit "
+                                 f"in memory; the program's buffers take {_bytes_text(total)}") from None
         return out
 
     def _bind(self, buffers: dict[int, Any], args: Sequence[Any]) -> None:
@@ -322,3 +331,11 @@ def manifest_program(text: str, name: str):
     manifest = load_manifest(text, name)
     module = parse_module(manifest.hlo, f"{name} (module {manifest.module_name})")
     return Program(name, module, manifest.hlo, manifest)
+
+
+def _bytes_text(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.2f} TiB"

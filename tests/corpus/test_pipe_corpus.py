@@ -8,9 +8,9 @@ printed and parsed again, the manifest written and loaded again); the host run u
 argument rule (seed 0) and its comparison (abs and rel bound 1e-3, an element fails only when it
 exceeds both) against the interpreter running the manifest's HLO.
 
-Runnable: the module parses, its entry takes no tuple or token parameters, and neither the
-`verify` nor the `interpreter` tier lists it. If the interpreter cannot run a module at all it is
-skipped as not runnable. Modules past the first DEFAULT_PREFIX of the corpus (by module id), the
+Runnable: the module parses, its entry takes no tuple or token parameters, no array holds more
+than TOO_LARGE_ELEMENTS elements, and neither the `verify` nor the `interpreter` tier lists it.
+If the interpreter cannot run a module at all it is skipped as not runnable. Modules past the first DEFAULT_PREFIX of the corpus (by module id), the
 ones the interpreter tier measured as slow, and those with arrays over 4M elements are `slow`.
 
 A runnable module that fails is listed under `codegen` in `tests/corpus/expected_failures.txt`,
@@ -45,6 +45,7 @@ TIME_LIMIT_S = 60
 HARD_LIMIT_S = 2 * TIME_LIMIT_S + 30  # --update kills a worker whose module (host + cuda) runs past this
 DEFAULT_PREFIX = 280  # runnable modules among the first this many of the corpus run by default
 SLOW_ELEMENTS = 1 << 22
+TOO_LARGE_ELEMENTS = 1 << 30  # an array this large (a GiB or more) does not fit a CI machine twice
 NOTES = Path(__file__).with_name("interpreter_notes.txt")
 PIPE_NOTES = Path(__file__).with_name("pipe_notes.txt")
 SLOW_SECONDS = 3.0  # a module whose two checks took longer (2-core machine) runs only with -m slow
@@ -109,6 +110,8 @@ def runnable_modules(measured: bool = True) -> tuple[tuple[str, str, bool], ...]
         except HloError:
             continue
         if any(p.shape.is_tuple or not p.shape.is_array for p in module.entry.parameters):
+            continue
+        if _largest_array(text) > TOO_LARGE_ELEMENTS:
             continue
         slow = (position >= DEFAULT_PREFIX or module_id in _slow_notes()
                 or _largest_array(text) > SLOW_ELEMENTS or (measured and module_id in _measured_slow()))

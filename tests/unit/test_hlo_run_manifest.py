@@ -265,3 +265,14 @@ ENTRY e { p = (f32[2,3]{0,1}, (s32[], pred[4])) parameter(0) a = f32[2,3]{0,1} g
     out = run(["--platform", "host", "--inputs", str(npz), "--print-literals", str(path)])
     assert out.exit_code == 0, out.stderr
     assert "(pred[4], f32[2,3], token[], (s32[], pred[4])) ({1, 0, 0, 1}" in out.stdout
+
+
+def test_buffers_larger_than_memory_are_a_one_line_error(tmp_path):
+    hlo = tmp_path / "huge.hlo"
+    hlo.write_text("HloModule huge\nENTRY e {\n  one = u8[] constant(1)\n"
+                   "  ROOT b = u8[1024,1024,1024,2048] broadcast(one), dimensions={}\n}\n")
+    result = run(["--platform", "host", str(hlo)])
+    assert result.exit_code == 1
+    line = result.stderr.strip().splitlines()[-1]
+    assert line == (f"hlo-run: error: {hlo}: allocation 0 (2.00 TiB) does not fit in memory; "
+                    "the program's buffers take 2.00 TiB")
