@@ -133,8 +133,6 @@ def _bitcast_convert(ctx: FunctionContext, instr: HloInstruction, idx: list[Valu
     b = ctx.b
     if src.bits == dst.bits:
         return _from_bits(ctx, _as_bits(ctx, ctx.operand(instr, 0, idx), src), dst)
-    if min(src.bits, dst.bits) < 8:
-        raise ElementalError(f"bitcast-convert between {src.name} and {dst.name} is not supported")
     if src.bits > dst.bits:  # the output has an extra minor dimension selecting the piece
         word = _as_bits(ctx, ctx.operand(instr, 0, idx[:-1]), src)
         k = b.cast("index_castui", idx[-1], word.type)
