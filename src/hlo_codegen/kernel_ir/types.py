@@ -26,7 +26,8 @@ class FloatFormat:
     """A binary floating-point format narrower than f32 (or f32/f64 themselves).
 
     `nan`: "ieee" (all-ones exponent is inf/NaN), "fn" (no inf; only S.111..1 is NaN),
-    "fnuz" (no inf, no -0; 0x80 is NaN), "none" (no inf, no NaN: overflow saturates)."""
+    "fnuz" (no inf, no -0; 0x80 is NaN), "none" (no inf, no NaN: overflow saturates), "fnu"
+    (no sign bit, no zero, no inf; all ones is NaN: f8E8M0FNU, values 2**(e - 127))."""
 
     name: str
     exponent_bits: int
@@ -35,14 +36,18 @@ class FloatFormat:
     nan: str
 
     @property
+    def signed(self) -> bool:
+        return self.nan != "fnu"
+
+    @property
     def bits(self) -> int:
-        return 1 + self.exponent_bits + self.mantissa_bits
+        return int(self.signed) + self.exponent_bits + self.mantissa_bits
 
     @property
     def max_exponent_field(self) -> int:
         """Largest biased exponent of a finite number."""
         top = (1 << self.exponent_bits) - 1
-        return top - 1 if self.nan == "ieee" else top
+        return top - 1 if self.nan in ("ieee", "fnu") else top
 
     @property
     def max_finite_bits(self) -> int:
@@ -74,6 +79,7 @@ FLOAT_FORMATS = {f.name: f for f in [
     FloatFormat("f6E2M3FN", 2, 3, 1, "none"),
     FloatFormat("f6E3M2FN", 3, 2, 3, "none"),
     FloatFormat("f4E2M1FN", 2, 1, 1, "none"),
+    FloatFormat("f8E8M0FNU", 8, 0, 127, "fnu"),
 ]}
 
 # HLO element type -> kernel IR type.
@@ -83,14 +89,14 @@ _HLO_TO_IR = {
     "f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64", "f8e5m2": "f8E5M2", "f8e4m3": "f8E4M3",
     "f8e3m4": "f8E3M4", "f8e4m3fn": "f8E4M3FN", "f8e4m3fnuz": "f8E4M3FNUZ", "f8e5m2fnuz": "f8E5M2FNUZ",
     "f8e4m3b11fnuz": "f8E4M3B11FNUZ", "f6e2m3fn": "f6E2M3FN", "f6e3m2fn": "f6E3M2FN",
-    "f4e2m1fn": "f4E2M1FN", "c64": "complex<f32>", "c128": "complex<f64>",
+    "f4e2m1fn": "f4E2M1FN", "f8e8m0fnu": "f8E8M0FNU", "c64": "complex<f32>", "c128": "complex<f64>",
 }
 _VECTOR = re.compile(r"^vector<(\d+)x(.+)>$")
 _COMPLEX = re.compile(r"^complex<(f32|f64)>$")
 
 
 class UnsupportedTypeError(ValueError):
-    """An HLO element type the kernel IR cannot hold (tokens, f8e8m0fnu, s1/u1)."""
+    """An HLO element type the kernel IR cannot hold (tokens, s1/u1)."""
 
 
 def ir_type(hlo_type: str) -> str:

@@ -42,6 +42,8 @@ def define_decode(module: LLModule, fmt: FloatFormat, dst: str) -> str:
         return name
     f = module.function(name, dst, [(f"i{fmt.bits}", "x")], prefix="internal", suffix="alwaysinline")
     bits = f.cast("zext", f.args[0], I64)
+    if fmt.nan == "fnu":
+        return _decode_e8m0(f, bits, dst, name)
     sign, exp, man = _fields(f, bits, fmt)
     is_sub = f.icmp("eq", exp, _c(0))
     sig = f.select(is_sub, man, f.binop("or", man, _c(1 << fmt.mantissa_bits)))
@@ -79,6 +81,8 @@ def define_encode(module: LLModule, src: str, fmt: FloatFormat) -> str:
         f = module.function(name, "i16", [(src, "x")], prefix="internal", suffix="alwaysinline")
         f.ret(f.call("i16", inner, [f.cast("fptrunc", f.args[0], "float")]))
         return name
+    if fmt.nan == "fnu":
+        return _define_e8m0_encode(module, name, src)
     s = _SOURCE[src]
     f = module.function(name, f"i{fmt.bits}", [(src, "x")], prefix="internal", suffix="alwaysinline")
     x = f.args[0]
@@ -110,6 +114,34 @@ def define_encode(module: LLModule, src: str, fmt: FloatFormat) -> str:
     mag = _overflow(f, fmt, mag, x)
     out = _apply_sign(f, fmt, mag, sign, x)
     f.ret(f.cast("trunc", out, f"i{fmt.bits}"))
+    return name
+
+
+def _decode_e8m0(f: LLFunction, bits: LV, dst: str, name: str) -> str:
+    """f8E8M0FNU: the byte e is 2**(e - 127) (a normal double, exact in f32 too), 0xFF is NaN."""
+    val = _pow2_double(f, f.binop("sub", bits, _c(127)))
+    val = f.select(f.icmp("eq", bits, _c(0xFF)), f.fconst("double", float("nan")), val)
+    f.ret(f.cast("fptrunc", val, dst) if dst == "float" else val)
+    return name
+
+
+def _define_e8m0_encode(module: LLModule, name: str, src: str) -> str:
+    """float/double -> f8E8M0FNU as ml_dtypes rounds it: a double goes through float; from the
+    float's fields (E, M): E + (M >= half) for normals (ties up), 0 or 1 (M > half) for
+    subnormals; zero, negative numbers, inf, NaN and overflow become NaN (0xFF)."""
+    f = module.function(name, "i8", [(src, "x")], prefix="internal", suffix="alwaysinline")
+    x = f.args[0] if src == "float" else f.cast("fptrunc", f.args[0], "float")
+    i32 = "i32"
+    u = f.cast("bitcast", x, i32)
+    exp = f.binop("lshr", u, LV(i32, "23"))  # the sign bit lands above the 8 exponent bits
+    man = f.binop("and", u, LV(i32, str((1 << 23) - 1)))
+    half = LV(i32, str(1 << 22))
+    normal = f.binop("add", exp, f.cast("zext", f.icmp("uge", man, half), i32))
+    sub = f.cast("zext", f.icmp("ugt", man, half), i32)
+    code = f.select(f.icmp("eq", exp, LV(i32, "0")), sub, normal)
+    bad = f.binop("or", f.icmp("uge", code, LV(i32, "255")), f.icmp("eq", u, LV(i32, "0")))
+    code = f.select(bad, LV(i32, "255"), code)
+    f.ret(f.cast("trunc", code, "i8"))
     return name
 
 
