@@ -5,8 +5,10 @@ Where it sits: behind `hlo-codegen` (the CLI) and `hlo_run`'s in-process compile
 1. prepare (on codegen's own module): `xla_builder.*` custom calls become calls of their
    decomposition and async-start/done pairs calls of their computation, flatten the call graph
    when a control-flow computation has several callers, refuse dynamic shapes, check that
-   control flow agrees on layouts, turn gemm custom calls cuBLAS cannot run into dot + epilogue
-   fusions (`gemm_fallback`), wrap lone instructions into kLoop fusions (`fusion_wrapper`),
+   control flow agrees on layouts, refuse collectives that need more than one device and turn
+   those that change a layout into copies (`collectives`), turn gemm custom calls cuBLAS cannot
+   run into dot + epilogue fusions (`gemm_fallback`), wrap lone instructions into kLoop fusions
+   (`fusion_wrapper`),
    insert the copies control flow and in-place ops need
    (`buffer_assignment.insert_copies`);
 2. buffer assignment (`buffer_assignment.assign_buffers`);
@@ -67,6 +69,7 @@ def prepare_module(module: HloModule) -> None:
     """Stage 1, in place: flat call graph, wrapped lone instructions, copies."""
     from hlo_codegen.fusion_wrapper import (
         calls_for_async_ops, calls_for_decompositions, global_computations, wrap_lone_instructions)
+    from hlo_codegen.collectives import lower_single_device_collectives
     from hlo_codegen.gemm_fallback import lower_unsupported_gemms
 
     calls_for_decompositions(module)
@@ -74,6 +77,7 @@ def prepare_module(module: HloModule) -> None:
     _flatten_call_graph(module)
     check_static_shapes(module)
     check_control_flow_layouts(module)
+    lower_single_device_collectives(module, global_computations(module))
     lower_unsupported_gemms(module, global_computations(module))
     wrap_lone_instructions(module)
     insert_copies(module)

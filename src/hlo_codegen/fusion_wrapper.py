@@ -12,9 +12,10 @@ XLA's `FusionWrapper` does at the end of its GPU pipeline:
 `classify(instr)` is the one table the wrapper and the thunk emitter share (`ThunkKind`):
 no thunk (parameter, constant, tuple, get-tuple-element, bitcast, ...), control flow (while,
 conditional, call), a library GEMM (`__cublas$gemm` custom calls; plain dots cuBLAS can do), a
-memcpy (a copy, reshape, transpose or bitcast-convert that leaves the bytes as they are; a
-single-device collective), a memzero (replica-id / partition-id on one device), an existing
-fusion, a kernel (everything else), or unsupported (infeed, send, other custom calls, ...).
+memcpy (a copy, reshape, transpose or bitcast-convert that leaves the bytes as they are), a
+memzero (replica-id / partition-id on one device), a collective or async copy (copies and memsets
+on one device, `collectives`), an existing fusion, a kernel (everything else), or unsupported
+(infeed, send, other custom calls, ...).
 The wrapper works on codegen's own module (parsed from its input), never on hlo-opt's.
 """
 
@@ -26,6 +27,7 @@ from hlo_common.errors import HloError
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.shape import Shape
 
+from hlo_codegen.collectives import COLLECTIVES
 from hlo_codegen.gemm_config import GEMM_CUSTOM_CALL_TARGETS, gemm_config_for_dot
 
 
@@ -35,6 +37,7 @@ class ThunkKind(Enum):
     GEMM = "gemm"
     COPY = "copy"
     MEMZERO = "memzero"
+    COLLECTIVE = "collective"
     FUSION = "fusion"
     KERNEL = "kernel"
     UNSUPPORTED = "unsupported"
@@ -45,10 +48,6 @@ NO_THUNK = frozenset({
     "add-dependency", "after-all",
 })
 CONTROL_FLOW = frozenset({"while", "conditional", "call"})
-# On a single device these return their operand unchanged.
-SINGLE_DEVICE_IDENTITY = frozenset({
-    "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-broadcast",
-})
 SINGLE_DEVICE_ZERO = frozenset({"replica-id", "partition-id"})
 # Custom calls that only annotate (sharding, memory space, layout): their operand passes through.
 ANNOTATION_TARGETS = frozenset({
@@ -57,9 +56,7 @@ ANNOTATION_TARGETS = frozenset({
 })
 UNSUPPORTED = frozenset({
     "infeed", "outfeed", "send", "send-done", "recv", "recv-done", "rng-get-and-update-state",
-    "all-reduce-start", "all-reduce-done", "all-gather-start", "all-gather-done",
-    "collective-permute", "collective-permute-start", "collective-permute-done", "ragged-all-to-all",
-    "async-start", "async-update", "async-done", "copy-start", "copy-done", "get-dimension-size",
+    "ragged-all-to-all", "async-start", "async-update", "async-done", "get-dimension-size",
     "set-dimension-size",
 })
 
@@ -84,7 +81,9 @@ def classify(instr: HloInstruction) -> ThunkKind:
         return ThunkKind.GEMM if gemm_config_for_dot(instr) is not None else ThunkKind.KERNEL
     if op == "copy" and instr.shape.is_tuple:
         return ThunkKind.NONE  # a tuple copy only makes a new index table; the leaves are forwarded
-    if op in UNSUPPORTED or op in SINGLE_DEVICE_IDENTITY or op in SINGLE_DEVICE_ZERO:
+    if op in COLLECTIVES:
+        return ThunkKind.COLLECTIVE
+    if op in UNSUPPORTED or op in SINGLE_DEVICE_ZERO:
         return _single_device(instr)
     if is_memcpy(instr):
         return ThunkKind.COPY
@@ -100,8 +99,6 @@ def _single_device(instr: HloInstruction) -> ThunkKind:
     op = instr.opcode
     if op in SINGLE_DEVICE_ZERO and instr.shape.is_array:
         return ThunkKind.MEMZERO
-    if op in SINGLE_DEVICE_IDENTITY and _returns_its_operand(instr):
-        return ThunkKind.COPY
     return ThunkKind.UNSUPPORTED
 
 

@@ -9,6 +9,8 @@ thunks, by the kind `fusion_wrapper.classify` gives it:
                        MemsetThunk, a fusion that only forwards a parameter's bytes a CopyThunk
     dot / __cublas$*   GemmThunk (calls cuBLAS cannot run were made fusions by gemm_fallback)
     copy (same bytes)  CopyThunk (nothing when source and destination are one slice)
+    collectives        CopyThunk / MemsetThunk per result leaf on one device (`collectives`);
+                       nothing for a *-done, whose leaves are its start's
     while              WhileThunk(condition SequentialThunk, body SequentialThunk)
     conditional        ConditionalThunk(one SequentialThunk per branch)
     call               the callee's thunks, inline
@@ -42,6 +44,7 @@ from hlo_common.manifest_thunks import (
 
 from hlo_codegen.buffer_assignment import BufferAssignment
 from hlo_codegen.buffer_assignment.call_graph import instruction_sequence
+from hlo_codegen.collectives import collective_thunks
 from hlo_codegen.fusion_wrapper import ThunkKind, classify, is_memcpy
 from hlo_codegen.gemm_config import gemm_config_for_custom_call, gemm_config_for_dot, gemm_workspace_index
 
@@ -189,6 +192,9 @@ class ThunkEmitter:
     def _memzero(self, instr: HloInstruction) -> list[Thunk]:
         return [MemsetThunk(instr.name, _slice(self.ba, instr), 0)]
 
+    def _collective(self, instr: HloInstruction) -> list[Thunk]:
+        return collective_thunks(instr, lambda i, index: _slice(self.ba, i, index))
+
     def _fusion(self, instr: HloInstruction) -> list[Thunk]:
         memset = _memset_value(instr)
         if memset is not None:
@@ -231,6 +237,7 @@ _EMITTERS: dict[ThunkKind, Callable[[ThunkEmitter, HloInstruction], list[Thunk]]
     ThunkKind.GEMM: ThunkEmitter._gemm,
     ThunkKind.COPY: ThunkEmitter._copy,
     ThunkKind.MEMZERO: ThunkEmitter._memzero,
+    ThunkKind.COLLECTIVE: ThunkEmitter._collective,
     ThunkKind.FUSION: ThunkEmitter._fusion,
 }
 
