@@ -10,6 +10,7 @@ sign-magnitude keys; popcnt of a sub-byte value counts its sign-extended byte.
 
 from __future__ import annotations
 
+from hlo_codegen.elemental.complex_math import COMPLEX_RULES
 from hlo_codegen.elemental.convert import down, float_constant, int_constant, up
 from hlo_codegen.elemental.emitter import ElementalError, FunctionContext, elemental
 from hlo_codegen.indexing import IndexingMap, Variable
@@ -48,6 +49,8 @@ def _no_complex(instr: HloInstruction, pt: PrimitiveType) -> None:
 @elemental(*FLOAT_UNARY)
 def _float_unary(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]) -> Value:
     pt = instr.shape.element_type
+    if pt.is_complex and instr.opcode in COMPLEX_RULES:
+        return COMPLEX_RULES[instr.opcode](ctx, instr, operands(ctx, instr, idx))
     _no_complex(instr, pt)
     if not pt.is_float:
         raise ElementalError(f"%{instr.name}: {instr.opcode} needs a float operand")
@@ -184,6 +187,8 @@ def _binary(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]) -> Va
     a, b = operands(ctx, instr, idx)
     pt = _in_type(instr)
     name = _BINARY_OPS[instr.opcode][_KIND_COLUMN[pt.kind]]
+    if name is None and pt.is_complex and instr.opcode in COMPLEX_RULES:
+        return COMPLEX_RULES[instr.opcode](ctx, instr, [a, b])
     if name is None:
         raise ElementalError(f"%{instr.name}: {instr.opcode} of {pt.name} is not supported")
     if pt.is_float:
@@ -259,6 +264,8 @@ def _power(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]) -> Val
     a, e = operands(ctx, instr, idx)
     pt = _in_type(instr)
     b = ctx.b
+    if pt.is_complex:
+        return COMPLEX_RULES["power"](ctx, instr, [a, e])
     _no_complex(instr, pt)
     if pt.is_pred:
         return b.binary("ori", a, b.binary("xori", e, int_constant(ctx, 1, "i1")))
