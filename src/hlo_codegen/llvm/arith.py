@@ -300,6 +300,8 @@ def _complex_abs(rl: RegionLowering, op: Op) -> list[LV]:
                                                                          f.binop("fmul", q, q))])
     r = f.binop("fmul", big, root)
     r = f.select(f.fcmp("oeq", big, f.fconst(re.ty, 0.0)), f.fconst(re.ty, 0.0), r)
+    # maxnum/minnum drop a NaN part: |z| is NaN then, unless the other part is infinite (hypot's rule)
+    r = f.select(f.fcmp("uno", ar, ai), f.fconst(re.ty, float("nan")), r)
     inf = f.binop("or", f.fcmp("oeq", ar, f.fconst(re.ty, float("inf"))),
                   f.fcmp("oeq", ai, f.fconst(re.ty, float("inf"))))
     return [f.select(inf, f.fconst(re.ty, float("inf")), r)]

@@ -190,3 +190,15 @@ def test_ptx_links(ty: str) -> None:
 def test_other_complex_functions_are_refused_by_name(op: str) -> None:
     with pytest.raises(HloError, match=f"%r: {op} of complex values is not supported"):
         emit_kernel(fusion_of(f"e {{\n  p = c64[4] parameter(0)\n  ROOT r = c64[4] {op}(p)\n}}"))
+
+
+@pytest.mark.parametrize("ty", TYPES)
+def test_abs_of_nan_and_infinite_parts_follows_hypot(ty: str) -> None:
+    """|z| with a NaN part is NaN unless the other part is infinite (numpy's and C's hypot)."""
+    vals = [complex(x, y) for x in SPECIAL + [0.0, 1.0, -2.5] for y in SPECIAL + [0.0, 1.0, -2.5]]
+    z = np.array(vals, TYPES[ty])
+    real = {"c64": "f32", "c128": "f64"}[ty]
+    fusion = fusion_of(f"e {{\n  p0 = {ty}[{z.size}] parameter(0)\n  ROOT a = {real}[{z.size}] abs(p0)\n}}")
+    got = run_on_host(fusion, [z.copy()], emit_kernel(fusion))[0]
+    want = _numpy(np.abs, z)
+    np.testing.assert_allclose(got, want, rtol=4 * np.finfo(want.dtype).eps, atol=0, equal_nan=True)
