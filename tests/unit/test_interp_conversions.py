@@ -132,3 +132,15 @@ def test_bitcast_convert_packs_sub_byte_elements_low_bits_first():
     np.testing.assert_array_equal(back.astype(np.int8), nibbles.astype(np.int8))
     crumbs = convert(np.uint8([0b11100100]), "u8", "u2", "bitcast-convert", out_dims="1,4")
     assert crumbs.astype(np.uint8).tolist() == [[0, 1, 2, 3]]
+
+
+def test_bitcast_convert_moves_the_codes_of_sub_byte_floats():
+    f4 = ml_dtypes.float4_e2m1fn
+    x = np.array([[1.0, -2.0], [0.5, 6.0], [-0.0, 3.0]], f4)
+    codes = x.view(np.uint8) & 0xF  # e2m1 codes: 1.0 = 0x2, -2.0 = 0xC, 6.0 = 0x7, -0 = 0x8
+    packed = convert(x, "f4e2m1fn", "u8", "bitcast-convert", out_dims="3")
+    assert packed.tolist() == (codes[:, 0] | codes[:, 1] << 4).tolist() == [0xC2, 0x71, 0x58]
+    back = convert(packed, "u8", "f4e2m1fn", "bitcast-convert", out_dims="3,2")
+    assert back.dtype == f4 and np.array_equal(back.view(np.uint8) & 0xF, codes)
+    ints = convert(x, "f4e2m1fn", "s4", "bitcast-convert")
+    assert ints.astype(np.int8).tolist() == [[2, -4], [1, 7], [-8, 5]]

@@ -93,15 +93,15 @@ def bitcast_convert_array(x: np.ndarray, src: PrimitiveType, dst: PrimitiveType)
 
 
 def _bitcast_sub_byte(x: np.ndarray, src: PrimitiveType, dst: PrimitiveType) -> np.ndarray:
-    if src.bits == dst.bits:
-        if src.is_integer and dst.is_integer:
-            return wrap_int(int_compute(x), dst).astype(dst.np_dtype)
-        return x.view(np.uint8).view(dst.np_dtype)
-    if not (src.is_integer and dst.is_integer or src.bits >= 8 or dst.bits >= 8):
+    """bitcast-convert where a side is narrower than a byte: the bit codes are moved, lowest
+    element in the lowest bits (sub-byte floats as their codes, not their values)."""
+    if not (src.is_integer and dst.is_integer or src.bits >= 8 or dst.bits >= 8 or src.bits == dst.bits):
         raise ValueError(f"bitcast-convert between {src.name} and {dst.name} is not supported")
+    if src.bits == dst.bits:
+        return _from_codes(_codes(x, src), dst)
     if src.bits < dst.bits:  # pack the minor dimension into one wide element
         ratio = dst.bits // src.bits
-        parts = as_unsigned(x, src).astype(np.uint64)
+        parts = _codes(x, src).astype(np.uint64)
         shifts = (np.arange(ratio, dtype=np.uint64) * np.uint64(src.bits))
         packed = np.bitwise_or.reduce(parts << shifts, axis=-1)
         return from_bits(packed.astype(_UNSIGNED[dst.bits]), dst) if dst.is_integer else \
@@ -109,7 +109,21 @@ def _bitcast_sub_byte(x: np.ndarray, src: PrimitiveType, dst: PrimitiveType) -> 
     ratio = src.bits // dst.bits
     wide = x.view(_UNSIGNED[src.bits]).astype(np.uint64)[..., None]
     shifts = np.arange(ratio, dtype=np.uint64) * np.uint64(dst.bits)
-    return from_bits((wide >> shifts) & np.uint64((1 << dst.bits) - 1), dst)
+    return _from_codes(((wide >> shifts) & np.uint64((1 << dst.bits) - 1)).astype(np.uint8), dst)
+
+
+def _codes(x: np.ndarray, ptype: PrimitiveType) -> np.ndarray:
+    """The bit codes of sub-byte (or byte-wide) values as uint8 (floats: their encoding)."""
+    if ptype.is_integer or ptype.is_pred:
+        return as_unsigned(x, ptype)
+    return x.view(np.uint8) & np.uint8((1 << ptype.bits) - 1)
+
+
+def _from_codes(codes: np.ndarray, ptype: PrimitiveType) -> np.ndarray:
+    """uint8 bit codes as values of a sub-byte (or byte-wide) type."""
+    if ptype.is_integer or ptype.is_pred:
+        return from_bits(codes, ptype)
+    return codes.astype(np.uint8).view(ptype.np_dtype)
 
 
 _UNSIGNED = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
