@@ -10,8 +10,11 @@ exceeds both) against the interpreter running the manifest's HLO.
 
 Runnable: the module parses, its entry takes no tuple or token parameters, no array holds more
 than TOO_LARGE_ELEMENTS elements, and neither the `verify` nor the `interpreter` tier lists it.
-If the interpreter cannot run a module at all it is skipped as not runnable. Modules past the first DEFAULT_PREFIX of the corpus (by module id), the
-ones the interpreter tier measured as slow, and those with arrays over 4M elements are `slow`.
+If the reference interpreter cannot run a module at all (the manifest's HLO, or the original
+module when a stage of the pipe fails first: an unknown custom call, a group of several devices)
+it is skipped as not runnable. Modules past the first DEFAULT_PREFIX of the corpus (by module
+id), the ones the interpreter tier measured as slow, and those with arrays over 4M elements are
+`slow`.
 
 A runnable module that fails is listed under `codegen` in `tests/corpus/expected_failures.txt`,
 one line per module: `codegen <module id> host: <reason> | cuda: <reason>` (either part may be
@@ -191,14 +194,43 @@ def _staged(stages) -> Outcome:
 
 
 def check_host(module_id: str, text: str) -> Outcome:
-    return _staged([("hlo-opt", lambda _: optimized_text(module_id, text)),
-                    ("hlo-codegen", lambda opt: compile_text(module_id, opt, "host")),
-                    ("hlo-run", lambda data: run_manifest(module_id, data))])
+    return _unless_unrunnable(module_id, text, _staged([
+        ("hlo-opt", lambda _: optimized_text(module_id, text)),
+        ("hlo-codegen", lambda opt: compile_text(module_id, opt, "host")),
+        ("hlo-run", lambda data: run_manifest(module_id, data))]))
+
+
+def _unless_unrunnable(module_id: str, text: str, outcome: Outcome) -> Outcome:
+    """A failure of a module the reference interpreter cannot run either is 'not runnable'."""
+    if not outcome.ok and outcome.runnable:
+        reason = interpreter_refusal(module_id, text)
+        if reason is not None:
+            return Outcome(False, reason, runnable=False)
+    return outcome
+
+
+def interpreter_refusal(module_id: str, text: str) -> str | None:
+    """Why the reference interpreter cannot run the original module (an unknown custom call, a
+    group of several devices), or None when it can: such a module is not runnable, whichever
+    stage of the pipe stopped first."""
+    from hlo_common.interpreter.evaluator import evaluate
+    from hlo_common.parser import parse_module
+    from hlo_run.inputs import make_fake_arguments
+
+    try:
+        module = parse_module(text, module_id)
+        evaluate(module, make_fake_arguments(module, SEED))
+    except PipeTimeout:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the reference itself cannot run this module
+        return f"interpreter: {_one_line(exc)}"
+    return None
 
 
 def check_cuda(module_id: str, text: str) -> Outcome:
-    return _staged([("hlo-opt", lambda _: optimized_text(module_id, text)),
-                    ("hlo-codegen", lambda opt: compile_text(module_id, opt, "cuda"))])
+    return _unless_unrunnable(module_id, text, _staged([
+        ("hlo-opt", lambda _: optimized_text(module_id, text)),
+        ("hlo-codegen", lambda opt: compile_text(module_id, opt, "cuda"))]))
 
 
 def with_time_limit(fn, seconds: float):
@@ -332,7 +364,7 @@ def _line(module_id: str, host: Outcome, cuda: Outcome) -> str | None:
     parts = []
     if host.runnable and not host.ok:
         parts.append(f"host: {host.reason}")
-    if host.runnable and not cuda.ok:
+    if cuda.runnable and not cuda.ok:
         parts.append(f"cuda: {cuda.reason}")
     return f"{TIER} {module_id} {' | '.join(parts)}" if parts else None
 
