@@ -25,6 +25,19 @@ from hlo_codegen.kernel_ir import Kernel, parse_kernel, print_kernel
 from hlo_common.ir import HloInstruction
 
 
+def entry_arguments(module, seed: int = 0, int_range: tuple[int, int] = (-100, 100)) -> list[np.ndarray]:
+    """Arguments for a module's entry: standard normal floats, integers uniform in `int_range`."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for p in module.entry.parameters:
+        s = p.shape
+        if s.element_type.is_float:
+            out.append(rng.standard_normal(s.dims).astype(s.element_type.np_dtype))
+        else:
+            out.append(rng.integers(*int_range, s.dims).astype(s.element_type.np_dtype))
+    return out
+
+
 def index_aware_args(fusion: HloInstruction, seed: int = 0) -> list[np.ndarray]:
     """Random operands: floats ~N(0,1), integers in [-2, largest dimension + 2] (clipped to the type)."""
     rng = np.random.default_rng(seed)

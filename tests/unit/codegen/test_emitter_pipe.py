@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from corpus_lib import CORPUS_DIR as CORPUS
-from emitter_testlib import assert_close, distinct_indices, fusion_of
+from emitter_testlib import assert_close, distinct_indices, entry_arguments, fusion_of
 from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_common.interpreter.evaluator import evaluate
 from hlo_common.manifest import load_manifest
@@ -76,18 +76,6 @@ MODULES = {
 }
 
 
-def _args(module) -> list[np.ndarray]:
-    rng = np.random.default_rng(0)
-    out = []
-    for p in module.entry.parameters:
-        s = p.shape
-        if s.element_type.is_float:
-            out.append(rng.standard_normal(s.dims).astype(s.element_type.np_dtype))
-        else:
-            out.append(rng.integers(-3, 1003, s.dims).astype(s.element_type.np_dtype))
-    return out
-
-
 def _keep_unique_promises(module, args: list[np.ndarray]) -> None:
     """Entry parameters a `unique_indices=true` scatter reads as indices get distinct values
     (random ones would break the promise; the result is then implementation-defined and a GPU,
@@ -120,7 +108,7 @@ def _run(name: str, platform: str, text: str | None = None) -> None:
         from hlo_run.backends.host import HostDevice
         device = HostDevice()
     module = parse_module(text)
-    args = _args(module)
+    args = entry_arguments(module, 0, (-3, 1003))
     _keep_unique_promises(module, args)
     got = ManifestExecutable(manifest, device).run(args)
     want = evaluate(module, args)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from emitter_testlib import entry_arguments
 from hlo_codegen.cli import cli
 from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_common.errors import HloError
@@ -88,18 +89,6 @@ def module_text(name: str) -> str:
     return f"HloModule {name}{HEADERS.get(name, '')}\n{ADD}{CASES[name][0]}"
 
 
-def arguments(module) -> list[np.ndarray]:
-    rng = np.random.default_rng(7)
-    out = []
-    for p in module.entry.parameters:
-        s = p.shape
-        if s.element_type.is_float:
-            out.append(rng.standard_normal(s.dims).astype(s.element_type.np_dtype))
-        else:
-            out.append(rng.integers(-100, 100, s.dims).astype(s.element_type.np_dtype))
-    return out
-
-
 def run_on_host(text: str, args: list[np.ndarray]):
     from hlo_run.backends.host import HostDevice
     from hlo_run.manifest_runtime import ManifestExecutable
@@ -112,7 +101,7 @@ def run_on_host(text: str, args: list[np.ndarray]):
 @pytest.mark.parametrize("name", list(CASES))
 def test_host_pipe_matches_the_interpreter(name):
     text = module_text(name)
-    args = arguments(parse_module(text))
+    args = entry_arguments(parse_module(text), seed=7)
     got, manifest = run_on_host(text, args)
     reference = flatten_leaves(evaluate(parse_module(text), args))
     by_hand = CASES[name][1](args)
