@@ -13,8 +13,11 @@ state[1..2] (state[1] and the key when the state has two words), produces four 3
 counter and advances the counter by the number of counters used; ThreeFry takes the counter from
 state[1], pairs words along the first even (else largest) dimension for 32-bit data and advances
 by the number of counter values. 8- and 16-bit data keep the low bits of each 32-bit word; signed
-and floating-point data are the same bits bitcast. Declines: sub-byte or pred data, states of
-other lengths than the algorithm reads (Philox 2 or 3 words, ThreeFry 2), unknown algorithms.
+and floating-point data are the same bits bitcast. Words of a longer state past the ones the
+algorithm reads (ThreeFry's state[2:], Philox's state[3:]) come back unchanged, as the interpreter
+and XLA's evaluator keep them (XLA's expander itself returns only the words it read, a state shape
+that differs from the instruction's). Declines: sub-byte or pred data, states shorter than two
+words, unknown algorithms.
 """
 
 from __future__ import annotations
@@ -80,9 +83,20 @@ class _Bits:
         piece = self.add("slice", [state], attrs={"slice": SliceSpec(((i, i + 1, 1),))})
         return self.add("reshape", [piece], Shape.array("u64", ()))
 
-    def vector(self, scalars: list[HloInstruction]) -> HloInstruction:
+    def vector(self, scalars: list[HloInstruction], tail: HloInstruction | None = None) -> HloInstruction:
+        """The scalars as a rank-1 array, followed by the rank-1 `tail` when given."""
         parts = [self.add("reshape", [s], Shape.array(s.shape.element_type, (1,))) for s in scalars]
+        parts += [tail] if tail is not None else []
         return parts[0] if len(parts) == 1 else self.add("concatenate", parts, attrs={"dimensions": (0,)})
+
+    def tail(self, state: HloInstruction, start: int) -> HloInstruction | None:
+        """state[start:] when the state has words there, else None."""
+        from hlo_common.attributes import SliceSpec
+
+        length = state.shape.dims[0]
+        if length <= start:
+            return None
+        return self.add("slice", [state], attrs={"slice": SliceSpec(((start, length, 1),))})
 
     def interleave(self, words: list[HloInstruction], axis: int, out_dims) -> HloInstruction:
         """Stack `words` along a new dimension after `axis`, merge it into `axis`, cut to `out_dims`."""
@@ -174,13 +188,14 @@ def generator_computation(algorithm: str, state_shape: Shape, data_shape: Shape)
     key = b.word(state, 0)
     if algorithm == "rng_three_fry":
         data, counter = threefry(b, key, b.word(state, 1), data_shape.dims, bits)
-        new_state = b.vector([key, counter])
+        new_state = b.vector([key, counter], b.tail(state, 2))
     else:
         hi = b.word(state, 2) if state_shape.dims[0] >= 3 else key
         n = int(np.prod(data_shape.dims, dtype=np.int64))
         flat, new_lo, new_hi = philox(b, key, b.word(state, 1), hi, n, bits)
         data = b.add("reshape", [flat], Shape.array(flat.shape.element_type, data_shape.dims))
-        new_state = b.vector([key, new_lo, new_hi] if state_shape.dims[0] >= 3 else [key, new_lo])
+        words = [key, new_lo, new_hi] if state_shape.dims[0] >= 3 else [key, new_lo]
+        new_state = b.vector(words, b.tail(state, 3))
     if et.bits < 32:
         data = b.convert(data, _UNSIGNED[et.bits])
     if data.shape.element_type is not et:
@@ -207,8 +222,8 @@ class RngBitGeneratorExpander(OpExpanderPass):
             return False
         algorithm, state = self._algorithm(instr), instr.operands[0].shape
         et = instr.shape.tuple_shapes[1].element_type
-        words_ok = {"rng_philox": (2, 3), "rng_three_fry": (2,)}.get(algorithm, ())
-        return state.rank == 1 and state.dims[0] in words_ok and et.bits in _UNSIGNED and not et.is_pred
+        known = algorithm in ("rng_philox", "rng_three_fry")
+        return known and state.rank == 1 and state.dims[0] >= 2 and et.bits in _UNSIGNED and not et.is_pred
 
     def run(self, module: HloModule) -> bool:
         self._cache = {}

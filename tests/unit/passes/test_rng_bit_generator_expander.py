@@ -19,7 +19,11 @@ ENTRY e {{
 
 STATES = {"u64[2]": [np.array([0x123456789ABCDEF0, 0xFFFFFFFFFFFFFFFE], np.uint64),
                      np.array([42, 7], np.uint64)],
-          "u64[3]": [np.array([1, 0xFFFFFFFFFFFFFFFF, 5], np.uint64), np.array([99, 3, 0], np.uint64)]}
+          "u64[3]": [np.array([1, 0xFFFFFFFFFFFFFFFF, 5], np.uint64), np.array([99, 3, 0], np.uint64)],
+          "u64[4]": [np.array([9, 10, 11, 12], np.uint64),
+                     np.array([5, 0xFFFFFFFFFFFFFFFF, 0xFFFFFFFFFFFFFFFF, 3], np.uint64)],
+          "u64[6]": [np.array([0, 1, 8, 9, 4, 1], np.uint64),
+                     np.array([7, 0xFFFFFFFFFFFFFFFF, 2, 0xAB, 0xCD, 0xEF], np.uint64)]}
 
 
 @pytest.mark.parametrize("algorithm,state,data", [
@@ -31,6 +35,15 @@ STATES = {"u64[2]": [np.array([0x123456789ABCDEF0, 0xFFFFFFFFFFFFFFFE], np.uint6
     ("rng_three_fry", "u64[2]", "u32[]"),
     ("rng_three_fry", "u64[2]", "s64[4]"),
     ("rng_three_fry", "u64[2]", "u8[3,3]"),
+    # Longer states (XLA's own expander test): the words past the ones read come back unchanged.
+    ("rng_three_fry", "u64[4]", "u32[]"),
+    ("rng_three_fry", "u64[4]", "u64[]"),
+    ("rng_three_fry", "u64[4]", "u8[]"),
+    ("rng_three_fry", "u64[3]", "s32[5,2]"),
+    ("rng_philox", "u64[6]", "u32[]"),
+    ("rng_philox", "u64[6]", "u64[]"),
+    ("rng_philox", "u64[6]", "u8[]"),
+    ("rng_philox", "u64[4]", "f16[9]"),
 ])
 def test_bits_and_new_state_match_the_interpreter(algorithm, state, data):
     text = rbg(state, data, algorithm)
@@ -60,6 +73,16 @@ ENTRY e {
     check_same_results(text, module, args=[STATES["u64[2]"][0]])
 
 
+def test_longer_state_keeps_its_tail_words():
+    module = check_pass("rng-bit-generator-expander", rbg("u64[6]", "u32[]", "rng_philox") + """
+// CHECK:      %rng_philox_u32_
+// CHECK:      %[[TAIL:[^ ]+]] = u64[3]{0} slice(%state), slice={[3:6]}
+// CHECK:      %[[NEW:[^ ]+]] = u64[6]{0} concatenate({{.*}}, %[[TAIL]]), dimensions={0}
+// CHECK:      ROOT {{.*}} = (u64[6]{0}, u32[]) tuple(%[[NEW]],
+""")
+    check_same_results(rbg("u64[6]", "u32[]", "rng_philox"), module, args=[STATES["u64[6]"][1]])
+
+
 def test_declines_unsupported_states_and_pred_data():
-    check_unchanged("rng-bit-generator-expander", rbg("u64[3]", "u32[4]", "rng_three_fry"))
+    check_unchanged("rng-bit-generator-expander", rbg("u64[1]", "u32[4]", "rng_three_fry"))
     check_unchanged("rng-bit-generator-expander", rbg("u64[2]", "pred[4]", "rng_philox"))
