@@ -11,7 +11,7 @@ Semantics are the interpreter's (hlo_common.interpreter.linalg / ragged_dot):
   operand (each scale dim divides the operand dim; a scalar scale covers everything); products
   with the scales are taken in the accumulation type (f32 for narrow floats), then accumulated.
 - ragged-dot, by where `lhs_ragged_dims` lies: a non-contracting dim (each position uses the rhs
-  slice of the group containing it; positions past the last group give 0), a contracting dim (the
+  slice of each group containing it; positions past the last group give 0), a contracting dim (the
   result gets a leading group dim; group g contracts only its positions) or a batch dim (a plain
   dot). Group g spans [sum of sizes before g, that + size g) along the ragged dim; the group-size
   row is picked by the batch dims and the same-kind dims before the ragged one.
@@ -83,30 +83,59 @@ def _ragged_mode(instr: HloInstruction) -> tuple[str, int, list[int]]:
     return "non-contracting", r, lb + [d for d in free if d < r]
 
 
-def _group_of(ctx: FunctionContext, sizes_op: HloInstruction, row: list[Value], pos: Value,
-              group: Value | None = None) -> Value:
-    """i1 (when `group` is given): pos lies in that group; else the index of the group holding
-    pos (the group count when none does)."""
+def _group_size(ctx: FunctionContext, sizes_op: HloInstruction, row: list[Value], g: Value) -> Value:
+    """group_sizes[row..., g] as i64."""
+    size = ctx.value(sizes_op, (row if sizes_op.shape.rank > 1 else []) + [g])
+    if size.type != "i64":
+        size = ctx.b.cast("extsi" if sizes_op.shape.element_type.kind == "signed" else "extui", size, "i64")
+    return size
+
+
+def _in_group(ctx: FunctionContext, sizes_op: HloInstruction, row: list[Value], pos: Value,
+              group: Value) -> Value:
+    """i1: pos lies in [start, end) of `group` (start the sum of the sizes before it)."""
     b = ctx.b
-    n = sizes_op.shape.dims[-1]
-    it = "i64"
 
     def body(syms, g, state):
-        end, found, inside = state
-        size = ctx.value(sizes_op, (row if sizes_op.shape.rank > 1 else []) + [g[0]])
-        if size.type != it:
-            size = b.cast("extsi" if sizes_op.shape.element_type.kind == "signed" else "extui", size, it)
-        new_end = b.binary("addi", end, size)
+        end, inside = state
+        new_end = b.binary("addi", end, _group_size(ctx, sizes_op, row, g[0]))
         here = b.binary("andi", b.cmpi("sge", pos, end), b.cmpi("slt", pos, new_end))
-        if group is not None:
-            inside = b.binary("ori", inside, b.binary("andi", here, b.cmpi("eq", g[0], group)))
-            return [new_end, found, inside]
-        first = b.binary("andi", here, b.cmpi("eq", found, b.index(n)))
-        return [new_end, b.select(first, g[0], found), inside]
+        return [new_end, b.binary("ori", inside, b.binary("andi", here, b.cmpi("eq", g[0], group)))]
 
-    init = [b.constant(0, it), b.index(n), b.constant(0, "i1")]
-    state = ctx.loop(symbol_loop_map([n]), [], init, body)
-    return state[2] if group is not None else state[1]
+    init = [b.constant(0, "i64"), b.constant(0, "i1")]
+    return ctx.loop(symbol_loop_map([sizes_op.shape.dims[-1]]), [], init, body)[1]
+
+
+def _ragged_non_contracting(ctx: FunctionContext, instr: HloInstruction, dims: DotDims, idx: list[Value],
+                            row_dims: list[int], r: int, gdim: int) -> Value:
+    """Sum over the groups whose [start, end) holds the output's ragged position of its dot with that
+    group's rhs slice. With valid sizes one group at most holds it; with negative sizes groups may
+    overlap, and each one that holds it adds its product (the interpreter's and jax's masks)."""
+    lhs, rhs, sizes_op = instr.operands
+    pt = instr.shape.element_type
+    b = ctx.b
+    li0, _ = dims.indices(idx, [b.index(0)] * len(dims.lc))
+    row = [li0[d] for d in row_dims]
+    pos = b.cast("index_cast", li0[r], "i64")
+    last = b.index(rhs.shape.dims[gdim] - 1)
+
+    def group_body(syms, g, state):
+        end, acc = state
+        new_end = b.binary("addi", end, _group_size(ctx, sizes_op, row, g[0]))
+        inside = b.binary("andi", b.cmpi("sge", pos, end), b.cmpi("slt", pos, new_end))
+
+        def dot_body(syms2, k, dot_acc):
+            li, ri = dims.indices(idx, list(k))
+            ri[gdim] = b.binary("minsi", g[0], last)
+            a = to_accumulator(ctx, ctx.value(lhs, li), lhs.shape.element_type, pt)
+            x = to_accumulator(ctx, ctx.value(rhs, ri), rhs.shape.element_type, pt)
+            return [multiply_add(ctx, dot_acc[0], a, x, pt)]
+
+        part = ctx.loop(symbol_loop_map(dims.sizes), [], [acc], dot_body)[0]
+        return [new_end, b.select(inside, part, acc)]
+
+    init = [b.constant(0, "i64"), zero(ctx, pt)]
+    return ctx.loop(symbol_loop_map([sizes_op.shape.dims[-1]]), [], init, group_body)[1]
 
 
 @elemental("ragged-dot")
@@ -119,28 +148,21 @@ def _ragged_dot(ctx: FunctionContext, instr: HloInstruction, idx: list[Value]) -
     if mode == "non-contracting" and len(gdims) != 1:
         raise ElementalError(f"%{instr.name}: the ragged non-contracting mode needs one rhs group dim")
     dims = DotDims(instr, tuple(gdims))
+    if mode == "non-contracting":
+        return finish(ctx, _ragged_non_contracting(ctx, instr, dims, idx, row_dims, r, gdims[0]), pt)
     group = idx[0] if mode == "contracting" else None
     out_idx = idx[1:] if mode == "contracting" else idx
-    chosen = None
-    if mode == "non-contracting":
-        li0, _ = dims.indices(out_idx, [b.index(0)] * len(dims.lc))
-        row = [li0[d] for d in row_dims]
-        chosen = _group_of(ctx, sizes_op, row, b.cast("index_cast", li0[r], "i64"))
 
     def body(syms, k, acc):
         li, ri = dims.indices(out_idx, list(k))
-        if chosen is not None:
-            ri[gdims[0]] = b.binary("minsi", chosen, b.index(rhs.shape.dims[gdims[0]] - 1))
         a = to_accumulator(ctx, ctx.value(lhs, li), lhs.shape.element_type, pt)
         x = to_accumulator(ctx, ctx.value(rhs, ri), rhs.shape.element_type, pt)
         new = multiply_add(ctx, acc[0], a, x, pt)
         if mode == "contracting":
             pos = b.cast("index_cast", li[r], "i64")
-            inside = _group_of(ctx, sizes_op, [li[d] for d in row_dims], pos, group)
+            inside = _in_group(ctx, sizes_op, [li[d] for d in row_dims], pos, group)
             new = b.select(inside, new, acc[0])
         return [new]
 
     acc = ctx.loop(symbol_loop_map(dims.sizes), [], [zero(ctx, pt)], body)[0]
-    if chosen is not None:
-        acc = b.select(b.cmpi("slt", chosen, b.index(sizes_op.shape.dims[-1])), acc, zero(ctx, pt))
     return finish(ctx, acc, pt)
