@@ -71,6 +71,7 @@ def prepare_module(module: HloModule) -> None:
         calls_for_async_ops, calls_for_decompositions, global_computations, wrap_lone_instructions)
     from hlo_codegen.collectives import lower_single_device_collectives
     from hlo_codegen.gemm_fallback import lower_unsupported_gemms
+    from hlo_codegen.nested_fusions import inline_nested_fusions
 
     calls_for_decompositions(module)
     calls_for_async_ops(module)
@@ -79,6 +80,7 @@ def prepare_module(module: HloModule) -> None:
     check_control_flow_layouts(module)
     lower_single_device_collectives(module, global_computations(module))
     lower_unsupported_gemms(module, global_computations(module))
+    inline_nested_fusions(module, global_computations(module))
     wrap_lone_instructions(module)
     insert_copies(module)
     wrap_lone_instructions(module)  # copies that copy insertion added may need kernels too
