@@ -13,7 +13,8 @@ XLA's `FusionWrapper` does at the end of its GPU pipeline:
 no thunk (parameter, constant, tuple, get-tuple-element, bitcast, ...), control flow (while,
 conditional, call), a library GEMM (`__cublas$gemm` custom calls; plain dots cuBLAS can do), a
 memcpy (a copy, reshape, transpose or bitcast-convert that leaves the bytes as they are), a
-memzero (replica-id / partition-id on one device), a collective or async copy (copies and memsets
+memzero (replica-id / partition-id on one device), the random-number state
+(rng-get-and-update-state), a collective or async copy (copies and memsets
 on one device, `collectives`), an existing fusion, a kernel (everything else), or unsupported
 (infeed, send, other custom calls, ...).
 The wrapper works on codegen's own module (parsed from its input), never on hlo-opt's.
@@ -37,6 +38,7 @@ class ThunkKind(Enum):
     GEMM = "gemm"
     COPY = "copy"
     MEMZERO = "memzero"
+    RNG_STATE = "rng-state"
     COLLECTIVE = "collective"
     FUSION = "fusion"
     KERNEL = "kernel"
@@ -55,9 +57,8 @@ ANNOTATION_TARGETS = frozenset({
     "MoveToHost", "MoveToDevice", "LayoutConstraint", "Pin", "Unpin",
 })
 UNSUPPORTED = frozenset({
-    "infeed", "outfeed", "send", "send-done", "recv", "recv-done", "rng-get-and-update-state",
-    "ragged-all-to-all", "async-start", "async-update", "async-done", "get-dimension-size",
-    "set-dimension-size",
+    "infeed", "outfeed", "send", "send-done", "recv", "recv-done", "ragged-all-to-all", "async-start",
+    "async-update", "async-done", "get-dimension-size", "set-dimension-size",
 })
 
 
@@ -79,6 +80,8 @@ def classify(instr: HloInstruction) -> ThunkKind:
         return ThunkKind.UNSUPPORTED
     if op == "dot":
         return ThunkKind.GEMM if gemm_config_for_dot(instr) is not None else ThunkKind.KERNEL
+    if op == "rng-get-and-update-state":
+        return ThunkKind.RNG_STATE
     if op == "copy" and instr.shape.is_tuple:
         return ThunkKind.NONE  # a tuple copy only makes a new index table; the leaves are forwarded
     if op in COLLECTIVES:

@@ -9,6 +9,8 @@ thunks, by the kind `fusion_wrapper.classify` gives it:
                        MemsetThunk, a fusion that only forwards a parameter's bytes a CopyThunk
     dot / __cublas$*   GemmThunk (calls cuBLAS cannot run were made fusions by gemm_fallback)
     copy (same bytes)  CopyThunk (nothing when source and destination are one slice)
+    rng-get-and-update-state  RngGetAndUpdateStateThunk (XLA emits a load / add / store of its
+                       `rng_state` global; here the runtime keeps the state)
     collectives        CopyThunk / MemsetThunk per result leaf on one device (`collectives`);
                        nothing for a *-done, whose leaves are its start's
     while              WhileThunk(condition SequentialThunk, body SequentialThunk)
@@ -39,7 +41,7 @@ from hlo_common.printer import print_instruction
 from hlo_common.manifest import Kernel
 from hlo_common.manifest_thunks import (
     BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelArgument, KernelThunk, MemsetThunk,
-    SequentialThunk, Thunk, WhileThunk,
+    RngGetAndUpdateStateThunk, SequentialThunk, Thunk, WhileThunk,
 )
 
 from hlo_codegen.buffer_assignment import BufferAssignment
@@ -192,6 +194,13 @@ class ThunkEmitter:
     def _memzero(self, instr: HloInstruction) -> list[Thunk]:
         return [MemsetThunk(instr.name, _slice(self.ba, instr), 0)]
 
+    def _rng_state(self, instr: HloInstruction) -> list[Thunk]:
+        dst = _slice(self.ba, instr)
+        if not instr.shape.is_array or dst.size != 16:
+            raise HloError(f"%{instr.name}: rng-get-and-update-state returns the 128-bit state; "
+                           f"{instr.shape} does not hold 16 bytes")
+        return [RngGetAndUpdateStateThunk(instr.name, dst, int(instr.attrs.get("delta", 0)))]
+
     def _collective(self, instr: HloInstruction) -> list[Thunk]:
         return collective_thunks(instr, lambda i, index: _slice(self.ba, i, index))
 
@@ -237,6 +246,7 @@ _EMITTERS: dict[ThunkKind, Callable[[ThunkEmitter, HloInstruction], list[Thunk]]
     ThunkKind.GEMM: ThunkEmitter._gemm,
     ThunkKind.COPY: ThunkEmitter._copy,
     ThunkKind.MEMZERO: ThunkEmitter._memzero,
+    ThunkKind.RNG_STATE: ThunkEmitter._rng_state,
     ThunkKind.COLLECTIVE: ThunkEmitter._collective,
     ThunkKind.FUSION: ThunkEmitter._fusion,
 }

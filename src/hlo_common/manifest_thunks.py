@@ -10,6 +10,8 @@ Buffers are named by `BufferSlice`s (allocation index, byte offset, byte size), 
     GemmThunk         lhs/rhs/output (and optional c / bias / workspace) slices + a GemmConfig
     CopyThunk         device-to-device copy of `size` bytes
     MemsetThunk       kMemzero (value 0) or kMemset32BitValue (a repeated 32-bit pattern)
+    RngGetAndUpdateStateThunk  writes the 128-bit random-number state into a 16-byte slice and
+                      advances it by `delta` (XLA's `rng_state` global: load, add, store)
     WhileThunk        condition and body SequentialThunks; the predicate slice is read back
     ConditionalThunk  a pred or s32 index slice selects one branch SequentialThunk
     SequentialThunk   a list of thunks run in order
@@ -352,6 +354,40 @@ class MemsetThunk:
         return [self.destination]
 
 
+RNG_INITIAL_STATE = 0x7012395  # XLA:GPU's initializer of the `rng_state` global (and the interpreter's)
+
+
+@dataclass(frozen=True)
+class RngGetAndUpdateStateThunk:
+    """rng-get-and-update-state: the current 128-bit state, little-endian, into `destination` (a
+    u64[2] holds the low word first), then state += delta modulo 2^128. The state starts at
+    RNG_INITIAL_STATE at the start of each run."""
+
+    profile_annotation: str
+    destination: BufferSlice
+    delta: int
+    kind = "kRngGetAndUpdateState"
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "profile_annotation": self.profile_annotation,
+                "destination": self.destination.to_json(), "delta": self.delta}
+
+    @staticmethod
+    def from_json(r: JsonReader) -> RngGetAndUpdateStateThunk:
+        t = RngGetAndUpdateStateThunk(r.str("profile_annotation"), _slice(r, "destination"),
+                                      r.int("delta", minimum=-(1 << 63)))
+        if t.destination.size != 16:
+            raise ManifestError(f"{r.path}: the 128-bit state needs 16 bytes, the slice has "
+                                f"{t.destination.size}")
+        return t
+
+    def describe(self) -> str:
+        return f"profile_annotation={self.profile_annotation}, dst={self.destination}, delta={self.delta}"
+
+    def slices(self) -> list[BufferSlice]:
+        return [self.destination]
+
+
 @dataclass(frozen=True)
 class SequentialThunk:
     thunks: tuple[Thunk, ...] = ()
@@ -446,7 +482,8 @@ class ConditionalThunk:
         return [(f"branch_{i}", b) for i, b in enumerate(self.branches)]
 
 
-Thunk = Union[KernelThunk, GemmThunk, CopyThunk, MemsetThunk, WhileThunk, ConditionalThunk, SequentialThunk]
+Thunk = Union[KernelThunk, GemmThunk, CopyThunk, MemsetThunk, RngGetAndUpdateStateThunk, WhileThunk,
+              ConditionalThunk, SequentialThunk]
 
 THUNK_KINDS: dict[str, Callable[[JsonReader], Thunk]] = {
     "kKernel": KernelThunk.from_json,
@@ -454,6 +491,7 @@ THUNK_KINDS: dict[str, Callable[[JsonReader], Thunk]] = {
     "kCopy": CopyThunk.from_json,
     "kMemzero": MemsetThunk.from_json,
     "kMemset32BitValue": MemsetThunk.from_json,
+    "kRngGetAndUpdateState": RngGetAndUpdateStateThunk.from_json,
     "kWhile": WhileThunk.from_json,
     "kConditional": ConditionalThunk.from_json,
     "kSequential": SequentialThunk.from_json,

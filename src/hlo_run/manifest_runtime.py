@@ -12,7 +12,9 @@ with the device calls behind a small `Device` interface:
 Constants are uploaded once at load; every run allocates the other allocations afresh (entry
 parameters receive the arguments' bytes in physical layout order), executes the thunk tree
 (while / conditional read their predicate back to the host) and reads every output leaf from its
-slice. Per-thunk times of the last run (summed over loop iterations) are kept for `--iterations`.
+slice. The 128-bit random-number state that rng-get-and-update-state thunks read and advance
+starts at XLA's initial value on every run, as in a freshly loaded XLA executable and in the
+interpreter, so repeated runs (`--iterations`) agree. Per-thunk times of the last run (summed over loop iterations) are kept for `--iterations`.
 Runs longer than a second show a rich progress bar on stderr when stderr is a terminal.
 """
 
@@ -29,8 +31,8 @@ from hlo_common.errors import HloError
 from hlo_common.layout_bytes import array_to_bytes, bytes_to_array
 from hlo_common.manifest import Allocation, Kernel, Manifest
 from hlo_common.manifest_thunks import (
-    BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelThunk, MemsetThunk, SequentialThunk, Thunk,
-    WhileThunk, thunk_labels,
+    RNG_INITIAL_STATE, BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelThunk, MemsetThunk,
+    RngGetAndUpdateStateThunk, SequentialThunk, Thunk, WhileThunk, thunk_labels,
 )
 from hlo_common.shape import Shape
 from hlo_run.backends import Executable
@@ -108,7 +110,8 @@ class ManifestExecutable(Executable):
         self._progress: _Progress | None = None
         self._dispatch: dict[type, Callable[[Thunk], None]] = {
             KernelThunk: self._kernel, GemmThunk: self._gemm, CopyThunk: self._copy,
-            MemsetThunk: self._memset, WhileThunk: self._while, ConditionalThunk: self._conditional,
+            MemsetThunk: self._memset, RngGetAndUpdateStateThunk: self._rng_state, WhileThunk: self._while,
+            ConditionalThunk: self._conditional,
             SequentialThunk: self._sequence,
         }
 
@@ -135,6 +138,7 @@ class ManifestExecutable(Executable):
             self.buffers = buffers
             self.bases = {i: self.device.address(b) for i, b in buffers.items()}
             self._times = {}
+            self.rng_state = RNG_INITIAL_STATE
             self._progress = _Progress.maybe(self.name, len(self.manifest.thunks.thunks))
             try:
                 self._sequence(self.manifest.thunks, top=True)
@@ -239,6 +243,11 @@ class ManifestExecutable(Executable):
     def _memset(self, thunk: MemsetThunk) -> None:
         if thunk.destination.size:
             self.device.memset32(self.pointer(thunk.destination), thunk.destination.size, thunk.value)
+
+    def _rng_state(self, thunk: RngGetAndUpdateStateThunk) -> None:
+        s = thunk.destination
+        self.device.write(self.buffers[s.allocation], s.offset, self.rng_state.to_bytes(16, "little"))
+        self.rng_state = (self.rng_state + thunk.delta) % (1 << 128)
 
     def _read_scalar(self, s: BufferSlice, dtype) -> Any:
         raw = self.device.read(self.buffers[s.allocation], s.offset, np.dtype(dtype).itemsize)
