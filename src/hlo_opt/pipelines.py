@@ -174,7 +174,6 @@ PLANNED_PASSES: dict[str, str] = {
     "rename-instructions": "AddTrackingSuffixToInstructionNames: stable names before fusion",
     "rename_fusions": "RenameFusions: <kind>_<heroes>_fusion / fused_<heroes> names",
     "result_caster": "ResultCaster: dots with a wider result computed then converted",
-    "rng-expander": "RngExpander: rng -> rng-bit-generator based computation",
     "scatter-slice-simplifier": "ScatterSliceSimplifier: scatter feeding a slice shrunk",
     "simplify-fp-conversions": "SimplifyFPConversions: convert(convert(x)) chains shortened",
     "slice-sinker": "SliceSinker: elementwise ops on slices -> slice of elementwise op",
