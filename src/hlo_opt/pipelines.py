@@ -179,7 +179,6 @@ PLANNED_PASSES: dict[str, str] = {
     "slice-sinker": "SliceSinker: elementwise ops on slices -> slice of elementwise op",
     "sort-iota-fusion": "SortIotaFusion: iota operands fused into sorts",
     "stable-sort-expander": "StableSortExpander: stable sort via an iota tie-breaker",
-    "stochastic_convert_decomposer": "StochasticConvertDecomposer: stochastic-convert -> elementwise ops",
     "topk-decomposer": "TopkDecomposer: topk -> sort + slice",
     "variadic-op-splitter": "VariadicOpSplitter: concatenates with too many operands split",
 }

@@ -14,7 +14,8 @@ parameters receive the arguments' bytes in physical layout order), executes the 
 (while / conditional read their predicate back to the host) and reads every output leaf from its
 slice. The 128-bit random-number state that rng-get-and-update-state thunks read and advance
 starts at XLA's initial value on every run, as in a freshly loaded XLA executable and in the
-interpreter, so repeated runs (`--iterations`) agree. Per-thunk times of the last run (summed over loop iterations) are kept for `--iterations`.
+interpreter, so repeated runs (`--iterations`) agree. Per-thunk times of the last run (summed
+over loop iterations) are kept for `--iterations`.
 Runs longer than a second show a rich progress bar on stderr when stderr is a terminal.
 """
 

@@ -58,7 +58,8 @@ class _Values(_Bits):
         return self.add(opcode, [x])
 
     def cut(self, x: HloInstruction, starts, limits) -> HloInstruction:
-        return self.add("slice", [x], attrs={"slice": SliceSpec(tuple((s, e, 1) for s, e in zip(starts, limits)))})
+        spec = SliceSpec(tuple((s, e, 1) for s, e in zip(starts, limits)))
+        return self.add("slice", [x], attrs={"slice": spec})
 
 
 def _bits(b: _Values, key: HloInstruction, state: HloInstruction, dims: tuple[int, ...], width: int):
