@@ -67,7 +67,7 @@ GPU_PIPELINES: tuple[PipelineSpec, ...] = (
          p("batched-gather-scatter-normalizer"), p("dot_dimension_sorter"), p("dot_decomposer"),
          p("result_caster"), p("operand_upcaster"), p("rng-expander"), p("rng-bit-generator-expander"),
          p("comparison-expander"), p("zero_sized_hlo_elimination"), p("select-and-scatter-expander"),
-         p("cholesky_expander"), p("triangular_solve_expander"),
+         p("cholesky_expander"), p("triangular_solve_expander"), p("fft_expander"),
          p("qr_expander"), p("eigh_expander"), p("dynamic-index-splitter"),
          p("call-inliner"), p("stochastic_convert_decomposer"), p("convolution-4d-expander"),
          p("convolution-pred-expander"), p("batchnorm_expander"), p("logistic-expander"),
