@@ -17,7 +17,7 @@ and floating-point data are the same bits bitcast. Words of a longer state past 
 algorithm reads (ThreeFry's state[2:], Philox's state[3:]) come back unchanged, as the interpreter
 and XLA's evaluator keep them (XLA's expander itself returns only the words it read, a state shape
 that differs from the instruction's). Declines: sub-byte or pred data, states shorter than two
-words, unknown algorithms.
+words or not u64, unknown algorithms.
 """
 
 from __future__ import annotations
@@ -223,7 +223,8 @@ class RngBitGeneratorExpander(OpExpanderPass):
         algorithm, state = self._algorithm(instr), instr.operands[0].shape
         et = instr.shape.tuple_shapes[1].element_type
         known = algorithm in ("rng_philox", "rng_three_fry")
-        return known and state.rank == 1 and state.dims[0] >= 2 and et.bits in _UNSIGNED and not et.is_pred
+        words = state.rank == 1 and state.dims[0] >= 2 and state.element_type.name == "u64"
+        return known and words and et.bits in _UNSIGNED and not et.is_pred
 
     def run(self, module: HloModule) -> bool:
         self._cache = {}
