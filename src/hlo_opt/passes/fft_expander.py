@@ -17,6 +17,8 @@ axes; IRFFT inverts the other axes first, then the last one from its n/2+1 Hermi
 x[t] = sum_k c_k (Re X[k] cos - Im X[k] sin)(2 pi k t / n) / n with c_k = 1 for k = 0 and k = n/2,
 else 2 (numpy's irfft reads only the real part of those two). The index product j k is reduced
 modulo n in integers, so the angles stay exact for long axes. Dots use HIGHEST precision.
+Declines an fft whose DFT matrix would hold more than MAX_DFT_ELEMENTS elements (an axis longer
+than 4096): that one stays an fft, which hlo-codegen has no emitter for.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from hlo_opt.passes._text_expansion import TextBuilder, dims_text, embed_call, r
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
 
 _COMPLEX_OF = {"f32": "c64", "f64": "c128"}
+MAX_DFT_ELEMENTS = 1 << 24
 
 
 def _angles(b: TextBuilder, rt: str, n_in: int, n_out: int, period: int, sign: int) -> str:
@@ -132,6 +135,9 @@ class FftExpander(OpExpanderPass):
 
     def instruction_matches_pattern(self, instr: HloInstruction) -> bool:
         if instr.opcode != "fft" or 0 in instr.shape.dims or 0 in instr.operands[0].shape.dims:
+            return False
+        lengths = [int(v) for v in instr.attrs.get("fft_length", ())]
+        if any(n * n > MAX_DFT_ELEMENTS for n in lengths):
             return False
         return str(instr.attrs.get("fft_type", "FFT")) in ("FFT", "IFFT", "RFFT", "IRFFT")
 

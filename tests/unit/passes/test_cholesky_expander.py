@@ -82,6 +82,28 @@ def test_not_positive_definite_gives_nans_for_that_matrix_only():
     np.testing.assert_allclose(got[ok], np.linalg.cholesky(a[ok]), rtol=1e-4, atol=1e-5)
 
 
+def test_two_choleskys_get_their_own_computations():
+    text = """
+HloModule m
+ENTRY e {
+  p = f32[4,4] parameter(0)
+  q = f64[3,3] parameter(1)
+  a = f32[4,4] cholesky(p), lower=true
+  b = f64[3,3] cholesky(q), lower=false
+  ROOT t = (f32[4,4], f64[3,3]) tuple(a, b)
+}
+// CHECK-DAG: call(%p), to_apply=%cholesky_expansion
+// CHECK-DAG: call(%q), to_apply=%cholesky_expansion.1
+// CHECK-NOT: cholesky(
+"""
+    module = check_pass("cholesky_expander", text)
+    rng = np.random.default_rng(3)
+    p, q = _hermitian_pd(rng, (), 4, False), _hermitian_pd(rng, (), 3, False)
+    a, b = evaluate(module, [p.astype(np.float32), q])
+    np.testing.assert_allclose(a, np.linalg.cholesky(p), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(b, np.linalg.cholesky(q).T, rtol=1e-10, atol=1e-10)
+
+
 def test_no_cholesky_no_change():
     check_unchanged("cholesky_expander", """
 HloModule m

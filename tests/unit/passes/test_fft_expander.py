@@ -91,6 +91,16 @@ def test_long_axis_angles_stay_exact():
     np.testing.assert_allclose(evaluate(module, [x]), np.fft.fft(x), rtol=1e-9, atol=1e-9)
 
 
+def test_axis_too_long_for_a_dft_matrix_is_left_alone():
+    check_unchanged("fft_expander", """
+HloModule m
+ENTRY e {
+  x = c64[8192] parameter(0)
+  ROOT y = c64[8192] fft(x), fft_type=FFT, fft_length={8192}
+}
+""")
+
+
 def test_no_fft_no_change():
     check_unchanged("fft_expander", """
 HloModule m
