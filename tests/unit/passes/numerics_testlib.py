@@ -19,7 +19,7 @@ from hlo_common.ir import HloModule
 from hlo_common.parser import parse_module
 from pass_testlib import random_arguments
 
-_TOLERANCE = {"f64": 1e-4, "f32": 1e-4, "bf16": 2e-2, "f16": 2e-2}
+_TOLERANCE = {"f64": 1e-4, "f32": 1e-4, "bf16": 2e-2, "f16": 2e-2, "c64": 1e-4, "c128": 1e-4}
 _NARROW_FLOAT_TOLERANCE = 0.25  # f8/f6/f4 types: a few mantissa bits
 
 
@@ -38,7 +38,8 @@ def assert_close(got: np.ndarray, want: np.ndarray, type_name: str, where: str =
     if tol is None:
         np.testing.assert_array_equal(got, want, err_msg=where)
     else:
-        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol,
+        wide = np.complex128 if type_name.startswith("c") else np.float64
+        np.testing.assert_allclose(got.astype(wide), want.astype(wide), rtol=tol, atol=tol,
                                    equal_nan=True, err_msg=where)
 
 
