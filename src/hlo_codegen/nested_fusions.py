@@ -27,7 +27,8 @@ def _fused_closure(module: HloModule, globals_: list[HloComputation]) -> list[Hl
     """Every computation reachable from a fusion of a global computation, callees first."""
     global_ids = {id(c) for c in globals_}
     reachable: set[int] = set()
-    work = [c for g in globals_ for i in g.instructions if i.opcode == "fusion" for c in i.called_computations()]
+    work = [c for g in globals_ for i in g.instructions if i.opcode == "fusion"
+            for c in i.called_computations()]
     while work:
         comp = work.pop()
         if id(comp) in reachable or id(comp) in global_ids:
@@ -69,7 +70,8 @@ def inline_nested_fusions(module: HloModule, globals_: list[HloComputation]) -> 
 
 
 def _remove_uncalled(module: HloModule, candidates: list[HloComputation]) -> None:
-    called = {id(c) for comp in module.computations for i in comp.instructions for c in i.called_computations()}
+    called = {id(c) for comp in module.computations for i in comp.instructions
+              for c in i.called_computations()}
     dead = {id(c) for c in candidates if id(c) not in called and c is not module.entry}
     if dead:
         module.computations = [c for c in module.computations if id(c) not in dead]

@@ -76,7 +76,8 @@ def test_two_levels_inlined() -> None:
 
 
 def test_no_nested_fusion_changes_nothing() -> None:
-    text = NESTED_TWICE.replace("f = f32[6] fusion(x), kind=kLoop, calls=innermost", "f = f32[6] exponential(x)")
+    text = NESTED_TWICE.replace("f = f32[6] fusion(x), kind=kLoop, calls=innermost",
+                                "f = f32[6] exponential(x)")
     text = text.replace("n = f32[6] fusion(a, b), kind=kLoop, calls=inner", "n = f32[6] multiply(a, b)")
     module = parse_module(text)
     before = print_module(module)
