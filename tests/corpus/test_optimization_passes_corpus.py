@@ -52,6 +52,7 @@ PASS_OPCODES: dict[str, tuple[str, ...] | None] = {
     "cholesky_expander": (" cholesky(",),
     "triangular_solve_expander": (" triangular-solve(",),
     "fft_expander": (" fft(",),
+    "scan_expander": (" scan(",),
     "sharding-remover": ('"Sharding"', '"SPMDFullToShardShape"', '"SPMDShardToFullShape"'),
     "constant_folding": None,
 }
