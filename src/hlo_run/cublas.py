@@ -2,8 +2,9 @@
 
 Where it sits: the cuda platform (`backends/cuda.py`). cuBLAS is the `nvidia-cublas` wheel's
 library (found by `cuda.pathfinder`, else the system's `libcublas.so`), called through ctypes;
-nvmath-python's cuBLAS bindings are not used yet (the one entry point needed is declared below). cuBLAS is column-major; a row-major matrix is its column-major transpose,
-so (XLA's `MatrixLayout` trick): a column-major output computes D = op(A) op(B); a row-major
+nvmath-python's cuBLAS bindings are not used yet (the one entry point needed is declared below).
+cuBLAS is column-major; a row-major matrix is its column-major transpose, so (XLA's
+`MatrixLayout` trick): a column-major output computes D = op(A) op(B); a row-major
 output computes D^T = op(B)^T op(A)^T with the operand transposes flipped. f32 GEMMs use
 CUBLAS_COMPUTE_32F (no TF32), so results match the interpreter within rounding. s8 x s8 -> s32
 uses CUBLAS_COMPUTE_32I with int32 alpha / beta (exact), s8 x s8 -> f32 CUBLAS_COMPUTE_32F;

@@ -48,7 +48,8 @@ TIME_LIMIT_S = 60
 HARD_LIMIT_S = 2 * TIME_LIMIT_S + 30  # --update kills a worker whose module (host + cuda) runs past this
 DEFAULT_PREFIX = 280  # runnable modules among the first this many of the corpus run by default
 SLOW_ELEMENTS = 1 << 22
-TOO_LARGE_ELEMENTS = 1 << 28  # more elements than this: the host run and the interpreter would not both fit a CI machine
+# An array of more elements than this: the host run and the interpreter would not both fit a CI machine.
+TOO_LARGE_ELEMENTS = 1 << 28
 NOTES = Path(__file__).with_name("interpreter_notes.txt")
 PIPE_NOTES = Path(__file__).with_name("pipe_notes.txt")
 SLOW_SECONDS = 3.0  # a module whose two checks took longer (2-core machine) runs only with -m slow

@@ -45,7 +45,8 @@ def kernel_can_share(operand_value: HloValue, user: HloInstruction, user_index: 
     out_type = user.shape.subshape(user_index).element_type
     if operand_value.shape.element_type != out_type or operand_value.instruction not in user.operands:
         return False
-    return can_share_operand_buffer_with_user(operand_value.instruction, operand_value.index, user, user_index)
+    return can_share_operand_buffer_with_user(operand_value.instruction, operand_value.index, user,
+                                              user_index)
 
 @dataclass
 class HeapResult:

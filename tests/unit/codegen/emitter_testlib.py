@@ -126,8 +126,8 @@ class CudaRunner:
         from hlo_common.manifest import Kernel as ManifestKernel
 
         ptx = link_ptx(kernel, f"sm_{self.device.cc[0]}{self.device.cc[1]}")
-        record = ManifestKernel(kernel.name, tuple(kernel.grid), tuple(kernel.block), kernel.shared_memory_bytes,
-                                len(kernel.params), ptx=ptx)
+        record = ManifestKernel(kernel.name, tuple(kernel.grid), tuple(kernel.block),
+                                kernel.shared_memory_bytes, len(kernel.params), ptx=ptx)
         handle = self.device.load_kernel(record)
         shapes = output_shapes(fusion)
         ids = list(argument_ids) if argument_ids is not None else list(range(len(args) + len(shapes)))

@@ -80,7 +80,8 @@ def test_convert_to_another_type_of_the_same_width_gets_its_own_buffer(chain) ->
     x = np.array([0.3, -1.75, 2.5, 7.0, -0.0625, 100.0], np.float32)
     want = -x
     for t in chain[1:]:
-        dtype = np.int32 if t == "s32" else np.float32 if t == "f32" else getattr(ml_dtypes, t.replace("f8", "float8_"))
+        named = {"s32": np.int32, "f32": np.float32}
+        dtype = named[t] if t in named else getattr(ml_dtypes, t.replace("f8", "float8_"))
         want = want.astype(dtype)
     (got,) = (run_host(text, [x]),)
     np.testing.assert_array_equal(np.asarray(got).astype(np.float64), want.astype(np.float64))
