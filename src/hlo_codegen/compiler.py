@@ -4,7 +4,8 @@ Where it sits: behind `hlo-codegen` (the CLI) and `hlo_run`'s in-process compile
 
 1. prepare (on codegen's own module): `xla_builder.*` custom calls become calls of their
    decomposition and async-start/done pairs calls of their computation, flatten the call graph
-   when a control-flow computation has several callers, refuse dynamic shapes, check that
+   when a control-flow computation has several callers, make bounded dynamic dimensions static
+   at their bounds (`dynamic_dimensions`) and refuse unbounded ones, check that
    control flow agrees on layouts, refuse collectives that need more than one device and turn
    those that change a layout into copies (`collectives`), turn gemm custom calls cuBLAS cannot
    run into dot + epilogue fusions (`gemm_fallback`), wrap lone instructions into kLoop fusions
@@ -70,12 +71,14 @@ def prepare_module(module: HloModule) -> None:
     from hlo_codegen.fusion_wrapper import (
         calls_for_async_ops, calls_for_decompositions, global_computations, wrap_lone_instructions)
     from hlo_codegen.collectives import lower_single_device_collectives
+    from hlo_codegen.dynamic_dimensions import resolve_bounded_dynamic_dimensions
     from hlo_codegen.gemm_fallback import lower_unsupported_gemms
     from hlo_codegen.nested_fusions import inline_nested_fusions
 
     calls_for_decompositions(module)
     calls_for_async_ops(module)
     _flatten_call_graph(module)
+    resolve_bounded_dynamic_dimensions(module)  # `<=N` dimensions static at N, as the interpreter
     check_static_shapes(module)
     check_control_flow_layouts(module)
     lower_single_device_collectives(module, global_computations(module))
