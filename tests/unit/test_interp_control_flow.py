@@ -110,6 +110,9 @@ def test_custom_call_identities_and_unknown_target():
     with pytest.raises(InterpreterError, match=r"%c \(custom-call\).*target 'my_kernel'"):
         run('ENTRY e { p = f32[3] parameter(0) '
             'ROOT c = f32[3] custom-call(p), custom_call_target="my_kernel" }', np.float32([1, 2, 3]))
+    with pytest.raises(InterpreterError, match=r"%s \(custom-call Sharding\): takes exactly one operand, has 2"):
+        run('ENTRY e { p = f32[3] parameter(0) '
+            'ROOT s = f32[3] custom-call(p, p), custom_call_target="Sharding" }', np.float32([1, 2, 3]))
 
 
 def test_register_custom_call_extends_the_table():

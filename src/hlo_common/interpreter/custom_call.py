@@ -66,6 +66,10 @@ def _library_math(instr, operands, ev):
     return ev.call(comp, operands)
 
 
+# Sharding markers take exactly one operand (XLA's ShardingRemover checks it).
+_ONE_OPERAND = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
+
+
 # Annotations that only steer sharding, memory space or layout: on one device they pass the value on.
 @register_custom_call(
     "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "annotate_device_placement",
@@ -73,6 +77,10 @@ def _library_math(instr, operands, ev):
     "X64Combine",
 )
 def _identity(instr, operands, ev):
+    target = instr.attrs.get("custom_call_target")
+    if target in _ONE_OPERAND and len(operands) != 1:
+        raise InterpreterError(f"%{instr.name} (custom-call {target}): takes exactly one operand, has "
+                               f"{len(operands)} (XLA's ShardingRemover checks it and aborts)")
     x = operands[0] if operands else None
     if isinstance(x, np.ndarray) and instr.shape.is_array and x.shape != instr.shape.dims:
         raise InterpreterError(
