@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,30 @@ def expected_failures(tier: str) -> dict[str, str]:
         if t == tier:
             out[mid] = reason
     return out
+
+
+# Array shapes written in module text (`f32[4,<=8]`); a `?` dimension counts as 1.
+SHAPE_RE = re.compile(r"\b(?:pred|[suf]\d+|bf16|c64|c128|f8e\w+|f4e2m1fn|f6e\w+)\[([0-9, <=?]*)\]")
+
+
+def largest_array_elements(text: str) -> int:
+    """The element count of the largest array shape written in the module text (bounded dynamic
+    dimensions at their bounds), judged without parsing."""
+    best = 0
+    for m in SHAPE_RE.finditer(text):
+        n = 1
+        for d in m.group(1).replace("<=", "").split(","):
+            d = d.strip()
+            if d and d != "?":
+                n *= int(d)
+        best = max(best, n)
+    return best
+
+
+@functools.lru_cache(maxsize=None)
+def slow_notes(path: Path) -> frozenset[str]:
+    """The module ids of a notes file's `slow <module id> <seconds>` lines (empty when absent)."""
+    if not path.exists():
+        return frozenset()
+    return frozenset(line.split()[1] for line in path.read_text().splitlines()
+                     if line.startswith("slow ") and len(line.split()) > 1)

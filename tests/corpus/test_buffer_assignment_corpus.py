@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from corpus_lib import corpus_modules, expected_failures, require_corpus
+from corpus_lib import corpus_modules, expected_failures, largest_array_elements, require_corpus
 
 from hlo_common.errors import HloError, HloParseError, InterpreterError
 from hlo_common.parser import parse_module
@@ -38,25 +38,14 @@ _NOT_SIMULATED = re.compile(
     r"\b(custom-call|send|recv|infeed|outfeed|all-gather|all-reduce|all-to-all|collective-permute|"
     r"reduce-scatter|collective-broadcast|ragged-all-to-all|async-start|copy-start|rng|"
     r"rng-get-and-update-state)[\-(]|\b[su][24]\[|E\(4\)|<=|\?")
-_SHAPE = re.compile(r"\b(?:pred|[suf]\d+|bf16|c64|c128|f8e\w+)\[([0-9,]*)\]")
 SIM_MAX_CHARS = 12_000
 SIM_MAX_ELEMENTS = 1 << 16
 SIM_TIME_LIMIT_S = 2
 
 
-def _largest_array(text: str) -> int:
-    best = 0
-    for m in _SHAPE.finditer(text):
-        n = 1
-        for d in filter(None, m.group(1).split(",")):
-            n *= int(d)
-        best = max(best, n)
-    return best
-
-
 SIM_IDS = [mid for mid, text in _TEXT.items()
            if len(text) <= SIM_MAX_CHARS and _INTERESTING.search(text) and not _NOT_SIMULATED.search(text)
-           and _largest_array(text) <= SIM_MAX_ELEMENTS]
+           and largest_array_elements(text) <= SIM_MAX_ELEMENTS]
 
 
 def _parse(module_id: str):

@@ -35,7 +35,6 @@ does not depend on the machine's core count).
 from __future__ import annotations
 
 import functools
-import re
 import signal
 import time
 from dataclasses import dataclass
@@ -44,7 +43,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from corpus_lib import corpus_available, corpus_modules, expected_failures, require_corpus
+from corpus_lib import (
+    corpus_available, corpus_modules, expected_failures, largest_array_elements, require_corpus,
+)
 
 TIER = "interpreter"
 SEED = 0
@@ -63,7 +64,6 @@ XLA_DEBUG_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_multi_thread_
 F32_BOUND = 1e-4
 LOW_PRECISION_BOUND = 2e-2
 
-_SHAPE_RE = re.compile(r"\b(?:pred|[suf]\d+|bf16|c64|c128|f8e\w+|f4e2m1fn|f6e\w+)\[([0-9, <=?]*)\]")
 _OUTCOMES_ERROR = {"error", "mismatch"}
 
 
@@ -81,19 +81,6 @@ class InterpreterTimeout(BaseException):
 
 
 # -- what to run ---------------------------------------------------------------------------------------
-
-def largest_array_elements(text: str) -> int:
-    """The element count of the largest array shape written in the module text."""
-    best = 0
-    for m in _SHAPE_RE.finditer(text):
-        n = 1
-        for d in m.group(1).replace("<=", "").split(","):
-            d = d.strip()
-            if d and d != "?":
-                n *= int(d)
-        best = max(best, n)
-    return best
-
 
 @functools.lru_cache(maxsize=None)
 def notes(kind: str) -> dict[str, str]:

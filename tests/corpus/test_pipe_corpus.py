@@ -28,7 +28,6 @@ its test. Regenerate the lines with
 from __future__ import annotations
 
 import functools
-import re
 import signal
 import sys
 import time
@@ -38,7 +37,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from corpus_lib import EXPECTED_FAILURES, corpus_available, corpus_modules, expected_failures  # noqa: E402
+from corpus_lib import (  # noqa: E402
+    EXPECTED_FAILURES, corpus_available, corpus_modules, expected_failures, largest_array_elements, slow_notes,
+)
 
 TIER = "codegen"
 SEED = 0
@@ -53,7 +54,6 @@ TOO_LARGE_ELEMENTS = 1 << 28
 NOTES = Path(__file__).with_name("interpreter_notes.txt")
 PIPE_NOTES = Path(__file__).with_name("pipe_notes.txt")
 SLOW_SECONDS = 3.0  # a module whose two checks took longer (2-core machine) runs only with -m slow
-_SHAPE_RE = re.compile(r"\b(?:pred|[suf]\d+|bf16|c64|c128|f8e\w+)\[([0-9, <=?]*)\]")
 
 
 class PipeTimeout(BaseException):
@@ -68,34 +68,6 @@ class Outcome:
 
 
 # -- which modules ---------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
-def _slow_notes() -> frozenset[str]:
-    if not NOTES.exists():
-        return frozenset()
-    return frozenset(line.split()[1] for line in NOTES.read_text().splitlines()
-                     if line.startswith("slow ") and len(line.split()) > 1)
-
-
-def _largest_array(text: str) -> int:
-    best = 0
-    for m in _SHAPE_RE.finditer(text):
-        n = 1
-        for d in m.group(1).replace("<=", "").split(","):
-            d = d.strip()
-            if d and d != "?":
-                n *= int(d)
-        best = max(best, n)
-    return best
-
-
-@functools.lru_cache(maxsize=None)
-def _measured_slow() -> frozenset[str]:
-    if not PIPE_NOTES.exists():
-        return frozenset()
-    return frozenset(line.split()[1] for line in PIPE_NOTES.read_text().splitlines()
-                     if line.startswith("slow ") and len(line.split()) > 1)
-
-
 @functools.lru_cache(maxsize=None)
 def runnable_modules(measured: bool = True) -> tuple[tuple[str, str, bool], ...]:
     """(module id, text, slow) for every runnable module, in module-id order. Whether a module runs
@@ -115,10 +87,10 @@ def runnable_modules(measured: bool = True) -> tuple[tuple[str, str, bool], ...]
             continue
         if any(p.shape.is_tuple or not p.shape.is_array for p in module.entry.parameters):
             continue
-        if _largest_array(text) > TOO_LARGE_ELEMENTS:
+        if largest_array_elements(text) > TOO_LARGE_ELEMENTS:
             continue
-        slow = (position >= DEFAULT_PREFIX or module_id in _slow_notes()
-                or _largest_array(text) > SLOW_ELEMENTS or (measured and module_id in _measured_slow()))
+        slow = (position >= DEFAULT_PREFIX or module_id in slow_notes(NOTES)
+                or largest_array_elements(text) > SLOW_ELEMENTS or (measured and module_id in slow_notes(PIPE_NOTES)))
         out.append((module_id, text, slow))
     return tuple(out)
 

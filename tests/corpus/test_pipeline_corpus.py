@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -43,7 +42,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from corpus_lib import (  # noqa: E402
-    CORPUS_DIR, EXPECTED_FAILURES, ROOT, corpus_available, corpus_modules, expected_failures)
+    CORPUS_DIR, EXPECTED_FAILURES, ROOT, corpus_available, corpus_modules, expected_failures,
+    largest_array_elements, slow_notes)
 
 TIER = "pipeline"
 SEED = 0
@@ -54,7 +54,6 @@ TOO_LARGE_ELEMENTS = 1 << 26
 F32_BOUND = 1e-4
 LOW_PRECISION_BOUND = 2e-2
 NOTES = Path(__file__).with_name("interpreter_notes.txt")
-_SHAPE_RE = re.compile(r"\b(?:pred|[suf]\d+|bf16|c64|c128|f8e\w+|f4e2m1fn|f6e\w+)\[([0-9, <=?]*)\]")
 
 
 class TimeLimit(BaseException):
@@ -70,26 +69,6 @@ class Outcome:
 
 
 # -- which modules ---------------------------------------------------------------------------------------
-def largest_array(text: str) -> int:
-    best = 0
-    for m in _SHAPE_RE.finditer(text):
-        n = 1
-        for d in m.group(1).replace("<=", "").split(","):
-            d = d.strip()
-            if d and d != "?":
-                n *= int(d)
-        best = max(best, n)
-    return best
-
-
-@functools.lru_cache(maxsize=None)
-def _measured_slow() -> frozenset[str]:
-    if not NOTES.exists():
-        return frozenset()
-    return frozenset(line.split()[1] for line in NOTES.read_text().splitlines()
-                     if line.startswith("slow ") and len(line.split()) > 1)
-
-
 def static_reason(module) -> str | None:
     """Why a parsed module is not runnable, judged without running it (None: maybe runnable)."""
     for p in module.entry.parameters:
@@ -118,7 +97,7 @@ def candidate_modules() -> tuple[tuple[str, str, bool], ...]:
 
     out = []
     for module_id, text in corpus_modules():
-        if largest_array(text) > TOO_LARGE_ELEMENTS:
+        if largest_array_elements(text) > TOO_LARGE_ELEMENTS:
             continue
         try:
             module = parse_module(text, module_id)
@@ -126,7 +105,7 @@ def candidate_modules() -> tuple[tuple[str, str, bool], ...]:
             continue
         if static_reason(module) is not None:
             continue
-        slow = module_id in _measured_slow() or largest_array(text) > SLOW_ELEMENTS
+        slow = module_id in slow_notes(NOTES) or largest_array_elements(text) > SLOW_ELEMENTS
         out.append((module_id, text, slow))
     return tuple(out)
 
