@@ -154,7 +154,7 @@ def optimized_text(text: str, name: str) -> str:
     """hlo-opt's gpu pipeline in this process; the input itself when that fails."""
     from hlo_common.parser import parse_module
     from hlo_common.printer import print_module
-    from hlo_opt.pipeline import RunOptions
+    from hlo_common.hlo_pass.pipeline import RunOptions
     from hlo_opt.pipelines import build_gpu_pipeline
 
     try:

@@ -38,7 +38,7 @@ GROWTH_SLACK = 1.3
 
 def _cpu_time_per_pass() -> dict[str, float]:
     """Wrap the pipeline's leaf-pass runner so each pass's process CPU time is summed by name."""
-    import hlo_opt.pipeline as pipeline
+    import hlo_common.hlo_pass.pipeline as pipeline
 
     totals: dict[str, float] = defaultdict(float)
     original = pipeline.run_leaf_pass
@@ -59,7 +59,7 @@ def run_hlo_opt(text: str, name: str) -> tuple[float, float, int, dict[str, floa
     module, as hlo-opt runs it."""
     from hlo_common.parser import parse_module
     from hlo_common.printer import print_module
-    from hlo_opt.pipeline import RunOptions, verify
+    from hlo_common.hlo_pass.pipeline import RunOptions, verify
     from hlo_opt.pipelines import build_gpu_pipeline
 
     per_pass = _cpu_time_per_pass()

@@ -20,7 +20,7 @@ body.
 from __future__ import annotations
 
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_opt.hlo_utils import NameUniquer, clone_instruction, replace_instruction
+from hlo_common.hlo_utils import NameUniquer, clone_instruction, replace_instruction
 
 
 def _fused_closure(module: HloModule, globals_: list[HloComputation]) -> list[HloComputation]:

@@ -22,10 +22,10 @@ from hlo_common.ir import HloModule
 from hlo_common.parser import parse_modules
 from hlo_common.printer import print_module
 from hlo_common.source import read_source
-from hlo_opt.device import load_device
+from hlo_common.device import load_device
 from hlo_opt.dump import DumpOptions, ModuleDumper, prepare_dump_directory
-from hlo_opt.pass_base import PASS_REGISTRY
-from hlo_opt.pipeline import PassRunRecord, PipelineSequence, RunOptions, verify
+from hlo_common.hlo_pass.pass_base import PASS_REGISTRY
+from hlo_common.hlo_pass.pipeline import PassRunRecord, PipelineSequence, RunOptions, verify
 
 TOOL = "hlo-opt"
 MODULE_SEPARATOR = "\n// -----\n\n"

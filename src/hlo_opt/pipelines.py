@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from hlo_opt.pass_base import PASS_REGISTRY
-from hlo_opt.pipeline import HloPassFix, HloPassPipeline, PipelineSequence
+from hlo_common.hlo_pass.pass_base import PASS_REGISTRY
+from hlo_common.hlo_pass.pipeline import HloPassFix, HloPassPipeline, PipelineSequence
 
 
 @dataclass(frozen=True)

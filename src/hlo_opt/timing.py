@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
-from hlo_opt.pipeline import PassRunRecord
+from hlo_common.hlo_pass.pipeline import PassRunRecord
 
 
 @dataclass

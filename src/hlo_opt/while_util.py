@@ -16,8 +16,8 @@ import numpy as np
 
 from hlo_common.ir import HloComputation, HloInstruction
 from hlo_common.shape import Shape
-from hlo_opt.hlo_creation_utils import make_gte, make_tuple
-from hlo_opt.hlo_utils import NameUniquer, clone_computation, replace_instruction
+from hlo_common.hlo_creation_utils import make_gte, make_tuple
+from hlo_common.hlo_utils import NameUniquer, clone_computation, replace_instruction
 
 InnerValue = HloInstruction | int | None
 

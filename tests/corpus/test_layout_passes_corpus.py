@@ -28,10 +28,10 @@ from hlo_common.ir import HloModule
 from hlo_common.opcodes import OPCODES
 from hlo_common.parser import parse_module
 from hlo_common.verifier import verify_module
-from hlo_opt.hlo_creation_utils import non_fusion_computations
+from hlo_common.hlo_creation_utils import non_fusion_computations
 from hlo_opt.layout_checks import check_layouts
 from hlo_opt.layout_util import has_default_layout
-from hlo_opt.pass_base import PASS_REGISTRY
+from hlo_common.hlo_pass.pass_base import PASS_REGISTRY
 from hlo_opt.passes import load_all_passes
 from hlo_opt.passes.layout_normalization import _HANDLERS, _NOT_ELEMENTWISE_HERE
 

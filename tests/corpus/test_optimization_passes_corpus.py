@@ -26,7 +26,7 @@ from hlo_common.errors import HloError  # noqa: E402
 from hlo_common.parser import parse_module  # noqa: E402
 from hlo_common.printer import print_module  # noqa: E402
 from hlo_common.verifier import verify_module  # noqa: E402
-from hlo_opt.pass_base import PASS_REGISTRY  # noqa: E402
+from hlo_common.hlo_pass.pass_base import PASS_REGISTRY  # noqa: E402
 from hlo_opt.passes import load_all_passes  # noqa: E402
 
 # Pass name -> the opcode texts that make a module worth running it on (None: every module).

@@ -109,7 +109,7 @@ def optimized_text(module_id: str, text: str) -> str:
     """What `hlo-opt m.hlo` prints (the GPU pipeline; a scheduled module is left alone)."""
     from hlo_common.parser import parse_module
     from hlo_common.printer import print_module
-    from hlo_opt.pipeline import RunOptions, verify
+    from hlo_common.hlo_pass.pipeline import RunOptions, verify
     from hlo_opt.pipelines import build_gpu_pipeline
 
     module = parse_module(text, module_id)

@@ -162,7 +162,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def run_pipeline(module) -> None:
-    from hlo_opt.pipeline import RunOptions
+    from hlo_common.hlo_pass.pipeline import RunOptions
     from hlo_opt.pipelines import build_gpu_pipeline
 
     build_gpu_pipeline().run_with(module, RunOptions(verify_each=True))

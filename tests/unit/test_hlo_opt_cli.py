@@ -19,8 +19,8 @@ from hlo_common.parser import parse_module
 from hlo_common.printer import print_module
 from hlo_common.shape import Shape
 from hlo_opt import cli, pipelines
-from hlo_opt.pass_base import PASS_REGISTRY, HloPass
-from hlo_opt.pipeline import find_verifier
+from hlo_common.hlo_pass.pass_base import PASS_REGISTRY, HloPass
+from hlo_common.hlo_pass.pipeline import find_verifier
 
 HLO_OPT = Path(sys.executable).with_name("hlo-opt")
 

@@ -18,8 +18,8 @@ from hlo_common.printer import print_module
 from hlo_opt.dump import DumpOptions, ModuleDumper, prepare_dump_directory, sanitize_file_name
 from hlo_opt.dump_dot import module_to_dot
 from hlo_opt.dump_html import module_graph, module_to_html
-from hlo_opt.pass_base import HloPass
-from hlo_opt.pipeline import HloPassPipeline, RunOptions
+from hlo_common.hlo_pass.pass_base import HloPass
+from hlo_common.hlo_pass.pipeline import HloPassPipeline, RunOptions
 
 TEXT = """
 HloModule jit_f

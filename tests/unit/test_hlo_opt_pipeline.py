@@ -12,9 +12,9 @@ from hlo_common.parser import parse_module
 from hlo_common.printer import print_module
 from hlo_common.shape import Shape
 from hlo_opt.cli import list_passes_text
-from hlo_opt.pass_base import PASS_REGISTRY, HloPass
+from hlo_common.hlo_pass.pass_base import PASS_REGISTRY, HloPass
 from hlo_opt.passes import load_all_passes
-from hlo_opt.pipeline import (
+from hlo_common.hlo_pass.pipeline import (
     DEFAULT_ITERATION_LIMIT,
     HloPassFix,
     HloPassPipeline,

@@ -1,4 +1,4 @@
-"""One HLO pass per file, each registered under XLA's pass name (see `hlo_opt.pass_base`).
+"""One HLO pass per file, each registered under XLA's pass name (see `hlo_common.hlo_pass.pass_base`).
 
 `load_all_passes()` imports every module of this package (sorted by file name), so a new file
 `passes/<name>.py` with an `@register_pass` class is picked up by `--passes`, `--list-passes` and

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from hlo_common.ir import HloInstruction
 from hlo_common.parser import parse_module
-from hlo_opt.hlo_creation_utils import add_embedded_computation
+from hlo_common.hlo_creation_utils import add_embedded_computation
 
 
 class TextBuilder:

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from hlo_common.ir import HloComputation, HloModule
-from hlo_opt.hlo_utils import async_computations, computation_callers
-from hlo_opt.pass_base import HloPass, register_pass
+from hlo_common.hlo_utils import async_computations, computation_callers
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.passes.algsimp import REWRITES, Rewriter
 
 # XLA's kAlgSimpRerunLimit, for `run_to_fixed_point`.

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from math import prod
 
 from hlo_common.ir import HloInstruction
-from hlo_opt.pass_base import register_pass
+from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes._text_expansion import (TextBuilder, conj_text, dims_text, dynamic_slice, embed_call,
                                               literal_text, real_type, splat, swap_minor)
 from hlo_opt.passes.op_expander_pass import OpExpanderPass

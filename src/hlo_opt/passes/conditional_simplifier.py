@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.shape import Shape
-from hlo_opt.hlo_creation_utils import make_broadcast, make_gte, make_select, make_tuple
-from hlo_opt.hlo_utils import NameUniquer, clone_computation, has_control_dependencies, has_side_effect, \
+from hlo_common.hlo_creation_utils import make_broadcast, make_gte, make_select, make_tuple
+from hlo_common.hlo_utils import NameUniquer, clone_computation, has_control_dependencies, has_side_effect, \
     replace_instruction
-from hlo_opt.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.passes.call_inliner import inline_call
 
 CHANNEL_OPCODES = frozenset({

@@ -27,14 +27,14 @@ import numpy as np
 
 from hlo_common.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule
 from hlo_common.opcodes import COMMUTATIVE
-from hlo_opt.hlo_utils import (
+from hlo_common.hlo_utils import (
     computation_callers,
     fusion_instruction_of,
     has_control_dependencies,
     has_side_effect,
     remove_instruction_and_unused_operands,
 )
-from hlo_opt.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 _ZERO_OPERAND_CSE = frozenset({"replica-id", "partition-id"})
 

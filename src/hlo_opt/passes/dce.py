@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.shape import Shape
-from hlo_opt.hlo_utils import (
+from hlo_common.hlo_utils import (
     computation_callers,
     fusion_instruction_of,
     has_control_dependencies,
@@ -30,7 +30,7 @@ from hlo_opt.hlo_utils import (
     remove_instruction_and_unused_operands,
     replace_instruction,
 )
-from hlo_opt.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 
 def can_remove(instr: HloInstruction) -> bool:

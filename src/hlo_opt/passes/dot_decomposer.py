@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from hlo_common.ir import HloInstruction, HloModule
 from hlo_common.shape import Shape
-from hlo_opt.hlo_creation_utils import make_dot, non_fusion_computations
+from hlo_common.hlo_creation_utils import make_dot, non_fusion_computations
 from hlo_opt.deferred_removal import DeferredRemoval
-from hlo_opt.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 
 def is_canonical(shape: Shape, contracting, batch) -> bool:

@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hlo_common.ir import HloComputation, HloModule
-from hlo_opt.hlo_utils import CallSite, NameUniquer, call_sites_of, clone_computation, computation_callers
-from hlo_opt.pass_base import HloPass, register_pass
+from hlo_common.hlo_utils import CallSite, NameUniquer, call_sites_of, clone_computation, computation_callers
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 
 def _clone_subtree(comp: HloComputation, module: HloModule, uniquer: NameUniquer) -> HloComputation:

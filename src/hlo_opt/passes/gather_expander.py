@@ -24,8 +24,8 @@ import numpy as np
 from hlo_common.ir import HloInstruction
 from hlo_common.shape import Shape
 from hlo_opt.gather_scatter_utils import elide_degenerate_dims, index_vector, start_scalars
-from hlo_opt.hlo_creation_utils import make_broadcast, make_constant, make_reshape, make_transpose
-from hlo_opt.pass_base import register_pass
+from hlo_common.hlo_creation_utils import make_broadcast, make_constant, make_reshape, make_transpose
+from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
 
 

@@ -43,7 +43,7 @@ from hlo_opt.layout_constraints import LayoutAssignment
 from hlo_opt.layout_util import (
     default_m2m, matrix_layout_ok, move_dim_to_major, with_major_to_minor, with_minor_to_major,
 )
-from hlo_opt.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 TOPK_TARGET = "__gpu$TopK"
 MEMORY_PLACEMENT_TARGETS = ("MoveToHost", "MoveToDevice")

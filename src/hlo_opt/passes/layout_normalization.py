@@ -33,12 +33,12 @@ from hlo_common.attributes import PaddingConfig, SliceSpec, Window
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.opcodes import OPCODES
 from hlo_common.shape import Shape
-from hlo_opt.hlo_creation_utils import non_fusion_computations
+from hlo_common.hlo_creation_utils import non_fusion_computations
 from hlo_opt.layout_util import (
     compose_permutations, has_default_layout, inverse_permutation, is_identity, make_bitcast,
     maybe_bitcast, normalized, permute, physical_order, reshape_is_bitcast,
 )
-from hlo_opt.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 
 def _m2m_equal(a: Shape, b: Shape) -> bool:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from hlo_common.analysis.dataflow import HloDataflowAnalysis
 from hlo_common.ir import HloInstruction, HloModule
-from hlo_opt.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 _ASYNC_COLLECTIVE = frozenset({
     "all-reduce-start", "all-reduce-done", "all-gather-start", "all-gather-done",

@@ -13,9 +13,9 @@ registered: it is not a pass.
 from __future__ import annotations
 
 from hlo_common.ir import HloInstruction, HloModule
-from hlo_opt.hlo_creation_utils import non_fusion_computations
+from hlo_common.hlo_creation_utils import non_fusion_computations
 from hlo_opt.deferred_removal import DeferredRemoval
-from hlo_opt.pass_base import HloPass
+from hlo_common.hlo_pass.pass_base import HloPass
 
 
 class OpExpanderPass(HloPass):

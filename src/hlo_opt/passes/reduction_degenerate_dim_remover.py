@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 from hlo_common.ir import HloInstruction, HloModule
 from hlo_common.shape import Shape
-from hlo_opt.hlo_creation_utils import non_fusion_computations
+from hlo_common.hlo_creation_utils import non_fusion_computations
 from hlo_opt.layout_util import drop_degenerate_dimensions, make_bitcast
-from hlo_opt.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.reduction_utils import (
     bitcast_outputs, make_reduce, reduce_inits, reduce_inputs, reduce_output_shapes,
 )

@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hlo_common.ir import HloInstruction, HloModule
-from hlo_opt.hlo_creation_utils import non_fusion_computations
+from hlo_common.hlo_creation_utils import non_fusion_computations
 from hlo_opt.layout_util import align_layouts, make_copy, reshape_is_bitcast
-from hlo_opt.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 
 def decompose_reshape(reshape: HloInstruction) -> bool:

@@ -28,8 +28,8 @@ import numpy as np
 
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.shape import Shape
-from hlo_opt.hlo_creation_utils import add_embedded_computation
-from hlo_opt.pass_base import register_pass
+from hlo_common.hlo_creation_utils import add_embedded_computation
+from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
 
 _UNSIGNED = {8: "u8", 16: "u16", 32: "u32", 64: "u64"}

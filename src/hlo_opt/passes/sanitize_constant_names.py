@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from hlo_common.ir import HloModule
-from hlo_opt.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 _NUMERIC_SUFFIX = re.compile(r"^(.*)_(\d+)$")
 

@@ -27,11 +27,11 @@ import numpy as np
 
 from hlo_common.ir import HloComputation, HloInstruction
 from hlo_common.shape import Shape
-from hlo_opt.hlo_creation_utils import (
+from hlo_common.hlo_creation_utils import (
     add_embedded_computation, make_binary, make_broadcast, make_compare, make_constant, make_gte,
     make_reshape, make_tuple,
 )
-from hlo_opt.pass_base import register_pass
+from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
 from hlo_opt.passes.select_and_scatter_expander import inline_into
 

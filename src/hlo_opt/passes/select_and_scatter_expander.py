@@ -26,9 +26,9 @@ import numpy as np
 
 from hlo_common.ir import HloComputation, HloInstruction
 from hlo_common.shape import Shape
-from hlo_opt.hlo_creation_utils import add_embedded_computation, make_broadcast, make_concatenate, make_gte, \
+from hlo_common.hlo_creation_utils import add_embedded_computation, make_broadcast, make_concatenate, make_gte, \
     make_iota, make_reshape
-from hlo_opt.pass_base import register_pass
+from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
 
 

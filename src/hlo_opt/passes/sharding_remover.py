@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hlo_common.ir import HloInstruction
-from hlo_opt.pass_base import register_pass
+from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
 
 SHARDING_TARGETS = frozenset({"Sharding", "SPMDShardToFullShape", "SPMDFullToShardShape"})

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.shape import Shape
-from hlo_opt.hlo_creation_utils import add_embedded_computation, make_gte, non_fusion_computations
+from hlo_common.hlo_creation_utils import add_embedded_computation, make_gte, non_fusion_computations
 from hlo_opt.deferred_removal import DeferredRemoval
-from hlo_opt.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 
 def used_operand_indices(sort: HloInstruction) -> set[int] | None:

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from hlo_common.ir import HloInstruction
-from hlo_opt.hlo_creation_utils import (
+from hlo_common.hlo_creation_utils import (
     make_binary, make_compare, make_convert, make_scalar_like, make_select, make_unary,
 )
-from hlo_opt.pass_base import register_pass
+from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
 
 

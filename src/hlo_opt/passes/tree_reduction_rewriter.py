@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from hlo_common.attributes import PaddingConfig
 from hlo_common.ir import HloInstruction, HloModule
 from hlo_common.shape import Shape
-from hlo_opt.hlo_creation_utils import non_fusion_computations
+from hlo_common.hlo_creation_utils import non_fusion_computations
 from hlo_opt.layout_util import delete_dimensions, has_default_layout, make_bitcast
-from hlo_opt.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.reduction_utils import (
     BATCHED_REDUCTION_RACE_FREE_BOUND, ReductionDimensions, is_reduction_from_or_to_contiguous_dimensions,
     make_reduce, reduce_inits, reduce_inputs, reduce_output_shapes, reduction_dimension_race_free_bound,

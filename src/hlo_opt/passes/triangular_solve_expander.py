@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from math import prod
 
 from hlo_common.ir import HloInstruction
-from hlo_opt.pass_base import register_pass
+from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes._text_expansion import (TextBuilder, dims_text, dynamic_slice, embed_call,
                                               literal_text, splat, swap_minor)
 from hlo_opt.passes.op_expander_pass import OpExpanderPass

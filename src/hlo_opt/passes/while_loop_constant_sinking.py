@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_opt.hlo_creation_utils import non_fusion_computations
-from hlo_opt.hlo_utils import computation_callers
-from hlo_opt.pass_base import HloPass, register_pass
+from hlo_common.hlo_creation_utils import non_fusion_computations
+from hlo_common.hlo_utils import computation_callers
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 
 def invariant_body_gtes(body: HloComputation) -> list[HloInstruction]:

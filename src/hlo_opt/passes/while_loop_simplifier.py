@@ -32,11 +32,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_opt.hlo_utils import (
+from hlo_common.hlo_utils import (
     NameUniquer, computation_callers, computation_has_side_effect, has_control_dependencies, has_side_effect,
     replace_instruction,
 )
-from hlo_opt.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.passes.call_inliner import inline_call
 from hlo_opt.passes.dce import HloDCE
 from hlo_opt.while_loop_analysis import compute_while_loop_trip_count

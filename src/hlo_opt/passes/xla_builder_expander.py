@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from hlo_common.errors import HloError
 from hlo_common.ir import HloInstruction, HloModule
 from hlo_common.xla_builder_math import PREFIX, TARGETS, decomposition_for
-from hlo_opt.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 
 def _needs_expansion(instr: HloInstruction) -> bool:

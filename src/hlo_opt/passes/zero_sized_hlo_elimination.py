@@ -19,14 +19,14 @@ import numpy as np
 
 from hlo_common.ir import HloInstruction, HloModule
 from hlo_common.shape import Layout
-from hlo_opt.hlo_utils import (
+from hlo_common.hlo_utils import (
     computation_callers,
     fusion_instruction_of,
     has_side_effect,
     is_safely_removable,
     replace_instruction,
 )
-from hlo_opt.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 
 def is_eliminable(instr: HloInstruction) -> bool:

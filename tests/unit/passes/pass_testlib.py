@@ -33,9 +33,9 @@ from filecheck_util import check_text  # noqa: E402
 from hlo_common.ir import HloModule  # noqa: E402
 from hlo_common.parser import parse_module  # noqa: E402
 from hlo_common.printer import print_module  # noqa: E402
-from hlo_opt.pass_base import PASS_REGISTRY, HloPass  # noqa: E402
+from hlo_common.hlo_pass.pass_base import PASS_REGISTRY, HloPass  # noqa: E402
 from hlo_opt.passes import load_all_passes  # noqa: E402
-from hlo_opt.pipeline import HloPassPipeline, RunOptions, verify  # noqa: E402
+from hlo_common.hlo_pass.pipeline import HloPassPipeline, RunOptions, verify  # noqa: E402
 
 
 def make_pass(name_or_pass: str | HloPass, **options: Any) -> HloPass:

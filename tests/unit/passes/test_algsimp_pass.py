@@ -14,7 +14,7 @@ from pass_testlib import check_pass, check_unchanged, run_pass
 from hlo_common.parser import parse_module
 from hlo_common.printer import print_module
 from hlo_common.shape import Shape
-from hlo_opt.pass_base import PASS_REGISTRY
+from hlo_common.hlo_pass.pass_base import PASS_REGISTRY
 from hlo_opt.passes import load_all_passes
 from hlo_opt.passes.algebraic_simplifier import AlgebraicSimplifier
 from hlo_opt.passes.algsimp import REWRITES, all_rewrites

@@ -24,7 +24,7 @@ import numpy as np
 from hlo_common.dtypes import PRED, PrimitiveType
 from hlo_common.ir import HloComputation, HloInstruction
 from hlo_common.shape import Shape
-from hlo_opt.hlo_utils import has_side_effect
+from hlo_common.hlo_utils import has_side_effect
 
 if TYPE_CHECKING:
     from hlo_opt.passes.algebraic_simplifier import AlgebraicSimplifier

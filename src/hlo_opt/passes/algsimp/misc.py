@@ -11,7 +11,7 @@ from __future__ import annotations
 from hlo_common.ir import HloInstruction
 from hlo_common.opcodes import is_elementwise
 from hlo_common.shape import Shape
-from hlo_opt.hlo_utils import has_side_effect
+from hlo_common.hlo_utils import has_side_effect
 from hlo_opt.passes.algsimp.base import Rewriter, is_effective_scalar, is_zero_element, pred_shape, rewrite
 from hlo_opt.passes.algsimp.slicing import make_slice
 

@@ -20,7 +20,7 @@ from typing import Callable, Iterable
 
 from hlo_common.errors import HloError, VerificationError
 from hlo_common.ir import HloModule
-from hlo_opt.pass_base import HloPass
+from hlo_common.hlo_pass.pass_base import HloPass
 
 PIPELINE_START = "pipeline-start"
 PIPELINE_END = "pipeline-end"
