@@ -69,6 +69,8 @@ class Kernel:
     bytes_read: int
     bytes_written: int
     ops: tuple[tuple[str, int], ...]  # (opcode, count) of its body's compute ops, sorted by opcode
+    target: str = ""  # a custom call's target (with ":EPILOGUE" of a cuBLAS GEMM that has one),
+    #                   a kCustom fusion's backend kind (`__triton`, `__triton_gemm`, ...)
 
     @property
     def bytes(self) -> int:
@@ -139,7 +141,23 @@ def _kernel(instr: HloInstruction, comp: HloComputation) -> Kernel:
         kind = _lone_kind(instr)
     if instr.opcode == "custom-call":
         written -= _workspace_bytes(instr)
-    return Kernel(instr.name, comp.name, instr.opcode, kind, read, written, ops)
+    return Kernel(instr.name, comp.name, instr.opcode, kind, read, written, ops, _target(instr))
+
+
+def _config(instr: HloInstruction, key: str) -> dict:
+    config = instr.backend_config_data
+    value = config.get(key) if isinstance(config, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _target(instr: HloInstruction) -> str:
+    if instr.opcode == "custom-call":
+        target = str(instr.attr("custom_call_target", ""))
+        epilogue = _config(instr, "gemm_backend_config").get("epilogue", "DEFAULT")
+        return target if epilogue == "DEFAULT" else f"{target}:{epilogue}"
+    if instr.opcode == "fusion" and instr.attr("kind") == "kCustom":
+        return str(_config(instr, "fusion_backend_config").get("kind", ""))
+    return ""
 
 
 def _body_bytes(instr: HloInstruction, params: list[HloInstruction] | None,
@@ -240,12 +258,7 @@ def _census(body: HloComputation) -> tuple[tuple[str, int], ...]:
 def _fusion_kind(instr: HloInstruction, body: HloComputation, ops: tuple[tuple[str, int], ...]) -> str:
     kind = instr.attr("kind")
     if kind == "kCustom":
-        config = instr.backend_config_data
-        name = ""
-        if isinstance(config, dict):
-            fusion_config = config.get("fusion_backend_config")
-            if isinstance(fusion_config, dict):
-                name = str(fusion_config.get("kind", ""))
+        name = _target(instr)
         if "triton" in name:
             return "triton"
         return "cudnn" if "cudnn" in name else "custom"

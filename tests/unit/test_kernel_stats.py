@@ -77,7 +77,8 @@ ENTRY e {
 }""")
     k = _by_name(stats)
     assert list(k) == ["red", "mo"]
-    assert (k["red"].bytes_read, k["red"].bytes_written, k["red"].kind) == (64 * 32 * 4 + 32 * 4, 256, "reduction")
+    assert (k["red"].bytes_read, k["red"].bytes_written, k["red"].kind) == \
+        (64 * 32 * 4 + 32 * 4, 256, "reduction")
     assert k["red"].ops == (("broadcast", 1), ("multiply", 1), ("reduce", 1))
     # multi-output: the result tuple's two leaves are written
     assert (k["mo"].bytes_read, k["mo"].bytes_written, k["mo"].kind) == (256, 512, "loop")
@@ -194,11 +195,16 @@ def test_cublas_call_is_a_library_call_without_its_workspace():
 ENTRY e {
   a = f32[16,8] parameter(0)
   b = f32[8,32] parameter(1)
+  c = f32[32] parameter(2)
   g = (f32[16,32], s8[4194304]) custom-call(a, b), custom_call_target="__cublas$gemm"
-  ROOT r = f32[16,32] get-tuple-element(g), index=0
+  r = f32[16,32] get-tuple-element(g), index=0
+  h = (f32[16,32], s8[1024]) custom-call(a, b, c), custom_call_target="__cublas$lt$matmul",
+    backend_config={"gemm_backend_config":{"epilogue":"BIAS"}}
+  ROOT t = (f32[16,32], (f32[16,32], s8[1024])) tuple(r, h)
 }""")
-    (k,) = stats.kernels
-    assert (k.bytes_read, k.bytes_written, k.kind) == (512 + 1024, 2048, "library")
+    g, h = stats.kernels
+    assert (g.bytes_read, g.bytes_written, g.kind, g.target) == (512 + 1024, 2048, "library", "__cublas$gemm")
+    assert (h.bytes_read, h.bytes_written, h.target) == (512 + 1024 + 128, 2048, "__cublas$lt$matmul:BIAS")
 
 
 def test_triton_and_cudnn_fusions_are_told_apart():
@@ -216,6 +222,7 @@ ENTRY e {
   ROOT l = f32[4,4] fusion(c), kind=kLoop, calls=f
 }""")
     assert [k.kind for k in stats.kernels] == ["triton", "triton", "cudnn", "loop"]
+    assert [k.target for k in stats.kernels] == ["__triton", "__triton_gemm", "__cudnn$fusion", ""]
     assert stats.uses_triton and stats.uses_cudnn
 
 
