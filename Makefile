@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= auto
 
-.PHONY: demo test test-all bench clean
+.PHONY: demo test test-all bench bench-fusion clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,9 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py
+
+bench-fusion: $(STAMP)
+	$(PY) bench/fusion_vs_xla.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info

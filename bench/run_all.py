@@ -1,4 +1,5 @@
-"""Run every `bench/bench_*.py` in turn (what `make bench` does) and print their tables.
+"""Run every `bench/bench_*.py` and `bench/fusion_vs_xla.py` in turn (what `make bench` does) and
+print their tables.
 
     .venv/bin/python bench/run_all.py [-k SUBSTRING]
 
@@ -16,13 +17,15 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+EXTRA = ("fusion_vs_xla.py",)  # benchmarks not named bench_*.py
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-k", dest="only", default="", help="run only benchmarks whose file name contains this")
     opts = ap.parse_args()
-    scripts = sorted(p for p in HERE.glob("bench_*.py") if opts.only in p.name)
+    scripts = sorted([*HERE.glob("bench_*.py"), *(HERE / name for name in EXTRA)])
+    scripts = [p for p in scripts if opts.only in p.name]
     failed = []
     for script in scripts:
         print(f"=== {script.name}", flush=True)
