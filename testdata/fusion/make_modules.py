@@ -4,9 +4,9 @@ The input of `bench/fusion_vs_xla.py` (issue 9 item 7): small JAX programs cover
 pass decides on (elementwise chains, GELU, softmax, norms, every kind of reduction, transposes,
 concatenates, pads and slices, in-place updates in loops, gather and scatter, MLP, attention, a
 transformer layer forward and backward, while loops), lowered by jax to pre-optimization HLO
-text. Weights and inputs are entry parameters, so the files stay small and hlo-run makes inputs
-from --seed. Sizes are modest (no tensor above 16M elements) so the interpreter runs each in
-seconds.
+text with default layouts. Weights and inputs are entry parameters, so the files stay small and
+hlo-run makes inputs from --seed. Sizes are modest (no tensor above 16M elements) so the
+interpreter runs each in seconds.
 
     .venv/bin/python testdata/fusion/make_modules.py            # the pre-optimization modules
     .venv/bin/python testdata/fusion/make_modules.py --xla      # also XLA:GPU's optimized HLO
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -199,7 +200,8 @@ MODULES: dict[str, tuple] = {
     "rmsnorm_f32": (rms_norm, (spec((4096, 1024)), spec((1024,)))),
     "rmsnorm_bf16": (rms_norm, (spec((4096, 1024), bf16), spec((1024,), bf16))),
     "reduce_row": (lambda x: jnp.sum(x, axis=-1), (spec((4096, 1024)),)),
-    "reduce_row_bf16": (lambda x: jnp.sum(x.astype(f32) * x.astype(f32), axis=-1), (spec((4096, 1024), bf16),)),
+    "reduce_row_bf16": (lambda x: jnp.sum(x.astype(f32) * x.astype(f32), axis=-1),
+                        (spec((4096, 1024), bf16),)),
     "reduce_column": (lambda x: jnp.sum(x, axis=0), (spec((4096, 1024)),)),
     "reduce_multi_row": (lambda x: jnp.max(x, axis=-1), (spec((262144, 8)),)),
     "reduce_full": (lambda x: jnp.sum(jnp.square(x)), (spec((2048, 2048)),)),
@@ -233,9 +235,22 @@ MODULES: dict[str, tuple] = {
 }
 
 
+_LAYOUT = re.compile(r"\b([a-z][a-z0-9]*\[([0-9,]*)\])\{[0-9,]*\}")
+
+
+def _default_layout(match: re.Match) -> str:
+    rank = len(match.group(2).split(",")) if match.group(2) else 0
+    return match.group(1) + "{" + ",".join(str(d) for d in range(rank - 1, -1, -1)) + "}"
+
+
 def lower(name: str) -> str:
+    """The pre-optimization HLO text of one module, every layout the default (major to minor).
+
+    jax's HLO text carries layout hints (a transpose's result as `{0,1}`, and the entry result
+    layout taken from the root), but jax compiles with default layouts and XLA:GPU here sees the
+    module through StableHLO, which has none; so both compilers start from the same layouts."""
     fn, args = MODULES[name]
-    text = jax.jit(fn).lower(*args).as_text(dialect="hlo")
+    text = _LAYOUT.sub(_default_layout, jax.jit(fn).lower(*args).as_text(dialect="hlo"))
     return text if text.endswith("\n") else text + "\n"
 
 
