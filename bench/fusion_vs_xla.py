@@ -193,18 +193,18 @@ def _ratio(a: int, b: int) -> str:
 
 
 def print_table(rows: list[Row], notes: bool, kernels: bool) -> None:
-    head = (f"{'module':<22} {'ours':>5} {'XLA':>5} {'ours MB':>9} {'XLA MB':>9} {'ratio':>6} "
+    head = (f"{'module':<23} {'ours':>5} {'XLA':>5} {'ours MB':>9} {'XLA MB':>9} {'ratio':>6} "
             f"{'XLAnt':>5} {'XLAnt MB':>9} {'ratio':>6} {'opt s':>6}  XLA Triton/cuDNN")
     print(head)
     print("-" * len(head))
     for r in rows:
         special = r.xla_special or "-"
         if r.ours is None:
-            print(f"{r.name:<22} {'err':>5} {r.xla.count:>5} {'':>9} {r.xla.bytes / MB:>9.1f} {'':>6} "
+            print(f"{r.name:<23} {'err':>5} {r.xla.count:>5} {'':>9} {r.xla.bytes / MB:>9.1f} {'':>6} "
                   f"{r.xla_nt.count:>5} {r.xla_nt.bytes / MB:>9.1f} {'':>6} {r.opt_seconds:>6.1f}  {special}")
             continue
         mark = "*" if r.over else " "
-        print(f"{r.name:<21}{mark} {r.ours.count:>5} {r.xla.count:>5} {r.ours.bytes / MB:>9.1f} "
+        print(f"{r.name:<22}{mark} {r.ours.count:>5} {r.xla.count:>5} {r.ours.bytes / MB:>9.1f} "
               f"{r.xla.bytes / MB:>9.1f} {_ratio(r.ours.bytes, r.xla.bytes):>6} {r.xla_nt.count:>5} "
               f"{r.xla_nt.bytes / MB:>9.1f} {_ratio(r.ours.bytes, r.xla_nt.bytes):>6} "
               f"{r.opt_seconds:>6.1f}  {special}")
@@ -214,7 +214,7 @@ def print_table(rows: list[Row], notes: bool, kernels: bool) -> None:
     ours_b, xla_b, nt_b = (sum(r.ours.bytes for r in ok), sum(r.xla.bytes for r in ok),
                            sum(r.xla_nt.bytes for r in ok))
     print("-" * len(head))
-    print(f"{'total (' + str(len(ok)) + ' modules)':<22} {ours_k:>5} {xla_k:>5} {ours_b / MB:>9.1f} "
+    print(f"{'total (' + str(len(ok)) + ' modules)':<23} {ours_k:>5} {xla_k:>5} {ours_b / MB:>9.1f} "
           f"{xla_b / MB:>9.1f} {_ratio(ours_b, xla_b):>6} {nt_k:>5} {nt_b / MB:>9.1f} "
           f"{_ratio(ours_b, nt_b):>6} {sum(r.opt_seconds for r in rows):>6.1f}")
     print("columns: kernels and MB (1e6 bytes read + written) of ours, of XLA:GPU (default flags) and "

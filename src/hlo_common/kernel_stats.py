@@ -32,8 +32,9 @@ Bytes of a kernel: what it reads plus what it writes, counting each distinct ope
 Every kernel gets a kind: `loop`, `reduction`, `transpose`, `concatenate`, `scatter`,
 `in_place_dus`, `sort`, `input` (another kInput fusion), `copy`, `library` (custom calls, and
 lone dot/convolution ops that become library calls), `triton` (XLA's Triton fusions: GEMMs
-and softmax/norms), `cudnn`, or `custom` (another kCustom fusion). The kind comes from the
-fusion kind and the opcodes in the body; it is a label for tables, not XLA's hero analysis.
+and softmax/norms), `cudnn`, or `custom` (another kCustom fusion with a backend kind, such as
+XLA's `dynamic_slice_fusion`). The kind comes from the fusion kind, its backend kind and the
+opcodes in the body; it is a label for tables, not XLA's hero analysis.
 """
 
 from __future__ import annotations
@@ -257,11 +258,13 @@ def _census(body: HloComputation) -> tuple[tuple[str, int], ...]:
 
 def _fusion_kind(instr: HloInstruction, body: HloComputation, ops: tuple[tuple[str, int], ...]) -> str:
     kind = instr.attr("kind")
-    if kind == "kCustom":
-        name = _target(instr)
-        if "triton" in name:
-            return "triton"
-        return "cudnn" if "cudnn" in name else "custom"
+    name = _target(instr)
+    if "triton" in name:
+        return "triton"
+    if "cudnn" in name:
+        return "cudnn"
+    if name:
+        return "custom"
     opcodes = {op for op, _ in ops}
     root = body.root
     outputs = root.operands if root.opcode == "tuple" else [root]
@@ -271,7 +274,7 @@ def _fusion_kind(instr: HloInstruction, body: HloComputation, ops: tuple[tuple[s
     if "dynamic-update-slice" in out_ops:
         return "in_place_dus"
     if "sort" in opcodes:
-        return "sort"
+        return "sort"  # XLA's sort is a kCustom fusion without a backend kind
     if kind == "kInput":
         for label, opcode in (("reduction", "reduce"), ("transpose", "transpose"),
                               ("concatenate", "concatenate")):

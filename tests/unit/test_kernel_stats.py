@@ -264,6 +264,18 @@ ENTRY e {
     assert stats.count == 6
 
 
+def test_a_sort_fusion_without_backend_kind_is_a_sort():
+    stats = _stats("""
+HloModule m
+lt { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT l = pred[] compare(a, b), direction=LT }
+f { p = f32[64] parameter(0)  ROOT s = f32[64] sort(p), dimensions={0}, to_apply=lt }
+ENTRY e {
+  x = f32[64] parameter(0)
+  ROOT s = f32[64] fusion(x), kind=kCustom, calls=f
+}""")
+    assert [(k.kind, k.bytes) for k in stats.kernels] == [("sort", 512)]
+
+
 def test_lone_ops_get_their_kinds():
     stats = _stats("""
 ENTRY e {
