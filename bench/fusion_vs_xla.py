@@ -243,8 +243,11 @@ def print_table(rows: list[Row], notes: bool, kernels: bool) -> None:
                 print(f"    - {line}")
             if len(found) > MAX_NOTES:
                 print(f"    - ... {len(found) - MAX_NOTES} more")
-            if not found:
-                print("    - same kernels by opcode; bytes differ in operands counted "
+            if not found and r.xla_special:
+                print(f"    - the same kernels by opcode as XLA without Triton; XLA's default differs "
+                      f"by its Triton/cuDNN kernels ({r.xla_special})")
+            elif not found:
+                print("    - the same kernels by opcode; they count different operand bytes "
                       "(see --kernels)")
 
 
