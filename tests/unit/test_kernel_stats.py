@@ -285,3 +285,53 @@ ENTRY e {
   ROOT c = f32[32,16] concatenate(d, d), dimensions={0}
 }""")
     assert [k.kind for k in stats.kernels] == ["transpose", "library", "concatenate"]
+
+
+# -- the bench's "what differs" notes (bench/fusion_vs_xla.py), on kernels made by hand -----------
+def _bench():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if "fusion_vs_xla" not in sys.modules:  # its dataclasses need the module registered
+        path = Path(__file__).resolve().parents[2] / "bench" / "fusion_vs_xla.py"
+        spec = importlib.util.spec_from_file_location("fusion_vs_xla", path)
+        sys.modules["fusion_vs_xla"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["fusion_vs_xla"])
+    return sys.modules["fusion_vs_xla"]
+
+
+def _k(name, kind, nbytes, *ops, target=""):
+    from hlo_common.kernel_stats import Kernel
+
+    counts = {}
+    for op in ops:
+        counts[op] = counts.get(op, 0) + 1
+    return Kernel(name, "main", "fusion", kind, nbytes, 0, tuple(sorted(counts.items())), target)
+
+
+def test_bench_notes_name_the_xla_fusion_we_split_and_our_extra_launches():
+    from hlo_common.kernel_stats import KernelStats
+
+    xla = KernelStats((_k("input_reduce_fusion", "reduction", 100, "reduce", "exponential", "subtract"),
+                       _k("gemm", "library", 50, "custom-call", target="__cublas$lt$matmul:BIAS")))
+    ours = KernelStats((_k("sub", "loop", 100, "subtract"), _k("exp", "loop", 100, "exponential"),
+                        _k("red", "reduction", 100, "reduce"), _k("dot", "library", 50, "dot"),
+                        _k("bias", "loop", 100, "add")))
+    notes = _bench().differences(ours, xla)
+    assert notes == [
+        "XLA fuses exponential+reduce+subtract into 1 reduction kernel (input_reduce_fusion); "
+        "we launch 3: subtract, exponential, reduce",
+        "we launch 1 more with no XLA counterpart: loop add",
+        "XLA's gemm does the BIAS epilogue in cuBLAS; our dot does not",
+    ]
+
+
+def test_bench_notes_are_empty_for_the_same_kernels_and_name_a_heavier_twin():
+    from hlo_common.kernel_stats import KernelStats
+
+    xla = KernelStats((_k("a", "loop", 10**6, "add"), _k("b", "loop", 10**6, "add", "exponential")))
+    assert _bench().differences(xla, xla) == []
+    heavy = KernelStats((_k("a", "loop", 10**6, "add"), _k("f", "loop", 1.5e6, "add", "exponential")))
+    assert _bench().differences(heavy, xla) == [
+        "our f and XLA's b (add+exponential) move 1.5 vs 1.0 MB"]
