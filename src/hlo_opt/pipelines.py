@@ -160,7 +160,6 @@ PLANNED_PASSES: dict[str, str] = {
     "dynamic_dimension_simplifier": "DynamicDimensionSimplifier: folds get/set-dimension-size chains",
     "eigh_expander": "EighExpander: eigh custom calls -> Jacobi iterations",
     "float-normalization-bf16": "FloatNormalization: converts around ops the GPU lacks in bf16",
-    "fusion-wrapper": "FusionWrapper: each remaining unfused op wrapped in its own kLoop fusion",
     "gpu-conv-padding-legalization": "ConvPaddingLegalization: convolution padding cuDNN accepts",
     "move_copy_to_users": "MoveCopyToUsers: copies moved below elementwise users",
     MULTI_OUTPUT_FUSION: "MultiOutputFusion: sibling and producer-consumer multi-output fusions",
