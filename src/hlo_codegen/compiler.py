@@ -155,9 +155,10 @@ def _control_flow_pairs(instr):
 
 
 def compile_module(module: HloModule, options: CompileOptions,
-                   backend: KernelBackend | None = None) -> CompileResult:
-    """Compile `module` (modified in place) for `options.target`."""
-    prepare_module(module)
+                   backend: KernelBackend | None = None, dumper: object | None = None) -> CompileResult:
+    """Compile `module` (modified in place) for `options.target`; `dumper` (see
+    `hlo_common.hlo_pass.pipeline.RunOptions`) sees the module between prepare passes."""
+    prepare_module(module, RunOptions(dumper=dumper))
     assignment = assign_buffers(module)
     backend = backend if backend is not None else default_backend(options)
     emitter = ThunkEmitter(module, assignment, backend)
