@@ -25,7 +25,7 @@ from enum import Enum
 from hlo_common.errors import HloError
 from hlo_common.gemm_config import GEMM_CUSTOM_CALL_TARGETS, gemm_config_for_dot
 from hlo_common.ir import HloInstruction
-from hlo_common.passes._support import physical_order
+from hlo_common.passes._support import CONTROL_FLOW, physical_order
 from hlo_common.passes.single_device_collectives import COLLECTIVES
 from hlo_common.shape import Shape
 
@@ -47,7 +47,6 @@ NO_THUNK = frozenset({
     "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "opt-barrier", "domain",
     "add-dependency", "after-all",
 })
-CONTROL_FLOW = frozenset({"while", "conditional", "call"})  # = hlo_common.passes._support's
 SINGLE_DEVICE_ZERO = frozenset({"replica-id", "partition-id"})
 # Custom calls that only annotate (sharding, memory space, layout): their operand passes through.
 ANNOTATION_TARGETS = frozenset({
