@@ -22,6 +22,7 @@ demo: $(STAMP)
 	$(VENV)/bin/hlo-run --platform host out/softmax.manifest.json --reference-platform interpreter --print-literals
 
 test: $(STAMP)
+	PYTHONPATH=src $(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q -n $(JOBS) --durations=15 tests
 
 test-all: $(STAMP)

@@ -4,7 +4,8 @@ The middle tool of `hlo-opt | hlo-codegen | hlo-run`. It reads HLO text from a f
 (normally hlo-opt's output; an unfused, unscheduled module compiles too), compiles it for
 `--target cuda|host` (`hlo_codegen.compiler`) and writes the manifest to stdout or `-o` (whole
 or not at all). `--dump-to DIR` writes the module as compiled, the buffer assignment,
-`thunk_sequence.txt` and per kernel its kernel IR, `.ll` and `.ptx` (`hlo_codegen.dump`).
+`thunk_sequence.txt`, per kernel its kernel IR, `.ll` and `.ptx`, and the module after each
+pass of its prepare pipeline that changed it (`hlo_codegen.dump`).
 
     hlo-opt model.hlo | hlo-codegen --target host -o model.manifest.json
 
@@ -53,11 +54,16 @@ def _compile(input_path: str | None, output_path: str | None, target: str, arch:
         prepare_dump_directory(Path(dump_to))
     text, name = read_source(input_path)
     module = parse_module(text, name)
-    result = compile_module(module, options)
+    prepare = None
+    if dump_to is not None:
+        from hlo_codegen.dump import PrepareDumps
+
+        prepare = PrepareDumps(module.name)
+    result = compile_module(module, options, dumper=prepare)
     if dump_to is not None:
         from hlo_codegen.dump import write_dumps
 
-        write_dumps(Path(dump_to), result, options)
+        write_dumps(Path(dump_to), result, options, prepare)
     data = result.manifest.to_bytes()
     if output_path is None or output_path == "-":
         sys.stdout.buffer.write(data)

@@ -2,16 +2,17 @@
 
 Where it sits: behind `hlo-codegen` (the CLI) and `hlo_run`'s in-process compile hook. Stages:
 
-1. prepare (on codegen's own module): `xla_builder.*` custom calls become calls of their
-   decomposition and async-start/done pairs calls of their computation, flatten the call graph
-   when a control-flow computation has several callers, make bounded dynamic dimensions static
-   at their bounds (`dynamic_dimensions`) and refuse unbounded ones, check that
-   control flow agrees on layouts, refuse collectives that need more than one device and turn
-   those that change a layout into copies (`collectives`), turn gemm custom calls cuBLAS cannot
-   run into dot + epilogue fusions (`gemm_fallback`), wrap lone instructions into kLoop fusions
-   (`fusion_wrapper`),
-   insert the copies control flow and in-place ops need
-   (`buffer_assignment.insert_copies`);
+1. prepare (on codegen's own module), the pass pipeline `codegen-prepare` of shared passes
+   (`hlo_common.passes`, so hlo-opt can run them too; `prepare_pipeline`): `xla-builder-calls`
+   (`xla_builder.*` custom calls become calls of their decomposition), `async-ops-to-calls`,
+   `flatten-call-graph`, `bounded-dynamic-dimensions` (static at their bounds), then
+   `codegen-support-checks` (unbounded dimensions and layouts differing across control flow are
+   refused), `single-device-collectives` (collectives needing more than one device refused, layout
+   changes turned into copies), `gemm-fallback` (gemm custom calls cuBLAS cannot run become dot +
+   epilogue fusions), `inline-nested-fusions`, `fusion-wrapper` (lone instructions that need a
+   kernel wrapped into fusions; `fusion_wrapper.needs_kernel` is codegen's rule) and
+   `codegen-copy-insertion` (the copies control flow and in-place ops need), then the wrapper
+   again for copies that need kernels. On hlo-opt's output most of these change nothing;
 2. buffer assignment (`buffer_assignment.assign_buffers`);
 3. thunk emission, with kernels emitted and lowered by the kernel backend for the target
    (`thunk_emitter`): PTX for `cuda` (checked into a cubin with nvJitLink), LLVM IR for `host`;
@@ -30,17 +31,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hlo_common.errors import HloError
+from hlo_common.hlo_pass.pass_base import HloPass
+from hlo_common.hlo_pass.pipeline import HloPassPipeline, RunOptions
 from hlo_common.ir import HloModule
 from hlo_common.layout_bytes import array_to_bytes
 from hlo_common.manifest import Allocation, EntrySignature, Manifest, OutputLeaf
 from hlo_common.manifest_thunks import BufferSlice
+from hlo_common.passes._support import global_computations
 from hlo_common.printer import print_module
 
-from hlo_codegen.buffer_assignment import BufferAssignment, assign_buffers, insert_copies
+from hlo_codegen.buffer_assignment import BufferAssignment, assign_buffers
 from hlo_codegen.buffer_assignment.assignment import ENTRY_PARAMETER_ALIGNMENT
 from hlo_codegen.thunk_emitter import CompiledKernel, KernelBackend, ThunkEmitter
 
 TARGETS = ("cuda", "host")
+PREPARE_PIPELINE = "codegen-prepare"
 DEFAULT_ARCH = "sm_90"
 
 
@@ -66,33 +71,50 @@ class CompileResult:
     kernels: dict[str, CompiledKernel] = field(default_factory=dict)
 
 
-def prepare_module(module: HloModule) -> None:
-    """Stage 1, in place: flat call graph, wrapped lone instructions, copies."""
-    from hlo_codegen.fusion_wrapper import (
-        calls_for_async_ops, calls_for_decompositions, global_computations, wrap_lone_instructions)
-    from hlo_codegen.collectives import lower_single_device_collectives
-    from hlo_codegen.dynamic_dimensions import resolve_bounded_dynamic_dimensions
-    from hlo_codegen.gemm_fallback import lower_unsupported_gemms
-    from hlo_codegen.nested_fusions import inline_nested_fusions
+def prepare_pipeline() -> HloPassPipeline:
+    """Stage 1 as a pass pipeline (the shared passes of `hlo_common.passes`, in this order)."""
+    from hlo_common.passes.async_calls import AsyncOpsToCalls
+    from hlo_common.passes.bounded_dynamic_dimensions import BoundedDynamicDimensions
+    from hlo_common.passes.codegen_copy_insertion import CodegenCopyInsertion
+    from hlo_common.passes.decomposition_calls import DecompositionCalls
+    from hlo_common.passes.flatten_call_graph import FlattenCallGraph
+    from hlo_common.passes.fusion_wrapper import FusionWrapper
+    from hlo_common.passes.gemm_fallback import GemmFallback
+    from hlo_common.passes.nested_fusions import NestedFusionInliner
+    from hlo_common.passes.single_device_collectives import SingleDeviceCollectives
 
-    calls_for_decompositions(module)
-    calls_for_async_ops(module)
-    _flatten_call_graph(module)
-    resolve_bounded_dynamic_dimensions(module)  # `<=N` dimensions static at N, as the interpreter
-    check_static_shapes(module)
-    check_control_flow_layouts(module)
-    lower_single_device_collectives(module, global_computations(module))
-    lower_unsupported_gemms(module, global_computations(module))
-    inline_nested_fusions(module, global_computations(module))
-    wrap_lone_instructions(module)
-    insert_copies(module)
-    wrap_lone_instructions(module)  # copies that copy insertion added may need kernels too
+    from hlo_codegen.fusion_wrapper import needs_kernel
+
+    return HloPassPipeline(PREPARE_PIPELINE, [
+        DecompositionCalls(), AsyncOpsToCalls(), FlattenCallGraph(),
+        BoundedDynamicDimensions(),  # `<=N` dimensions static at N, as the interpreter has them
+        CodegenSupportChecks(),  # unbounded dimensions and layouts across control flow refused
+        SingleDeviceCollectives(), GemmFallback(), NestedFusionInliner(),
+        FusionWrapper(must_wrap=needs_kernel),
+        CodegenCopyInsertion(),
+        FusionWrapper(must_wrap=needs_kernel),  # copies that copy insertion added may need kernels
+    ])
+
+
+def prepare_module(module: HloModule, options: RunOptions | None = None) -> None:
+    """Stage 1, in place: flat call graph, static shapes, wrapped lone instructions, copies."""
+    prepare_pipeline().run_with(module, options or RunOptions())
+
+
+@dataclass
+class CodegenSupportChecks(HloPass):
+    """Refuses what buffers cannot hold: dynamic shapes, layouts differing across control flow."""
+
+    name = "codegen-support-checks"
+
+    def run(self, module: HloModule) -> bool:
+        check_static_shapes(module)
+        check_control_flow_layouts(module)
+        return False
 
 
 def check_static_shapes(module: HloModule) -> None:
     """Buffers have static sizes here: a dynamic dimension (`f32[<=8]`, `f32[?]`) is refused."""
-    from hlo_codegen.fusion_wrapper import global_computations
-
     for comp in global_computations(module):
         for instr in comp.instructions:
             if any(leaf.is_array and leaf.is_dynamic for _, leaf in instr.shape.leaf_shapes()):
@@ -104,8 +126,6 @@ def check_static_shapes(module: HloModule) -> None:
 def check_control_flow_layouts(module: HloModule) -> None:
     """Operands of while / conditional / call and the called computations' parameters and roots
     must agree on shapes *with layouts*: they share buffers, so bytes mean the same thing."""
-    from hlo_codegen.fusion_wrapper import global_computations
-
     for comp in global_computations(module):
         for instr in comp.instructions:
             for what, have, want in _control_flow_pairs(instr):
@@ -134,23 +154,11 @@ def _control_flow_pairs(instr):
         yield "callee root", callee.root.shape, instr.shape
 
 
-def _flatten_call_graph(module: HloModule) -> None:
-    from hlo_codegen.buffer_assignment.call_graph import computation_contexts
-
-    try:
-        computation_contexts(module)
-        return
-    except HloError:
-        pass
-    from hlo_opt.passes.flatten_call_graph import FlattenCallGraph  # hlo-opt's pass, reused as is
-
-    FlattenCallGraph().run(module)
-
-
 def compile_module(module: HloModule, options: CompileOptions,
-                   backend: KernelBackend | None = None) -> CompileResult:
-    """Compile `module` (modified in place) for `options.target`."""
-    prepare_module(module)
+                   backend: KernelBackend | None = None, dumper: object | None = None) -> CompileResult:
+    """Compile `module` (modified in place) for `options.target`; `dumper` (see
+    `hlo_common.hlo_pass.pipeline.RunOptions`) sees the module between prepare passes."""
+    prepare_module(module, RunOptions(dumper=dumper))
     assignment = assign_buffers(module)
     backend = backend if backend is not None else default_backend(options)
     emitter = ThunkEmitter(module, assignment, backend)

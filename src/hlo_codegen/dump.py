@@ -6,6 +6,9 @@ Where it sits: after `compiler.compile_module`; every file is written whole or n
     module_0000.<name>.sm_9.0a_gpu_after_optimizations-buffer-assignment.txt  BufferAssignment::ToString
     module_0000.<name>.thunk_sequence.txt                                     the thunk tree
     module_0000.<name>.<kernel>.<suffix>      per kernel: its kernel IR text, `.ll`, `.ptx` (cuda)
+    module_0000.<name>.0000.codegen-prepare.after_<pass>.before_<next>.txt
+                                              the module after each prepare pass that changed it
+                                              (`PrepareDumps`; hlo-opt's names for pass dumps)
 
 On the host target the prefix is `cpu_after_optimizations` (XLA:CPU's spelling). The GPU
 prefix is `sm_<major>.<minor>` of `--arch` plus `a` for the Hopper/Blackwell feature sets XLA
@@ -57,7 +60,26 @@ def prepare_dump_directory(directory: Path) -> None:
         raise InputError(f"cannot write dumps to '{directory}': not a directory")
 
 
-def dump_files(result: CompileResult, options: CompileOptions) -> dict[str, str]:
+class PrepareDumps:
+    """The module at the start of the prepare pipeline and after each pass that changed it, named
+    as `hlo-opt --dump-to DIR --dump-hlo-pass-re '.*'` names its pass dumps; kept in memory until
+    `write_dumps` (a `RunOptions.dumper`)."""
+
+    def __init__(self, module_name: str):
+        self.prefix = file_prefix(module_name)
+        self.step = 0
+        self.files: dict[str, str] = {}
+
+    def between_passes(self, module, pipeline: str, after: str, before: str, changed: bool | None) -> None:
+        if changed is False:
+            return
+        name = f"{self.prefix}.{self.step:04d}.{pipeline}.after_{after}.before_{before}.txt"
+        self.files[_UNSAFE.sub("_", name)] = print_module(module)
+        self.step += 1
+
+
+def dump_files(result: CompileResult, options: CompileOptions,
+               prepare: PrepareDumps | None = None) -> dict[str, str]:
     """File name -> text of every dump of one compilation."""
     prefix = file_prefix(result.module.name)
     stage = after_optimizations_prefix(options)
@@ -69,13 +91,16 @@ def dump_files(result: CompileResult, options: CompileOptions) -> dict[str, str]
     for name in sorted(result.kernels):
         for suffix, text in sorted(result.kernels[name].artifacts.items()):
             files[f"{prefix}.{name}.{suffix}"] = text
+    if prepare is not None:
+        files.update(prepare.files)
     return files
 
 
-def write_dumps(directory: Path, result: CompileResult, options: CompileOptions) -> list[Path]:
+def write_dumps(directory: Path, result: CompileResult, options: CompileOptions,
+                prepare: PrepareDumps | None = None) -> list[Path]:
     prepare_dump_directory(directory)
     written = []
-    for name, text in dump_files(result, options).items():
+    for name, text in dump_files(result, options, prepare).items():
         path = directory / name
         write_file_atomically(path, text)
         written.append(path)

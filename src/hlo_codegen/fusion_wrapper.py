@@ -1,15 +1,14 @@
-"""What each top-level instruction becomes at run time, and XLA's FusionWrapper.
+"""What each top-level instruction becomes at run time, and which ones the fusion wrapper wraps.
 
-Where it sits: the first step of hlo-codegen (`compiler.compile_module`), before copy insertion and
-buffer assignment. Emitters only take fusions, so a lone instruction that needs a kernel (an
-unfused `add`, a `reduce`, a `sort`, ...) is wrapped into a single-instruction kLoop fusion, as
-XLA's `FusionWrapper` does at the end of its GPU pipeline:
+Where it sits: hlo-codegen's prepare pipeline (`compiler.prepare_pipeline`) and its thunk emitter.
+Emitters only take fusions, so a lone instruction that needs a kernel (an unfused `add`, a
+`reduce`, a `sort`, ...) is wrapped into a single-instruction fusion by the shared
+`fusion-wrapper` pass (`hlo_common.passes.fusion_wrapper`, XLA's FusionWrapper), which codegen
+runs with `needs_kernel` as its rule instead of XLA's opcode list: codegen must also wrap what
+XLA's list leaves to other emitters (sort, a copy that moves bytes), and must not wrap what runs
+as a library call or a memcpy (a dot cuBLAS can do, a copy that keeps the bytes).
 
-    %a = f32[8] add(%p, %q)
-      =>  %wrapped_add = f32[8] fusion(%p, %q), kind=kLoop, calls=%wrapped_add_computation
-          %wrapped_add_computation { %param_0 = ... ROOT %add = f32[8] add(%param_0, %param_1) }
-
-`classify(instr)` is the one table the wrapper and the thunk emitter share (`ThunkKind`):
+`classify(instr)` is the one table the wrapper rule and the thunk emitter share (`ThunkKind`):
 no thunk (parameter, constant, tuple, get-tuple-element, bitcast, ...), control flow (while,
 conditional, call), a library GEMM (`__cublas$gemm` custom calls; plain dots cuBLAS can do), a
 memcpy (a copy, reshape, transpose or bitcast-convert that leaves the bytes as they are), a
@@ -17,7 +16,6 @@ memzero (replica-id / partition-id on one device), the random-number state
 (rng-get-and-update-state), a collective or async copy (copies and memsets
 on one device, `collectives`), an existing fusion, a kernel (everything else), or unsupported
 (infeed, send, other custom calls, ...).
-The wrapper works on codegen's own module (parsed from its input), never on hlo-opt's.
 """
 
 from __future__ import annotations
@@ -25,11 +23,11 @@ from __future__ import annotations
 from enum import Enum
 
 from hlo_common.errors import HloError
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.gemm_config import GEMM_CUSTOM_CALL_TARGETS, gemm_config_for_dot
+from hlo_common.ir import HloInstruction
+from hlo_common.passes._support import CONTROL_FLOW, physical_order
+from hlo_common.passes.single_device_collectives import COLLECTIVES
 from hlo_common.shape import Shape
-
-from hlo_codegen.collectives import COLLECTIVES
-from hlo_codegen.gemm_config import GEMM_CUSTOM_CALL_TARGETS, gemm_config_for_dot
 
 
 class ThunkKind(Enum):
@@ -49,7 +47,6 @@ NO_THUNK = frozenset({
     "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "opt-barrier", "domain",
     "add-dependency", "after-all",
 })
-CONTROL_FLOW = frozenset({"while", "conditional", "call"})
 SINGLE_DEVICE_ZERO = frozenset({"replica-id", "partition-id"})
 # Custom calls that only annotate (sharding, memory space, layout): their operand passes through.
 ANNOTATION_TARGETS = frozenset({
@@ -105,11 +102,6 @@ def _single_device(instr: HloInstruction) -> ThunkKind:
     return ThunkKind.UNSUPPORTED
 
 
-def physical_order(shape: Shape) -> list[int]:
-    """The non-degenerate dimensions of an array shape, major to minor in memory."""
-    return [d for d in reversed(shape.minor_to_major) if shape.dims[d] != 1]
-
-
 def is_memcpy(instr: HloInstruction) -> bool:
     """True when the instruction's output bytes equal its operand's bytes (a plain copy does)."""
     if len(instr.operands) != 1 or not instr.shape.is_array:
@@ -143,118 +135,13 @@ def _has_layout_extras(shape: Shape) -> bool:
     return shape.layout is not None and bool(shape.layout.extras)
 
 
-# -- the wrapper ------------------------------------------------------------------------------------
-def global_computations(module: HloModule) -> list[HloComputation]:
-    """The entry and every computation it runs as control flow (while, conditional, call)."""
-    out: list[HloComputation] = []
-    seen: set[int] = set()
-    work = [module.entry]
-    while work:
-        comp = work.pop()
-        if id(comp) in seen:
-            continue
-        seen.add(id(comp))
-        out.append(comp)
-        for instr in comp.instructions:
-            if instr.opcode in CONTROL_FLOW:
-                work.extend(reversed(instr.called_computations()))
-    return out
-
-
-def calls_for_decompositions(module: HloModule) -> int:
-    """`xla_builder.*` custom calls become `call`s of their decomposition: the called computation
-    they carry, or for `xla_builder.math.*` calls without one the computation XLA's builder library
-    would attach (`hlo_common.xla_builder_math`, which the interpreter evaluates too); returns how
-    many."""
-    count = 0
-    for comp in global_computations(module):
-        for instr in list(comp.instructions):
-            target = str(instr.attrs.get("custom_call_target", ""))
-            if instr.opcode != "custom-call" or not target.startswith("xla_builder."):
-                continue
-            callees = instr.called_computations() or _library_decomposition(module, comp, instr)
-            if len(callees) != 1:
-                continue
-            call = HloInstruction(instr.name, "call", instr.shape, list(instr.operands),
-                                  {"to_apply": callees[0]})
-            call.metadata = list(instr.metadata)
-            comp.replace_instruction(instr, call, remove_dead_operands=False)
-            call.name = instr.name  # free again now that the custom call is gone
-            count += 1
-    return count
-
-
-def _library_decomposition(module: HloModule, comp: HloComputation, instr: HloInstruction) -> list:
-    from hlo_common.xla_builder_math import decomposition_for
-
-    shared = decomposition_for(instr)
-    if shared is None:
-        return []
-    callee = shared.clone(name=module.unique_computation_name(str(instr.attrs["custom_call_target"])))
-    module.computations.insert(module.computations.index(comp), callee)
-    callee.parent = module
-    return [callee]
-
-
-def calls_for_async_ops(module: HloModule) -> int:
-    """`async-done(async-start(x...), calls=c)` becomes `call(x..., to_apply=c)`: on one stream an
-    asynchronous computation simply runs in order (async-updates in between are dropped)."""
-    count = 0
-    for comp in global_computations(module):
-        for done in [i for i in comp.instructions if i.opcode == "async-done"]:
-            start = done.operands[0]
-            while start.opcode == "async-update" and len(start.users) == 1:
-                start = start.operands[0]
-            callee = start.attrs.get("calls")
-            if (start.opcode != "async-start" or callee is None or isinstance(callee, list)
-                    or len(start.users) != 1):
-                continue
-            call = HloInstruction(done.name, "call", done.shape, list(start.operands), {"to_apply": callee})
-            call.metadata = list(done.metadata)
-            chain = done.operands[0]
-            comp.replace_instruction(done, call, remove_dead_operands=False)
-            call.name = done.name
-            while chain is not start:
-                nxt = chain.operands[0]
-                comp.remove_instruction(chain)
-                chain = nxt
-            comp.remove_instruction(start)
-            count += 1
-    return count
-
-
-def wrap_lone_instructions(module: HloModule) -> list[HloInstruction]:
-    """FusionWrapper: put every instruction classified KERNEL into its own kLoop fusion.
-    Returns the new fusions; raises HloError naming an instruction nothing can run."""
-    wrapped = []
-    for comp in global_computations(module):
-        for instr in list(comp.instructions):
-            kind = classify(instr)
-            if kind is ThunkKind.UNSUPPORTED:
-                what = instr.attrs.get("custom_call_target") if instr.opcode == "custom-call" else None
-                detail = f" (custom_call_target=\"{what}\")" if what else ""
-                raise HloError(f"%{instr.name}: {instr.opcode}{detail} is not supported by hlo-codegen "
-                               f"(in computation {comp.name})")
-            if kind is ThunkKind.KERNEL:
-                wrapped.append(_wrap(module, comp, instr))
-    return wrapped
-
-
-def _wrap(module: HloModule, comp: HloComputation, instr: HloInstruction) -> HloInstruction:
-    body = HloComputation(module.unique_computation_name(f"wrapped_{instr.opcode}_computation"))
-    params = []
-    for i, operand in enumerate(instr.operands):
-        p = HloInstruction(f"param_{i}", "parameter", operand.shape)
-        p.parameter_number = i
-        params.append(body.add_instruction(p))
-    inner = instr.clone(new_operands=params, name=instr.name)
-    body.add_instruction(inner)
-    body.root = inner
-    module.computations.insert(module.computations.index(comp), body)
-    body.parent = module
-    fusion = HloInstruction(comp.unique_name(f"wrapped_{instr.opcode}"), "fusion", instr.shape,
-                            list(instr.operands), {"kind": "kLoop", "calls": body})
-    fusion.metadata = list(instr.metadata)
-    # The fusion takes the old instruction's place in the list, so a schedule stays valid.
-    comp.replace_instruction(instr, fusion, remove_dead_operands=False)
-    return fusion
+def needs_kernel(instr: HloInstruction) -> bool:
+    """The fusion wrapper's rule in hlo-codegen: wrap what `classify` calls a KERNEL; an
+    instruction nothing can run is an HloError naming it."""
+    kind = classify(instr)
+    if kind is ThunkKind.UNSUPPORTED:
+        what = instr.attrs.get("custom_call_target") if instr.opcode == "custom-call" else None
+        detail = f" (custom_call_target=\"{what}\")" if what else ""
+        where = f" (in computation {instr.parent.name})" if instr.parent is not None else ""
+        raise HloError(f"%{instr.name}: {instr.opcode}{detail} is not supported by hlo-codegen{where}")
+    return kind is ThunkKind.KERNEL

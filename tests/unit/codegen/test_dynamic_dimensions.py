@@ -1,5 +1,5 @@
-"""Bounded dynamic dimensions in hlo-codegen (`hlo_codegen.dynamic_dimensions`): each hand-written
-module goes through hlo-codegen for the host and runs on hlo-run's host runtime; the result must
+"""Bounded dynamic dimensions in hlo-codegen (`hlo_common.passes.bounded_dynamic_dimensions`): each
+hand-written module goes through hlo-codegen for the host and runs on hlo-run's host runtime; the result must
 equal numpy's answer (derived by hand from the rule "every `<=N` dimension is N": get-dimension-size
 is the bound, set-dimension-size / SetBound / SliceToDynamic pass the operand on, PadToStatic adds
 the bounds) and the reference interpreter evaluating the *original* module, dynamic shapes and
@@ -14,7 +14,7 @@ import pytest
 
 from emitter_testlib import entry_arguments
 from hlo_codegen.compiler import CompileOptions, compile_module
-from hlo_codegen.dynamic_dimensions import static_shape
+from hlo_common.passes.bounded_dynamic_dimensions import static_shape
 from hlo_common.errors import HloError
 from hlo_common.interpreter.evaluator import evaluate
 from hlo_common.manifest import load_manifest

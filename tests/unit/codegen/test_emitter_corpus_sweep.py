@@ -72,9 +72,10 @@ def _short(exc: BaseException) -> str:
 
 def collect_fusions(module) -> list:
     """Every fusion of the module's global computations, lone kernel instructions wrapped."""
-    from hlo_codegen.fusion_wrapper import (
-        ThunkKind, _wrap, calls_for_decompositions, classify, global_computations,
-    )
+    from hlo_common.passes._support import global_computations
+    from hlo_common.passes.decomposition_calls import calls_for_decompositions
+    from hlo_common.passes.fusion_wrapper import wrap_instruction
+    from hlo_codegen.fusion_wrapper import ThunkKind, classify
 
     calls_for_decompositions(module)
     fusions = []
@@ -84,7 +85,7 @@ def collect_fusions(module) -> list:
             if kind is ThunkKind.FUSION:
                 fusions.append(instr)
             elif kind is ThunkKind.KERNEL:
-                fusions.append(_wrap(module, comp, instr))
+                fusions.append(wrap_instruction(instr, "kLoop"))
     return fusions
 
 

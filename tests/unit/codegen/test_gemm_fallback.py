@@ -1,4 +1,4 @@
-"""Gemm custom calls cuBLAS cannot run become kernels (`hlo_codegen.gemm_fallback`), the ones it can
+"""Gemm custom calls cuBLAS cannot run become kernels (`hlo_common.passes.gemm_fallback`), the ones it can
 run GemmThunks (`gemm_config`): s8 GEMMs by XLA's int8 rules, cuBLASLt epilogues, amax outputs,
 mixed operand types. Results on the host are checked against numpy by hand and against the
 interpreter evaluating the original custom call."""
@@ -16,7 +16,7 @@ from hlo_common.interpreter import evaluate
 from hlo_common.manifest import load_manifest
 from hlo_common.parser import parse_module
 from hlo_codegen.compiler import CompileOptions, compile_module
-from hlo_codegen.gemm_config import gemm_config_for_custom_call
+from hlo_common.gemm_config import gemm_config_for_custom_call
 from hlo_run.backends.host import HostDevice
 from hlo_run.cublas import scale_factors
 from hlo_run.manifest_runtime import ManifestExecutable

@@ -51,17 +51,22 @@ def test_dumps_use_xla_names(tmp_path, fake_kernels):
     assert result.exit_code == 0, result.stderr
     names = sorted(p.name for p in dump.iterdir())
     assert names == [
+        # the prepare pipeline, with hlo-opt's pass-dump names: its start, then each pass that changed it
+        "module_0000.jit_g.0000.codegen-prepare.after_pipeline-start.before_xla-builder-calls.txt",
+        "module_0000.jit_g.0001.codegen-prepare.after_fusion-wrapper.before_codegen-copy-insertion.txt",
         "module_0000.jit_g.sm_9.0a_gpu_after_optimizations-buffer-assignment.txt",
         "module_0000.jit_g.sm_9.0a_gpu_after_optimizations.txt",
         "module_0000.jit_g.thunk_sequence.txt",
         "module_0000.jit_g.wrapped_add.kernel_ir.txt",
         "module_0000.jit_g.wrapped_negate.kernel_ir.txt",
     ]
-    ba = (dump / names[0]).read_text()
+    assert "fusion" not in (dump / names[0]).read_text()
+    assert "wrapped_negate = f32[8]{0} fusion(" in (dump / names[1]).read_text()
+    ba = (dump / names[2]).read_text()
     assert ba.startswith("BufferAssignment:\nallocation 0: size 32")
     seq = (dump / "module_0000.jit_g.thunk_sequence.txt").read_text().splitlines()
     assert [line.split("\t")[0] for line in seq] == ["001: kKernel", "002: kKernel"]
-    hlo = (dump / names[1]).read_text()
+    hlo = (dump / names[3]).read_text()
     assert "wrapped_negate = f32[8]{0} fusion(" in hlo
 
 

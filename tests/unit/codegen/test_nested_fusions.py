@@ -1,4 +1,4 @@
-"""Nested fusions (`hlo_codegen.nested_fusions`): a fusion inside a fused reducer and a fusion
+"""Nested fusions (`hlo_common.passes.nested_fusions`): a fusion inside a fused reducer and a fusion
 inside a fused computation are inlined before emission; the host pipe's numbers match numpy by
 hand, the nested computations are gone from the compiled module, and a module without nested
 fusions is left as it was."""
@@ -9,8 +9,8 @@ import ml_dtypes
 import numpy as np
 
 from hlo_codegen.compiler import CompileOptions, compile_module
-from hlo_codegen.fusion_wrapper import global_computations
-from hlo_codegen.nested_fusions import inline_nested_fusions
+from hlo_common.passes._support import global_computations
+from hlo_common.passes.nested_fusions import inline_nested_fusions
 from hlo_common.manifest import load_manifest
 from hlo_common.parser import parse_module
 from hlo_common.printer import print_module

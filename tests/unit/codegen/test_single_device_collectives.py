@@ -1,7 +1,8 @@
-"""Collectives and async copies on one device (`hlo_codegen.collectives`): each hand-written module
-goes through hlo-codegen for the host, the manifest runs on hlo-run's host runtime, and the result
-is compared with the reference interpreter evaluating the *original* module (the manifest's HLO
-keeps the collectives too, but the original text is the independent reference). Where the answer
+"""Collectives and async copies on one device (`hlo_common.passes.single_device_collectives`): each
+hand-written module goes through hlo-codegen for the host, the manifest runs on hlo-run's host
+runtime, and the result is compared with the reference interpreter evaluating the *original*
+module (the manifest's HLO keeps the collectives too, but the original text is the independent
+reference). Where the answer
 is plain (the operand itself, zeros) numpy checks it as well. A group of two devices, or an empty
 group in a module of two replicas, must give the one-line "needs N devices" error; cuda compiles
 to PTX that links."""

@@ -293,7 +293,8 @@ def test_kernel_names_are_ptx_identifiers(hlo_name, kernel):
 
 
 def test_dynamic_shapes_are_refused_with_the_instruction():
-    # Bounded dimensions (`<=8`) are static at their bounds (hlo_codegen.dynamic_dimensions); `?` is refused.
+    # Bounded dimensions (`<=8`) are static at their bounds (hlo_common.passes.bounded_dynamic_dimensions);
+    # `?` is refused.
     with pytest.raises(HloError, match=r"%p: dynamic shape f32\[\?\] is not supported by hlo-codegen"):
         compile_text("HloModule m\nENTRY e { p = f32[?] parameter(0) ROOT n = f32[?] negate(p) }")
 

@@ -1,8 +1,9 @@
-"""Bounded dynamic dimensions made static at their bounds (stage 1 of hlo-codegen, `prepare`).
+"""BoundedDynamicDimensions ("bounded-dynamic-dimensions"): bounded dynamic dimensions made static
+at their bounds.
 
-Where it sits: `compiler.prepare_module` calls `resolve_bounded_dynamic_dimensions` on codegen's
-own module after the call graph is flat and *before* `check_static_shapes`, which then only has
-unbounded dimensions (`?`) left to refuse. XLA:GPU's counterpart is `DynamicPadder`, which keeps
+Where it sits: hlo-codegen's prepare pipeline (`hlo_codegen.compiler.prepare_pipeline`) runs it on
+codegen's own module after the call graph is flat and *before* its static-shape check, which then
+only has unbounded dimensions (`?`) left to refuse. XLA:GPU's counterpart is `DynamicPadder`, which keeps
 the real sizes beside padded buffers and masks; this module does not.
 
 The rule, exactly the reference interpreter's (`hlo_common.interpreter`: get/set-dimension-size in
@@ -28,7 +29,7 @@ signature both see the static shapes.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -36,6 +37,7 @@ import numpy as np
 from hlo_common.errors import HloError
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.shape import Shape
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 
 # -- shapes -----------------------------------------------------------------------------------------
@@ -151,6 +153,17 @@ def _rule_for(instr: HloInstruction) -> Rule | None:
 
 
 # -- the pass ----------------------------------------------------------------------------------------
+@register_pass
+@dataclass
+class BoundedDynamicDimensions(HloPass):
+    """Bounded dynamic dimensions (`<=N`) become static at N; get/set-dimension-size ops resolved."""
+
+    name = "bounded-dynamic-dimensions"
+
+    def run(self, module: HloModule) -> bool:
+        return resolve_bounded_dynamic_dimensions(module)
+
+
 def resolve_bounded_dynamic_dimensions(module: HloModule) -> bool:
     """In place: bounded dynamic dimensions static at their bounds, and the dynamic-size ops
     rewritten as the module docstring says. Returns whether anything changed. A module with an

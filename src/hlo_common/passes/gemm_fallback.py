@@ -1,7 +1,8 @@
-"""Gemm custom calls that cuBLAS cannot run become kernels: a kLoop fusion of `dot` + epilogue.
+"""GemmFallback ("gemm-fallback"): gemm custom calls that cuBLAS cannot run become kernels, a kLoop
+fusion of `dot` + epilogue.
 
-Where it sits: hlo-codegen's prepare stage (`compiler.prepare_module`), before the fusion
-wrapper. `gemm_config.gemm_config_for_custom_call` says which `__cublas$gemm` /
+Where it sits: hlo-codegen's prepare pipeline (`hlo_codegen.compiler.prepare_pipeline`), before
+the fusion wrapper. `hlo_common.gemm_config.gemm_config_for_custom_call` says which `__cublas$gemm` /
 `__cublas$lt$matmul` calls hlo-run's cuBLAS call can run; every other one (an s8 GEMM whose
 sizes are not multiples of 4, mixed operand types such as bf16 x s4, a cuBLASLt epilogue, an amax
 output, operand layouts cuBLAS cannot read) is rewritten here into HLO that computes the same
@@ -24,6 +25,8 @@ An *_AUX epilogue adds the pre-activation values as a second fusion output; `dam
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType
@@ -31,9 +34,10 @@ from hlo_common.interpreter.gemm_semantics import (
     ALGORITHM_OPERAND_TYPES, GEMM_CUSTOM_CALL_TARGETS, GemmSemantics, parse_gemm_semantics,
 )
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.gemm_config import gemm_config_for_custom_call, gemm_output_shape
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
+from hlo_common.passes._support import global_computations
 from hlo_common.shape import Shape
-
-from hlo_codegen.gemm_config import gemm_config_for_custom_call, gemm_output_shape
 
 _DOT_DIM_ATTRS = ("lhs_batch_dims", "rhs_batch_dims", "lhs_contracting_dims", "rhs_contracting_dims")
 _GELU_C = float(np.sqrt(2.0 / np.pi))
@@ -51,6 +55,17 @@ def lower_unsupported_gemms(module: HloModule, computations: list[HloComputation
             if is_gemm_custom_call(instr) and gemm_config_for_custom_call(instr) is None:
                 fusions.append(GemmLowering(module, comp, instr).run())
     return fusions
+
+
+@register_pass
+@dataclass
+class GemmFallback(HloPass):
+    """Gemm custom calls cuBLAS cannot run become kLoop fusions of dot + epilogue."""
+
+    name = "gemm-fallback"
+
+    def run(self, module: HloModule) -> bool:
+        return bool(lower_unsupported_gemms(module, global_computations(module)))
 
 
 def accumulation_type(t: PrimitiveType) -> PrimitiveType:

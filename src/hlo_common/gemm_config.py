@@ -1,8 +1,8 @@
 """GEMM configurations: when a dot is a cuBLAS call, and how cuBLAS sees its operands.
 
-Where it sits: hlo-codegen's thunk emission (XLA: `GemmConfig::For` in
-`xla/service/gpu/matmul_utils.cc`). A `dot` or a `__cublas$gemm` / `__cublas$lt$matmul` custom
-call becomes a `GemmThunk` whose `GemmConfig` holds the HLO semantics (shapes, dot dimension
+Where it sits: hlo-codegen's thunk emission and the `gemm-fallback` pass of `hlo_common.passes`,
+which share it (XLA: `GemmConfig::For` in `xla/service/gpu/matmul_utils.cc`). A `dot` or a
+`__cublas$gemm` / `__cublas$lt$matmul` custom call becomes a `GemmThunk` whose `GemmConfig` holds the HLO semantics (shapes, dot dimension
 numbers, alpha, beta, epilogue) and one `MatrixLayout` per operand: cuBLAS multiplies `batch`
 matrices of `rows x cols`, each row- or column-major, so the dims of each operand must sit in
 memory as [batch dims][row dims][col dims] (or [batch][col][row]), each group contiguous and in
@@ -27,7 +27,7 @@ epilogue (hlo-run calls no cuBLASLt), no amax output, no algorithm that rounds f
 multiple of 4 (what XLA's cublas-pad-for-gemms guarantees: cuBLAS needs 4-aligned leading dims
 and batch strides for int8) and, for an s32 result, integral alpha and beta (an int32 scale).
 The host target takes the same decision, so a host run executes the thunks the GPU runs. Any
-other gemm custom call is lowered to a kernel by `gemm_fallback` (never a failure).
+other gemm custom call is lowered to a kernel by `hlo_common.passes.gemm_fallback` (never a failure).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """FlattenCallGraph ("flatten-call-graph"): every computation called as control flow gets one caller.
 
 Runs before the call inliner and again at the start of `layout assignment` (whose alias analysis
-needs a flat call graph).
+needs a flat call graph), and in hlo-codegen's prepare pipeline (buffer assignment needs one
+context per computation). Shared by both tools, so it lives in `hlo_common.passes`.
 
     %w1 = while(%a), condition=%cond, body=%body       %w1 = while(%a), condition=%cond, body=%body
     %w2 = while(%b), condition=%cond, body=%body  =>   %w2 = while(%b), condition=%cond.clone,

@@ -1,10 +1,11 @@
-"""Inlining of nested fusions: a `fusion` instruction inside a fused computation (or inside a
-computation a fused computation calls, such as a reducer) is replaced by its body.
+"""NestedFusionInliner ("inline-nested-fusions"): a `fusion` instruction inside a fused computation
+(or inside a computation a fused computation calls, such as a reducer) is replaced by its body.
 
-Where it sits: hlo-codegen's first stage (`compiler.prepare_module`), before the lone instructions
-are wrapped. XLA's fusion emitters never see nested fusions except in Triton fusions (nested
-operand fusions of a GEMM, a fused reducer); hlo-codegen emits a Triton fusion with the ordinary
-emitters, which take one flat fused computation, so the nesting is dissolved first:
+Where it sits: hlo-codegen's prepare pipeline (`hlo_codegen.compiler.prepare_pipeline`), before
+the lone instructions are wrapped. XLA's fusion emitters never see nested fusions except in
+Triton fusions (nested operand fusions of a GEMM, a fused reducer); hlo-codegen emits a Triton
+fusion with the ordinary emitters, which take one flat fused computation, so the nesting is
+dissolved first:
 
     %add_computation { %p0 = f32[] parameter(0) %p1 = f32[] parameter(1)
                        ROOT %fusion = f32[] fusion(%p0, %p1), kind=kLoop, calls=%fusion_body }
@@ -19,8 +20,12 @@ body.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.hlo_utils import NameUniquer, clone_instruction, replace_instruction
+from hlo_common.passes._support import global_computations
 
 
 def _fused_closure(module: HloModule, globals_: list[HloComputation]) -> list[HloComputation]:
@@ -75,3 +80,14 @@ def _remove_uncalled(module: HloModule, candidates: list[HloComputation]) -> Non
     dead = {id(c) for c in candidates if id(c) not in called and c is not module.entry}
     if dead:
         module.computations = [c for c in module.computations if id(c) not in dead]
+
+
+@register_pass
+@dataclass
+class NestedFusionInliner(HloPass):
+    """Fusions nested inside fused computations (and their reducers) are replaced by their bodies."""
+
+    name = "inline-nested-fusions"
+
+    def run(self, module: HloModule) -> bool:
+        return inline_nested_fusions(module, global_computations(module)) > 0
