@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= auto
 
-.PHONY: demo test test-all bench bench-fusion clean
+.PHONY: demo test test-all bench bench-fusion bench-gpu clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,16 @@ bench: $(STAMP)
 
 bench-fusion: $(STAMP)
 	$(PY) bench/fusion_vs_xla.py
+
+# On a machine with an NVIDIA GPU and no network: the project from its source tree, the Python
+# packages installed there (no venv), the GPU tests first, then the timing table.
+GPU_PY := $(if $(wildcard $(PY)),$(PY),python3)
+bench-gpu:
+	PYTHONPATH=src $(GPU_PY) bench/bench_gpu.py --check-gpu
+	@if PYTHONPATH=src $(GPU_PY) -c 'import pytest' 2>/dev/null; then \
+		PYTHONPATH=src $(GPU_PY) -m pytest -q -p no:cacheprovider -o addopts='' -m gpu tests; \
+	else echo "bench-gpu: pytest is not installed here; GPU tests skipped"; fi
+	PYTHONPATH=src $(GPU_PY) bench/bench_gpu.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info

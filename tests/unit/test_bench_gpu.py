@@ -1,0 +1,73 @@
+"""`make bench-gpu`'s script without a GPU: the fixed module set loads, the table is formatted
+from injected timers, and with no GPU the script stops with one line (bench/bench_gpu.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import bench_gpu  # noqa: E402
+
+
+class FakeTimers:
+    """Times proportional to the bytes moved: ours 2 ns/B... as if the GPU were there."""
+
+    def __init__(self):
+        self.calls = []
+
+    def card(self):
+        return "Fake GPU 80GB"
+
+    def ours(self, opt_text, args):
+        self.calls.append("ours")
+        return 2e-3
+
+    def xla(self, text, args):
+        self.calls.append("xla")
+        return 1e-3
+
+    def copy(self, nbytes):
+        self.calls.append("copy")
+        return 1e-3
+
+
+def test_module_set_loads_and_covers_the_issue():
+    modules = bench_gpu.load_modules()
+    labels = " ".join(label for label, _, _ in modules)
+    for word in ("gelu", "reduce_row", "reduce_column", "transpose", "softmax", "layernorm", "rmsnorm",
+                 "transformer_fwd"):
+        assert word in labels
+    from hlo_common.parser import parse_module
+
+    for label, path, text in modules:
+        assert parse_module(text, str(path)).entry.parameters, label
+
+
+def test_table_from_injected_timers(tmp_path, capsys):
+    timers = FakeTimers()
+    assert bench_gpu.main(["-k", "reduce_row", "--out", str(tmp_path)], timers=timers) == 0
+    out = capsys.readouterr().out
+    assert timers.calls == ["ours", "xla", "copy"] * 2
+    lines = out.splitlines()
+    assert "Fake GPU 80GB" in lines[0]
+    row = next(ln for ln in lines if ln.startswith("reduce_row "))
+    fields = row.split()
+    assert fields[1:4] == ["2000.0", "1000.0", "2.00"]
+    # bytes / 2 ms against bytes / 1 ms of the copy: 50 % of the copy bandwidth
+    assert fields[-1] == "50%"
+    files = list(tmp_path.glob("gpu-*-fake-gpu-80gb.txt"))
+    assert len(files) == 1 and files[0].read_text() == out
+    assert "slower than XLA: 2" in out
+
+
+def test_without_a_gpu_one_line_and_exit_1(monkeypatch, capsys):
+    monkeypatch.setattr(bench_gpu, "gpu_unavailable", lambda: "no NVIDIA driver found")
+    assert bench_gpu.main(["--check-gpu"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["bench-gpu: no usable GPU: no NVIDIA driver found"]
+
+
+def test_bad_filter_is_an_error(capsys):
+    assert bench_gpu.main(["-k", "no-such-module"], timers=FakeTimers()) == 1
