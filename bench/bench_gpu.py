@@ -137,7 +137,8 @@ class CudaTimers:
         from hlo_common.parser import parse_module
         from hlo_run.manifest_runtime import ManifestExecutable
 
-        result = compile_module(parse_module(opt_text, "bench"), CompileOptions(target="cuda", arch=self.arch))
+        options = CompileOptions(target="cuda", arch=self.arch)
+        result = compile_module(parse_module(opt_text, "bench"), options)
         exe = ManifestExecutable(result.manifest, self.device, "bench")
         # The body of ManifestExecutable.run without upload and download: buffers bound once,
         # then only the thunk sequence between the events.

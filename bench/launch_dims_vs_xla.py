@@ -128,7 +128,8 @@ def xla_input_for_corpus(path: Path) -> str:
 def _plain_reshape(src, dst) -> bool:
     """A bitcast from `src` to `dst` is a reshape: same element type, both layouts row-major."""
     return (src.is_array and dst.is_array and src.element_type == dst.element_type
-            and (src.layout is None or src.layout.is_default()) and (dst.layout is None or dst.layout.is_default()))
+            and (src.layout is None or src.layout.is_default())
+            and (dst.layout is None or dst.layout.is_default()))
 
 
 def corpus_files(only: str = "") -> list[Path]:

@@ -146,7 +146,8 @@ def report_module(ptxas: str, kind: str, path: Path, arch: str) -> list[KernelRe
         ptx = ptx_of_module(kind, path, arch)
     except Exception as e:  # noqa: BLE001  (a compile failure is reported as the module's line)
         text = e.one_line() if hasattr(e, "one_line") else str(e)
-        return [KernelReport(module, "-", error=f"{type(e).__name__}: {(text.splitlines() or [''])[0][:200]}")]
+        first = (text.splitlines() or [""])[0][:200]
+        return [KernelReport(module, "-", error=f"{type(e).__name__}: {first}")]
     out = []
     for name, code in ptx.items():
         figures, err = run_ptxas(ptxas, code, arch)
@@ -170,7 +171,8 @@ def format_table(reports: list[KernelReport]) -> str:
             lines.append(f"{_short(r.module)[:58]:58} {r.kernel[:44]:44} ERROR {r.error}")
         else:
             flag = "  SPILLS" if r.bad else ""
-            lines.append(f"{_short(r.module)[:58]:58} {r.kernel[:44]:44} {r.registers:5d} {r.spill_stores:8d} "
+            lines.append(f"{_short(r.module)[:58]:58} {r.kernel[:44]:44} {r.registers:5d} "
+                         f"{r.spill_stores:8d} "
                          f"{r.spill_loads:8d} {r.stack_frame:6d} {r.local_memory:6d}{flag}")
     ok = [r for r in reports if not r.error]
     bad = sum(r.bad and not r.error for r in reports)

@@ -13,7 +13,8 @@ Translation (XLA construct -> our kernel IR):
 | XLA | ours |
 | --- | --- |
 | `shuffle_reduce(...) to N`, `gpu.shuffle down` | a `shuffle_reduce` op (`max_distance = N` when given) |
-| `allocate_shared : tensor<AxBxT>` | a `shared` buffer of A*B elements of T; its position in the order is the first load or store of a shared buffer |
+| `allocate_shared : tensor<AxBxT>` | a `shared` buffer of A*B elements of T (placed in the order at the |
+| | first load or store of a shared buffer) |
 | `sync_threads`, `gpu.barrier` | a `sync_threads` op |
 | `tensor.insert` / `predicated_extract` next to shared memory | a store to / load from a shared buffer |
 | `predicated_insert` | a store to a kernel parameter inside an `if` |
@@ -22,7 +23,8 @@ Translation (XLA construct -> our kernel IR):
 | `CHECK-NOT: vector<` | no vector load or store |
 | `CHECK-NOT: allocate_shared` | no shared buffer |
 | `xla.atomic_rmw` | an atomic read-modify-write op (`atomic_rmw`) |
-| `gpu.block_id z`, `gpu.thread_id x {xla.range = [a, b]}` | `block_id {dim = z}`, `thread_id {dim = x, range = [a, b]}` |
+| `gpu.block_id z` | `block_id {dim = z}` |
+| `gpu.thread_id x {xla.range = [a, b]}` | `thread_id {dim = x, range = [a, b]}` |
 | `math.F`, `arith.F` for the epilogue functions named in OP_SPECS (`log`, `absf`, `negf`, ...) | an op `F` |
 
 Ordering follows FileCheck: `CHECK` and `CHECK-NEXT` lines match in program order (NEXT is read
@@ -161,11 +163,13 @@ def translate(line: str, kind: str) -> Pattern | None:
     if m:
         vt = f"vector<{m.group(1)}x{_mlir_elem(m.group(2))}>"
         return Pattern(src, f"load or store of {vt}", kind,
-                       lambda e, vt=vt: e.name in ("load", "store") and vt in e.result_types + e.operand_types)
+                       lambda e, vt=vt: e.name in ("load", "store")
+                       and vt in e.result_types + e.operand_types)
     m = re.search(r"gpu\.block_id\s+([xyz])", line)
     if m:
         dim = m.group(1)
-        return Pattern(src, f"block_id {dim}", kind, lambda e, d=dim: e.name == "block_id" and e.attrs.get("dim") == d)
+        return Pattern(src, f"block_id {dim}", kind,
+                       lambda e, d=dim: e.name == "block_id" and e.attrs.get("dim") == d)
     m = re.search(r"gpu\.thread_id\s+([xyz])\s*\{xla\.range = \[(\d+) : index, (\d+) : index\]", line)
     if m:
         dim, lo, hi = m.group(1), int(m.group(2)), int(m.group(3))
@@ -273,7 +277,8 @@ def run_file(path: Path) -> Result:
         kernel = kernel_for(path)
     except Exception as e:  # noqa: BLE001  (an emission failure is this file's result)
         msg = e.one_line() if hasattr(e, "one_line") else str(e)
-        return Result(path.name, len(pats), total, [], f"{type(e).__name__}: {(msg.splitlines() or [''])[0][:160]}")
+        first = (msg.splitlines() or [""])[0][:160]
+        return Result(path.name, len(pats), total, [], f"{type(e).__name__}: {first}")
     return Result(path.name, len(pats), total, check_kernel(kernel, pats))
 
 
@@ -290,7 +295,8 @@ def listed_failures() -> dict[str, str]:
 # Why today's emitters miss XLA's structure, by corpus file-name prefix (used by --update).
 AREA_REASONS = (
     ("reduce_row__reduction_groups", "reduction groups are not dispatched on blockIdx.z"),
-    ("reduce_row_", "row reduction is one warp per row (no shared-memory step across warps, no vector loads)"),
+    ("reduce_row_", "row reduction is one warp per row (no shared-memory step across warps, "
+                    "no vector loads)"),
     ("reduce_multirow_", "no multi-row reduction: one warp per row with shuffles from 16, no vector loads"),
     ("reduce_column_small_", "no small-column emitter: one thread per output walks the column"),
     ("reduce_column_", "column reduction is one thread per output walking the column (no 32x32 shared tile)"),

@@ -28,10 +28,12 @@ def test_launch_dims_match_xla_or_are_listed():
     listed = ld.load_differences()
     unlisted = [f"{r.module} {r.kernel}: {r.detail}" for r in rows
                 if r.status != "same" and (r.module, r.kernel) not in listed]
-    now_same = [f"{r.module} {r.kernel}" for r in rows if r.status == "same" and (r.module, r.kernel) in listed]
+    now_same = [f"{r.module} {r.kernel}" for r in rows
+                if r.status == "same" and (r.module, r.kernel) in listed]
     seen = {(r.module, r.kernel) for r in rows}
     stale = [f"{m} {k}" for m, k in listed if (m, k) not in seen]
-    assert not unlisted, "launch dimensions differ from XLA's (list them with a reason):\n" + "\n".join(unlisted)
+    assert not unlisted, ("launch dimensions differ from XLA's (list them with a reason):\n"
+                          + "\n".join(unlisted))
     assert not now_same, "now equal to XLA's, remove from the differences file:\n" + "\n".join(now_same)
     assert not stale, "listed but no longer in the reference:\n" + "\n".join(stale)
 
@@ -45,7 +47,7 @@ def test_every_corpus_emitter_test_and_fusion_module_has_reference_lines():
 
 
 THUNKS = """\
-001: kCustomKernel [source | sink] input_reduce_fusion grid: [4, 1, 1] threads: [256, 1, 1]  shared_memory: 0 bytes
+001: kCustomKernel input_reduce_fusion grid: [4, 1, 1] threads: [256, 1, 1]  shared_memory: 0 bytes
 002: kWhile
   003: kKernel loop_add_fusion grid: [1056, 2, 1] threads: [128, 1, 1]  shared_memory: 64 bytes
 """

@@ -31,7 +31,8 @@ def _assert_clean(reports):
 
 @needs_ptxas
 def test_testdata_modules_do_not_spill():
-    _assert_clean([r for kind, p in pr.module_paths(("testdata",)) for r in pr.report_module(PTXAS, kind, p, "sm_90")])
+    paths = pr.module_paths(("testdata",))
+    _assert_clean([r for kind, p in paths for r in pr.report_module(PTXAS, kind, p, "sm_90")])
 
 
 @needs_ptxas
@@ -65,7 +66,8 @@ ptxas info    : Used 255 registers, used 1 barriers, 48 bytes lmem, 368 bytes cm
 
 def test_parse_ptxas_verbose_output():
     got = pr.parse_ptxas_output(VERBOSE)
-    assert got["loop_add_fusion"] == dict(registers=16, spill_stores=0, spill_loads=0, stack_frame=0, local_memory=0)
+    assert got["loop_add_fusion"] == dict(registers=16, spill_stores=0, spill_loads=0, stack_frame=0,
+                                          local_memory=0)
     assert got["reduction_big"] == dict(registers=255, spill_stores=40, spill_loads=36, stack_frame=48,
                                         local_memory=48)
     assert pr.KernelReport("m", "k", **got["reduction_big"]).bad
