@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import re
 import statistics
 import sys
@@ -29,6 +30,8 @@ from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+# jax must not take most of the GPU's memory before hlo-run's device allocates its buffers.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 # The fixed set: (label, path relative to the repository root).
 MODULES = (
@@ -164,25 +167,7 @@ class CudaTimers:
                     self.device.release(b)
 
     def xla(self, text: str, args: list) -> float:
-        import jax
-        from jax._src.lib import _jax, xla_client as xc
-
-        be = jax.extend.backend.get_backend("cuda")
-        dev = be.local_devices()[0]
-        proto = xc.hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
-        mlir = _jax.mlir.hlo_to_stablehlo(proto)
-        exe = be.compile_and_load(mlir, _jax.DeviceList((dev,)), xc.CompileOptions())
-        with jax.enable_x64(True):  # 64-bit inputs stay 64-bit
-            dev_args = [jax.device_put(a, dev) for a in args]
-
-        def once() -> float:
-            t0 = time.perf_counter()
-            out = exe.execute_sharded(dev_args)
-            for o in out.disassemble_into_single_device_arrays():
-                for x in o:
-                    x.block_until_ready()
-            return time.perf_counter() - t0
-        return median_time(once, self.runs)
+        return median_time(xla_runner(text, args, "cuda"), self.runs)
 
     def copy(self, nbytes: int) -> float:
         size = max(4, nbytes // 2 // 4 * 4)
@@ -198,6 +183,38 @@ class CudaTimers:
         finally:
             self.device.release(src)
             self.device.release(dst)
+
+
+def xla_runner(text: str, args: list, platform: str) -> Callable[[], float]:
+    """A function that runs the module text once with XLA on `platform` (jax's backend, the
+    recipe of ../shared/design/xla-reference.md) and returns the seconds until the results are
+    ready; `.results()` on it gives the last outputs as numpy arrays (tuples flattened)."""
+    import jax
+    import jax.extend  # noqa: F401  (not imported by `import jax`)
+    import numpy as np
+    from jax._src.lib import _jax, xla_client as xc
+
+    be = jax.extend.backend.get_backend(platform)
+    dev = be.local_devices()[0]
+    proto = xc.hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
+    mlir = _jax.mlir.hlo_to_stablehlo(proto)
+    exe = be.compile_and_load(mlir, _jax.DeviceList((dev,)), xc.CompileOptions())
+    with jax.enable_x64(True):  # 64-bit inputs stay 64-bit
+        dev_args = [jax.device_put(a, dev) for a in args]
+    last: list = []
+
+    def once() -> float:
+        t0 = time.perf_counter()
+        out = exe.execute_sharded(dev_args)
+        arrays = [x for o in out.disassemble_into_single_device_arrays() for x in o]
+        for x in arrays:
+            x.block_until_ready()
+        seconds = time.perf_counter() - t0
+        last[:] = arrays
+        return seconds
+
+    once.results = lambda: [np.asarray(x) for x in last]  # type: ignore[attr-defined]
+    return once
 
 
 def measure(label: str, path: Path, text: str, timers) -> Row:

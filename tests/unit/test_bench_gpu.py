@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 import bench_gpu  # noqa: E402
@@ -71,3 +73,28 @@ def test_without_a_gpu_one_line_and_exit_1(monkeypatch, capsys):
 
 def test_bad_filter_is_an_error(capsys):
     assert bench_gpu.main(["-k", "no-such-module"], timers=FakeTimers()) == 1
+
+
+def test_xla_runner_on_the_cpu_backend():
+    """The jax route of the XLA column, on jax's CPU backend (the GPU run uses "cuda")."""
+    import numpy as np
+
+    from hlo_common.parser import parse_module
+
+    text = (ROOT / "testdata" / "fusion" / "reduce_row.hlo").read_text()
+    args = bench_gpu.random_inputs(parse_module(text, "reduce_row.hlo"))
+    once = bench_gpu.xla_runner(text, args, "cpu")
+    assert once() > 0
+    (got,) = once.results()
+    np.testing.assert_allclose(got, args[0].sum(axis=1), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_real_timers_on_one_module(tmp_path, capsys):
+    """On a GPU: the three real timers give positive times for the row reduction."""
+    reason = bench_gpu.gpu_unavailable()
+    if reason is not None:
+        pytest.skip(f"no usable GPU: {reason}")
+    assert bench_gpu.main(["-k", "reduce_row_bf16", "--runs", "3", "--out", str(tmp_path)]) == 0
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("reduce_row_bf16"))
+    assert "-" not in row.split()[1:4], row
