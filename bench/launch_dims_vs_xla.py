@@ -181,9 +181,12 @@ def regenerate(xla_python: str, only: str) -> int:
             shared: dict[str, int] = {}
             for ptx in sorted(dump.glob(f"module_*.{tag}.*ptx")):
                 shared.update(ptx_static_shared(ptx.read_text()))
-            launches = parse_thunk_sequence(thunks[-1].read_text()) if thunks else []
+            sequence = thunks[-1].read_text() if thunks else ""
+            launches = parse_thunk_sequence(sequence)
+            kinds = sorted(set(re.findall(r"\b(k[A-Z]\w+)", sequence)))
             rows[key] = [f"{key}\t{name}\t{_dims(g)}\t{_dims(b)}\t{dyn + shared.get(name, 0)}"
-                         for name, g, b, dyn in launches] or [f"{key}\t-\tno kernel"]
+                         for name, g, b, dyn in launches] or [
+                f"{key}\t-\tno kernel (thunks: {', '.join(kinds) or 'none'})"]
             print(f"{key}: {len(launches)} kernel(s)", flush=True)
     kept = [line for line in _reference_lines() if line.split("\t", 1)[0] not in rows]
     lines = sorted(kept + [r for rs in rows.values() for r in rs], key=lambda s: s.split("\t", 1)[0])
@@ -312,7 +315,8 @@ def compare(only: str = "") -> list[Comparison]:
             try:
                 instr = _find_instruction(fusion_module(name), kernel)
                 if instr is None:
-                    out.append(Comparison(key, kernel, "error", "no instruction of that name in XLA's module"))
+                    out.append(Comparison(key, kernel, "error",
+                                          "no instruction of that name in XLA's module"))
                     continue
                 if instr.opcode != "fusion":  # a lone kernel (XLA's sort): wrapped as hlo-codegen does
                     from hlo_common.passes.fusion_wrapper import wrap_instruction

@@ -13,6 +13,7 @@ under DUMP_DIR, named after the module. One line per module on stdout: `ok PATH`
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 TARGET = "/work/shared/devices/h100_sxm.txtpb"
@@ -41,7 +42,10 @@ def main(argv: list[str]) -> int:
                                    compile_options=xc.CompileOptions())
             print(f"ok {path}", flush=True)
         except Exception as e:  # noqa: BLE001  (any XLA rejection is reported, the loop goes on)
-            print(f"error {path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", flush=True)
+            text = str(e)
+            op = re.search(r"failed to legalize operation '([\w.]+)'", text)
+            line = text.splitlines()[0] if text else type(e).__name__
+            print(f"error {path}: {line}{f' ({op.group(1)} cannot be imported)' if op else ''}", flush=True)
     return 0
 
 
