@@ -98,3 +98,30 @@ def test_real_timers_on_one_module(tmp_path, capsys):
     assert bench_gpu.main(["-k", "reduce_row_bf16", "--runs", "3", "--out", str(tmp_path)]) == 0
     row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("reduce_row_bf16"))
     assert "-" not in row.split()[1:4], row
+
+
+def test_our_timer_brackets_the_whole_sequence_on_the_host_device():
+    """`ours` on hlo-run's host device: one timer around the sequence, none per thunk, and the
+    per-thunk timer is back afterwards."""
+    from hlo_common.parser import parse_module
+    from hlo_run.backends.host import HostDevice
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from fusion_vs_xla import run_hlo_opt
+
+    path = ROOT / "testdata" / "softmax.hlo"
+    opt_text, err, _ = run_hlo_opt(path, [])
+    assert opt_text is not None, err
+    device = HostDevice()
+    calls = []
+    real = device.timer
+
+    def counting_timer():
+        calls.append(1)
+        return real()
+    device.timer = counting_timer
+    timers = bench_gpu.CudaTimers(2, device=device, target="host")
+    seconds = timers.ours(opt_text, bench_gpu.random_inputs(parse_module(path.read_text(), str(path))))
+    assert seconds > 0
+    assert len(calls) == 2 + 3  # one per timed run and warm-up run, none per thunk
+    assert device.timer is counting_timer
