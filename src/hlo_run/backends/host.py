@@ -173,7 +173,10 @@ def manifest_for(program: Program, target: str) -> Manifest:
             raise BackendUnavailable(f"{program.name}: nothing to compile (no HLO text)")
         from hlo_run.compile_hook import compile_to_manifest
 
-        manifest = compile_to_manifest(program.hlo_text, program.name, target)
+        scheduled = program.module is not None and program.module.is_scheduled
+        manifest = compile_to_manifest(program.hlo_text, program.name, target,
+                                       optimize=program.run_hlo_passes and not scheduled,
+                                       dump_to=program.dump_to)
         program.manifest = manifest
     if manifest.target != target:
         raise BackendUnavailable(f"{program.name}: the manifest was compiled for {manifest.target}; run it "
