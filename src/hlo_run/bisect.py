@@ -1,0 +1,494 @@
+"""`hlo-run --find-first-mismatch`: the first kernel whose output differs from the interpreter's.
+
+Where it sits: behind hlo-run's `--find-first-mismatch` (XLA's `--isolate_instructions` role). It
+takes the program's manifest (HLO text is optimized and compiled first, as for a plain run), then
+
+1. evaluates the manifest's own module (the optimized, fusion-wrapped HLO the kernels were made
+   from) with the reference interpreter, keeping the value of every instruction a thunk computes,
+   each time it is computed (loop bodies once per iteration; `TracingEvaluator`);
+2. runs the manifest on the test platform (host or cuda) with an observer on the runtime
+   (`ManifestExecutable.observer`) that, after each group of thunks of one instruction (a fusion's
+   kernels, a gemm, a copy, a memset), reads the group's output slices and compares them, in
+   execution order, with the interpreter's value of that instruction for the same execution
+   (the n-th run of a thunk against the n-th evaluation of its instruction), using hlo-run's
+   bounds (`hlo_run.compare`);
+3. stops at the first group that differs and reports it: thunk label (as thunk_sequence.txt
+   numbers it), kernel names, which execution (loop iteration), the worst elements, the
+   instruction and its fused computation, the kernel IR / `.ll` / `.ptx` dump paths when
+   `--dump-to` is on, and a standalone module of just that instruction (its operands made
+   parameters) with the inputs the interpreter gave it, written to `--mismatch-dir` (default:
+   the dump directory, else `./hlo_run_mismatch`), plus the hlo-run command that runs it.
+
+When every thunk matches, the final results are compared as well, and the optimized module's
+interpretation with the input's: a difference there means hlo-opt's passes changed the meaning
+(bisect them with `hlo-opt --passes` / `--disable-pass`), not a kernel.
+
+The report goes to stdout; exit status 1 when a mismatch was found.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from hlo_common.errors import HloError
+from hlo_common.interpreter.evaluator import Evaluator
+from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.manifest import Manifest
+from hlo_common.manifest_thunks import (
+    BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelThunk, MemsetThunk, SequentialThunk,
+    Thunk, WhileThunk,
+)
+from hlo_common.printer import print_computation, print_instruction
+from hlo_run.compare import LeafComparison, compare_arrays, compare_values, flatten_leaves
+
+MAX_TRACE_BYTES = 4 << 30  # the interpreter's kept values; beyond this, later thunks are not compared
+DEFAULT_MISMATCH_DIR = "hlo_run_mismatch"
+_CONTROL = ("while", "conditional", "call")
+
+
+class MismatchFound(HloError):
+    """The first thunk whose output differs (the report is printed before this is raised)."""
+
+
+# -- the interpreter side ---------------------------------------------------------------------------
+class TracingEvaluator(Evaluator):
+    """The reference evaluator, keeping a copy of the value of chosen instructions every time one is
+    computed (and, for one instruction and execution, its operand values).
+
+    It wraps the handlers of the evaluator's plan steps (`Evaluator._exec`); values are copied, so
+    a later in-place update (dynamic-update-slice, scatter) cannot change what was kept. A
+    loop-invariant instruction is computed only on the first runs of its computation (the
+    evaluator caches it after that), so it has fewer kept values than executions; its last value
+    stands for the later ones.
+    """
+
+    def __init__(self, watched: list[HloInstruction], capture: tuple[HloInstruction, int] | None = None,
+                 max_bytes: int = MAX_TRACE_BYTES):
+        super().__init__()
+        self.watched = {id(i) for i in watched}
+        self.trace: dict[int, list[Any]] = {id(i): [] for i in watched}
+        self.executions: dict[int, int] = {id(i): 0 for i in watched}
+        self.capture = (id(capture[0]), capture[1]) if capture else None
+        self.captured: list[Any] | None = None
+        self.max_bytes = max_bytes
+        self.kept_bytes = 0
+        self.truncated = False
+        self._wrapped: dict[int, tuple[list, list]] = {}
+        self._keep = watched  # the instructions stay alive while their ids key the trace
+
+    def _exec(self, steps: list[tuple], values: list) -> None:
+        entry = self._wrapped.get(id(steps))
+        if entry is None or entry[0] is not steps:
+            entry = self._wrapped[id(steps)] = (steps, [self._wrap(s) for s in steps])
+        super()._exec(entry[1], values)
+
+    def _wrap(self, step: tuple) -> tuple:
+        handler, instr = step[0], step[1]
+        if instr is None or id(instr) not in self.watched or _is_region_step(handler):
+            return step
+        key = id(instr)
+
+        def recording(ins, operands, ev, _handler=handler):
+            runs = self.trace[key]
+            if self.capture is not None and self.capture == (key, self.executions[key]):
+                self.captured = [_copy(v) for v in operands]
+            self.executions[key] += 1
+            value = _handler(ins, operands, ev)
+            if not self.truncated:
+                kept = _copy(value)
+                self.kept_bytes += _nbytes(kept)
+                if self.kept_bytes > self.max_bytes:
+                    self.truncated = True
+                else:
+                    runs.append(kept)
+            return value
+
+        return (recording,) + tuple(step[1:])
+
+
+def _is_region_step(handler) -> bool:
+    from hlo_common.interpreter import regions
+
+    return isinstance(getattr(handler, "__self__", None), regions.Region)
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return tuple(_copy(v) for v in value)
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    return value
+
+
+def _nbytes(value: Any) -> int:
+    if isinstance(value, tuple):
+        return sum(_nbytes(v) for v in value)
+    return int(value.nbytes) if isinstance(value, np.ndarray) else 0
+
+
+# -- what each thunk computes -----------------------------------------------------------------------
+@dataclass
+class Group:
+    """Consecutive thunks of one instruction in one sequence; compared after the last of them."""
+
+    instr: HloInstruction
+    thunks: list[Thunk]
+    loops: list[str]  # the while loops around it, outermost first
+    outputs: list[tuple[tuple[int, ...], BufferSlice, str]] = field(default_factory=list)
+
+    @property
+    def kernels(self) -> list[str]:
+        return [t.kernel for t in self.thunks if isinstance(t, KernelThunk)]
+
+
+def control_computations(module: HloModule) -> list[HloComputation]:
+    """The computations thunks come from: the entry and what while / conditional / call run."""
+    out, seen, work = [], set(), [module.entry]
+    while work:
+        comp = work.pop()
+        if id(comp) in seen:
+            continue
+        seen.add(id(comp))
+        out.append(comp)
+        for instr in comp.instructions:
+            if instr.opcode in _CONTROL:
+                work.extend(instr.called_computations())
+    return out
+
+
+def thunk_groups(manifest: Manifest, module: HloModule) -> dict[int, Group]:
+    """id(last thunk of a group) -> its Group, for every kernel, gemm, copy and memset group whose
+    instruction the module has. A thunk's instruction is looked up by name in the computation its
+    sequence comes from (the entry; a while's condition and body; a conditional's branches), then,
+    for sequences inlined from calls, in every computation thunks come from."""
+    anywhere: dict[str, HloInstruction] = {}
+    for comp in control_computations(module):
+        for instr in comp.instructions:
+            anywhere.setdefault(instr.name, instr)
+    groups: dict[int, Group] = {}
+
+    def find(comp: HloComputation | None, name: str) -> HloInstruction | None:
+        if comp is not None:
+            for instr in comp.instructions:
+                if instr.name == name:
+                    return instr
+        return anywhere.get(name)
+
+    def visit(seq: SequentialThunk, comp: HloComputation | None, loops: list[str]) -> None:
+        run: list[Thunk] = []
+        for t in list(seq.thunks) + [None]:
+            if run and (t is None or not _leaf(t) or t.profile_annotation != run[0].profile_annotation):
+                instr = find(comp, run[0].profile_annotation)
+                if instr is not None:
+                    group = Group(instr, run, loops)
+                    group.outputs = _output_slices(group, manifest)
+                    if group.outputs:
+                        groups[id(run[-1])] = group
+                run = []
+            if t is None:
+                break
+            if _leaf(t):
+                run.append(t)
+            elif isinstance(t, SequentialThunk):
+                visit(t, comp, loops)
+            elif isinstance(t, WhileThunk):
+                w = find(comp, t.profile_annotation)
+                attrs = w.attrs if w is not None and w.opcode == "while" else {}
+                visit(t.condition, attrs.get("condition"), loops + [t.profile_annotation])
+                visit(t.body, attrs.get("body"), loops + [t.profile_annotation])
+            elif isinstance(t, ConditionalThunk):
+                c = find(comp, t.profile_annotation)
+                branches = c.called_computations() if c is not None and c.opcode == "conditional" else []
+                for k, branch in enumerate(t.branches):
+                    visit(branch, branches[k] if k < len(branches) else None, loops)
+
+    visit(manifest.thunks, module.entry, [])
+    return groups
+
+
+def _leaf(t: Thunk) -> bool:
+    return isinstance(t, (KernelThunk, GemmThunk, CopyThunk, MemsetThunk))
+
+
+def _output_slices(group: Group, manifest: Manifest) -> list[tuple[tuple[int, ...], BufferSlice, str]]:
+    """(output shape index, slice, shape text) of each array leaf the group writes."""
+    instr = group.instr
+    leaves = [(index, leaf.to_string()) for index, leaf in instr.shape.leaf_shapes() if leaf.is_array]
+    last = group.thunks[-1]
+    if isinstance(last, GemmThunk):
+        index = (0,) if instr.shape.is_tuple else ()
+        return [(index, last.output, last.config.output_shape)]
+    if isinstance(last, (CopyThunk, MemsetThunk)):
+        if instr.shape.is_tuple:
+            return []
+        return [((), last.destination, instr.shape.to_string())]
+    written: list[tuple[BufferSlice, str]] = []
+    for t in group.thunks:
+        for a in t.args:
+            if a.written:
+                written = [w for w in written if w[0] != a.slice] + [(a.slice, a.shape)]
+    out, used = [], set()
+    for index, text in leaves:
+        for k, (s, shape_text) in enumerate(written):
+            if k not in used and shape_text == text:
+                used.add(k)
+                out.append((index, s, shape_text))
+                break
+    return out
+
+
+def _leaf_value(value: Any, index: tuple[int, ...]) -> Any:
+    for i in index:
+        value = value[i]
+    return value
+
+
+# -- the run -----------------------------------------------------------------------------------------
+@dataclass
+class Mismatch:
+    group: Group
+    label: str
+    execution: int  # 0-based: the how-many-th run of this thunk group
+    leaves: list[LeafComparison]
+    compared: int  # groups compared before this one
+
+
+class _Observer:
+    def __init__(self, executable, groups: dict[int, Group], tracer: TracingEvaluator, options):
+        self.executable = executable
+        self.groups = groups
+        self.tracer = tracer
+        self.options = options
+        self.count: dict[int, int] = {}
+        self.compared = 0
+        self.untraced = 0
+        self.mismatch: Mismatch | None = None
+
+    def __call__(self, thunk: Thunk) -> None:
+        group = self.groups.get(id(thunk))
+        if group is None:
+            return
+        k = self.count.get(id(thunk), 0)
+        self.count[id(thunk)] = k + 1
+        runs = self.tracer.trace[id(group.instr)]
+        if k < len(runs):
+            expected = runs[k]
+        elif runs and not self.tracer.truncated:
+            expected = runs[-1]  # loop-invariant: the interpreter reuses its value after two runs
+        else:
+            self.untraced += 1
+            return
+        leaves = []
+        for n, (index, s, shape_text) in enumerate(group.outputs):
+            got = self.executable.read_slice(s, shape_text)
+            want = np.asarray(_leaf_value(expected, index))
+            if want.dtype != got.dtype:
+                want = want.astype(got.dtype)
+            name = f"out{n}" if len(group.outputs) > 1 else "out"
+            leaves.append(compare_arrays(name, got, want, self.options.abs_error_bound,
+                                         self.options.rel_error_bound))
+        if all(leaf.ok for leaf in leaves):
+            self.compared += 1
+            return
+        label = self.executable.labels.get(id(thunk), thunk.profile_annotation)
+        self.mismatch = Mismatch(group, label, k, leaves, self.compared)
+        raise _Stop()
+
+
+class _Stop(Exception):
+    pass
+
+
+def find_first_mismatch(program, options, args: list[Any]) -> bool:
+    """Run `program` on options.platform thunk by thunk against the interpreter (module docstring);
+    True when nothing differs, else the report is printed and MismatchFound raised."""
+    from hlo_common.parser import parse_module
+    from hlo_run.backends import get_backend
+    from hlo_run.backends.host import manifest_for
+    from hlo_run.manifest_runtime import ManifestExecutable
+
+    platform = options.platform
+    get_backend(platform)  # says why the platform cannot run here
+    manifest = manifest_for(program, platform)
+    module = parse_module(manifest.hlo, f"{program.name} (optimized module)")
+    groups = thunk_groups(manifest, module)
+    watched = _unique([g.instr for g in groups.values()])
+    click.echo(f"Interpreting the optimized module {module.name}, keeping the values of "
+               f"{len(watched)} instruction(s)...", err=True)
+    tracer = TracingEvaluator(watched)
+    expected = tracer.evaluate(module, list(args))
+    if tracer.truncated:
+        click.echo(f"note: the kept values passed {MAX_TRACE_BYTES >> 30} GiB; later thunks are not "
+                   "compared", err=True)
+    click.echo(f"Running {program.name} on {platform}, comparing each thunk's output...", err=True)
+    executable = ManifestExecutable(manifest, _device(platform), program.name)
+    observer = _Observer(executable, groups, tracer, options)
+    executable.observer = observer
+    try:
+        try:
+            result = executable.run(args)
+        except _Stop:
+            result = None
+    finally:
+        executable.close()
+    if observer.mismatch is not None:
+        report = _report(observer.mismatch, program, manifest, module, tracer, args, options)
+        click.echo(report)
+        m = observer.mismatch
+        raise MismatchFound(f"first mismatch at thunk {m.label} "
+                            f"({_what(m.group)}), execution {m.execution + 1}")
+    click.echo(f"All {observer.compared} thunk output(s) compared match the interpreter"
+               + (f" ({observer.untraced} not compared: no kept value)" if observer.untraced else "")
+               + ".")
+    final = compare_values(result, expected, options.abs_error_bound, options.rel_error_bound)
+    if not final.ok:
+        click.echo("The final results still differ (an output no thunk writes?): " + final.one_line())
+        raise MismatchFound("results differ but no thunk output does")
+    if program.module is not None and program.module is not module:
+        from hlo_common.interpreter.evaluator import evaluate
+
+        original = evaluate(program.module, list(args))
+        before = compare_values(expected, original, options.abs_error_bound, options.rel_error_bound)
+        if not before.ok:
+            click.echo("The optimized module's interpretation differs from the input's: "
+                       f"{before.one_line()}. The kernels are right; hlo-opt's passes changed the "
+                       "result (narrow it down with hlo-opt --passes / --disable-pass).")
+            raise MismatchFound("the optimized module differs from the input "
+                                "on the interpreter")
+    click.echo(f"** Results on {platform} and the interpreter match, thunk by thunk. **")
+    return True
+
+
+def _device(platform: str):
+    if platform == "cuda":
+        from hlo_run.backends.cuda import CudaDevice
+
+        return CudaDevice()
+    from hlo_run.backends.host import HostDevice
+
+    return HostDevice()
+
+
+def _unique(items: list[HloInstruction]) -> list[HloInstruction]:
+    seen, out = set(), []
+    for i in items:
+        if id(i) not in seen:
+            seen.add(id(i))
+            out.append(i)
+    return out
+
+
+def _what(group: Group) -> str:
+    kernels = group.kernels
+    if kernels:
+        return f"kernel{'s' if len(kernels) > 1 else ''} {', '.join(kernels)}"
+    return {GemmThunk: "gemm", CopyThunk: "copy", MemsetThunk: "memset"}.get(type(group.thunks[-1]), "thunk")
+
+
+# -- the report ----------------------------------------------------------------------------------------
+def _report(m: Mismatch, program, manifest: Manifest, module: HloModule, tracer: TracingEvaluator,
+            args: list[Any], options) -> str:
+    g = m.group
+    instr = g.instr
+    lines = [f"First mismatch: thunk {m.label} ({_what(g)}), instruction %{instr.name} "
+             f"in computation {instr.parent.name if instr.parent else '?'}"]
+    if g.loops:
+        where = " > ".join(f"%{w}" for w in g.loops)
+        lines.append(f"  execution {m.execution + 1} (inside while {where}; for one loop, "
+                     f"iteration {m.execution})")
+    else:
+        lines.append(f"  execution {m.execution + 1}")
+    lines.append(f"  {m.compared} earlier thunk output(s) matched the interpreter")
+    for leaf in m.leaves:
+        lines.extend("  " + line for line in leaf.summary_lines())
+    lines.append("Instruction:")
+    lines.append("  " + print_instruction(instr, print_metadata=False))
+    if instr.opcode == "fusion":
+        lines.append("Fused computation:")
+        lines.extend("  " + line for line in print_computation(instr.fused_computation(),
+                                                                print_metadata=False).rstrip("\n").splitlines())
+    dumps = _dump_paths(options.dump_to, g.kernels)
+    if dumps:
+        lines.append("Dumps:")
+        lines.extend(f"  {p}" for p in dumps)
+    directory = Path(options.mismatch_dir or options.dump_to or DEFAULT_MISMATCH_DIR)
+    hlo_path, npz_path = write_standalone(instr, module, m.execution, args, directory)
+    lines.append(f"Standalone module: {hlo_path}")
+    lines.append(f"  its inputs (the interpreter's operand values for this execution): {npz_path}")
+    lines.append("Reproduce just this instruction with:")
+    lines.append(f"  hlo-run {hlo_path} --platform {options.platform} --inputs {npz_path} --no-hlo-passes")
+    return "\n".join(lines)
+
+
+def _dump_paths(dump_to: str | None, kernels: list[str]) -> list[str]:
+    if not dump_to:
+        return []
+    directory = Path(dump_to)
+    out = []
+    for kernel in kernels:
+        for suffix in ("kernel_ir.txt", "ll", "ptx"):
+            out.extend(str(p) for p in sorted(directory.glob(f"module_*.{kernel}.{suffix}")))
+    return out
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+def standalone_text(instr: HloInstruction) -> str:
+    """A scheduled module of just `instr`: its operands as parameters, the computations it calls."""
+    called: list[HloComputation] = []
+    seen: set[int] = set()
+
+    def collect(comp: HloComputation) -> None:
+        if id(comp) in seen:
+            return
+        seen.add(id(comp))
+        for i in comp.instructions:
+            for c in i.called_computations():
+                collect(c)
+        called.append(comp)
+
+    for c in instr.called_computations():
+        collect(c)
+    params = [f"p{k}" for k in range(len(instr.operands))]
+    body = print_instruction(instr, print_metadata=False)
+    head = f"%{instr.name} = {instr.shape} {instr.opcode}(" + ", ".join(f"%{o.name}" for o in instr.operands) + ")"
+    if not body.startswith(head):
+        raise HloError(f"%{instr.name}: cannot write it as a standalone module")
+    body = f"%{instr.name} = {instr.shape} {instr.opcode}(" + ", ".join(f"%{p}" for p in params) + ")" \
+        + body[len(head):]
+    parts = [f"HloModule {instr.name}_standalone, is_scheduled=true\n"]
+    parts += [print_computation(c, print_metadata=False) for c in called]
+    sig = ", ".join(f"{p}: {o.shape.to_string(False)}" for p, o in zip(params, instr.operands))
+    entry = [f"ENTRY %main ({sig}) -> {instr.shape.to_string(False)} {{\n"]
+    entry += [f"  %{p} = {o.shape} parameter({k})\n" for k, (p, o) in enumerate(zip(params, instr.operands))]
+    entry.append(f"  ROOT {body}\n}}\n")
+    parts.append("".join(entry))
+    return "\n".join(parts)
+
+
+def write_standalone(instr: HloInstruction, module: HloModule, execution: int, args: list[Any],
+                     directory: Path) -> tuple[Path, Path]:
+    """Write the standalone module of `instr` and the operand values of its `execution`-th run."""
+    from hlo_common.cli_util import write_file_atomically
+    from hlo_run.npz_io import save_arguments
+
+    tracer = TracingEvaluator([instr], capture=(instr, execution), max_bytes=0)
+    tracer.evaluate(module, list(args))
+    operands = tracer.captured
+    if operands is None:  # a loop-invariant instruction runs once in the interpreter
+        tracer = TracingEvaluator([instr], capture=(instr, 0), max_bytes=0)
+        tracer.evaluate(module, list(args))
+        operands = tracer.captured or []
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = _UNSAFE.sub("_", f"{module.name}.{instr.name}")
+    hlo_path, npz_path = directory / f"{stem}.hlo", directory / f"{stem}.inputs.npz"
+    write_file_atomically(hlo_path, standalone_text(instr))
+    save_arguments(npz_path, list(operands))
+    return hlo_path, npz_path
