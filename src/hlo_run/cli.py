@@ -230,7 +230,9 @@ def run_program(program: Program, options: RunOptions) -> bool:
     except (HloParseError, ProgramError, ComparisonFailed, InputError):
         raise
     except HloError as exc:
-        raise ProgramError(f"{program.name}: {exc.one_line()}") from exc
+        line = exc.one_line()
+        prefix = "" if line.startswith(f"{program.name}: ") else f"{program.name}: "
+        raise ProgramError(prefix + line) from exc
     return True
 
 

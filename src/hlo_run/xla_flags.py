@@ -15,7 +15,7 @@ also takes `--flag` alone (true) or `--flag=true|false|1|0` (also `--flag true`)
     --reference_platform=cpu|host              --reference-platform xla-cpu (XLA's CPU compiler)
     --abs_error_bound / --rel_error_bound      --abs-error-bound / --rel-error-bound
     --print_literals[=bool]                    --print-literals when true
-    --iterations=N                             --iterations N
+    --iterations=N                             the same flag (click reads both forms)
     --input_module=PATH                        the INPUT argument
     --input_format=hlo                         nothing; pb and pbtxt are a one-line error
     --run_test_hlo_passes[=bool]               --hlo-passes / --no-hlo-passes
@@ -43,7 +43,6 @@ _TRUE = {"true": True, "1": True, "false": False, "0": False}
 _VALUE_FLAGS = {
     "abs_error_bound": "--abs-error-bound",
     "rel_error_bound": "--rel-error-bound",
-    "iterations": "--iterations",
     "xla_dump_to": "--dump-to",
 }
 _BOOL_FLAGS = {
