@@ -1,0 +1,169 @@
+"""hlo-run --find-first-mismatch on planted miscompiles: one op of one kernel's LLVM IR is flipped in
+the manifest (the kernel is found by the op it contains, whatever fusions hlo-opt formed), and the
+bisector must name that kernel, the execution (loop iteration) where it first goes wrong, its dumps,
+and write a standalone module whose inputs reproduce the kernel's expected value."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from hlo_common.interpreter.evaluator import evaluate
+from hlo_common.manifest import load_manifest
+from hlo_common.parser import parse_module
+from hlo_run.cli import cli
+from hlo_run.compile_hook import compile_to_manifest
+
+CHAIN = """HloModule chain
+ENTRY e {
+  p = f32[8,16] parameter(0)
+  q = f32[8,16] parameter(1)
+  a = f32[8,16] add(p, q)
+  x = f32[8,16] exponential(a)
+  m = f32[8,16] multiply(x, q)
+  z = f32[] constant(0)
+  ROOT r = f32[8] reduce(m, z), dimensions={1}, to_apply={ u = f32[] parameter(0) v = f32[] parameter(1) ROOT s = f32[] add(u, v) }
+}
+"""
+LOOP = """HloModule loop
+cond {
+  p = (s32[], f32[16]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(6)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+body {
+  p = (s32[], f32[16]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[16] get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  three = s32[] constant(3)
+  big = pred[] compare(i, three), direction=GT
+  bb = pred[16] broadcast(big), dimensions={}
+  two = f32[] constant(2)
+  t = f32[16] broadcast(two), dimensions={}
+  y = f32[16] multiply(x, t)
+  w = f32[16] add(x, t)
+  s = f32[16] select(bb, y, w)
+  ROOT r = (s32[], f32[16]) tuple(j, s)
+}
+ENTRY e {
+  a = f32[16] parameter(0)
+  z = s32[] constant(0)
+  t = (s32[], f32[16]) tuple(z, a)
+  w = (s32[], f32[16]) while(t), condition=cond, body=body
+  ROOT x = f32[16] get-tuple-element(w), index=1
+}
+"""
+
+
+def run(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def plant(manifest, old: str, new: str) -> str:
+    """Flip the first `old` into `new` in the one kernel whose LLVM IR holds `old`; its name."""
+    holders = [name for name, k in sorted(manifest.kernels.items()) if old in (k.llvm_ir or "")]
+    assert len(holders) == 1, holders
+    kernel = manifest.kernels[holders[0]]
+    manifest.kernels[holders[0]] = dataclasses.replace(kernel, llvm_ir=kernel.llvm_ir.replace(old, new, 1))
+    return holders[0]
+
+
+@pytest.fixture(scope="module")
+def chain_build(tmp_path_factory):
+    d = tmp_path_factory.mktemp("chain")
+    manifest = compile_to_manifest(CHAIN, "chain.hlo", "host", optimize=True, dump_to=str(d / "dumps"))
+    return d, manifest
+
+
+def test_names_the_planted_kernel_with_dumps_and_a_standalone_module(chain_build, tmp_path):
+    d, manifest = chain_build
+    manifest = load_manifest(manifest.to_bytes(), "copy")
+    planted = plant(manifest, "fmul float", "fadd float")
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(manifest.to_bytes())
+    out_dir = tmp_path / "mismatch"
+    result = run(["--platform=cpu", "--find-first-mismatch", "--dump-to", str(d / "dumps"),
+                  "--mismatch-dir", str(out_dir), str(bad)])
+    assert result.exit_code == 1 and "Traceback" not in result.stderr
+    first = result.stdout.splitlines()[0]
+    assert re.match(rf"First mismatch: thunk \d{{3}} kKernel \S+ \(kernel {planted}\), instruction %\S+", first), first
+    assert result.stderr.strip().splitlines()[-1].startswith("hlo-run: error: ")
+    assert f"(kernel {planted}), execution 1" in result.stderr
+    assert "multiply(" in result.stdout  # the fusion's HLO is shown
+    assert f"module_0000.chain.{planted}.kernel_ir.txt" in result.stdout
+    assert f"module_0000.chain.{planted}.ll" in result.stdout
+    # the standalone module reproduces the kernel: the interpreter on its saved inputs gives the expected
+    # value of that instruction in the full run
+    (hlo_file,) = out_dir.glob("*.hlo")
+    (npz_file,) = out_dir.glob("*.inputs.npz")
+    assert f"hlo-run {hlo_file} --platform host --inputs {npz_file} --no-hlo-passes" in result.stdout
+    standalone = parse_module(hlo_file.read_text())
+    assert standalone.is_scheduled
+    with np.load(npz_file) as data:
+        inputs = [data[f"arg{i}"] for i in range(len(data.files))]
+    got = evaluate(standalone, inputs)
+    name = standalone.entry.root.name
+    full = parse_module(manifest.hlo)
+    from hlo_run.bisect import TracingEvaluator, control_computations
+
+    (instr,) = [i for c in control_computations(full) for i in c.instructions if i.name == name]
+    from hlo_run.inputs import make_fake_arguments
+
+    tracer = TracingEvaluator([instr])
+    tracer.evaluate(full, make_fake_arguments(parse_module(CHAIN), 0))
+    np.testing.assert_array_equal(got, tracer.trace[id(instr)][0])
+
+
+def test_a_correct_manifest_and_hlo_text_match_thunk_by_thunk(chain_build, tmp_path):
+    d, manifest = chain_build
+    good = tmp_path / "good.json"
+    good.write_bytes(manifest.to_bytes())
+    result = run(["--platform", "host", "--find-first-mismatch", str(good)])
+    assert result.exit_code == 0, result.stderr
+    assert re.search(r"All [1-9]\d* thunk output\(s\) compared match the interpreter", result.stdout)
+    src = tmp_path / "chain.hlo"
+    src.write_text(CHAIN)
+    result = run(["--platform", "host", "--find-first-mismatch", str(src)])
+    assert result.exit_code == 0 and "match, thunk by thunk" in result.stdout
+
+
+def test_loop_bodies_compare_per_iteration(tmp_path):
+    manifest = compile_to_manifest(LOOP, "loop.hlo", "host", optimize=False)
+    planted = plant(manifest, "icmp sgt", "icmp sge")  # i > 3 becomes i >= 3: wrong from iteration 3 on
+    bad = tmp_path / "loop.json"
+    bad.write_bytes(manifest.to_bytes())
+    result = run(["--platform", "host", "--find-first-mismatch", "--mismatch-dir", str(tmp_path / "m"), str(bad)])
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert f"(kernel {planted})" in lines[0] and "in computation body" in lines[0]
+    assert lines[1] == "  execution 4 (inside while %w; for one loop, iteration 3)"
+    with np.load(next((tmp_path / "m").glob("*.npz"))) as data:
+        assert int(data["arg0"]) == 3  # the loop counter the kernel was given in that iteration
+
+
+def test_passes_that_change_the_result_are_blamed_not_the_kernels(tmp_path, monkeypatch):
+    import hlo_run.compile_hook as hook
+
+    real = hook.compile_to_manifest
+    src = tmp_path / "chain.hlo"
+    src.write_text(CHAIN)
+    # a stand-in for a wrong hlo-opt: the "optimized" module computes p - q where the input adds
+    monkeypatch.setattr(hook, "compile_to_manifest", lambda text, name, target, **kw: real(
+        text.replace("add(p, q)", "subtract(p, q)"), name, target, optimize=False))
+    result = run(["--platform", "host", "--find-first-mismatch", str(src)])
+    assert result.exit_code == 1
+    assert "The kernels are right; hlo-opt's passes changed the result" in result.stdout
+    assert "the optimized module differs from the input on the interpreter" in result.stderr
+
+
+def test_interpreter_platform_is_a_usage_error(tmp_path):
+    src = tmp_path / "chain.hlo"
+    src.write_text(CHAIN)
+    assert run(["--platform", "interpreter", "--find-first-mismatch", str(src)]).exit_code == 2
