@@ -2,8 +2,8 @@
 
 All three CLIs start here. Every failure is an `InputError` (an `HloError`) naming the file:
 a missing or unreadable path, a directory, empty input, binary input (a NUL byte) and text that
-is not UTF-8 (`name:line:col` of the first bad byte, the column counted in characters of the
-valid text before it on its line). A UTF-8 byte-order mark is dropped.
+is not UTF-8, the last two at `name:line:col` of the first bad byte (the column counts the
+characters before it on its line). A UTF-8 byte-order mark is dropped.
 
     >>> src = read_source("model.hlo")          # doctest: +SKIP
     >>> src.text, src.name                       # doctest: +SKIP
@@ -67,7 +67,8 @@ def decode_source(data: bytes, name: str, *, allow_empty: bool = False) -> Sourc
     """Check and decode raw input bytes (see the module docstring for what is refused)."""
     nul = data.find(b"\0")
     if nul >= 0:
-        raise InputError(f"{name}: binary input (NUL byte at offset {nul}); expected HLO text")
+        line, col = byte_position(data, nul)
+        raise InputError(f"{name}:{line}:{col}: binary input (NUL byte at byte offset {nul}); expected HLO text")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
