@@ -20,8 +20,10 @@ takes the program's manifest (HLO text is optimized and compiled first, as for a
    the dump directory, else `./hlo_run_mismatch`), plus the hlo-run command that runs it.
 
 When every thunk matches, the final results are compared as well, and the optimized module's
-interpretation with the input's: a difference there means hlo-opt's passes changed the meaning
-(bisect them with `hlo-opt --passes` / `--disable-pass`), not a kernel.
+interpretation with the input's: a difference there means hlo-opt's passes changed the meaning,
+not a kernel. For HLO text that hlo-run optimized itself, `blame_pass` then names the pass: hlo-opt
+dumps the module after every pass that changed it, and a binary search over the dumps (each
+interpreted on the same arguments) finds the pass after which the result leaves the input's.
 
 The report goes to stdout; exit status 1 when a mismatch was found.
 """
@@ -357,12 +359,71 @@ def find_first_mismatch(program, options, args: list[Any]) -> bool:
         before = compare_values(expected, original, options.abs_error_bound, options.rel_error_bound)
         if not before.ok:
             click.echo("The optimized module's interpretation differs from the input's: "
-                       f"{before.one_line()}. The kernels are right; hlo-opt's passes changed the "
-                       "result (narrow it down with hlo-opt --passes / --disable-pass).")
-            raise MismatchFound("the optimized module differs from the input "
-                                "on the interpreter")
+                       f"{before.one_line()}. The kernels are right; hlo-opt's passes changed the result.")
+            culprit = None
+            if program.hlo_text is not None and program.run_hlo_passes and not program.module.is_scheduled:
+                directory = Path(options.mismatch_dir or options.dump_to or DEFAULT_MISMATCH_DIR)
+                culprit = blame_pass(program, original, args, options, directory / "passes")
+            if culprit is None:
+                click.echo("Narrow it down with hlo-opt --passes / --disable-pass.")
+                raise MismatchFound("the optimized module differs from the input on the interpreter")
+            raise MismatchFound(f"the optimized module differs from the input on the interpreter; "
+                                f"hlo-opt pass '{culprit}' changes the result")
     click.echo(f"** Results on {platform} and the interpreter match, thunk by thunk. **")
     return True
+
+
+_STEP = re.compile(r"^module_\d{4}\..*\.(\d{4})\.([^.]+)\.after_(.+)\.before_(.+)\.txt$")
+
+
+def blame_pass(program, expected: Any, args: list[Any], options, directory: Path) -> str | None:
+    """Find a pass of hlo-opt's pipeline after which the interpreter's result leaves `expected`:
+    hlo-opt dumps the module after every pass that changed it (`--dump-pass-re .*`), and a binary
+    search over those dumps finds two neighbours, the first matching and the second not; the pass
+    between them changed the result. Prints what it found; returns the pass name (None if none)."""
+    from hlo_common.interpreter.evaluator import evaluate
+    from hlo_common.parser import parse_module
+    from hlo_run.compile_hook import OPT_TOOL, run_tool
+
+    import os
+    import shutil
+
+    if directory.exists():
+        shutil.rmtree(directory)
+    run_tool(OPT_TOOL, ["--dump-to", str(directory), "--dump-pass-re", ".*", "-o", os.devnull],
+             program.hlo_text.encode("utf-8"), program.name)
+    steps = sorted((int(m.group(1)), p) for p in directory.iterdir() if (m := _STEP.match(p.name)))
+    dumps = [p for _, p in steps] + sorted(directory.glob("module_*.after_optimizations.txt"))
+    click.echo(f"Bisecting hlo-opt's {len(dumps)} dumps between passes ({directory})...", err=True)
+    values: dict[int, Any] = {}
+
+    def matches(k: int) -> bool:
+        if k not in values:
+            values[k] = evaluate(parse_module(dumps[k].read_text(), str(dumps[k])), list(args))
+        return compare_values(values[k], expected, options.abs_error_bound, options.rel_error_bound).ok
+
+    lo, hi = -1, len(dumps) - 1  # -1: the input itself, which matches by definition
+    if hi < 0 or matches(hi):
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if matches(mid):
+            lo = mid
+        else:
+            hi = mid
+    m = _STEP.match(dumps[hi].name)
+    if m is None:
+        return None
+    pipeline, name = m.group(2), m.group(3)
+    before = dumps[lo] if lo >= 0 else None
+    click.echo(f"The pass that changes the result: {name} (pipeline {pipeline}).")
+    click.echo(f"  before it: {before if before else program.name}")
+    click.echo(f"  after it:  {dumps[hi]}")
+    click.echo(f"  {compare_values(values[hi], expected, options.abs_error_bound, options.rel_error_bound).one_line()}")
+    if before is not None:
+        click.echo(f"Reproduce with: hlo-opt --passes {name} {before} -o after.hlo, then hlo-run "
+                   "--platform interpreter on both files")
+    return name
 
 
 def _device(platform: str):

@@ -167,3 +167,42 @@ def test_interpreter_platform_is_a_usage_error(tmp_path):
     src = tmp_path / "chain.hlo"
     src.write_text(CHAIN)
     assert run(["--platform", "interpreter", "--find-first-mismatch", str(src)]).exit_code == 2
+
+
+PLANTED_PASS = '''
+import os
+if os.environ.get("HLO_TEST_PLANT_PASS") == "1":
+    from hlo_opt.passes.reshape_mover import ReshapeMover
+
+    _real = ReshapeMover.run
+    _done = []
+
+    def run(self, module):
+        changed = _real(self, module)
+        for instr in module.entry.instructions:
+            if not _done and instr.opcode == "add" and instr.shape.is_array:
+                instr.opcode = "subtract"  # a planted miscompile: a + b becomes a - b
+                _done.append(instr.name)
+                return True
+        return changed
+
+    ReshapeMover.run = run
+'''
+
+
+def test_a_pass_that_changes_the_result_is_named(tmp_path, monkeypatch):
+    import os
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(PLANTED_PASS)  # hlo-opt runs in a subprocess: plant it there
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("HLO_TEST_PLANT_PASS", "1")
+    src = tmp_path / "chain.hlo"
+    src.write_text(CHAIN)
+    result = run(["--platform", "host", "--find-first-mismatch", "--mismatch-dir", str(tmp_path / "m"), str(src)])
+    assert result.exit_code == 1, result.stderr
+    assert "The pass that changes the result: reshape-mover (pipeline " in result.stdout
+    assert "hlo-opt pass 'reshape-mover' changes the result" in result.stderr
+    after = [line for line in result.stdout.splitlines() if line.startswith("  after it:")][0].split()[-1]
+    assert "after_reshape-mover" in after and "subtract(" in open(after).read()
