@@ -68,7 +68,8 @@ def decode_source(data: bytes, name: str, *, allow_empty: bool = False) -> Sourc
     nul = data.find(b"\0")
     if nul >= 0:
         line, col = byte_position(data, nul)
-        raise InputError(f"{name}:{line}:{col}: binary input (NUL byte at byte offset {nul}); expected HLO text")
+        raise InputError(f"{name}:{line}:{col}: binary input (NUL byte at byte offset {nul}); "
+                         "expected HLO text")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -419,7 +419,8 @@ def blame_pass(program, expected: Any, args: list[Any], options, directory: Path
     click.echo(f"The pass that changes the result: {name} (pipeline {pipeline}).")
     click.echo(f"  before it: {before if before else program.name}")
     click.echo(f"  after it:  {dumps[hi]}")
-    click.echo(f"  {compare_values(values[hi], expected, options.abs_error_bound, options.rel_error_bound).one_line()}")
+    diff = compare_values(values[hi], expected, options.abs_error_bound, options.rel_error_bound)
+    click.echo(f"  {diff.one_line()}")
     if before is not None:
         click.echo(f"Reproduce with: hlo-opt --passes {name} {before} -o after.hlo, then hlo-run "
                    "--platform interpreter on both files")
@@ -472,8 +473,8 @@ def _report(m: Mismatch, program, manifest: Manifest, module: HloModule, tracer:
     lines.append("  " + print_instruction(instr, print_metadata=False))
     if instr.opcode == "fusion":
         lines.append("Fused computation:")
-        lines.extend("  " + line for line in print_computation(instr.fused_computation(),
-                                                                print_metadata=False).rstrip("\n").splitlines())
+        fused = print_computation(instr.fused_computation(), print_metadata=False)
+        lines.extend("  " + line for line in fused.rstrip("\n").splitlines())
     dumps = _dump_paths(options.dump_to, g.kernels)
     if dumps:
         lines.append("Dumps:")
@@ -519,7 +520,8 @@ def standalone_text(instr: HloInstruction) -> str:
         collect(c)
     params = [f"p{k}" for k in range(len(instr.operands))]
     body = print_instruction(instr, print_metadata=False)
-    head = f"%{instr.name} = {instr.shape} {instr.opcode}(" + ", ".join(f"%{o.name}" for o in instr.operands) + ")"
+    operands = ", ".join(f"%{o.name}" for o in instr.operands)
+    head = f"%{instr.name} = {instr.shape} {instr.opcode}({operands})"
     if not body.startswith(head):
         raise HloError(f"%{instr.name}: cannot write it as a standalone module")
     body = f"%{instr.name} = {instr.shape} {instr.opcode}(" + ", ".join(f"%{p}" for p in params) + ")" \

@@ -26,7 +26,8 @@ ENTRY e {
   x = f32[8,16] exponential(a)
   m = f32[8,16] multiply(x, q)
   z = f32[] constant(0)
-  ROOT r = f32[8] reduce(m, z), dimensions={1}, to_apply={ u = f32[] parameter(0) v = f32[] parameter(1) ROOT s = f32[] add(u, v) }
+  ROOT r = f32[8] reduce(m, z), dimensions={1},
+    to_apply={ u = f32[] parameter(0) v = f32[] parameter(1) ROOT s = f32[] add(u, v) }
 }
 """
 LOOP = """HloModule loop
@@ -93,7 +94,8 @@ def test_names_the_planted_kernel_with_dumps_and_a_standalone_module(chain_build
                   "--mismatch-dir", str(out_dir), str(bad)])
     assert result.exit_code == 1 and "Traceback" not in result.stderr
     first = result.stdout.splitlines()[0]
-    assert re.match(rf"First mismatch: thunk \d{{3}} kKernel \S+ \(kernel {planted}\), instruction %\S+", first), first
+    pattern = rf"First mismatch: thunk \d{{3}} kKernel \S+ \(kernel {planted}\), instruction %\S+"
+    assert re.match(pattern, first), first
     assert result.stderr.strip().splitlines()[-1].startswith("hlo-run: error: ")
     assert f"(kernel {planted}), execution 1" in result.stderr
     assert "multiply(" in result.stdout  # the fusion's HLO is shown
@@ -139,7 +141,8 @@ def test_loop_bodies_compare_per_iteration(tmp_path):
     planted = plant(manifest, "icmp sgt", "icmp sge")  # i > 3 becomes i >= 3: wrong from iteration 3 on
     bad = tmp_path / "loop.json"
     bad.write_bytes(manifest.to_bytes())
-    result = run(["--platform", "host", "--find-first-mismatch", "--mismatch-dir", str(tmp_path / "m"), str(bad)])
+    result = run(["--platform", "host", "--find-first-mismatch", "--mismatch-dir", str(tmp_path / "m"),
+                  str(bad)])
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
     assert f"(kernel {planted})" in lines[0] and "in computation body" in lines[0]
@@ -200,7 +203,8 @@ def test_a_pass_that_changes_the_result_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("HLO_TEST_PLANT_PASS", "1")
     src = tmp_path / "chain.hlo"
     src.write_text(CHAIN)
-    result = run(["--platform", "host", "--find-first-mismatch", "--mismatch-dir", str(tmp_path / "m"), str(src)])
+    result = run(["--platform", "host", "--find-first-mismatch", "--mismatch-dir", str(tmp_path / "m"),
+                  str(src)])
     assert result.exit_code == 1, result.stderr
     assert "The pass that changes the result: reshape-mover (pipeline " in result.stdout
     assert "hlo-opt pass 'reshape-mover' changes the result" in result.stderr

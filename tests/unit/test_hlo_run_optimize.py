@@ -53,7 +53,8 @@ def test_hlo_text_is_optimized_then_compiled_and_both_dump(add_zero, tmp_path):
     assert "hlo-opt | hlo-codegen --target host" in result.stderr
     names = sorted(p.name for p in dumps.iterdir())
     # hlo-opt's dumps and hlo-codegen's, under the names each tool gives them
-    for name in ("module_0000.add_zero.before_optimizations.txt", "module_0000.add_zero.after_optimizations.txt",
+    for name in ("module_0000.add_zero.before_optimizations.txt",
+                 "module_0000.add_zero.after_optimizations.txt",
                  "module_0000.add_zero.cpu_after_optimizations.txt",
                  "module_0000.add_zero.cpu_after_optimizations-buffer-assignment.txt",
                  "module_0000.add_zero.thunk_sequence.txt"):
@@ -98,8 +99,9 @@ def test_invalid_hlo_gets_the_verifier_error_on_every_platform(tmp_path, platfor
     assert result.exit_code == 1 and "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert lines[0] == ("hlo-run: error: verification failed in the input: in computation e, instruction %r: "
-                        "reshape: operand f32[4,8] has 32 elements, result f32[5,7] has 35; expected equal counts")
+    assert lines[0] == ("hlo-run: error: verification failed in the input: in computation e, "
+                        "instruction %r: reshape: operand f32[4,8] has 32 elements, result f32[5,7] has 35; "
+                        "expected equal counts")
 
 
 def test_the_verifier_message_is_hlo_opts(tmp_path):

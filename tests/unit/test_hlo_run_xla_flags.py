@@ -19,8 +19,9 @@ def test_platform_names_any_case_both_forms(value, ours):
     assert translate(["--platform", value, "m.hlo"]) == ["--platform", ours, "m.hlo"]
 
 
-@pytest.mark.parametrize("value, ours", [("", "none"), ("default", "interpreter"), ("Interpreter", "interpreter"),
-                                         ("CPU", "xla-cpu"), ("none", "none")])
+@pytest.mark.parametrize("value, ours", [("", "none"), ("default", "interpreter"),
+                                         ("Interpreter", "interpreter"), ("CPU", "xla-cpu"),
+                                         ("none", "none")])
 def test_reference_platform(value, ours):
     assert translate([f"--reference_platform={value}"]) == ["--reference-platform", ours]
 
@@ -35,7 +36,8 @@ def test_values_and_booleans():
 
 
 @pytest.mark.parametrize("spelling, on", [(["--print_literals=true"], True), (["--print_literals=0"], False),
-                                          (["--print_literals", "false"], False), (["--print_literals", "1"], True),
+                                          (["--print_literals", "false"], False),
+                                          (["--print_literals", "1"], True),
                                           (["--print_literals=FALSE"], False)])
 def test_boolean_values(spelling, on):
     assert translate(spelling + ["m.hlo"]) == (["--print-literals"] if on else []) + ["m.hlo"]
@@ -86,7 +88,8 @@ def test_cli_pb_input_is_one_line_exit_1(tmp_path):
 def test_cli_input_module_and_empty_reference(tmp_path):
     path = tmp_path / "m.hlo"
     path.write_text(ADD)
-    result = run(["--platform=Interpreter", f"--input_module={path}", "--reference_platform=", "--print_literals"])
+    result = run(["--platform=Interpreter", f"--input_module={path}", "--reference_platform=",
+                  "--print_literals"])
     assert result.exit_code == 0, result.stderr
     assert "** Result **" in result.stdout and "reference runner" not in result.stderr
     result = run(["--platform=Interpreter", "--reference_platform=default", str(path)])

@@ -52,8 +52,7 @@ def test_directory(tool, tmp_path):
 def test_not_utf8_names_line_and_column(tool, tmp_path):
     path = tmp_path / "latin1.hlo"
     # line 3: 32 characters ('  p = f32[4] parameter(0) // caf'), then an e-acute in Latin-1 (0xe9)
-    path.write_bytes(ADD.replace("parameter(0)", "parameter(0) // caf\xe9".encode("latin-1").decode("latin-1"))
-                     .encode("latin-1"))
+    path.write_bytes(ADD.replace("parameter(0)", "parameter(0) // caf\xe9").encode("latin-1"))
     message = (f"{path}:3:33: not UTF-8 text: byte 0xe9 (invalid continuation byte; byte offset "
                f"{path.read_bytes().index(bytes([0xE9]))})")
     assert_one_line(invoke(tool, [str(path)]), tool, message)
@@ -85,7 +84,8 @@ def _npz(tmp_path, **arrays):
     (lambda d: _npz(d), "{p}: missing array 'arg0' (f32[4])"),
     (lambda d: _npz(d, arg0=np.zeros((2, 2), np.float32)),
      "{p}: array 'arg0' has shape [2, 2], expected [4] for f32[4]"),
-    (lambda d: _npz(d, arg0=np.zeros(4, np.int32)), "{p}: array 'arg0' has dtype int32, expected float32 for f32[4]"),
+    (lambda d: _npz(d, arg0=np.zeros(4, np.int32)),
+     "{p}: array 'arg0' has dtype int32, expected float32 for f32[4]"),
     (lambda d: _npz(d, arg0=np.array([1, "a"], dtype=object)),
      "{p}: holds object (pickled) arrays; only numeric arrays are read"),
 ])
@@ -107,7 +107,8 @@ def test_unreadable_npz_files(module, tmp_path):
     truncated = tmp_path / "cut.npz"
     truncated.write_bytes(_npz(tmp_path, arg0=np.zeros(4, np.float32)).read_bytes()[:60])
     result = invoke("hlo-run", ["--inputs", str(truncated), str(module)])
-    assert result.exit_code == 1 and result.stderr.startswith(f"hlo-run: error: {truncated}: not a readable .npz")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"hlo-run: error: {truncated}: not a readable .npz")
     assert result.stderr.count("\n") == 1
     missing = tmp_path / "none.npz"
     assert_one_line(invoke("hlo-run", ["--inputs", str(missing), str(module)]), "hlo-run",
