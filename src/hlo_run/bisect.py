@@ -359,7 +359,18 @@ def find_first_mismatch(program, options, args: list[Any]) -> bool:
         before = compare_values(expected, original, options.abs_error_bound, options.rel_error_bound)
         if not before.ok:
             click.echo("The optimized module's interpretation differs from the input's: "
-                       f"{before.one_line()}. The kernels are right; hlo-opt's passes changed the result.")
+                       f"{before.one_line()}. The kernels are right.")
+            from hlo_run.cli import elided_constants
+
+            elided = elided_constants(program.module)
+            if elided:
+                click.echo(f"The input has {elided} constant(s) printed as {{...}}: their stand-in values "
+                           "follow the constants' names, which passes change (renaming, cloning), so this "
+                           "difference is expected and says nothing about hlo-opt. Use a dump with the "
+                           "constants written out (XLA: --xla_dump_large_constants).")
+                raise MismatchFound("the optimized module differs from the input on the interpreter, "
+                                    f"which {elided} elided {{...}} constant(s) can explain")
+            click.echo("hlo-opt's passes changed the result.")
             culprit = None
             if program.hlo_text is not None and program.run_hlo_passes and not program.module.is_scheduled:
                 directory = Path(options.mismatch_dir or options.dump_to or DEFAULT_MISMATCH_DIR)
@@ -462,8 +473,8 @@ def _report(m: Mismatch, program, manifest: Manifest, module: HloModule, tracer:
              f"in computation {instr.parent.name if instr.parent else '?'}"]
     if g.loops:
         where = " > ".join(f"%{w}" for w in g.loops)
-        lines.append(f"  execution {m.execution + 1} (inside while {where}; for one loop, "
-                     f"iteration {m.execution})")
+        lines.append(f"  execution {m.execution + 1} (inside while {where}: iteration {m.execution}, "
+                     "counting from 0, when it runs once per iteration)")
     else:
         lines.append(f"  execution {m.execution + 1}")
     lines.append(f"  {m.compared} earlier thunk output(s) matched the interpreter")

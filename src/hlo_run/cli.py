@@ -182,7 +182,19 @@ def load_programs(text: str, name: str, split: bool) -> list[Program]:
             programs = [Program(f"{name}#{k}", m, chunk) for k, (m, chunk) in enumerate(zip(modules, chunks))]
     for program in programs:
         verify_input(program)
+        elided = elided_constants(program.module)
+        if elided:
+            click.echo(f"{TOOL}: warning: {program.name}: {elided} constant(s) printed as {{...}} (their "
+                       "values are not in the text) get stand-in values chosen by the constant's name; "
+                       "passes that rename or clone them change those values, so results may differ from "
+                       "the reference for that reason alone", err=True)
     return programs
+
+
+def elided_constants(module) -> int:
+    """How many constants of `module` were written `{...}` (XLA's dumps elide large literals)."""
+    return sum(1 for comp in module.computations for i in comp.instructions
+               if i.opcode == "constant" and i.literal_unknown)
 
 
 def verify_input(program: Program) -> None:

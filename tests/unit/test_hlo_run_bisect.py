@@ -146,7 +146,7 @@ def test_loop_bodies_compare_per_iteration(tmp_path):
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
     assert f"(kernel {planted})" in lines[0] and "in computation body" in lines[0]
-    assert lines[1] == "  execution 4 (inside while %w; for one loop, iteration 3)"
+    assert lines[1] == "  execution 4 (inside while %w: iteration 3, counting from 0, when it runs once per iteration)"
     with np.load(next((tmp_path / "m").glob("*.npz"))) as data:
         assert int(data["arg0"]) == 3  # the loop counter the kernel was given in that iteration
 
@@ -162,7 +162,7 @@ def test_passes_that_change_the_result_are_blamed_not_the_kernels(tmp_path, monk
         text.replace("add(p, q)", "subtract(p, q)"), name, target, optimize=False))
     result = run(["--platform", "host", "--find-first-mismatch", str(src)])
     assert result.exit_code == 1
-    assert "The kernels are right; hlo-opt's passes changed the result" in result.stdout
+    assert "The kernels are right.\nhlo-opt's passes changed the result." in result.stdout
     assert "the optimized module differs from the input on the interpreter" in result.stderr
 
 
@@ -210,3 +210,30 @@ def test_a_pass_that_changes_the_result_is_named(tmp_path, monkeypatch):
     assert "hlo-opt pass 'reshape-mover' changes the result" in result.stderr
     after = [line for line in result.stdout.splitlines() if line.startswith("  after it:")][0].split()[-1]
     assert "after_reshape-mover" in after and "subtract(" in open(after).read()
+
+
+def test_elided_constants_are_named_as_the_likely_cause(tmp_path, monkeypatch):
+    import hlo_run.compile_hook as hook
+
+    real = hook.compile_to_manifest
+    src = tmp_path / "elided.hlo"
+    src.write_text(ELIDED)
+    # a pass that renames the constant changes its stand-in values, so the results differ
+    monkeypatch.setattr(hook, "compile_to_manifest", lambda text, name, target, **kw: real(
+        text.replace("big = ", "big.renamed = ").replace("(p, big)", "(p, big.renamed)"), name, target,
+        optimize=False))
+    result = run(["--platform", "host", "--find-first-mismatch", str(src)])
+    assert result.exit_code == 1
+    assert "1 constant(s) printed as {...}" in result.stderr  # the warning at load
+    assert "The input has 1 constant(s) printed as {...}" in result.stdout
+    assert "which 1 elided {...} constant(s) can explain" in result.stderr
+    assert "hlo-opt's passes changed the result" not in result.stdout
+
+
+ELIDED = """HloModule elided
+ENTRY e {
+  p = f32[64] parameter(0)
+  big = f32[64] constant({...})
+  ROOT a = f32[64] add(p, big)
+}
+"""
