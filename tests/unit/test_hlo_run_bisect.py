@@ -146,7 +146,8 @@ def test_loop_bodies_compare_per_iteration(tmp_path):
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
     assert f"(kernel {planted})" in lines[0] and "in computation body" in lines[0]
-    assert lines[1] == "  execution 4 (inside while %w: iteration 3, counting from 0, when it runs once per iteration)"
+    assert lines[1] == ("  execution 4 (inside while %w: iteration 3, counting from 0, when it runs once "
+                        "per iteration)")
     with np.load(next((tmp_path / "m").glob("*.npz"))) as data:
         assert int(data["arg0"]) == 3  # the loop counter the kernel was given in that iteration
 
