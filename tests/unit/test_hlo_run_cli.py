@@ -166,7 +166,7 @@ def test_parse_error_names_file_line_col_with_caret(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["nope.hlo"], "cannot read 'nope.hlo': no such file"),
-    (["--inputs", "missing.npz", "ADD"], "missing.npz: no such file"),
+    (["--inputs", "missing.npz", "ADD"], "cannot read 'missing.npz': no such file"),
     (["--platform", "cuda", "ADD"], "platform 'cuda' cannot run here: no GPU in this test"),
     (["--platform", "host", "ADD"], "platform 'host' is not available yet"),
 ])
