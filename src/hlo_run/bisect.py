@@ -6,18 +6,26 @@ takes the program's manifest (HLO text is optimized and compiled first, as for a
 1. evaluates the manifest's own module (the optimized, fusion-wrapped HLO the kernels were made
    from) with the reference interpreter, keeping the value of every instruction a thunk computes,
    each time it is computed (loop bodies once per iteration; `TracingEvaluator`);
-2. runs the manifest on the test platform (host or cuda) with an observer on the runtime
-   (`ManifestExecutable.observer`) that, after each group of thunks of one instruction (a fusion's
-   kernels, a gemm, a copy, a memset), reads the group's output slices and compares them, in
-   execution order, with the interpreter's value of that instruction for the same execution
-   (the n-th run of a thunk against the n-th evaluation of its instruction), using hlo-run's
-   bounds (`hlo_run.compare`);
-3. stops at the first group that differs and reports it: thunk label (as thunk_sequence.txt
-   numbers it), kernel names, which execution (loop iteration), the worst elements, the
-   instruction and its fused computation, the kernel IR / `.ll` / `.ptx` dump paths when
-   `--dump-to` is on, and a standalone module of just that instruction (its operands made
-   parameters) with the inputs the interpreter gave it, written to `--mismatch-dir` (default:
-   the dump directory, else `./hlo_run_mismatch`), plus the hlo-run command that runs it.
+2. runs the manifest on the test platform (host or cuda) with observers on the runtime
+   (`ManifestExecutable.observer_before` / `observer`): before the first thunk of an instruction
+   (a fusion's kernels, a gemm, a copy, a memset) it reads the operands from the device, when the
+   kernel arguments say where they are; after the last it reads the outputs and compares them, in
+   execution order, with the interpreter's value of that instruction for the same execution (the
+   n-th run of a thunk against the n-th evaluation of its instruction), using hlo-run's bounds
+   (`hlo_run.compare`);
+3. confirms each difference on the thunk's own inputs: the interpreter evaluates the instruction
+   on the operands read before it ran. A thunk right on its own inputs only inherited a difference
+   (rounding that grew along a chain of kernels, or an earlier bug) and is not blamed; one wrong
+   on them is recorded, and the run goes on (to at most MAX_FOUND of them);
+4. reports. When the final results differ, the culprit is the first recorded thunk more than
+   SEVERE times over the bounds (else the first recorded): thunk label (as thunk_sequence.txt
+   numbers it), kernel names, which execution (loop iteration), the worst elements against both
+   references, the instruction and its fused computation, the kernel IR / `.ll` / `.ptx` dump
+   paths when `--dump-to` is on, and a standalone module of just that instruction (its operands
+   made parameters) with the inputs it was given, written to `--mismatch-dir` (default: the dump
+   directory, else `./hlo_run_mismatch`), plus the hlo-run command that runs it; smaller earlier
+   and later differences are listed. When the final results match, the differences are listed
+   and the run passes (long f32 reductions summed in another order differ a little on the way).
 
 When every thunk matches, the final results are compared as well, and the optimized module's
 interpretation with the input's: a difference there means hlo-opt's passes changed the meaning,
@@ -50,6 +58,8 @@ from hlo_common.printer import print_computation, print_instruction
 from hlo_run.compare import LeafComparison, compare_arrays, compare_values, flatten_leaves
 
 MAX_TRACE_BYTES = 4 << 30  # the interpreter's kept values; beyond this, later thunks are not compared
+MAX_FOUND = 10  # thunks found wrong on their own inputs before the run stops
+SEVERE = 10.0  # a difference this many times over the bounds is not summation-order rounding
 DEFAULT_MISMATCH_DIR = "hlo_run_mismatch"
 _CONTROL = ("while", "conditional", "call")
 
@@ -143,6 +153,7 @@ class Group:
     thunks: list[Thunk]
     loops: list[str]  # the while loops around it, outermost first
     outputs: list[tuple[tuple[int, ...], BufferSlice, str]] = field(default_factory=list)
+    operands: list[tuple[BufferSlice, str]] | None = None  # where each operand is read, when known
 
     @property
     def kernels(self) -> list[str]:
@@ -190,6 +201,7 @@ def thunk_groups(manifest: Manifest, module: HloModule) -> dict[int, Group]:
                 if instr is not None:
                     group = Group(instr, run, loops)
                     group.outputs = _output_slices(group, manifest)
+                    group.operands = _operand_slices(group)
                     if group.outputs:
                         groups[id(run[-1])] = group
                 run = []
@@ -245,6 +257,36 @@ def _output_slices(group: Group, manifest: Manifest) -> list[tuple[tuple[int, ..
     return out
 
 
+def _operand_slices(group: Group) -> list[tuple[BufferSlice, str]] | None:
+    """(slice, shape text) of each operand of the group's instruction, or None when the thunks do
+    not say it unambiguously. A kernel's arguments are the fusion's operands in order, then its
+    outputs, each distinct slice once (hlo-codegen's KernelArguments): operand k takes the next
+    argument unless it repeats an earlier operand; the arguments left over must be written."""
+    instr, thunks = group.instr, group.thunks
+    if len(thunks) != 1:
+        return None
+    t = thunks[0]
+    if isinstance(t, GemmThunk):
+        if len(instr.operands) != 2:
+            return None
+        return [(t.lhs, t.config.lhs_shape), (t.rhs, t.config.rhs_shape)]
+    if isinstance(t, CopyThunk):
+        return [(t.source, instr.operands[0].shape.to_string())] if len(instr.operands) == 1 else None
+    if isinstance(t, MemsetThunk):
+        return [] if not instr.operands else None
+    args, k, seen, out = list(t.args), 0, {}, []
+    for op in instr.operands:
+        if id(op) in seen:
+            out.append(seen[id(op)])
+            continue
+        if k >= len(args) or args[k].shape != op.shape.to_string():
+            return None
+        seen[id(op)] = (args[k].slice, args[k].shape)
+        out.append(seen[id(op)])
+        k += 1
+    return out if all(a.written for a in args[k:]) else None
+
+
 def _leaf_value(value: Any, index: tuple[int, ...]) -> Any:
     for i in index:
         value = value[i]
@@ -259,6 +301,21 @@ class Mismatch:
     execution: int  # 0-based: the how-many-th run of this thunk group
     leaves: list[LeafComparison]
     compared: int  # groups compared before this one
+    local: list[LeafComparison] | None = None  # against the interpreter on the kernel's own inputs
+    operands: list[Any] | None = None  # the operand values the test platform gave it
+
+    @property
+    def severity(self) -> float:
+        """How many times over the bounds its worst listed element is (inf for exact types)."""
+        worst = 0.0
+        for leaf in self.local if self.local is not None else self.leaves:
+            if leaf.problem is not None:
+                return float("inf")
+            for _, _, _, abs_err, rel_err in leaf.worst:
+                a = abs_err / leaf.abs_bound if leaf.abs_bound else float("inf")
+                r = rel_err / leaf.rel_bound if leaf.rel_bound else float("inf")
+                worst = max(worst, min(a, r))
+        return worst
 
 
 class _Observer:
@@ -270,7 +327,19 @@ class _Observer:
         self.count: dict[int, int] = {}
         self.compared = 0
         self.untraced = 0
-        self.mismatch: Mismatch | None = None
+        self.drift = 0  # outputs off the interpreter's run only because their inputs already were
+        self.found: list[Mismatch] = []
+        self.first = {id(g.thunks[0]): g for g in groups.values()}
+        self.operands: list[Any] | None = None
+
+    def before(self, thunk: Thunk) -> None:
+        """Read the operands of a group before its first thunk runs (in-place kernels overwrite them)."""
+        group = self.first.get(id(thunk))
+        if group is None:
+            return
+        self.operands = None
+        if group.operands is not None:
+            self.operands = [self.executable.read_slice(s, shape) for s, shape in group.operands]
 
     def __call__(self, thunk: Thunk) -> None:
         group = self.groups.get(id(thunk))
@@ -286,21 +355,38 @@ class _Observer:
         else:
             self.untraced += 1
             return
-        leaves = []
-        for n, (index, s, shape_text) in enumerate(group.outputs):
-            got = self.executable.read_slice(s, shape_text)
-            want = np.asarray(_leaf_value(expected, index))
-            if want.dtype != got.dtype:
-                want = want.astype(got.dtype)
-            name = f"out{n}" if len(group.outputs) > 1 else "out"
-            leaves.append(compare_arrays(name, got, want, self.options.abs_error_bound,
-                                         self.options.rel_error_bound))
+        got = [self.executable.read_slice(s, shape_text) for _, s, shape_text in group.outputs]
+        leaves = self._compare(group, got, expected)
         if all(leaf.ok for leaf in leaves):
             self.compared += 1
             return
+        # Off the interpreter's run; is it the kernel, or inputs that had already drifted within
+        # the bounds? Evaluate the instruction on the operands this kernel was given.
+        local = None
+        operands = self.operands if self.first.get(id(group.thunks[0])) is group else None
+        if operands is not None:
+            value = Evaluator().evaluate_instruction(group.instr, operands)
+            local = self._compare(group, got, value)
+            if all(leaf.ok for leaf in local):
+                self.compared += 1
+                self.drift += 1
+                return
         label = self.executable.labels.get(id(thunk), thunk.profile_annotation)
-        self.mismatch = Mismatch(group, label, k, leaves, self.compared)
-        raise _Stop()
+        self.found.append(Mismatch(group, label, k, leaves, self.compared, local, operands))
+        self.compared += 1
+        if len(self.found) >= MAX_FOUND:
+            raise _Stop()
+
+    def _compare(self, group: Group, got: list[np.ndarray], expected: Any) -> list[LeafComparison]:
+        leaves = []
+        for n, ((index, _, _), array) in enumerate(zip(group.outputs, got)):
+            want = np.asarray(_leaf_value(expected, index))
+            if want.dtype != array.dtype:
+                want = want.astype(array.dtype)
+            name = f"out{n}" if len(group.outputs) > 1 else "out"
+            leaves.append(compare_arrays(name, array, want, self.options.abs_error_bound,
+                                         self.options.rel_error_bound))
+        return leaves
 
 
 class _Stop(Exception):
@@ -332,6 +418,7 @@ def find_first_mismatch(program, options, args: list[Any]) -> bool:
     executable = ManifestExecutable(manifest, _device(platform), program.name)
     observer = _Observer(executable, groups, tracer, options)
     executable.observer = observer
+    executable.observer_before = observer.before
     try:
         try:
             result = executable.run(args)
@@ -339,16 +426,18 @@ def find_first_mismatch(program, options, args: list[Any]) -> bool:
             result = None
     finally:
         executable.close()
-    if observer.mismatch is not None:
-        report = _report(observer.mismatch, program, manifest, module, tracer, args, options)
-        click.echo(report)
-        m = observer.mismatch
-        raise MismatchFound(f"first mismatch at thunk {m.label} "
-                            f"({_what(m.group)}), execution {m.execution + 1}")
+    final = None if result is None else compare_values(result, expected, options.abs_error_bound,
+                                                        options.rel_error_bound)
+    if observer.found:
+        return _report_found(observer.found, final, program, module, args, options)
+    notes = []
+    if observer.drift:
+        notes.append(f"{observer.drift} off the interpreter's run only because their inputs were, "
+                     "and right on those inputs")
+    if observer.untraced:
+        notes.append(f"{observer.untraced} not compared: no kept value")
     click.echo(f"All {observer.compared} thunk output(s) compared match the interpreter"
-               + (f" ({observer.untraced} not compared: no kept value)" if observer.untraced else "")
-               + ".")
-    final = compare_values(result, expected, options.abs_error_bound, options.rel_error_bound)
+               + (f" ({'; '.join(notes)})" if notes else "") + ".")
     if not final.ok:
         click.echo("The final results still differ (an output no thunk writes?): " + final.one_line())
         raise MismatchFound("results differ but no thunk output does")
@@ -438,6 +527,38 @@ def blame_pass(program, expected: Any, args: list[Any], options, directory: Path
     return name
 
 
+def _report_found(found: list[Mismatch], final, program, module: HloModule, args: list[Any],
+                  options) -> bool:
+    """Report the thunks found wrong on their own inputs. When the final results differ, the
+    culprit is the first one far over the bounds (else the first); smaller differences, typical of
+    a different summation order in long reductions, are listed apart. When the final results match,
+    the differences are listed and the run passes."""
+    def brief(m: Mismatch) -> str:
+        times = "exact type" if m.severity == float("inf") else f"{m.severity:.3g}x the bounds"
+        return f"thunk {m.label} ({_what(m.group)}), execution {m.execution + 1}: {times}"
+
+    if final is not None and final.ok:
+        click.echo(f"The final results match the interpreter, but {len(found)} thunk output(s) differ "
+                   "from it on their own inputs (small ones are usual in long f32/bf16 reductions):")
+        for m in found:
+            click.echo(f"  {brief(m)}")
+        click.echo(f"** Results on {options.platform} and the interpreter are close enough. **")
+        return True
+    culprit = next((m for m in found if m.severity >= SEVERE), found[0])
+    click.echo(_report(culprit, program, module, args, options))
+    before = [m for m in found if m is not culprit and found.index(m) < found.index(culprit)]
+    after = [m for m in found if found.index(m) > found.index(culprit)]
+    if before:
+        click.echo(f"Smaller differences before it (under {SEVERE:g}x the bounds, as rounding gives):")
+        click.echo("\n".join(f"  {brief(m)}" for m in before))
+    if after:
+        more = " (the run stopped there)" if len(found) >= MAX_FOUND else ""
+        click.echo(f"Later thunks also wrong on their own inputs{more}:")
+        click.echo("\n".join(f"  {brief(m)}" for m in after))
+    raise MismatchFound(f"first mismatch at thunk {culprit.label} ({_what(culprit.group)}), "
+                        f"execution {culprit.execution + 1}")
+
+
 def _device(platform: str):
     if platform == "cuda":
         from hlo_run.backends.cuda import CudaDevice
@@ -465,8 +586,7 @@ def _what(group: Group) -> str:
 
 
 # -- the report ----------------------------------------------------------------------------------------
-def _report(m: Mismatch, program, manifest: Manifest, module: HloModule, tracer: TracingEvaluator,
-            args: list[Any], options) -> str:
+def _report(m: Mismatch, program, module: HloModule, args: list[Any], options) -> str:
     g = m.group
     instr = g.instr
     lines = [f"First mismatch: thunk {m.label} ({_what(g)}), instruction %{instr.name} "
@@ -478,8 +598,14 @@ def _report(m: Mismatch, program, manifest: Manifest, module: HloModule, tracer:
     else:
         lines.append(f"  execution {m.execution + 1}")
     lines.append(f"  {m.compared} earlier thunk output(s) matched the interpreter")
+    lines.append("  against the interpreter's run of the whole module:")
     for leaf in m.leaves:
-        lines.extend("  " + line for line in leaf.summary_lines())
+        lines.extend("    " + line for line in leaf.summary_lines())
+    if m.local is not None:
+        lines.append("  against the interpreter on the operands this thunk was given (so not inherited):")
+        for leaf in m.local:
+            lines.extend("    " + line for line in (leaf.summary_lines() if not leaf.ok else
+                                                    [f"{leaf.name}: matches"]))
     lines.append("Instruction:")
     lines.append("  " + print_instruction(instr, print_metadata=False))
     if instr.opcode == "fusion":
@@ -491,9 +617,11 @@ def _report(m: Mismatch, program, manifest: Manifest, module: HloModule, tracer:
         lines.append("Dumps:")
         lines.extend(f"  {p}" for p in dumps)
     directory = Path(options.mismatch_dir or options.dump_to or DEFAULT_MISMATCH_DIR)
-    hlo_path, npz_path = write_standalone(instr, module, m.execution, args, directory)
+    hlo_path, npz_path = write_standalone(instr, module, m.execution, args, directory, m.operands)
     lines.append(f"Standalone module: {hlo_path}")
-    lines.append(f"  its inputs (the interpreter's operand values for this execution): {npz_path}")
+    origin = ("the operand values this thunk was given" if m.operands is not None
+              else "the interpreter's operand values for this execution")
+    lines.append(f"  its inputs ({origin}): {npz_path}")
     lines.append("Reproduce just this instruction with:")
     lines.append(f"  hlo-run {hlo_path} --platform {options.platform} --inputs {npz_path} --no-hlo-passes")
     return "\n".join(lines)
@@ -548,14 +676,16 @@ def standalone_text(instr: HloInstruction) -> str:
 
 
 def write_standalone(instr: HloInstruction, module: HloModule, execution: int, args: list[Any],
-                     directory: Path) -> tuple[Path, Path]:
-    """Write the standalone module of `instr` and the operand values of its `execution`-th run."""
+                     directory: Path, operands: list[Any] | None = None) -> tuple[Path, Path]:
+    """Write the standalone module of `instr` and its inputs: `operands` when given, else the
+    interpreter's operand values of its `execution`-th run."""
     from hlo_common.cli_util import write_file_atomically
     from hlo_run.npz_io import save_arguments
 
-    tracer = TracingEvaluator([instr], capture=(instr, execution), max_bytes=0)
-    tracer.evaluate(module, list(args))
-    operands = tracer.captured
+    if operands is None:
+        tracer = TracingEvaluator([instr], capture=(instr, execution), max_bytes=0)
+        tracer.evaluate(module, list(args))
+        operands = tracer.captured
     if operands is None:  # a loop-invariant instruction runs once in the interpreter
         tracer = TracingEvaluator([instr], capture=(instr, 0), max_bytes=0)
         tracer.evaluate(module, list(args))

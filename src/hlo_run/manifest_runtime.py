@@ -17,8 +17,9 @@ starts at XLA's initial value on every run, as in a freshly loaded XLA executabl
 interpreter, so repeated runs (`--iterations`) agree. Per-thunk times of the last run (summed
 over loop iterations) are kept for `--iterations`.
 An `observer` (`executable.observer = fn`) is called with every kernel, gemm, copy, memset and
-rng-state thunk right after it ran, while the run's buffers are live (`read_slice` reads one):
-`hlo-run --find-first-mismatch` (`hlo_run.bisect`) compares each output with the interpreter there.
+rng-state thunk right after it ran, and `observer_before` right before, while the run's buffers
+are live (`read_slice` reads one): `hlo-run --find-first-mismatch` (`hlo_run.bisect`) reads
+operands before and compares each output with the interpreter after.
 Runs longer than a second show a rich progress bar on stderr when stderr is a terminal.
 """
 
@@ -113,6 +114,7 @@ class ManifestExecutable(Executable):
         self._times: dict[int, float] = {}
         self._progress: _Progress | None = None
         self.observer: Callable[[Thunk], None] | None = None
+        self.observer_before: Callable[[Thunk], None] | None = None
         self._dispatch: dict[type, Callable[[Thunk], None]] = {
             KernelThunk: self._kernel, GemmThunk: self._gemm, CopyThunk: self._copy,
             MemsetThunk: self._memset, RngGetAndUpdateStateThunk: self._rng_state, WhileThunk: self._while,
@@ -212,6 +214,8 @@ class ManifestExecutable(Executable):
         if isinstance(thunk, (SequentialThunk, WhileThunk, ConditionalThunk)):
             handler(thunk)
             return
+        if self.observer_before is not None:
+            self.observer_before(thunk)
         elapsed = self.device.timer()
         try:
             handler(thunk)

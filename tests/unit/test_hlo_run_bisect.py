@@ -101,8 +101,8 @@ def test_names_the_planted_kernel_with_dumps_and_a_standalone_module(chain_build
     assert "multiply(" in result.stdout  # the fusion's HLO is shown
     assert f"module_0000.chain.{planted}.kernel_ir.txt" in result.stdout
     assert f"module_0000.chain.{planted}.ll" in result.stdout
-    # the standalone module reproduces the kernel: the interpreter on its saved inputs gives the expected
-    # value of that instruction in the full run
+    # the standalone module reproduces the kernel: the interpreter on its saved inputs gives the value
+    # of that instruction in the full run
     (hlo_file,) = out_dir.glob("*.hlo")
     (npz_file,) = out_dir.glob("*.inputs.npz")
     assert f"hlo-run {hlo_file} --platform host --inputs {npz_file} --no-hlo-passes" in result.stdout
@@ -120,7 +120,10 @@ def test_names_the_planted_kernel_with_dumps_and_a_standalone_module(chain_build
 
     tracer = TracingEvaluator([instr])
     tracer.evaluate(full, make_fake_arguments(parse_module(CHAIN), 0))
-    np.testing.assert_array_equal(got, tracer.trace[id(instr)][0])
+    # the inputs are what the host kernels before it produced: the interpreter's values up to rounding
+    np.testing.assert_allclose(got, tracer.trace[id(instr)][0], rtol=1e-5, atol=1e-6)
+    assert "its inputs (the operand values this thunk was given)" in result.stdout
+    assert "against the interpreter on the operands this thunk was given (so not inherited):" in result.stdout
 
 
 def test_a_correct_manifest_and_hlo_text_match_thunk_by_thunk(chain_build, tmp_path):
@@ -238,3 +241,57 @@ ENTRY e {
   ROOT a = f32[64] add(p, big)
 }
 """
+
+
+def test_kernels_downstream_of_the_bug_are_not_blamed(chain_build, tmp_path):
+    d, manifest = chain_build
+    manifest = load_manifest(manifest.to_bytes(), "copy")
+    holders = [n for n, k in sorted(manifest.kernels.items()) if "fadd float" in (k.llvm_ir or "")]
+    # the first kernel to add (p + q) goes wrong; everything after it sees wrong inputs but is right
+    first = next(t.kernel for t in manifest.thunks.thunks if getattr(t, "kernel", None) in holders)
+    kernel = manifest.kernels[first]
+    manifest.kernels[first] = dataclasses.replace(kernel, llvm_ir=kernel.llvm_ir.replace(
+        "fadd float", "fsub float", 1))
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(manifest.to_bytes())
+    result = run(["--platform", "host", "--find-first-mismatch", "--mismatch-dir", str(tmp_path / "m"),
+                  str(bad)])
+    assert result.exit_code == 1
+    assert f"(kernel {first})" in result.stdout.splitlines()[0]
+    assert "Later thunks also wrong" not in result.stdout and "Smaller differences" not in result.stdout
+
+
+MASKED = """HloModule masked
+ENTRY e {
+  p = f32[16] parameter(0)
+  q = f32[16] parameter(1)
+  a = f32[16] add(p, q)
+  z = f32[] constant(0)
+  zb = f32[16] broadcast(z), dimensions={}
+  m = f32[16] multiply(a, zb)
+  ROOT r = f32[16] subtract(q, m)
+}
+"""
+
+
+def test_a_difference_the_final_results_do_not_show_is_listed_and_passes(tmp_path):
+    manifest = compile_to_manifest(MASKED, "masked.hlo", "host", optimize=False)
+    planted = plant(manifest, "fadd float", "fsub float")
+    bad = tmp_path / "masked.json"
+    bad.write_bytes(manifest.to_bytes())
+    result = run(["--platform", "host", "--find-first-mismatch", str(bad)])
+    assert result.exit_code == 0, result.stderr
+    assert "The final results match the interpreter, but 1 thunk output(s) differ" in result.stdout
+    assert re.search(rf"thunk \d{{3}} kKernel \S+ \(kernel {planted}\), execution 1: [\d.e+]+x the bounds",
+                     result.stdout)
+
+
+def test_severity_counts_times_over_the_bounds():
+    from hlo_run.bisect import Group, Mismatch
+    from hlo_run.compare import compare_arrays
+
+    leaf = compare_arrays("out", np.float32([1.0, 2.0]), np.float32([1.0, 2.01]), 1e-3, 1e-3)
+    m = Mismatch(Group(None, [], []), "001", 0, [leaf], 0)
+    assert m.severity == pytest.approx(min(0.01 / 1e-3, (0.01 / 2.01) / 1e-3), rel=1e-3)
+    exact = compare_arrays("out", np.int32([1]), np.int32([2]), None, None)
+    assert Mismatch(Group(None, [], []), "001", 0, [exact], 0).severity == float("inf")
