@@ -534,7 +534,7 @@ def _report_found(found: list[Mismatch], final, program, module: HloModule, args
     a different summation order in long reductions, are listed apart. When the final results match,
     the differences are listed and the run passes."""
     def brief(m: Mismatch) -> str:
-        times = "exact type" if m.severity == float("inf") else f"{m.severity:.3g}x the bounds"
+        times = "exact comparison" if m.severity == float("inf") else f"{m.severity:.3g}x the bounds"
         return f"thunk {m.label} ({_what(m.group)}), execution {m.execution + 1}: {times}"
 
     if final is not None and final.ok:
