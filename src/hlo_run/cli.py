@@ -15,8 +15,9 @@ first kernel whose output differs from the interpreter's (`hlo_run.bisect`).
     hlo-run --platform=CUDA --reference_platform=default --print_literals model.hlo
 
 stdout holds only `--print-literals` text (`** Argument i **`, `** Result **`, `** Result with
-reference runner NAME **`, each followed by `<shape> <literal>`); progress, timings and errors go
-to stderr. Exit codes: 0 success, 1 user error (bad input, a failed comparison), 2 usage error.
+reference runner NAME **`, each followed by `<shape> <literal>`) and `--find-first-mismatch`'s
+report; progress, timings, warnings and errors go to stderr. Exit codes: 0 success, 1 user error
+(bad input, a failed comparison), 2 usage error.
 """
 
 from __future__ import annotations
