@@ -67,6 +67,11 @@ def run(args):
     return CliRunner().invoke(cli, args, catch_exceptions=False)
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default --mismatch-dir is ./hlo_run_mismatch
+
+
 def plant(manifest, old: str, new: str) -> str:
     """Flip the first `old` into `new` in the one kernel whose LLVM IR holds `old`; its name."""
     holders = [name for name, k in sorted(manifest.kernels.items()) if old in (k.llvm_ir or "")]
@@ -164,7 +169,8 @@ def test_passes_that_change_the_result_are_blamed_not_the_kernels(tmp_path, monk
     # a stand-in for a wrong hlo-opt: the "optimized" module computes p - q where the input adds
     monkeypatch.setattr(hook, "compile_to_manifest", lambda text, name, target, **kw: real(
         text.replace("add(p, q)", "subtract(p, q)"), name, target, optimize=False))
-    result = run(["--platform", "host", "--find-first-mismatch", str(src)])
+    result = run(["--platform", "host", "--find-first-mismatch", "--mismatch-dir", str(tmp_path / "m"),
+                  str(src)])
     assert result.exit_code == 1
     assert "The kernels are right.\nhlo-opt's passes changed the result." in result.stdout
     assert "the optimized module differs from the input on the interpreter" in result.stderr
@@ -226,7 +232,8 @@ def test_elided_constants_are_named_as_the_likely_cause(tmp_path, monkeypatch):
     monkeypatch.setattr(hook, "compile_to_manifest", lambda text, name, target, **kw: real(
         text.replace("big = ", "big.renamed = ").replace("(p, big)", "(p, big.renamed)"), name, target,
         optimize=False))
-    result = run(["--platform", "host", "--find-first-mismatch", str(src)])
+    result = run(["--platform", "host", "--find-first-mismatch", "--mismatch-dir", str(tmp_path / "m"),
+                  str(src)])
     assert result.exit_code == 1
     assert "1 constant(s) printed as {...}" in result.stderr  # the warning at load
     assert "The input has 1 constant(s) printed as {...}" in result.stdout
