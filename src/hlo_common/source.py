@@ -2,7 +2,8 @@
 
 All three CLIs start here. Every failure is an `InputError` (an `HloError`) naming the file:
 a missing or unreadable path, a directory, empty input, binary input (a NUL byte) and text that
-is not UTF-8 (with the byte offset of the first bad byte). A UTF-8 byte-order mark is dropped.
+is not UTF-8, the last two at `name:line:col` of the first bad byte (the column counts the
+characters before it on its line). A UTF-8 byte-order mark is dropped.
 
     >>> src = read_source("model.hlo")          # doctest: +SKIP
     >>> src.text, src.name                       # doctest: +SKIP
@@ -66,14 +67,26 @@ def decode_source(data: bytes, name: str, *, allow_empty: bool = False) -> Sourc
     """Check and decode raw input bytes (see the module docstring for what is refused)."""
     nul = data.find(b"\0")
     if nul >= 0:
-        raise InputError(f"{name}: binary input (NUL byte at offset {nul}); expected HLO text")
+        line, col = byte_position(data, nul)
+        raise InputError(f"{name}:{line}:{col}: binary input (NUL byte at byte offset {nul}); "
+                         "expected HLO text")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{name}: not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start} "
-                         f"({exc.reason})") from None
+        line, col = byte_position(data, exc.start)
+        raise InputError(f"{name}:{line}:{col}: not UTF-8 text: byte 0x{data[exc.start]:02x} "
+                         f"({exc.reason}; byte offset {exc.start})") from None
     if text.startswith("\ufeff"):
         text = text[1:]
     if not allow_empty and not text.strip():
         raise InputError(f"{name}: empty input")
     return Source(text, name)
+
+
+def byte_position(data: bytes, offset: int) -> tuple[int, int]:
+    """1-based (line, column) of byte `offset`; the column counts the characters before it on its
+    line (bytes that do not decode count one each)."""
+    start = data.rfind(b"\n", 0, offset) + 1
+    line = data.count(b"\n", 0, offset) + 1
+    col = len(data[start:offset].decode("utf-8", "replace")) + 1
+    return line, col

@@ -1,16 +1,23 @@
-"""`hlo-run`: run an HLO module (later also a manifest) and compare it with a reference.
+"""`hlo-run`: run an HLO module or a manifest and compare it with a reference (run_hlo_module).
 
 The last tool of the pipeline (`hlo-opt | hlo-codegen | hlo-run`), modelled on XLA's
-run_hlo_module: it reads HLO text from a file or stdin, makes arguments (random from `--seed` by
-the rule in `hlo_run.inputs`, or read from `--inputs FILE.npz`), runs the module on a platform,
-optionally runs it again on a reference platform and compares the two with run_hlo_module's
-both-bounds rule (`hlo_run.compare`).
+run_hlo_module, whose flag spellings it also takes (`hlo_run.xla_flags`): it reads HLO text or a
+manifest from a file or stdin, verifies HLO text (the verifier's one-line error, exit 1), makes
+arguments (random from `--seed` by the rule in `hlo_run.inputs`, or read from `--inputs
+FILE.npz`), runs the module on a platform, optionally runs it again on a reference platform and
+compares the two with run_hlo_module's both-bounds rule, bounds fitted to each output's type
+unless given (`hlo_run.compare`). HLO text run on cuda or host is first optimized by hlo-opt's
+`gpu` pipeline and compiled by hlo-codegen, both as subprocesses (`hlo_run.compile_hook`),
+unless it is already scheduled or `--no-hlo-passes` is given. `--find-first-mismatch` names the
+first kernel whose output differs from the interpreter's (`hlo_run.bisect`).
 
     hlo-run --platform interpreter --reference-platform xla-cpu --print-literals model.hlo
+    hlo-run --platform=CUDA --reference_platform=default --print_literals model.hlo
 
 stdout holds only `--print-literals` text (`** Argument i **`, `** Result **`, `** Result with
-reference runner NAME **`, each followed by `<shape> <literal>`); progress, timings and errors go
-to stderr. Exit codes: 0 success, 1 user error (bad input, a failed comparison), 2 usage error.
+reference runner NAME **`, each followed by `<shape> <literal>`) and `--find-first-mismatch`'s
+report; progress, timings, warnings and errors go to stderr. Exit codes: 0 success, 1 user error
+(bad input, a failed comparison), 2 usage error.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import click
 import numpy as np
 
 from hlo_common.cli_util import report_error, run_command
-from hlo_common.errors import HloError, HloParseError
+from hlo_common.errors import HloError, HloParseError, InputError
 from hlo_common.interpreter.registry import TOKEN
 from hlo_common.literal import format_literal
 from hlo_common.shape import Shape
@@ -36,7 +43,7 @@ from hlo_run.compare import compare_values
 TOOL = "hlo-run"
 
 PLATFORMS = ("cuda", "host", "interpreter")
-REFERENCE_PLATFORMS = ("interpreter", "xla-cpu", "none")
+REFERENCE_PLATFORMS = ("interpreter", "xla-cpu", "host", "cuda", "none")
 
 
 class ProgramError(HloError):
@@ -62,15 +69,35 @@ class RunOptions:
     seed: int = 0
     output: str | None = None
     print_literals: bool = False
-    abs_error_bound: float = 1e-3
-    rel_error_bound: float = 1e-3
+    abs_error_bound: float | None = None  # None: fitted to each output's type
+    rel_error_bound: float | None = None
     iterations: int = 1
+    hlo_passes: bool = True
+    dump_to: str | None = None
+    large_float_range: bool = False
+    find_first_mismatch: bool = False
+    mismatch_dir: str | None = None
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+class XlaFlagsCommand(click.Command):
+    """A click command that first rewrites run_hlo_module's flag spellings (`hlo_run.xla_flags`)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        from hlo_run.xla_flags import XlaFlagError, translate
+
+        try:
+            args = translate(list(args))
+        except XlaFlagError as exc:
+            click.echo(f"{TOOL}: error: {exc.one_line()}", err=True)
+            ctx.exit(1)
+        return super().parse_args(ctx, args)
+
+
+@click.command(cls=XlaFlagsCommand, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("input_path", metavar="[INPUT]", required=False)
-@click.option("--platform", type=click.Choice(PLATFORMS),
-              help="Where to run (default: cuda when a GPU is usable, else host).")
+@click.option("--platform", type=click.Choice(PLATFORMS, case_sensitive=False),
+              help="Where to run (default: cuda when a GPU is usable, else host). "
+                   "XLA: --platform=CUDA|gpu|Host|cpu|Interpreter.")
 @click.option("--inputs", "inputs_path", metavar="FILE.npz",
               help="Arguments named arg0..argN-1 in entry-parameter order.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
@@ -78,22 +105,43 @@ class RunOptions:
 @click.option("--output", "output_path", metavar="FILE.npz",
               help="Write the results as out0..outM-1 (the leaves of a tuple result, in order).")
 @click.option("--print-literals", is_flag=True, help="Print arguments and results in XLA literal syntax.")
-@click.option("--reference-platform", type=click.Choice(REFERENCE_PLATFORMS),
-              help="Compare with this platform (default: interpreter, or none when running on it).")
-@click.option("--abs-error-bound", type=click.FloatRange(min=0), default=1e-3, show_default=True)
-@click.option("--rel-error-bound", type=click.FloatRange(min=0), default=1e-3, show_default=True)
+@click.option("--reference-platform", type=click.Choice(REFERENCE_PLATFORMS, case_sensitive=False),
+              help="Compare with this platform (default: interpreter, or none when running on it). "
+                   "XLA: --reference_platform= (empty: none, default: interpreter).")
+@click.option("--abs-error-bound", type=click.FloatRange(min=0), default=None,
+              help="Default: fitted to each output's type (f32 1e-3, bf16/f16 2e-2, f8 2 eps, ints exact).")
+@click.option("--rel-error-bound", type=click.FloatRange(min=0), default=None,
+              help="Default: fitted to each output's type, as --abs-error-bound.")
 @click.option("--iterations", type=click.IntRange(min=1), default=1, show_default=True,
               help="Run N times and report the times.")
+@click.option("--hlo-passes/--no-hlo-passes", default=True, show_default=True,
+              help="Optimize HLO text with hlo-opt's gpu pipeline before compiling it for cuda or "
+                   "host (XLA: --run_test_hlo_passes); already scheduled modules are never optimized.")
+@click.option("--dump-to", metavar="DIR",
+              help="hlo-opt's and hlo-codegen's dumps of the compilation (XLA: --xla_dump_to).")
+@click.option("--large-float-range", is_flag=True,
+              help="Random floats log-uniform over the type's whole range (XLA: --use_large_float_range).")
+@click.option("--find-first-mismatch", is_flag=True,
+              help="Compare every kernel's output with the interpreter, in execution order, and "
+                   "report the first one that differs.")
+@click.option("--mismatch-dir", metavar="DIR",
+              help="Where --find-first-mismatch writes the standalone module of the bad kernel "
+                   "(default: --dump-to, else ./hlo_run_mismatch).")
 @click.option("--split-input-file", is_flag=True,
               help="Treat `// -----` lines as separators between modules.")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
 def cli(input_path, platform, inputs_path, seed, output_path, print_literals, reference_platform,
-        abs_error_bound, rel_error_bound, iterations, split_input_file, debug) -> None:
+        abs_error_bound, rel_error_bound, iterations, hlo_passes, dump_to, large_float_range,
+        find_first_mismatch, mismatch_dir, split_input_file, debug) -> None:
     """Run an HLO module (file or stdin) and compare it with a reference, like run_hlo_module."""
-    platform = platform or default_platform()
-    reference = reference_platform or ("none" if platform == "interpreter" else "interpreter")
+    platform = (platform or default_platform()).lower()
+    reference = (reference_platform or ("none" if platform == "interpreter" else "interpreter")).lower()
     options = RunOptions(platform, reference, inputs_path, seed, output_path, print_literals,
-                         abs_error_bound, rel_error_bound, iterations)
+                         abs_error_bound, rel_error_bound, iterations, hlo_passes, dump_to,
+                         large_float_range, find_first_mismatch, mismatch_dir)
+    if find_first_mismatch and platform == "interpreter":
+        raise click.UsageError("--find-first-mismatch compares the kernels of --platform cuda or host "
+                               "with the interpreter; choose one of those platforms")
     run_command(TOOL, lambda: _run_input(input_path, options, split_input_file, debug), debug)
 
 
@@ -125,12 +173,36 @@ def load_programs(text: str, name: str, split: bool) -> list[Program]:
 
         return [manifest_program(text, name)]
     if not split:
-        return [Program(name, parse_module(text, name), text)]
-    modules = parse_modules(text, name)
-    chunks = split_module_texts(text)
-    if len(modules) == 1:
-        return [Program(name, modules[0], chunks[0])]
-    return [Program(f"{name}#{k}", m, chunk) for k, (m, chunk) in enumerate(zip(modules, chunks))]
+        programs = [Program(name, parse_module(text, name), text)]
+    else:
+        modules = parse_modules(text, name)
+        chunks = split_module_texts(text)
+        if len(modules) == 1:
+            programs = [Program(name, modules[0], chunks[0])]
+        else:
+            programs = [Program(f"{name}#{k}", m, chunk) for k, (m, chunk) in enumerate(zip(modules, chunks))]
+    for program in programs:
+        verify_input(program)
+        elided = elided_constants(program.module)
+        if elided:
+            click.echo(f"{TOOL}: warning: {program.name}: {elided} constant(s) printed as {{...}} (their "
+                       "values are not in the text) get stand-in values chosen by the constant's name; "
+                       "passes that rename or clone them change those values, so results may differ from "
+                       "the reference for that reason alone", err=True)
+    return programs
+
+
+def elided_constants(module) -> int:
+    """How many constants of `module` were written `{...}` (XLA's dumps elide large literals)."""
+    return sum(1 for comp in module.computations for i in comp.instructions
+               if i.opcode == "constant" and i.literal_unknown)
+
+
+def verify_input(program: Program) -> None:
+    """The verifier on HLO text as given, before any platform touches it (hlo-opt's message)."""
+    from hlo_common.hlo_pass.pipeline import verify
+
+    verify(program.module, "verification failed in the input")
 
 
 def _run_reporting(program: Program, options: RunOptions, debug: bool, multiple: bool) -> bool:
@@ -148,11 +220,17 @@ def _run_reporting(program: Program, options: RunOptions, debug: bool, multiple:
 
 def run_program(program: Program, options: RunOptions) -> bool:
     """Run `program` as the options say; True when it ran (and matched its reference)."""
+    program.run_hlo_passes = options.hlo_passes
+    program.dump_to = options.dump_to
     try:
         args = make_arguments(program, options)
         if options.print_literals:
             for i, (arg, shape) in enumerate(zip(args, program.parameter_shapes)):
                 echo_literal(f"** Argument {i} **", arg, shape)
+        if options.find_first_mismatch:
+            from hlo_run.bisect import find_first_mismatch
+
+            return find_first_mismatch(program, options, args)
         result = _run_on(options.platform, program, args, options.iterations)
         if options.print_literals:
             echo_literal("** Result **", result, program.result_shape)
@@ -162,10 +240,12 @@ def run_program(program: Program, options: RunOptions) -> bool:
             save_outputs(options.output, result)
         if options.reference != "none":
             _check_against_reference(program, options, args, result)
-    except (HloParseError, ProgramError, ComparisonFailed):
+    except (HloParseError, ProgramError, ComparisonFailed, InputError):
         raise
     except HloError as exc:
-        raise ProgramError(f"{program.name}: {exc.one_line()}") from exc
+        line = exc.one_line()
+        prefix = "" if line.startswith(f"{program.name}: ") else f"{program.name}: "
+        raise ProgramError(prefix + line) from exc
     return True
 
 
@@ -177,7 +257,7 @@ def make_arguments(program: Program, options: RunOptions) -> list[Any]:
         return load_inputs(options.inputs, program.parameter_shapes)
     from hlo_run.inputs import make_fake_arguments
 
-    return make_fake_arguments(program.module, options.seed)
+    return make_fake_arguments(program.module, options.seed, large_float_range=options.large_float_range)
 
 
 def _run_on(platform: str, program: Program, args: list[Any], iterations: int) -> Any:
@@ -218,12 +298,18 @@ def _check_against_reference(program: Program, options: RunOptions, args: list[A
         echo_literal(f"** Result with reference runner {options.reference} **", expected,
                      program.result_shape)
     comparison = compare_values(result, expected, options.abs_error_bound, options.rel_error_bound)
+    click.echo(f"bounds ({_bounds_origin(options)}): " + "; ".join(comparison.bounds_lines()), err=True)
     if not comparison.ok:
         raise ComparisonFailed(
-            f"{program.name}: results on {options.platform} and {options.reference} differ "
-            f"(abs bound {options.abs_error_bound:g}, rel bound {options.rel_error_bound:g}): "
+            f"{program.name}: results on {options.platform} and {options.reference} differ: "
             f"{comparison.one_line()}", comparison.summary_lines())
     click.echo(f"** Results on {options.platform} and {options.reference} are close enough. **", err=True)
+
+
+def _bounds_origin(options: RunOptions) -> str:
+    given = [f"{k} given" for k, v in (("abs", options.abs_error_bound), ("rel", options.rel_error_bound))
+             if v is not None]
+    return ", ".join(given) + (", others by type" if len(given) == 1 else "") if given else "by output type"
 
 
 def echo_literal(heading: str, value: Any, shape: Shape) -> None:

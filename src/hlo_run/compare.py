@@ -7,6 +7,12 @@ same infinity. Complex numbers compare their real and imaginary parts separately
 pred compare exactly, whatever the bounds. Tuples compare leaf by leaf (`out0`, `out1`, ... in
 depth-first order, as `--output` names them).
 
+A bound left as None is fitted to each leaf's element type (`default_bounds`): f32, f64 and
+complex types get run_hlo_module's 1e-3; bf16 and f16 2e-2 (a few units in the last place of
+their 8 and 11 significant bits); f8 and narrower floats twice their machine epsilon (f8e4m3:
+0.25, f8e5m2: 0.5, f4e2m1: 1.0); integers and pred compare exactly (bounds 0). A bound given as a
+number applies to every leaf. Each leaf records the bounds it was compared with.
+
     >>> r = compare_values(np.float32([1, 2]), np.float32([1, 2.5]), 1e-3, 1e-3)
     >>> r.ok, r.leaves[0].mismatches
     (False, 1)
@@ -22,6 +28,29 @@ import numpy as np
 from hlo_common.dtypes import from_numpy_dtype
 
 WORST_SHOWN = 5
+WIDE_FLOAT_BOUND = 1e-3  # f32, f64, complex: run_hlo_module's default
+HALF_FLOAT_BOUND = 2e-2  # bf16, f16
+
+
+def default_bounds(dtype) -> tuple[float, float]:
+    """(abs, rel) bounds that fit an element type (see the module docstring)."""
+    t = from_numpy_dtype(np.dtype(dtype))
+    if t.kind == "complex" or t.name in ("f32", "f64"):
+        return WIDE_FLOAT_BOUND, WIDE_FLOAT_BOUND
+    if t.name in ("bf16", "f16"):
+        return HALF_FLOAT_BOUND, HALF_FLOAT_BOUND
+    if t.kind == "float":
+        import ml_dtypes
+
+        eps = 2.0 * float(ml_dtypes.finfo(t.np_dtype).eps)
+        return eps, eps
+    return 0.0, 0.0
+
+
+def bounds_for(dtype, abs_bound: float | None, rel_bound: float | None) -> tuple[float, float]:
+    """The bounds one leaf is compared with: the given ones, the type's default for the others."""
+    fit_abs, fit_rel = default_bounds(dtype)
+    return (fit_abs if abs_bound is None else abs_bound), (fit_rel if rel_bound is None else rel_bound)
 
 
 @dataclass
@@ -35,17 +64,25 @@ class LeafComparison:
     max_abs_error: float = 0.0
     max_rel_error: float = 0.0
     problem: str | None = None  # a structural difference (shape, type) instead of values
+    abs_bound: float = 0.0
+    rel_bound: float = 0.0
     worst: list[tuple[tuple[int, ...], Any, Any, float, float]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.problem is None and self.mismatches == 0
 
+    def bounds_text(self) -> str:
+        if self.abs_bound == 0 and self.rel_bound == 0 and self.shape_text.split("[")[0] in _EXACT:
+            return "exact"
+        return f"abs {self.abs_bound:g}, rel {self.rel_bound:g}"
+
     def summary_lines(self) -> list[str]:
         if self.problem is not None:
             return [f"{self.name}: {self.problem}"]
         head = (f"{self.name} ({self.shape_text}): {self.mismatches} of {self.elements} element(s) differ; "
-                f"max abs error {self.max_abs_error:.6g}, max rel error {self.max_rel_error:.6g}")
+                f"max abs error {self.max_abs_error:.6g}, max rel error {self.max_rel_error:.6g} "
+                f"(bounds: {self.bounds_text()})")
         lines = [head]
         for index, actual, expected, abs_err, rel_err in self.worst:
             lines.append(f"  at {list(index)}: got {actual}, expected {expected} "
@@ -72,6 +109,11 @@ class Comparison:
     def summary_lines(self) -> list[str]:
         return [line for leaf in self.leaves if not leaf.ok for line in leaf.summary_lines()]
 
+    def bounds_lines(self) -> list[str]:
+        """`out0 (bf16[3]): abs 0.02, rel 0.02` per leaf: the bounds each was compared with."""
+        return [f"{leaf.name} ({leaf.shape_text}): {leaf.bounds_text()}" for leaf in self.leaves
+                if leaf.problem is None]
+
     def one_line(self) -> str:
         bad = [leaf for leaf in self.leaves if not leaf.ok]
         if not bad:
@@ -93,9 +135,10 @@ def flatten_leaves(value: Any) -> list[Any]:
     return []
 
 
-def compare_values(actual: Any, expected: Any, abs_bound: float = 1e-3,
-                   rel_bound: float = 1e-3) -> Comparison:
-    """Compare two results (arrays or nested tuples of arrays) leaf by leaf."""
+def compare_values(actual: Any, expected: Any, abs_bound: float | None = None,
+                   rel_bound: float | None = None) -> Comparison:
+    """Compare two results (arrays or nested tuples of arrays) leaf by leaf; a bound left None is
+    fitted to each leaf's type (`default_bounds`)."""
     a_leaves, e_leaves = flatten_leaves(actual), flatten_leaves(expected)
     if len(a_leaves) != len(e_leaves):
         problem = f"{len(a_leaves)} output leaves, the reference has {len(e_leaves)}"
@@ -104,13 +147,18 @@ def compare_values(actual: Any, expected: Any, abs_bound: float = 1e-3,
                        for i, (a, e) in enumerate(zip(a_leaves, e_leaves))])
 
 
-def compare_arrays(name: str, actual: np.ndarray, expected: np.ndarray, abs_bound: float,
-                   rel_bound: float) -> LeafComparison:
+def compare_arrays(name: str, actual: np.ndarray, expected: np.ndarray, abs_bound: float | None = None,
+                   rel_bound: float | None = None) -> LeafComparison:
     shape_text = _shape_text(expected)
     leaf = LeafComparison(name, shape_text, elements=int(expected.size))
     if actual.shape != expected.shape or actual.dtype != expected.dtype:
         leaf.problem = f"got {_shape_text(actual)}, the reference has {shape_text}"
         return leaf
+    try:
+        abs_bound, rel_bound = bounds_for(expected.dtype, abs_bound, rel_bound)
+    except KeyError:  # a dtype with no element type: compare exactly
+        abs_bound, rel_bound = abs_bound or 0.0, rel_bound or 0.0
+    leaf.abs_bound, leaf.rel_bound = abs_bound, rel_bound
     kind = from_numpy_dtype(expected.dtype).kind
     if kind == "complex":
         errors = [_float_errors(actual.real, expected.real), _float_errors(actual.imag, expected.imag)]
@@ -172,6 +220,10 @@ def _scalar(arr: np.ndarray, pos: int):
     if kind == "pred":
         return bool(v)
     return int(v)
+
+
+_EXACT = frozenset({"pred", "s1", "s2", "s4", "s8", "s16", "s32", "s64", "u1", "u2", "u4", "u8", "u16",
+                    "u32", "u64"})
 
 
 def _shape_text(arr: np.ndarray) -> str:

@@ -1,13 +1,20 @@
-"""Compiling HLO text for `hlo-run --platform host|cuda MODULE.hlo`, through hlo-codegen itself.
+"""Compiling HLO text for `hlo-run --platform host|cuda MODULE.hlo`: hlo-opt, then hlo-codegen.
 
 Where it sits: the host and cuda backends call `compile_to_manifest` when the program is HLO text
-rather than a manifest (XLA's run_hlo_module also compiles before it runs). hlo-run never imports
-hlo_codegen: it runs the `hlo-codegen` tool in a subprocess, feeding the HLO text on stdin and
-reading the manifest from stdout, exactly as the shell pipe `hlo-codegen | hlo-run` does. So the
-two tools keep one interface (the manifest file), hlo-run's start-up stays free of the compiler's
-imports, and a compiler failure arrives as hlo-codegen's own one-line message. The tool is found
-next to the running Python (the same virtual environment) or on PATH; failing both,
-`python -m hlo_codegen.cli` is used.
+rather than a manifest. Like XLA's run_hlo_module, which runs the test platform's HLO passes
+before it compiles, the text first goes through `hlo-opt` (its `gpu` pipeline) unless the module
+is already scheduled or the user said `--no-hlo-passes` (XLA: `--run_test_hlo_passes=false`);
+then `hlo-codegen --target host|cuda` turns it into a manifest. hlo-run never imports hlo_opt or
+hlo_codegen: each tool runs in a subprocess, fed the HLO text on stdin, its result read from
+stdout, exactly as the shell pipe `hlo-opt | hlo-codegen | hlo-run` does. So the tools keep one
+interface (HLO text, then the manifest file), hlo-run's start-up stays free of the compilers'
+imports, and a failure arrives as the tool's own one-line message. With `--dump-to DIR` both
+tools write their dumps there, under the names they always use (`module_0000.<name>.
+before_optimizations.txt`, `...after_optimizations.txt`, the buffer assignment,
+`thunk_sequence.txt`, per kernel its kernel IR, `.ll` and `.ptx`).
+
+A tool is found next to the running Python (the same virtual environment) or on PATH; failing
+both, `python -m hlo_opt.cli` / `python -m hlo_codegen.cli` is used.
 
     >>> manifest = compile_to_manifest(text, "model.hlo", "host")    # doctest: +SKIP
 """
@@ -22,42 +29,65 @@ from pathlib import Path
 from hlo_common.errors import HloError
 from hlo_common.manifest import Manifest, load_manifest
 
+OPT_TOOL = "hlo-opt"
 CODEGEN_TOOL = "hlo-codegen"
+_MODULES = {OPT_TOOL: "hlo_opt.cli", CODEGEN_TOOL: "hlo_codegen.cli"}
 TIMEOUT_S = 3600
 
 
 class CompileError(HloError):
-    """hlo-codegen refused the module; the message is its error line."""
+    """hlo-opt or hlo-codegen refused the module; the message is the tool's error line."""
+
+
+def tool_command(tool: str) -> list[str]:
+    """How to start `tool`: the script beside this Python, on PATH, or `python -m`."""
+    beside = Path(sys.executable).with_name(tool)
+    if beside.is_file():
+        return [str(beside)]
+    found = shutil.which(tool)
+    if found:
+        return [found]
+    return [sys.executable, "-m", _MODULES[tool]]
 
 
 def codegen_command() -> list[str]:
-    """How to start hlo-codegen: the script beside this Python, on PATH, or `python -m`."""
-    beside = Path(sys.executable).with_name(CODEGEN_TOOL)
-    if beside.is_file():
-        return [str(beside)]
-    found = shutil.which(CODEGEN_TOOL)
-    if found:
-        return [found]
-    return [sys.executable, "-m", "hlo_codegen.cli"]
+    return tool_command(CODEGEN_TOOL)
 
 
-def compile_to_manifest(hlo_text: str, name: str, target: str, arch: str = "sm_90") -> Manifest:
-    """Run hlo-codegen on `hlo_text`; the loaded manifest, or CompileError with its message."""
-    cmd = codegen_command() + ["--target", target, "--arch", arch, "-"]
+def run_tool(tool: str, args: list[str], data: bytes, name: str) -> bytes:
+    """Run `tool args -` on `data`; its stdout, or CompileError with its error line."""
+    cmd = tool_command(tool) + args + ["-"]
     try:
-        proc = subprocess.run(cmd, input=hlo_text.encode("utf-8"), capture_output=True, timeout=TIMEOUT_S)
+        proc = subprocess.run(cmd, input=data, capture_output=True, timeout=TIMEOUT_S)
     except OSError as exc:
-        raise CompileError(f"{name}: cannot start {CODEGEN_TOOL}: {exc.strerror or exc}") from None
+        raise CompileError(f"{name}: cannot start {tool}: {exc.strerror or exc}") from None
     except subprocess.TimeoutExpired:
-        raise CompileError(f"{name}: {CODEGEN_TOOL} did not finish in {TIMEOUT_S} s") from None
+        raise CompileError(f"{name}: {tool} did not finish in {TIMEOUT_S} s") from None
     if proc.returncode != 0:
-        raise CompileError(f"{name}: {_codegen_message(proc.stderr)}")
-    return load_manifest(proc.stdout, f"{name} (compiled by {CODEGEN_TOOL})")
+        raise CompileError(f"{name}: {_tool_message(tool, proc.stderr)}")
+    return proc.stdout
 
 
-def _codegen_message(stderr: bytes) -> str:
+def optimize_text(hlo_text: str, name: str, dump_to: str | None = None) -> str:
+    """hlo-opt's `gpu` pipeline on `hlo_text` (dumps to `dump_to`); the optimized HLO text."""
+    args = ["--dump-to", str(dump_to)] if dump_to else []
+    return run_tool(OPT_TOOL, args, hlo_text.encode("utf-8"), name).decode("utf-8")
+
+
+def compile_to_manifest(hlo_text: str, name: str, target: str, arch: str = "sm_90", *,
+                        optimize: bool = False, dump_to: str | None = None) -> Manifest:
+    """hlo-opt (when `optimize`), then hlo-codegen on `hlo_text`; the loaded manifest."""
+    if optimize:
+        hlo_text = optimize_text(hlo_text, name, dump_to)
+    args = ["--target", target, "--arch", arch] + (["--dump-to", str(dump_to)] if dump_to else [])
+    data = run_tool(CODEGEN_TOOL, args, hlo_text.encode("utf-8"), name)
+    return load_manifest(data, f"{name} (compiled by {CODEGEN_TOOL})")
+
+
+def _tool_message(tool: str, stderr: bytes) -> str:
     lines = [line for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+    prefix = f"{tool}: error: "
     for line in lines:
-        if line.startswith(f"{CODEGEN_TOOL}: error: "):
-            return f"{CODEGEN_TOOL} failed: {line[len(CODEGEN_TOOL) + 9:]}"
-    return f"{CODEGEN_TOOL} failed: {lines[-1] if lines else 'no message'}"
+        if line.startswith(prefix):
+            return f"{tool} failed: {line[len(prefix):]}"
+    return f"{tool} failed: {lines[-1] if lines else 'no message'}"

@@ -37,6 +37,11 @@ The rule (also in the README):
     not done when the type cannot hold m distinct integers exactly (bf16: m <= 256).
   When several constraints meet, an index bound wins over an init value over distinct keys.
 - tuple parameters get their leaves in order (without constraints); tokens are tokens.
+- `--large-float-range` (XLA: --use_large_float_range) changes the unconstrained floats only:
+  each value is sign * m * 2**e with the sign a fair coin, m uniform in [1, 2) and the exponent
+  e uniform over the type's normal exponents [minexp, maxexp - 1] (so the exponent, not the
+  value, is uniform: a log-uniform spread over the whole finite range), then rounded to the type;
+  complex numbers get both parts so. As in XLA, reductions over such values may overflow to inf.
 """
 
 from __future__ import annotations
@@ -91,18 +96,18 @@ class UniqueWindows:
     strides: tuple[int, ...]
 
 
-def make_fake_arguments(module: HloModule, seed: int = 0) -> list[Any]:
+def make_fake_arguments(module: HloModule, seed: int = 0, *, large_float_range: bool = False) -> list[Any]:
     """One value per entry parameter of `module`, by the rule in this module's docstring."""
     params = module.entry.parameters
-    return [make_fake_argument(p, seed) for p in params]
+    return [make_fake_argument(p, seed, large_float_range=large_float_range) for p in params]
 
 
-def make_fake_argument(param: HloInstruction, seed: int = 0) -> Any:
+def make_fake_argument(param: HloInstruction, seed: int = 0, *, large_float_range: bool = False) -> Any:
     rng = np.random.default_rng([int(seed), int(param.parameter_number)])
     shape = param.shape
     if shape.is_tuple or not shape.is_array:
-        return _random_value(shape, rng)
-    return _constrained_array(shape, find_constraint(param), rng)
+        return _random_value(shape, rng, large_float_range)
+    return _constrained_array(shape, find_constraint(param), rng, large_float_range)
 
 
 # -- finding constraints -----------------------------------------------------------------------------
@@ -256,7 +261,8 @@ def _int_max(t: PrimitiveType) -> int:
     return (1 << (t.bits - 1)) - 1 if t.kind == "signed" else (1 << t.bits) - 1
 
 
-def _constrained_array(shape: Shape, c: Constraint, rng: np.random.Generator) -> np.ndarray:
+def _constrained_array(shape: Shape, c: Constraint, rng: np.random.Generator,
+                       large: bool = False) -> np.ndarray:
     t = shape.element_type
     dims = shape.dims
     n = shape.num_elements
@@ -277,7 +283,7 @@ def _constrained_array(shape: Shape, c: Constraint, rng: np.random.Generator) ->
         keys = _distinct_keys(shape, c, rng)
         if keys is not None:
             return keys
-    return _random_array(shape, rng)
+    return _random_array(shape, rng, large)
 
 
 def _unique_window_starts(w: UniqueWindows, sort: bool, rng: np.random.Generator) -> np.ndarray:
@@ -317,24 +323,39 @@ def _distinct_capacity(t: PrimitiveType) -> int:
     return 1 << t.bits
 
 
-def _random_value(shape: Shape, rng: np.random.Generator) -> Any:
+def _random_value(shape: Shape, rng: np.random.Generator, large: bool = False) -> Any:
     if shape.is_tuple:
-        return tuple(_random_value(s, rng) for s in shape.tuple_shapes)
+        return tuple(_random_value(s, rng, large) for s in shape.tuple_shapes)
     if not shape.is_array:
         return TOKEN
-    return _random_array(shape, rng)
+    return _random_array(shape, rng, large)
 
 
-def _random_array(shape: Shape, rng: np.random.Generator) -> np.ndarray:
+def _log_uniform(dtype: np.dtype, size, rng: np.random.Generator) -> np.ndarray:
+    """sign * [1, 2) * 2**e, e uniform over the normal exponents of `dtype` (float64 values)."""
+    info = ml_dtypes.finfo(dtype)
+    lo_exp, hi_exp = int(np.log2(float(info.smallest_normal))), int(np.log2(float(info.max)))
+    exps = rng.integers(lo_exp, hi_exp + 1, size)
+    mant = rng.uniform(1.0, 2.0, size)
+    signs = np.where(rng.integers(0, 2, size) == 1, -1.0, 1.0)
+    vals = signs * np.ldexp(mant, exps)
+    return np.clip(vals, -float(info.max), float(info.max))
+
+
+def _random_array(shape: Shape, rng: np.random.Generator, large: bool = False) -> np.ndarray:
     t = shape.element_type
     n = shape.num_elements
     lo, hi = FLOAT_RANGE
     if t.is_pred:
         vals = rng.integers(0, 2, n, dtype=np.int64).astype(bool)
     elif t.is_float:
-        vals = rng.uniform(lo, hi, n)
+        vals = _log_uniform(t.np_dtype, n, rng) if large else rng.uniform(lo, hi, n)
     elif t.is_complex:
-        parts = rng.uniform(lo, hi, (n, 2))
+        if large:
+            part = np.float32 if t.np_dtype == np.complex64 else np.float64
+            parts = _log_uniform(np.dtype(part), (n, 2), rng)
+        else:
+            parts = rng.uniform(lo, hi, (n, 2))
         vals = parts[:, 0] + 1j * parts[:, 1]
     else:
         rlo, rhi = SIGNED_RANGE if t.kind == "signed" else UNSIGNED_RANGE

@@ -16,6 +16,10 @@ slice. The 128-bit random-number state that rng-get-and-update-state thunks read
 starts at XLA's initial value on every run, as in a freshly loaded XLA executable and in the
 interpreter, so repeated runs (`--iterations`) agree. Per-thunk times of the last run (summed
 over loop iterations) are kept for `--iterations`.
+An `observer` (`executable.observer = fn`) is called with every kernel, gemm, copy, memset and
+rng-state thunk right after it ran, and `observer_before` right before, while the run's buffers
+are live (`read_slice` reads one): `hlo-run --find-first-mismatch` (`hlo_run.bisect`) reads
+operands before and compares each output with the interpreter after.
 Runs longer than a second show a rich progress bar on stderr when stderr is a terminal.
 """
 
@@ -109,6 +113,8 @@ class ManifestExecutable(Executable):
                           if a.kind == "constant"}
         self._times: dict[int, float] = {}
         self._progress: _Progress | None = None
+        self.observer: Callable[[Thunk], None] | None = None
+        self.observer_before: Callable[[Thunk], None] | None = None
         self._dispatch: dict[type, Callable[[Thunk], None]] = {
             KernelThunk: self._kernel, GemmThunk: self._gemm, CopyThunk: self._copy,
             MemsetThunk: self._memset, RngGetAndUpdateStateThunk: self._rng_state, WhileThunk: self._while,
@@ -208,6 +214,8 @@ class ManifestExecutable(Executable):
         if isinstance(thunk, (SequentialThunk, WhileThunk, ConditionalThunk)):
             handler(thunk)
             return
+        if self.observer_before is not None:
+            self.observer_before(thunk)
         elapsed = self.device.timer()
         try:
             handler(thunk)
@@ -217,6 +225,13 @@ class ManifestExecutable(Executable):
             raise ThunkError(f"{self.name}: thunk {self.labels.get(id(thunk), thunk.kind)} failed: "
                                 f"{_first_line(exc)}") from exc
         self._times[id(thunk)] = self._times.get(id(thunk), 0.0) + elapsed()
+        if self.observer is not None:
+            self.observer(thunk)
+
+    def read_slice(self, s: BufferSlice, shape_text: str) -> np.ndarray:
+        """The logical array a slice of the running program's buffers holds (for observers)."""
+        raw = self.device.read(self.buffers[s.allocation], s.offset, s.size) if s.size else b""
+        return bytes_to_array(raw, self.manifest.shape(shape_text))
 
     def _sequence(self, thunk: SequentialThunk, top: bool = False) -> None:
         for t in thunk.thunks:

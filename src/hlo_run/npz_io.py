@@ -47,13 +47,7 @@ def to_storage(arr: np.ndarray) -> np.ndarray:
 
 def load_inputs(path: str | Path, parameter_shapes: list[Shape]) -> list[Any]:
     """Read `arg0..argN-1` from `path` and convert them to the parameters' element types."""
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {name: data[name] for name in data.files}
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise InputError(f"{path}: not a readable .npz file ({exc})") from None
+    arrays = read_npz(path)
     expected: dict[str, Shape] = {}
     for i, shape in enumerate(parameter_shapes):
         for name, leaf in _leaf_names(f"arg{i}", shape):
@@ -65,6 +59,32 @@ def load_inputs(path: str | Path, parameter_shapes: list[Shape]) -> list[Any]:
         if expected[name].is_array and name not in arrays:
             raise InputError(f"{path}: missing array '{name}' ({expected[name].to_string(False)})")
     return [_build(f"arg{i}", shape, arrays, path) for i, shape in enumerate(parameter_shapes)]
+
+
+def read_npz(path: str | Path) -> dict[str, np.ndarray]:
+    """The arrays of an .npz file; an InputError saying why when it is not one (missing, a
+    directory, unreadable, a lone .npy array, not a zip archive, object arrays)."""
+    from hlo_common.source import read_bytes
+
+    data = read_bytes(str(path))
+    if data.startswith(b"\x93NUMPY"):
+        raise InputError(f"{path}: a single .npy array, not an .npz archive (save with numpy.savez)")
+    if not data.startswith(b"PK"):
+        raise InputError(f"{path}: not an .npz file (no zip archive inside; save with numpy.savez)")
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            return {name: npz[name] for name in npz.files}
+    except ValueError as exc:
+        if "pickle" in str(exc):
+            raise InputError(f"{path}: holds object (pickled) arrays; only numeric arrays are read") from None
+        raise InputError(f"{path}: not a readable .npz file ({_first_line(exc)})") from None
+    except (OSError, zipfile.BadZipFile, EOFError, KeyError) as exc:
+        raise InputError(f"{path}: not a readable .npz file ({_first_line(exc)})") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
 
 
 def _leaf_names(prefix: str, shape: Shape) -> list[tuple[str, Shape]]:

@@ -142,15 +142,15 @@ def test_read_source_file_and_stdin(tmp_path: Path):
 @pytest.mark.parametrize("content, message", [
     (b"", r"empty input"),
     (b"  \n\t\n", r"empty input"),
-    (b"HloModule m\x00\x01", r"binary input \(NUL byte at offset 11\)"),
-    (b"HloModule \xff m", r"not UTF-8 text: byte 0xff at offset 10"),
+    (b"HloModule m\x00\x01", r"bad.hlo:1:12: binary input \(NUL byte at byte offset 11\)"),
+    (b"HloModule \xff m", r"bad.hlo:1:11: not UTF-8 text: byte 0xff \(invalid start byte; byte offset 10\)"),
 ])
 def test_read_source_refuses_unusable_input(tmp_path: Path, content: bytes, message: str):
     p = tmp_path / "bad.hlo"
     p.write_bytes(content)
     with pytest.raises(InputError, match=message) as info:
         read_source(p)
-    assert str(info.value).startswith(f"{p}: ")
+    assert str(info.value).startswith(f"{p}:")
 
 
 def test_read_source_missing_and_directory(tmp_path: Path):

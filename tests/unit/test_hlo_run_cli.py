@@ -166,7 +166,7 @@ def test_parse_error_names_file_line_col_with_caret(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["nope.hlo"], "cannot read 'nope.hlo': no such file"),
-    (["--inputs", "missing.npz", "ADD"], "missing.npz: no such file"),
+    (["--inputs", "missing.npz", "ADD"], "cannot read 'missing.npz': no such file"),
     (["--platform", "cuda", "ADD"], "platform 'cuda' cannot run here: no GPU in this test"),
     (["--platform", "host", "ADD"], "platform 'host' is not available yet"),
 ])
@@ -192,7 +192,7 @@ def test_wrong_npz_array_names_the_array(tmp_path, add_file):
     assert result.exit_code == 1 and "array 'arg0' has shape [5], expected [4]" in result.stderr
 
 
-@pytest.mark.parametrize("args", [["--platform", "gpu"], ["--no-such-flag"], ["--iterations", "0"],
+@pytest.mark.parametrize("args", [["--platform", "tpu"], ["--no-such-flag"], ["--iterations", "0"],
                                   ["--seed", "x"], ["a.hlo", "b.hlo"]])
 def test_usage_errors_exit_2(add_file, args):
     assert run(args + [str(add_file)]).exit_code == 2

@@ -60,7 +60,7 @@ def test_wrong_names_shapes_types_name_the_array(tmp_path, arrays, message):
 def test_unreadable_and_missing_files(tmp_path):
     bad = tmp_path / "x.npz"
     bad.write_text("not a zip")
-    with pytest.raises(InputError, match="not a readable .npz"):
+    with pytest.raises(InputError, match="not an .npz file"):
         load_inputs(bad, [])
     with pytest.raises(InputError, match="no such file"):
         load_inputs(tmp_path / "nope.npz", [])

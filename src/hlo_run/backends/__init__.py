@@ -48,6 +48,8 @@ class Program:
     module: HloModule | None = None
     hlo_text: str | None = None
     manifest: Any = None
+    run_hlo_passes: bool = True  # HLO text is optimized by hlo-opt before hlo-codegen compiles it
+    dump_to: str | None = None  # where hlo-opt and hlo-codegen write their dumps
 
     @property
     def parameter_shapes(self) -> list[Shape]:

@@ -173,7 +173,16 @@ def manifest_for(program: Program, target: str) -> Manifest:
             raise BackendUnavailable(f"{program.name}: nothing to compile (no HLO text)")
         from hlo_run.compile_hook import compile_to_manifest
 
-        manifest = compile_to_manifest(program.hlo_text, program.name, target)
+        import sys
+
+        scheduled = program.module is not None and program.module.is_scheduled
+        optimize = program.run_hlo_passes and not scheduled
+        why = "" if optimize else (" (HLO passes skipped: the module is already scheduled)" if scheduled
+                                   else " (HLO passes skipped: --no-hlo-passes)")
+        steps = f"hlo-opt | hlo-codegen --target {target}" if optimize else f"hlo-codegen --target {target}"
+        print(f"Compiling {program.name}: {steps}{why}", file=sys.stderr)
+        manifest = compile_to_manifest(program.hlo_text, program.name, target, optimize=optimize,
+                                       dump_to=program.dump_to)
         program.manifest = manifest
     if manifest.target != target:
         raise BackendUnavailable(f"{program.name}: the manifest was compiled for {manifest.target}; run it "

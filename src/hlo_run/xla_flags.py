@@ -1,0 +1,139 @@
+"""run_hlo_module's flag spellings, translated into hlo-run's own before click parses them.
+
+Where it sits: the first thing `hlo-run` does with its argument list (`cli.XlaFlagsCommand`), so a
+command line pasted from an XLA bug report works as it is:
+
+    run_hlo_module --platform=CUDA --reference_platform=default --abs_error_bound=0.1 m.hlo
+    hlo-run        --platform=CUDA --reference_platform=default --abs_error_bound=0.1 m.hlo
+
+Each XLA flag (xla/tools/run_hlo_module_main.cc) takes `--flag=value` or `--flag value`; a boolean
+also takes `--flag` alone (true) or `--flag=true|false|1|0` (also `--flag true`). The translation:
+
+    --platform=CUDA|gpu|Host|cpu|Interpreter   --platform cuda|host|interpreter (any case)
+    --reference_platform=                      --reference-platform none (empty: no reference)
+    --reference_platform=default|interpreter   --reference-platform interpreter
+    --reference_platform=cpu|host              --reference-platform xla-cpu (XLA's CPU compiler)
+    --abs_error_bound / --rel_error_bound      --abs-error-bound / --rel-error-bound
+    --print_literals[=bool]                    --print-literals when true
+    --iterations=N                             the same flag (click reads both forms)
+    --input_module=PATH                        the INPUT argument
+    --input_format=hlo                         nothing; pb and pbtxt are a one-line error
+    --run_test_hlo_passes[=bool]               --hlo-passes / --no-hlo-passes
+    --run_reference_hlo_passes[=bool]          accepted; the reference runs the input as given
+    --use_large_float_range[=bool]             --large-float-range when true
+    --xla_dump_to=DIR                          --dump-to DIR
+    any other --xla_* debug option             ignored, with a warning naming it
+
+Kebab-case flags pass through untouched, so both spellings mix on one line.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from hlo_common.errors import HloError
+
+PLATFORM_NAMES = {"cuda": "cuda", "gpu": "cuda", "host": "host", "cpu": "host",
+                  "interpreter": "interpreter"}
+REFERENCE_NAMES = {"": "none", "none": "none", "default": "interpreter", "interpreter": "interpreter",
+                   "cpu": "xla-cpu", "host": "xla-cpu", "xla-cpu": "xla-cpu", "cuda": "cuda", "gpu": "cuda"}
+_TRUE = {"true": True, "1": True, "false": False, "0": False}
+
+# XLA flag -> (kind, our flag). kind: "value" copies the value, "bool" maps true/false.
+_VALUE_FLAGS = {
+    "abs_error_bound": "--abs-error-bound",
+    "rel_error_bound": "--rel-error-bound",
+    "xla_dump_to": "--dump-to",
+}
+_BOOL_FLAGS = {
+    "print_literals": ("--print-literals", None),
+    "run_test_hlo_passes": ("--hlo-passes", "--no-hlo-passes"),
+    "run_reference_hlo_passes": (None, None),
+    "use_large_float_range": ("--large-float-range", None),
+}
+
+
+class XlaFlagError(HloError):
+    """An XLA flag value hlo-run cannot honour (e.g. --input_format=pb): a user error, exit 1."""
+
+
+def _split(arg: str) -> tuple[str, str | None]:
+    name, eq, value = arg[2:].partition("=")
+    return name, (value if eq else None)
+
+
+def _bool(name: str, value: str) -> bool:
+    try:
+        return _TRUE[value.strip().lower()]
+    except KeyError:
+        raise XlaFlagError(f"--{name}={value}: expected true, false, 1 or 0") from None
+
+
+def translate(argv: list[str], warn=None) -> list[str]:
+    """`argv` with run_hlo_module's flags rewritten as hlo-run's (see the module docstring)."""
+    warn = warn or (lambda text: print(f"hlo-run: warning: {text}", file=sys.stderr))
+    out: list[str] = []
+    k = 0
+    while k < len(argv):
+        arg = argv[k]
+        k += 1
+        if arg == "--":
+            out.extend(argv[k - 1:])
+            break
+        if not arg.startswith("--"):
+            out.append(arg)
+            continue
+        name, value = _split(arg)
+        if "_" not in name and name not in ("platform", "reference-platform"):
+            out.append(arg)
+            continue
+
+        def take_value() -> str:
+            nonlocal k
+            if value is not None:
+                return value
+            if k >= len(argv):
+                raise XlaFlagError(f"--{name} needs a value")
+            k += 1
+            return argv[k - 1]
+
+        def take_bool() -> bool:
+            nonlocal k
+            if value is not None:
+                return _bool(name, value)
+            if k < len(argv) and argv[k].strip().lower() in _TRUE:
+                k += 1
+                return _TRUE[argv[k - 1].strip().lower()]
+            return True
+
+        if name == "platform":
+            out += ["--platform", _platform(take_value(), PLATFORM_NAMES)]
+        elif name in ("reference_platform", "reference-platform"):
+            out += ["--reference-platform", _platform(take_value(), REFERENCE_NAMES)]
+        elif name == "input_module":
+            out.append(take_value())
+        elif name == "input_format":
+            fmt = take_value().strip().lower()
+            if fmt in ("pb", "pbtxt"):
+                raise XlaFlagError(f"--input_format={fmt}: hlo-run reads HLO text only, not HloProto; "
+                                   "dump the module as text (XLA_FLAGS=--xla_dump_hlo_as_text) and "
+                                   "run that file")
+            if fmt != "hlo":
+                raise XlaFlagError(f"--input_format={fmt}: expected hlo (pb and pbtxt are not read)")
+        elif name in _VALUE_FLAGS:
+            out += [_VALUE_FLAGS[name], take_value()]
+        elif name in _BOOL_FLAGS:
+            on, off = _BOOL_FLAGS[name]
+            flag = on if take_bool() else off
+            if flag is not None:
+                out.append(flag)
+        elif name.startswith("xla_"):
+            warn(f"ignoring XLA debug option --{name} (hlo-run does not read it)")
+        else:
+            out.append(arg)  # click names it as an unknown option
+    return out
+
+
+def _platform(value: str, names: dict[str, str]) -> str:
+    """Our platform name for `value`; an unknown name is passed on for click's usage error."""
+    return names.get(value.strip().lower(), value)

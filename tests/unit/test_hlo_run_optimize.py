@@ -1,0 +1,115 @@
+"""hlo-run optimizes HLO text with hlo-opt, then compiles it with hlo-codegen (both as subprocesses),
+like run_hlo_module; dumps of both stages land in --dump-to / --xla_dump_to; the verifier checks the
+input first on every platform, with hlo-opt's message."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from hlo_run.cli import cli
+
+# algsimp removes `add(x, 0)`: whether hlo-opt ran shows in the module hlo-codegen compiled.
+ADD_ZERO = """HloModule add_zero
+ENTRY e {
+  p = f32[8] parameter(0)
+  z = f32[] constant(0)
+  b = f32[8] broadcast(z), dimensions={}
+  a = f32[8] add(p, b)
+  ROOT n = f32[8] negate(a)
+}
+"""
+INVALID = """HloModule bad
+ENTRY e {
+  p = f32[4,8] parameter(0)
+  ROOT r = f32[5,7] reshape(p)
+}
+"""
+
+
+def run(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+@pytest.fixture
+def add_zero(tmp_path):
+    path = tmp_path / "add_zero.hlo"
+    path.write_text(ADD_ZERO)
+    return path
+
+
+def _compiled_module(dump_dir) -> str:
+    (path,) = dump_dir.glob("module_0000.add_zero.cpu_after_optimizations.txt")
+    return path.read_text()
+
+
+def test_hlo_text_is_optimized_then_compiled_and_both_dump(add_zero, tmp_path):
+    dumps = tmp_path / "dumps"
+    result = run(["--platform=cpu", f"--xla_dump_to={dumps}", str(add_zero)])
+    assert result.exit_code == 0, result.stderr
+    assert "hlo-opt | hlo-codegen --target host" in result.stderr
+    names = sorted(p.name for p in dumps.iterdir())
+    # hlo-opt's dumps and hlo-codegen's, under the names each tool gives them
+    for name in ("module_0000.add_zero.before_optimizations.txt",
+                 "module_0000.add_zero.after_optimizations.txt",
+                 "module_0000.add_zero.cpu_after_optimizations.txt",
+                 "module_0000.add_zero.cpu_after_optimizations-buffer-assignment.txt",
+                 "module_0000.add_zero.thunk_sequence.txt"):
+        assert name in names
+    assert any(n.endswith(".ll") for n in names) and any(n.endswith(".kernel_ir.txt") for n in names)
+    compiled = _compiled_module(dumps)
+    assert " add(" not in compiled and " negate(" in compiled  # algsimp ran before hlo-codegen
+
+
+@pytest.mark.parametrize("flag", ["--no-hlo-passes", "--run_test_hlo_passes=false"])
+def test_no_hlo_passes_compiles_the_text_as_given(add_zero, tmp_path, flag):
+    dumps = tmp_path / "dumps"
+    result = run(["--platform", "host", flag, "--dump-to", str(dumps), str(add_zero)])
+    assert result.exit_code == 0, result.stderr
+    assert "HLO passes skipped: --no-hlo-passes" in result.stderr
+    assert not list(dumps.glob("*before_optimizations*"))
+    assert " add(" in _compiled_module(dumps)
+
+
+def test_a_scheduled_module_is_not_optimized_again(tmp_path):
+    path = tmp_path / "s.hlo"
+    path.write_text(ADD_ZERO.replace("HloModule add_zero", "HloModule add_zero, is_scheduled=true"))
+    dumps = tmp_path / "dumps"
+    result = run(["--platform", "host", "--dump-to", str(dumps), str(path)])
+    assert result.exit_code == 0, result.stderr
+    assert "HLO passes skipped: the module is already scheduled" in result.stderr
+    assert " add(" in _compiled_module(dumps)
+
+
+def test_hlo_run_imports_neither_hlo_opt_nor_hlo_codegen():
+    code = ("import sys, hlo_run.cli, hlo_run.compile_hook, hlo_run.bisect, hlo_run.backends.host\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('hlo_opt', 'hlo_codegen'))\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("platform", ["interpreter", "host"])
+def test_invalid_hlo_gets_the_verifier_error_on_every_platform(tmp_path, platform):
+    path = tmp_path / "bad.hlo"
+    path.write_text(INVALID)
+    result = run(["--platform", platform, str(path)])
+    assert result.exit_code == 1 and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0] == ("hlo-run: error: verification failed in the input: in computation e, "
+                        "instruction %r: reshape: operand f32[4,8] has 32 elements, result f32[5,7] has 35; "
+                        "expected equal counts")
+
+
+def test_the_verifier_message_is_hlo_opts(tmp_path):
+    from hlo_opt.cli import hlo_opt_command
+
+    path = tmp_path / "bad.hlo"
+    path.write_text(INVALID)
+    opt = CliRunner().invoke(hlo_opt_command, ["--pipeline", "none", str(path)])
+    ours = run(["--platform", "interpreter", str(path)])
+    assert opt.exit_code == ours.exit_code == 1
+    assert opt.stderr.replace("hlo-opt:", "hlo-run:") == ours.stderr
