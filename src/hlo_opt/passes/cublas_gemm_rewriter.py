@@ -125,7 +125,6 @@ CUBLASLT_ALGORITHMS = frozenset({
 # XLA's SupportsEpilogueFusion: result types cuBLASLt fuses a bias or an activation into.
 EPILOGUE_FUSION_TYPES = frozenset({"f8e4m3fn", "f8e5m2", "f16", "bf16", "f32", "f64"})
 _SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
-EPILOGUES_WITH_AUX = frozenset({"GELU_AUX", "BIAS_GELU_AUX"})
 # 128 machine epsilons of the constant's type: how near a GELU constant must be (XLA's BcastConstScalarNear).
 _NEAR_EPSILON = {"f16": 128 * 2.0 ** -10, "bf16": 128 * 2.0 ** -7, "f32": 128 * 2.0 ** -23,
                  "f64": 128 * 2.0 ** -52}
@@ -636,16 +635,12 @@ def add_workspace(call: HloInstruction, workspace_bytes: int) -> None:
 
 
 def _has_workspace(call: HloInstruction) -> bool:
-    """Whether the call already returns its workspace (a tuple ending in s8[...])."""
-    if not call.shape.is_tuple:
+    """Whether the call already returns its workspace: a tuple ending in an s8 array (an *_AUX
+    epilogue's (out, aux) pair ends in a float array)."""
+    if not call.shape.is_tuple or not call.shape.tuple_shapes:
         return False
     last = call.shape.tuple_shapes[-1]
-    aux = EPILOGUES_WITH_AUX & {gemm_config(call).get("epilogue")}
-    return len(call.shape.tuple_shapes) == 2 + bool(aux) and last.is_array and _type_name(last) == "s8"
-
-
-def _type_name(shape: Shape) -> str:
-    return shape.element_type.name
+    return last.is_array and last.element_type.name == "s8"
 
 
 def lt_types_supported(a: str, b: str, out: str, config: dict) -> bool:

@@ -172,3 +172,13 @@ def test_a_matrix_bias_and_a_vector_bias_both_fold_and_a_parameter_bias_is_not_o
     assert (_config(call)["epilogue"], _config(call)["beta"]) == ("BIAS", 1)
     assert "output_to_operand_aliasing" not in call.attrs  # c is a parameter: written elsewhere
 
+
+
+def test_a_second_run_changes_nothing_even_with_an_aux_output():
+    from hlo_common.printer import print_module
+    from pass_testlib import check_unchanged
+
+    extra = "\n  ROOT t = (f32[64,16], f32[64,16]) tuple(gelu, x)"
+    module = run_layout_pass(PASS, _module(BIAS + "  x = f32[64,16] add(d, vb)\n" + _gelu("x", extra=extra)))
+    assert _config(_calls(module)[0])["epilogue"] == "BIAS_GELU_AUX"
+    check_unchanged(PASS, print_module(module))
