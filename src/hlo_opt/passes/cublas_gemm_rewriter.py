@@ -669,7 +669,7 @@ def _vector_bias_operand(x: HloInstruction, bcast: HloInstruction):
 @register_pass
 @dataclass
 class GemmRewriter(HloPass):
-    """Dots become `__cublas$gemm` custom calls (alpha and matrix bias folded in) with a workspace."""
+    """Dots become cuBLASLt (or legacy cuBLAS) calls with alpha, bias and ReLU/GELU epilogues fused."""
 
     name = "cublas-gemm-rewriter"
     gemm_rewrite_size_threshold: int = 100
