@@ -31,8 +31,8 @@ from typing import Iterator
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.shape import Shape
 from hlo_opt.layout_util import (
-    align_layouts, copy_to_layout, default_m2m, filter_layout_to_dims, inverse_permutation, same_m2m,
-    true_rank, with_minor_to_major,
+    align_layouts, copy_to_layout, default_m2m, filter_layout_to_dims, inverse_permutation,
+    reshape_is_bitcast, same_m2m, true_rank, with_minor_to_major,
 )
 
 # XLA's LayoutAssignment::InstructionCanChangeLayout() == false: operands of the same rank as the
@@ -376,8 +376,7 @@ class LayoutAssignment:
         if instr.opcode == "reshape":
             if true_rank(operand.shape) == 1 and true_rank(instr.shape) == 1:
                 return None
-            aligned = align_layouts(instr.shape.with_layout(out_m2m), operand.shape.with_default_layouts())
-            return aligned.minor_to_major if aligned is not None else None
+            return reshape_bitcast_layout(instr.shape.with_layout(out_m2m), operand.shape)
         if instr.opcode == "transpose":
             perm = instr.attrs["dimensions"]
             return tuple(perm[d] for d in out_m2m)
@@ -393,8 +392,7 @@ class LayoutAssignment:
         if user.opcode == "reshape":
             if true_rank(operand.shape) == 1 and true_rank(user.shape) == 1:
                 return None
-            aligned = align_layouts(operand.shape.with_layout(op_m2m), user.shape.with_default_layouts())
-            return aligned.minor_to_major if aligned is not None else None
+            return reshape_bitcast_layout(operand.shape.with_layout(op_m2m), user.shape)
         if user.opcode == "transpose":
             inv = inverse_permutation(user.attrs["dimensions"])
             return tuple(inv[d] for d in op_m2m)
@@ -490,6 +488,24 @@ class LayoutAssignment:
         if result is not None and not same_m2m(root.shape, result):
             self.comp.root = copy_to_layout(root, result)
             self.changed = True
+
+
+def reshape_bitcast_layout(known: Shape, other: Shape) -> tuple | None:
+    """The layout of `other` (one side of a reshape) that makes the reshape from `known` (the
+    other side, with its layout) a bitcast. As XLA's layout assignment: when `known` has the
+    default layout and the default layout of `other` makes a bitcast, that one (so size-1 dims
+    stay where the default puts them: f32[8,16]{1,0} -> f32[8,1,16]{2,1,0}, as XLA:GPU assigns
+    it, not {2,0,1}); likewise the same layout when both have the same rank; else
+    ShapeUtil::AlignLayouts against `other`'s default layout."""
+    default = other.with_default_layouts()
+    if known.minor_to_major == default_m2m(known.rank) and reshape_is_bitcast(known, default):
+        return default.minor_to_major
+    if known.rank == other.rank and known.rank > 0:
+        same = with_minor_to_major(other, known.minor_to_major)
+        if reshape_is_bitcast(known, same):
+            return same.minor_to_major
+    aligned = align_layouts(known, default)
+    return aligned.minor_to_major if aligned is not None else None
 
 
 def _subshape_or_none(shape: Shape, idx: tuple) -> Shape | None:

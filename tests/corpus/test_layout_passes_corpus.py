@@ -1,6 +1,6 @@
-"""Corpus tier `layout-passes`: layout-assignment -> reshape-decomposer -> layout_normalization ->
-the reduction normalizers and tree-reduction-rewriter -> cublas-gemm-rewriter on every corpus
-module that parses and verifies.
+"""Corpus tier `layout-passes`: layout-assignment -> reshape-decomposer -> move_copy_to_users ->
+layout_normalization -> the reduction normalizers and tree-reduction-rewriter -> cublas-gemm-rewriter
+on every corpus module that parses and verifies.
 
 Per module: the verifier passes after every pass; layouts are consistent after layout-assignment
 (XLA's CheckLayouts); after the reduction passes every op layout_normalization handles is on the
@@ -36,7 +36,7 @@ from hlo_opt.passes import load_all_passes
 from hlo_opt.passes.layout_normalization import _HANDLERS, _NOT_ELEMENTWISE_HERE
 
 TIER = "layout-passes"
-LAYOUT = ["layout-assignment", "reshape-decomposer", "layout_normalization"]
+LAYOUT = ["layout-assignment", "reshape-decomposer", "move_copy_to_users", "layout_normalization"]
 REDUCTION = ["reduction-degenerate-dim-remover", "reduction-layout-normalizer", "reduction-dimension-grouper",
              "reduction-splitter", "tree-reduction-rewriter"]
 GEMM = ["cublas-gemm-rewriter"]

@@ -10,8 +10,8 @@ and without sharding), in XLA's order:
 3. a conditional nobody uses returns an empty tuple;
 4. the conditional is removed: a single-branch conditional, or a constant branch index (pred: true
    is branch 0; s32 out of range is the last branch), becomes its branch inlined; a pred
-   conditional whose two branches hold only cheap ops (elementwise, broadcast, reshape, slice,
-   pad, reduce, concatenate, dynamic-slice, tuples) and neither is empty becomes both branches
+   conditional whose two branches hold only cheap ops (elementwise, constants, broadcast, reshape,
+   slice, pad, reduce, concatenate, dynamic-slice, tuples) and neither is empty becomes both branches
    inlined and a select per result leaf.
 
     %c = f32[4] conditional(pred[] constant(true), %a, %b), true_computation=%t, false_computation=%f
@@ -152,9 +152,11 @@ def _select_tree(cond: HloInstruction, t: HloInstruction, f: HloInstruction) -> 
 
 
 def _is_expensive(instr: HloInstruction) -> bool:
+    """XLA's instruction_is_expensive in TryRemoveConditional: not one of the cheap data-movement
+    ops and not elementwise; a constant counts as elementwise there (HloConstantInstruction)."""
     from hlo_common.opcodes import is_elementwise
 
-    return instr.opcode not in _CHEAP and not is_elementwise(instr.opcode)
+    return instr.opcode not in _CHEAP and instr.opcode != "constant" and not is_elementwise(instr.opcode)
 
 
 def _is_empty_with_array_root(comp: HloComputation) -> bool:

@@ -1,6 +1,7 @@
-"""GemmRewriter ("cublas-gemm-rewriter"): dots become legacy cuBLAS GEMM custom calls, with a scalar
-multiply folded into alpha and a matrix bias add folded into beta (`xla/service/gpu/transforms/
-gemm_rewriter.cc`, the non-FP8 rewrite with cuBLASLt disabled, plus its workspace rewrite).
+"""GemmRewriter ("cublas-gemm-rewriter"): dots become cuBLASLt matmul (or legacy cuBLAS GEMM) custom
+calls, with a scalar multiply folded into alpha, a matrix bias add into beta, and on cuBLASLt calls
+a vector bias, ReLU and the tanh-approximate GELU into the epilogue (`xla/service/gpu/transforms/
+gemm_rewriter.cc`, the non-FP8 rewrite, plus its workspace rewrite).
 
 Where it sits: "hlo normalization", after layout assignment (operand layouts are what cuBLAS can
 read) and before layout_normalization; hlo-codegen turns each call into a GemmThunk and the
@@ -14,11 +15,20 @@ reference interpreter evaluates it (`hlo_common/interpreter/gemm.py`).
         output_to_operand_aliasing={{0}: (2, {})}, backend_config={... "alpha_real":0.5, "beta":1 ...}
     r = f32[64,32]{1,0} get-tuple-element(g), index=0
 
+    d = f32[64,32]{1,0} dot(a, b), ...;  x = add(d, broadcast(f32[32] v), dimensions={1})
+    r = maximum(x, broadcast(f32[] constant(0)))
+    becomes (cuBLASLt, XLA's default in the XLA:GPU the fusion bench compares with)
+    g = (f32[64,32]{1,0}, s8[4194304]{0}) custom-call(a, b, v), custom_call_target="__cublas$lt$matmul",
+        backend_config={... "epilogue":"BIAS_RELU" ...}
+
 THE CUSTOM CALL (what thunk emission and the interpreter read; all fields always written):
-- target `__cublas$gemm`; operands `(lhs, rhs)` or, when beta != 0, `(lhs, rhs, c)`;
-- result `(out, s8[W]{0})`: element 0 is the GEMM result, element 1 a scratch workspace of
-  W = min(32 MiB, total operand bytes) bytes (its contents mean nothing; the interpreter gives
-  zeros); with a bias, `output_to_operand_aliasing={{0}: (2, {})}`: out is written over c;
+- target `__cublas$lt$matmul` (cuBLASLt) or `__cublas$gemm` (legacy); operands `(lhs, rhs)`, then
+  `c` when beta != 0, then the bias vector for BIAS* epilogues;
+- result `(out, [aux,] s8[W]{0})`: element 0 is the GEMM result, aux the pre-activation values of
+  a *_AUX epilogue, the last a scratch workspace of W bytes: 4 MiB for cuBLASLt calls,
+  min(32 MiB, total operand bytes) for legacy ones (its contents mean nothing; the interpreter
+  gives zeros); with a matrix bias, `output_to_operand_aliasing={{0}: (2, {})}`: out is written
+  over c (always for legacy calls; for cuBLASLt only when c may be overwritten, see below);
 - out = alpha * dot(lhs, rhs) + beta * c, computed as the `dot` with the same dimension numbers
   would be (operands converted to the result type, accumulated in f32 for 16-bit floats), then
   rounded once to out's element type (c's element type when an `add(convert(gemm), c)` was folded);
@@ -32,13 +42,13 @@ THE CUSTOM CALL (what thunk emission and the interpreter read; all fields always
   (`lhs_contracting_dimensions`, `rhs_contracting_dimensions`, `lhs_batch_dimensions`,
   `rhs_batch_dimensions`: lists of int64 as strings, the dot's), `precision_config`
   (`operand_precision`: two of DEFAULT/HIGH/HIGHEST; `algorithm`: ALG_UNSET or the dot's
-  `ALG_...`), `epilogue` ("DEFAULT": the legacy path fuses no epilogue; BIAS, RELU, BIAS_RELU,
-  GELU, BIAS_GELU exist only for cuBLASLt calls, which the interpreter also evaluates),
+  `ALG_...`), `epilogue` (DEFAULT, or on cuBLASLt calls BIAS, RELU, BIAS_RELU, GELU, BIAS_GELU,
+  GELU_AUX, BIAS_GELU_AUX),
   `lhs_stride`, `rhs_stride` (elements between consecutive batch matrices for a batched dot:
   the product of the two dims after the batch dims, or of the one for a vector; strings),
   `grad_x`, `grad_y` (the dot's frontend attributes), `damax_output`, `is_fp8` (false).
 
-What is rewritten (XLA's legacy cuBLAS path, H100):
+What is rewritten (XLA's non-FP8 path, H100):
 - a dot with one contracting and one free dim per operand beyond the batch dims (or a
   matrix-vector dot), result f16/bf16/f32/f64/c64/c128/f8 or s8 x s8 -> s32, no zero-sized
   operand, neither operand a rank-2 transpose, and not tiny: (lhs free + rhs free) * contracting
@@ -52,8 +62,24 @@ What is rewritten (XLA's legacy cuBLAS path, H100):
   `add(slice(gemm), c)` for a slice of leading elements: c becomes the third operand with beta 1,
   provided the gemm has one user, beta is 0, the result is not s32 and cuBLAS may overwrite c
   (c has no other user and is not a parameter, unless an input/output alias donates it);
-  a bias that is a reshape/transpose/bitcast of a broadcast constant is folded to a constant.
-Declines vector-bias, ReLU and GELU epilogues (cuBLASLt only in XLA), and everything above.
+  a bias that is a reshape/transpose/bitcast of a broadcast constant is folded to a constant;
+  a cuBLASLt call may take c even when it cannot overwrite it (it then writes elsewhere);
+- the call is cuBLASLt when `enable_cublaslt` (XLA's --xla_gpu_enable_cublaslt, default on here),
+  neither operand is s8, cuBLASLt has the (lhs, rhs, out) type combination and the algorithm, and
+  the batch count is below 2^16; legacy otherwise. Only cuBLASLt calls take epilogues, and only
+  for f16/bf16/f32/f64/f8 results:
+- BIAS: `add(matmul, broadcast(v))`, optionally through a slice and/or a bitcast of the matmul
+  (each with one user), epilogue DEFAULT, v of rank = the number of rhs free dims, the most
+  minor physical dims of the result being v's dims in v's minor-to-major order;
+  `add(bitcast(matmul), broadcast(v))` that is no vector bias becomes a matrix bias through the
+  bitcast;
+- RELU / BIAS_RELU: `maximum(matmul, broadcast(0))` (optionally through a slice or bitcast), the
+  matmul with one user and epilogue DEFAULT / BIAS;
+- GELU / BIAS_GELU: `x * (0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x * x * x))))` with x the
+  matmul (or a slice or bitcast of it), the constants within 128 epsilons where XLA allows it,
+  every inner product and sum used once; with users of x besides the four in the formula the
+  epilogue is *_AUX and those users read the aux output.
+Declines FP8 matmuls (f8 dots become f16 dots first) and everything above.
 """
 
 from __future__ import annotations
@@ -72,7 +98,11 @@ from hlo_opt.layout_util import byte_size, same_m2m
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 GEMM_TARGET = "__cublas$gemm"
+LT_TARGET = "__cublas$lt$matmul"
 HOPPER_WORKSPACE_BYTES = 32 * 1024 * 1024
+# cuBLASLt calls get a fixed workspace: 4 MiB in every XLA:GPU H100 module of testdata/fusion/xla.
+LT_WORKSPACE_BYTES = 4 * 1024 * 1024
+LT_MAX_BATCH_COUNT = 65535  # XLA: cuBLASLt batch counts stay below 2^16
 MAX_BIAS_BYTES = 8 * 1024 * 1024  # XLA: kMaxMaterializeBiasBytes
 _F8 = ("f8e3m4", "f8e4m3", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz")
 _MATMUL_TYPES = frozenset(_F8 + ("f16", "bf16", "f32", "f64", "c64", "c128"))
@@ -84,6 +114,20 @@ LEGACY_CUBLAS_TYPES = frozenset({
     ("f16", "f16", "f32"), ("s8", "s8", "f32"), ("f32", "f32", "f32"), ("c64", "c64", "c64"),
     ("f64", "f64", "f64"), ("c128", "c128", "c128"),
 })
+# XLA's TypesAreSupportedByCublasLt, CUDA rows without FP8 (FP8 GEMMs become f16 dots here).
+CUBLASLT_TYPES = LEGACY_CUBLAS_TYPES | {("s8", "s8", "s8")}
+# Algorithms cuBLAS or cuBLASLt implement (XLA's algorithm_util::IsSupportedByCublasOrCublasLt).
+CUBLASLT_ALGORITHMS = frozenset({
+    "ALG_UNSET", "ALG_DOT_F16_F16_F32", "ALG_DOT_BF16_BF16_F32", "ALG_DOT_F32_F32_F32",
+    "ALG_DOT_F64_F64_F64", "ALG_DOT_TF32_TF32_F32", "ALG_DOT_ANY_F8_ANY_F8_F32",
+    "ALG_DOT_ANY_F8_ANY_F8_F32_FAST_ACCUM",
+})
+# XLA's SupportsEpilogueFusion: result types cuBLASLt fuses a bias or an activation into.
+EPILOGUE_FUSION_TYPES = frozenset({"f8e4m3fn", "f8e5m2", "f16", "bf16", "f32", "f64"})
+_SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
+# 128 machine epsilons of the constant's type: how near a GELU constant must be (XLA's BcastConstScalarNear).
+_NEAR_EPSILON = {"f16": 128 * 2.0 ** -10, "bf16": 128 * 2.0 ** -7, "f32": 128 * 2.0 ** -23,
+                 "f64": 128 * 2.0 ** -52}
 
 
 def _type(instr: HloInstruction) -> str:
@@ -95,7 +139,12 @@ def _dims(dot: HloInstruction, key: str) -> tuple[int, ...]:
 
 
 def is_gemm(instr: HloInstruction) -> bool:
-    return instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") == GEMM_TARGET
+    """A legacy cuBLAS GEMM or a cuBLASLt matmul (XLA's GemmOrCublasLtMatmul)."""
+    return instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") in (GEMM_TARGET, LT_TARGET)
+
+
+def is_cublaslt(instr: HloInstruction) -> bool:
+    return instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") == LT_TARGET
 
 
 def _canonical_ranks(dot: HloInstruction, lhs_extra: int, rhs_extra: int, out_extra: int) -> bool:
@@ -176,7 +225,10 @@ def gemm_config(instr: HloInstruction) -> dict:
     return instr.backend_config_data["gemm_backend_config"]
 
 
-def gemm_name(config: dict) -> str:
+def gemm_name(config: dict, target: str = GEMM_TARGET) -> str:
+    """XLA's SetName: cublas-lt-matmul, or cublas-gemm / cublas-batch-gemm for legacy calls."""
+    if target == LT_TARGET:
+        return "cublas-lt-matmul"
     ddn = config["gemm_backend_config"]["dot_dimension_numbers"]
     batched = ddn["lhs_batch_dimensions"] or ddn["rhs_batch_dimensions"]
     return "cublas-batch-gemm" if batched else "cublas-gemm"
@@ -189,14 +241,73 @@ def _scalar_constant(instr: HloInstruction) -> complex | None:
     return complex(value) if np.iscomplexobj(value) else complex(float(value))
 
 
+def _bcast_scalar(instr: HloInstruction, value: float, near: bool = False) -> bool:
+    """broadcast(constant scalar) equal to `value` (or, with `near`, within 128 epsilons of its type)."""
+    if instr.opcode != "broadcast":
+        return False
+    c = _scalar_constant(instr.operands[0])
+    if c is None or c.imag != 0:
+        return False
+    if not near:
+        return c.real == value
+    eps = _NEAR_EPSILON.get(_type(instr))
+    return eps is not None and abs(c.real - value) < abs(c.real + value) * eps
+
+
+def _both_orders(instr: HloInstruction):
+    """The operand pairs of a commutative binary op, as XLA's *AnyOrder patterns try them."""
+    a, b = instr.operands
+    return ((a, b), (b, a))
+
+
+def _one_user(instr: HloInstruction) -> bool:
+    return len(instr.users) == 1
+
+
+def _is_multiply_of(instr: HloInstruction, first, second) -> bool:
+    """multiply(first', second') in either order, each side checked by a predicate."""
+    return instr.opcode == "multiply" and any(first(a) and second(b) for a, b in _both_orders(instr))
+
+
+def is_approximate_gelu_cdf(cdf: HloInstruction, x: HloInstruction) -> bool:
+    """cdf == 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x * x * x))), the inner products and
+    sums used by nothing else (XLA's GELU pattern in GemmRewriter::HandleMultiply)."""
+    def is_x(v):
+        return v is x
+
+    def cube(v):
+        return _one_user(v) and _is_multiply_of(
+            v, is_x, lambda w: _one_user(w) and _is_multiply_of(w, is_x, is_x))
+
+    def scaled_cube(v):
+        return _one_user(v) and _is_multiply_of(v, lambda w: _bcast_scalar(w, 0.044715, near=True), cube)
+
+    def inner(v):
+        return _one_user(v) and v.opcode == "add" and any(
+            is_x(a) and scaled_cube(b) for a, b in _both_orders(v))
+
+    def tanh_arg(v):
+        return _one_user(v) and _is_multiply_of(
+            v, lambda w: _bcast_scalar(w, _SQRT_2_OVER_PI, near=True), inner)
+
+    def one_plus_tanh(v):
+        return v.opcode == "add" and any(
+            _bcast_scalar(a, 1.0) and b.opcode == "tanh" and _one_user(b) and tanh_arg(b.operands[0])
+            for a, b in _both_orders(v))
+
+    return _is_multiply_of(cdf, lambda w: _bcast_scalar(w, 0.5), one_plus_tanh)
+
+
 class GemmRewriterVisitor:
     """Rewrites the dots of one computation, then folds their multiplies and adds (post order)."""
 
-    def __init__(self, comp: HloComputation, threshold: int):
+    def __init__(self, comp: HloComputation, threshold: int, enable_cublaslt: bool = True):
         self.comp, self.threshold, self.changed = comp, threshold, False
+        self.enable_cublaslt = enable_cublaslt
 
     def run(self) -> bool:
-        handlers = {"dot": self.handle_dot, "multiply": self.handle_multiply, "add": self.handle_add}
+        handlers = {"dot": self.handle_dot, "multiply": self.handle_multiply, "add": self.handle_add,
+                    "maximum": self.handle_maximum}
         for instr in self.comp.post_order():
             handler = handlers.get(instr.opcode)
             if handler is not None and instr.parent is self.comp:
@@ -221,13 +332,25 @@ class GemmRewriterVisitor:
         config = gemm_backend_config(dot)
         if operands != list(dot.operands):
             config["gemm_backend_config"]["precision_config"]["algorithm"] = "ALG_UNSET"
+        target = self._gemm_target(dot, operands, config["gemm_backend_config"])
         call = self.comp.add_new_instruction("custom-call", operands, dot.shape,
-                                             {"custom_call_target": GEMM_TARGET}, name=gemm_name(config),
+                                             {"custom_call_target": target}, name=gemm_name(config, target),
                                              before=dot)
         call.backend_config_data = config
         call.metadata, call.frontend_attributes = list(dot.metadata), list(dot.frontend_attributes)
         self.comp.replace_instruction(dot, call)
         self.changed = True
+
+    def _gemm_target(self, dot: HloInstruction, operands: list[HloInstruction], config: dict) -> str:
+        """XLA's GetNonFp8GemmCustomCallTarget: cuBLASLt when enabled and it supports the GEMM (no
+        s8 operands, a supported type combination and algorithm, fewer than 2^16 batches)."""
+        if not self.enable_cublaslt or any(_type(op) == "s8" for op in operands):
+            return GEMM_TARGET
+        if not lt_types_supported(_type(operands[0]), _type(operands[1]), _type(dot), config):
+            return GEMM_TARGET
+        lhs = operands[0].shape
+        batch = int(np.prod([lhs.dims[d] for d in _dims(dot, "lhs_batch_dims")]))
+        return GEMM_TARGET if batch > LT_MAX_BATCH_COUNT else LT_TARGET
 
     def _convert(self, op: HloInstruction, etype: str, before: HloInstruction) -> HloInstruction:
         shape = op.shape.with_element_type(etype)
@@ -264,19 +387,82 @@ class GemmRewriterVisitor:
             self.comp.replace_instruction(mul, gemm)
             self.changed = True
             return
+        for x, cdf in _both_orders(mul):
+            wrapper, gemm = (x, x.operands[0]) if x.opcode in ("slice", "bitcast") else (None, x)
+            if is_cublaslt(gemm) and gemm.shape.is_array and _one_user(cdf) \
+                    and is_approximate_gelu_cdf(cdf, x):
+                self.fuse_gelu(mul, gemm, wrapper)
+                return
+
+    # -- activations -------------------------------------------------------------------------------
+    def handle_maximum(self, mx: HloInstruction) -> None:
+        """maximum(cuBLASLt matmul, or a slice or bitcast of one, broadcast(0)) -> RELU epilogue."""
+        for x, zeros in _both_orders(mx):
+            if not _one_user(x) or not _bcast_scalar(zeros, 0.0):
+                continue
+            wrapper, gemm = (x, x.operands[0]) if x.opcode in ("slice", "bitcast") else (None, x)
+            if is_cublaslt(gemm) and gemm.shape.is_array and _one_user(gemm):
+                self._set_activation(mx, gemm, wrapper, {"DEFAULT": "RELU", "BIAS": "BIAS_RELU"})
+                return
+
+    def fuse_gelu(self, mul: HloInstruction, gemm: HloInstruction, wrapper: HloInstruction | None) -> None:
+        """XLA's FuseGeluActivation: GELU / BIAS_GELU, with an aux output (the pre-activation
+        values) when the matmul has users besides the four inside the GELU."""
+        has_aux = len(gemm.users) > 4
+        if has_aux and wrapper is not None:
+            return  # XLA would slice a tuple here; keep the ops
+        names = {"DEFAULT": "GELU_AUX", "BIAS": "BIAS_GELU_AUX"} if has_aux else \
+            {"DEFAULT": "GELU", "BIAS": "BIAS_GELU"}
+        if not has_aux:
+            self._set_activation(mul, gemm, wrapper, names)
+            return
+        epilogue = names.get(gemm_config(gemm)["epilogue"])
+        if epilogue is None or _type(gemm) not in EPILOGUE_FUSION_TYPES:
+            return
+        shape = Shape.tuple_of([gemm.shape, gemm.shape])
+        new = self.comp.add_instruction(gemm.clone(shape=shape, name=gemm_name({}, LT_TARGET)), before=mul)
+        gemm_config(new)["epilogue"] = epilogue
+        aux = self.comp.add_new_instruction("get-tuple-element", [new], gemm.shape, {"index": 1}, before=mul)
+        out = self.comp.add_new_instruction("get-tuple-element", [new], gemm.shape, {"index": 0}, before=mul)
+        self.comp.replace_instruction(mul, out)
+        self.comp.replace_instruction(gemm, aux)
+        self.changed = True
+
+    def _set_activation(self, instr: HloInstruction, gemm: HloInstruction, wrapper: HloInstruction | None,
+                        names: dict[str, str]) -> None:
+        """XLA's FuseReluActivation / FuseGeluActivation without aux: the matmul with the new
+        epilogue (re-applying the slice or bitcast) replaces `instr`."""
+        if _type(gemm) not in EPILOGUE_FUSION_TYPES:
+            return
+        epilogue = names.get(gemm_config(gemm)["epilogue"])
+        if epilogue is None:
+            return
+        new = self.comp.add_instruction(gemm.clone(name=gemm_name({}, LT_TARGET)), before=instr)
+        gemm_config(new)["epilogue"] = epilogue
+        if wrapper is not None:
+            new = self.comp.add_instruction(wrapper.clone(new_operands=[new]), before=instr)
+        self.comp.replace_instruction(instr, new)
+        self.changed = True
 
     # -- matrix bias -------------------------------------------------------------------------------
     def handle_add(self, add: HloInstruction) -> None:
+        for x, bcast in _both_orders(add):
+            matched = _vector_bias_operand(x, bcast)
+            if matched is not None and self.fuse_vector_bias(add, bcast, *matched):
+                return
+        add = self._broadcast_bias_of_batched_matmul(add)
         add = self._hoist_bitcast(add)
         for x, bias in (add.operands, reversed(add.operands)):
             converted = x.opcode == "convert" and len(x.users) == 1
             gemm = x if is_gemm(x) else (x.operands[0] if converted else None)
             if gemm is None or not is_gemm(gemm) or len(gemm.users) != 1 or bias.opcode == "broadcast":
                 continue
-            types = (_type(gemm.operands[0]), _type(gemm.operands[1]), _type(add))
+            a, b, out = _type(gemm.operands[0]), _type(gemm.operands[1]), _type(add)
+            supported = lt_types_supported(a, b, out, gemm_config(gemm)) if is_cublaslt(gemm) \
+                else (a, b, out) in LEGACY_CUBLAS_TYPES
             consumers_ok = _type(add) == _type(gemm) or not add.users or (
                 len(add.users) == 1 and add.users[0].opcode == "tuple" and not add.users[0].users)
-            if types in LEGACY_CUBLAS_TYPES and consumers_ok:
+            if supported and consumers_ok:
                 self.fuse_matrix_bias(add, bias, gemm)
                 return
         for x, bias in (add.operands, reversed(add.operands)):
@@ -291,6 +477,52 @@ class GemmRewriterVisitor:
             if is_gemm(node) and node.shape.is_array and len(node.users) == 1:
                 self.fuse_matrix_bias(add, bias, node, bitcast, slc)
                 return
+
+    def fuse_vector_bias(self, add: HloInstruction, bcast: HloInstruction, gemm: HloInstruction,
+                         slc: HloInstruction | None, bitcast: HloInstruction | None) -> bool:
+        """XLA's FuseVectorBiasAdd: add(matmul, broadcast(v)) -> matmul(..., v) with epilogue BIAS,
+        when v spans exactly the result's column (rhs free) dims and those are its most minor
+        physical dims, in v's own minor-to-major order."""
+        if _type(gemm) not in EPILOGUE_FUSION_TYPES:
+            return False
+        bias = bcast.operands[0]
+        cfg = gemm_config(gemm)
+        ddn = cfg["dot_dimension_numbers"]
+        num_cols = gemm.operands[1].shape.rank - len(ddn["rhs_batch_dimensions"]) \
+            - len(ddn["rhs_contracting_dimensions"])
+        if not _one_user(gemm) or cfg["epilogue"] != "DEFAULT" or bias.shape.rank != num_cols:
+            return False
+        bdims = [int(d) for d in bcast.attrs.get("dimensions", ())]
+        out_m2m = (bitcast or gemm).shape.minor_to_major
+        for i in range(num_cols):
+            if out_m2m[i] not in bdims or bias.shape.minor_to_major[i] != bdims.index(out_m2m[i]):
+                return False
+        new = gemm.clone(new_operands=list(gemm.operands) + [bias], name=gemm_name({}, LT_TARGET))
+        gemm_config(new)["epilogue"] = "BIAS"
+        result = self.comp.add_instruction(new, before=add)
+        for wrapper in (slc, bitcast):
+            if wrapper is not None:
+                result = self.comp.add_instruction(wrapper.clone(new_operands=[result]), before=add)
+        self.comp.replace_instruction(add, result)
+        self.changed = True
+        return True
+
+    def _broadcast_bias_of_batched_matmul(self, add: HloInstruction) -> HloInstruction:
+        """add(bitcast(matmul), broadcast(v)) -> bitcast(add(matmul, bitcast(broadcast(v)))), so
+        the broadcast is fused as a matrix bias (cuBLASLt matmuls only, as XLA)."""
+        for bc, bcast in _both_orders(add):
+            if bc.opcode == "bitcast" and _one_user(bc) and is_cublaslt(bc.operands[0]) \
+                    and _one_user(bc.operands[0]) and bcast.opcode == "broadcast" and _one_user(bcast):
+                gemm = bc.operands[0]
+                new_bias = self.comp.add_new_instruction("bitcast", [bcast], gemm.shape.with_element_type(
+                    bcast.shape.element_type), before=add)
+                new_add = self.comp.add_new_instruction("add", [gemm, new_bias], gemm.shape, name=add.name,
+                                                        before=add)
+                back = self.comp.add_new_instruction("bitcast", [new_add], add.shape, before=add)
+                self.comp.replace_instruction(add, back)
+                self.changed = True
+                return new_add
+        return add
 
     def _hoist_bitcast(self, add: HloInstruction) -> HloInstruction:
         """add(bitcast(gemm), c) -> bitcast(add(gemm, bitcast(c))), so the bias can be fused."""
@@ -315,19 +547,22 @@ class GemmRewriterVisitor:
         if slc is not None and any(s != 0 or st != 1 for s, _l, st in slc.attrs["slice"].dims):
             return
         cfg = gemm_config(gemm)
+        can_overwrite = self._can_overwrite(bias)
         if cfg["beta"] != 0 or len(gemm.users) != 1 or cfg["epilogue"] not in ("DEFAULT", "BIAS") \
-                or not self._can_overwrite(bias):
+                or not (can_overwrite or is_cublaslt(gemm)):
             return
         c = self._maybe_constant_fold(bias, add)
         if bitcast is not None:
             inner = (slc or gemm).shape.with_element_type(c.shape.element_type)
             c = self.comp.add_new_instruction("bitcast", [c], inner, before=add)
         c = self._pad_to(c, gemm.shape, add)
+        target = gemm.attrs["custom_call_target"]
         fused = gemm.clone(new_operands=list(gemm.operands[:2]) + [c] + list(gemm.operands[2:]),
                            shape=gemm.shape.with_element_type(c.shape.element_type),
-                           name=gemm_name(gemm.backend_config_data))
+                           name=gemm_name(gemm.backend_config_data, target))
         gemm_config(fused)["beta"] = 1
-        fused.attrs["output_to_operand_aliasing"] = OutputOperandAliasing((((), 2, ()),))
+        if target == GEMM_TARGET or can_overwrite:  # cuBLASLt may write elsewhere than c
+            fused.attrs["output_to_operand_aliasing"] = OutputOperandAliasing((((), 2, ()),))
         result = self.comp.add_instruction(fused, before=add)
         for wrapper in (slc, bitcast):
             if wrapper is not None:
@@ -374,35 +609,79 @@ class GemmRewriterVisitor:
 
 
 def add_workspace(call: HloInstruction, workspace_bytes: int) -> None:
-    """XLA's GemmWorkspaceRewriteVisitor: result becomes (result, s8[workspace])."""
+    """XLA's GemmWorkspaceRewriteVisitor: result becomes (result, [aux,] s8[workspace]); legacy
+    calls get at most their operands' bytes, cuBLASLt calls LT_WORKSPACE_BYTES."""
     comp = call.parent
-    workspace = min(workspace_bytes, sum(byte_size(op.shape) for op in call.operands))
-    shape = Shape.tuple_of([call.shape, Shape.array("s8", (workspace,))])
+    if is_cublaslt(call):
+        workspace = LT_WORKSPACE_BYTES
+    else:
+        workspace = min(workspace_bytes, sum(byte_size(op.shape) for op in call.operands))
+    outputs = list(call.shape.tuple_shapes) if call.shape.is_tuple else [call.shape]
+    shape = Shape.tuple_of(outputs + [Shape.array("s8", (workspace,))])
     new = call.clone(shape=shape, name=call.name)
     if "output_to_operand_aliasing" in new.attrs:
         new.attrs["output_to_operand_aliasing"] = OutputOperandAliasing((((0,), 2, ()),))
     comp.add_instruction(new, before=call)
+    if call.shape.is_tuple:  # an *_AUX epilogue: its get-tuple-elements read the new call
+        for user in list(call.users):
+            user.replace_operand_with(call, new)
+        comp.remove_instruction(call)
+        new.name = call.name
+        return
     result = comp.add_new_instruction("get-tuple-element", [new], call.shape, {"index": 0}, before=call)
     old_name = call.name
     comp.replace_instruction(call, result)
     new.name = old_name
 
 
+def _has_workspace(call: HloInstruction) -> bool:
+    """Whether the call already returns its workspace: a tuple ending in an s8 array (an *_AUX
+    epilogue's (out, aux) pair ends in a float array)."""
+    if not call.shape.is_tuple or not call.shape.tuple_shapes:
+        return False
+    last = call.shape.tuple_shapes[-1]
+    return last.is_array and last.element_type.name == "s8"
+
+
+def lt_types_supported(a: str, b: str, out: str, config: dict) -> bool:
+    """XLA's TypesAreSupportedByCublasLt (CUDA, no FP8): the type combination and the algorithm."""
+    algorithm = config.get("precision_config", {}).get("algorithm", "ALG_UNSET")
+    return (a, b, out) in CUBLASLT_TYPES and algorithm in CUBLASLT_ALGORITHMS
+
+
+def _vector_bias_operand(x: HloInstruction, bcast: HloInstruction):
+    """(matmul, slice, bitcast) when x is OptionalBitcast(OptionalSlice(cuBLASLt matmul)), each
+    with one user, and bcast a broadcast (XLA's vector-bias pattern in HandleAdd); else None."""
+    if bcast.opcode != "broadcast" or not _one_user(x):
+        return None
+    node, bitcast, slc = x, None, None
+    if node.opcode == "bitcast":
+        bitcast, node = node, node.operands[0]
+        if not _one_user(node):
+            return None
+    if node.opcode == "slice":
+        slc, node = node, node.operands[0]
+    if not is_cublaslt(node) or not node.shape.is_array or not _one_user(node):
+        return None
+    return node, slc, bitcast
+
+
 @register_pass
 @dataclass
 class GemmRewriter(HloPass):
-    """Dots become `__cublas$gemm` custom calls (alpha and matrix bias folded in) with a workspace."""
+    """Dots become cuBLASLt (or legacy cuBLAS) calls with alpha, bias and ReLU/GELU epilogues fused."""
 
     name = "cublas-gemm-rewriter"
     gemm_rewrite_size_threshold: int = 100
     workspace_bytes: int = HOPPER_WORKSPACE_BYTES
+    enable_cublaslt: bool = True  # XLA's --xla_gpu_enable_cublaslt, on in the XLA the bench compares with
 
     def run(self, module: HloModule) -> bool:
         changed = False
         for comp in non_fusion_computations(module):
-            changed |= GemmRewriterVisitor(comp, self.gemm_rewrite_size_threshold).run()
+            changed |= GemmRewriterVisitor(comp, self.gemm_rewrite_size_threshold, self.enable_cublaslt).run()
             for instr in comp.post_order():
-                if is_gemm(instr) and instr.shape.is_array and instr.parent is comp:
+                if is_gemm(instr) and instr.parent is comp and not _has_workspace(instr):
                     add_workspace(instr, self.workspace_bytes)
                     changed = True
         return changed

@@ -434,6 +434,43 @@ CASES = [
         g0 = f32[4] get-tuple-element(b), index=0
         g1 = f32[3] get-tuple-element(b), index=1
         ROOT r = (f32[4], f32[3]) tuple(g0, g1)"""),
+    Case("conditional_on_converted_pred", """
+        b0 {
+          x0 = f32[4] parameter(0)
+          ROOT n0 = f32[4] negate(x0)
+        }
+        b1 {
+          x1 = f32[4] parameter(0)
+          ROOT e1 = f32[4] exponential(x1)
+        }
+        ENTRY e {
+          p = pred[] parameter(0)
+          a = f32[4] parameter(1)
+          b = f32[4] parameter(2)
+          i = s32[] convert(p)
+          ROOT c = f32[4] conditional(i, a, b), branch_computations={b0, b1}
+        }""",
+         """CHECK: ROOT %{{.*}} = f32[4]{0} conditional(%p, %b, %a), true_computation=%b1,
+            CHECK-SAME: false_computation=%b0""",
+         negative="""
+        b0 {
+          x0 = f32[4] parameter(0)
+          ROOT n0 = f32[4] negate(x0)
+        }
+        b1 {
+          x1 = f32[4] parameter(0)
+          ROOT e1 = f32[4] exponential(x1)
+        }
+        b2 {
+          x2 = f32[4] parameter(0)
+          ROOT a2 = f32[4] abs(x2)
+        }
+        ENTRY e {
+          p = pred[] parameter(0)
+          a = f32[4] parameter(1)
+          i = s32[] convert(p)
+          ROOT c = f32[4] conditional(i, a, a, a), branch_computations={b0, b1, b2}
+        }"""),
 ]
 
 

@@ -146,3 +146,30 @@ ENTRY e {
   ROOT r = f32[4,4] conditional(p, x, x), true_computation=b0, false_computation=b1
 }
 """)
+
+
+def test_constants_in_branches_are_cheap_as_in_xla():
+    # testdata/fusion/conditional: jax.lax.cond with a constant in one branch; XLA:GPU selects.
+    text = """
+HloModule m
+on_true {
+  tp = f32[4] parameter(0)
+  k = f32[] constant(2)
+  kb = f32[4] broadcast(k), dimensions={}
+  ROOT tr = f32[4] multiply(tp, kb)
+}
+on_false {
+  fp = f32[4] parameter(0)
+  ROOT fr = f32[4] log-plus-one(fp)
+}
+ENTRY e {
+  x = f32[4] parameter(0)
+  p = pred[] parameter(1)
+  ROOT r = f32[4] conditional(p, x, x), true_computation=on_true, false_computation=on_false
+}
+// CHECK-NOT:  conditional
+// CHECK:      ROOT %{{.*}} = f32[4]{0} select(
+"""
+    module = check_pass("simplify-conditional", text)
+    for seed in range(3):
+        check_same_results(text, module, seed=seed)

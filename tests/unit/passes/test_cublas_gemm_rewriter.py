@@ -1,5 +1,6 @@
-"""GemmRewriter ("cublas-gemm-rewriter"): dots -> `__cublas$gemm` custom calls returning (result,
-s8 workspace), a scalar multiply folded into alpha, a matrix bias into beta, nothing else fused."""
+"""GemmRewriter ("cublas-gemm-rewriter") with cuBLASLt off (XLA's --xla_gpu_enable_cublaslt=false):
+dots -> `__cublas$gemm` custom calls returning (result, s8 workspace), a scalar multiply folded into
+alpha, a matrix bias into beta, nothing else fused. The cuBLASLt path: test_cublaslt_epilogues.py."""
 
 import numpy as np
 
@@ -7,6 +8,10 @@ from hlo_common.interpreter import evaluate
 from hlo_common.parser import parse_module
 from layout_testlib import run_layout_pass
 from pass_testlib import check_unchanged, random_arguments
+
+from hlo_opt.passes.cublas_gemm_rewriter import GemmRewriter
+
+LEGACY = GemmRewriter(enable_cublaslt=False)
 
 DOT = """
 HloModule m
@@ -24,7 +29,7 @@ def _gemm(module):
 
 
 def test_a_dot_becomes_a_gemm_with_a_workspace():
-    module = run_layout_pass("cublas-gemm-rewriter", DOT + """
+    module = run_layout_pass(LEGACY, DOT + """
 // CHECK:      %[[G:.*]] = (f32[64,16]{1,0}, s8[10240]{0}) custom-call(%a, %b)
 // CHECK-SAME:   custom_call_target="__cublas$gemm"
 // CHECK-SAME:   backend_config={"operation_queue_id":"0","wait_on_operation_queues":[],
@@ -45,7 +50,7 @@ def test_a_dot_becomes_a_gemm_with_a_workspace():
 
 
 def test_batched_dots_name_their_batch_dims_and_strides():
-    module = run_layout_pass("cublas-gemm-rewriter", """
+    module = run_layout_pass(LEGACY, """
 HloModule m
 ENTRY e {
   a = bf16[4,16,32] parameter(0)
@@ -78,7 +83,7 @@ ENTRY e {
 
 
 def test_alpha_and_a_matrix_bias_fold_into_the_call():
-    module = run_layout_pass("cublas-gemm-rewriter", SCALED_BIAS + """
+    module = run_layout_pass(LEGACY, SCALED_BIAS + """
 // CHECK-NOT:  multiply
 // CHECK-NOT:  add(
 // CHECK:      custom-call(%a, %b, %c), custom_call_target="__cublas$gemm"
@@ -92,14 +97,14 @@ def test_alpha_and_a_matrix_bias_fold_into_the_call():
 
 def test_a_parameter_bias_is_not_overwritten_unless_donated():
     text = SCALED_BIAS.replace("ROOT r = f32[64,16] add(m, c)", "ROOT r = f32[64,16] add(m, p)")
-    module = run_layout_pass("cublas-gemm-rewriter", text + """
+    module = run_layout_pass(LEGACY, text + """
 // CHECK: %[[G:.*]] = (f32[64,16]{1,0}, s8[10240]{0}) custom-call(%a, %b)
 // CHECK: add(%{{.*}}, %p)
 """)
     assert _gemm(module).backend_config_data["gemm_backend_config"]["alpha_real"] == 0.5
     donated = text.replace("HloModule m", "HloModule m, input_output_alias={ {}: (2, {}, may-alias) }")
     donated = donated.replace("  c = f32[64,16] exponential(p)\n", "")
-    run_layout_pass("cublas-gemm-rewriter", donated + """
+    run_layout_pass(LEGACY, donated + """
 // CHECK: custom-call(%a, %b, %p)
 """)
 
@@ -119,7 +124,7 @@ ENTRY e {
 // CHECK-NOT: convert
 // CHECK:     (f32[64,16]{1,0}, s8[{{[0-9]+}}]{0}) custom-call(%a, %b, %c)
 """
-    module = run_layout_pass("cublas-gemm-rewriter", text, numerics=False)
+    module = run_layout_pass(LEGACY, text, numerics=False)
     assert _gemm(module).backend_config_data["gemm_backend_config"]["beta"] == 1
     # The fused call keeps the product in f32 instead of rounding it to bf16 first, so it may differ
     # from the original by bf16 rounding of the product: compare with the bf16 tolerance.
@@ -129,7 +134,7 @@ ENTRY e {
 
 
 def test_a_bias_added_after_a_bitcast_is_fused_through_it():
-    run_layout_pass("cublas-gemm-rewriter", """
+    run_layout_pass(LEGACY, """
 HloModule m
 ENTRY e {
   a = f32[64,32] parameter(0)
@@ -162,7 +167,7 @@ ENTRY e {
 
 
 def test_cublaslt_epilogues_are_not_fused_on_the_legacy_path():
-    run_layout_pass("cublas-gemm-rewriter", RELU_AND_VECTOR_BIAS + """
+    run_layout_pass(LEGACY, RELU_AND_VECTOR_BIAS + """
 // CHECK: "epilogue":"DEFAULT"
 // CHECK: %relu = f32[64,16]{1,0} maximum(
 // CHECK: ROOT %r = f32[64,16]{1,0} add(%relu, %vb)
@@ -170,7 +175,7 @@ def test_cublaslt_epilogues_are_not_fused_on_the_legacy_path():
 
 
 def test_s8_dots_are_rewritten_even_when_tiny():
-    run_layout_pass("cublas-gemm-rewriter", """
+    run_layout_pass(LEGACY, """
 HloModule m
 ENTRY e {
   a = s8[2,3] parameter(0)
@@ -182,7 +187,7 @@ ENTRY e {
 
 
 def test_tiny_dots_transposed_operands_and_non_canonical_dots_are_left_alone():
-    check_unchanged("cublas-gemm-rewriter", """
+    check_unchanged(LEGACY, """
 HloModule m
 ENTRY e {
   a = f32[2,3] parameter(0)

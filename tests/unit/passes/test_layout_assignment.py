@@ -207,3 +207,35 @@ def test_every_array_gets_a_layout_and_the_module_stays_consistent():
     for instr in module.entry.instructions:
         assert instr.shape.layout is not None
     assert parse_module(CONFLICT).entry.root.shape.layout is not None
+
+
+def test_a_reshape_dropping_a_size_one_dim_keeps_the_default_layout_on_its_operand():
+    # testdata/fusion/gather: XLA:GPU lays the gather out {2,1,0}; AlignLayouts alone would put
+    # the size-1 dim most major ({2,0,1}) and make the multiply run on a transposed view.
+    run_layout_pass("layout-assignment", """
+HloModule m, entry_computation_layout={(f32[64,16]{1,0}, s32[8]{0})->f32[8,16]{1,0}}
+ENTRY e {
+  t = f32[64,16] parameter(0)
+  i = s32[8] parameter(1)
+  ii = s32[8,1] reshape(i)
+  g = f32[8,1,16] gather(t, ii), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0},
+    index_vector_dim=1, slice_sizes={1,16}
+  n = f32[8,1,16] negate(g)
+  ROOT r = f32[8,16] reshape(n)
+}
+// CHECK: %g = f32[8,1,16]{2,1,0} gather(
+// CHECK: %n = f32[8,1,16]{2,1,0} negate(%g)
+""", changed=False)
+
+
+def test_a_reshape_to_a_non_default_layout_still_aligns_the_size_one_dim_most_major():
+    run_layout_pass("layout-assignment", """
+HloModule m, entry_computation_layout={(f32[8,16]{1,0})->f32[8,16]{0,1}}
+ENTRY e {
+  p = f32[8,16] parameter(0)
+  b = f32[8,1,16] broadcast(p), dimensions={0,2}
+  n = f32[8,1,16] negate(b)
+  ROOT r = f32[8,16] reshape(n)
+}
+// CHECK: %n = f32[8,1,16]{0,2,1} negate(%b)
+""")

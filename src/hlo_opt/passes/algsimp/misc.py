@@ -1,6 +1,6 @@
-"""AlgebraicSimplifier rewrites of sort, gather, scatter, map, get-tuple-element and
-opt-barrier (XLA's HandleSort, HandleGather, HandleScatter, HandleMap, HandleGetTupleElement,
-HandleOptimizationBarrier), in XLA's order.
+"""AlgebraicSimplifier rewrites of sort, gather, scatter, map, get-tuple-element, opt-barrier and
+conditional (XLA's HandleSort, HandleGather, HandleScatter, HandleMap, HandleGetTupleElement,
+HandleOptimizationBarrier, HandleConditional), in XLA's order.
 
 Degenerate gathers and scatters become broadcasts, selects or maps; a map whose computation is a
 single elementwise op becomes that op; an opt-barrier forwards only the tuple elements read after it.
@@ -170,3 +170,24 @@ def opt_barrier_drops_unused_elements(instr: HloInstruction, rw: Rewriter) -> bo
     for user in instr.users:
         user.attrs["index"] = kept.index(user.attrs["index"])
     return True
+
+
+# -- conditional -----------------------------------------------------------------------------------
+@rewrite("conditional")
+def conditional_on_converted_pred(instr: HloInstruction, rw: Rewriter) -> bool:
+    """HandleConditional (as XLA's algsimp does it in its pass dumps): conditional(s32
+    convert(p), a, b) with branches {f, t} => conditional(p, b, a), true_computation=t,
+    false_computation=f, since convert(true) = 1 picks branch 1; simplify-conditional can then
+    turn it into a select."""
+    index = instr.operands[0]
+    comps = instr.attrs.get("branch_computations")
+    if comps is None or len(comps) != 2 or index.opcode != "convert" or index.shape.rank != 0:
+        return False
+    pred = index.operands[0]
+    if not pred.shape.element_type.is_pred or pred.shape.rank != 0:
+        return False
+    attrs = {k: v for k, v in instr.attrs.items() if k != "branch_computations"}
+    attrs["true_computation"], attrs["false_computation"] = comps[1], comps[0]
+    new = rw.add("conditional", [pred, instr.operands[2], instr.operands[1]], instr.shape, attrs)
+    new.metadata, new.frontend_attributes = list(instr.metadata), list(instr.frontend_attributes)
+    return rw.replace(instr, new)
