@@ -23,9 +23,8 @@ says why in one line, checked in XLA's order:
 | ir_size                      | ProducerConsumerMergedTooLarge: IR estimate over 10000       |
 | in_place                     | InstructionFusion::ShouldFuseInPlaceOp                       |
 
-The hero queries here (unnested reductions, tiled transposes) follow xla-facts.md section c; the
-tiled-transpose test is the common case only (a physical transpose of the minor dimension with
-both swapped dimensions >= 16, or >= 8 with 8192 elements), used for the shared-memory estimate.
+Hero questions (unnested reductions, tiled transposes, emitter kinds) are answered by
+`hlo_common.fusion_analysis`, the same analysis hlo-codegen picks its emitters with.
 """
 
 from __future__ import annotations
@@ -34,15 +33,15 @@ from dataclasses import dataclass
 
 from hlo_common.analysis.sharing import in_place_pairs
 from hlo_common.device import H100, DeviceDescription
+from hlo_common.fusion_analysis import (FusionAnalysis, is_reduction_from_or_to_contiguous_dimensions,
+                                        reduction_shared_memory_bytes, tiled_transpose_description)
 from hlo_common.ir import HloInstruction
 from hlo_common.opcodes import is_elementwise
-from hlo_common.shape import Shape
 
 MAX_OPERANDS_AND_OUTPUTS_PER_FUSION = 96
 MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION = 8
 MAX_IR_SIZE = 10000
 SIGNIFICANT_REDUCTION_RATIO = 16
-WARP_SIZE = 32
 
 # Non-elementwise ops the loop and input emitters can fuse (priority_fusion.cc's IsFusible).
 FUSIBLE_NON_ELEMENTWISE = frozenset({
@@ -114,149 +113,44 @@ def fused_instructions(instr: HloInstruction) -> list[HloInstruction]:
     return [instr]
 
 
-def _fusion_roots(instr: HloInstruction) -> list[HloInstruction]:
-    if instr.opcode != "fusion":
-        return [instr]
-    root = instr.fused_computation().root
-    return list(root.operands) if root.opcode == "tuple" else [root]
-
-
-def _are_dims_consecutive(shape: Shape, dims) -> bool:
-    where = {d: k for k, d in enumerate(shape.minor_to_major)}
-    positions = sorted(where[d] for d in dims)
-    return not positions or positions[-1] - positions[0] == len(positions) - 1
-
-
-def _partition(shape: Shape, middle) -> tuple[int, int, int]:
-    """(major, middle, minor) element counts around the layout-consecutive dims `middle`."""
-    counts = [1, 1, 1]
-    segment = 2
-    wanted = set(middle)
-    for d in shape.minor_to_major:
-        if segment == 2 and d in wanted:
-            segment = 1
-        elif segment == 1 and d not in wanted:
-            segment = 0
-        counts[segment] *= shape.dims[d]
-    return counts[0], counts[1], counts[2]
-
-
-def reduction_dimensions(reduce: HloInstruction) -> tuple[bool, tuple[int, int, int]]:
-    """XLA's GetReductionKindAndContiguousComponents: (is_row, [3 numbers])."""
-    shape = reduce.operands[0].shape
-    reduced = set(reduce.attrs.get("dimensions", ()))
-    kept = [d for d in range(shape.rank) if d not in reduced]
-    if not kept:
-        return True, (1, 1, shape.num_elements)
-    if _are_dims_consecutive(shape, kept):
-        major, middle, minor = _partition(shape, kept)
-        if middle == 1:
-            return True, (1, 1, major * minor)
-        if minor == 1:
-            return False, (1, major, middle)
-        return True, (major, middle, minor)
-    major, middle, minor = _partition(shape, sorted(reduced))
-    if minor == 1:
-        return True, (1, major, middle)
-    return False, (major, middle, minor)
-
-
 def is_unnested_reduction(instr: HloInstruction) -> bool:
     """XLA's IsReductionFromOrToContiguousDimensions: a reduce the reduction emitter takes."""
-    if instr.opcode != "reduce":
-        return False
-    shape = instr.operands[0].shape
-    reduced = list(instr.attrs.get("dimensions", ()))
-    kept = [d for d in range(shape.rank) if d not in reduced]
-    if not (_are_dims_consecutive(shape, kept) or _are_dims_consecutive(shape, reduced)):
-        return False
-    is_row, (major, middle, minor) = reduction_dimensions(instr)
-    if is_row:
-        return minor >= WARP_SIZE or (minor > 0 and WARP_SIZE % minor == 0)
-    prefer_elemental = (middle < WARP_SIZE or (middle < 2 * WARP_SIZE and minor < WARP_SIZE)
-                        or (middle < 4 * WARP_SIZE and minor < 8)
-                        or (middle < 8 * WARP_SIZE and minor < 3))
-    return not prefer_elemental
-
-
-def reduction_is_race_free(reduce: HloInstruction) -> bool:
-    is_row, (major, _middle, minor) = reduction_dimensions(reduce)
-    if is_row:
-        return minor <= 1024 * 16 and major <= 8
-    return _middle <= WARP_SIZE * 128
+    return instr.opcode == "reduce" and is_reduction_from_or_to_contiguous_dimensions(instr)
 
 
 def is_tiled_transpose(instr: HloInstruction) -> bool:
-    """A transpose (or layout-changing copy) the tiled transpose emitter would take."""
-    if instr.opcode not in ("transpose", "copy") or not instr.shape.is_array:
-        return False
-    src, dst = instr.operands[0].shape, instr.shape
-    perm = list(instr.attrs.get("dimensions", range(dst.rank))) if instr.opcode == "transpose" \
-        else list(range(dst.rank))
-    # physical (major-to-minor) order of the source dims as the output walks them
-    out_major_to_minor = list(reversed(dst.minor_to_major))
-    src_order = [perm[d] for d in out_major_to_minor if dst.dims[d] != 1]
-    src_physical = [d for d in reversed(src.minor_to_major) if src.dims[d] != 1]
-    if not src_order or src_order == src_physical:
-        return False
-    src_minor, out_minor = src_physical[-1], src_order[-1]
-    if src_minor == out_minor:
-        return False  # minor dimension unchanged: not the 2-D tiled case checked here
-    a, b = src.dims[src_minor], src.dims[out_minor]
-    return (a >= 16 and b >= 16) or (a >= 8 and b >= 8 and a * b >= 8192)
+    return instr.opcode == "transpose" and tiled_transpose_description(instr) is not None
 
 
-def _reduce_intermediate(instr: HloInstruction) -> bool:
-    """XLA's IsReduceIntermediate: bitcast, bitcast-convert, convert or a degenerate reshape."""
-    if len(instr.operands) != 1 or len(instr.users) > 1:
-        return False
-    if instr.opcode in ("bitcast", "bitcast-convert", "convert"):
-        return True
-    if instr.opcode == "reshape":
-        a = [d for d in instr.shape.dims if d != 1]
-        b = [d for d in instr.operands[0].shape.dims if d != 1]
-        return a == b
-    return False
+class AnalysisCache:
+    """FusionAnalysis of instructions and of producer+consumer pairs, kept until `invalidate`
+    (XLA's HloFusionAnalysisCache). Keys are the instructions themselves, never iterated."""
 
+    def __init__(self, device: DeviceDescription = H100):
+        self.device = device
+        self._single: dict[HloInstruction, FusionAnalysis] = {}
+        self._pairs: dict[tuple[HloInstruction, HloInstruction], FusionAnalysis] = {}
+        self._pairs_of: dict[HloInstruction, list[tuple[HloInstruction, HloInstruction]]] = {}
 
-def real_reduction_hero(root: HloInstruction,
-                        through: dict[int, HloInstruction] | None = None) -> HloInstruction | None:
-    """XLA's FindRealReductionHero: the unnested reduce behind `root` (through reduce
-    intermediates), if it is the root itself or race free. `through` maps ids of fusion
-    parameters to the instruction to continue with (the producer's root, for a fused view)."""
-    node = root
-    while True:
-        if through and id(node) in through:
-            node = through[id(node)]
-            continue
-        if not _reduce_intermediate(node):
-            break
-        node = node.operands[0]
-    if not is_unnested_reduction(node):
-        return None
-    if node is root or (len(node.users) <= 1 and reduction_is_race_free(node)):
-        return node
-    return None
+    def of(self, instr: HloInstruction) -> FusionAnalysis:
+        a = self._single.get(instr)
+        if a is None:
+            a = self._single[instr] = FusionAnalysis.of_instruction(instr, self.device)
+        return a
 
+    def of_pair(self, producer: HloInstruction, consumer: HloInstruction) -> FusionAnalysis:
+        key = (producer, consumer)
+        a = self._pairs.get(key)
+        if a is None:
+            a = self._pairs[key] = FusionAnalysis.of_producer_consumer(producer, consumer, self.device)
+            self._pairs_of.setdefault(producer, []).append(key)
+            self._pairs_of.setdefault(consumer, []).append(key)
+        return a
 
-def has_reduction_emitter(instr: HloInstruction) -> bool:
-    """Would the reduction emitter run `instr` (a reduce, or a fusion with a reduction hero)?"""
-    return any(real_reduction_hero(r) is not None for r in _fusion_roots(instr))
-
-
-def producer_consumer_has_reduction_emitter(producer: HloInstruction, consumer: HloInstruction) -> bool:
-    """The same question for the fusion `producer` into `consumer` would make (not built)."""
-    producer_root = _fusion_roots(producer)[0]
-    if consumer.opcode != "fusion":
-        if consumer.opcode == "reduce" or producer not in consumer.operands:
-            return real_reduction_hero(consumer) is not None
-        if not _reduce_intermediate(consumer):
-            return False
-        return real_reduction_hero(producer_root) is not None
-    body = consumer.fused_computation()
-    through = {id(body.parameter(i)): producer_root
-               for i, op in enumerate(consumer.operands) if op is producer}
-    return any(real_reduction_hero(r, through) is not None for r in _fusion_roots(consumer))
+    def invalidate(self, instr: HloInstruction) -> None:
+        self._single.pop(instr, None)
+        for key in self._pairs_of.pop(instr, ()):
+            self._pairs.pop(key, None)
 
 
 # -- the rules -----------------------------------------------------------------------------------------
@@ -325,8 +219,13 @@ def both_significant_reduce(producer: HloInstruction, consumer: HloInstruction) 
     return ALLOW
 
 
-def reduction_becomes_loop(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
-    if has_reduction_emitter(producer) and not producer_consumer_has_reduction_emitter(producer, consumer):
+def reduction_becomes_loop(producer: HloInstruction, consumer: HloInstruction,
+                           cache: AnalysisCache | None = None) -> FusionDecision:
+    """A reduction fusion's epilogue must keep the reduction emitter (the fused analysis loop)."""
+    cache = cache or AnalysisCache()
+    if cache.of(producer).emitter_kind != "reduction":
+        return ALLOW
+    if cache.of_pair(producer, consumer).emitter_kind in ("loop", "in_place_dynamic_update_slice"):
         return FusionDecision.forbid("reduction_becomes_loop",
                                      "fusion into output of a reduce fusion would create a loop fusion")
     return ALLOW
@@ -337,12 +236,10 @@ def shared_memory_bytes(instr: HloInstruction) -> int:
     total = 0
     for node in fused_instructions(instr):
         if is_unnested_reduction(node):
-            nbytes = node.operands[0].shape.element_type.byte_size
-            variadic = len(node.shape.tuple_shapes) if node.shape.is_tuple else 1
-            is_row, _ = reduction_dimensions(node)
-            total += (32 if is_row else 2 * 32 * 33) * nbytes * variadic
-        elif is_tiled_transpose(node):
-            total += 32 * 33 * node.shape.element_type.byte_size
+            total += reduction_shared_memory_bytes(node)
+        elif node.opcode == "transpose":
+            desc = tiled_transpose_description(node)
+            total += desc.shmem_usage if desc is not None else 0
     return total
 
 
@@ -512,11 +409,17 @@ RULES = (producer_is_root, not_fusible, consumer_is_lone_bitcast, scatter, both_
          reduction_becomes_loop, shared_memory, unnested_reductions, operand_limit, ir_size_limit, in_place)
 
 
-def can_fuse(producer: HloInstruction, consumer: HloInstruction,
-             device: DeviceDescription = H100) -> FusionDecision:
-    """Every rule in XLA's order; the first that forbids decides."""
+def can_fuse(producer: HloInstruction, consumer: HloInstruction, device: DeviceDescription = H100,
+             cache: AnalysisCache | None = None) -> FusionDecision:
+    """Every rule in XLA's order; the first that forbids decides. `cache` keeps fusion analyses
+    between calls (priority fusion passes its own)."""
     for rule in RULES:
-        decision = rule(producer, consumer, device) if rule is shared_memory else rule(producer, consumer)
+        if rule is shared_memory:
+            decision = rule(producer, consumer, device)
+        elif rule is reduction_becomes_loop:
+            decision = rule(producer, consumer, cache or AnalysisCache(device))
+        else:
+            decision = rule(producer, consumer)
         if not decision:
             return decision
     return ALLOW

@@ -30,7 +30,9 @@ def _decide(text, producer, consumer, rule=None, device=H100):
     p, c = _pair(text, producer, consumer)
     if rule is None:
         return gf.can_fuse(p, c, device)
-    return rule(p, c, device) if rule is gf.shared_memory else rule(p, c)
+    if rule is gf.shared_memory:
+        return rule(p, c, device)
+    return rule(p, c)
 
 
 def assert_forbids(rule_name, text, producer, consumer, device=H100):
@@ -154,17 +156,19 @@ ENTRY e {
   p = f32[128,1024] parameter(0)
   z = f32[] constant(0)
   r = f32[128] reduce(p, z), dimensions={1}, to_apply=add
-  n = f32[128] negate(r)
+  b = f32[128,1024] broadcast(r), dimensions={0}
   r2 = f32[128] reduce(p, z), dimensions={1}, to_apply=add
-  c = f16[128] convert(r2)
-  ROOT t = (f32[128], f16[128]) tuple(n, c)
+  n = f32[128] negate(r2)
+  ROOT t = (f32[128,1024], f32[128]) tuple(b, n)
 }
 """
 
 
 def test_reduction_becomes_loop():
-    assert_forbids("reduction_becomes_loop", REDUCE_EPILOGUE, "r", "n")
-    assert_allows(gf.reduction_becomes_loop, REDUCE_EPILOGUE, "r2", "c")  # convert: hero kept
+    # a broadcast of the reduction as the root: the fused hero is the broadcast, a loop fusion
+    assert_forbids("reduction_becomes_loop", REDUCE_EPILOGUE, "r", "b")
+    # an elementwise epilogue keeps the (race-free) reduction hero
+    assert_allows(gf.reduction_becomes_loop, REDUCE_EPILOGUE, "r2", "n")
 
 
 def test_shared_memory():
@@ -179,11 +183,11 @@ ENTRY e {
   ROOT t = (f32[256], f32[64,256]) tuple(col, n)
 }
 """
-    # a column reduction needs 2*32*33*4 = 8448 bytes; a device with 8 KiB per block cannot
-    small = replace(H100, shared_memory_per_block=8192)
+    # a column reduction budgets 4*32*33*4 = 16896 bytes; a device with 16 KiB per block cannot
+    small = replace(H100, shared_memory_per_block=16384)
     assert_forbids("shared_memory", text, "n", "col", device=small)
     assert_allows(gf.shared_memory, text, "n", "col")
-    assert gf.shared_memory_bytes(_pair(text, "n", "col")[1]) == 8448
+    assert gf.shared_memory_bytes(_pair(text, "n", "col")[1]) == 16896
 
 
 def _many_reductions(n: int) -> str:
