@@ -60,7 +60,7 @@ from hlo_codegen.emitters.reduction import ReductionFusion
 from hlo_codegen.emitters.scatter import ScatterFusion
 from hlo_codegen.emitters.sort import SortFusion
 from hlo_codegen.kernel_ir.ir import Kernel
-from hlo_common.fusion_analysis import FusionAnalysis
+from hlo_common.fusion_analysis import FusionAdaptor, FusionAnalysis
 from hlo_common.ir import HloInstruction
 
 EMITTERS: dict[str, type[KernelEmitter]] = {"loop": LoopFusion, "reduction": ReductionFusion,
@@ -73,6 +73,8 @@ def emitter_kind(fusion: HloInstruction, device: GpuDeviceInfo = H100) -> tuple[
     """(kind, hero) of a fusion, from hlo_common's FusionAnalysis (XLA's GetEmitterFusionKind).
     A kind with no emitter here yet (a tiled transpose) goes to the loop emitter."""
     analysis = FusionAnalysis.of_fusion(fusion, device)
+    if analysis.emitter_kind == "custom":  # Triton / cuDNN / custom fusions: emitted as ours
+        analysis = FusionAnalysis(FusionAdaptor.for_instruction(fusion), device)
     kind = analysis.emitter_kind
     if kind == "reduction":
         return kind, analysis.reduction_hero
