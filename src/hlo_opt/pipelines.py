@@ -173,7 +173,6 @@ PLANNED_PASSES: dict[str, str] = {
     "reduce-scatter-creator": "ReduceScatterCreator: all-reduce + dynamic-slice -> reduce-scatter",
     "rematerialization": "HloRematerialization: recompute values to fit the memory limit",
     "rename-instructions": "AddTrackingSuffixToInstructionNames: stable names before fusion",
-    "rename_fusions": "RenameFusions: <kind>_<heroes>_fusion / fused_<heroes> names",
     "result_caster": "ResultCaster: dots with a wider result computed then converted",
     "scatter-slice-simplifier": "ScatterSliceSimplifier: scatter feeding a slice shrunk",
     "simplify-fp-conversions": "SimplifyFPConversions: convert(convert(x)) chains shortened",
