@@ -167,7 +167,6 @@ PLANNED_PASSES: dict[str, str] = {
     "operand_upcaster": "OperandUpcaster: dot/conv operands converted to the result precision",
     "optimization-barrier-expander": "OptimizationBarrierExpander: opt-barriers removed after scheduling",
     "optimize_input_output_buffer_alias": "OptimizeInputOutputBufferAlias: alias donated inputs to outputs",
-    PRIORITY_FUSION: "PriorityFusion: cost-model driven producer-consumer fusion (into all users)",
     "qr_expander": "QrExpander: qr custom calls -> Householder loops",
     "reduce-decomposer": "ReduceDecomposer: variadic and layout-changing reduces split",
     "reduce-scatter-creator": "ReduceScatterCreator: all-reduce + dynamic-slice -> reduce-scatter",
