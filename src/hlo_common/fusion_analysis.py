@@ -105,6 +105,7 @@ class FusionAdaptor:
         self._singles = {p.instr: p for p in parts if p.comp is None}
         self._operands: dict[HloInstruction, list[HloInstruction]] = {}
         self._users: dict[HloInstruction, list[HloInstruction]] = {}
+        self._inputs: list[HloInstruction] | None = None
         roots: list[HloInstruction] = []
         for k in roots_from:
             for r in self._outputs(parts[k]):
@@ -259,6 +260,8 @@ class FusionAdaptor:
     def inputs(self) -> list[HloInstruction]:
         """The external inputs as seen from the nodes (fused parameters or outer instructions),
         first-use order, each outer value once."""
+        if self._inputs is not None:
+            return self._inputs
         seen: set = set()
         out = []
         for node in self.post_order():
@@ -269,6 +272,7 @@ class FusionAdaptor:
                 if key not in seen:
                     seen.add(key)
                     out.append(o)
+        self._inputs = out
         return out
 
 

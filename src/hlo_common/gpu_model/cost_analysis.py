@@ -31,6 +31,7 @@ makes every elementwise op cost 3, as XLA's tests without a device).
 
 from __future__ import annotations
 
+import functools
 import math
 
 from hlo_common.device import DeviceDescription, H100
@@ -48,6 +49,7 @@ _NO_BYTES = frozenset({"parameter", "get-tuple-element", "tuple", "bitcast", "co
                        "opt-barrier", "partition-id", "replica-id"})
 
 
+@functools.lru_cache(maxsize=4096)
 def shape_bytes(shape: Shape) -> int:
     """Bytes of all array leaves (XLA's GetShapeSize over a shape; tuples add nothing)."""
     if shape.is_tuple:
@@ -150,9 +152,22 @@ class GpuHloCostAnalysis:
     def ir_size(self, instr: HloInstruction) -> float:
         """IR size of an instruction; of a fused instruction, how often it is emitted."""
         fusion = self._fusion_of.get(instr.parent)
+        if fusion is None and instr.parent is not None and instr.parent.parent is not None \
+                and not instr.parent.is_entry:
+            fusion = self._find_fusion(instr.parent)
         if fusion is not None:
             return self.cost(fusion).fused.ir.get(instr, 0.0)
         return self.cost(instr).ir_size
+
+    def _find_fusion(self, comp: HloComputation) -> HloInstruction | None:
+        """The fusion instruction calling `comp` (a module scan, only for IR-size queries of a
+        fused instruction before its fusion was costed)."""
+        for c in comp.parent.computations:
+            for i in c.instructions:
+                if i.opcode == "fusion" and i.fused_computation() is comp:
+                    self.cost(i)
+                    return i
+        return None
 
     def common_elementwise_utilization(self, fusion: HloInstruction, a: HloInstruction,
                                        b: HloInstruction) -> float:
