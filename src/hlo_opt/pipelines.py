@@ -163,7 +163,6 @@ PLANNED_PASSES: dict[str, str] = {
     "fusion-wrapper": "FusionWrapper: each remaining unfused op wrapped in its own kLoop fusion",
     "gpu-conv-padding-legalization": "ConvPaddingLegalization: convolution padding cuDNN accepts",
     "move_copy_to_users": "MoveCopyToUsers: copies moved below elementwise users",
-    MULTI_OUTPUT_FUSION: "MultiOutputFusion: sibling and producer-consumer multi-output fusions",
     "operand_upcaster": "OperandUpcaster: dot/conv operands converted to the result precision",
     "optimization-barrier-expander": "OptimizationBarrierExpander: opt-barriers removed after scheduling",
     "optimize_input_output_buffer_alias": "OptimizeInputOutputBufferAlias: alias donated inputs to outputs",

@@ -1,0 +1,199 @@
+"""MultiOutputFusion ("multi_output_fusion"): fusions that read the same operand, or a producer
+and its consumer, become one kernel with several outputs.
+
+Runs in the `fusion` pipeline after priority fusion, CSE and DCE (xla-facts.md section d;
+XLA's `xla/backends/gpu/transforms/multi_output_fusion.cc`). Priority fusion duplicates a
+producer into every consumer or leaves it alone; this pass catches what is left:
+
+- siblings: two users of one (non-scalar) operand, at least one of them a fusion, are merged
+  so the operand is read once:
+
+      %a = f32[8] fusion(%p), kind=kLoop        %m = (f32[8], f32[]) fusion(%p), kind=kInput
+      %b = f32[] fusion(%p), kind=kInput   =>   %a = get-tuple-element(%m), index=0 ...
+
+- producer-consumer: a producer with several users is computed inside one consumer and written
+  out from there as an extra output (its other users read that output), saving its own kernel.
+
+Order as XLA: each fusible computation (not fusion bodies, not computations called by ops
+other than while / conditional) is walked once in reverse post order (users before
+producers); at each instruction its users are sibling-fused first (multi-output fusions first,
+then fusions, then plain ops, stably), then the instruction is fused as a producer into the
+preferred consumer that passes every check (a multi-output fusion over a fusion over a plain
+op, first in user order on ties). Constants and custom fusions are never producers. The checks
+and their reasons are in `hlo_common.multi_output_fusible`; a producer-consumer fusion must
+also not be slower by the GPU performance model (`estimate_run_times_for_multi_output_fusion`:
+two launches and both kernels unfused against one launch writing both outputs). Every decision
+is kept in `decisions` (one line each: fused, or the rule that refused), in visiting order.
+The walk depends only on the module text, never on hashing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hlo_common.device import H100, DeviceDescription, load_device
+from hlo_common.fusion_utils import FusionEditor
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
+from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.multi_output_fusible import (
+    MultiOutputEditor,
+    Reachability,
+    can_fuse_siblings,
+    choose_fusion_kind,
+    fusion_priority,
+    is_custom_fusion,
+    is_effective_scalar,
+    is_multi_output_fusion,
+    is_producer_multi_output_fusible,
+    is_sibling_fusion_candidate,
+    producer_candidate_is_fusible,
+)
+
+_CONTROL_FLOW = frozenset({"while", "conditional", "fusion"})
+
+
+def fusible_computations(module: HloModule) -> list[HloComputation]:
+    """XLA's GetFusibleComputations: computations in post order (callees first), without fusion
+    bodies and without computations that ops other than while / conditional call (reducers,
+    sort comparators, `call` bodies, ...)."""
+    skip: set[int] = set()
+    for comp in module.computations:
+        for instr in comp.instructions:
+            if instr.opcode == "fusion":
+                skip.update(id(c) for c in instr.called_computations())
+            elif instr.opcode not in _CONTROL_FLOW:
+                skip.update(id(c) for c in instr.called_computations())
+    return [c for c in module.computation_post_order() if id(c) not in skip]
+
+
+def _performance_model(device: DeviceDescription):
+    from hlo_common.gpu_model import GpuPerformanceModel
+
+    return GpuPerformanceModel(device)
+
+
+@register_pass
+@dataclass
+class MultiOutputFusion(HloPass):
+    """Sibling and producer-consumer multi-output fusion (one kernel, several outputs)."""
+
+    name = "multi_output_fusion"
+    device: DeviceDescription | str | None = None  # None: the run's `--device`, else the H100
+    cost_model: bool = True  # False: skip the performance-model check (tests of the rules alone)
+    decisions: list[str] = field(default_factory=list, compare=False, repr=False)
+
+    def run_with_options(self, module: HloModule, options) -> bool:
+        run_device = getattr(options, "device", None)
+        if self.device is None and run_device is not None:
+            return self._run(module, run_device)
+        return self.run(module)
+
+    def run(self, module: HloModule) -> bool:
+        device = self.device if self.device is not None else H100
+        return self._run(module, load_device(device) if isinstance(device, str) else device)
+
+    def _run(self, module: HloModule, device: DeviceDescription) -> bool:
+        self.decisions = []
+        editor = MultiOutputEditor(FusionEditor(module))
+        changed = False
+        for comp in fusible_computations(module):
+            model = _performance_model(device) if self.cost_model else None
+            changed |= _Run(comp, device, model, editor, self.decisions).run()
+        editor.flush()
+        return changed
+
+
+class _Run:
+    """One computation: XLA's DoMultiOutputFusion."""
+
+    def __init__(self, comp: HloComputation, device: DeviceDescription, model, editor: MultiOutputEditor,
+                 log: list[str]):
+        self.comp = comp
+        self.device = device
+        self.model = model
+        self.editor = editor
+        self.log = log
+        self.reach = Reachability(comp)
+
+    def _invalidate(self, *instrs: HloInstruction) -> None:
+        if self.model is not None:
+            for instr in instrs:
+                self.model.invalidate(instr)
+
+    def run(self) -> bool:
+        changed = False
+        for producer in reversed(self.comp.post_order()):
+            if producer.parent is not self.comp:  # merged away earlier in this walk
+                continue
+            if producer.opcode == "constant":
+                continue
+            changed |= self.fuse_siblings(producer)
+            if not is_custom_fusion(producer):  # its consumers may share it, it joins none
+                changed |= self.fuse_producer(producer)
+        return changed
+
+    # -- siblings ---------------------------------------------------------------------------------
+    def fuse_siblings(self, parent: HloInstruction) -> bool:
+        if parent.shape.is_array and is_effective_scalar(parent.shape):
+            return False
+        siblings = [u for u in parent.users if is_sibling_fusion_candidate(u)]
+        siblings.sort(key=lambda s: -fusion_priority(s))  # stable: user order within a priority
+        changed = False
+        i = 0
+        while i < len(siblings):
+            remaining = siblings[i]
+            i += 1
+            if remaining.opcode != "fusion":
+                continue
+            j = i
+            while j < len(siblings):
+                other = siblings[j]
+                decision = can_fuse_siblings(remaining, other, parent, self.reach, self.device)
+                if not decision:
+                    self.log.append(f"not fusing siblings {remaining.name} and {other.name} "
+                                    f"(operand {parent.name}): {decision.explain()}")
+                    j += 1
+                    continue
+                self.log.append(f"fusing sibling {other.name} into {remaining.name} (operand {parent.name})")
+                self._invalidate(remaining, other)
+                input_fusion = other.opcode == "fusion" and other.attrs.get("kind") == "kInput"
+                if other.opcode == "fusion":
+                    created = self.editor.merge_fusion_into_multi_output(remaining, other)
+                else:
+                    created = self.editor.fuse_instruction_into_multi_output(remaining, other)
+                if input_fusion:
+                    remaining.attrs["kind"] = "kInput"
+                self.reach.merge(remaining, other, created)
+                siblings.pop(j)
+                changed = True
+        return changed
+
+    # -- producer-consumer ------------------------------------------------------------------------
+    def fuse_producer(self, producer: HloInstruction) -> bool:
+        decision = is_producer_multi_output_fusible(producer)
+        if not decision:
+            return False
+        users = producer.users
+        if len(users) == 1 and not is_multi_output_fusion(users[0]):
+            return False  # priority fusion already weighed fusing into its only user
+        candidates = []
+        for consumer in users:
+            decision = producer_candidate_is_fusible(producer, consumer, self.reach, self.device, self.model)
+            if decision:
+                candidates.append(consumer)
+            else:
+                self.log.append(f"not fusing producer {producer.name} into {consumer.name}: "
+                                f"{decision.explain()}")
+        if not candidates:
+            return False
+        consumer = max(candidates, key=fusion_priority)  # the first of the highest priority
+        self.log.append(f"fusing producer {producer.name} into {consumer.name} as an extra output")
+        self._invalidate(producer, consumer)
+        if consumer.opcode == "fusion":
+            fusion = consumer
+        else:
+            fusion = self.editor.wrap_in_fusion(consumer, choose_fusion_kind(producer, consumer))
+            self.reach.replace(consumer, fusion)
+        created = self.editor.fuse_instruction_into_multi_output(fusion, producer)
+        self.reach.merge(fusion, producer, created)
+        return True
