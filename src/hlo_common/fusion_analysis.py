@@ -233,7 +233,8 @@ class FusionAdaptor:
 
     @staticmethod
     def _gte_root_of(part: _Part, node: HloInstruction) -> bool:
-        return any(leaf.opcode == "get-tuple-element" and leaf.operands[0] is node for leaf in part.leaf_outputs)
+        return any(leaf.opcode == "get-tuple-element" and leaf.operands[0] is node
+                   for leaf in part.leaf_outputs)
 
     def roots(self) -> list[HloInstruction]:
         return self._roots
@@ -298,7 +299,7 @@ def reshape_is_bitcast(a: Shape, b: Shape) -> bool:
     if row_major(a) and row_major(b):
         return True
     return [a.dims[d] for d in nonunit_phys(a)] == [b.dims[d] for d in nonunit_phys(b)] and \
-        [a.dims[d] for d in range(a.rank) if a.dims[d] != 1] == [b.dims[d] for d in range(b.rank) if b.dims[d] != 1]
+        [x for x in a.dims if x != 1] == [x for x in b.dims if x != 1]
 
 
 def transpose_is_bitcast(operand: Shape, out: Shape, perm) -> bool:
@@ -671,7 +672,8 @@ def smallest_bit_width(shapes) -> int:
 def loop_unroll_factor(num_elements: int, nodes, output_shapes, device: DeviceDescription = H100) -> int:
     """XLA's ComputeLoopFusionConfig unroll factor."""
     unroll = 1
-    if num_elements >= device.threads_per_core_limit * device.core_count and not may_prevent_vectorization(nodes):
+    if num_elements >= device.threads_per_core_limit * device.core_count \
+            and not may_prevent_vectorization(nodes):
         unroll = max_unroll_factor(num_elements)
     return max(unroll, -(-8 // smallest_bit_width(output_shapes)))
 
@@ -694,7 +696,7 @@ def loop_launch(num_elements: int, unroll: int, device: DeviceDescription = H100
     return -(-n // threads), threads
 
 
-# -- the analysis ---------------------------------------------------------------------------------------------
+# -- the analysis ----------------------------------------------------------------------------------
 def _backend_kind(instr: HloInstruction | None) -> str | None:
     if instr is None or instr.opcode != "fusion":
         return None
@@ -910,7 +912,8 @@ class FusionAnalysis:
         vector = max(1, min(minor, 64 // max(bits, 1)))
         if minor > warp * vector:
             return 0
-        while vector > 1 and -(-kept * (minor // vector) // THREADS_PER_BLOCK_TARGET) < self.device.core_count:
+        cores = self.device.core_count
+        while vector > 1 and -(-kept * (minor // vector) // THREADS_PER_BLOCK_TARGET) < cores:
             vector //= 2
         if minor > warp * vector:
             return 0

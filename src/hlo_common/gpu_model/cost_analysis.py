@@ -254,8 +254,8 @@ class GpuHloCostAnalysis:
             upd_bytes = sum(shape_bytes(u.shape) for u in updates)
             for i in range(k):
                 obytes[i] = shape_bytes(updates[i].shape)
-                util[i] = updates[i].shape.num_elements / ops[i].shape.num_elements if ops[i].shape.num_elements \
-                    else 0.0
+                in_el = ops[i].shape.num_elements
+                util[i] = updates[i].shape.num_elements / in_el if in_el else 0.0
             out = upd_bytes
             flops = updates[0].shape.num_elements * self._computation_flops(instr.attrs["to_apply"])
         elif op == "concatenate":

@@ -81,7 +81,8 @@ class GpuPerformanceModel:
             a = self._analysis[instr] = FusionAnalysis.of_instruction(instr, self.device)
         return a
 
-    def producer_consumer_analysis(self, producer: HloInstruction, consumer: HloInstruction) -> FusionAnalysis:
+    def producer_consumer_analysis(self, producer: HloInstruction,
+                                   consumer: HloInstruction) -> FusionAnalysis:
         per = self._pc_analysis.setdefault(producer, {})
         a = per.get(consumer)
         if a is None:
