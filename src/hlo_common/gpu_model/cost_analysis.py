@@ -227,8 +227,12 @@ class GpuHloCostAnalysis:
                 util[0] = instr.shape.num_elements / ops[0].shape.num_elements
                 obytes[0] = round(obytes[0] * util[0])
         elif op == "reduce":
-            red = _first_array(ops[0].shape).num_elements - _first_array(instr.shape).num_elements
+            out_el = _first_array(instr.shape).num_elements
+            red = _first_array(ops[0].shape).num_elements - out_el
             flops = red * self._computation_flops(instr.attrs["to_apply"])
+            for i in range(n // 2, n):  # init values: read once per output element
+                obytes[i] = out_el * shape_bytes(ops[i].shape)
+                util[i] = float(out_el)
         elif op == "reduce-window":
             window = instr.attrs.get("window")
             wsize = math.prod(d.size for d in window.dims) if window is not None else 1

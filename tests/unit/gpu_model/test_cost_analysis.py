@@ -198,14 +198,14 @@ ENTRY e { x = f32[32,40] parameter(0) y = f32[32,40] parameter(1) z = f32[] para
   ROOT v = (f32[32], f32[32]) reduce(x, y, z, c), dimensions={1}, to_apply=add2 }""")
     r = m.entry.instruction("r")
     v = m.entry.root
-    assert [a.operand_bytes_accessed(r, i) for i in range(2)] == [4 * 32 * 40, 4]
+    assert [a.operand_bytes_accessed(r, i) for i in range(2)] == [4 * 32 * 40, 4 * 32]
     assert a.output_bytes_accessed(r) == 4 * 32
+    assert a.bytes_accessed(r) == 4 * 32 * 40 + 4 * 32 + 4 * 32
     assert a.flop_count(r) == 32 * 39 * 3
+    assert [a.operand_bytes_accessed(v, i) for i in range(4)] == [4 * 32 * 40, 4 * 32 * 40, 4 * 32, 4 * 32]
     assert a.output_bytes_accessed(v) == 2 * 4 * 32
+    assert a.bytes_accessed(v) == 2 * 4 * 32 * 40 + 2 * 4 * 32 + 2 * 4 * 32
     assert a.flop_count(v) == 32 * 39 * 6
-    # XLA's VariadicReduce expects 4 * 32 bytes for each init value: it counts the output-sized
-    # init reads; we read the scalar init once (4 bytes), as our unfused reduce kernel does.
-    assert [a.operand_bytes_accessed(v, i) for i in range(4)] == [4 * 32 * 40, 4 * 32 * 40, 4, 4]
 
 
 def test_custom_op_profile_is_used():
