@@ -2,12 +2,11 @@
 XLA's op profiler (`xla/service/gpu/model/hlo_op_profiles_data.h`), for the GPU cost analysis.
 
 Where it sits: `hlo_common.gpu_model.cost_analysis` multiplies these by element counts to get an
-op's flops. Keys are compute capabilities (`sm_90` H100, `sm_80` A100); an (opcode, type) not in
-the device's table costs `DEFAULT_FLOPS_PER_ELEMENT` (XLA's kDefaultFlopsPerElement), as does every
-op on a device whose capability has no table (XLA falls back to its sm_86 table there; that table
-is not carried here, so an unknown device uses the sm_90 one: documented difference). The sm_80
-table is sparse in XLA too (only ops whose cost differs from the default were recorded), so on
-A100 e.g. an f32 add or exponential costs 3.
+op's flops. Keys are compute capabilities (`sm_90` H100, `sm_86` RTX A6000, `sm_80` A100); an (opcode,
+type) not in the device's table costs `DEFAULT_FLOPS_PER_ELEMENT` (XLA's
+kDefaultFlopsPerElement); a capability without a table uses the sm_86 one, as XLA does. The
+sm_86 and sm_80 tables are sparse in XLA too (ops whose cost was not measured as different from
+the default are absent), so on A100 e.g. an f32 add or exponential costs 3.
 
     >>> flops_per_element("sm_90", "exponential", "f32"), flops_per_element("sm_80", "add", "f32")
     (79, 3)
@@ -17,7 +16,8 @@ from __future__ import annotations
 
 DEFAULT_FLOPS_PER_ELEMENT = 3
 
-# Read from openxla/xla hlo_op_profiles_data.h (sm_90: H100 80GB HBM3; sm_80: A100-SXM4-40GB).
+# Read from openxla/xla hlo_op_profiles_data.h (sm_90: H100 80GB HBM3; sm_86: RTX A6000;
+# sm_80: A100-SXM4-40GB).
 _SM_90 = {
     "s8": {"divide": 356, "multiply": 7, "power": 122},
     "s16": {"divide": 364, "multiply": 7, "power": 122},
@@ -44,6 +44,31 @@ _SM_90 = {
         "atan2": 13131, "divide": 2280, "multiply": 39, "power": 8363, "subtract": 15},
 }
 
+_SM_86 = {
+    "s8": {"divide": 370, "power": 392},
+    "s16": {"divide": 367, "power": 396},
+    "s32": {"divide": 306},
+    "s64": {"divide": 918, "power": 601},
+    "u8": {"divide": 306, "power": 388},
+    "u16": {"divide": 302, "power": 399},
+    "u32": {"divide": 115},
+    "u64": {"divide": 838, "power": 604},
+    "f16": {"cbrt": 925, "cosine": 691, "exponential": 108, "exponential-minus-one": 396, "log": 266,
+        "log-plus-one": 284, "logistic": 226, "rsqrt": 97, "sqrt": 97, "tanh": 212, "atan2": 482,
+        "power": 975},
+    "f32": {"cbrt": 867, "cosine": 662, "exponential": 86, "exponential-minus-one": 381, "log": 244,
+        "log-plus-one": 262, "logistic": 176, "rsqrt": 75, "sine": 662, "sqrt": 75, "tanh": 190,
+        "atan2": 486, "power": 925},
+    "f64": {"cbrt": 6339, "cosine": 1717, "exponential": 1652, "exponential-minus-one": 1900, "log": 608,
+        "log-plus-one": 2073, "logistic": 2412, "rsqrt": 698, "sine": 1789, "sqrt": 986, "tanh": 1609,
+        "add": 97, "atan2": 3747, "divide": 2016, "multiply": 97, "power": 5511, "subtract": 97},
+    "c64": {"exponential": 1360, "exponential-minus-one": 1400, "log": 950, "log-plus-one": 842,
+        "rsqrt": 2383, "sqrt": 3193, "atan2": 5353, "divide": 687, "power": 3351},
+    "c128": {"cosine": 6613, "exponential": 4028, "exponential-minus-one": 4161, "log": 7599,
+        "log-plus-one": 6962, "rsqrt": 11318, "sine": 5878, "sqrt": 15606, "tanh": 9939, "add": 97,
+        "atan2": 39027, "divide": 7941, "multiply": 270, "power": 18205, "subtract": 97},
+}
+
 _SM_80 = {
     "s8": {"divide": 417},
     "s16": {"divide": 468},
@@ -65,8 +90,9 @@ def _flatten(table: dict) -> dict[tuple[str, str], int]:
     return {(op, dtype): cycles for dtype, ops in table.items() for op, cycles in ops.items()}
 
 
-OP_PROFILES: dict[str, dict[tuple[str, str], int]] = {"sm_90": _flatten(_SM_90), "sm_80": _flatten(_SM_80)}
-FALLBACK_ARCH = "sm_90"
+OP_PROFILES: dict[str, dict[tuple[str, str], int]] = {
+    "sm_90": _flatten(_SM_90), "sm_86": _flatten(_SM_86), "sm_80": _flatten(_SM_80)}
+FALLBACK_ARCH = "sm_86"  # XLA's default profile for a capability without a table
 
 
 def profile_for(arch: str) -> dict[tuple[str, str], int]:

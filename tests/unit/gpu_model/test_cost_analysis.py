@@ -235,6 +235,9 @@ def test_device_profiles():
     assert flops_per_element("sm_90", "divide", "f32") == 19
     assert flops_per_element("sm_90", "negate", "f32") == 3
     assert flops_per_element("sm_80", "tanh", "f32") == 504
+    assert flops_per_element("sm_86", "tanh", "f32") == 190
+    assert flops_per_element("sm_86", "add", "f32") == 3  # not in XLA's sm_86 table: the default
+    assert flops_per_element("sm_75", "tanh", "f32") == 190  # no table: XLA falls back to sm_86
     m = parse_module("ENTRY e { p = f32[100] parameter(0) ROOT t = f32[100] tanh(p) }")
     assert GpuHloCostAnalysis().flop_count(m.entry.root) == 467 * 100
 

@@ -2,9 +2,9 @@
 run on XLA's test device, an RTX A6000). Tolerances are XLA's; where ours differ the comment
 says why.
 
-The A6000 is sm_86, whose op-profile table is not carried here: elementwise ops cost the sm_90
-figures (see op_profiles.py). All cases below are memory bound or compare two estimates, so
-that does not move their figures beyond XLA's tolerances.
+The A6000 is sm_86: elementwise ops cost that table's figures (op_profiles.py), as in XLA.
+The A6000 description is XLA's TestGpuDeviceInfo::RTXA6000DeviceInfo as far as the model reads
+it (84 SMs, 1.41 GHz, 768 GB/s, 6 MiB L2, 128 FPUs per SM).
 """
 
 from __future__ import annotations
@@ -45,10 +45,11 @@ ENTRY e { p0 = f32[1000] parameter(0) p1 = f32[1000] parameter(1)
   ROOT r.1 = f32[1000] fusion(p0, p1), kind=kLoop, calls=f }""")
     assert abs(us(t.time_unfused) - 1) <= 1
     data = model.estimate_instruction(m.entry.root)
-    # XLA records 38.4 cycles end to end (exec time x clock in GHz); ours is 38.76: the f32 add
-    # costs 7 cycles in our (sm_90) table and less in XLA's sm_86 one, so compute overlaps less.
-    assert abs(data.exec_time * 1e9 * A6000.clock_rate_ghz - 38.76) <= 0.05
-    assert abs(data.exec_time * 1e9 * A6000.clock_rate_ghz - 38.4) <= 0.5
+    # XLA records 38.4 +- 0.1 cycles end to end (exec time x clock in GHz); ours is 38.67 (0.7%
+    # more: 8 blocks cap the read bandwidth at 8 x 32 B x 1.41 GHz, reads 22.2 ns, write 5.2 ns,
+    # compute 1.0 ns). The gap is below a nanosecond and we could not trace it to a constant.
+    assert abs(data.exec_time * 1e9 * A6000.clock_rate_ghz - 38.67) <= 0.01
+    assert abs(data.exec_time * 1e9 * A6000.clock_rate_ghz - 38.4) <= 0.3
 
 
 def test_large_read_write():
@@ -58,11 +59,9 @@ ENTRY e { p0 = f32[10000000] parameter(0) p1 = f32[10000000] parameter(1)
   ROOT r.1 = f32[10000000] fusion(p0, p1), kind=kLoop, calls=f }""")
     assert abs(us(t.time_unfused) - 175) <= 30
     data = model.estimate_instruction(m.entry.root)
-    # XLA: 220284 cycles; ours 220475 (+0.09%): the sm_90 f32 add (7 cycles) makes compute 2.3 us
-    # instead of about 1 us, and 5% of it does not overlap with memory.
-    assert abs(data.exec_time * 1e9 * A6000.clock_rate_ghz - 220475) <= 100
+    assert abs(data.exec_time * 1e9 * A6000.clock_rate_ghz - 220284) <= 100
     assert abs(data.exec_time * 1e6 - 156) <= 10
-    assert abs(data.compute_time * 1e6 - 2.3) <= 0.1  # XLA: 1 +- 1 (the add's cost, above)
+    assert abs(data.compute_time * 1e6 - 1) <= 1
     assert abs((data.read_time + data.write_time) * 1e6 - 156) <= 10
 
 
@@ -234,13 +233,8 @@ ENTRY entry_computation.1 { param_1.3 = f32[4,28672,28672] parameter(1) param_0.
     model = GpuPerformanceModel(A6000)
     t = model.estimate_run_times_for_multi_output_fusion(c.instruction("loop_power_fusion"),
                                                          c.instruction("input_reduce_fusion"))
-    # XLA: 120 ms unfused, 103 ms fused. This case is compute bound (3.3e9 power, select, compare
-    # per element) and XLA costs it with the A6000's sm_86 op profile, which is not carried here
-    # (we use sm_90's cheaper figures): ours are 76 and 59 ms. The saving of fusing, which is what
-    # multi-output fusion decides on, is XLA's 17 ms within 1 ms.
-    assert int(t.time_unfused * 1e3) == 76
-    assert int(t.time_fused * 1e3) == 59
-    assert abs((t.time_unfused - t.time_fused) * 1e3 - 17) <= 1
+    assert abs(int(t.time_unfused * 1e3) - 120) <= 1
+    assert abs(int(t.time_fused * 1e3) - 103) <= 1
 
 
 def test_h100_memory_bound_kernel():
