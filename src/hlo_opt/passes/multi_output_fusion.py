@@ -35,6 +35,7 @@ from hlo_common.device import H100, DeviceDescription, load_device
 from hlo_common.fusion_utils import FusionEditor
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.errors import VerificationError
 from hlo_common.multi_output_fusible import (
     MultiOutputEditor,
     Reachability,
@@ -48,23 +49,7 @@ from hlo_common.multi_output_fusible import (
     is_sibling_fusion_candidate,
     producer_candidate_is_fusible,
 )
-
-_CONTROL_FLOW = frozenset({"while", "conditional", "fusion"})
-
-
-def fusible_computations(module: HloModule) -> list[HloComputation]:
-    """XLA's GetFusibleComputations: computations in post order (callees first), without fusion
-    bodies and without computations that ops other than while / conditional call (reducers,
-    sort comparators, `call` bodies, ...)."""
-    skip: set[int] = set()
-    for comp in module.computations:
-        for instr in comp.instructions:
-            if instr.opcode == "fusion":
-                skip.update(id(c) for c in instr.called_computations())
-            elif instr.opcode not in _CONTROL_FLOW:
-                skip.update(id(c) for c in instr.called_computations())
-    return [c for c in module.computation_post_order() if id(c) not in skip]
-
+from hlo_opt.passes.priority_fusion import fusible_computations
 
 def _performance_model(device: DeviceDescription):
     from hlo_common.gpu_model import GpuPerformanceModel
@@ -80,13 +65,24 @@ class MultiOutputFusion(HloPass):
     name = "multi_output_fusion"
     device: DeviceDescription | str | None = None  # None: the run's `--device`, else the H100
     cost_model: bool = True  # False: skip the performance-model check (tests of the rules alone)
+    verify_each: bool = False  # verify each fused computation and its caller after each step
     decisions: list[str] = field(default_factory=list, compare=False, repr=False)
 
     def run_with_options(self, module: HloModule, options) -> bool:
+        self.verify_each = options.verify_each
         run_device = getattr(options, "device", None)
         if self.device is None and run_device is not None:
-            return self._run(module, run_device)
-        return self.run(module)
+            changed = self._run(module, run_device)
+        else:
+            changed = self.run(module)
+        dumper = getattr(options, "dumper", None)
+        if dumper is not None:
+            from hlo_common.cli_util import write_file_atomically
+
+            path = dumper.options.directory / dumper.file_name("multi_output_fusion_dump", "text")
+            write_file_atomically(path, "".join(line + "\n" for line in self.decisions))
+            dumper.written.append(path)
+        return changed
 
     def run(self, module: HloModule) -> bool:
         device = self.device if self.device is not None else H100
@@ -98,7 +94,7 @@ class MultiOutputFusion(HloPass):
         changed = False
         for comp in fusible_computations(module):
             model = _performance_model(device) if self.cost_model else None
-            changed |= _Run(comp, device, model, editor, self.decisions).run()
+            changed |= _Run(comp, device, model, editor, self.decisions, self.verify_each).run()
         editor.flush()
         return changed
 
@@ -107,8 +103,9 @@ class _Run:
     """One computation: XLA's DoMultiOutputFusion."""
 
     def __init__(self, comp: HloComputation, device: DeviceDescription, model, editor: MultiOutputEditor,
-                 log: list[str]):
+                 log: list[str], verify_each: bool = False):
         self.comp = comp
+        self.verify_each = verify_each
         self.device = device
         self.model = model
         self.editor = editor
@@ -163,6 +160,8 @@ class _Run:
                     created = self.editor.fuse_instruction_into_multi_output(remaining, other)
                 if input_fusion:
                     remaining.attrs["kind"] = "kInput"
+                self._verify_step(remaining, f"fusing sibling %{other.name} into %{remaining.name} "
+                                             f"(rule sibling, operand %{parent.name})")
                 self.reach.merge(remaining, other, created)
                 siblings.pop(j)
                 changed = True
@@ -170,8 +169,7 @@ class _Run:
 
     # -- producer-consumer ------------------------------------------------------------------------
     def fuse_producer(self, producer: HloInstruction) -> bool:
-        decision = is_producer_multi_output_fusible(producer)
-        if not decision:
+        if not is_producer_multi_output_fusible(producer):
             return False
         users = producer.users
         if len(users) == 1 and not is_multi_output_fusion(users[0]):
@@ -187,6 +185,7 @@ class _Run:
         if not candidates:
             return False
         consumer = max(candidates, key=fusion_priority)  # the first of the highest priority
+        names = (producer.name, consumer.name)
         self.log.append(f"fusing producer {producer.name} into {consumer.name} as an extra output")
         self._invalidate(producer, consumer)
         if consumer.opcode == "fusion":
@@ -195,5 +194,29 @@ class _Run:
             fusion = self.editor.wrap_in_fusion(consumer, choose_fusion_kind(producer, consumer))
             self.reach.replace(consumer, fusion)
         created = self.editor.fuse_instruction_into_multi_output(fusion, producer)
+        self._verify_step(fusion, f"fusing producer %{names[0]} into %{names[1]} (rule producer_consumer)")
         self.reach.merge(fusion, producer, created)
         return True
+
+    # -- --verify-each ----------------------------------------------------------------------------
+    def _verify_step(self, fusion: HloInstruction, step: str) -> None:
+        """Under --verify-each: the fused computation matches the fusion and both it and the
+        computation around it verify; else a one-line error naming the step."""
+        if not self.verify_each:
+            return
+        from hlo_common.verifier import verify_computation
+
+        body = fusion.fused_computation()
+        try:
+            params = body.parameters
+            if [p.shape for p in params] != [o.shape for o in fusion.operands]:
+                raise VerificationError(f"the parameters of {body.name} do not match the operands of "
+                                        f"%{fusion.name}")
+            if body.root.shape != fusion.shape:
+                raise VerificationError(f"%{fusion.name} is {fusion.shape} but the root of {body.name} is "
+                                        f"{body.root.shape}")
+            verify_computation(body)
+            verify_computation(self.comp)
+        except VerificationError as exc:
+            raise VerificationError(f"multi_output_fusion: {step} breaks the verifier: "
+                                    f"{exc.one_line()}") from exc

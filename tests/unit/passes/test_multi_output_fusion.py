@@ -16,7 +16,9 @@ import pytest
 from pass_testlib import check_numerics, run_pass
 
 from hlo_common.ir import HloInstruction, HloModule
+from hlo_common.parser import parse_module
 from hlo_common.printer import print_module
+from hlo_opt import cli
 from hlo_opt.passes.multi_output_fusion import MultiOutputFusion
 
 PREFIX = """
@@ -1388,3 +1390,64 @@ def test_output_does_not_depend_on_the_hash_seed():
         assert proc.returncode == 0, proc.stderr
         outs.add(proc.stdout)
     assert len(outs) == 1
+
+
+# -- the CLI: decision log, --verify-each, the full pipeline ------------------------------------------
+def run_cli(args, capsys):
+    try:
+        cli.main(args)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_decision_log_next_to_dumps(tmp_path, capsys):
+    src = tmp_path / "m.hlo"
+    src.write_text(CYCLES)
+    code, _out, err = run_cli([str(src), "--passes", "multi_output_fusion", "--dump-to", str(tmp_path / "d")],
+                              capsys)
+    assert code == 0, err
+    lines = (tmp_path / "d" / "module_0000.test_module.multi_output_fusion_dump.txt").read_text().splitlines()
+    assert sum(ln.startswith("fusing producer ") for ln in lines) == 1
+    assert any(ln.startswith("not fusing producer ") and ln.endswith("[cycle]") for ln in lines)
+
+
+def test_verify_each_names_the_step(tmp_path, capsys, monkeypatch):
+    from hlo_common.multi_output_fusible import MultiOutputEditor
+    from hlo_common.shape import Shape
+
+    original = MultiOutputEditor.fuse_instruction_into_multi_output
+
+    def broken(self, fusion, instr):  # a planted bad edit: the fusion's shape no longer matches
+        created = original(self, fusion, instr)
+        fusion.shape = Shape.tuple_of([Shape.array("f32", (4,))])
+        return created
+
+    monkeypatch.setattr(MultiOutputEditor, "fuse_instruction_into_multi_output", broken)
+    src = tmp_path / "m.hlo"
+    src.write_text(ELEMENTWISE_AND_REDUCE)
+    code, _out, err = run_cli([str(src), "--passes", "multi_output_fusion", "--verify-each"], capsys)
+    assert code == 1
+    lines = [ln for ln in err.splitlines() if ln.startswith("hlo-opt: error:")]
+    assert len(lines) == 1, err
+    assert "multi_output_fusion: fusing producer %exp into %reduce (rule producer_consumer) breaks " \
+        "the verifier" in lines[0]
+
+
+def test_gpu_pipeline_forms_a_producer_consumer_fusion_and_disable_pass_turns_it_off(tmp_path, capsys):
+    src = tmp_path / "m.hlo"
+    src.write_text(ELEMENTWISE_AND_REDUCE)
+    code, fused, err = run_cli([str(src), "--verify-each"], capsys)
+    assert code == 0, err
+    entry = fused[fused.index("ENTRY"):]
+    assert entry.count(" fusion(") == 1 and "kind=kInput" in entry
+    # rename_fusions: the heroes of both outputs, sorted
+    assert "input_exponential_reduce_fusion = (f32[32,32]{1,0}, f32[32,32,32]{2,1,0}) fusion(%p0)" in entry
+    check_numerics(ELEMENTWISE_AND_REDUCE, parse_module(fused))
+    code, unfused, err = run_cli([str(src), "--disable-pass", "multi_output_fusion"], capsys)
+    assert code == 0, err
+    entry = unfused[unfused.index("ENTRY"):]
+    assert "= f32[32,32,32]{2,1,0} exponential(%p0)" in entry  # exp is its own kernel again
+    assert "= f32[32,32]{1,0} fusion(%exp), kind=kInput" in entry  # and the reduce another
