@@ -505,10 +505,15 @@ def _find_hero_by(start: HloInstruction, adaptor: FusionAdaptor, predicate) -> H
     return hero
 
 
-def find_non_trivial_hero(root: HloInstruction, adaptor: FusionAdaptor | None = None) -> HloInstruction:
+_HERO_SEARCH_OPCODES = frozenset({"transpose", "copy", "concatenate"})
+
+
+def find_non_trivial_hero(root: HloInstruction, adaptor: FusionAdaptor | None = None,
+                          search: bool = True) -> HloInstruction:
     """XLA's FindNonTrivialHero: the op that decides how a fusion root is emitted (a reduce, a
     tiled transpose or a concatenate found through intermediates; else the root itself).
-    Without an adaptor, `root`'s computation is the view."""
+    Without an adaptor, `root`'s computation is the view. `search=False` (the caller knows the
+    view holds no transpose, copy or concatenate) skips the transpose / concatenate search."""
     if adaptor is None:
         adaptor = FusionAdaptor.for_computation(root.parent)
     hero = root
@@ -517,6 +522,8 @@ def find_non_trivial_hero(root: HloInstruction, adaptor: FusionAdaptor | None = 
         if not adaptor.contains(operand):
             break
         hero = operand
+    if not search:
+        return hero if hero.opcode == "reduce" else root
     transpose = _find_hero_by(hero, adaptor, lambda n: tiled_transpose_description(n) is not None)
     if transpose is not None:
         return transpose
@@ -727,7 +734,8 @@ class FusionAnalysis:
         self.device = device
         self.backend_kind = backend_kind
         self.roots = adaptor.roots()
-        self.heroes = [find_non_trivial_hero(r, adaptor) for r in self.roots]
+        search = any(n.opcode in _HERO_SEARCH_OPCODES for n in adaptor.post_order())
+        self.heroes = [find_non_trivial_hero(r, adaptor, search) for r in self.roots]
         self.reduction: ReductionDimensions | None = None
         self.reduction_hero: HloInstruction | None = None
         self.transpose: TransposeDescription | None = None

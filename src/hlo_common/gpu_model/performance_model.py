@@ -143,11 +143,10 @@ class GpuPerformanceModel:
 
     # -- utilizations ----------------------------------------------------------------------------
     def _operand_bytes(self, instr: HloInstruction, operand: HloInstruction) -> int:
-        try:
-            i = instr.operands.index(operand)
-        except ValueError:
-            return 0
-        return self.cost.operand_bytes_accessed(instr, i)
+        for i, o in enumerate(instr.operands):
+            if o is operand:
+                return self.cost.operand_bytes_accessed(instr, i)
+        return 0
 
     def operand_utilization(self, instr: HloInstruction, operand: HloInstruction) -> float:
         """How many times `instr` reads each element of `operand` (summed over the outputs of a
@@ -171,7 +170,7 @@ class GpuPerformanceModel:
             return 0.0
         if consumer.opcode == "fusion":
             comp = consumer.fused_computation()
-            common = comp.parameter(consumer.operands.index(operand))
+            common = comp.parameter(next(i for i, o in enumerate(consumer.operands) if o is operand))
             res = 0.0
             for i, o in enumerate(consumer.operands):
                 if o is producer or (o.opcode == "get-tuple-element" and o.operands[0] is producer):
@@ -186,8 +185,10 @@ class GpuPerformanceModel:
         by_producer = self._operand_bytes(producer, operand)
         by_consumer = self._operand_bytes(consumer, operand)
         common = 0.0
-        if operand in producer.operands:
-            common = self._common_utilization(producer, producer.operands.index(operand), consumer)
+        for i, o in enumerate(producer.operands):
+            if o is operand:
+                common = self._common_utilization(producer, i, consumer)
+                break
         common_bytes = round(shape_bytes(operand.shape) * common)
         return round(by_producer * util) + by_consumer - common_bytes
 
@@ -204,8 +205,9 @@ class GpuPerformanceModel:
         coalesced = coalesced_inputs(analysis)
         read = 0.0
         bytes_read = 0
+        first_index: dict[HloInstruction, int] = {}
         for i, operand in enumerate(instr.operands):
-            first = instr.operands.index(operand)
+            first = first_index.setdefault(operand, i)
             total = cost.operand_bytes[first]
             net = min(shape_bytes(operand.shape), total)
             bytes_read += total
