@@ -67,6 +67,7 @@ from hlo_common.fusion_analysis import (
     transpose_is_bitcast,
 )
 from hlo_common.fusion_utils import FusionEditor
+from hlo_common.hlo_creation_utils import add_embedded_computation
 from hlo_common.gpu_fusible import (
     ALLOW,
     MAX_IR_SIZE,
@@ -564,12 +565,32 @@ class MultiOutputEditor:
         self.editor = editor
         self.uniquer = editor.uniquer
         self._dead: list[HloComputation] = []  # computations of multi-output fusions merged away
+        module = editor.module
+        self._callers: dict[int, int] = {}  # fused computation -> how many fusions call it
+        for comp in module.computations:
+            for i in comp.instructions:
+                if i.opcode == "fusion":
+                    body = i.fused_computation()
+                    self._callers[id(body)] = self._callers.get(id(body), 0) + 1
+
+    def _own_body(self, fusion: HloInstruction) -> None:
+        """Before `fusion`'s body is edited: a body other fusions call too is copied first."""
+        body = fusion.fused_computation()
+        if self._callers.get(id(body), 1) <= 1:
+            return
+        self._callers[id(body)] -= 1
+        copy = body.clone(name=self.uniquer.unique(body.name))
+        add_embedded_computation(self.editor.module, copy, before=fusion.parent)
+        fusion.attrs["calls"] = copy
+        self._callers[id(copy)] = 1
 
     def flush(self) -> None:
         self.editor.flush()
         if self._dead:
             module = self._dead[0].parent
-            dead = set(self._dead)
+            called = {id(c) for comp in module.computations for i in comp.instructions
+                      for c in i.called_computations()}
+            dead = {c for c in self._dead if id(c) not in called}  # a shared body stays
             module.computations = [c for c in module.computations if c not in dead]
             for c in dead:
                 c.parent = None
@@ -588,6 +609,7 @@ class MultiOutputEditor:
         """Make `value` (an instruction of the fusion's body) one more output of `fusion`; a
         single-output fusion becomes multi-output first, its users reading output 0 through a
         get-tuple-element. Returns (the new output's index, get-tuple-elements created)."""
+        self._own_body(fusion)
         body = fusion.fused_computation()
         created: list[HloInstruction] = []
         root = body.root
@@ -628,6 +650,7 @@ class MultiOutputEditor:
         """XLA's FuseInstructionIntoMultiOutput: `instr` (a plain op or a single-output fusion;
         an operand of `fusion`, or a sibling of it) is computed inside `fusion`, and its other
         users read it from a new output."""
+        self._own_body(fusion)
         param = self._parameter_for(fusion, instr)
         index, created = self.add_output(fusion, param)
         others = [u for u in instr.users if u is not fusion]
@@ -666,6 +689,9 @@ class MultiOutputEditor:
         for user in list(other.users):  # get-tuple-elements (is_sibling_fusion_candidate)
             user.replace_all_uses_with(outputs[user.attrs["index"]])
             comp.remove_instruction(user)
+        if other.is_root:  # the root tuple is rebuilt from the outputs (which then read the fusion)
+            tup = HloInstruction(self.uniquer.unique("tuple"), "tuple", other.shape, outputs)
+            comp.root = comp.add_instruction(tup)
         comp.remove_instruction(other)
         self._dead.append(body)
         created: list[HloInstruction] = []

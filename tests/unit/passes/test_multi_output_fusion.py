@@ -1451,3 +1451,39 @@ def test_gpu_pipeline_forms_a_producer_consumer_fusion_and_disable_pass_turns_it
     entry = unfused[unfused.index("ENTRY"):]
     assert "= f32[32,32,32]{2,1,0} exponential(%p0)" in entry  # exp is its own kernel again
     assert "= f32[32,32]{1,0} fusion(%exp), kind=kInput" in entry  # and the reduce another
+
+
+SHARED_BODY = """
+HloModule m
+f1 {
+  p = f32[8,16] parameter(0)
+  a = f32[8,16] add(p, p)
+  ROOT t = (f32[8,16], f32[8,16]) tuple(a, p)
+}
+f2 {
+  p = f32[8,16] parameter(0)
+  m = f32[8,16] multiply(p, p)
+  e = f32[8,16] exponential(m)
+  ROOT t = (f32[8,16], f32[8,16]) tuple(m, e)
+}
+ENTRY e {
+  p0 = f32[8,16] parameter(0)
+  x = (f32[8,16], f32[8,16]) fusion(p0), kind=kLoop, calls=f1
+  g = f32[8,16] get-tuple-element(x), index=0
+  n = f32[8,16] negate(g)
+  y = (f32[8,16], f32[8,16]) fusion(p0), kind=kLoop, calls=f2
+  gy = f32[8,16] get-tuple-element(y), index=1
+  r = (f32[8,16], f32[8,16]) tuple(n, gy)
+  ROOT y2 = (f32[8,16], f32[8,16]) fusion(p0), kind=kLoop, calls=f1
+}"""
+
+
+def test_a_body_shared_with_another_fusion_is_copied_before_it_grows():
+    module, changed, _ = mof(SHARED_BODY)
+    assert changed
+    x, y2 = module.entry.instruction("x"), module.entry.instruction("y2")
+    assert fused_root_opcodes(y2) == ["add", "parameter"]  # y2's body is untouched
+    assert x.fused_computation() is not y2.fused_computation()
+    # y's unused output `m` is not kept; `e` is
+    assert fused_root_opcodes(x) == ["add", "parameter", "exponential"]
+    check_numerics(SHARED_BODY, module)
