@@ -13,7 +13,9 @@ heuristic elsewhere. Here, documented simplification, every fusion kind uses XLA
   copy) anywhere in the fusion makes all of its reads uncoalesced, unless it transposes a
   broadcast or an iota (XLA's allowance);
 - a reduction fusion made of a reduction producer and a reduction consumer is uncoalesced;
-- the operand a gather indexes (operand 0) is read uncoalesced (random rows).
+- the operand a gather indexes (operand 0) is read uncoalesced when its slices are one element
+  wide along the physical minor dimension (each thread its own random row); gathered rows are
+  contiguous and coalesced, as XLA's indexing analysis finds.
 """
 
 from __future__ import annotations
@@ -72,8 +74,17 @@ def coalesced_inputs(analysis: FusionAnalysis) -> dict[HloInstruction, bool]:
     result = dict.fromkeys(inputs, ok)
     if ok:
         for node in nodes:
-            if node.opcode == "gather":
+            if node.opcode == "gather" and _gathers_single_elements(node):
                 src = adaptor.operands(node)[0]
                 if not adaptor.contains(src):
                     result[adaptor.external_value(src)] = False
     return result
+
+
+def _gathers_single_elements(gather: HloInstruction) -> bool:
+    """The gather's slices are one element wide along the operand's physical minor dimension
+    (every thread reads its own row: no two neighbours share a transaction)."""
+    operand = gather.operands[0].shape
+    sizes = gather.attrs.get("slice_sizes", ())
+    minor = [d for d in physical_dims(operand) if operand.dims[d] != 1]
+    return bool(minor) and len(sizes) == operand.rank and sizes[minor[-1]] == 1

@@ -11,7 +11,7 @@ Rules, per instruction (figures are lazily computed and cached per instruction; 
 - elementwise ops: flops = op-profile cycles (opcode, result type) x elements (`op_profiles`);
 - reduce: (input - output elements) x the flops of one application of the reducer; reduce-window:
   output elements x (window - 1) x reducer, and operand 0 read once per window element;
-  concatenate: 6 per element (400 when an operand is not a multiple of 32 along a non-major
+  concatenate: 6 per element (400 when operand 0 is not a multiple of 32 along a non-major
   concatenated dim, XLA's warp-divergence penalty); dot: 2 x output x contracted elements;
   convolution: 2 x output x kernel elements / output features; sort: n x ceil(log2 n);
 - bytes: every operand read whole and the output written whole, except slice / dynamic-slice /
@@ -263,16 +263,12 @@ class GpuHloCostAnalysis:
             out = upd_bytes
             flops = updates[0].shape.num_elements * self._computation_flops(instr.attrs["to_apply"])
         elif op == "concatenate":
-            n_el = instr.shape.num_elements
-            flops = CONCAT_FLOPS_PER_ELEMENT * n_el
+            # a compare and a branch per element; 400 when operand 0 ends off a warp boundary along
+            # a non-major concatenated dim (XLA's tuned warp-divergence penalty)
             dim = instr.attrs["dimensions"][0]
-            if dim != 0:
-                for i, o in enumerate(ops):
-                    size = o.shape.dims[dim]
-                    up = -(-size // WARP) * WARP
-                    util[i] = up / size if size else 1.0
-                    if size < up:
-                        flops = CONCAT_MISALIGNED_FLOPS_PER_ELEMENT * n_el
+            misaligned = dim > 0 and ops[0].shape.dims[dim] & (WARP - 1)
+            flops = (CONCAT_MISALIGNED_FLOPS_PER_ELEMENT if misaligned else CONCAT_FLOPS_PER_ELEMENT) * \
+                instr.shape.num_elements
         elif op == "dot":
             lhs = ops[0].shape
             contracting = math.prod(lhs.dims[d] for d in instr.attrs.get("lhs_contracting_dims", ()))
