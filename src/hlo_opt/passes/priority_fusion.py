@@ -18,8 +18,10 @@ conditional branches, called computations):
    figures of the changed instructions are dropped.
 4. At the end every scalar (one-element) constant is fused into its fusible users.
 
-With `--dump-to`, the decisions go to `module_NNNN.<name>.priority_fusion_dump.txt` next to the
-HLO dumps (XLA writes its `FusionProcessDumpProto` under that name): one line per step,
+With `--dump-to` and a `--dump-pass-re` that selects the pass (`.*` or `priority-fusion`, as
+XLA's DumpingEnabledForHloPass asks), the decisions go to
+`module_NNNN.<name>.priority_fusion_dump.txt` next to the HLO dumps (XLA writes its
+`FusionProcessDumpProto` under that name): one line per step,
 
     update_priority producer=e consumers=y,row_sum us_unfused=2.0205 us_fused=1.0015 us_saved=1.0190
     fusion fusion=fusion.4 producer=e consumer=y kind=kLoop
@@ -40,7 +42,7 @@ from hlo_common.device import H100, DeviceDescription
 from hlo_common.errors import VerificationError
 from hlo_common.fusion_analysis import fusion_kind
 from hlo_common.fusion_utils import FusionEditor
-from hlo_common.gpu_fusible import (ALLOW, AnalysisCache, FusionDecision, can_fuse, is_fusible,
+from hlo_common.gpu_fusible import (ALLOW, FusionDecision, can_fuse, is_fusible,
                                     is_fusible_bitcast, scatter)
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.hlo_utils import CONTROL_FLOW_CALLERS
@@ -99,6 +101,18 @@ class DecisionLog:
         return "".join(line + "\n" for line in self.lines)
 
 
+class _ModelAnalyses:
+    """The performance model's fusion analyses, shared with `can_fuse` (one cache, not two; the
+    model's `invalidate` drops both)."""
+
+    def __init__(self, model):
+        self.of = model.analysis
+        self.of_pair = model.producer_consumer_analysis
+
+    def invalidate(self, instr: HloInstruction) -> None:
+        pass
+
+
 class _Queue:
     """The producers of one computation by priority (XLA's PriorityFusionQueue)."""
 
@@ -107,7 +121,7 @@ class _Queue:
         self.device = pass_.device or H100
         self.model = model
         self.log = log
-        self.analyses = AnalysisCache(self.device)
+        self.analyses = _ModelAnalyses(model)
         self.heap: list[tuple[float, int, int, HloInstruction]] = []
         self.current: dict[HloInstruction, tuple[float, int]] = {}  # producer -> (priority, version)
         self.version = 0
@@ -212,7 +226,9 @@ class PriorityFusion(HloPass):
     def run_with_options(self, module: HloModule, options) -> bool:
         self.device = getattr(options, "device", None) or self.device
         self.verify_each = options.verify_each
-        self.dumper = options.dumper
+        dumper = options.dumper
+        # XLA writes the log when the dump's pass regex selects the pass (DumpingEnabledForHloPass)
+        self.dumper = dumper if dumper is not None and dumper.options.should_dump_pass(self.name) else None
         try:
             return self.run(module)
         finally:
@@ -266,8 +282,7 @@ class PriorityFusion(HloPass):
                 for op in fusion.operands:
                     if op is producer or op.opcode in ("constant", "get-tuple-element") or not is_fusible(op):
                         continue
-                    to_update[op] = None
-                    queue.invalidate(op)
+                    to_update[op] = None  # its figures with other users still hold
                 to_update[fusion] = None
                 changed = True
             queue.invalidate(producer)

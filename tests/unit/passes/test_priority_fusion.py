@@ -426,8 +426,8 @@ ENTRY e {
 def test_decision_log_next_to_dumps(tmp_path, capsys):
     src = tmp_path / "softmax.hlo"
     src.write_text(SOFTMAX)
-    code, _out, err = run_cli([str(src), "--passes", "priority-fusion", "--dump-to", str(tmp_path / "d")],
-                              capsys)
+    code, _out, err = run_cli([str(src), "--passes", "priority-fusion", "--dump-to", str(tmp_path / "d"),
+                               "--dump-pass-re", "priority-fusion"], capsys)
     assert code == 0, err
     log = (tmp_path / "d" / "module_0000.softmax.priority_fusion_dump.txt").read_text()
     lines = log.splitlines()
@@ -439,6 +439,11 @@ def test_decision_log_next_to_dumps(tmp_path, capsys):
         "rule=scalar-constant" in lines[-2]
     for ln in lines:
         assert ln.split(" ")[0] in ("computation", "update_priority", "fusion", "producer_ineligible")
+    # without a pass regex that selects the pass there is no log (XLA's DumpingEnabledForHloPass)
+    code, _out, err = run_cli([str(src), "--passes", "priority-fusion", "--dump-to", str(tmp_path / "e")],
+                              capsys)
+    assert code == 0, err
+    assert not list((tmp_path / "e").glob("*priority_fusion_dump*"))
 
 
 def test_deterministic_across_hash_seeds(tmp_path):
@@ -457,12 +462,13 @@ def test_deterministic_across_hash_seeds(tmp_path):
 def test_disable_pass_gives_the_unfused_pipeline(tmp_path, capsys):
     src = tmp_path / "softmax.hlo"
     src.write_text(SOFTMAX)
-    code, fused, err = run_cli([str(src), "--dump-to", str(tmp_path / "on")], capsys)
+    code, fused, err = run_cli([str(src), "--dump-to", str(tmp_path / "on"), "--dump-pass-re", ".*"], capsys)
     assert code == 0, err
     assert "kind=kInput" in fused
     assert (tmp_path / "on" / "module_0000.softmax.priority_fusion_dump.txt").exists()
     code, unfused, err = run_cli([str(src), "--disable-pass", "priority-fusion", "--disable-pass",
-                                  "multi_output_fusion", "--dump-to", str(tmp_path / "off")], capsys)
+                                  "multi_output_fusion", "--dump-to", str(tmp_path / "off"), "--dump-pass-re",
+                                  ".*"], capsys)
     assert code == 0, err
     entry = unfused[unfused.index("ENTRY"):]
     assert "fusion(" not in entry
