@@ -78,7 +78,8 @@ ENTRY e { p0 = s8[100000000] parameter(0) ROOT r0 = s8[1] fusion(p0), kind=kInpu
   slice1 = s8[1] slice(a1), slice={[0:1]} slice2 = s8[1] slice(a1), slice={[3:4]}
   ROOT r = s8[1] add(slice1, slice2) }
 ENTRY e { p0 = s8[100] parameter(0) ROOT r0 = s8[1] fusion(p0), kind=kInput, calls=f }""", 2, 9),
-    ("""f { p0 = s8[] parameter(0) m0 = s8[] multiply(p0, p0) n0 = s8[] negate(p0) ROOT a0 = s8[] add(m0, n0) }
+    ("""f { p0 = s8[] parameter(0) m0 = s8[] multiply(p0, p0) n0 = s8[] negate(p0) ROOT
+  a0 = s8[] add(m0, n0) }
 ENTRY e { param0 = s8[] parameter(0) ROOT r0 = s8[] fusion(param0), kind=kInput, calls=f }""", 1, 4),
 ], ids=["slice", "two_slices", "multiple_trivial_users"])
 def test_slices_and_trivial_users(hlo, operand_bytes, ir):
@@ -94,7 +95,8 @@ def test_elementwise_bitcast_is_one_access():
     m, a = analyze("""
 f { p0 = s8[10] parameter(0) negate = s8[10] negate(p0) bitcast = u8[10] bitcast(p0)
   ROOT result = (s8[10], u8[10]) tuple(negate, bitcast) }
-ENTRY e { param0 = s8[10] parameter(0) ROOT fusion = (s8[10], u8[10]) fusion(param0), kind=kLoop, calls=f }""")
+ENTRY e { param0 = s8[10] parameter(0) ROOT
+  fusion = (s8[10], u8[10]) fusion(param0), kind=kLoop, calls=f }""")
     root = m.entry.root
     assert a.ir_size(root.fused_computation().parameter(0)) == 1
     assert a.ir_size(root) == 4
@@ -123,7 +125,8 @@ f { p0 = s8[] parameter(0) b0 = s8[10] broadcast(p0), dimensions={} c0 = s8[] co
   r0 = s8[] reduce(b0, c0), dimensions={0}, to_apply=add_s8 bitcast0 = s8[1] bitcast(r0)
   i0 = s8[5] iota(), iota_dimension=0 cat0 = s8[6] concatenate(bitcast0, i0), dimensions={0}
   p1 = s32[] parameter(1) ROOT s0 = s8[2] dynamic-slice(cat0, p1), dynamic_slice_sizes={2} }
-ENTRY e { p0 = s8[] parameter(0) p1 = s32[] parameter(1) ROOT r = s8[2] fusion(p0, p1), kind=kInput, calls=f }""")
+ENTRY e { p0 = s8[] parameter(0) p1 = s32[] parameter(1) ROOT
+  r = s8[2] fusion(p0, p1), kind=kInput, calls=f }""")
     root = m.entry.root
     assert a.output_bytes_accessed(root) == 2
     assert a.operand_bytes_accessed(root, 0) == 10
@@ -146,7 +149,8 @@ def test_dus_using_operand_data_reads_the_rest():
     m, a = analyze("""
 f { to_update = s8[3,1,1,1] parameter(0) update = s8[1,1,1,1] constant(0) a = s32[] constant(0)
   dus = s8[3,1,1,1] dynamic-update-slice(to_update, update, a, a, a, a) ROOT _ = s8[3,1,1,1] negate(dus) }
-ENTRY _ { to_update = s8[3,1,1,1] parameter(0) ROOT _ = s8[3,1,1,1] fusion(to_update), kind=kLoop, calls=f }""")
+ENTRY _ { to_update = s8[3,1,1,1] parameter(0) ROOT
+  _ = s8[3,1,1,1] fusion(to_update), kind=kLoop, calls=f }""")
     root = m.entry.root
     assert a.operand_bytes_accessed(root, 0) == 3 - 1
     assert a.output_bytes_accessed(root) == 3
@@ -156,7 +160,8 @@ def test_dus_root_is_in_place():
     m, a = analyze("""
 f { to_update = s8[3,1,1,1] parameter(0) update = s8[1,1,1,1] constant(0) a = s32[] constant(0)
   ROOT dus = s8[3,1,1,1] dynamic-update-slice(to_update, update, a, a, a, a) }
-ENTRY _ { to_update = s8[3,1,1,1] parameter(0) ROOT _ = s8[3,1,1,1] fusion(to_update), kind=kLoop, calls=f }""")
+ENTRY _ { to_update = s8[3,1,1,1] parameter(0) ROOT
+  _ = s8[3,1,1,1] fusion(to_update), kind=kLoop, calls=f }""")
     root = m.entry.root
     assert a.operand_bytes_accessed(root, 0) == 0
     assert a.output_bytes_accessed(root) == 1
@@ -168,7 +173,8 @@ add { p0 = s8[] parameter(0) p1 = s8[] parameter(1) ROOT _ = s8[] add(p0, p1) }
 f { p0 = s8[10] parameter(0) p1 = s8[10] parameter(1) a = s8[10] add(p0, p1) c0 = s8[] constant(0)
   r0 = s8[] reduce(a, c0), dimensions={0}, to_apply=add c1 = s8[] constant(100)
   r1 = s8[] reduce(a, c1), dimensions={0}, to_apply=add ROOT _ = s8[] add(r0, r1) }
-ENTRY _ { p0 = s8[10] parameter(0) p1 = s8[10] parameter(1) ROOT _ = s8[] fusion(p0, p1), kind=kLoop, calls=f }""")
+ENTRY _ { p0 = s8[10] parameter(0) p1 = s8[10] parameter(1) ROOT
+  _ = s8[] fusion(p0, p1), kind=kLoop, calls=f }""")
     f = m.entry.root
     comp = f.fused_computation()
     assert a.common_elementwise_utilization(f, comp.parameter(0), comp.parameter(1)) == 2.0
@@ -181,7 +187,8 @@ def test_common_elementwise_utilization_parameter_and_root(root_text):
     m, a = analyze(f"""
 f {{ p0 = s8[10] parameter(0) p1 = s8[] parameter(1) p1b = s8[10] broadcast(p1), dimensions={{}}
   a = s8[10] add(p0, p1b) {root_text} }}
-ENTRY _ {{ p0 = s8[10] parameter(0) p1 = s8[] parameter(1) ROOT _ = {shape} fusion(p0, p1), kind=kLoop, calls=f }}""")
+ENTRY _ {{ p0 = s8[10] parameter(0) p1 = s8[] parameter(1) ROOT
+  _ = {shape} fusion(p0, p1), kind=kLoop, calls=f }}""")
     f = m.entry.root
     comp = f.fused_computation()
     assert a.common_elementwise_utilization(f, comp.parameter(0), comp.root) == 1.0
@@ -210,7 +217,8 @@ ENTRY e { x = f32[32,40] parameter(0) y = f32[32,40] parameter(1) z = f32[] para
 
 def test_custom_op_profile_is_used():
     m = parse_module("""
-ENTRY e { p0 = f32[10] parameter(0) p1 = f32[10] parameter(1) p2 = f32[10] parameter(2) p3 = f32[10] parameter(3)
+ENTRY e { p0 = f32[10] parameter(0) p1 = f32[10] parameter(1) p2 = f32[10] parameter(2)
+  p3 = f32[10] parameter(3)
   tanh = f32[10] tanh(p0) mul = f32[10] multiply(tanh, p1) ROOT clamp = f32[10] clamp(mul, p2, p3) }""")
     a = GpuHloCostAnalysis(op_profile={("clamp", "f32"): 7, ("multiply", "f32"): 11, ("tanh", "f32"): 13})
     c = m.entry

@@ -41,7 +41,8 @@ def test_kinds_of_lone_ops():
   n = f32[128,1024] negate(p)
   c = f32[128,2048] concatenate(p, n), dimensions={1}
   ROOT tup = tuple(r, rs, t, tq, n, c) }""")
-    kind = {n: FusionAnalysis.of_instruction(c.instruction(n)).emitter_kind for n in ("r", "rs", "t", "tq", "n", "c")}
+    kind = {n: FusionAnalysis.of_instruction(c.instruction(n)).emitter_kind
+            for n in ("r", "rs", "t", "tq", "n", "c")}
     # rs: a row reduction of 3 elements is not faster than elemental code (32 % 3 != 0)
     # tq: both swapped dims (64 and 8) are too small for the tiled emitter (8 * 64 < 8192)
     assert kind == {"r": "reduction", "rs": "loop", "t": "transpose", "tq": "loop", "n": "loop",
@@ -88,10 +89,12 @@ ENTRY e { x = f32[64,128] parameter(0) y = f32[128,64] parameter(1) w = f32[32,1
 
 def test_multi_root_reductions_must_be_compatible():
     c = parse_module(ADD + """
-ok { p = f32[32,1024] parameter(0) z = f32[] constant(0) r = f32[32] reduce(p, z), dimensions={1}, to_apply=add
+ok { p = f32[32,1024] parameter(0) z = f32[] constant(0)
+  r = f32[32] reduce(p, z), dimensions={1}, to_apply=add
   e = f32[32,1024] exponential(p) r2 = f32[32] reduce(e, z), dimensions={1}, to_apply=add
   ROOT t = (f32[32], f32[32], f32[32,1024]) tuple(r, r2, e) }
-bad { p = f32[32,1024] parameter(0) z = f32[] constant(0) r = f32[32] reduce(p, z), dimensions={1}, to_apply=add
+bad { p = f32[32,1024] parameter(0) z = f32[] constant(0)
+  r = f32[32] reduce(p, z), dimensions={1}, to_apply=add
   r2 = f32[1024] reduce(p, z), dimensions={0}, to_apply=add
   ROOT t = (f32[32], f32[1024]) tuple(r, r2) }
 ENTRY e { x = f32[32,1024] parameter(0)
@@ -124,7 +127,8 @@ ENTRY e { p = f32[128,1024] parameter(0) z = f32[] constant(0)
 ENTRY e { p = f32[64,128] parameter(0) y = f32[128,64] parameter(1) n = f32[64,128] negate(p)
   ROOT fu = f32[128,64] fusion(n), kind=kInput, calls=g }""".replace(
         "dimensions={1,0} }", "dimensions={1,0} ROOT a = f32[128,64] abs(t) }"), "n", "fu",
-     """f { p = f32[64,128] parameter(0) n = f32[64,128] negate(p) t = f32[128,64] transpose(n), dimensions={1,0}
+     """f { p = f32[64,128] parameter(0) n = f32[64,128] negate(p)
+  t = f32[128,64] transpose(n), dimensions={1,0}
   ROOT a = f32[128,64] abs(t) }
 ENTRY e { p = f32[64,128] parameter(0) ROOT fu = f32[128,64] fusion(p), kind=kInput, calls=f }"""),
     ("""ENTRY e { p = f32[100,200] parameter(0) q = f32[100,300] parameter(1) n = f32[100,200] negate(p)
@@ -142,7 +146,8 @@ ENTRY e { p = f32[1000,1000] parameter(0) x = f32[1000,1000] parameter(1)
 ]
 
 
-@pytest.mark.parametrize("unfused,producer,consumer,fused", CASES, ids=["reduce", "transpose", "concat", "loop"])
+@pytest.mark.parametrize("unfused,producer,consumer,fused", CASES,
+                         ids=["reduce", "transpose", "concat", "loop"])
 def test_producer_consumer_equals_built_fusion(unfused, producer, consumer, fused):
     c = entry(unfused)
     pc = FusionAnalysis.of_producer_consumer(c.instruction(producer), c.instruction(consumer))

@@ -76,7 +76,8 @@ def test_launch_dimensions_match_xla(module, name, blocks, threads):
 
 def test_kinds_of_xla_fusions():
     f = fusions_of("m6")
-    names = ("input_reduce_fusion_5", "input_scatter_fusion", "wrapped_transpose", "wrapped_dynamic_update_slice")
+    names = ("input_reduce_fusion_5", "input_scatter_fusion", "wrapped_transpose",
+             "wrapped_dynamic_update_slice")
     kinds = [FusionAnalysis.of_fusion(f[n]).emitter_kind for n in names]
     assert kinds == ["reduction", "scatter", "transpose", "in_place_dynamic_update_slice"]
     assert FusionAnalysis.of_fusion(f["wrapped_transpose"]).transpose.packed  # f16: packed emitter

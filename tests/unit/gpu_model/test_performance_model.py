@@ -154,7 +154,8 @@ ENTRY main { p0 = f32[1073741824] parameter(0) p1 = f32[1024,1048576] parameter(
 
 def test_equal_cost_before_and_after_fusion():
     m = parse_module("""
-f1 { p0 = f32[4194304] parameter(0) p1 = f32[4194304] parameter(1) ROOT tmp_3 = f32[4194304] multiply(p0, p1) }
+f1 { p0 = f32[4194304] parameter(0) p1 = f32[4194304] parameter(1) ROOT
+  tmp_3 = f32[4194304] multiply(p0, p1) }
 f2 { p0 = f32[4194304] parameter(0) p1 = f32[4194304] parameter(1) mul = f32[4194304] multiply(p0, p1)
   ROOT res = f32[4194304] tanh(mul) }
 ENTRY e2 { p0 = f32[4194304] parameter(0) p1 = f32[4194304] parameter(1)
@@ -211,17 +212,20 @@ ENTRY fusion { p0 = f32[4,256,32] parameter(0)
 
 def test_multi_output_write():
     m = parse_module("""
-fused_power { constant.1 = f32[] constant(2) broadcast = f32[4,28672,28672] broadcast(constant.1), dimensions={}
+fused_power { constant.1 = f32[] constant(2)
+  broadcast = f32[4,28672,28672] broadcast(constant.1), dimensions={}
   iota = s32[28672,28672] iota(), iota_dimension=0 iota.1 = s32[28672,28672] iota(), iota_dimension=1
   compare = pred[28672,28672] compare(iota, iota.1), direction=GE
   broadcast.1 = pred[4,28672,28672] broadcast(compare), dimensions={1,2}
   param_0.3 = f32[4,28672,28672] parameter(0) constant.2 = f32[] constant(-1e+30)
   broadcast.2 = f32[4,28672,28672] broadcast(constant.2), dimensions={}
   select = f32[4,28672,28672] select(broadcast.1, param_0.3, broadcast.2)
-  param_1.2 = f32[4,28672] parameter(1) broadcast.3 = f32[4,28672,28672] broadcast(param_1.2), dimensions={0,1}
+  param_1.2 = f32[4,28672] parameter(1)
+  broadcast.3 = f32[4,28672,28672] broadcast(param_1.2), dimensions={0,1}
   subtract = f32[4,28672,28672] subtract(select, broadcast.3)
   ROOT power = f32[4,28672,28672] power(broadcast, subtract) }
-region.1 { param_0.1 = f32[] parameter(0) param_1.1 = f32[] parameter(1) ROOT add = f32[] add(param_0.1, param_1.1) }
+region.1 { param_0.1 = f32[] parameter(0) param_1.1 = f32[] parameter(1) ROOT
+  add = f32[] add(param_0.1, param_1.1) }
 fused_reduce { param_0.2 = f32[4,28672,28672] parameter(0) bitcast = f32[4,28672,128,224] bitcast(param_0.2)
   constant = f32[] constant(0)
   ROOT reduce = f32[4,28672,128] reduce(bitcast, constant), dimensions={3}, to_apply=region.1 }
