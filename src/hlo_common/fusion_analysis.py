@@ -32,8 +32,7 @@ scatter root -> "scatter"; a sort root -> "sort"; a concatenate hero of at most 
 a fusion input is reported as "in_place_dynamic_update_slice" (in XLA a sub-case of kLoop chosen
 in `GetFusionEmitter`); `fusion_kind` maps it to kLoop.
 
-Simplifications, all documented here: reduction groups (`GroupDisjointReductions`) count as one,
-so reduction launches have blocks_y = 1; layouts are normalized on the fly (transposes and
+Simplifications, all documented here: layouts are normalized on the fly (transposes and
 reductions are described in physical dimension order, as XLA sees them after layout
 normalization); `IsReshapeOrTransposeBitcast` for transpose side outputs compares element counts
 and physical non-unit dimension orders.
@@ -927,7 +926,76 @@ class FusionAnalysis:
             return 0
         return vector
 
+    def reduction_groups(self) -> list[list[HloInstruction]]:
+        """Roots that one block row computes together (XLA's GroupDisjointReductions, the MLIR
+        variant): non-reduction roots form one group; roots sharing a predecessor (a fused
+        instruction or a fusion input) join, except that reductions are not joined through a
+        broadcast constant or scalar (recomputing that is cheap). Groups run on blocks_y."""
+        roots = self.roots
+        if len(roots) == 1:
+            return [list(roots)]
+        warp = self.device.threads_per_warp
+        parent = list(range(len(roots)))
+
+        def find(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        def union(i: int, j: int) -> None:
+            a, b = find(i), find(j)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+
+        is_reduction = [h.opcode == "reduce" and is_real_reduction_hero(r, h, warp)
+                        for r, h in zip(roots, self.heroes)]
+        non_reduction = [k for k, red in enumerate(is_reduction) if not red]
+        for k in non_reduction[1:]:
+            union(non_reduction[0], k)
+        adaptor = self.adaptor
+        reached: dict[HloInstruction, list[int]] = {}
+        order: list[HloInstruction] = []
+        for k, root in enumerate(roots):
+            seen = {root}
+            queue = [root]
+            i = 0
+            while i < len(queue):
+                node = queue[i]
+                i += 1
+                if node not in reached:
+                    reached[node] = []
+                    order.append(node)
+                reached[node].append(k)
+                if adaptor.contains(node):
+                    for o in adaptor.operands(node):
+                        if o not in seen:
+                            seen.add(o)
+                            queue.append(o)
+        for node in order:
+            ks = reached[node]
+            if len(ks) < 2:
+                continue
+            cheap = _is_broadcasted_constant_or_scalar(node)
+            picked: list[int] = []
+            added_reduce = False
+            for k in ks:
+                if is_reduction[k] and cheap and added_reduce:
+                    continue
+                picked.append(k)
+                added_reduce |= is_reduction[k]
+            for k in picked[1:]:
+                union(picked[0], k)
+        groups: dict[int, list[HloInstruction]] = {}
+        for k, root in enumerate(roots):
+            groups.setdefault(find(k), []).append(root)
+        return [groups[g] for g in sorted(groups)]
+
     def _reduction_launch(self) -> tuple[int, int]:
+        blocks, threads = self._reduction_launch_x()
+        return blocks * len(self.reduction_groups()), threads
+
+    def _reduction_launch_x(self) -> tuple[int, int]:
         batch, kept, minor = self.reduction.dims
         warp = self.device.threads_per_warp
         if self.reduction.is_row:
@@ -1007,6 +1075,14 @@ class FusionAnalysis:
     def __repr__(self) -> str:
         return f"FusionAnalysis({self.emitter_kind}, roots={[r.name for r in self.roots]}, " \
                f"heroes={[h.name for h in self.heroes]})"
+
+
+def _is_broadcasted_constant_or_scalar(instr: HloInstruction) -> bool:
+    """hlo_query::IsBroadcastedConstantOrScalar."""
+    def constant_or_scalar(i: HloInstruction) -> bool:
+        return i.opcode == "constant" or (i.shape.is_array and i.shape.rank == 0)
+    return constant_or_scalar(instr) or \
+        (instr.opcode == "broadcast" and constant_or_scalar(instr.operands[0]))
 
 
 def _leaf_elements(shape: Shape) -> int:

@@ -161,3 +161,30 @@ def test_producer_consumer_equals_built_fusion(unfused, producer, consumer, fuse
     assert (pc.transpose is None) == (built.transpose is None)
     assert sorted(x.name for x in map(pc.adaptor.external_value, pc.adaptor.inputs())) == \
         sorted(x.name for x in map(built.adaptor.external_value, built.adaptor.inputs()))
+
+
+def test_reduction_groups():
+    """Disjoint reductions run on separate block rows (blocks_y); shared inputs keep them
+    together; a shared broadcast constant does not."""
+    c = parse_module(ADD + """
+disjoint { p = f32[64,1024] parameter(0) q = f32[64,1024] parameter(1) z = f32[] constant(0)
+  r1 = f32[64] reduce(p, z), dimensions={1}, to_apply=add
+  r2 = f32[64] reduce(q, z), dimensions={1}, to_apply=add
+  ROOT t = (f32[64], f32[64]) tuple(r1, r2) }
+shared { p = f32[64,1024] parameter(0) q = f32[64,1024] parameter(1) z = f32[] constant(0)
+  e = f32[64,1024] exponential(p) r1 = f32[64] reduce(e, z), dimensions={1}, to_apply=add
+  a = f32[64,1024] add(p, q) r2 = f32[64] reduce(a, z), dimensions={1}, to_apply=add
+  ROOT t = (f32[64], f32[64]) tuple(r1, r2) }
+consts { p = f32[64,1024] parameter(0) q = f32[64,1024] parameter(1) z = f32[] constant(0)
+  one = f32[] constant(1) b = f32[64,1024] broadcast(one), dimensions={}
+  m1 = f32[64,1024] multiply(p, b) r1 = f32[64] reduce(m1, z), dimensions={1}, to_apply=add
+  m2 = f32[64,1024] multiply(q, b) r2 = f32[64] reduce(m2, z), dimensions={1}, to_apply=add
+  ROOT t = (f32[64], f32[64]) tuple(r1, r2) }
+ENTRY e { x = f32[64,1024] parameter(0) y = f32[64,1024] parameter(1)
+  d = (f32[64], f32[64]) fusion(x, y), kind=kInput, calls=disjoint
+  s = (f32[64], f32[64]) fusion(x, y), kind=kInput, calls=shared
+  k = (f32[64], f32[64]) fusion(x, y), kind=kInput, calls=consts
+  ROOT tup = tuple(d, s, k) }""").entry
+    d, s, k = (FusionAnalysis.of_fusion(c.instruction(n)) for n in ("d", "s", "k"))
+    assert [len(a.reduction_groups()) for a in (d, s, k)] == [2, 1, 2]
+    assert d.launch_dimensions()[0] == 2 * s.launch_dimensions()[0]
