@@ -116,22 +116,43 @@ def is_effective_scalar(shape: Shape) -> bool:
     return shape.is_array and all(d == 1 for d in shape.dims)
 
 
-def _heroes(fusion: HloInstruction) -> list[tuple[HloInstruction, HloInstruction]]:
+class HeroCache:
+    """(root, hero) pairs of fusions, computed once per fusion until `invalidate` (XLA's
+    FusionInfoCache role): the pass asks about the same fusions for every operand they share."""
+
+    def __init__(self):
+        self._heroes: dict[int, tuple[HloInstruction, list]] = {}  # the fusion kept alive with them
+
+    def heroes(self, fusion: HloInstruction) -> list[tuple[HloInstruction, HloInstruction]]:
+        entry = self._heroes.get(id(fusion))
+        if entry is None:
+            entry = self._heroes[id(fusion)] = (fusion, _compute_heroes(fusion))
+        return entry[1]
+
+    def invalidate(self, instr: HloInstruction) -> None:
+        self._heroes.pop(id(instr), None)
+
+
+def _compute_heroes(fusion: HloInstruction) -> list[tuple[HloInstruction, HloInstruction]]:
     return [(root, find_non_trivial_hero(root)) for root in fusion_roots(fusion)]
 
 
-def is_input_fusible_reduction(instr: HloInstruction) -> bool:
+def _heroes(fusion: HloInstruction, cache: HeroCache | None) -> list[tuple[HloInstruction, HloInstruction]]:
+    return cache.heroes(fusion) if cache is not None else _compute_heroes(fusion)
+
+
+def is_input_fusible_reduction(instr: HloInstruction, cache: HeroCache | None = None) -> bool:
     """A reduce the reduction emitter takes, or a fusion with such a hero (IsInputFusibleReduction)."""
     if instr.opcode == "fusion":
-        return any(is_real_reduction_hero(root, hero) for root, hero in _heroes(instr))
+        return any(is_real_reduction_hero(root, hero) for root, hero in _heroes(instr, cache))
     return is_reduction_from_or_to_contiguous_dimensions(instr)
 
 
-def is_input_fusible_transpose(instr: HloInstruction) -> bool:
+def is_input_fusible_transpose(instr: HloInstruction, cache: HeroCache | None = None) -> bool:
     if instr.opcode == "bitcast" or is_custom_fusion(instr):
         return False
     if instr.opcode == "fusion":
-        return any(tiled_transpose_description(hero) is not None for _, hero in _heroes(instr))
+        return any(tiled_transpose_description(hero) is not None for _, hero in _heroes(instr, cache))
     return tiled_transpose_description(instr) is not None
 
 
@@ -139,9 +160,9 @@ def is_input_fusible_scatter(instr: HloInstruction) -> bool:
     return instr.opcode == "scatter" or (_kind(instr) == "kInput" and _root(instr).opcode == "scatter")
 
 
-def is_input_fusible(instr: HloInstruction) -> bool:
-    return is_fusible(instr) and (is_input_fusible_reduction(instr) or is_input_fusible_scatter(instr)
-                                  or is_input_fusible_transpose(instr))
+def is_input_fusible(instr: HloInstruction, cache: HeroCache | None = None) -> bool:
+    return is_fusible(instr) and (is_input_fusible_reduction(instr, cache) or is_input_fusible_scatter(instr)
+                                  or is_input_fusible_transpose(instr, cache))
 
 
 def is_universally_loop_fusible(instr: HloInstruction) -> bool:
@@ -186,31 +207,31 @@ def is_nestable_variadic_reduction(instr: HloInstruction) -> bool:
     return _kind(instr) == "kLoop" and _root(instr).opcode == "reduce"
 
 
-def is_fusible_as_multi_output_fusion_root(instr: HloInstruction) -> bool:
+def is_fusible_as_multi_output_fusion_root(instr: HloInstruction, cache: HeroCache | None = None) -> bool:
     """Reductions, tiled transposes, loop fusions and elementwise ops may root a multi-output
     fusion; scatters and custom fusions may not."""
     return (is_fusible(instr) and not is_custom_fusion(instr)
-            and (is_input_fusible_reduction(instr) or is_input_fusible_transpose(instr)
+            and (is_input_fusible_reduction(instr, cache) or is_input_fusible_transpose(instr, cache)
                  or _kind(instr) == "kLoop" or is_elementwise(instr.opcode)))
 
 
-def choose_fusion_kind(producer: HloInstruction, consumer: HloInstruction) -> str:
+def choose_fusion_kind(producer: HloInstruction, consumer: HloInstruction,
+                       cache: HeroCache | None = None) -> str:
     """kInput when either side needs an input emitter (reduction, transpose, scatter), else kLoop."""
-    return "kInput" if is_input_fusible(consumer) or is_input_fusible(producer) else "kLoop"
+    return "kInput" if is_input_fusible(consumer, cache) or is_input_fusible(producer, cache) else "kLoop"
 
 
-def get_real_hero_for_multi_output_fusion(instr: HloInstruction) -> HloInstruction:
+def get_real_hero_for_multi_output_fusion(instr: HloInstruction,
+                                          cache: HeroCache | None = None) -> HloInstruction:
     """The op whose shape constrains a multi-output fusion: a real reduction or tiled transpose
     hero of a root when there is one, else the root (the first output of a multi-output one)."""
     if instr.opcode != "fusion":
         return instr
-    root = _root(instr)
-    candidates = root.operands if root.opcode == "tuple" else [root]
-    for node in candidates:
-        hero = find_non_trivial_hero(node)
+    heroes = _heroes(instr, cache)  # the root, or the root tuple's operands, with their heroes
+    for node, hero in heroes:
         if is_real_reduction_hero(node, hero) or tiled_transpose_description(hero) is not None:
             return hero
-    return candidates[0]
+    return heroes[0][0]
 
 
 def is_column_reduction_hero(hero: HloInstruction) -> bool:
@@ -264,25 +285,25 @@ def fusion_heroes_are_compatible(hero1: HloInstruction, hero2: HloInstruction,
     return ALLOW
 
 
-def _loop_shape(hero: HloInstruction, owner: HloInstruction) -> Shape:
-    """The shape a multi-output kernel loops over for this hero (of `owner`, a fusion or the hero
-    itself): a reduction's or tiled transpose's input, else the hero's own shape."""
-    inner = find_non_trivial_hero(hero) if owner.opcode == "fusion" else hero
-    if is_reduction_from_or_to_contiguous_dimensions(hero) or tiled_transpose_description(inner) is not None:
-        return inner.operands[0].shape
+def _loop_shape(hero: HloInstruction) -> Shape:
+    """The shape a multi-output kernel loops over for this hero: a reduction's or tiled
+    transpose's input, else the hero's own shape. (XLA looks for the hero of `hero` inside a
+    fusion again; a real hero is its own hero, and a root without one has no tiled transpose.)"""
+    if is_reduction_from_or_to_contiguous_dimensions(hero) or tiled_transpose_description(hero) is not None:
+        return hero.operands[0].shape
     return hero.shape
 
 
-def shapes_compatible_for_multi_output_fusion(instr1: HloInstruction,
-                                              instr2: HloInstruction) -> FusionDecision:
+def shapes_compatible_for_multi_output_fusion(instr1: HloInstruction, instr2: HloInstruction,
+                                              cache: HeroCache | None = None) -> FusionDecision:
     """One kernel loops over one shape: the heroes agree and their loop shapes are equal up to
     element type, or bitcasts of each other."""
-    hero1 = get_real_hero_for_multi_output_fusion(instr1)
-    hero2 = get_real_hero_for_multi_output_fusion(instr2)
+    hero1 = get_real_hero_for_multi_output_fusion(instr1, cache)
+    hero2 = get_real_hero_for_multi_output_fusion(instr2, cache)
     decision = fusion_heroes_are_compatible(hero1, hero2, _as_fusion(instr1), _as_fusion(instr2))
     if not decision:
         return decision
-    l1, l2 = _loop_shape(hero1, instr1), _loop_shape(hero2, instr2)
+    l1, l2 = _loop_shape(hero1), _loop_shape(hero2)
     if not _equal_ignoring_element_type(l1, l2) and (
             l1.is_tuple or l2.is_tuple or not _reshape_or_transpose_bitcast(l1, l2)):
         return _forbid("loop_shapes", "different loop shapes")
@@ -488,8 +509,8 @@ def operand_reachable_from_producer(producer: HloInstruction, consumer: HloInstr
 
 
 # -- the two questions of the pass --------------------------------------------------------------------
-def is_sibling_fusion_candidate(instr: HloInstruction) -> bool:
-    if not instr.users or not is_fusible_as_multi_output_fusion_root(instr):
+def is_sibling_fusion_candidate(instr: HloInstruction, cache: HeroCache | None = None) -> bool:
+    if not instr.users or not is_fusible_as_multi_output_fusion_root(instr, cache):
         return False
     if is_nestable_variadic_reduction(instr):
         return False
@@ -506,14 +527,15 @@ def is_sibling_fusion_candidate(instr: HloInstruction) -> bool:
 
 
 def can_fuse_siblings(sibling1: HloInstruction, sibling2: HloInstruction, common: HloInstruction,
-                      reach: Reachability, device: DeviceDescription = H100) -> FusionDecision:
+                      reach: Reachability, device: DeviceDescription = H100,
+                      cache: HeroCache | None = None) -> FusionDecision:
     if reach.is_connected(sibling1, sibling2):
         return _forbid("cycle", f"{sibling1.name} and {sibling2.name} are connected")
-    decision = shapes_compatible_for_multi_output_fusion(sibling1, sibling2)
+    decision = shapes_compatible_for_multi_output_fusion(sibling1, sibling2, cache)
     if not decision:
         return decision
-    hero1 = get_real_hero_for_multi_output_fusion(sibling1)
-    hero2 = get_real_hero_for_multi_output_fusion(sibling2)
+    hero1 = get_real_hero_for_multi_output_fusion(sibling1, cache)
+    hero2 = get_real_hero_for_multi_output_fusion(sibling2, cache)
 
     def plain(hero: HloInstruction) -> bool:
         return (not is_reduction_from_or_to_contiguous_dimensions(hero)
@@ -530,14 +552,15 @@ def can_fuse_siblings(sibling1: HloInstruction, sibling2: HloInstruction, common
 
 
 def producer_candidate_is_fusible(producer: HloInstruction, consumer: HloInstruction, reach: Reachability,
-                                  device: DeviceDescription = H100, model=None) -> FusionDecision:
+                                  device: DeviceDescription = H100, model=None,
+                                  cache: HeroCache | None = None) -> FusionDecision:
     """May `producer` be computed inside `consumer` and written out from there? `model` is a
     GpuPerformanceModel (None: no cost check)."""
-    if not is_fusible_as_multi_output_fusion_root(consumer):
+    if not is_fusible_as_multi_output_fusion_root(consumer, cache):
         return _forbid("not_mof_root", "consumer not eligible as multi-output fusion root")
     if consumer.shape.is_tuple and not is_multi_output_fusion(consumer):
         return _forbid("not_mof_root", "consumer has a tuple-shaped output that is not a root tuple")
-    decision = shapes_compatible_for_multi_output_fusion(consumer, producer)
+    decision = shapes_compatible_for_multi_output_fusion(consumer, producer, cache)
     if not decision:
         return decision
     decision = operand_reachable_from_producer(producer, consumer, reach)

@@ -37,6 +37,7 @@ from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.errors import VerificationError
 from hlo_common.multi_output_fusible import (
+    HeroCache,
     MultiOutputEditor,
     Reachability,
     can_fuse_siblings,
@@ -111,10 +112,12 @@ class _Run:
         self.editor = editor
         self.log = log
         self.reach = Reachability(comp)
+        self.cache = HeroCache()
 
     def _invalidate(self, *instrs: HloInstruction) -> None:
-        if self.model is not None:
-            for instr in instrs:
+        for instr in instrs:
+            self.cache.invalidate(instr)
+            if self.model is not None:
                 self.model.invalidate(instr)
 
     def run(self) -> bool:
@@ -133,7 +136,7 @@ class _Run:
     def fuse_siblings(self, parent: HloInstruction) -> bool:
         if parent.shape.is_array and is_effective_scalar(parent.shape):
             return False
-        siblings = [u for u in parent.users if is_sibling_fusion_candidate(u)]
+        siblings = [u for u in parent.users if is_sibling_fusion_candidate(u, self.cache)]
         siblings.sort(key=lambda s: -fusion_priority(s))  # stable: user order within a priority
         changed = False
         i = 0
@@ -145,7 +148,7 @@ class _Run:
             j = i
             while j < len(siblings):
                 other = siblings[j]
-                decision = can_fuse_siblings(remaining, other, parent, self.reach, self.device)
+                decision = can_fuse_siblings(remaining, other, parent, self.reach, self.device, self.cache)
                 if not decision:
                     self.log.append(f"not fusing siblings {remaining.name} and {other.name} "
                                     f"(operand {parent.name}): {decision.explain()}")
@@ -176,7 +179,8 @@ class _Run:
             return False  # priority fusion already weighed fusing into its only user
         candidates = []
         for consumer in users:
-            decision = producer_candidate_is_fusible(producer, consumer, self.reach, self.device, self.model)
+            decision = producer_candidate_is_fusible(producer, consumer, self.reach, self.device, self.model,
+                                                     self.cache)
             if decision:
                 candidates.append(consumer)
             else:
@@ -191,7 +195,7 @@ class _Run:
         if consumer.opcode == "fusion":
             fusion = consumer
         else:
-            fusion = self.editor.wrap_in_fusion(consumer, choose_fusion_kind(producer, consumer))
+            fusion = self.editor.wrap_in_fusion(consumer, choose_fusion_kind(producer, consumer, self.cache))
             self.reach.replace(consumer, fusion)
         created = self.editor.fuse_instruction_into_multi_output(fusion, producer)
         self._verify_step(fusion, f"fusing producer %{names[0]} into %{names[1]} (rule producer_consumer)")
