@@ -105,6 +105,7 @@ class FusionAdaptor:
         self._operands: dict[HloInstruction, list[HloInstruction]] = {}
         self._users: dict[HloInstruction, list[HloInstruction]] = {}
         self._inputs: list[HloInstruction] | None = None
+        self._post_order: list[HloInstruction] | None = None
         roots: list[HloInstruction] = []
         for k in roots_from:
             for r in self._outputs(parts[k]):
@@ -239,13 +240,17 @@ class FusionAdaptor:
         return self._roots
 
     def post_order(self) -> list[HloInstruction]:
-        """Every node, operands before users (producer part first)."""
+        """Every node, operands before users (producer part first). Cached: a view is a snapshot
+        (build a new one after editing the graph)."""
+        if self._post_order is not None:
+            return self._post_order
         out: list[HloInstruction] = []
         for p in self.parts:
             if p.comp is None:
                 out.append(p.instr)
             else:
                 out.extend(i for i in p.comp.post_order() if self.contains(i))
+        self._post_order = out
         return out
 
     def external_value(self, x: HloInstruction) -> HloInstruction:
