@@ -117,6 +117,35 @@ ENTRY main.4 {
     tuple(rb.5.0, ps.1.0, dn.1.0, bitcast.1.0, cvt.1.0, sel2.1.0, rvn.1.0, ia.1.0, r7.5.0)
 }"""
 
+M7 = """
+region_0.1 { r4.2 = f32[] parameter(0) r4.3 = f32[] parameter(1) ROOT s.1.0 = f32[] add(r4.2, r4.3) }
+region_0.1.clone { r4.0 = f32[] parameter(0) r4.1 = f32[] parameter(1) ROOT s.0.0 = f32[] add(r4.0, r4.1) }
+ENTRY main.3 {
+  p0.1 = f32[64,128,256]{2,1,0} parameter(0)
+  negate.1 = f32[64,128,256]{2,1,0} negate(p0.1)
+  transpose.1.0 = f32[128,64,256]{2,1,0} transpose(negate.1), dimensions={1,0,2}
+  p1.1 = f32[1024,1024]{1,0} parameter(1)
+  sl1.1.0 = f32[512,512]{1,0} slice(p1.1), slice={[0:1024:2], [0:1024:2]}
+  e1.1.0 = f32[512,512]{1,0} exponential(sl1.1.0)
+  p2.1 = f32[2048]{0} parameter(2)
+  b2.1.0 = f32[2048,1024]{1,0} broadcast(p2.1), dimensions={0}
+  p3.1 = f32[2048,1024]{1,0} parameter(3)
+  a2.1.0 = f32[2048,1024]{1,0} add(b2.1.0, p3.1)
+  p4.1 = f32[256,512]{1,0} parameter(4)
+  constant.1.0 = f32[] constant(0)
+  r4.5.0 = f32[512]{0} reduce(p4.1, constant.1.0), dimensions={0}, to_apply=region_0.1.clone
+  p5.1 = bf16[512,2048]{1,0} parameter(5)
+  multiply.1 = bf16[512,2048]{1,0} multiply(p5.1, p5.1)
+  transpose.4.0 = bf16[2048,512]{1,0} transpose(multiply.1), dimensions={1,0}
+  p6.1 = f32[1000,1000]{1,0} parameter(6)
+  rw.5.0 = f32[333,1000]{1,0} reduce-window(p6.1, constant.1.0), window={size=3x1 stride=3x1},
+    to_apply=region_0.1
+  q6.1.0 = f32[333,1000]{1,0} sqrt(rw.5.0)
+  ROOT tuple.1.0 = (f32[128,64,256]{2,1,0}, f32[512,512]{1,0}, f32[2048,1024]{1,0}, f32[512]{0},
+    bf16[2048,512]{1,0}, f32[333,1000]{1,0})
+    tuple(transpose.1.0, e1.1.0, a2.1.0, r4.5.0, transpose.4.0, q6.1.0)
+}"""
+
 # (module, producer, XLA us_fused, XLA us_unfused); the consumers are all of the producer's users.
 XLA_FIGURES = [
     (M2, "a.1.0", 16.2322502, 24.4055),            # elementwise into elementwise
@@ -142,11 +171,16 @@ XLA_FIGURES = [
     (M4, "x.1.0", 9.704, 12.047),                   # two elementwise consumers sharing operands
     (M4, "pd.1.0", 1.161, 2.321),                   # pad
     (M4, "convert.2", 60.677, 76.584),              # bf16 -> f32 convert into tanh
+    (M7, "negate.1", 6.009, 12.014),                # into a transpose keeping the minor dim
+    (M7, "b2.1.0", 6.143, 12.148),                  # row broadcast into an add
+    (M7, "multiply.1", 2.253, 5.130),               # bf16 into a packed tiled transpose
+    (M7, "rw.5.0", 2.611, 4.406),                   # strided reduce-window
+    (M7, "sl1.1.0", 1.641, 3.267),                  # strided slice
 ]
 
 
 @pytest.mark.parametrize("text,producer,fused,unfused", XLA_FIGURES,
-                         ids=[f"{ {id(M2): 'm2', id(M3): 'm3', id(M4): 'm4'}[id(t)]}-{p}"
+                         ids=[f"{ {id(M2): 'm2', id(M3): 'm3', id(M4): 'm4', id(M7): 'm7'}[id(t)]}-{p}"
                               for t, p, _, _ in XLA_FIGURES])
 def test_run_times_match_xla(text, producer, fused, unfused):
     m = parse_module(text)

@@ -54,6 +54,14 @@ XLA_LAUNCHES = {
         ("wrapped_transpose", 512, 128),
         ("input_transpose_fusion", 2048, 128),
     ],
+    "m7": [
+        ("input_reduce_fusion", 8, 1024),
+        ("loop_exponential_fusion", 2048, 128),
+        ("loop_sqrt_fusion", 651, 128),
+        ("input_transpose_fusion", 256, 128),
+        ("loop_transpose_fusion", 4096, 128),
+        ("loop_add_fusion", 4096, 128),
+    ],
 }
 
 CASES = [(m, name, blocks, threads) for m, rows in XLA_LAUNCHES.items() for name, blocks, threads in rows]
