@@ -23,7 +23,8 @@ op, first in user order on ties). Constants and custom fusions are never produce
 and their reasons are in `hlo_common.multi_output_fusible`; a producer-consumer fusion must
 also not be slower by the GPU performance model (`estimate_run_times_for_multi_output_fusion`:
 two launches and both kernels unfused against one launch writing both outputs). Every decision
-is kept in `decisions` (one line each: fused, or the rule that refused), in visiting order.
+is kept in `decisions` (one line each: fused, or the rule that refused), in visiting order, and
+written next to the `--dump-to` dumps as `*.multi_output_fusion_dump.txt` when there is any.
 The walk depends only on the module text, never on hashing.
 """
 
@@ -77,7 +78,7 @@ class MultiOutputFusion(HloPass):
         else:
             changed = self.run(module)
         dumper = getattr(options, "dumper", None)
-        if dumper is not None:
+        if dumper is not None and self.decisions:  # nothing considered: no file
             from hlo_common.cli_util import write_file_atomically
 
             path = dumper.options.directory / dumper.file_name("multi_output_fusion_dump", "text")
