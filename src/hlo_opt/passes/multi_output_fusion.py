@@ -37,10 +37,9 @@ from hlo_common.fusion_utils import FusionEditor
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.errors import VerificationError
+from hlo_common.multi_output_editing import MultiOutputEditor, Reachability
 from hlo_common.multi_output_fusible import (
     HeroCache,
-    MultiOutputEditor,
-    Reachability,
     can_fuse_siblings,
     choose_fusion_kind,
     fusion_priority,
