@@ -38,14 +38,14 @@ class Reachability:
         order = comp.post_order()
         self._index: dict[int, int] = {}
         self._nodes: list[HloInstruction] = []  # kept alive, so no id() is reused while indexed
-        self._capacity = max(64, 2 * len(order))
+        self._capacity = len(order) + max(64, len(order) // 4)  # merges add a few gtes each
         self._bits = np.zeros((self._capacity, (self._capacity + 7) // 8), dtype=np.uint8)
         self._n = 0
         for instr in order:
             self._add(instr, list(instr.operands) + list(instr.control_predecessors))
 
     def _grow(self) -> None:
-        cap = 2 * self._capacity
+        cap = self._capacity + max(64, self._capacity // 2)
         bits = np.zeros((cap, (cap + 7) // 8), dtype=np.uint8)
         bits[:self._capacity, :self._bits.shape[1]] = self._bits
         self._bits, self._capacity = bits, cap

@@ -1485,3 +1485,28 @@ def test_a_body_shared_with_another_fusion_is_copied_before_it_grows():
     # y's unused output `m` is not kept; `e` is
     assert fused_root_opcodes(x) == ["add", "parameter", "exponential"]
     check_numerics(SHARED_BODY, module)
+
+
+def test_reachability_follows_merges_and_grows():
+    from hlo_common.multi_output_editing import Reachability
+    from hlo_common.shape import Shape
+
+    module = parse_module("""
+HloModule m
+ENTRY e {
+  p = f32[4] parameter(0)
+  x = f32[4] negate(p)
+  y = f32[4] exponential(p)
+  z = f32[4] add(x, x)
+  ROOT w = f32[4] abs(y)
+}""")
+    comp = module.entry
+    p, x, y, z, w = (comp.instruction(n) for n in "pxyzw")
+    reach = Reachability(comp)
+    assert reach.is_reachable(p, z) and reach.is_reachable(x, z) and not reach.is_reachable(z, x)
+    assert not reach.is_connected(x, y) and not reach.is_connected(z, w)
+    new = [HloInstruction(f"g{k}", "get-tuple-element", Shape.array("f32", (4,))) for k in range(200)]
+    reach.merge(x, y, new)  # y merged into x: whatever y reached, x reaches now
+    assert reach.is_reachable(x, w) and reach.is_reachable(p, w)
+    assert not reach.is_reachable(z, w) and not reach.is_connected(z, w)
+    assert all(reach.is_reachable(x, g) and not reach.is_reachable(g, x) for g in new)
