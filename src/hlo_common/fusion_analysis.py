@@ -861,7 +861,7 @@ class FusionAnalysis:
 
     def _index_shape(self) -> Shape:
         shape = self.roots[0].shape
-        while shape.is_tuple:
+        while shape.is_tuple and shape.tuple_shapes:
             shape = shape.tuple_shapes[0]
         return shape
 
@@ -1091,7 +1091,7 @@ def _is_broadcasted_constant_or_scalar(instr: HloInstruction) -> bool:
 
 
 def _leaf_elements(shape: Shape) -> int:
-    while shape.is_tuple:
+    while shape.is_tuple and shape.tuple_shapes:
         shape = shape.tuple_shapes[0]
     return shape.num_elements
 

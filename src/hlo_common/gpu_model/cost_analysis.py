@@ -64,7 +64,7 @@ def leaf_elements(shape: Shape) -> int:
 
 
 def _first_array(shape: Shape) -> Shape:
-    while shape.is_tuple:
+    while shape.is_tuple and shape.tuple_shapes:
         shape = shape.tuple_shapes[0]
     return shape
 
