@@ -45,17 +45,14 @@ from __future__ import annotations
 from typing import Hashable, Sequence
 
 from hlo_codegen.emitters.base import (
-    EmitterError, KernelEmitter, find_hero, fusion_roots, is_real_reduction_hero, kernel_name,
-    wrap_computation_in_fusion,
+    EmitterError, KernelEmitter, fusion_roots, kernel_name, wrap_computation_in_fusion,
 )
 from hlo_codegen.emitters.launch import A100, H100, GpuDeviceInfo, loop_launch_dimensions
 from hlo_codegen.emitters.loop import LoopFusion
 from hlo_codegen.emitters import (  # noqa: F401  (they register elemental rules)
     elemental_dots, elemental_linalg, elemental_topk, elemental_window,
 )
-from hlo_codegen.emitters.in_place_dus import (
-    ConcatenateFusion, InPlaceDynamicUpdateSliceFusion, is_concatenate_fusion, is_dus_root,
-)
+from hlo_codegen.emitters.in_place_dus import ConcatenateFusion, InPlaceDynamicUpdateSliceFusion
 from hlo_codegen.emitters.reduction import ReductionFusion
 from hlo_codegen.emitters.scatter import ScatterFusion
 from hlo_codegen.emitters.sort import SortFusion
