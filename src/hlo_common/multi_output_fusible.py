@@ -31,7 +31,7 @@ The rules, in XLA's order (names are the `rule` of the decision):
 |                          | transpose bitcasts of each other)                                  |
 | cycle                    | OperandReachableFromProducer / siblings connected                  |
 | column_reduction         | a column reduction and an elementwise sibling read the operand in  |
-|                          | conflicting orders                                                 |
+|                          | conflicting orders (XLA at HEAD; off by default, see below)        |
 | non_overlapping_slices   | ParameterSlicesAreNonOverlapping (operands >= 1 KiB)               |
 | multiple_dus             | LegalToFuse: a dynamic-update-slice root on either side            |
 | shared_memory,           | FusionFitsInBudget: 48 KiB shared memory, 8 unnested reductions,   |
@@ -39,6 +39,12 @@ The rules, in XLA's order (names are the `rule` of the decision):
 | operand_limit            | an output)                                                         |
 | ir_size                  | ProducerConsumerMergedTooLarge                                     |
 | slower                   | the performance model says the fused kernel is slower              |
+
+The column_reduction rule is XLA's newest (multi_output_fusion.cc at HEAD); the XLA that
+`bench/fusion_vs_xla.py` compares against (jaxlib 0.10.2) does not have it and sibling-fuses a
+column reduction with elementwise users of its operand (e.g. the three users of the gradient in a
+batch-norm backward: one kernel fewer). The pass follows the XLA it is measured against by
+default; `multi_output_fusion(column_reduction_rule=True)` gives HEAD's behaviour.
 
 Hero queries come from `hlo_common.fusion_analysis` (cached per fusion by `HeroCache`), budgets
 and IR sizes from `hlo_common.gpu_fusible`. The edits that build multi-output fusions, and the
@@ -459,12 +465,24 @@ def is_sibling_fusion_candidate(instr: HloInstruction, cache: HeroCache | None =
 
 def can_fuse_siblings(sibling1: HloInstruction, sibling2: HloInstruction, common: HloInstruction,
                       reach: Reachability, device: DeviceDescription = H100,
-                      cache: HeroCache | None = None) -> FusionDecision:
+                      cache: HeroCache | None = None, column_rule: bool = False) -> FusionDecision:
+    """`column_rule`: refuse a column reduction with an elementwise sibling (XLA at HEAD)."""
     if reach.is_connected(sibling1, sibling2):
         return _forbid("cycle", f"{sibling1.name} and {sibling2.name} are connected")
     decision = shapes_compatible_for_multi_output_fusion(sibling1, sibling2, cache)
     if not decision:
         return decision
+    if column_rule and _column_reduction_with_elementwise(sibling1, sibling2, cache):
+        return _forbid("column_reduction",
+                       "sibling multi-output fusion of a column reduction with an element-wise root")
+    decision = parameter_slices_are_non_overlapping(sibling1, sibling2, common)
+    if not decision:
+        return decision
+    return legal_to_fuse(sibling1, sibling2, device)
+
+
+def _column_reduction_with_elementwise(sibling1: HloInstruction, sibling2: HloInstruction,
+                                       cache: HeroCache | None) -> bool:
     hero1 = get_real_hero_for_multi_output_fusion(sibling1, cache)
     hero2 = get_real_hero_for_multi_output_fusion(sibling2, cache)
 
@@ -472,14 +490,8 @@ def can_fuse_siblings(sibling1: HloInstruction, sibling2: HloInstruction, common
         return (not is_reduction_from_or_to_contiguous_dimensions(hero)
                 and tiled_transpose_description(hero) is None and hero.opcode != "transpose")
 
-    if ((is_column_reduction_hero(hero1) and plain(hero2))
-            or (is_column_reduction_hero(hero2) and plain(hero1))):
-        return _forbid("column_reduction",
-                       "sibling multi-output fusion of a column reduction with an element-wise root")
-    decision = parameter_slices_are_non_overlapping(sibling1, sibling2, common)
-    if not decision:
-        return decision
-    return legal_to_fuse(sibling1, sibling2, device)
+    return ((is_column_reduction_hero(hero1) and plain(hero2))
+            or (is_column_reduction_hero(hero2) and plain(hero1)))
 
 
 def producer_candidate_is_fusible(producer: HloInstruction, consumer: HloInstruction, reach: Reachability,

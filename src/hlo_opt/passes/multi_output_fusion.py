@@ -67,6 +67,9 @@ class MultiOutputFusion(HloPass):
     device: DeviceDescription | str | None = None  # None: the run's `--device`, else the H100
     cost_model: bool = True  # False: skip the performance-model check (tests of the rules alone)
     verify_each: bool = False  # verify each fused computation and its caller after each step
+    # XLA at HEAD refuses a column reduction with an elementwise sibling; the XLA we measure
+    # against (jaxlib 0.10.2) does not (see hlo_common.multi_output_fusible).
+    column_reduction_rule: bool = False
     decisions: list[str] = field(default_factory=list, compare=False, repr=False)
 
     def run_with_options(self, module: HloModule, options) -> bool:
@@ -95,7 +98,9 @@ class MultiOutputFusion(HloPass):
         changed = False
         for comp in fusible_computations(module):
             model = _performance_model(device) if self.cost_model else None
-            changed |= _Run(comp, device, model, editor, self.decisions, self.verify_each).run()
+            run = _Run(comp, device, model, editor, self.decisions, self.verify_each)
+            run.column_rule = self.column_reduction_rule
+            changed |= run.run()
         editor.flush()
         return changed
 
@@ -113,6 +118,7 @@ class _Run:
         self.log = log
         self.reach = Reachability(comp)
         self.cache = HeroCache()
+        self.column_rule = False
 
     def _invalidate(self, *instrs: HloInstruction) -> None:
         for instr in instrs:
@@ -148,7 +154,8 @@ class _Run:
             j = i
             while j < len(siblings):
                 other = siblings[j]
-                decision = can_fuse_siblings(remaining, other, parent, self.reach, self.device, self.cache)
+                decision = can_fuse_siblings(remaining, other, parent, self.reach, self.device, self.cache,
+                                             self.column_rule)
                 if not decision:
                     self.log.append(f"not fusing siblings {remaining.name} and {other.name} "
                                     f"(operand {parent.name}): {decision.explain()}")

@@ -534,8 +534,7 @@ ENTRY main {
     assert not changed
 
 
-def test_column_reduction_and_elementwise_siblings_are_not_fused():
-    _, changed, log = mof(PREFIX + """
+COLUMN_AND_ELEMENTWISE = PREFIX + """
 fr {
   p = f32[1024,256]{1,0} parameter(0)
   z = f32[] constant(0)
@@ -550,9 +549,23 @@ ENTRY e {
   r = f32[256]{0} fusion(p0), kind=kInput, calls=fr
   e = f32[1024,256]{1,0} fusion(p0), kind=kLoop, calls=fe
   ROOT t = (f32[256]{0}, f32[1024,256]{1,0}) tuple(r, e)
-}""")
+}"""
+
+
+def test_column_reduction_and_elementwise_siblings_with_heads_rule():
+    p = MultiOutputFusion(column_reduction_rule=True)
+    _, changed = run_pass(p, COLUMN_AND_ELEMENTWISE)
     assert not changed
-    assert refused(log, "column_reduction")
+    assert refused(p.decisions, "column_reduction")
+
+
+def test_column_reduction_and_elementwise_siblings_as_the_measured_xla():
+    """jaxlib 0.10.2's XLA fuses them (one kernel reads p0 once), and so do we by default."""
+    module, changed, _ = mof(COLUMN_AND_ELEMENTWISE)
+    assert changed
+    fusion = root_fusion(module)
+    assert fused_root_opcodes(fusion) == ["reduce", "exponential"] and fusion.attrs["kind"] == "kInput"
+    check_numerics(COLUMN_AND_ELEMENTWISE, module)
 
 
 def test_row_reduction_and_elementwise_siblings_are_fused():
