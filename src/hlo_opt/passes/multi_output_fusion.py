@@ -14,12 +14,13 @@ producer into every consumer or leaves it alone; this pass catches what is left:
 - producer-consumer: a producer with several users is computed inside one consumer and written
   out from there as an extra output (its other users read that output), saving its own kernel.
 
-Order as XLA: each fusible computation (not fusion bodies, not computations called by ops
-other than while / conditional) is walked once in reverse post order (users before
+Order as XLA: each fusible computation (the ones priority fusion visits: not fusion bodies, not
+reducers, comparators and other computations embedded in an op) is walked once in reverse post order (users before
 producers); at each instruction its users are sibling-fused first (multi-output fusions first,
 then fusions, then plain ops, stably), then the instruction is fused as a producer into the
 preferred consumer that passes every check (a multi-output fusion over a fusion over a plain
-op, first in user order on ties). Constants and custom fusions are never producers. The checks
+op, first in user order on ties). Constants are skipped; custom fusions (library calls, Triton)
+are never producers, but their users may be siblings (as XLA's current tests want). The checks
 and their reasons are in `hlo_common.multi_output_fusible`; a producer-consumer fusion must
 also not be slower by the GPU performance model (`estimate_run_times_for_multi_output_fusion`:
 two launches and both kernels unfused against one launch writing both outputs). Every decision
@@ -33,10 +34,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hlo_common.device import H100, DeviceDescription, load_device
+from hlo_common.errors import VerificationError
 from hlo_common.fusion_utils import FusionEditor
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.errors import VerificationError
 from hlo_common.multi_output_editing import MultiOutputEditor, Reachability
 from hlo_common.multi_output_fusible import (
     HeroCache,
@@ -51,6 +52,7 @@ from hlo_common.multi_output_fusible import (
     producer_candidate_is_fusible,
 )
 from hlo_opt.passes.priority_fusion import fusible_computations
+
 
 def _performance_model(device: DeviceDescription):
     from hlo_common.gpu_model import GpuPerformanceModel
