@@ -50,6 +50,11 @@ from hlo_common.ir import HloComputation, HloInstruction, HloModule
 
 INF = math.inf
 _NOT_CANDIDATES = frozenset({"parameter", "tuple", "get-tuple-element"})
+# A fusion reading more fusible producers than this re-costs, after a step, only the producers the
+# step added; the others are marked stale and re-costed when they reach the top of the queue (XLA
+# re-costs them all at once; in Python a fusion absorbing hundreds of ops one at a time made that
+# quadratic in its size times its operand count).
+WIDE_FUSION_OPERANDS = 8
 RULE_BITCAST = "bitcast-first"
 RULE_BENEFIT = "max-benefit"
 RULE_CONSTANT = "scalar-constant"
@@ -126,6 +131,7 @@ class _Queue:
         self.current: dict[HloInstruction, tuple[float, int]] = {}  # producer -> (priority, version)
         self.version = 0
         self.can_fuse_cache: dict[HloInstruction, dict[HloInstruction, FusionDecision]] = {}
+        self.stale: set[HloInstruction] = set()  # membership only, never iterated
 
     # -- fusibility ---------------------------------------------------------------------------------
     def can_fuse(self, producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
@@ -184,13 +190,31 @@ class _Queue:
     def remove(self, instr: HloInstruction) -> None:
         self.current.pop(instr, None)
 
+    def mark_stale(self, producer: HloInstruction) -> None:
+        if producer in self.current:
+            self.stale.add(producer)
+
     def pop(self) -> tuple[HloInstruction, list[HloInstruction], float] | None:
-        """The best producer and the consumers to fuse it into, or None when the queue is empty."""
+        """The best producer and the consumers to fuse it into, or None when the queue is empty.
+        A stale producer is re-costed first and goes back into the queue unless it still leads."""
         while self.heap:
             neg_prio, _uid, version, producer = heapq.heappop(self.heap)
             entry = self.current.get(producer)
             if entry is None or entry[1] != version or producer.parent is not self.comp:
                 continue
+            if producer in self.stale:
+                self.stale.discard(producer)
+                del self.current[producer]
+                self.set_priorities([producer])
+                if producer in self.current:
+                    prio, version = self.current[producer]
+                    if self.heap and (-self.heap[0][0], -self.heap[0][1]) > (prio, producer.unique_id):
+                        continue  # pushed back with its new priority by set_priorities
+                    # still the best: take it (its fresh heap entry becomes stale by version)
+                    self.version += 1
+                    neg_prio = -prio
+                else:
+                    continue
             del self.current[producer]
             consumers = list(producer.users)
             if is_fusible_bitcast(producer):
@@ -273,16 +297,22 @@ class PriorityFusion(HloPass):
                 consumer_name = consumer.name
                 kind = fusion_kind(queue.analyses.of_pair(producer, consumer))
                 queue.invalidate(consumer)
+                old_operands = set(consumer.operands)
                 fusion = self._fuse(editor, producer, consumer, kind, rule, prio)
                 if fusion is not consumer:
                     queue.remove(consumer)
                 queue.invalidate(fusion)
                 if self.log is not None:
                     self.log.fusion(fusion, producer_name, consumer_name, rule)
-                for op in fusion.operands:
-                    if op is producer or op.opcode in ("constant", "get-tuple-element") or not is_fusible(op):
-                        continue
-                    to_update[op] = None  # its figures with other users still hold
+                operands = [op for op in fusion.operands
+                            if op is not producer and op.opcode not in ("constant", "get-tuple-element")
+                            and is_fusible(op)]
+                wide = len(operands) > WIDE_FUSION_OPERANDS
+                for op in operands:
+                    if wide and op in old_operands:
+                        queue.mark_stale(op)  # re-costed when it reaches the top of the queue
+                    else:
+                        to_update[op] = None  # its figures with other users still hold
                 to_update[fusion] = None
                 changed = True
             queue.invalidate(producer)
