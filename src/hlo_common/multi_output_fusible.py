@@ -503,6 +503,9 @@ def producer_candidate_is_fusible(producer: HloInstruction, consumer: HloInstruc
         return _forbid("not_mof_root", "consumer not eligible as multi-output fusion root")
     if consumer.shape.is_tuple and not is_multi_output_fusion(consumer):
         return _forbid("not_mof_root", "consumer has a tuple-shaped output that is not a root tuple")
+    if consumer.shape.is_tuple and any(u.opcode != "get-tuple-element" for u in consumer.users):
+        # one more output would change the tuple that user reads whole
+        return _forbid("not_mof_root", "a user of the multi-output consumer reads its whole tuple")
     decision = shapes_compatible_for_multi_output_fusion(consumer, producer, cache)
     if not decision:
         return decision

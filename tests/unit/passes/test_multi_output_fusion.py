@@ -1523,3 +1523,25 @@ ENTRY e {
     assert reach.is_reachable(x, w) and reach.is_reachable(p, w)
     assert not reach.is_reachable(z, w) and not reach.is_connected(z, w)
     assert all(reach.is_reachable(x, g) and not reach.is_reachable(g, x) for g in new)
+
+
+def test_multi_output_consumer_whose_tuple_is_read_whole_takes_no_more_outputs():
+    text = """
+HloModule m
+fm {
+  p = f32[64] parameter(0)
+  a = f32[64] add(p, p)
+  b = f32[64] multiply(p, p)
+  ROOT t = (f32[64], f32[64]) tuple(a, b)
+}
+ENTRY e {
+  p0 = f32[64] parameter(0)
+  x = f32[64] exponential(p0)
+  m = (f32[64], f32[64]) fusion(x), kind=kLoop, calls=fm
+  n = f32[64] negate(x)
+  ROOT t = ((f32[64], f32[64]), f32[64]) tuple(m, n)
+}"""
+    module, changed, log = mof(text)
+    assert refused(log, "not_mof_root")
+    assert module.entry.instruction("m").shape.tuple_shapes == module.entry.root.operands[0].shape.tuple_shapes
+    check_numerics(text, module)
