@@ -222,6 +222,8 @@ def both_significant_reduce(producer: HloInstruction, consumer: HloInstruction) 
 def reduction_becomes_loop(producer: HloInstruction, consumer: HloInstruction,
                            cache: AnalysisCache | None = None) -> FusionDecision:
     """A reduction fusion's epilogue must keep the reduction emitter (the fused analysis loop)."""
+    if not any(i.opcode == "reduce" for i in fused_instructions(producer)):
+        return ALLOW  # no reduce, no reduction emitter: spare the analysis
     cache = cache or AnalysisCache()
     if cache.of(producer).emitter_kind != "reduction":
         return ALLOW
