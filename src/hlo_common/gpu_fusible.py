@@ -173,7 +173,8 @@ def not_fusible(producer: HloInstruction, consumer: HloInstruction) -> FusionDec
 
 def consumer_is_lone_bitcast(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
     if is_fusible_bitcast(consumer):
-        return FusionDecision.forbid("consumer_is_lone_bitcast", "not fusing into a single bitcast as consumer")
+        return FusionDecision.forbid("consumer_is_lone_bitcast",
+                                     "not fusing into a single bitcast as consumer")
     return ALLOW
 
 
@@ -261,8 +262,9 @@ def unnested_reduction_count(instr: HloInstruction) -> int:
 def unnested_reductions(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
     n = unnested_reduction_count(producer) + unnested_reduction_count(consumer)
     if n > MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION:
-        return FusionDecision.forbid("unnested_reductions", f"over {MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION}"
-                                                            f" unnested reductions in fusion ({n})")
+        return FusionDecision.forbid("unnested_reductions",
+                                     f"over {MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION} unnested reductions "
+                                     f"in fusion ({n})")
     return ALLOW
 
 
@@ -391,7 +393,8 @@ def in_place(producer: HloInstruction, consumer: HloInstruction) -> FusionDecisi
                 return FusionDecision.forbid("in_place", "DUS and slice index mismatch")
         elif op.opcode == "dynamic-slice":
             if op.shape != dus.operands[1].shape:
-                return FusionDecision.forbid("in_place", "dynamic-slice shape differs from the update of the DUS")
+                return FusionDecision.forbid("in_place",
+                                             "dynamic-slice shape differs from the update of the DUS")
             for ds_start, dus_start in zip(op.operands[1:], starts):
                 a, b = _real_operand(producer, ds_start), dus_start
                 ca, cb = _constant_value(a), _constant_value(b)

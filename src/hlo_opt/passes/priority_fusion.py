@@ -25,7 +25,8 @@ XLA's DumpingEnabledForHloPass asks), the decisions go to
 
     update_priority producer=e consumers=y,row_sum us_unfused=2.0205 us_fused=1.0015 us_saved=1.0190
     fusion fusion=fusion.4 producer=e consumer=y kind=kLoop
-    producer_ineligible producer=y reason="not fusing into the output of the root instruction [producer_is_root]"
+    producer_ineligible producer=row_max reason="cannot fuse into max_b: fusion into output of a reduce
+        fusion would create a loop fusion [reduction_becomes_loop]"      (one line in the file)
 
 Under `--verify-each`, every fusion step is checked as it is made (the new fused computation and
 the fusion instruction's signature), so a decision that breaks the verifier is one error line
@@ -153,7 +154,8 @@ class _Queue:
             if not decision:
                 return FusionDecision(decision.rule, f"cannot fuse into {user.name}: {decision.reason}")
         if not has_non_bitcast:
-            return FusionDecision.forbid("only_bitcast_users", "not fusing because there are only bitcast users")
+            return FusionDecision.forbid("only_bitcast_users",
+                                         "not fusing because there are only bitcast users")
         return ALLOW
 
     # -- priorities ---------------------------------------------------------------------------------

@@ -261,10 +261,12 @@ def test_operand_limit():
 def test_ir_size():
     # the producer's body (2001 ops) read by 5 users inside the consumer: 2001*5 + 6 > 10000
     n = 2000
-    pbody = "\n".join(f"  a{i} = f32[8] negate(a{i - 1})" if i else "  a0 = f32[8] negate(q)" for i in range(n))
+    pbody = "\n".join(f"  a{i} = f32[8] negate(a{i - 1})" if i else "  a0 = f32[8] negate(q)"
+                      for i in range(n))
     def text(readers):
         uses = "\n".join(f"  use{i} = f32[8] abs(r)" for i in range(readers))
-        acc = ["  v0 = f32[8] add(use0, use0)"] + [f"  v{i} = f32[8] add(v{i - 1}, use{i})" for i in range(1, readers)]
+        acc = ["  v0 = f32[8] add(use0, use0)"]
+        acc += [f"  v{i} = f32[8] add(v{i - 1}, use{i})" for i in range(1, readers)]
         return f"""
 HloModule m
 pc {{

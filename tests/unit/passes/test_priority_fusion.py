@@ -9,14 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from numerics_testlib import check_same_results
 from pass_testlib import check_pass, run_pass
 
-from filecheck_util import check_text
 from hlo_common.fusion_analysis import FusionAnalysis
 from hlo_common.parser import parse_module
-from hlo_common.printer import print_module
 from hlo_opt import cli
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -196,12 +193,15 @@ ENTRY main {
   convert.13970 = bf16[1024]{0} convert(reduce.4813)
   convert.21534 = f32[1024,8192]{1,0} convert(param_4.2892)
   multiply.6910.clone.1 = f32[1024,8192]{1,0} multiply(broadcast.14555, convert.21534)
-  reduce.4811.clone.1 = f32[1024]{0} reduce(multiply.6910.clone.1, constant_7773), dimensions={1}, to_apply=add
+  reduce.4811.clone.1 = f32[1024]{0} reduce(multiply.6910.clone.1, constant_7773), dimensions={1},
+      to_apply=add
   convert.13967.clone.1 = bf16[1024]{0} convert(reduce.4811.clone.1)
   multiply.6908.clone.1 = f32[1024,8192]{1,0} multiply(broadcast.14555, convert.21855)
-  reduce.4812.clone.1 = f32[1024]{0} reduce(multiply.6908.clone.1, constant_7773), dimensions={1}, to_apply=add
+  reduce.4812.clone.1 = f32[1024]{0} reduce(multiply.6908.clone.1, constant_7773), dimensions={1},
+      to_apply=add
   convert.13969.clone.1 = bf16[1024]{0} convert(reduce.4812.clone.1)
-  ROOT fusion.241 = (bf16[1024]{0}, bf16[1024]{0}, bf16[1024]{0}) tuple(convert.13970, convert.13967.clone.1, convert.13969.clone.1)
+  ROOT fusion.241 = (bf16[1024]{0}, bf16[1024]{0}, bf16[1024]{0}) tuple(convert.13970,
+      convert.13967.clone.1, convert.13969.clone.1)
 }
 // CHECK-COUNT-3: ROOT {{.*}} convert(
 // CHECK: ENTRY %main
