@@ -28,6 +28,16 @@ XLA's DumpingEnabledForHloPass asks), the decisions go to
     producer_ineligible producer=row_max reason="cannot fuse into max_b: fusion into output of a reduce
         fusion would create a loop fusion [reduction_becomes_loop]"      (one line in the file)
 
+Differences from XLA: no Triton paths (generic Triton fusions, heroless Triton fusion and Triton
+multi-output fusion are off by default in XLA too); a producer's priority is recomputed over all its
+users from cached pair estimates rather than by XLA's subtract-the-removed-consumers delta (same
+figures, up to rounding); and a fusion reading more than WIDE_FUSION_OPERANDS fusible producers
+re-costs only the producers a step added, the others when they reach the top of the queue.
+Compared with XLA:GPU (H100, `--xla_gpu_enable_triton_gemm=false`, triton-softmax-rewriter off) the
+fusions of softmax, GELU, the transformer layer and the corpus modules tried are XLA's wherever the
+input to the pass is the same; the differences found come from passes before it (cuBLASLt
+epilogues, slice sinking, batch-dimension collapsing of GEMMs).
+
 Under `--verify-each`, every fusion step is checked as it is made (the new fused computation and
 the fusion instruction's signature), so a decision that breaks the verifier is one error line
 naming the producer, the consumer and the rule that chose the step.

@@ -506,3 +506,30 @@ def test_module_numbers_unchanged_on_transformer_layer():
     module, changed = run_pass("priority-fusion", text)
     assert changed
     check_same_results(text, module)
+
+
+def test_device_of_the_run_reaches_the_cost_model():
+    from hlo_common.device import A100
+    from hlo_common.gpu_model import GpuPerformanceModel
+    from hlo_common.hlo_pass.pipeline import HloPassPipeline, RunOptions
+    from hlo_opt.passes.priority_fusion import PriorityFusion
+
+    seen = []
+
+    def factory(device):
+        seen.append(device)
+        return GpuPerformanceModel(device)
+
+    module = parse_module(SOFTMAX)
+    HloPassPipeline("t", [PriorityFusion(model_factory=factory)]).run_with(module, RunOptions(device=A100))
+    assert seen and all(d is A100 for d in seen)
+
+
+def test_only_priority_fusion_disabled(tmp_path, capsys):
+    src = tmp_path / "softmax.hlo"
+    src.write_text(SOFTMAX)
+    code, out, err = run_cli([str(src), "--disable-pass", "priority-fusion", "--dump-to", str(tmp_path / "d"),
+                              "--dump-pass-re", ".*"], capsys)
+    assert code == 0, err
+    assert not list((tmp_path / "d").glob("*priority_fusion*"))
+    check_same_results(SOFTMAX, parse_module(out))
