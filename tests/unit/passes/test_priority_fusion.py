@@ -384,6 +384,43 @@ ENTRY e {
     check_same_results(text, module)
 
 
+def test_conditional_branches_are_fused_reducers_are_not():
+    text = """
+HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  s = f32[] add(a, b)
+  ROOT n = f32[] negate(s)
+}
+on_true {
+  x = f32[64] parameter(0)
+  e = f32[64] exponential(x)
+  ROOT l = f32[64] log(e)
+}
+on_false {
+  x = f32[64] parameter(0)
+  a = f32[64] abs(x)
+  ROOT n = f32[64] negate(a)
+}
+ENTRY e {
+  p = pred[] parameter(0)
+  x = f32[64] parameter(1)
+  c = f32[64] conditional(p, x, x), true_computation=on_true, false_computation=on_false
+  z = f32[] constant(0)
+  ROOT r = f32[] reduce(c, z), dimensions={0}, to_apply=add
+}
+"""
+    module = check_pass("priority-fusion", text)
+    for name in ("on_true", "on_false"):
+        branch = module.computation(name)
+        assert branch.root.opcode == "fusion"
+        assert [i.opcode for i in branch.instructions] == ["parameter", "fusion"]
+    reducer = module.computation("add")
+    assert [i.opcode for i in reducer.instructions] == ["parameter", "parameter", "add", "negate"]
+    check_same_results(text, module)
+
+
 SOFTMAX = (ROOT / "testdata" / "softmax.hlo").read_text()
 
 
