@@ -37,6 +37,20 @@ class DeviceDescription:
     registers_per_block_limit: int = 65536
     compute_capability_major: int = 9
     compute_capability_minor: int = 0
+    # Constants of XLA's se::DeviceDescription the GPU performance model reads (not in the specs).
+    l1_cache_size_per_SM: int = 2 * 1024
+    dram_to_l2_transaction_size_bytes: int = 64
+    memory_transactions_per_clock: int = 32
+    block_dim_limit: tuple = (2147483647, 65535, 65535)  # grid limits x, y, z
+
+    @property
+    def compute_capability(self) -> tuple[int, int]:
+        return (self.compute_capability_major, self.compute_capability_minor)
+
+    @property
+    def arch(self) -> str:
+        """The PTX target, e.g. `sm_90`."""
+        return f"sm_{self.compute_capability_major}{self.compute_capability_minor}"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
@@ -83,6 +97,13 @@ def device_from_dict(data: object, source: str = "<device>") -> DeviceDescriptio
     values = {}
     for key, value in data.items():
         if key == "name":
+            continue
+        if key == "block_dim_limit":
+            if not (isinstance(value, list) and len(value) == 3
+                    and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)):
+                raise InputError(f"{source}: device field 'block_dim_limit' must be a list of 3 positive "
+                                 f"integers, got {value!r}")
+            values[key] = tuple(value)
             continue
         want_int = known[key].type in ("int", int)
         ok = isinstance(value, int) if want_int else isinstance(value, (int, float))

@@ -178,6 +178,7 @@ class NameUniquer:
 
     def __init__(self, taken: Iterable[str] = ()):
         self.taken: set[str] = set(taken)
+        self._next: dict[str, int] = {}  # root -> where the search for a free `root.k` starts
 
     @staticmethod
     def for_module(module: HloModule) -> NameUniquer:
@@ -191,10 +192,14 @@ class NameUniquer:
             return name
         m = _NUMERIC_SUFFIX.match(name)
         root = m.group(1) if m else name
-        k = 1
+        # `taken` only grows, so every k below the last one handed out is still taken: starting
+        # there gives the same smallest free k in O(1) amortized (a pass making thousands of
+        # `fusion.N` would otherwise scan from 1 each time)
+        k = self._next.get(root, 1)
         while f"{root}.{k}" in self.taken:
             k += 1
         out = f"{root}.{k}"
+        self._next[root] = k
         self.taken.add(out)
         return out
 

@@ -146,11 +146,12 @@ def run(opts: OptOptions) -> None:
     if opts.list_passes:
         sys.stdout.write(list_passes_text())
         return
-    load_device(opts.device)  # validated now; the cost model will use it
+    device = load_device(opts.device)  # validated now; the fusion passes' cost model uses it
     sequence = build_sequence(opts)
     records: list[PassRunRecord] | None = [] if opts.time_passes else None
     disabled = check_disabled_names(opts.disable_pass)
-    run_options = RunOptions(verify_each=opts.verify_each, disabled_passes=disabled, records=records)
+    run_options = RunOptions(verify_each=opts.verify_each, disabled_passes=disabled, records=records,
+                             device=device)
     dump = None
     if opts.dump_to is not None:
         dump = DumpOptions(Path(opts.dump_to), opts.dump_pass_re, opts.dump_format or ("text",))

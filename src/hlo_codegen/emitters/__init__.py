@@ -26,12 +26,13 @@ The contract every emitter keeps (XLA's `KernelFusionInterface` in kernel-IR ter
 - Launch: `launch_dimensions()` gives what the thunk launches with; kernels must not depend on
   the block count being exact (they bounds-check through their indexing maps).
 
-Emitter selection (`emitter_kind`, after XLA's HloFusionAnalysis): a root whose hero is a
-reduce that `is_real_reduction_hero` -> "reduction"; only (bitcasts of) dynamic-update-slice
-roots -> "in_place_dynamic_update_slice" (which hands the fusion to the loop emitter unless the
-output aliases the updated parameter); several roots -> "loop"; a scatter root -> "scatter"; a
-sort root -> "sort"; one root whose hero is a concatenate of at most 4 operands ->
-"concatenate"; everything else -> "loop" (transposes elementally, until a tiled emitter exists).
+Emitter selection (`emitter_kind`) is hlo_common.fusion_analysis's `FusionAnalysis` (XLA's
+HloFusionAnalysis, shared with hlo-opt's cost model): a real reduction hero -> "reduction";
+consistent tiled transposes -> "transpose" (emitted by the loop emitter while no tiled emitter is
+registered); several roots -> "loop", or "in_place_dynamic_update_slice" when all roots are
+(bitcasts of) dynamic-update-slices (which hands the fusion to the loop emitter unless the output
+aliases the updated parameter); a scatter root -> "scatter"; a sort root -> "sort"; one root
+whose hero is a concatenate of at most 4 operands -> "concatenate"; everything else -> "loop".
 Importing this package also registers the elemental rules of the windowed, dot-like and topk
 ops (elemental_window/linalg/dots/topk.py), so the loop emitter emits them too. `EMITTERS` maps kinds to emitter classes; a kind without one raises
 `EmitterError("no emitter for ...")`. To add an emitter: subclass `KernelEmitter` (base.py),
@@ -44,21 +45,19 @@ from __future__ import annotations
 from typing import Hashable, Sequence
 
 from hlo_codegen.emitters.base import (
-    EmitterError, KernelEmitter, find_hero, fusion_roots, is_real_reduction_hero, kernel_name,
-    wrap_computation_in_fusion,
+    EmitterError, KernelEmitter, fusion_roots, kernel_name, wrap_computation_in_fusion,
 )
 from hlo_codegen.emitters.launch import A100, H100, GpuDeviceInfo, loop_launch_dimensions
 from hlo_codegen.emitters.loop import LoopFusion
 from hlo_codegen.emitters import (  # noqa: F401  (they register elemental rules)
     elemental_dots, elemental_linalg, elemental_topk, elemental_window,
 )
-from hlo_codegen.emitters.in_place_dus import (
-    ConcatenateFusion, InPlaceDynamicUpdateSliceFusion, is_concatenate_fusion, is_dus_root,
-)
+from hlo_codegen.emitters.in_place_dus import ConcatenateFusion, InPlaceDynamicUpdateSliceFusion
 from hlo_codegen.emitters.reduction import ReductionFusion
 from hlo_codegen.emitters.scatter import ScatterFusion
 from hlo_codegen.emitters.sort import SortFusion
 from hlo_codegen.kernel_ir.ir import Kernel
+from hlo_common.fusion_analysis import FusionAdaptor, FusionAnalysis
 from hlo_common.ir import HloInstruction
 
 EMITTERS: dict[str, type[KernelEmitter]] = {"loop": LoopFusion, "reduction": ReductionFusion,
@@ -68,21 +67,19 @@ EMITTERS: dict[str, type[KernelEmitter]] = {"loop": LoopFusion, "reduction": Red
 
 
 def emitter_kind(fusion: HloInstruction, device: GpuDeviceInfo = H100) -> tuple[str, HloInstruction]:
-    """(kind, hero) of a fusion, following XLA's GetEmitterFusionKind (simplified, see above)."""
-    roots = fusion_roots(fusion)
-    heroes = [find_hero(r) for r in roots]
-    for hero in heroes:
-        if hero.opcode == "reduce" and is_real_reduction_hero(hero, device):
-            return "reduction", hero
-    if all(is_dus_root(r) for r in roots):
-        return "in_place_dynamic_update_slice", roots[0]
-    if len(roots) > 1:
-        return "loop", roots[0]
-    if roots[0].opcode in ("scatter", "sort"):
-        return roots[0].opcode, roots[0]
-    if is_concatenate_fusion(fusion):
-        return "concatenate", heroes[0]
-    return "loop", heroes[0]
+    """(kind, hero) of a fusion, from hlo_common's FusionAnalysis (XLA's GetEmitterFusionKind).
+    A kind with no emitter here yet (a tiled transpose) goes to the loop emitter."""
+    analysis = FusionAnalysis.of_fusion(fusion, device)
+    if analysis.emitter_kind == "custom":  # Triton / cuDNN / custom fusions: emitted as ours
+        analysis = FusionAnalysis(FusionAdaptor.for_instruction(fusion), device)
+    kind = analysis.emitter_kind
+    if kind == "reduction":
+        return kind, analysis.reduction_hero
+    if kind == "transpose" and kind not in EMITTERS:
+        kind = "loop"
+    if kind in ("scatter", "sort", "in_place_dynamic_update_slice") or len(analysis.roots) > 1:
+        return kind, analysis.roots[0]
+    return kind, analysis.heroes[0]
 
 
 def get_fusion_emitter(fusion: HloInstruction, device: GpuDeviceInfo = H100) -> KernelEmitter:

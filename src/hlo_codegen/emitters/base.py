@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from typing import Hashable, Sequence
 
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo
+from hlo_common import fusion_analysis as fa
 from hlo_codegen.indexing import LaunchDimensions
 from hlo_codegen.kernel_ir.ir import Buffer, Kernel
 from hlo_codegen.partitioner import sanitize_name
 from hlo_common.errors import HloError
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.fusion_analysis import fusion_roots  # noqa: F401  (re-exported)
 from hlo_common.shape import Shape
 
 _GENERIC_NAME = re.compile(r"^(fusion|wrapped_\w+)(\.\d+)?$")
@@ -29,12 +31,6 @@ _GENERIC_NAME = re.compile(r"^(fusion|wrapped_\w+)(\.\d+)?$")
 
 class EmitterError(HloError):
     """A fusion no emitter can generate (names the fusion and the reason)."""
-
-
-def fusion_roots(fusion: HloInstruction) -> list[HloInstruction]:
-    """The instructions computing the fusion's outputs (operands of a root tuple)."""
-    root = fusion.fused_computation().root
-    return list(root.operands) if root.opcode == "tuple" else [root]
 
 
 def output_shapes(fusion: HloInstruction) -> list[Shape]:
@@ -115,73 +111,25 @@ class KernelEmitter:
         return Kernel(kernel_name(self.fusion, self.kind), launch.blocks_xyz(), launch.threads_xyz())
 
 
-# -- heroes --------------------------------------------------------------------------------------------
-_INTERMEDIATE = ("bitcast", "reshape", "copy", "convert", "negate", "abs", "exponential", "log",
-                 "sqrt", "rsqrt", "tanh", "logistic", "sign", "not", "reduce-precision")
-
-
+# -- heroes (the analysis lives in hlo_common.fusion_analysis, shared with hlo-opt's cost model) --
 def find_hero(root: HloInstruction) -> HloInstruction:
-    """Walk up from a root through single-operand intermediates to the op that shapes codegen."""
-    hero = root
-    while hero.opcode in _INTERMEDIATE and len(hero.operands) == 1 and len(hero.operands[0].users) == 1 \
-            and hero.operands[0].opcode != "parameter":
-        hero = hero.operands[0]
-    return hero
+    """The op that shapes codegen for a fusion root (XLA's FindNonTrivialHero)."""
+    return fa.find_non_trivial_hero(root)
 
 
 def reduction_dimensions(reduce: HloInstruction) -> tuple[bool, list[int]]:
     """(is_row_reduction, [a, b, c]) of the reduce's input collapsed in physical order (XLA's
     GetReductionKindAndContiguousComponents): row = [batch, kept, minor reduced], column =
     [major kept, reduced, minor kept]."""
-    shape = reduce.operands[0].shape
-    reduced = set(reduce.attrs["dimensions"])
-    groups: list[list] = []  # [is_reduced, size], major to minor, size-1 dims dropped
-    for d in reversed(shape.minor_to_major):
-        if shape.dims[d] == 1:
-            continue
-        r = d in reduced
-        if groups and groups[-1][0] == r:
-            groups[-1][1] *= shape.dims[d]
-        else:
-            groups.append([r, shape.dims[d]])
-    if not groups or all(g[0] for g in groups):
-        return True, [1, 1, shape.num_elements]
-    if groups[-1][0]:  # minor dims are reduced
-        sizes = [g[1] for g in groups]
-        if len(groups) == 2:
-            sizes = [1] + sizes
-        return True, (sizes + [1, 1, 1])[:3]
-    sizes = [g[1] for g in groups]
-    if len(groups) == 1:
-        sizes = [1, 1] + sizes
-    elif len(groups) == 2:
-        sizes = [1] + sizes
-    return False, (sizes + [1, 1, 1])[:3]
+    rd = fa.reduction_dimensions(reduce)
+    return rd.is_row, list(rd.dims)
 
 
-def _consecutive(shape: Shape, dims: set[int]) -> bool:
-    order = [d for d in reversed(shape.minor_to_major) if d in dims]
-    positions = [list(reversed(shape.minor_to_major)).index(d) for d in order]
-    return not positions or positions == list(range(positions[0], positions[0] + len(positions)))
-
-
-def is_real_reduction_hero(reduce: HloInstruction, device: GpuDeviceInfo = H100) -> bool:
+def is_real_reduction_hero(reduce: HloInstruction, device: GpuDeviceInfo = H100,
+                           root: HloInstruction | None = None) -> bool:
     """A reduce the reduction emitter handles better than elemental code (XLA's
-    IsReductionFromOrToContiguousDimensions + IsUnnestedReductionFasterThanElemental)."""
-    if reduce.opcode != "reduce":
-        return False
-    shape = reduce.operands[0].shape
-    reduced = set(reduce.attrs["dimensions"])
-    kept = set(range(shape.rank)) - reduced
-    if not (_consecutive(shape, kept) or _consecutive(shape, reduced)):
-        return False
-    is_row, dims = reduction_dimensions(reduce)
-    warp = device.threads_per_warp
-    if is_row:
-        return dims[2] >= warp or warp % dims[2] == 0
-    major, minor = dims[1], dims[2]
-    return not (major < warp or (major < 2 * warp and minor < warp) or (major < 4 * warp and minor < 8)
-                or (major < 8 * warp and minor < 3))
+    IsRealReductionHero; `root` defaults to the reduce itself)."""
+    return fa.is_real_reduction_hero(reduce if root is None else root, reduce, device.threads_per_warp)
 
 
 def wrap_computation_in_fusion(module: HloModule, computation: HloComputation,

@@ -32,6 +32,7 @@ from hlo_codegen.emitters.loop import LoopFusion
 from hlo_codegen.indexing import LaunchDimensions
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Kernel, Value
+from hlo_common.fusion_analysis import is_dus_root  # noqa: F401  (re-exported)
 from hlo_common.ir import HloInstruction
 
 MAX_CONCATENATE_OPERANDS = 4
@@ -45,10 +46,6 @@ def strip_bitcasts(instr: HloInstruction) -> HloInstruction:
     while instr.opcode == "bitcast":
         instr = instr.operands[0]
     return instr
-
-
-def is_dus_root(root: HloInstruction) -> bool:
-    return strip_bitcasts(root).opcode == "dynamic-update-slice"
 
 
 class InPlaceDynamicUpdateSliceFusion(SimpleEmitter):

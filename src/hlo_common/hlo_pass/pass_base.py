@@ -31,6 +31,11 @@ class HloPass:
     def run(self, module: HloModule) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def run_with_options(self, module: HloModule, options) -> bool:
+        """What a pipeline calls: `run(module)`, unless the pass needs the run's options (a
+        `pipeline.RunOptions`: the device description, the dumper, verify-each)."""
+        return self.run(module)
+
     @classmethod
     def description(cls) -> str:
         doc = (cls.__doc__ or "").strip()

@@ -49,6 +49,7 @@ class RunOptions:
     disabled_passes: frozenset[str] = frozenset()
     dumper: object | None = None  # a dump.ModuleDumper, or None for no dumps
     records: list[PassRunRecord] | None = None  # filled when timing is asked for
+    device: object | None = None  # a device.DeviceDescription (`--device`); None: the H100
 
 
 def find_verifier() -> Callable[[HloModule], None] | None:
@@ -77,7 +78,7 @@ def run_leaf_pass(p: HloPass, module: HloModule, pipeline_name: str, options: Ru
     """Run one pass that is not a pipeline: time it, and turn a crash into a PipelineError naming it."""
     start = time.perf_counter()
     try:
-        changed = p.run(module)
+        changed = p.run_with_options(module, options)
     except HloError:
         raise
     except Exception as exc:  # a bug in the pass: name it rather than print a traceback
