@@ -27,7 +27,7 @@ from hlo_codegen.indexing import (
     logical_to_linear, reshape_map, sym,
 )
 from hlo_codegen.indexing.interval import Interval
-from hlo_codegen.indexing.shape_indexing import delinearize
+from hlo_codegen.indexing.shape_indexing import delinearize, physical_dims
 from hlo_codegen.indexing.thread_indexing import THREAD_DIM_NAMES
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Kernel, Value
@@ -36,6 +36,7 @@ from hlo_codegen.kernel_ir.types import UnsupportedTypeError
 from hlo_codegen.kernel_ir.verifier import verify_kernel
 from hlo_codegen.partitioner import partition_computation
 from hlo_common.ir import HloComputation, HloInstruction
+from hlo_common.opcodes import is_elementwise
 from hlo_common.shape import Shape
 
 
@@ -217,29 +218,102 @@ class EpilogueContext(FunctionContext):
         return super()._emit(instr, indices)
 
 
-def hero_chain(root: HloInstruction, hero: HloInstruction) -> list[HloInstruction]:
-    """The instructions from `hero` (exclusive) up to `root` (inclusive), each with one operand."""
-    chain = []
-    node = root
-    while node is not hero:
-        chain.append(node)
-        node = node.operands[0]
-    return list(reversed(chain))
+_INDEX_MOVING = ("bitcast", "reshape", "transpose", "copy")
+
+
+def _is_physical_bitcast(instr: HloInstruction) -> bool:
+    """The op keeps every element at its physical position (a bitcast, or a reshape, transpose or
+    copy that is one), so all of its index paths to a hero reach the same element."""
+    if instr.opcode == "bitcast":
+        return True
+    if instr.opcode not in ("reshape", "transpose", "copy") or not instr.shape.is_array:
+        return False
+    a, b = instr.operands[0].shape, instr.shape
+    if instr.opcode == "copy" and a.minor_to_major == b.minor_to_major:
+        return True
+    ka = [a.dims[d] for d in physical_dims(a) if a.dims[d] != 1]
+    kb = [b.dims[d] for d in physical_dims(b) if b.dims[d] != 1]
+    if ka != kb:
+        return False
+    if instr.opcode == "reshape":
+        return True
+    # transposes and copies: the non-unit dims keep their physical order
+    perm = instr.attrs["dimensions"] if instr.opcode == "transpose" else list(range(b.rank))
+    moved = [perm[d] for d in physical_dims(b) if b.dims[d] != 1]
+    return moved == [d for d in physical_dims(a) if a.dims[d] != 1]
+
+
+def epilogue_nodes(root: HloInstruction, hero: HloInstruction) -> list[HloInstruction] | None:
+    """The instructions between `hero` (exclusive) and `root` (inclusive) that read the hero, in
+    post order, when the root can be computed from the hero's value at one element: one path of
+    elementwise ops, bitcasts, reshapes, transposes, copies and get-tuple-elements (of a tuple
+    hero), or several paths where every op is elementwise or a physical bitcast (so every path
+    reaches the same hero element). None when there is no such path."""
+    on_path: dict[int, bool] = {id(hero): True}
+
+    def reaches(node: HloInstruction) -> bool:
+        hit = on_path.get(id(node))
+        if hit is None:
+            on_path[id(node)] = False  # fusion graphs are acyclic; guards only repeated visits
+            hit = any([reaches(op) for op in node.operands])
+            on_path[id(node)] = hit
+        return hit
+
+    if not reaches(root) or root is hero:
+        return [] if root is hero else None
+    nodes: list[HloInstruction] = []
+    seen: set[int] = set()
+
+    def collect(node: HloInstruction) -> None:
+        if id(node) in seen or node is hero or not on_path.get(id(node)):
+            return
+        seen.add(id(node))
+        for op in node.operands:
+            collect(op)
+        nodes.append(node)
+
+    collect(root)
+    single = all(sum(1 for op in n.operands if on_path.get(id(op))) == 1 for n in nodes) and \
+        all(len([u for u in n.users if id(u) in seen]) <= 1 for n in nodes)
+    for n in nodes:
+        elementwise = is_elementwise(n.opcode) and n.opcode != "copy"
+        if single:
+            ok = elementwise or n.opcode in _INDEX_MOVING or n.opcode == "reduce-precision" or (
+                n.opcode == "get-tuple-element" and n.operands[0] is hero)
+        else:
+            ok = elementwise or _is_physical_bitcast(n)
+        if not ok:
+            return None
+    return nodes
 
 
 def hero_to_root_index(b: IRBuilder, hero: HloInstruction, root: HloInstruction,
                        idx: list[Value]) -> list[Value]:
-    """Index of the root element computed from the hero element at `idx` (through the unary
-    epilogue: elementwise ops keep it, reshapes and bitcasts move it)."""
-    prev = hero
-    for op in hero_chain(root, hero):
-        if op.opcode == "bitcast" or (op.opcode == "reshape" and op.shape.dims != prev.shape.dims):
-            if op.opcode == "bitcast":
-                m = bitcast_map(prev.shape, op.shape)
-            else:
-                m = reshape_map(op.shape.dims, prev.shape.dims)
-            idx = b.apply_indexing(m, idx) if op.shape.rank else []
-        prev = op
+    """Index of the root element computed from the hero element at `idx` (along the epilogue:
+    elementwise ops keep it, bitcasts, reshapes and transposes move it)."""
+    nodes = epilogue_nodes(root, hero)
+    if nodes is None:
+        raise EmitterError(f"%{root.name} is not computed elementwise from %{hero.name}")
+    # follow one path: from the hero, the first user on the path each time
+    on = {id(n) for n in nodes}
+    node = hero
+    while node is not root:
+        nxt = next(u for u in nodes if id(u) in on and any(op is node for op in u.operands))
+        prev_shape = leaf_shapes(node.shape)[0] if nxt.opcode != "get-tuple-element" else nxt.shape
+        idx = _move_index(b, nxt, prev_shape, idx)
+        node = nxt
+    return idx
+
+
+def _move_index(b: IRBuilder, op: HloInstruction, prev: Shape, idx: list[Value]) -> list[Value]:
+    if op.opcode == "bitcast" or (op.opcode == "copy" and prev.dims != op.shape.dims):
+        if prev.num_elements != op.shape.num_elements:
+            raise EmitterError(f"%{op.name}: bitcast between different sizes")
+        return b.apply_indexing(bitcast_map(prev, op.shape), idx) if op.shape.rank else []
+    if op.opcode == "reshape" and prev.dims != op.shape.dims:
+        return b.apply_indexing(reshape_map(op.shape.dims, prev.dims), idx) if op.shape.rank else []
+    if op.opcode == "transpose":
+        return [idx[p] for p in op.attrs["dimensions"]]
     return idx
 
 

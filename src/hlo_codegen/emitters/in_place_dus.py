@@ -24,8 +24,8 @@ from typing import Hashable, Sequence
 
 from hlo_codegen.emitters.base import EmitterError, KernelParams, find_hero, fusion_roots
 from hlo_codegen.emitters.common import (
-    FusedValues, SimpleEmitter, ThreadIds, elementwise_launch, emit_epilogue, linear_index, loop_over_shape,
-    packing, root_outputs,
+    FusedValues, SimpleEmitter, ThreadIds, elementwise_launch, emit_epilogue, epilogue_nodes, linear_index,
+    loop_over_shape, packing, root_outputs,
 )
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo
 from hlo_codegen.emitters.loop import LoopFusion
@@ -122,17 +122,23 @@ class ConcatenateFusion(SimpleEmitter):
         super().__init__(fusion, device)
         (self.root,) = fusion_roots(fusion)
         self.hero = find_hero(self.root)
-        if self.hero.opcode != "concatenate":
-            raise EmitterError(f"%{fusion.name}: the concatenate emitter needs a concatenate hero")
-        largest = max(op.shape.num_elements for op in self.hero.operands)
-        self._launch = elementwise_launch(largest, device)
+        # Threads sharing a byte would race (the loop emitter unrolls); a root that is not an
+        # elementwise epilogue of a concatenate hero needs the elemental concatenate.
+        self.fallback = None
+        if (self.hero.opcode != "concatenate" or has_packed_output(fusion)
+                or epilogue_nodes(self.root, self.hero) is None):
+            self.fallback = LoopFusion(fusion, device)
+            self._launch = self.fallback.launch_dimensions()
+        else:
+            largest = max(op.shape.num_elements for op in self.hero.operands)
+            self._launch = elementwise_launch(largest, device)
 
     def launch_dimensions(self) -> LaunchDimensions:
         return self._launch
 
     def emit(self, argument_ids: Sequence[Hashable] | None = None) -> Kernel:
-        if has_packed_output(self.fusion):  # threads sharing a byte would race; the loop emitter unrolls
-            return LoopFusion(self.fusion, self.device).emit(argument_ids)
+        if self.fallback is not None:
+            return self.fallback.emit(argument_ids)
         return super().emit(argument_ids)
 
     def build(self, kernel: Kernel, params: KernelParams) -> None:
