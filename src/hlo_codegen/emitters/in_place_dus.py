@@ -33,6 +33,7 @@ from hlo_codegen.indexing import LaunchDimensions
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Kernel, Value
 from hlo_common.ir import HloInstruction
+from hlo_common.opcodes import is_elementwise
 
 MAX_CONCATENATE_OPERANDS = 4
 
@@ -113,6 +114,29 @@ class InPlaceDynamicUpdateSliceFusion(SimpleEmitter):
         loop_over_shape(b, ids, self._launch, self.update_shape, element)
 
 
+def concatenate_hero(root: HloInstruction) -> HloInstruction | None:
+    """The concatenate a root is an elementwise epilogue of (`epilogue_nodes`): the hero
+    analysis's, else the only concatenate reached through elementwise ops and bitcasts; None
+    when there is none (or several)."""
+    hero = find_hero(root)
+    if hero.opcode == "concatenate" and epilogue_nodes(root, hero) is not None:
+        return hero
+    found, seen, work = [], {id(root)}, [root]
+    while work:
+        node = work.pop()
+        if node.opcode == "concatenate":
+            found.append(node)
+            continue
+        if node is root or is_elementwise(node.opcode) or node.opcode == "bitcast":
+            for op in node.operands:
+                if id(op) not in seen:
+                    seen.add(id(op))
+                    work.append(op)
+    if len(found) == 1 and epilogue_nodes(root, found[0]) is not None:
+        return found[0]
+    return None
+
+
 class ConcatenateFusion(SimpleEmitter):
     """See the module docstring."""
 
@@ -121,12 +145,11 @@ class ConcatenateFusion(SimpleEmitter):
     def __init__(self, fusion: HloInstruction, device: GpuDeviceInfo = H100):
         super().__init__(fusion, device)
         (self.root,) = fusion_roots(fusion)
-        self.hero = find_hero(self.root)
+        self.hero = concatenate_hero(self.root)
         # Threads sharing a byte would race (the loop emitter unrolls); a root that is not an
         # elementwise epilogue of a concatenate hero needs the elemental concatenate.
         self.fallback = None
-        if (self.hero.opcode != "concatenate" or has_packed_output(fusion)
-                or epilogue_nodes(self.root, self.hero) is None):
+        if self.hero is None or has_packed_output(fusion):
             self.fallback = LoopFusion(fusion, device)
             self._launch = self.fallback.launch_dimensions()
         else:
