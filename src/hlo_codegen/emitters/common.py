@@ -14,7 +14,9 @@ operands, every fusion root), so each of them is one callable function.
 
 from __future__ import annotations
 
-from typing import Callable, Hashable, Iterable, Sequence
+import sys
+from contextlib import contextmanager
+from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
 from hlo_codegen.elemental import ElementalEmitter, ElementalError
 from hlo_codegen.elemental.emitter import FunctionContext, leaf_shapes, value_type
@@ -38,6 +40,23 @@ from hlo_codegen.partitioner import partition_computation
 from hlo_common.ir import HloComputation, HloInstruction
 from hlo_common.opcodes import is_elementwise
 from hlo_common.shape import Shape
+
+
+# Elemental emission recurses a few frames per fused op along the longest operand chain, and
+# priority fusion makes elementwise chains of thousands of ops (Python stops at 1000 frames, about
+# 200 ops). Python-to-Python calls do not grow the C stack, so a higher limit is safe.
+EMISSION_RECURSION_LIMIT = 100_000
+
+
+@contextmanager
+def deep_recursion(limit: int = EMISSION_RECURSION_LIMIT) -> Iterator[None]:
+    """Raise Python's recursion limit to `limit` while emitting (restored afterwards)."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
 
 
 class ThreadIds:
@@ -185,12 +204,13 @@ class SimpleEmitter(KernelEmitter):
     def emit(self, argument_ids: Sequence[Hashable] | None = None) -> Kernel:
         kernel = self.new_kernel()
         params = add_kernel_params(kernel, self.fusion, argument_ids)
-        try:
-            self.build(kernel, params)
-        except (ElementalError, UnsupportedTypeError) as err:
-            raise EmitterError(f"fusion %{self.fusion.name}: {err}") from err
-        optimize_kernel(kernel, vectorize=False)
-        verify_kernel(kernel)
+        with deep_recursion():
+            try:
+                self.build(kernel, params)
+            except (ElementalError, UnsupportedTypeError) as err:
+                raise EmitterError(f"fusion %{self.fusion.name}: {err}") from err
+            optimize_kernel(kernel, vectorize=False)
+            verify_kernel(kernel)
         return kernel
 
     def build(self, kernel: Kernel, params: KernelParams) -> None:
@@ -249,30 +269,28 @@ def epilogue_nodes(root: HloInstruction, hero: HloInstruction) -> list[HloInstru
     elementwise ops, bitcasts, reshapes, transposes, copies and get-tuple-elements (of a tuple
     hero), or several paths where every op is elementwise or a physical bitcast (so every path
     reaches the same hero element). None when there is no such path."""
-    on_path: dict[int, bool] = {id(hero): True}
-
-    def reaches(node: HloInstruction) -> bool:
-        hit = on_path.get(id(node))
-        if hit is None:
-            on_path[id(node)] = False  # fusion graphs are acyclic; guards only repeated visits
-            hit = any([reaches(op) for op in node.operands])
-            on_path[id(node)] = hit
-        return hit
-
-    if not reaches(root) or root is hero:
-        return [] if root is hero else None
-    nodes: list[HloInstruction] = []
-    seen: set[int] = set()
-
-    def collect(node: HloInstruction) -> None:
-        if id(node) in seen or node is hero or not on_path.get(id(node)):
-            return
-        seen.add(id(node))
-        for op in node.operands:
-            collect(op)
-        nodes.append(node)
-
-    collect(root)
+    if root is hero:
+        return []
+    order: list[HloInstruction] = []  # post order of what `root` reads, not below the hero
+    visited: set[int] = {id(root)}
+    stack: list[tuple[HloInstruction, int]] = [(root, 0)]
+    while stack:  # iterative: priority fusion makes chains deeper than Python's recursion limit
+        node, k = stack.pop()
+        if node is not hero and k < len(node.operands):
+            stack.append((node, k + 1))
+            op = node.operands[k]
+            if id(op) not in visited:
+                visited.add(id(op))
+                stack.append((op, 0))
+        else:
+            order.append(node)
+    on_path: dict[int, bool] = {}
+    for node in order:
+        on_path[id(node)] = node is hero or any(on_path[id(op)] for op in node.operands)
+    if not on_path[id(root)]:
+        return None
+    nodes = [n for n in order if on_path[id(n)] and n is not hero]
+    seen = {id(n) for n in nodes}
     single = all(sum(1 for op in n.operands if on_path.get(id(op))) == 1 for n in nodes) and \
         all(len([u for u in n.users if id(u) in seen]) <= 1 for n in nodes)
     for n in nodes:

@@ -15,6 +15,8 @@ import pytest
 from emitter_testlib import check, fusion_of, run_on_host
 from hlo_codegen.emitters import emitter_kind
 from hlo_codegen.emitters.in_place_dus import ConcatenateFusion
+from hlo_codegen.emitters.loop import LoopFusion
+from hlo_codegen.emitters.reduction import ReductionFusion
 from hlo_codegen.kernel_ir import print_kernel
 
 ADD = "add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }\n"
@@ -164,3 +166,34 @@ def test_transpose_hero_is_emitted_whatever_kind_it_gets() -> None:
         c = f32[] constant(1) b = f32[768,1024] broadcast(c), dimensions={} ROOT a = f32[768,1024] add(t, b) }""")
     assert emitter_kind(fusion)[0] in ("loop", "transpose")
     check(fusion)
+
+
+@pytest.mark.parametrize("with_reduce", [False, True])
+def test_chains_longer_than_pythons_recursion_limit(with_reduce: bool) -> None:
+    # 1200 fused elementwise ops (and 1200 more after a reduce): elemental emission recurses per
+    # op, beyond Python's default 1000 frames; compared with numpy (the interpreter recurses too)
+    n = 1200
+    lines = [ADD, "f { p = f32[64,128] parameter(0) z = f32[] constant(0)"]
+    prev = "p"
+    for i in range(n):
+        lines.append(f"n{i} = f32[64,128] {'negate' if i % 2 else 'sine'}({prev})")
+        prev = f"n{i}"
+    if with_reduce:
+        lines.append(f"r = f32[64] reduce({prev}, z), dimensions={{1}}, to_apply=add")
+        prev = "r"
+        for i in range(n):
+            lines.append(f"e{i} = f32[64] {'negate' if i % 2 else 'cosine'}({prev})")
+            prev = f"e{i}"
+    lines.append(f"ROOT o = f32[{'64' if with_reduce else '64,128'}] abs({prev}) }}")
+    fusion = fusion_of("\n".join(lines))
+    emitter = (ReductionFusion if with_reduce else LoopFusion)(fusion)
+    x = np.random.default_rng(0).standard_normal((64, 128)).astype(np.float32)
+    (got,) = run_on_host(fusion, [x], emitter.emit())
+    y = x
+    for i in range(n):
+        y = -y if i % 2 else np.sin(y)
+    if with_reduce:
+        y = y.sum(axis=1, dtype=np.float64).astype(np.float32)
+        for i in range(n):
+            y = -y if i % 2 else np.cos(y)
+    np.testing.assert_allclose(got, np.abs(y), rtol=1e-5, atol=1e-5)
