@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
 from hlo_codegen.elemental import ElementalEmitter, ElementalError
-from hlo_codegen.elemental.emitter import FunctionContext, leaf_shapes, value_type
+from hlo_codegen.elemental.emitter import FunctionContext, leaf_shapes, same_layout, value_type
 from hlo_codegen.emitters.base import (
     EmitterError, KernelEmitter, KernelParams, add_kernel_params, fusion_roots,
 )
@@ -195,6 +195,32 @@ def root_outputs(fusion: HloInstruction,
 def aliased_parameter(params: KernelParams, instr: HloInstruction, output: str) -> bool:
     """True when `instr` is a fusion parameter whose kernel buffer is `output` (in place)."""
     return instr.opcode == "parameter" and params.param_buffers.get(instr.parameter_number) == output
+
+
+def store_side_outputs(b: IRBuilder, ids: ThreadIds, launch: LaunchDimensions, values: FusedValues,
+                       outputs: list[tuple[HloInstruction, list[str], list[Shape]]]) -> None:
+    """Elemental loops writing `outputs` (root, buffers, shapes): one loop per element count over
+    the first such root's shape (and packing), every root at the same physical position. All values of an
+    element are computed before any is stored, since an output may share its buffer with a
+    parameter another root reads there (XLA's in-place side outputs)."""
+    groups: dict[int, list] = {}
+    for out in outputs:
+        groups.setdefault((out[2][0].num_elements, packing(out[2][0])), []).append(out)
+    for group in groups.values():
+        shape = group[0][2][0]
+
+        def store(idx: list[Value], group=group, shape=shape) -> None:
+            stores = []
+            for root, buffers, shapes in group:
+                at = idx
+                if not same_layout(shape, shapes[0]):
+                    at = b.apply_indexing(bitcast_map(shape, shapes[0]), idx) if shapes[0].rank else []
+                stores.extend(zip(buffers, values.at(b, root, at)))
+            linear = linear_index(b, shape, idx)
+            for name, v in stores:
+                b.store(name, v, linear)
+
+        loop_over_shape(b, ids, launch, shape, store)
 
 
 class SimpleEmitter(KernelEmitter):

@@ -189,12 +189,16 @@ class LoopFusion(KernelEmitter):
             shape = leaf_shapes(group[0][0].shape)[0]
 
             def store_group(idx: list[Value], group=group, shape=shape) -> None:
+                # every value before any store: an output may share its buffer with a parameter
+                # another root of the group reads at this position
                 linear = linear_index(b, shape, idx)
+                stores = []
                 for root, first in group:
                     leaves = leaf_shapes(root.shape)
                     values = fused.at(b, root, _reindex(b, shape, leaves[0], idx))
-                    for k, v in enumerate(values):
-                        b.store(outputs[first + k], v, linear)
+                    stores.extend((outputs[first + k], v) for k, v in enumerate(values))
+                for name, v in stores:
+                    b.store(name, v, linear)
 
             loop_over_shape(b, ids, self._launch, shape, store_group)
 

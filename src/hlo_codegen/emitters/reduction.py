@@ -32,8 +32,7 @@ from hlo_codegen.elemental.emitter import value_type
 from hlo_codegen.emitters.base import KernelParams, find_hero, output_shapes, reduction_dimensions
 from hlo_codegen.emitters.common import (
     FusedValues, SimpleEmitter, ThreadIds, delinearize_values, emit_epilogue, epilogue_nodes, linear_index,
-    loop_over_shape,
-    packing, root_outputs,
+    loop_over_shape, packing, root_outputs, store_side_outputs,
 )
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo
 from hlo_codegen.indexing import IndexingMap, LaunchDimensions, Variable, dim, sym
@@ -190,15 +189,8 @@ class ReductionFusion(SimpleEmitter):
                 loop_over_shape(b, ids, self._launch, _out_shape(hero),
                                 lambda idx, acc=acc, targets=targets: self._emit_by_thread(
                                     b, values, acc, targets, idx))
-        for members in self.side_groups.values():
-            group = [o for o in outputs if any(o[0] is r for r in members)]
-
-            def store(idx, group=group):
-                for root, buffers, shapes in group:
-                    for v, name, shape in zip(values.at(b, root, idx), buffers, shapes):
-                        b.store(name, v, linear_index(b, shape, idx))
-
-            loop_over_shape(b, ids, self._launch, group[0][2][0], store)
+        side = [o for o in outputs if any(o[0] is r for rs in self.side_groups.values() for r in rs)]
+        store_side_outputs(b, ids, self._launch, values, side)
 
     def _input_map(self, reduce: HloInstruction) -> IndexingMap:
         """(output linear o, reduced linear r) -> input index."""
