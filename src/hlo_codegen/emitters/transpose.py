@@ -42,7 +42,7 @@ from hlo_codegen.indexing import IndexingMap, LaunchDimensions, Variable, dim, s
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.indexing.shape_indexing import delinearize
 from hlo_codegen.kernel_ir.builder import IRBuilder
-from hlo_codegen.kernel_ir.ir import Buffer, Kernel, Value
+from hlo_codegen.kernel_ir.ir import Buffer, Kernel
 from hlo_common.ir import HloInstruction
 from hlo_common.opcodes import is_elementwise
 from hlo_common.shape import Shape
@@ -107,7 +107,8 @@ def transpose_hero(root: HloInstruction) -> HloInstruction | None:
 
 def _signature(hero: HloInstruction) -> tuple:
     op = hero.operands[0].shape
-    return (tuple(op.dims), tuple(op.minor_to_major), tuple(_permutation(hero)), tuple(hero.shape.minor_to_major))
+    return (tuple(op.dims), tuple(op.minor_to_major), tuple(_permutation(hero)),
+            tuple(hero.shape.minor_to_major))
 
 
 class TransposeFusion(SimpleEmitter):
@@ -171,7 +172,8 @@ class TransposeFusion(SimpleEmitter):
         # tiles would see elements other blocks already overwrote; the loop emitter reads and
         # writes each element in one thread.
         n = len(self.fusion.operands)
-        in_place = argument_ids is not None and bool(set(list(argument_ids)[:n]) & set(list(argument_ids)[n:]))
+        ids = list(argument_ids) if argument_ids is not None else []
+        in_place = bool(set(ids[:n]) & set(ids[n:]))
         if self.fallback is not None or in_place:
             return (self.fallback or LoopFusion(self.fusion, self.device)).emit(argument_ids)
         return super().emit(argument_ids)
@@ -245,4 +247,5 @@ class TransposeFusion(SimpleEmitter):
 # th_y[k] -> tile row; (row, column) -> slot of the padded shared tile
 _ROW = IndexingMap([dim(0) + sym(0) * ROWS], [Variable(Interval(0, ROWS - 1))],
                    [Variable(Interval(0, TILE // ROWS - 1))])
-_SLOT = IndexingMap([dim(0) * PADDED + dim(1)], [Variable(Interval(0, TILE - 1)), Variable(Interval(0, TILE - 1))])
+_SLOT = IndexingMap([dim(0) * PADDED + dim(1)],
+                    [Variable(Interval(0, TILE - 1)), Variable(Interval(0, TILE - 1))])

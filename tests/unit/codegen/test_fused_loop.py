@@ -34,20 +34,24 @@ LOOP = {
         c = f32[64,50] parameter(2) ea = f32[64,100] exponential(a)
         k = f32[64,350] concatenate(ea, b, c), dimensions={1} s = f32[64,350] sine(k)
         ROOT n = f32[64,350] multiply(s, k) }""",
-    "slice_scale_pad": """f { p = f32[130,260] parameter(0) s = f32[128,130] slice(p), slice={[1:129], [0:260:2]}
+    "slice_scale_pad": """f { p = f32[130,260] parameter(0) s = f32[128,130] slice(p), slice={[1:129],
+        [0:260:2]}
         k = f32[] constant(3) bk = f32[128,130] broadcast(k), dimensions={} m = f32[128,130] multiply(s, bk)
         z = f32[] constant(0) ROOT pd = f32[133,132] pad(m, z), padding=2_3x1_1 }""",
     "dynamic_slice_scaled": """f { p = f32[64,128] parameter(0) i = s32[] parameter(1) z = s32[] constant(0)
         d = f32[8,128] dynamic-slice(p, i, z), dynamic_slice_sizes={8,128} c = f32[] constant(2)
         bc = f32[8,128] broadcast(c), dimensions={} ROOT m = f32[8,128] multiply(d, bc) }""",
-    "gather_rows_scaled": """f { t = f32[1000,64] parameter(0) i = s32[256] parameter(1) bi = s32[256,1] bitcast(i)
+    "gather_rows_scaled": """f { t = f32[1000,64] parameter(0) i = s32[256] parameter(1) bi =
+        s32[256,1] bitcast(i)
         g = f32[256,64] gather(t, bi), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0},
           index_vector_dim=1, slice_sizes={1,64}
-        c = f32[] constant(2) bc = f32[256,64] broadcast(c), dimensions={} ROOT m = f32[256,64] multiply(g, bc) }""",
+        c = f32[] constant(2) bc = f32[256,64] broadcast(c), dimensions={} ROOT m = f32[256,64]
+        multiply(g, bc) }""",
     "outputs_of_different_sizes": """f { p = f32[64,128] parameter(0) q = f32[32] parameter(1)
         e = f32[64,128] exponential(p) n = f32[32] negate(q) ROOT t = (f32[64,128], f32[32]) tuple(e, n) }""",
     "outputs_bitcast_apart": """f { p = f32[64,128] parameter(0) e = f32[64,128] exponential(p)
-        b = f32[8,8,128] bitcast(e) l = f32[8,8,128] log(b) ROOT t = (f32[64,128], f32[8,8,128]) tuple(e, l) }""",
+        b = f32[8,8,128] bitcast(e) l = f32[8,8,128] log(b) ROOT t = (f32[64,128], f32[8,8,128])
+        tuple(e, l) }""",
     "outputs_in_two_layouts": """f { p = f32[64,128]{1,0} parameter(0) e = f32[64,128]{1,0} exponential(p)
         c = f32[64,128]{0,1} copy(e) ROOT t = (f32[64,128]{1,0}, f32[64,128]{0,1}) tuple(e, c) }""",
     "same_root_twice_and_a_parameter_root": """f { p = f32[64,128] parameter(0) e = f32[64,128] exponential(p)
@@ -56,7 +60,8 @@ LOOP = {
         i0 = s32[64,512] iota(), iota_dimension=0 i1 = s32[64,512] iota(), iota_dimension=1
         lt = pred[64,512] compare(i1, i0), direction=LT z = f32[] constant(0)
         bz = f32[64,512] broadcast(z), dimensions={} ROOT s = f32[64,512] select(lt, r, bz) }""",
-    "bf16_gelu_in_f32": """f { p = bf16[64,4096] parameter(0) c = f32[64,4096] convert(p) t = f32[64,4096] tanh(c)
+    "bf16_gelu_in_f32": """f { p = bf16[64,4096] parameter(0) c = f32[64,4096] convert(p) t =
+        f32[64,4096] tanh(c)
         m = f32[64,4096] multiply(c, t) ROOT o = bf16[64,4096] convert(m) }""",
     # a reduction too small for the reduction emitter, normalizing its input in one loop kernel
     "small_reduce_and_broadcast": ADD + """f { p = f32[64,16] parameter(0) z = f32[] constant(0)
@@ -71,7 +76,8 @@ def test_loop_fusion_runs_and_matches(name: str) -> None:
 
 
 CONCAT = {
-    "elementwise_operands": """f { a = f32[64,100] parameter(0) b = f32[64,200] parameter(1) c = f32[64,50] parameter(2)
+    "elementwise_operands": """f { a = f32[64,100] parameter(0) b = f32[64,200] parameter(1) c =
+        f32[64,50] parameter(2)
         ea = f32[64,100] exponential(a) nb = f32[64,200] negate(b)
         ROOT k = f32[64,350] concatenate(ea, nb, c), dimensions={1} }""",
     "unary_epilogue": """f { a = f32[64,100] parameter(0) b = f32[64,200] parameter(1)
@@ -90,7 +96,8 @@ def test_concatenate_fusion_runs_and_matches(name: str) -> None:
 def test_concatenate_read_through_a_binary_epilogue() -> None:
     # XLA's hero search passes ops of up to 3 operands: add(q, concat) keeps the concat hero,
     # q read at the output index
-    fusion = fusion_of("""f { a = f32[64,100] parameter(0) b = f32[64,200] parameter(1) q = f32[64,300] parameter(2)
+    fusion = fusion_of("""f { a = f32[64,100] parameter(0) b = f32[64,200] parameter(1) q = f32[64,300]
+        parameter(2)
         k = f32[64,300] concatenate(a, b), dimensions={1} ROOT s = f32[64,300] add(q, k) }""")
     emitter = ConcatenateFusion(fusion)
     assert emitter.fallback is None
@@ -152,7 +159,8 @@ def test_dus_behind_a_bitcast_root() -> None:
 
 
 def test_scatter_add_with_fused_updates() -> None:
-    kernel = check(ADD + """f { t = f32[1000,64] parameter(0) i = s32[256] parameter(1) u = f32[256,64] parameter(2)
+    kernel = check(ADD + """f { t = f32[1000,64] parameter(0) i = s32[256] parameter(1) u = f32[256,64]
+        parameter(2)
         bi = s32[256,1] bitcast(i) c = f32[] constant(2) bc = f32[256,64] broadcast(c), dimensions={}
         m = f32[256,64] multiply(u, bc)
         ROOT s = f32[1000,64] scatter(t, bi, m), update_window_dims={1}, inserted_window_dims={0},
@@ -163,7 +171,8 @@ def test_scatter_add_with_fused_updates() -> None:
 def test_transpose_hero_is_emitted_whatever_kind_it_gets() -> None:
     # XLA routes a tiled transpose to its transpose emitter; here it must at least run as a loop
     fusion = fusion_of("""f { p = f32[1024,768] parameter(0) t = f32[768,1024] transpose(p), dimensions={1,0}
-        c = f32[] constant(1) b = f32[768,1024] broadcast(c), dimensions={} ROOT a = f32[768,1024] add(t, b) }""")
+        c = f32[] constant(1) b = f32[768,1024] broadcast(c), dimensions={} ROOT a = f32[768,1024]
+        add(t, b) }""")
     assert emitter_kind(fusion)[0] in ("loop", "transpose")
     check(fusion)
 

@@ -44,12 +44,15 @@ fstats { x = f32[128,256] parameter(0) g = f32[128,256] parameter(1) z = f32[] c
   r2 = f32[128] reduce(xg, z), dimensions={1}, to_apply=add
   ROOT t = (f32[128], f32[128], f32[128,256]) tuple(r1, r2, xg) }
 fcols { g = f32[128,256] parameter(0) xg = f32[128,256] parameter(1) z = f32[] constant(0)
-  r1 = f32[256] reduce(g, z), dimensions={0}, to_apply=add r2 = f32[256] reduce(xg, z), dimensions={0}, to_apply=add
+  r1 = f32[256] reduce(g, z), dimensions={0}, to_apply=add r2 = f32[256] reduce(xg, z), dimensions={0},
+        to_apply=add
   ROOT t = (f32[256], f32[256]) tuple(r1, r2) }
-fdx { x = f32[128,256] parameter(0) g = f32[128,256] parameter(1) a = f32[128] parameter(2) b = f32[128] parameter(3)
+fdx { x = f32[128,256] parameter(0) g = f32[128,256] parameter(1) a = f32[128] parameter(2) b =
+        f32[128] parameter(3)
   k = f32[] constant(0.00390625) bk = f32[128] broadcast(k), dimensions={} am = f32[128] multiply(a, bk)
   bm = f32[128] multiply(b, bk) ba = f32[128,256] broadcast(am), dimensions={0}
-  bb = f32[128,256] broadcast(bm), dimensions={0} s = f32[128,256] subtract(g, ba) xb = f32[128,256] multiply(x, bb)
+  bb = f32[128,256] broadcast(bm), dimensions={0} s = f32[128,256] subtract(g, ba) xb = f32[128,256]
+        multiply(x, bb)
   dx = f32[128,256] subtract(s, xb) n = f32[128,256] negate(dx)
   ROOT t = (f32[128,256], f32[128,256]) tuple(dx, n) }
 ENTRY e { x = f32[128,256] parameter(0) g = f32[128,256] parameter(1)
@@ -61,7 +64,8 @@ ENTRY e { x = f32[128,256] parameter(0) g = f32[128,256] parameter(1)
   c0 = f32[256] get-tuple-element(cs), index=0 c1 = f32[256] get-tuple-element(cs), index=1
   d0 = f32[128,256] get-tuple-element(dx), index=0 d1 = f32[128,256] get-tuple-element(dx), index=1
   ROOT t = (f32[256], f32[256], f32[128,256], f32[128,256]) tuple(c0, c1, d0, d1) }""",
-    "argmax_and_transpose": """am { v0 = f32[] parameter(0) i0 = s32[] parameter(1) v1 = f32[] parameter(2) i1 = s32[] parameter(3)
+    "argmax_and_transpose": """am { v0 = f32[] parameter(0) i0 = s32[] parameter(1) v1 = f32[]
+        parameter(2) i1 = s32[] parameter(3)
   gt = pred[] compare(v0, v1), direction=GT eq = pred[] compare(v0, v1), direction=EQ
   lt = pred[] compare(i0, i1), direction=LT tie = pred[] and(eq, lt) k = pred[] or(gt, tie)
   v = f32[] select(k, v0, v1) i = s32[] select(k, i0, i1) ROOT t = (f32[], s32[]) tuple(v, i) }
@@ -103,7 +107,8 @@ ENTRY e { x = f32[64,128] parameter(0) u = f32[4,128] parameter(1) z = s32[] con
 
 
 def _compile(name: str, target: str):
-    result = compile_module(parse_module("HloModule " + name + "\n" + MODULES[name]), CompileOptions(target=target))
+    module = parse_module("HloModule " + name + "\n" + MODULES[name])
+    result = compile_module(module, CompileOptions(target=target))
     return load_manifest(result.manifest.to_bytes(), "m.json")
 
 

@@ -24,7 +24,8 @@ from hlo_codegen.kernel_ir import print_kernel
 
 ADD = "add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }\n"
 MAX = "mx { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] maximum(a, b) }\n"
-ARGMAX = """am { v0 = f32[] parameter(0) i0 = s32[] parameter(1) v1 = f32[] parameter(2) i1 = s32[] parameter(3)
+ARGMAX = """am { v0 = f32[] parameter(0) i0 = s32[] parameter(1) v1 = f32[] parameter(2) i1 = s32[]
+        parameter(3)
   gt = pred[] compare(v0, v1), direction=GT eq = pred[] compare(v0, v1), direction=EQ
   lt = pred[] compare(i0, i1), direction=LT tie = pred[] and(eq, lt) k = pred[] or(gt, tie)
   v = f32[] select(k, v0, v1) i = s32[] select(k, i0, i1) ROOT t = (f32[], s32[]) tuple(v, i) }
@@ -81,11 +82,14 @@ FUSIONS = {
     "small_reduce_inside_the_prologue": ADD + """f { p = f32[64,8,4] parameter(0) z = f32[] constant(0)
         r0 = f32[64,8] reduce(p, z), dimensions={2}, to_apply=add
         ROOT r = f32[64] reduce(r0, z), dimensions={1}, to_apply=add }""",
-    "integer_max_with_side_output": """mxi { a = s32[] parameter(0) b = s32[] parameter(1) ROOT s = s32[] maximum(a, b) }
+    "integer_max_with_side_output": """mxi { a = s32[] parameter(0) b = s32[] parameter(1) ROOT s =
+        s32[] maximum(a, b) }
         f { p = s32[100,200] parameter(0) z = s32[] constant(-2147483648) m = s32[100,200] multiply(p, p)
-        r = s32[100] reduce(m, z), dimensions={1}, to_apply=mxi ROOT t = (s32[100], s32[100,200]) tuple(r, m) }""",
+        r = s32[100] reduce(m, z), dimensions={1}, to_apply=mxi ROOT t = (s32[100], s32[100,200])
+        tuple(r, m) }""",
     "bitcast_and_transpose_prologue": ADD + """f { p = f32[8,64,512] parameter(0) q = f32[512,64] parameter(1)
-        z = f32[] constant(0) b = f32[512,512] bitcast(p) r1 = f32[512] reduce(b, z), dimensions={1}, to_apply=add
+        z = f32[] constant(0) b = f32[512,512] bitcast(p) r1 = f32[512] reduce(b, z), dimensions={1},
+        to_apply=add
         t = f32[64,512] transpose(q), dimensions={1,0} r2 = f32[64] reduce(t, z), dimensions={1}, to_apply=add
         ROOT o = (f32[512], f32[64]) tuple(r1, r2) }""",
     "f16_column_sum": """addh { a = f16[] parameter(0) b = f16[] parameter(1) ROOT s = f16[] add(a, b) }
@@ -133,7 +137,8 @@ def test_epilogue_of_a_reduce_with_other_users_is_written_when_it_finishes() -> 
 
 
 def test_get_tuple_element_epilogue_of_a_variadic_reduce() -> None:
-    _run_reduction_emitter(ARGMAX + """f { p = f32[32,1000] parameter(0) io = s32[32,1000] iota(), iota_dimension=1
+    _run_reduction_emitter(ARGMAX + """f { p = f32[32,1000] parameter(0) io = s32[32,1000] iota(),
+        iota_dimension=1
         mi = f32[] constant(-inf) z = s32[] constant(0)
         r = (f32[32], s32[32]) reduce(p, io, mi, z), dimensions={1}, to_apply=am
         i = s32[32] get-tuple-element(r), index=1 ROOT c = f32[32] convert(i) }""")

@@ -45,7 +45,8 @@ TILED = {
     "021_with_prologue_and_epilogue": """f { p = f32[8,200,300] parameter(0) q = f32[8,300,200] parameter(1)
         e = f32[8,200,300] exponential(p) t = f32[8,300,200] transpose(e), dimensions={0,2,1}
         ROOT a = f32[8,300,200] add(t, q) }""",
-    "210": """f { p = f32[64,32,100] parameter(0) ROOT t = f32[100,32,64] transpose(p), dimensions={2,1,0} }""",
+    "210": """f { p = f32[64,32,100] parameter(0) ROOT t = f32[100,32,64] transpose(p),
+        dimensions={2,1,0} }""",
     "1302_bf16": """f { p = bf16[6,40,50,7] parameter(0)
         ROOT t = bf16[40,7,6,50] transpose(p), dimensions={1,3,0,2} }""",
     "layout_changing_copy": """f { p = f32[100,130]{1,0} parameter(0) n = f32[100,130]{1,0} negate(p)
@@ -53,7 +54,8 @@ TILED = {
     "two_heroes_and_a_side_output": """f { p = f32[96,70] parameter(0) q = s8[96,70] parameter(1)
         t1 = f32[70,96] transpose(p), dimensions={1,0} t2 = s8[70,96] transpose(q), dimensions={1,0}
         n = f32[96,70] negate(p) ROOT r = (f32[70,96], s8[70,96], f32[96,70]) tuple(t1, t2, n) }""",
-    "bitcast_epilogue_and_partial_tiles": """f { p = f16[33,65] parameter(0) t = f16[65,33] transpose(p), dimensions={1,0}
+    "bitcast_epilogue_and_partial_tiles": """f { p = f16[33,65] parameter(0) t = f16[65,33]
+        transpose(p), dimensions={1,0}
         c = f32[65,33] convert(t) ROOT b = f32[5,13,33] bitcast(c) }""",
 }
 
@@ -86,7 +88,8 @@ def test_in_place_side_output_uses_the_loop_emitter() -> None:
     # the minor dimension stays minor: nothing to tile
     """f { p = f32[20,30,64] parameter(0) ROOT t = f32[30,20,64] transpose(p), dimensions={1,0,2} }""",
     # packed 4-bit elements
-    """f { p = s4[64,32]{1,0:E(4)} parameter(0) ROOT t = s4[32,64]{1,0:E(4)} transpose(p), dimensions={1,0} }""",
+    """f { p = s4[64,32]{1,0:E(4)} parameter(0) ROOT t = s4[32,64]{1,0:E(4)} transpose(p),
+        dimensions={1,0} }""",
     # no transpose at all
     """f { p = f32[20,30] parameter(0) ROOT n = f32[20,30] negate(p) }""",
 ])
