@@ -49,6 +49,7 @@ from hlo_codegen.emitters.base import (
 )
 from hlo_codegen.emitters.launch import A100, H100, GpuDeviceInfo, loop_launch_dimensions
 from hlo_codegen.emitters.loop import LoopFusion
+from hlo_codegen.emitters.transpose import TransposeFusion
 from hlo_codegen.emitters import (  # noqa: F401  (they register elemental rules)
     elemental_dots, elemental_linalg, elemental_topk, elemental_window,
 )
@@ -99,6 +100,9 @@ def emit_kernel(fusion: HloInstruction, device: GpuDeviceInfo = H100,
     """The kernel for `fusion` from the emitter its hero selects (see the contract above)."""
     return get_fusion_emitter(fusion, device).emit(argument_ids)
 
+
+# A "transpose" kind (tiled transpose heroes) gets the shared-memory tiled emitter.
+EMITTERS["transpose"] = TransposeFusion
 
 __all__ = [
     "EMITTERS", "EmitterError", "GpuDeviceInfo", "H100", "A100", "KernelEmitter", "LoopFusion",

@@ -14,10 +14,12 @@ operands, every fusion root), so each of them is one callable function.
 
 from __future__ import annotations
 
-from typing import Callable, Hashable, Iterable, Sequence
+import sys
+from contextlib import contextmanager
+from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
 from hlo_codegen.elemental import ElementalEmitter, ElementalError
-from hlo_codegen.elemental.emitter import FunctionContext, leaf_shapes, value_type
+from hlo_codegen.elemental.emitter import FunctionContext, leaf_shapes, same_layout, value_type
 from hlo_codegen.emitters.base import (
     EmitterError, KernelEmitter, KernelParams, add_kernel_params, fusion_roots,
 )
@@ -27,7 +29,7 @@ from hlo_codegen.indexing import (
     logical_to_linear, reshape_map, sym,
 )
 from hlo_codegen.indexing.interval import Interval
-from hlo_codegen.indexing.shape_indexing import delinearize
+from hlo_codegen.indexing.shape_indexing import delinearize, physical_dims
 from hlo_codegen.indexing.thread_indexing import THREAD_DIM_NAMES
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Kernel, Value
@@ -36,7 +38,25 @@ from hlo_codegen.kernel_ir.types import UnsupportedTypeError
 from hlo_codegen.kernel_ir.verifier import verify_kernel
 from hlo_codegen.partitioner import partition_computation
 from hlo_common.ir import HloComputation, HloInstruction
+from hlo_common.opcodes import is_elementwise
 from hlo_common.shape import Shape
+
+
+# Elemental emission recurses a few frames per fused op along the longest operand chain, and
+# priority fusion makes elementwise chains of thousands of ops (Python stops at 1000 frames, about
+# 200 ops). Python-to-Python calls do not grow the C stack, so a higher limit is safe.
+EMISSION_RECURSION_LIMIT = 100_000
+
+
+@contextmanager
+def deep_recursion(limit: int = EMISSION_RECURSION_LIMIT) -> Iterator[None]:
+    """Raise Python's recursion limit to `limit` while emitting (restored afterwards)."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
 
 
 class ThreadIds:
@@ -177,6 +197,32 @@ def aliased_parameter(params: KernelParams, instr: HloInstruction, output: str) 
     return instr.opcode == "parameter" and params.param_buffers.get(instr.parameter_number) == output
 
 
+def store_side_outputs(b: IRBuilder, ids: ThreadIds, launch: LaunchDimensions, values: FusedValues,
+                       outputs: list[tuple[HloInstruction, list[str], list[Shape]]]) -> None:
+    """Elemental loops writing `outputs` (root, buffers, shapes): one loop per element count over
+    the first such root's shape (and packing), every root at the same physical position. All values of an
+    element are computed before any is stored, since an output may share its buffer with a
+    parameter another root reads there (XLA's in-place side outputs)."""
+    groups: dict[int, list] = {}
+    for out in outputs:
+        groups.setdefault((out[2][0].num_elements, packing(out[2][0])), []).append(out)
+    for group in groups.values():
+        shape = group[0][2][0]
+
+        def store(idx: list[Value], group=group, shape=shape) -> None:
+            stores = []
+            for root, buffers, shapes in group:
+                at = idx
+                if not same_layout(shape, shapes[0]):
+                    at = b.apply_indexing(bitcast_map(shape, shapes[0]), idx) if shapes[0].rank else []
+                stores.extend(zip(buffers, values.at(b, root, at)))
+            linear = linear_index(b, shape, idx)
+            for name, v in stores:
+                b.store(name, v, linear)
+
+        loop_over_shape(b, ids, launch, shape, store)
+
+
 class SimpleEmitter(KernelEmitter):
     """A KernelEmitter whose `emit` creates the parameters, calls `build(kernel, params)`, then
     optimizes and verifies; element-type and elemental failures become EmitterErrors."""
@@ -184,12 +230,13 @@ class SimpleEmitter(KernelEmitter):
     def emit(self, argument_ids: Sequence[Hashable] | None = None) -> Kernel:
         kernel = self.new_kernel()
         params = add_kernel_params(kernel, self.fusion, argument_ids)
-        try:
-            self.build(kernel, params)
-        except (ElementalError, UnsupportedTypeError) as err:
-            raise EmitterError(f"fusion %{self.fusion.name}: {err}") from err
-        optimize_kernel(kernel, vectorize=False)
-        verify_kernel(kernel)
+        with deep_recursion():
+            try:
+                self.build(kernel, params)
+            except (ElementalError, UnsupportedTypeError) as err:
+                raise EmitterError(f"fusion %{self.fusion.name}: {err}") from err
+            optimize_kernel(kernel, vectorize=False)
+            verify_kernel(kernel)
         return kernel
 
     def build(self, kernel: Kernel, params: KernelParams) -> None:
@@ -217,29 +264,100 @@ class EpilogueContext(FunctionContext):
         return super()._emit(instr, indices)
 
 
-def hero_chain(root: HloInstruction, hero: HloInstruction) -> list[HloInstruction]:
-    """The instructions from `hero` (exclusive) up to `root` (inclusive), each with one operand."""
-    chain = []
-    node = root
-    while node is not hero:
-        chain.append(node)
-        node = node.operands[0]
-    return list(reversed(chain))
+_INDEX_MOVING = ("bitcast", "reshape", "transpose", "copy")
+
+
+def _is_physical_bitcast(instr: HloInstruction) -> bool:
+    """The op keeps every element at its physical position (a bitcast, or a reshape, transpose or
+    copy that is one), so all of its index paths to a hero reach the same element."""
+    if instr.opcode == "bitcast":
+        return True
+    if instr.opcode not in ("reshape", "transpose", "copy") or not instr.shape.is_array:
+        return False
+    a, b = instr.operands[0].shape, instr.shape
+    if instr.opcode == "copy" and a.minor_to_major == b.minor_to_major:
+        return True
+    ka = [a.dims[d] for d in physical_dims(a) if a.dims[d] != 1]
+    kb = [b.dims[d] for d in physical_dims(b) if b.dims[d] != 1]
+    if ka != kb:
+        return False
+    if instr.opcode == "reshape":
+        return True
+    # transposes and copies: the non-unit dims keep their physical order
+    perm = instr.attrs["dimensions"] if instr.opcode == "transpose" else list(range(b.rank))
+    moved = [perm[d] for d in physical_dims(b) if b.dims[d] != 1]
+    return moved == [d for d in physical_dims(a) if a.dims[d] != 1]
+
+
+def epilogue_nodes(root: HloInstruction, hero: HloInstruction) -> list[HloInstruction] | None:
+    """The instructions between `hero` (exclusive) and `root` (inclusive) that read the hero, in
+    post order, when the root can be computed from the hero's value at one element: one path of
+    elementwise ops, bitcasts, reshapes, transposes, copies and get-tuple-elements (of a tuple
+    hero), or several paths where every op is elementwise or a physical bitcast (so every path
+    reaches the same hero element). None when there is no such path."""
+    if root is hero:
+        return []
+    order: list[HloInstruction] = []  # post order of what `root` reads, not below the hero
+    visited: set[int] = {id(root)}
+    stack: list[tuple[HloInstruction, int]] = [(root, 0)]
+    while stack:  # iterative: priority fusion makes chains deeper than Python's recursion limit
+        node, k = stack.pop()
+        if node is not hero and k < len(node.operands):
+            stack.append((node, k + 1))
+            op = node.operands[k]
+            if id(op) not in visited:
+                visited.add(id(op))
+                stack.append((op, 0))
+        else:
+            order.append(node)
+    on_path: dict[int, bool] = {}
+    for node in order:
+        on_path[id(node)] = node is hero or any(on_path[id(op)] for op in node.operands)
+    if not on_path[id(root)]:
+        return None
+    nodes = [n for n in order if on_path[id(n)] and n is not hero]
+    seen = {id(n) for n in nodes}
+    single = all(sum(1 for op in n.operands if on_path.get(id(op))) == 1 for n in nodes) and \
+        all(len([u for u in n.users if id(u) in seen]) <= 1 for n in nodes)
+    for n in nodes:
+        elementwise = is_elementwise(n.opcode) and n.opcode != "copy"
+        if single:
+            ok = elementwise or n.opcode in _INDEX_MOVING or n.opcode == "reduce-precision" or (
+                n.opcode == "get-tuple-element" and n.operands[0] is hero)
+        else:
+            ok = elementwise or _is_physical_bitcast(n)
+        if not ok:
+            return None
+    return nodes
 
 
 def hero_to_root_index(b: IRBuilder, hero: HloInstruction, root: HloInstruction,
                        idx: list[Value]) -> list[Value]:
-    """Index of the root element computed from the hero element at `idx` (through the unary
-    epilogue: elementwise ops keep it, reshapes and bitcasts move it)."""
-    prev = hero
-    for op in hero_chain(root, hero):
-        if op.opcode == "bitcast" or (op.opcode == "reshape" and op.shape.dims != prev.shape.dims):
-            if op.opcode == "bitcast":
-                m = bitcast_map(prev.shape, op.shape)
-            else:
-                m = reshape_map(op.shape.dims, prev.shape.dims)
-            idx = b.apply_indexing(m, idx) if op.shape.rank else []
-        prev = op
+    """Index of the root element computed from the hero element at `idx` (along the epilogue:
+    elementwise ops keep it, bitcasts, reshapes and transposes move it)."""
+    nodes = epilogue_nodes(root, hero)
+    if nodes is None:
+        raise EmitterError(f"%{root.name} is not computed elementwise from %{hero.name}")
+    # follow one path: from the hero, the first user on the path each time
+    on = {id(n) for n in nodes}
+    node = hero
+    while node is not root:
+        nxt = next(u for u in nodes if id(u) in on and any(op is node for op in u.operands))
+        prev_shape = leaf_shapes(node.shape)[0] if nxt.opcode != "get-tuple-element" else nxt.shape
+        idx = _move_index(b, nxt, prev_shape, idx)
+        node = nxt
+    return idx
+
+
+def _move_index(b: IRBuilder, op: HloInstruction, prev: Shape, idx: list[Value]) -> list[Value]:
+    if op.opcode == "bitcast" or (op.opcode == "copy" and prev.dims != op.shape.dims):
+        if prev.num_elements != op.shape.num_elements:
+            raise EmitterError(f"%{op.name}: bitcast between different sizes")
+        return b.apply_indexing(bitcast_map(prev, op.shape), idx) if op.shape.rank else []
+    if op.opcode == "reshape" and prev.dims != op.shape.dims:
+        return b.apply_indexing(reshape_map(op.shape.dims, prev.dims), idx) if op.shape.rank else []
+    if op.opcode == "transpose":
+        return [idx[p] for p in op.attrs["dimensions"]]
     return idx
 
 

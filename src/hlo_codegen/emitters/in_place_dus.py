@@ -24,8 +24,8 @@ from typing import Hashable, Sequence
 
 from hlo_codegen.emitters.base import EmitterError, KernelParams, find_hero, fusion_roots
 from hlo_codegen.emitters.common import (
-    FusedValues, SimpleEmitter, ThreadIds, elementwise_launch, emit_epilogue, linear_index, loop_over_shape,
-    packing, root_outputs,
+    FusedValues, SimpleEmitter, ThreadIds, elementwise_launch, emit_epilogue, epilogue_nodes, linear_index,
+    loop_over_shape, packing, root_outputs,
 )
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo
 from hlo_codegen.emitters.loop import LoopFusion
@@ -34,6 +34,7 @@ from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Kernel, Value
 from hlo_common.fusion_analysis import is_dus_root  # noqa: F401  (re-exported)
 from hlo_common.ir import HloInstruction
+from hlo_common.opcodes import is_elementwise
 
 MAX_CONCATENATE_OPERANDS = 4
 
@@ -110,6 +111,29 @@ class InPlaceDynamicUpdateSliceFusion(SimpleEmitter):
         loop_over_shape(b, ids, self._launch, self.update_shape, element)
 
 
+def concatenate_hero(root: HloInstruction) -> HloInstruction | None:
+    """The concatenate a root is an elementwise epilogue of (`epilogue_nodes`): the hero
+    analysis's, else the only concatenate reached through elementwise ops and bitcasts; None
+    when there is none (or several)."""
+    hero = find_hero(root)
+    if hero.opcode == "concatenate" and epilogue_nodes(root, hero) is not None:
+        return hero
+    found, seen, work = [], {id(root)}, [root]
+    while work:
+        node = work.pop()
+        if node.opcode == "concatenate":
+            found.append(node)
+            continue
+        if node is root or is_elementwise(node.opcode) or node.opcode == "bitcast":
+            for op in node.operands:
+                if id(op) not in seen:
+                    seen.add(id(op))
+                    work.append(op)
+    if len(found) == 1 and epilogue_nodes(root, found[0]) is not None:
+        return found[0]
+    return None
+
+
 class ConcatenateFusion(SimpleEmitter):
     """See the module docstring."""
 
@@ -118,18 +142,23 @@ class ConcatenateFusion(SimpleEmitter):
     def __init__(self, fusion: HloInstruction, device: GpuDeviceInfo = H100):
         super().__init__(fusion, device)
         (self.root,) = fusion_roots(fusion)
-        self.hero = find_hero(self.root)
-        if self.hero.opcode != "concatenate":
-            raise EmitterError(f"%{fusion.name}: the concatenate emitter needs a concatenate hero")
-        largest = max(op.shape.num_elements for op in self.hero.operands)
-        self._launch = elementwise_launch(largest, device)
+        self.hero = concatenate_hero(self.root)
+        # Threads sharing a byte would race (the loop emitter unrolls); a root that is not an
+        # elementwise epilogue of a concatenate hero needs the elemental concatenate.
+        self.fallback = None
+        if self.hero is None or has_packed_output(fusion):
+            self.fallback = LoopFusion(fusion, device)
+            self._launch = self.fallback.launch_dimensions()
+        else:
+            largest = max(op.shape.num_elements for op in self.hero.operands)
+            self._launch = elementwise_launch(largest, device)
 
     def launch_dimensions(self) -> LaunchDimensions:
         return self._launch
 
     def emit(self, argument_ids: Sequence[Hashable] | None = None) -> Kernel:
-        if has_packed_output(self.fusion):  # threads sharing a byte would race; the loop emitter unrolls
-            return LoopFusion(self.fusion, self.device).emit(argument_ids)
+        if self.fallback is not None:
+            return self.fallback.emit(argument_ids)
         return super().emit(argument_ids)
 
     def build(self, kernel: Kernel, params: KernelParams) -> None:

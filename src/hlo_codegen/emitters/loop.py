@@ -37,7 +37,7 @@ from hlo_codegen.elemental.emitter import leaf_shapes, same_layout
 from hlo_codegen.emitters.base import (
     EmitterError, KernelEmitter, add_kernel_params, fusion_roots, output_shapes,
 )
-from hlo_codegen.emitters.common import FusedValues, ThreadIds, linear_index, loop_over_shape
+from hlo_codegen.emitters.common import FusedValues, ThreadIds, deep_recursion, linear_index, loop_over_shape
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo, loop_fusion_unroll_factor, loop_launch_dimensions
 from hlo_codegen.indexing import (
     IndexingMap, LaunchDimensions, bitcast_map, default_thread_id_indexing_map, dim, logical_to_linear, sym,
@@ -136,16 +136,17 @@ class LoopFusion(KernelEmitter):
         params = add_kernel_params(kernel, self.fusion, argument_ids)
         if self.indexing_shape.num_elements == 0:
             return kernel
-        try:
-            if len(self.groups) > 1:
-                self._emit_groups(kernel, params)
-            else:
-                elemental = ElementalEmitter(kernel, self.computation, params.param_buffers)
-                self._emit_body(kernel, elemental, params.output_buffers)
-        except (ElementalError, UnsupportedTypeError) as err:
-            raise EmitterError(f"fusion %{self.fusion.name}: {err}") from err
-        optimize_kernel(kernel, vectorize=vectorize)
-        verify_kernel(kernel)
+        with deep_recursion():
+            try:
+                if len(self.groups) > 1:
+                    self._emit_groups(kernel, params)
+                else:
+                    elemental = ElementalEmitter(kernel, self.computation, params.param_buffers)
+                    self._emit_body(kernel, elemental, params.output_buffers)
+            except (ElementalError, UnsupportedTypeError) as err:
+                raise EmitterError(f"fusion %{self.fusion.name}: {err}") from err
+            optimize_kernel(kernel, vectorize=vectorize)
+            verify_kernel(kernel)
         return kernel
 
     def _emit_body(self, kernel: Kernel, elemental: ElementalEmitter, outputs: list[str]) -> None:
@@ -188,12 +189,16 @@ class LoopFusion(KernelEmitter):
             shape = leaf_shapes(group[0][0].shape)[0]
 
             def store_group(idx: list[Value], group=group, shape=shape) -> None:
+                # every value before any store: an output may share its buffer with a parameter
+                # another root of the group reads at this position
                 linear = linear_index(b, shape, idx)
+                stores = []
                 for root, first in group:
                     leaves = leaf_shapes(root.shape)
                     values = fused.at(b, root, _reindex(b, shape, leaves[0], idx))
-                    for k, v in enumerate(values):
-                        b.store(outputs[first + k], v, linear)
+                    stores.extend((outputs[first + k], v) for k, v in enumerate(values))
+                for name, v in stores:
+                    b.store(name, v, linear)
 
             loop_over_shape(b, ids, self._launch, shape, store_group)
 

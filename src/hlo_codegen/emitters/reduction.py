@@ -31,8 +31,8 @@ from hlo_codegen.elemental.convert import down
 from hlo_codegen.elemental.emitter import value_type
 from hlo_codegen.emitters.base import KernelParams, find_hero, output_shapes, reduction_dimensions
 from hlo_codegen.emitters.common import (
-    FusedValues, SimpleEmitter, ThreadIds, delinearize_values, emit_epilogue, linear_index, loop_over_shape,
-    packing, root_outputs,
+    FusedValues, SimpleEmitter, ThreadIds, delinearize_values, emit_epilogue, epilogue_nodes, linear_index,
+    loop_over_shape, packing, root_outputs, store_side_outputs,
 )
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo
 from hlo_codegen.indexing import IndexingMap, LaunchDimensions, Variable, dim, sym
@@ -110,6 +110,22 @@ def _flagged_function(kernel: Kernel, acc: Accumulator) -> Function:
     return fb.function
 
 
+def reduce_hero(root: HloInstruction) -> HloInstruction | None:
+    """The reduce whose value a root is computed from at one element (through a unary epilogue:
+    elementwise ops, bitcasts, reshapes, transposes, copies, get-tuple-element), or None: such
+    a root is written when its reduce finishes; any other root is a side output, computed
+    elementally over its own shape (reading a reduce there recomputes it, slow but correct)."""
+    candidates = [find_hero(root)]
+    node = root
+    while len(node.operands) == 1 and node.opcode != "reduce":
+        node = node.operands[0]
+    candidates.append(node)
+    for hero in candidates:
+        if hero.opcode == "reduce" and epilogue_nodes(root, hero) is not None:
+            return hero
+    return None
+
+
 class ReductionFusion(SimpleEmitter):
     """See the module docstring."""
 
@@ -122,8 +138,8 @@ class ReductionFusion(SimpleEmitter):
         self.hero_roots: dict[int, list[HloInstruction]] = {}
         self.side_groups: dict[tuple[int, ...], list[HloInstruction]] = {}
         for root, _, shapes in outputs:
-            hero = find_hero(root)
-            if hero.opcode == "reduce":
+            hero = reduce_hero(root)
+            if hero is not None:
                 if id(hero) not in self.hero_roots:
                     self.heroes.append(hero)
                     self.hero_roots[id(hero)] = []
@@ -173,15 +189,8 @@ class ReductionFusion(SimpleEmitter):
                 loop_over_shape(b, ids, self._launch, _out_shape(hero),
                                 lambda idx, acc=acc, targets=targets: self._emit_by_thread(
                                     b, values, acc, targets, idx))
-        for members in self.side_groups.values():
-            group = [o for o in outputs if any(o[0] is r for r in members)]
-
-            def store(idx, group=group):
-                for root, buffers, shapes in group:
-                    for v, name, shape in zip(values.at(b, root, idx), buffers, shapes):
-                        b.store(name, v, linear_index(b, shape, idx))
-
-            loop_over_shape(b, ids, self._launch, group[0][2][0], store)
+        side = [o for o in outputs if any(o[0] is r for rs in self.side_groups.values() for r in rs)]
+        store_side_outputs(b, ids, self._launch, values, side)
 
     def _input_map(self, reduce: HloInstruction) -> IndexingMap:
         """(output linear o, reduced linear r) -> input index."""
