@@ -1460,8 +1460,9 @@ def test_gpu_pipeline_forms_a_producer_consumer_fusion_and_disable_pass_turns_it
     code, unfused, err = run_cli([str(src), "--disable-pass", "multi_output_fusion"], capsys)
     assert code == 0, err
     entry = unfused[unfused.index("ENTRY"):]
-    assert "= f32[32,32,32]{2,1,0} exponential(%p0)" in entry  # exp is its own kernel again
-    assert "= f32[32,32]{1,0} fusion(%exp), kind=kInput" in entry  # and the reduce another
+    # exp is its own kernel again (fusion-wrapper's one-op fusion), and the reduce another
+    assert "%wrapped_exponential = f32[32,32,32]{2,1,0} fusion(%p0), kind=kLoop" in entry
+    assert "= f32[32,32]{1,0} fusion(%wrapped_exponential), kind=kInput" in entry
 
 
 SHARED_BODY = """
