@@ -1,26 +1,45 @@
-"""GemmFallback ("gemm-fallback"): gemm custom calls that cuBLAS cannot run become kernels, a kLoop
-fusion of `dot` + epilogue.
+"""GemmFallback ("gemm-fallback"): gemm custom calls that cuBLAS cannot run as one legacy GEMM become a
+cuBLAS GEMM plus an epilogue kernel, or one kernel (a kLoop fusion of `dot` + epilogue).
 
 Where it sits: hlo-codegen's prepare pipeline (`hlo_codegen.compiler.prepare_pipeline`), before
 the fusion wrapper. `hlo_common.gemm_config.gemm_config_for_custom_call` says which `__cublas$gemm` /
-`__cublas$lt$matmul` calls hlo-run's cuBLAS call can run; every other one (an s8 GEMM whose
-sizes are not multiples of 4, mixed operand types such as bf16 x s4, a cuBLASLt epilogue, an amax
-output, operand layouts cuBLAS cannot read) is rewritten here into HLO that computes the same
-thing as `hlo_common.interpreter.gemm_semantics` says, so the emitters' elemental dot runs it:
+`__cublas$lt$matmul` calls hlo-run's cuBLAS call can run; every other one is rewritten here into
+HLO that computes the same thing as `hlo_common.interpreter.gemm_semantics` says.
 
-    g = (f32[8,16], s8[W]) custom-call(a, b, v), custom_call_target="__cublas$lt$matmul",
+A cuBLASLt call that only its epilogue (BIAS, RELU, GELU, *_AUX) keeps from cuBLAS
+(`epilogue_split`) becomes a `__cublas$gemm` call (a GemmThunk: alpha, and beta * c when c can be
+the GEMM's initial result) and one kernel for the rest, as XLA:GPU runs the same calls without
+cuBLASLt. For 16-bit results the GEMM writes f32 (cuBLAS's bf16 x bf16 -> f32), so the epilogue
+rounds once, as the reference does:
+
+    g = (bf16[8,16], s8[W]) custom-call(a, b, v), custom_call_target="__cublas$lt$matmul",
         backend_config={... "alpha_real":2, "epilogue":"BIAS_RELU" ...}
+      =>
+    m = (f32[8,16], s8[W]) custom-call(a, b), custom_call_target="__cublas$gemm",
+        backend_config={... "alpha_real":2, "epilogue":"DEFAULT" ...}
+    gemm_epilogue { p0 = f32[8,16] parameter(0), p1 = bf16[16] parameter(1)
+      x = add(p0, broadcast(convert(p1)), dimensions={1})      the bias over the column dims
+      ROOT r = convert(maximum(x, broadcast(0))) }            (+ the aux output: x, for *_AUX)
+    f = bf16[8,16] fusion(get-tuple-element(m, 0), v), kind=kLoop, calls=gemm_epilogue
+
+Everything else (an s8 GEMM whose sizes are not multiples of 4, mixed operand types such as
+bf16 x s4, an amax output, operand layouts cuBLAS cannot read, a c laid out unlike the result)
+becomes one kernel, which the emitters' elemental dot runs:
+
+    g = (f32[8,16], f32[], s8[W]) custom-call(a, b, v), custom_call_target="__cublas$lt$matmul",
+        backend_config={... "alpha_real":2, "epilogue":"BIAS_RELU", "damax_output":true ...}
       =>
     gemm_fusion { p0, p1, p2
       d = f32[8,16] dot(p0, p1), ...                 operands converted to the result type, then
       s = multiply(d, broadcast(2))                  to f32 for 16-bit floats (one rounding at the end)
-      x = add(s, broadcast(p2), dimensions={1})      the bias over the column dims
-      ROOT r = maximum(x, broadcast(0)) }
+      x = add(s, broadcast(p2), dimensions={1})
+      ROOT r = maximum(x, broadcast(0)) }            (+ |r| for the amax reduce)
     f = f32[8,16] fusion(a, b, v), kind=kLoop, calls=gemm_fusion
-    g = (f32[8,16], s8[W]) tuple(f, broadcast(s8 0))
 
 An *_AUX epilogue adds the pre-activation values as a second fusion output; `damax_output` adds
-|x| as an output and a top-level max-reduce of it. The workspace becomes zeros (a memset).
+|x| as an output and a top-level max-reduce of it. The call's workspace element becomes zeros (a
+memset) where something reads it; the tuple of the call is rebuilt only for users other than
+get-tuple-elements.
 """
 
 from __future__ import annotations
@@ -67,7 +86,8 @@ def lower_unsupported_gemms(module: HloModule, computations: list[HloComputation
 @register_pass
 @dataclass
 class GemmFallback(HloPass):
-    """Gemm custom calls cuBLAS cannot run become kLoop fusions of dot + epilogue."""
+    """Gemm custom calls cuBLAS cannot run become a GEMM call + epilogue fusion, or a fusion of dot +
+    epilogue."""
 
     name = "gemm-fallback"
 

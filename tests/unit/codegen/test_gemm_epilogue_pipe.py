@@ -42,15 +42,36 @@ def gemm_and_epilogue_thunks(thunks: list[dict]) -> tuple[int, int]:
     return gemms, epilogues
 
 
+def random_arguments(module, dtype) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [rng.uniform(-1, 1, p.shape.dims).astype(dtype) for p in module.entry.parameters]
+
+
+def run_host(manifest: Path, args, tmp_path: Path, reference: str) -> np.ndarray:
+    """hlo-run --platform host on these arguments (compared with `reference` by hlo-run itself)."""
+    inputs, outputs = tmp_path / "in.npz", tmp_path / "out.npz"
+    np.savez(inputs, **{f"arg{i}": a.astype(np.float32) for i, a in enumerate(args)})  # bf16 travels as f32
+    run = subprocess.run([str(BIN / "hlo-run"), "--platform", "host", "--reference-platform", reference,
+                          "--inputs", str(inputs), "--output", str(outputs), str(manifest)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return np.asarray(np.load(outputs)["out0"], np.float64)
+
+
 @pytest.mark.parametrize("name, gemms, epilogues", [
     ("matmul_bias_relu", 1, 1), ("mlp_f32", 2, 2), ("transformer_fwd", 6, 2)])
 def test_pipe_matches_the_interpreter(name, gemms, epilogues, tmp_path):
     manifest, thunks = compile_to_manifest(name, tmp_path)
     assert gemm_and_epilogue_thunks(thunks) == (gemms, epilogues)
-    run = subprocess.run([str(BIN / "hlo-run"), "--platform", "host", "--reference-platform", "interpreter",
-                          str(manifest)], capture_output=True, text=True)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "close enough" in run.stdout + run.stderr
+    module = parse_module((MODULES / f"{name}.hlo").read_text())
+    args = random_arguments(module, np.float32)
+    # hlo-run compares with the interpreter running the manifest's (rewritten) HLO; this test also
+    # with the interpreter running the module as written, before hlo-opt and gemm-fallback.
+    got = run_host(manifest, args, tmp_path, "interpreter")
+    want = np.asarray(evaluate(module, args), np.float64)
+    bound = 1e-3  # hlo-run's f32 bound, the corpus pipe tier's (transformer_fwd's layer norms differ by 3e-4)
+    bad = (np.abs(got - want) > bound) & (np.abs(got - want) > bound * np.abs(want))
+    assert not bad.any(), (np.abs(got - want).max(), int(bad.sum()))
 
 
 def test_mlp_bf16_is_as_near_a_float64_evaluation_as_the_interpreter(tmp_path):
@@ -58,15 +79,9 @@ def test_mlp_bf16_is_as_near_a_float64_evaluation_as_the_interpreter(tmp_path):
     assert gemm_and_epilogue_thunks(thunks) == (2, 2)
     text = (MODULES / "mlp_bf16.hlo").read_text()
     module = parse_module(text)
-    rng = np.random.default_rng(0)
-    args = [rng.uniform(-1, 1, p.shape.dims).astype(ml_dtypes.bfloat16) for p in module.entry.parameters]
-    inputs, outputs = tmp_path / "in.npz", tmp_path / "out.npz"
-    np.savez(inputs, **{f"arg{i}": a.astype(np.float32) for i, a in enumerate(args)})  # bf16 travels as f32
-    run = subprocess.run([str(BIN / "hlo-run"), "--platform", "host", "--reference-platform", "none",
-                          "--inputs", str(inputs), "--output", str(outputs), str(manifest)],
-                         capture_output=True, text=True)
-    assert run.returncode == 0, run.stdout + run.stderr
-    got = np.asarray(np.load(outputs)["out0"], np.float64)
+    args = random_arguments(module, ml_dtypes.bfloat16)
+    # These arguments take hlo-run's own comparison past 2e-2 (see below), so it compares nothing.
+    got = run_host(manifest, args, tmp_path, "none")
     interpreter = np.asarray(evaluate(module, args), np.float64)
     wide = parse_module(text.replace("bf16", "f64"))  # the same module in float64
     exact = np.asarray(evaluate(wide, [a.astype(np.float64) for a in args]))

@@ -271,3 +271,21 @@ def test_cuda_target_links_the_epilogue_kernels():
         result = compile_module(parse_module(lt_module(t, "BIAS_GELU_AUX", "out_aux", beta=1)),
                                 CompileOptions(target="cuda"))
         assert [th.kind for th in result.manifest.thunks.thunks] == ["kGemm", "kKernel"]
+
+
+def test_a_call_without_workspace_or_tuple():
+    """An array-shaped cuBLASLt call (no workspace element) becomes an array-shaped `__cublas$gemm`."""
+    text = f"""HloModule bare
+ENTRY e {{ a = f32[8,16] parameter(0) b = f32[16,12] parameter(1) v = f32[12] parameter(2)
+  ROOT g = f32[8,12] custom-call(a, b, v), custom_call_target="__cublas$lt$matmul",
+    backend_config={config("BIAS_GELU")} }}"""
+    module = parse_module(text)
+    assert GemmFallback().run(module)
+    gemm = [i for i in module.entry.instructions if i.opcode == "custom-call"]
+    assert len(gemm) == 1 and gemm[0].shape.to_string() == "f32[8,12]{1,0}"
+    result, manifest = compile_host(text)
+    assert [th.kind for th in result.manifest.thunks.thunks] == ["kGemm", "kKernel"]
+    args = arguments(text)
+    got = run(manifest, args)[0]
+    close(got, evaluate(parse_module(text), args), "f32")
+    close(got, float64_reference("BIAS_GELU", args)[0], "f32")
