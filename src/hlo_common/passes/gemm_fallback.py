@@ -307,6 +307,7 @@ class GemmLowering:
 # Result types cuBLASLt fuses an epilogue into (XLA's SupportsEpilogueFusion, FP8 aside: hlo-run
 # has no FP8 GEMM).
 _EPILOGUE_RESULT_TYPES = frozenset({"f16", "bf16", "f32", "f64"})
+_OPERAND_NUMBERED_ATTRS = ("output_to_operand_aliasing", "operand_layout_constraints")
 
 
 @dataclass(frozen=True)
@@ -363,7 +364,11 @@ class EpilogueLowering(GemmLowering):
         shape = split.gemm_result
         if ws is not None:
             shape = Shape.tuple_of([shape, call.shape.tuple_shapes[ws[0]]])
-        attrs = {k: v for k, v in call.attrs.items() if k != "output_to_operand_aliasing" or split.keeps_c}
+        # Operand-numbered attributes may not fit the new operands; out over c ({0}: (2, {})) does
+        # when c stays and the result is still a tuple.
+        attrs = {k: v for k, v in call.attrs.items() if k not in _OPERAND_NUMBERED_ATTRS}
+        if split.keeps_c and ws is not None and "output_to_operand_aliasing" in call.attrs:
+            attrs["output_to_operand_aliasing"] = call.attrs["output_to_operand_aliasing"]
         attrs["custom_call_target"] = "__cublas$gemm"
         gemm = self._top("custom-call", operands, shape, attrs, name="cublas-gemm")
         gemm.backend_config_data = self._gemm_backend_config()

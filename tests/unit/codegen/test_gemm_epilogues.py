@@ -163,11 +163,19 @@ def test_aux_output_that_nobody_reads_and_the_whole_tuple(t):
     assert got[2].dtype == np.int8 and not got[2].any()
 
 
-def test_f32_matrix_bias_stays_in_the_gemm():
+@pytest.mark.parametrize("aliased", [False, True])
+def test_f32_matrix_bias_stays_in_the_gemm(aliased):
+    """With `output_to_operand_aliasing` (out written over c) the GEMM keeps it: c, a parameter, is
+    copied first and the GEMM runs in place."""
     text = lt_module("f32", "BIAS_RELU", alpha=2, beta=0.5)
+    if aliased:
+        target = 'custom_call_target="__cublas$lt$matmul"'
+        text = text.replace(target, target + ", output_to_operand_aliasing={{0}: (2, {})}")
     result, manifest = compile_host(text)
-    gemm, kernel = result.manifest.thunks.thunks
+    *copies, gemm, kernel = result.manifest.thunks.thunks
+    assert [c.kind for c in copies] == (["kCopy"] if aliased else [])
     assert gemm.kind == "kGemm" and gemm.c is not None and gemm.config.beta == 0.5
+    assert (gemm.c == gemm.output) == aliased
     assert [a.shape for a in kernel.args] == ["f32[24,20]{1,0}", "f32[20]{0}"]  # gemm result in place, bias
     args = arguments(text)
     got = run(manifest, args)[0]
