@@ -7,7 +7,8 @@ thunks, by the kind `fusion_wrapper.classify` gives it:
 
     fusion             KernelThunk(s) from the kernel backend; a broadcast of a constant is a
                        MemsetThunk, a fusion that only forwards a parameter's bytes a CopyThunk
-    dot / __cublas$*   GemmThunk (calls cuBLAS cannot run were made fusions by gemm_fallback)
+    dot / __cublas$*   GemmThunk (gemm_fallback split cuBLASLt epilogues into a GEMM call + a fusion,
+                       and made the calls cuBLAS cannot run fusions)
     copy (same bytes)  CopyThunk (nothing when source and destination are one slice)
     rng-get-and-update-state  RngGetAndUpdateStateThunk (XLA emits a load / add / store of its
                        `rng_state` global; here the runtime keeps the state)

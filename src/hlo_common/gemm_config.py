@@ -2,11 +2,12 @@
 
 Where it sits: hlo-codegen's thunk emission and the `gemm-fallback` pass of `hlo_common.passes`,
 which share it (XLA: `GemmConfig::For` in `xla/service/gpu/matmul_utils.cc`). A `dot` or a
-`__cublas$gemm` / `__cublas$lt$matmul` custom call becomes a `GemmThunk` whose `GemmConfig` holds the HLO semantics (shapes, dot dimension
-numbers, alpha, beta, epilogue) and one `MatrixLayout` per operand: cuBLAS multiplies `batch`
-matrices of `rows x cols`, each row- or column-major, so the dims of each operand must sit in
-memory as [batch dims][row dims][col dims] (or [batch][col][row]), each group contiguous and in
-the order of the dimension numbers (size-1 dims may be anywhere).
+`__cublas$gemm` / `__cublas$lt$matmul` custom call becomes a `GemmThunk` whose `GemmConfig`
+holds the HLO semantics (shapes, dot dimension numbers, alpha, beta, epilogue) and one
+`MatrixLayout` per operand: cuBLAS multiplies `batch` matrices of `rows x cols`, each row- or
+column-major, so the dims of each operand must sit in memory as [batch dims][row dims][col dims]
+(or [batch][col][row]), each group contiguous and in the order of the dimension numbers
+(size-1 dims may be anywhere).
 
     lhs f32[2,3]{1,0} . rhs f32[3,4]{0,1}  (contract lhs 1 with rhs 0)
       lhs: batch 1, rows 2 (M), cols 3 (K), row_major
@@ -21,13 +22,16 @@ tuple whose last element may be an s8 workspace.
 Which GEMMs become GemmThunks: those hlo-run's cuBLAS call (`hlo_run/cublas.py`, one
 `cublasGemmStridedBatchedEx`) can run exactly as the reference computes them
 (`hlo_common.interpreter.gemm_semantics`): a type combination of `CUBLAS_TYPES` (XLA's
-TypesAreSupportedByLegacyCublas), operands and result in [batch, rows, cols] order, the DEFAULT
-epilogue (hlo-run calls no cuBLASLt), no amax output, no algorithm that rounds f32 operands to
-16 bits, and for s8 operands XLA's int8 rules: every row and column count of the two operands a
+TypesAreSupportedByLegacyCublas), operands and result in [batch, rows, cols] order, a c operand
+of exactly the result's shape and layout (cuBLAS overwrites it in place), the DEFAULT epilogue
+(hlo-run calls no cuBLASLt), no amax output, no algorithm that rounds f32 operands to 16 bits,
+and for s8 operands XLA's int8 rules: every row and column count of the two operands a
 multiple of 4 (what XLA's cublas-pad-for-gemms guarantees: cuBLAS needs 4-aligned leading dims
 and batch strides for int8) and, for an s32 result, integral alpha and beta (an int32 scale).
-The host target takes the same decision, so a host run executes the thunks the GPU runs. Any
-other gemm custom call is lowered to a kernel by `hlo_common.passes.gemm_fallback` (never a failure).
+The host target takes the same decision, so a host run executes the thunks the GPU runs. Every
+other gemm custom call is rewritten by `hlo_common.passes.gemm_fallback` (never a failure): a
+cuBLASLt call whose only obstacle is its epilogue becomes a `__cublas$gemm` call plus an epilogue
+kernel, the rest one kernel each.
 """
 
 from __future__ import annotations
@@ -149,9 +153,13 @@ def gemm_config_for_custom_call(instr: HloInstruction) -> tuple[GemmConfig, dict
     lhs, rhs = instr.operands[0].shape, instr.operands[1].shape
     if not cublas_can_run(sem, lhs):
         return None
-    config = build_gemm_config(lhs, rhs, gemm_output_shape(instr), sem.dims, (sem.alpha_real, sem.alpha_imag),
-                               sem.beta, sem.epilogue)
-    return (config, sem.operand_roles()) if config is not None else None
+    out, roles = gemm_output_shape(instr), sem.operand_roles()
+    # cuBLAS reads c as the output it overwrites (hlo-run copies c's bytes into the output first).
+    if "c" in roles and instr.operands[roles["c"]].shape.to_string() != out.to_string():
+        return None
+    config = build_gemm_config(lhs, rhs, out, sem.dims, (sem.alpha_real, sem.alpha_imag), sem.beta,
+                               sem.epilogue)
+    return (config, roles) if config is not None else None
 
 
 def gemm_output_shape(instr: HloInstruction) -> Shape:
