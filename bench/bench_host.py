@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/bench_host.py [--repeats 5] [--threads N] [--profile] [MODULE.hlo ...]
 
-For each module (default: testdata/gelu.hlo and testdata/transformer_layer.hlo) it runs the
-pipe the user runs,
+For each module (default: testdata/gelu.hlo, testdata/fusion/layernorm_f32.hlo and
+testdata/transformer_layer.hlo) it runs the pipe the user runs,
 
     hlo-opt m.hlo | hlo-codegen --target host | hlo-run --platform host
 
@@ -14,7 +14,9 @@ original module, as bench_interpreter.py does) and XLA:CPU (`hlo_run.xla_cpu`, c
 the same inputs: one warm-up run each, then the median wall time of `--repeats` runs. Host times
 exclude compilation. `user` columns are CPU seconds per run (all threads of this process), which
 are less noisy than wall time on a shared machine; a multi-threaded run can use more CPU than
-wall time. `--profile` prints the host run's slowest thunks.
+wall time. `--profile` prints the host run's slowest thunks. The first table sets the same pipe
+without hlo-opt's fusion passes (`UNFUSED_FLAGS`: every op its own kernel) against the full one:
+kernel and GEMM launches (loop bodies once) and host times of both, and each against XLA:CPU.
 """
 
 from __future__ import annotations
@@ -30,7 +32,12 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_MODULES = [ROOT / "testdata" / "gelu.hlo", ROOT / "testdata" / "transformer_layer.hlo"]
+DEFAULT_MODULES = [ROOT / "testdata" / "gelu.hlo", ROOT / "testdata" / "fusion" / "layernorm_f32.hlo",
+                   ROOT / "testdata" / "transformer_layer.hlo"]
+# hlo-opt flags of the "unfused" variant: the gpu pipeline without its fusion passes (every op then
+# runs as its own wrapped_* kernel, as before fusion was written).
+UNFUSED_FLAGS = ["--disable-pass", "priority-fusion", "--disable-pass", "multi_output_fusion",
+                 "--disable-pass", "normalization-fusion"]
 TOOLS = Path(sys.executable).parent
 
 
@@ -63,6 +70,17 @@ def run_tool(args: list[str], data: bytes) -> tuple[bytes, float, float]:
     return proc.stdout, wall, user
 
 
+def launches(thunk) -> int:
+    """Kernel and GEMM launches in a thunk tree, loop bodies and branches counted once (the rule of
+    hlo_common.kernel_stats)."""
+    if thunk.kind in ("kKernel", "kGemm"):
+        return 1
+    children = list(getattr(thunk, "thunks", ()))
+    children += [getattr(thunk, k) for k in ("condition", "body") if hasattr(thunk, k)]
+    children += list(getattr(thunk, "branches", ()))
+    return sum(launches(c) for c in children)
+
+
 def max_error(a, b) -> float:
     from hlo_run.compare import flatten_leaves
 
@@ -81,16 +99,24 @@ def bench_module(path: Path, repeats: int) -> dict:
 
     text = path.read_text()
     row: dict = {"module": path.name}
-    optimized, row["opt_s"], row["opt_user"] = run_tool(["hlo-opt", "-"], text.encode())
+    module = parse_module(text, str(path))
+    args = make_fake_arguments(module, 0)
     codegen = ["hlo-codegen", "--target", "host", "-"]
+    # The unfused variant first (kernels, host time), then the real pipeline, whose figures fill
+    # the main columns.
+    optimized, _, _ = run_tool(["hlo-opt", "-"] + UNFUSED_FLAGS, text.encode())
+    manifest, _, _ = run_tool(codegen, optimized)
+    program = manifest_program(manifest.decode(), path.name)
+    row["kernels_unfused"] = launches(program.manifest.thunks)
+    exe = HostBackend().load(program)
+    row["unfused_s"], row["unfused_user"], _ = timed(lambda: exe.run(args), repeats)
+    optimized, row["opt_s"], row["opt_user"] = run_tool(["hlo-opt", "-"], text.encode())
     manifest, row["codegen_s"], row["codegen_user"] = run_tool(codegen, optimized)
     program = manifest_program(manifest.decode(), path.name)
-    row["kernels"] = len(program.manifest.kernels)
+    row["kernels"] = launches(program.manifest.thunks)
     u, start = _user(), time.perf_counter()
     exe = HostBackend().load(program)
     row["jit_s"], row["jit_user"] = time.perf_counter() - start, _user() - u
-    module = parse_module(text, str(path))
-    args = make_fake_arguments(module, 0)
     row["host_s"], row["host_user"], host = timed(lambda: exe.run(args), repeats)
     row["profile"] = exe.profile()
     row["interp_s"], row["interp_user"], expected = timed(lambda: evaluate(module, args), repeats)
@@ -107,6 +133,14 @@ def bench_module(path: Path, repeats: int) -> dict:
 
 
 def print_tables(rows: list[dict]) -> None:
+    print("fusion: the host run of the gpu pipeline without its fusion passes against the full one")
+    print(f"{'module':<22} {'kernels unfused':>16} {'kernels fused':>14} {'unfused s':>10} {'fused s':>8} "
+          f"{'speed-up':>9} {'unfused/XLA':>12} {'fused/XLA':>10}")
+    for r in rows:
+        print(f"{r['module']:<22} {r['kernels_unfused']:>16} {r['kernels']:>14} {r['unfused_s']:>10.3f} "
+              f"{r['host_s']:>8.3f} {r['unfused_s'] / r['host_s']:>8.2f}x {r['unfused_s'] / r['xla_s']:>11.1f}x "
+              f"{r['host_s'] / r['xla_s']:>9.1f}x")
+    print()
     print(f"{'module':<22} {'host s':>8} {'interp s':>9} {'XLA:CPU s':>10} {'host/interp':>12} "
           f"{'host/XLA':>9} {'JIT s':>7} {'kernels':>8} {'|host-interp|':>14} {'|host-XLA|':>11}")
     for r in rows:
