@@ -46,11 +46,25 @@ cd "$WORK"
 cp "$CORPUS/$MODULE" jax_33666_module_0009.hlo
 cp "$CORPUS/$MODULE13" jax_33666_slow_module_0013.hlo
 
+# show ARG...: the command as one would type it (an argument with spaces or quotes in double quotes)
+show() {
+    local out="\$" a
+    for a in "$@"; do
+        if [[ $a =~ ^[A-Za-z0-9_./=:,+@%-]+$ ]]; then
+            out+=" $a"
+        else
+            a=${a//\\/\\\\}; a=${a//\"/\\\"}; a=${a//\$/\\\$}; a=${a//\`/\\\`}
+            out+=" \"$a\""
+        fi
+    done
+    echo "$out"
+}
+
 # run EXPECTED_STATUS COMMAND...: print `$ COMMAND`, then its output; stop when the status differs.
 run() {
     local want=$1 rc=0
     shift
-    echo "\$ $*"
+    show "$@"
     "$@" 2>&1 || rc=$?
     if [[ $rc != "$want" ]]; then
         echo "bisect_walkthrough.sh: \`$*\` exited $rc, expected $want" >&2
@@ -112,14 +126,18 @@ run 1 hlo-run --platform=cpu --reference_platform=default normal_bad.json
 echo
 echo "# Bisecting"
 run 1 hlo-run --platform=cpu --find-first-mismatch --xla_dump_to=dumps --mismatch-dir=bisect normal_bad.json
-echo
-echo "# The standalone module and its run"
 shopt -s nullglob
 standalone=(bisect/*.hlo)
 if [[ ${#standalone[@]} != 1 ]]; then
     echo "bisect_walkthrough.sh: expected one standalone module in bisect/, found ${#standalone[@]}" >&2
     exit 1
 fi
+echo
+echo "# The operands the bisector saved, at the last element of each 128-thread block ([7, 15], [15, 15])"
+run 0 python -c "import numpy as np; d = np.load('${standalone[0]%.hlo}.inputs.npz'); \
+print({k: d[k][[7, 15], 15].tolist() for k in d.files if d[k].shape == (16, 16)})"
+echo
+echo "# The standalone module and its run"
 run 0 cat "${standalone[0]}"
 run 0 hlo-run "${standalone[0]}" --platform host --inputs "${standalone[0]%.hlo}.inputs.npz" --no-hlo-passes
 echo
