@@ -51,14 +51,14 @@ WARPS_PER_BLOCK = 4
 class Accumulator:
     """How one reduce accumulates: its reducer as a kernel function, possibly in a wider type."""
 
-    def __init__(self, kernel: Kernel, values: FusedValues, reduce: HloInstruction):
+    def __init__(self, kernel: Kernel, values: FusedValues, reduce: HloInstruction, f64_sums: bool = True):
         self.reduce = reduce
         self.n = len(reduce.operands) // 2
         self.types = [value_type(op.shape) for op in reduce.operands[:self.n]]
         self.kind = classify_reducer(reduce.attrs["to_apply"]) if self.n == 1 else None
         self.wide = self.types
         pt = reduce.operands[0].shape.element_type
-        if self.kind in ("add", "multiply") and pt.is_float:
+        if self.kind in ("add", "multiply") and pt.is_float and (f64_sums or pt.bits < 32):
             self.wide = ["f64" if (pt.bits >= 32 and self.kind == "add") or pt.bits == 64 else "f32"]
         if self.wide != self.types:
             self.reducer = _binary_function(kernel, f"reduce_{self.kind}_{self.wide[0]}",
@@ -126,8 +126,8 @@ def reduce_hero(root: HloInstruction) -> HloInstruction | None:
     return None
 
 
-class ReductionFusion(SimpleEmitter):
-    """See the module docstring."""
+class SimpleReductionFusion(SimpleEmitter):
+    """The simple kernels of the module docstring (the fallback of `ReductionFusion`)."""
 
     kind = "reduction"
 
@@ -285,3 +285,52 @@ def _out_shape(reduce: HloInstruction):
 
 def _delinearize(b: IRBuilder, linear: Value, dims) -> list[Value]:
     return delinearize_values(b, linear, list(dims))
+
+
+def tiled_reduction_analysis(fusion: HloInstruction, device: GpuDeviceInfo = H100):
+    """The FusionAnalysis when XLA's tiled emitters (reduction_tiled.py) can write `fusion`, else
+    None: the analysis routes it to the reduction emitter, no output is packed, the input is not
+    empty and every reduction root is an epilogue `emit_epilogue` can follow."""
+    from hlo_common.fusion_analysis import FusionAnalysis, is_real_reduction_hero, reduction_is_race_free
+
+    if any(i.opcode == "reduce" and i.operands[0].shape.num_elements == 0
+           for i in fusion.fused_computation().instructions):
+        return None
+    analysis = FusionAnalysis.of_fusion(fusion, device)
+    if analysis.emitter_kind != "reduction" or analysis.reduction is None:
+        return None
+    if not reduction_is_race_free(analysis.reduction, device.threads_per_warp):
+        return None  # XLA splits these first (tree-reduction-rewriter); one block per row here
+    if any(packing(s) > 1 for s in output_shapes(fusion)):
+        return None
+    if analysis.reduction_hero.operands[0].shape.num_elements == 0:
+        return None
+    for root, hero in zip(analysis.roots, analysis.heroes):
+        if hero.opcode == "reduce" and is_real_reduction_hero(root, hero, device.threads_per_warp):
+            if reduce_hero(root) is None:
+                return None
+        elif any(s.num_elements != analysis.reduction_hero.operands[0].shape.num_elements
+                 or packing(s) > 1 for s in output_shapes_of(root)):
+            return None
+    return analysis
+
+
+def output_shapes_of(root: HloInstruction):
+    from hlo_codegen.elemental.emitter import leaf_shapes
+
+    return leaf_shapes(root.shape)
+
+
+class ReductionFusion:
+    """The reduction emitter: XLA's tiled variants (reduction_tiled.py) when they apply, else the
+    simple kernels above. Same interface as every emitter (`emit`, `launch_dimensions`)."""
+
+    kind = "reduction"
+
+    def __new__(cls, fusion: HloInstruction, device: GpuDeviceInfo = H100):
+        from hlo_codegen.emitters.reduction_tiled import TiledReductionFusion
+
+        analysis = tiled_reduction_analysis(fusion, device)
+        if analysis is not None:
+            return TiledReductionFusion(fusion, device, analysis)
+        return SimpleReductionFusion(fusion, device)
