@@ -174,7 +174,7 @@ class TiledReductionFusion(SimpleEmitter):
         """(outer symbol sizes, f(outer syms, s) -> 3-d index, constraints on the outer level)."""
         d0, d1, d2 = self.rd.dims
         v, th, blk = self.vector, TH, self._block()
-        cons = [(BZ, Interval(group, group))] if self.grid[2] > 1 else []
+        cons = []  # the group (bl_z) is checked by an `if` around the loop
         if self.grid[1] > 1:
             cons.append((blk, Interval(0, self.num_blocks - 1)))
         if self.variant == "multi_row":
@@ -320,7 +320,15 @@ class TiledReductionFusion(SimpleEmitter):
             return b.loop(inner, list(dims) + list(syms), list(iters), body,
                           attrs={"vectorize": self.vector} if self.vector > 1 else None)
 
-        accs = b.loop(outer, dims, inits, outer_body) if inits or sides else []
+        def per_thread():
+            return b.loop(outer, dims, inits, outer_body)
+
+        if not inits and not sides:
+            accs = []
+        elif self.grid[2] > 1:
+            accs = b.if_(self._cond(b, ids, [(BZ, g, g)]), [v.type for v in inits], per_thread, lambda: inits)
+        else:
+            accs = per_thread()
         if not hs:
             return
         per = []
