@@ -309,10 +309,25 @@ def tiled_reduction_analysis(fusion: HloInstruction, device: GpuDeviceInfo = H10
         if hero.opcode == "reduce" and is_real_reduction_hero(root, hero, device.threads_per_warp):
             if reduce_hero(root) is None:
                 return None
+            n = len(hero.operands) // 2
+            # Threads start from the init values of a reducer without a known identity (as XLA's
+            # do), so those must be constants (XLA's tests assume they are the identity).
+            if (n > 1 or not has_identity(hero)) and \
+                    any(i.opcode != "constant" for i in hero.operands[n:]):
+                return None
         elif any(s.num_elements != analysis.reduction_hero.operands[0].shape.num_elements
                  or packing(s) > 1 for s in output_shapes_of(root)):
             return None
     return analysis
+
+
+def has_identity(reduce: HloInstruction) -> bool:
+    """The reducer is a plain op whose identity the tiled kernels start from."""
+    from hlo_codegen.emitters.reduction_tiled import _identity
+
+    kind = classify_reducer(reduce.attrs["to_apply"])
+    et = reduce.operands[0].shape.element_type
+    return kind is not None and _identity(kind, value_type(reduce.operands[0].shape), et) is not None
 
 
 def output_shapes_of(root: HloInstruction):

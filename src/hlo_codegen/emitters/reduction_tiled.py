@@ -64,8 +64,9 @@ TILE = 32  # XLA's kTileSize of the column emitters
 TH, BX, BY, BZ = dim(0), dim(3), dim(4), dim(5)
 
 
-def _identity(kind: str, t: str):
-    """The identity of a classified reducer in kernel-IR type `t` (None if there is none)."""
+def _identity(kind: str, t: str, et=None):
+    """The identity of a classified reducer in kernel-IR type `t` of HLO type `et` (None if
+    there is none)."""
     is_f = t in ("f16", "bf16", "f32", "f64") or t.startswith("f8")
     if kind == "add":
         return -0.0 if is_f else 0
@@ -78,7 +79,11 @@ def _identity(kind: str, t: str):
     if kind in ("maximum", "minimum"):
         if is_f:
             return -math.inf if kind == "maximum" else math.inf
-        return None  # integer bounds depend on signedness: use the init value
+        if et is None or not et.is_integer or et.bits < 8:
+            return None
+        if et.is_signed:
+            return -(1 << (et.bits - 1)) if kind == "maximum" else (1 << (et.bits - 1)) - 1
+        return 0 if kind == "maximum" else -1  # all ones
     return None
 
 
@@ -101,7 +106,7 @@ class _Hero:
         self.n = acc.n
         self.identity = None
         if acc.kind is not None:
-            ident = _identity(acc.kind, acc.wide[0])
+            ident = _identity(acc.kind, acc.wide[0], reduce.operands[0].shape.element_type)
             if ident is not None:
                 self.identity = ident
         self.fold_init = self.identity is not None and not self._init_is_identity()
