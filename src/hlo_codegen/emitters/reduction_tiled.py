@@ -40,20 +40,21 @@ from __future__ import annotations
 
 import math
 
-from hlo_codegen.elemental.emitter import value_type
-from hlo_codegen.emitters.base import KernelParams
+from hlo_codegen.elemental import ElementalError
+from hlo_codegen.emitters.base import EmitterError, KernelParams, add_kernel_params
 from hlo_codegen.emitters.common import (
-    FusedValues, SimpleEmitter, ThreadIds, emit_epilogue, linear_index, root_outputs,
+    FusedValues, SimpleEmitter, ThreadIds, deep_recursion, emit_epilogue, linear_index, root_outputs,
 )
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo, split_grid_x
+from hlo_codegen.emitters.reduction import Accumulator, reduce_hero
 from hlo_codegen.indexing import IndexingMap, LaunchDimensions, Variable, bitcast_map, const, dim, sym
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Buffer, Kernel, Value
 from hlo_codegen.kernel_ir.transforms import optimize_kernel
+from hlo_codegen.kernel_ir.types import UnsupportedTypeError
 from hlo_codegen.kernel_ir.verifier import verify_kernel
 from hlo_common.fusion_analysis import FusionAnalysis, is_real_reduction_hero
-from hlo_common.interpreter.reducers import classify_reducer
 from hlo_common.ir import HloInstruction
 from hlo_common.shape import Shape
 
@@ -175,53 +176,44 @@ class TiledReductionFusion(SimpleEmitter):
         """Linear block id within the group (x + gx * y)."""
         return BX + BY * self.grid[0] if self.grid[1] > 1 else BX
 
-    def _per_thread_map(self, group: int) -> tuple[list[int], callable, list]:
-        """(outer symbol sizes, f(outer syms, s) -> 3-d index, constraints on the outer level)."""
+    def _per_thread_map(self) -> tuple[list[int], object, list]:
+        """(sizes of the per-thread loop's symbols, index_of(symbols, s) -> 3-d input index with
+        s the vector lane, bounds over the grid dims and the symbols sym(0), sym(1), ...); the
+        vector lane never needs a bound (the vector size divides the minor dimension)."""
         d0, d1, d2 = self.rd.dims
         v, th, blk = self.vector, TH, self._block()
-        cons = []  # the group (bl_z) is checked by an `if` around the loop
-        if self.grid[1] > 1:
-            cons.append((blk, Interval(0, self.num_blocks - 1)))
+        cons = [(blk, Interval(0, self.num_blocks - 1))] if self.grid[1] > 1 else []
         if self.variant == "multi_row":
             t0, t1 = th.floordiv(self.red_t), th % self.red_t
             row = blk * self.kept_t + t0
-            cons += [(row, Interval(0, d1 - 1))]
+            cons.append((row, Interval(0, d1 - 1)))
             return [d0], lambda S, s: [S[0], row, t1 * v + s], cons
         if self.variant == "row":
             t0, t1 = th.floordiv(self.red_t), th % self.red_t
             b0, b1 = blk.floordiv(self.blocks_minor), blk % self.blocks_minor
             row = b0 * self.kept_t + t0
 
-            def minor(S):
+            def minor(S):  # in vectors
                 return b1 * (self.tile * self.red_t) + S[1] * self.red_t + t1
-            cons += [(row, Interval(0, d1 - 1))]
-            return ([d0, self.tile], lambda S, s: [S[0], row, minor(S) * v + s],
-                    cons + [("minor", minor, Interval(0, d2 // v - 1))])
+            cons += [(row, Interval(0, d1 - 1)), (minor([sym(0), sym(1)]), Interval(0, d2 // v - 1))]
+            return [d0, self.tile], lambda S, s: [S[0], row, minor(S) * v + s], cons
         if self.variant == "column":
             t0, t1 = th.floordiv(TILE), th % TILE
             b0, b1 = blk.floordiv(self.blocks_minor), blk % self.blocks_minor
-            red = t0 + sym(0) * TILE
-            col = b1 * TILE + t1
-            cons += [(b0, Interval(0, d0 - 1)), (col, Interval(0, d2 // v - 1))]
-            return ([-(-d1 // TILE)], lambda S, s: [b0, t0 + S[0] * TILE, col * v + s],
-                    cons + [("red", lambda S: t0 + S[0] * TILE, Interval(0, d1 - 1))])
-        # small column
-        per = v * self.threads
-        loop = -(-(d1 * d2) // per)
+            col = b1 * TILE + t1  # in vectors
+            cons += [(b0, Interval(0, d0 - 1)), (col, Interval(0, d2 // v - 1)),
+                     (t0 + sym(0) * TILE, Interval(0, d1 - 1))]
+            return [-(-d1 // TILE)], lambda S, s: [b0, t0 + S[0] * TILE, col * v + s], cons
 
-        def lin(S):
+        def lin(S):  # small column: vectors of the reduced x kept plane, in order
             return th + S[0] * self.threads
-        cons += [(blk, Interval(0, d0 - 1))]
-        return ([loop], lambda S, s: [blk, (lin(S) * v + s).floordiv(d2), (lin(S) * v + s) % d2],
-                cons + [("lin", lin, Interval(0, d1 * d2 // v - 1))])
+        cons += [(blk, Interval(0, d0 - 1)), (lin([sym(0)]), Interval(0, d1 * d2 // v - 1))]
+        loop = -(-(d1 * d2) // (v * self.threads))
+        return ([loop], lambda S, s: [blk, (lin(S) * v + s).floordiv(d2), (lin(S) * v + s) % d2], cons)
 
     # -- emission -----------------------------------------------------------------------------------
     def emit(self, argument_ids=None) -> Kernel:
-        from hlo_codegen.elemental import ElementalError
-        from hlo_codegen.emitters.base import EmitterError, add_kernel_params
-        from hlo_codegen.emitters.common import deep_recursion
-        from hlo_codegen.kernel_ir.types import UnsupportedTypeError
-
+        """SimpleEmitter's emit, with the vector loads and stores of the per-thread loops."""
         kernel = self.new_kernel()
         params = add_kernel_params(kernel, self.fusion, argument_ids)
         with deep_recursion():
@@ -234,8 +226,6 @@ class TiledReductionFusion(SimpleEmitter):
         return kernel
 
     def build(self, kernel: Kernel, params: KernelParams) -> None:
-        from hlo_codegen.emitters.reduction import Accumulator, reduce_hero
-
         outputs = root_outputs(self.fusion, params.output_buffers)
         heroes = self.analysis.heroes
         roots = self.analysis.roots
@@ -260,7 +250,8 @@ class TiledReductionFusion(SimpleEmitter):
                             h.roots.append(by_root[id(root)])
                             break
                     else:
-                        hs.append(_Hero(Accumulator(kernel, values, hero, f64_sums=False), hero, [by_root[id(root)]]))
+                        acc = Accumulator(kernel, values, hero, f64_sums=False)
+                        hs.append(_Hero(acc, hero, [by_root[id(root)]]))
                 else:
                     sides.append(by_root[id(root)])
             self._emit_group(kernel, b, ids, values, g, hs, sides)
@@ -274,13 +265,9 @@ class TiledReductionFusion(SimpleEmitter):
         lanes = self.lanes
         starts = [self._starts(b, values, h) for h in hs]
         inits = [x for st in starts for _ in range(lanes) for x in st]
-        outer_sizes, index_of, cons = self._per_thread_map(g)
-        plain = [(e, r) for c in cons if not isinstance(c[0], str) for e, r in [c]]
+        outer_sizes, index_of, plain = self._per_thread_map()
         nsym = len(outer_sizes)
         S = [sym(k) for k in range(nsym)]
-        for c in cons:
-            if isinstance(c[0], str):
-                plain.append((c[1](S), c[2]))
         base = index_of(S, const(0))
         grid = [Variable(Interval(0, n - 1)) for n in self._launch.threads_xyz() + self._launch.blocks_xyz()]
         full = IndexingMap(base, grid, [Variable(Interval(0, n - 1)) for n in outer_sizes], (), plain)
@@ -302,10 +289,8 @@ class TiledReductionFusion(SimpleEmitter):
                 accs = list(accs)
                 k = 0
                 for h in hs:
-                    xs = None
-                    for j in range(lanes):
-                        if xs is None:
-                            xs = self._read(b, values, h, list(idx3))
+                    xs = self._read(b, values, h, list(idx3))
+                    for j in range(lanes):  # column kernels: one accumulator per vector lane
                         cur = accs[k:k + h.n]
                         new = h.acc.combine(b, cur, xs)
                         if lanes > 1:
@@ -331,7 +316,8 @@ class TiledReductionFusion(SimpleEmitter):
         if not inits and not sides:
             accs = []
         elif self.grid[2] > 1:
-            accs = b.if_(self._cond(b, ids, [(BZ, g, g)]), [v.type for v in inits], per_thread, lambda: inits)
+            in_group = self._cond(b, ids, [(BZ, g, g)])
+            accs = b.if_(in_group, [v.type for v in inits], per_thread, lambda: inits)
         else:
             accs = per_thread()
         if not hs:
@@ -391,8 +377,8 @@ class TiledReductionFusion(SimpleEmitter):
             final = h.acc.narrow(b, res)
             ks = kept_shape(h.reduce)
             k = self._eval(b, ids, kept_linear)
-            out_idx = b.apply_indexing(bitcast_map(Shape.array(ks.element_type, [ks.num_elements]), ks), [k]) \
-                if ks.rank else []
+            flat = Shape.array(ks.element_type, [ks.num_elements])
+            out_idx = b.apply_indexing(bitcast_map(flat, ks), [k]) if ks.rank else []
             for root, buffers, shapes in h.roots:
                 vals, root_idx = emit_epilogue(values.elemental, b, h.reduce, root, final, out_idx)
                 for val, name, shape in zip(vals, buffers, shapes):
@@ -408,9 +394,6 @@ class TiledReductionFusion(SimpleEmitter):
             et = h.acc.wide[k]  # widened 16/8-bit float sums keep f32 partials
         kernel.buffers.append(Buffer(name, "shared", et, n))
         return name
-
-    def _to_tile(self, b, h: _Hero, k: int, v: Value) -> Value:
-        return v
 
     def _from_tile(self, b, h: _Hero, name: str, k: int, at: Value) -> Value:
         return b.load(name, at, h.acc.wide[k])
@@ -442,7 +425,7 @@ class TiledReductionFusion(SimpleEmitter):
         def write():
             for h, res, names in zip(hs, reduced, tiles):
                 for k, name in enumerate(names):
-                    b.store(name, self._to_tile(b, h, k, res[k]), slot_w)
+                    b.store(name, res[k], slot_w)
             return []
         b.if_(self._cond(b, ids, [(t1 % WARP, 0, 0)] + self._group_cond(g)), [], write)
         b.sync_threads()
@@ -452,7 +435,8 @@ class TiledReductionFusion(SimpleEmitter):
         for h, names in zip(hs, tiles):
             ident = self._starts(b, values, h)
             read = b.if_(has, [v.type for v in ident],
-                         lambda h=h, names=names: [self._from_tile(b, h, n, k, slot_r) for k, n in enumerate(names)],
+                         lambda h=h, names=names: [self._from_tile(b, h, n, k, slot_r)
+                                                   for k, n in enumerate(names)],
                          lambda ident=ident: ident)
             res = self._shuffle(b, h, read, WARP // 2)
             self._write(b, ids, values, g, h, res, row, out_conds)
@@ -469,7 +453,7 @@ class TiledReductionFusion(SimpleEmitter):
             slot = self._eval(b, ids, t1 * width + t0 * v + j)
             for h, lanes, names in zip(hs, per, tiles):
                 for k, name in enumerate(names):
-                    b.store(name, self._to_tile(b, h, k, lanes[j][k]), slot)
+                    b.store(name, lanes[j][k], slot)
         b.sync_threads()
         for j in range(v):
             slot = self._eval(b, ids, t0 * width + t1 * v + j)
@@ -491,7 +475,7 @@ class TiledReductionFusion(SimpleEmitter):
             slot = self._eval(b, ids, p.floordiv(d2) * width + p % d2)
             for h, lanes, names in zip(hs, per, tiles):
                 for k, name in enumerate(names):
-                    b.store(name, self._to_tile(b, h, k, lanes[j][k]), slot)
+                    b.store(name, lanes[j][k], slot)
         b.sync_threads()
         blk = self._block()
         for j in range(v):
