@@ -1,7 +1,15 @@
-"""The reduction emitter (XLA's kReduction fusions), simple but correct and deterministic.
+"""The reduction emitter (XLA's kReduction fusions): `ReductionFusion` picks XLA's tuned kernels
+or the simple ones of this module.
 
-Where it sits: chosen by emitters/__init__.py for fusions with a "real reduction hero". XLA has
-four tuned variants (row, multi-row, column, small column); this one keeps two plain shapes:
+Where it sits: chosen by emitters/__init__.py for fusions with a "real reduction hero".
+`ReductionFusion(fusion)` gives `reduction_tiled.TiledReductionFusion` (XLA's row, multi-row,
+column and small-column kernels, with XLA's launch dimensions) whenever
+`tiled_reduction_analysis` accepts the fusion: FusionAnalysis routes it to the reduction
+emitter, the reduction is race-free (XLA splits the others before fusion), no output is a
+packed sub-byte array, the input is not empty, every reduction root is an epilogue we can follow
+and reducers without a known identity have constant inits. Everything else - including fusions
+handed to the emitter directly that XLA's kind selection would not give it - gets
+`SimpleReductionFusion`, simple but correct and deterministic:
 
 - row reductions (the reduced dims are the minor ones, e.g. f32[1024,4096] -> f32[1024], or a
   full reduction) with at least a warp's worth of elements: one warp per output element, block
@@ -13,14 +21,14 @@ four tuned variants (row, multi-row, column, small column); this one keeps two p
   `acc = reducer(acc, x)` from the init value over the reduced elements in row-major order
   (HloEvaluator's order).
 
-Sums and products of floats accumulate wider, as the interpreter (and XLA:CPU) do: bf16/f16/f8 in
-f32, f32 sums in f64, rounded once at the end; integers wrap exactly, max/min/and/or run the
-reducer as written. Any reducer computation (variadic included) works.
+In the simple kernels sums and products of floats accumulate wider, as the interpreter (and
+XLA:CPU) do: bf16/f16/f8 in f32, f32 sums in f64, rounded once at the end (the tiled kernels sum
+f32 in f32, as XLA does); integers wrap exactly, max/min/and/or run the reducer as written. Any
+reducer computation (variadic included) works.
 
 A root whose hero is the reduce gets the reduce's value injected into its unary epilogue (convert,
 bitcast, reshape, ...); other roots (side outputs of the input's shape, ...) are plain elemental
-loops over their own shapes. A later "fast emitters" issue replaces the row/column paths with
-XLA's vectorized, shared-memory variants.
+loops over their own shapes.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from __future__ import annotations
 import math
 
 from hlo_codegen.elemental.convert import down
-from hlo_codegen.elemental.emitter import value_type
+from hlo_codegen.elemental.emitter import leaf_shapes, value_type
 from hlo_codegen.emitters.base import KernelParams, find_hero, output_shapes, reduction_dimensions
 from hlo_codegen.emitters.common import (
     FusedValues, SimpleEmitter, ThreadIds, delinearize_values, emit_epilogue, epilogue_nodes, linear_index,
@@ -41,6 +49,7 @@ from hlo_codegen.indexing.shape_indexing import delinearize
 from hlo_codegen.kernel_ir.builder import FunctionBuilder, IRBuilder
 from hlo_codegen.kernel_ir.ir import Function, Kernel, Value
 from hlo_codegen.kernel_ir.types import is_complex, is_float
+from hlo_common.fusion_analysis import FusionAnalysis, is_real_reduction_hero, reduction_is_race_free
 from hlo_common.interpreter.reducers import classify_reducer
 from hlo_common.ir import HloInstruction
 
@@ -126,7 +135,24 @@ def reduce_hero(root: HloInstruction) -> HloInstruction | None:
     return None
 
 
-class SimpleReductionFusion(SimpleEmitter):
+class ReductionFusion(SimpleEmitter):
+    """The reduction emitter: constructing one gives XLA's tiled kernels
+    (reduction_tiled.TiledReductionFusion) when `tiled_reduction_analysis` accepts the fusion,
+    else the simple kernels (`SimpleReductionFusion`); both are ReductionFusions."""
+
+    kind = "reduction"
+
+    def __new__(cls, fusion: HloInstruction, device: GpuDeviceInfo = H100, *args, **kwargs):
+        if cls is not ReductionFusion:
+            return super().__new__(cls)
+        from hlo_codegen.emitters.reduction_tiled import TiledReductionFusion
+
+        if tiled_reduction_analysis(fusion, device) is not None:
+            return super().__new__(TiledReductionFusion)
+        return super().__new__(SimpleReductionFusion)
+
+
+class SimpleReductionFusion(ReductionFusion):
     """The simple kernels of the module docstring (the fallback of `ReductionFusion`)."""
 
     kind = "reduction"
@@ -289,10 +315,7 @@ def _delinearize(b: IRBuilder, linear: Value, dims) -> list[Value]:
 
 def tiled_reduction_analysis(fusion: HloInstruction, device: GpuDeviceInfo = H100):
     """The FusionAnalysis when XLA's tiled emitters (reduction_tiled.py) can write `fusion`, else
-    None: the analysis routes it to the reduction emitter, no output is packed, the input is not
-    empty and every reduction root is an epilogue `emit_epilogue` can follow."""
-    from hlo_common.fusion_analysis import FusionAnalysis, is_real_reduction_hero, reduction_is_race_free
-
+    None (see the module docstring for the conditions)."""
     if any(i.opcode == "reduce" and i.operands[0].shape.num_elements == 0
            for i in fusion.fused_computation().instructions):
         return None
@@ -331,21 +354,4 @@ def has_identity(reduce: HloInstruction) -> bool:
 
 
 def output_shapes_of(root: HloInstruction):
-    from hlo_codegen.elemental.emitter import leaf_shapes
-
     return leaf_shapes(root.shape)
-
-
-class ReductionFusion:
-    """The reduction emitter: XLA's tiled variants (reduction_tiled.py) when they apply, else the
-    simple kernels above. Same interface as every emitter (`emit`, `launch_dimensions`)."""
-
-    kind = "reduction"
-
-    def __new__(cls, fusion: HloInstruction, device: GpuDeviceInfo = H100):
-        from hlo_codegen.emitters.reduction_tiled import TiledReductionFusion
-
-        analysis = tiled_reduction_analysis(fusion, device)
-        if analysis is not None:
-            return TiledReductionFusion(fusion, device, analysis)
-        return SimpleReductionFusion(fusion, device)

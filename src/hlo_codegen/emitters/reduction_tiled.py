@@ -43,10 +43,10 @@ import math
 from hlo_codegen.elemental import ElementalError
 from hlo_codegen.emitters.base import EmitterError, KernelParams, add_kernel_params
 from hlo_codegen.emitters.common import (
-    FusedValues, SimpleEmitter, ThreadIds, deep_recursion, emit_epilogue, linear_index, root_outputs,
+    FusedValues, ThreadIds, deep_recursion, emit_epilogue, linear_index, root_outputs,
 )
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo, split_grid_x
-from hlo_codegen.emitters.reduction import Accumulator, reduce_hero
+from hlo_codegen.emitters.reduction import Accumulator, ReductionFusion, reduce_hero
 from hlo_codegen.indexing import IndexingMap, LaunchDimensions, Variable, bitcast_map, const, dim, sym
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.kernel_ir.builder import IRBuilder
@@ -123,7 +123,7 @@ class _Hero:
         return v is not None and v.imag == 0 and v.real == float(self.identity)
 
 
-class TiledReductionFusion(SimpleEmitter):
+class TiledReductionFusion(ReductionFusion):
     """See the module docstring."""
 
     kind = "reduction"
