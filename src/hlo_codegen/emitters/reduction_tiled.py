@@ -343,12 +343,13 @@ class TiledReductionFusion(ReductionFusion):
         return b.apply_indexing(m, dims)[0]
 
     def _cond(self, b: IRBuilder, ids: ThreadIds, conds: list) -> Value:
-        """All of (expr, lo, hi) hold (and the block is in group g)."""
+        """All of (expr, lo, hi) hold. The expressions are built from thread and block ids with
+        +, *, floordiv and mod, so they are never negative: a lower bound 0 needs no test."""
         c = None
         for expr, lo, hi in conds:
             x = self._eval(b, ids, expr)
             parts = []
-            if lo is not None:
+            if lo:
                 parts.append(b.cmpi("sge", x, b.index(lo)))
             if hi is not None:
                 parts.append(b.cmpi("sle", x, b.index(hi)))
