@@ -1000,6 +1000,39 @@ class FusionAnalysis:
         blocks, threads = self._reduction_launch_x()
         return blocks * len(self.reduction_groups()), threads
 
+    def row_reduction_threads(self) -> tuple[int, int]:
+        """(threads along kept rows, threads along the minor reduced dim) of XLA's row emitter."""
+        batch, kept, minor = self.reduction.dims
+        warp = self.device.threads_per_warp
+        threads_reduced = min(MIN_THREADS_X_ROW_REDUCTION,
+                              -(-(-(-minor // MINOR_REDUCED_ELEMENTS_PER_THREAD)) // warp) * warp)
+        threads_kept = 1
+        if threads_reduced * 2 <= THREADS_PER_BLOCK_TARGET:
+            threads_kept = kept if kept * threads_reduced <= THREADS_PER_BLOCK_TARGET \
+                else THREADS_PER_BLOCK_TARGET // threads_reduced
+        return threads_kept, threads_reduced
+
+    def row_reduction_tile(self, threads_reduced: int, vector: int) -> int:
+        """Vectors of the minor reduced dim each thread of XLA's row emitter folds per block."""
+        minor = self.reduction.dims[2]
+        return min(MINOR_REDUCED_ELEMENTS_PER_THREAD // vector, -(-(minor // vector) // threads_reduced))
+
+    def small_column_config(self) -> tuple[int, int, int]:
+        """(vector size, shared rows, threads) of XLA's small-column emitter: 128 threads, vector
+        and then threads halved until the partials fit 32 shared rows."""
+        _, reduced, minor_kept = self.reduction.dims
+        warp = self.device.threads_per_warp
+        vector = self._vector_size_for_reduction(reduced * minor_kept, warp)
+        threads = 128
+        rows = vector * threads // minor_kept
+        while rows > warp and vector > 1:
+            vector //= 2
+            rows //= 2
+        if rows > warp:
+            threads //= rows // warp
+            rows = warp
+        return vector, rows, threads
+
     def _reduction_launch_x(self) -> tuple[int, int]:
         batch, kept, minor = self.reduction.dims
         warp = self.device.threads_per_warp
@@ -1010,20 +1043,15 @@ class FusionAnalysis:
                 threads_kept = kept if kept * threads_reduced <= THREADS_PER_BLOCK_TARGET \
                     else THREADS_PER_BLOCK_TARGET // threads_reduced
                 return -(-kept // threads_kept), threads_kept * threads_reduced
-            threads_reduced = min(MIN_THREADS_X_ROW_REDUCTION,
-                                  -(-(-(-minor // MINOR_REDUCED_ELEMENTS_PER_THREAD)) // warp) * warp)
-            threads_kept = 1
-            if threads_reduced * 2 <= THREADS_PER_BLOCK_TARGET:
-                threads_kept = kept if kept * threads_reduced <= THREADS_PER_BLOCK_TARGET \
-                    else THREADS_PER_BLOCK_TARGET // threads_reduced
+            threads_kept, threads_reduced = self.row_reduction_threads()
             vector = self._vector_size_for_reduction(minor, threads_reduced)
-            tile = min(MINOR_REDUCED_ELEMENTS_PER_THREAD // vector, -(-(minor // vector) // threads_reduced))
+            tile = self.row_reduction_tile(threads_reduced, vector)
             per_block = threads_reduced * tile * vector
             blocks = -(-kept // threads_kept) * -(-minor // per_block)
             return blocks, threads_kept * threads_reduced
         major, reduced, minor_kept = batch, kept, minor
         if warp % minor_kept == 0:
-            return major, 128
+            return major, self.small_column_config()[2]
         vector = self._vector_size_for_reduction(minor_kept, warp)
         return major * -(-minor_kept // (warp * vector)), warp * warp
 

@@ -1,7 +1,15 @@
-"""The reduction emitter (XLA's kReduction fusions), simple but correct and deterministic.
+"""The reduction emitter (XLA's kReduction fusions): `ReductionFusion` picks XLA's tuned kernels
+or the simple ones of this module.
 
-Where it sits: chosen by emitters/__init__.py for fusions with a "real reduction hero". XLA has
-four tuned variants (row, multi-row, column, small column); this one keeps two plain shapes:
+Where it sits: chosen by emitters/__init__.py for fusions with a "real reduction hero".
+`ReductionFusion(fusion)` gives `reduction_tiled.TiledReductionFusion` (XLA's row, multi-row,
+column and small-column kernels, with XLA's launch dimensions) whenever
+`tiled_reduction_analysis` accepts the fusion: FusionAnalysis routes it to the reduction
+emitter, the reduction is race-free (XLA splits the others before fusion), no output is a
+packed sub-byte array, the input is not empty, every reduction root is an epilogue we can follow
+and reducers without a known identity have constant inits. Everything else - including fusions
+handed to the emitter directly that XLA's kind selection would not give it - gets
+`SimpleReductionFusion`, simple but correct and deterministic:
 
 - row reductions (the reduced dims are the minor ones, e.g. f32[1024,4096] -> f32[1024], or a
   full reduction) with at least a warp's worth of elements: one warp per output element, block
@@ -13,14 +21,14 @@ four tuned variants (row, multi-row, column, small column); this one keeps two p
   `acc = reducer(acc, x)` from the init value over the reduced elements in row-major order
   (HloEvaluator's order).
 
-Sums and products of floats accumulate wider, as the interpreter (and XLA:CPU) do: bf16/f16/f8 in
-f32, f32 sums in f64, rounded once at the end; integers wrap exactly, max/min/and/or run the
-reducer as written. Any reducer computation (variadic included) works.
+In the simple kernels sums and products of floats accumulate wider, as the interpreter (and
+XLA:CPU) do: bf16/f16/f8 in f32, f32 sums in f64, rounded once at the end (the tiled kernels sum
+f32 in f32, as XLA does); integers wrap exactly, max/min/and/or run the reducer as written. Any
+reducer computation (variadic included) works.
 
 A root whose hero is the reduce gets the reduce's value injected into its unary epilogue (convert,
 bitcast, reshape, ...); other roots (side outputs of the input's shape, ...) are plain elemental
-loops over their own shapes. A later "fast emitters" issue replaces the row/column paths with
-XLA's vectorized, shared-memory variants.
+loops over their own shapes.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from __future__ import annotations
 import math
 
 from hlo_codegen.elemental.convert import down
-from hlo_codegen.elemental.emitter import value_type
+from hlo_codegen.elemental.emitter import leaf_shapes, value_type
 from hlo_codegen.emitters.base import KernelParams, find_hero, output_shapes, reduction_dimensions
 from hlo_codegen.emitters.common import (
     FusedValues, SimpleEmitter, ThreadIds, delinearize_values, emit_epilogue, epilogue_nodes, linear_index,
@@ -41,6 +49,7 @@ from hlo_codegen.indexing.shape_indexing import delinearize
 from hlo_codegen.kernel_ir.builder import FunctionBuilder, IRBuilder
 from hlo_codegen.kernel_ir.ir import Function, Kernel, Value
 from hlo_codegen.kernel_ir.types import is_complex, is_float
+from hlo_common.fusion_analysis import FusionAnalysis, is_real_reduction_hero, reduction_is_race_free
 from hlo_common.interpreter.reducers import classify_reducer
 from hlo_common.ir import HloInstruction
 
@@ -51,14 +60,14 @@ WARPS_PER_BLOCK = 4
 class Accumulator:
     """How one reduce accumulates: its reducer as a kernel function, possibly in a wider type."""
 
-    def __init__(self, kernel: Kernel, values: FusedValues, reduce: HloInstruction):
+    def __init__(self, kernel: Kernel, values: FusedValues, reduce: HloInstruction, f64_sums: bool = True):
         self.reduce = reduce
         self.n = len(reduce.operands) // 2
         self.types = [value_type(op.shape) for op in reduce.operands[:self.n]]
         self.kind = classify_reducer(reduce.attrs["to_apply"]) if self.n == 1 else None
         self.wide = self.types
         pt = reduce.operands[0].shape.element_type
-        if self.kind in ("add", "multiply") and pt.is_float:
+        if self.kind in ("add", "multiply") and pt.is_float and (f64_sums or pt.bits < 32):
             self.wide = ["f64" if (pt.bits >= 32 and self.kind == "add") or pt.bits == 64 else "f32"]
         if self.wide != self.types:
             self.reducer = _binary_function(kernel, f"reduce_{self.kind}_{self.wide[0]}",
@@ -127,7 +136,24 @@ def reduce_hero(root: HloInstruction) -> HloInstruction | None:
 
 
 class ReductionFusion(SimpleEmitter):
-    """See the module docstring."""
+    """The reduction emitter: constructing one gives XLA's tiled kernels
+    (reduction_tiled.TiledReductionFusion) when `tiled_reduction_analysis` accepts the fusion,
+    else the simple kernels (`SimpleReductionFusion`); both are ReductionFusions."""
+
+    kind = "reduction"
+
+    def __new__(cls, fusion: HloInstruction, device: GpuDeviceInfo = H100, *args, **kwargs):
+        if cls is not ReductionFusion:
+            return super().__new__(cls)
+        from hlo_codegen.emitters.reduction_tiled import TiledReductionFusion
+
+        if tiled_reduction_analysis(fusion, device) is not None:
+            return super().__new__(TiledReductionFusion)
+        return super().__new__(SimpleReductionFusion)
+
+
+class SimpleReductionFusion(ReductionFusion):
+    """The simple kernels of the module docstring (the fallback of `ReductionFusion`)."""
 
     kind = "reduction"
 
@@ -285,3 +311,47 @@ def _out_shape(reduce: HloInstruction):
 
 def _delinearize(b: IRBuilder, linear: Value, dims) -> list[Value]:
     return delinearize_values(b, linear, list(dims))
+
+
+def tiled_reduction_analysis(fusion: HloInstruction, device: GpuDeviceInfo = H100):
+    """The FusionAnalysis when XLA's tiled emitters (reduction_tiled.py) can write `fusion`, else
+    None (see the module docstring for the conditions)."""
+    if any(i.opcode == "reduce" and i.operands[0].shape.num_elements == 0
+           for i in fusion.fused_computation().instructions):
+        return None
+    analysis = FusionAnalysis.of_fusion(fusion, device)
+    if analysis.emitter_kind != "reduction" or analysis.reduction is None:
+        return None
+    if not reduction_is_race_free(analysis.reduction, device.threads_per_warp):
+        return None  # XLA splits these first (tree-reduction-rewriter); one block per row here
+    if any(packing(s) > 1 for s in output_shapes(fusion)):
+        return None
+    if analysis.reduction_hero.operands[0].shape.num_elements == 0:
+        return None
+    for root, hero in zip(analysis.roots, analysis.heroes):
+        if hero.opcode == "reduce" and is_real_reduction_hero(root, hero, device.threads_per_warp):
+            if reduce_hero(root) is None:
+                return None
+            n = len(hero.operands) // 2
+            # Threads start from the init values of a reducer without a known identity (as XLA's
+            # do), so those must be constants (XLA's tests assume they are the identity).
+            if (n > 1 or not has_identity(hero)) and \
+                    any(i.opcode != "constant" for i in hero.operands[n:]):
+                return None
+        elif any(s.num_elements != analysis.reduction_hero.operands[0].shape.num_elements
+                 or packing(s) > 1 for s in output_shapes_of(root)):
+            return None
+    return analysis
+
+
+def has_identity(reduce: HloInstruction) -> bool:
+    """The reducer is a plain op whose identity the tiled kernels start from."""
+    from hlo_codegen.emitters.reduction_tiled import _identity
+
+    kind = classify_reducer(reduce.attrs["to_apply"])
+    et = reduce.operands[0].shape.element_type
+    return kind is not None and _identity(kind, value_type(reduce.operands[0].shape), et) is not None
+
+
+def output_shapes_of(root: HloInstruction):
+    return leaf_shapes(root.shape)

@@ -1,6 +1,7 @@
-"""The reduction emitter: row reductions by warp (shuffle_reduce), others by thread, epilogues,
-side outputs, variadic reducers and XLA's reduce_* emitter tests, on the host against the
-interpreter and linked as PTX for sm_90."""
+"""The reduction emitter: XLA's row, multi-row, column and small-column kernels (launch
+dimensions, shared tiles and shuffle distances worked out by hand from XLA's rules), the simple
+kernels it falls back to, epilogues, side outputs, variadic reducers and XLA's reduce_* emitter
+tests, on the host against the interpreter and linked as PTX for sm_90."""
 
 from __future__ import annotations
 
@@ -17,18 +18,116 @@ from hlo_codegen.kernel_ir import print_kernel
 ADD = "add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }\n"
 
 
-def test_row_reduction_is_a_warp_per_row() -> None:
+def _ops(kernel, name: str) -> list:
+    return [op for op in kernel.body.walk() if op.name == name]
+
+
+def _shared(kernel) -> list[tuple[str, int]]:
+    return [(b.hlo_type, b.num_elements) for b in kernel.buffers if b.kind == "shared"]
+
+
+def _loads(kernel) -> set[str]:
+    return {op.results[0].type for op in kernel.body.walk() if op.name == "load"}
+
+
+def test_row_reduction_is_xla_row_emitter() -> None:
+    # minor 1000: 64 threads per row (ceil(1000 / 16) rounded up to a warp), 4 rows per block of
+    # 256, vector 2 (f32, 2 * 64 <= 1000), 8 vectors per thread: one block per 4 rows.
     kernel = check(ADD + """f { p = f32[37,1000] parameter(0) z = f32[] constant(0)
         ROOT r = f32[37] reduce(p, z), dimensions={1}, to_apply=add }""", "reduction")
-    assert kernel.block == (32, 4, 1) and kernel.grid == (10, 1, 1)  # 37 rows, 4 warps a block
-    text = print_kernel(kernel)
-    assert "shuffle_reduce" in text and "f64" in text  # f32 sums accumulate in f64
+    assert kernel.block == (256, 1, 1) and kernel.grid == (10, 1, 1)
+    shuffles = _ops(kernel, "shuffle_reduce")
+    assert [op.attrs["max_distance"] for op in shuffles] == [16, 16]  # warp, then across warps
+    assert _shared(kernel) == [("f32", 4 * 2)] and len(_ops(kernel, "sync_threads")) == 1
+    assert "vector<2xf32>" in _loads(kernel)
+    assert "f64" not in print_kernel(kernel)  # f32 sums accumulate in f32, as XLA's
 
 
-def test_column_reduction_is_a_thread_per_output() -> None:
+def test_one_warp_per_row_needs_no_shared_memory() -> None:
+    kernel = check(ADD + """f { p = f32[100,256] parameter(0) z = f32[] constant(0)
+        ROOT r = f32[100] reduce(p, z), dimensions={1}, to_apply=add }""", "reduction")
+    assert kernel.block == (256, 1, 1) and kernel.grid == (13, 1, 1)  # 8 rows of 32 threads
+    assert not _shared(kernel) and len(_ops(kernel, "shuffle_reduce")) == 1
+
+
+def test_multi_row_reduction_shuffles_within_the_row() -> None:
+    # minor 16 (a power of two): vector 2 would give 64 blocks < 132 SMs, so vector 1: 16 threads
+    # per row, 16 rows per block, 128 blocks, one shuffle over 16 lanes
+    kernel = check(ADD + """f { p = f32[2048,16] parameter(0) z = f32[] constant(0)
+        ROOT r = f32[2048] reduce(p, z), dimensions={1}, to_apply=add }""", "reduction")
+    assert kernel.block == (256, 1, 1) and kernel.grid == (128, 1, 1)
+    assert [op.attrs["max_distance"] for op in _ops(kernel, "shuffle_reduce")] == [8]
+    assert not _shared(kernel)
+
+
+def test_column_reduction_goes_through_a_transposed_shared_tile() -> None:
+    # 32 x 32 threads, vector 2 along the kept minor dim: ceil(300 / 64) = 5 blocks, a
+    # [32][65] f32 tile, then one warp shuffle per vector lane
     kernel = check(ADD + """f { p = f32[1000,300] parameter(0) z = f32[] constant(0)
         ROOT r = f32[300] reduce(p, z), dimensions={0}, to_apply=add }""", "reduction")
-    assert "shuffle_reduce" not in print_kernel(kernel)
+    assert kernel.block == (1024, 1, 1) and kernel.grid == (5, 1, 1)
+    assert _shared(kernel) == [("f32", 32 * 65)] and kernel.shared_memory_bytes == 8320
+    assert [op.attrs["max_distance"] for op in _ops(kernel, "shuffle_reduce")] == [16, 16]
+    assert "vector<2xf32>" in _loads(kernel)
+
+
+def test_small_column_reduction() -> None:
+    # kept minor 8 divides 32: 128 threads, vector 2 over reduced x kept, 2 * 128 / 8 = 32 shared
+    # rows of 8 + 1 (padding) elements, shuffles over the 32 rows
+    kernel = check(ADD + """f { p = f32[100,300,8] parameter(0) z = f32[] constant(0)
+        ROOT r = f32[100,8] reduce(p, z), dimensions={1}, to_apply=add }""", "reduction")
+    assert kernel.block == (128, 1, 1) and kernel.grid == (100, 1, 1)
+    assert _shared(kernel) == [("f32", 32 * 9)]
+    assert [op.attrs["max_distance"] for op in _ops(kernel, "shuffle_reduce")] == [16, 16]
+
+
+def test_reduction_groups_run_on_blocks_z() -> None:
+    kernel = check(ADD + """f { p = f32[128,300] parameter(0) q = f32[128,300] parameter(1)
+        z = f32[] constant(0) r1 = f32[128] reduce(p, z), dimensions={1}, to_apply=add
+        r2 = f32[128] reduce(q, z), dimensions={1}, to_apply=add
+        ROOT t = (f32[128], f32[128]) tuple(r1, r2) }""", "reduction")
+    assert kernel.grid[2] == 2 and any(op.attrs.get("dim") == "z" for op in _ops(kernel, "block_id"))
+    # minor 300: 32 threads per row (one warp), so each group shuffles once, no shared step
+    assert len(_ops(kernel, "shuffle_reduce")) == 2 and not _shared(kernel)
+
+
+@pytest.mark.parametrize("text", [
+    ADD + "f { p = f32[37,1000] parameter(0) z = f32[] constant(0) ROOT r = f32[37] reduce(p, z), "
+          "dimensions={1}, to_apply=add }",
+    ADD + "f { p = f32[7,3000,130] parameter(0) z = f32[] constant(0) ROOT r = f32[7,130] reduce(p, z), "
+          "dimensions={1}, to_apply=add }",
+    ADD + "f { p = f32[8,20,64] parameter(0) z = f32[] constant(0) ROOT r = f32[20] reduce(p, z), "
+          "dimensions={0,2}, to_apply=add }",
+])
+def test_launch_dimensions_are_fusion_analysis_figures(text: str) -> None:
+    from hlo_common.fusion_analysis import FusionAnalysis
+
+    fusion = fusion_of(text)
+    kernel = ReductionFusion(fusion).emit()
+    analysis = FusionAnalysis.of_fusion(fusion)
+    blocks, threads = analysis.launch_dimensions()
+    assert (kernel.num_blocks, kernel.num_threads) == (blocks, threads)
+
+
+def test_bf16_sums_keep_f32_partials() -> None:
+    kernel = check("""add { a = bf16[] parameter(0) b = bf16[] parameter(1) ROOT s = bf16[] add(a, b) }
+        f { p = bf16[64,8192] parameter(0) z = bf16[] constant(0)
+        ROOT r = bf16[64] reduce(p, z), dimensions={1}, to_apply=add }""", "reduction")
+    assert _shared(kernel) == [("f32", 16)]  # 512 threads per row: 16 warps
+
+
+def test_variadic_reducer_with_parameter_init_keeps_the_simple_kernel() -> None:
+    # argmax's init is no identity the tiled kernels could start every thread from
+    text = """am { v0 = f32[] parameter(0) i0 = s32[] parameter(1) v1 = f32[] parameter(2)
+          i1 = s32[] parameter(3) gt = pred[] compare(v0, v1), direction=GT
+          v = f32[] select(gt, v0, v1) i = s32[] select(gt, i0, i1) ROOT t = (f32[], s32[]) tuple(v, i) }
+        f { p = f32[6,300] parameter(0) io = s32[6,300] iota(), iota_dimension=1
+          m = f32[] parameter(1) zero = s32[] constant(0)
+          ROOT r = (f32[6], s32[6]) reduce(p, io, m, zero), dimensions={1}, to_apply=am }"""
+    from hlo_codegen.emitters.reduction import SimpleReductionFusion
+
+    assert isinstance(ReductionFusion(fusion_of(text)), SimpleReductionFusion)
+    check(text, "reduction")
 
 
 def test_full_reduction_with_non_identity_init_uses_it_once() -> None:
@@ -89,7 +188,9 @@ def test_epilogue_and_side_output() -> None:
         r = f32[8] reduce(p, z), dimensions={1}, to_apply=add
         c = bf16[8] convert(r) n = bf16[8] negate(c) b = bf16[2,4] bitcast(n)
         ROOT t = (bf16[2,4], f32[8,512]) tuple(b, e) }""", "reduction")
-    assert kernel.grid[0] >= 8 * 512 // 128  # the side output needs a thread per element
+    # XLA's row kernel: 32 threads per row, all 8 rows in one block; the side output is written
+    # by the threads that read its elements
+    assert kernel.grid == (1, 1, 1) and kernel.block == (256, 1, 1)
 
 
 def test_reduce_of_fused_producer_and_layout() -> None:
@@ -114,7 +215,7 @@ def test_packed_outputs_are_written_by_whole_bytes() -> None:
     kernel = check("""add { a = s4[] parameter(0) b = s4[] parameter(1) ROOT s = s4[] add(a, b) }
         f { p = s4[37,64]{1,0:E(4)} parameter(0) z = s4[] constant(0)
         ROOT r = s4[37]{0:E(4)} reduce(p, z), dimensions={1}, to_apply=add }""", "reduction")
-    assert "shuffle_reduce" not in print_kernel(kernel)
+    assert "shuffle_reduce" not in print_kernel(kernel)  # packed outputs: the simple kernels
 
 
 def test_empty_reduced_dims_give_the_init() -> None:
