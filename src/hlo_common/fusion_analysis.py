@@ -427,6 +427,25 @@ def _packed_tile_ok(dims: tuple[int, ...], perm: tuple[int, ...], bits: int) -> 
     return dim_b == 1 and rows % vector == 0 and cols % vector == 0 and dim_t2 % tile_t2 % vector == 0
 
 
+def packed_transpose_tiles(dims: tuple[int, ...], perm: tuple[int, ...], bits: int
+                           ) -> tuple[tuple[int, int | None, int], tuple[int, int, int]]:
+    """The packed transpose's tile on the normalized input (XLA's PackedTranspose on the canonical
+    output [.., T2, A, T1, B=1]): ((input dim of T2, of A or None, of T1), (their tile sizes)).
+    T2 rows by A x T1 columns of a (32 * v)-square shared tile, v = 32 / bits."""
+    r = len(perm)
+    shmem_dim = NUM_SHMEM_BANKS * (BANK_BITWIDTH // bits)
+    if r >= 3 and perm[r - 2] == r - 2:
+        ids = (perm[r - 3], r - 2, perm[r - 1])
+        sizes = (dims[r - 3], dims[r - 2], dims[r - 1])
+    else:
+        ids = (perm[r - 2], None, perm[r - 1])
+        sizes = (dims[r - 2], 1, dims[r - 1])
+    tile_t1 = min(sizes[2], shmem_dim)
+    tile_a = min(sizes[1], shmem_dim // tile_t1)
+    tile_t2 = min(sizes[0], shmem_dim)
+    return ids, (tile_t2, tile_a, tile_t1)
+
+
 def tiled_transpose_description(instr: HloInstruction) -> TransposeDescription | None:
     """XLA's GetDescriptionForTiledTransposeEmitter: a transpose the shared-memory tiled (or
     packed) transpose emitter handles; a layout-changing copy counts as its physical transpose."""
@@ -1032,10 +1051,14 @@ class FusionAnalysis:
         dims = list(desc.dimensions)
         in_dims = list(desc.input_dimensions)
         threads = TRANSPOSE_TILE * TRANSPOSE_ROWS_PER_BLOCK
-        if desc.packed:
-            tile = TRANSPOSE_TILE * (BANK_BITWIDTH // _bits(desc.instr.shape))
-        else:
-            tile = TRANSPOSE_TILE
+        if desc.packed:  # tiles of T2 x A x T1 input elements (XLA's PackedTranspose)
+            ids, tiles = packed_transpose_tiles(desc.dimensions, desc.permutation, _bits(desc.instr.shape))
+            blocks = 1
+            for d, n in enumerate(in_dims):
+                tile = tiles[ids.index(d)] if d in ids else 1
+                blocks *= -(-n // tile)
+            return max(blocks, 1), threads
+        tile = TRANSPOSE_TILE
         # the two tiled dims: the output's minor dim and the input's minor dim
         out_minor = len(dims) - 1
         in_minor_as_out = desc.permutation.index(len(in_dims) - 1)
