@@ -10,25 +10,29 @@ dims, permutation, packed or not) is the single source of the tile sizes, the la
 (`FusionAnalysis.launch_dimensions`) and the shared memory (`shared_memory_bytes`).
 
 The kernel works on the normalized input (unit dims dropped, dims that move together merged, in
-physical order; `bitcast_map` takes a normalized index to the hero operand's own index). Two
-normalized input dims are tiled: `a`, the input's minor dim, and `b`, the one that becomes the
-output's minor dim. When the transpose keeps the minor dim (the 0,2,1,3 style), `a` is the
-second-minor dim, `b` the dim that becomes the output's second-minor, and the whole minor dim
-(of at most 64 bits) travels inside each tile slot. One block of 128 threads (4 rows of 32
-lanes) per tile, the tile size T being:
+physical order; `bitcast_map` takes a normalized index to the hero operand's own index). A
+block's tile spans `x` dims, contiguous in the input (lanes run along them when reading), and
+`y` dims, contiguous in the output (lanes run along them when writing); one block of 128 threads
+(4 rows of 32 lanes, XLA's CUDA figure) per tile:
 
-- tiled (XLA's 32x32 emitter): T = 32, a shared tile of 32 x 33 elements (one column of padding
-  keeps the transposed reads free of bank conflicts); each thread moves T / 4 = 8 rows;
-- packed (XLA's variant for element types under 32 bits): T = 32 * v with v = 32 / bits, a
-  shared T x T tile without padding whose columns are swizzled instead (column offset by
-  (row / v) * v modulo T), so that v elements of one 32-bit bank word stay together.
+- tiled (XLA's 32x32 emitter): x = the input's minor dim, y = the dim that becomes the output's
+  minor dim, 32 x 32 elements in a shared 32 x 33 tile (one column of padding keeps the
+  transposed reads free of bank conflicts); each thread moves 32 / 4 = 8 rows per phase. When
+  the transpose keeps the minor dim (the 0,2,1,3 style, at most 64 bits), x and y are the
+  second-minor dims and the whole minor dim travels inside each tile slot;
+- packed (XLA's PackedTranspose, element types under 32 bits whose tile is populated enough):
+  v = 32 / bits, x = A x T1 (the input's minor dim T1 with the dim before it, A, when the
+  transpose keeps A in place), y = T2 (the dim that becomes the output's minor dim), at most
+  32v by 32v elements in a 32v x 32v shared tile without padding whose columns are swizzled
+  instead (column offset by (row / v) * v modulo 32v). Heroes that transpose the same data the
+  same way (through bitcasts) share one tile, as XLA's CSE makes them one instruction.
 
 1. each thread computes the hero's operand - the fused prologue, elementally - at its input
-   positions, lane along `a` (coalesced reads), and stores it in the shared tile; side outputs
+   positions, lanes along x (coalesced reads), and stores it in the shared tile; side outputs
    (roots bitcast-compatible with the transpose input, XLA's rule) are written at the same
    positions;
 2. `sync_threads`;
-3. each thread reads the tile transposed, lane now along `b` (the output's minor dimension:
+3. each thread reads the tile transposed, lanes now along y (the output's minor dimension:
    coalesced writes), and writes every root computed from the hero through its epilogue
    (`emit_epilogue`: elementwise ops, bitcasts, reshapes).
 
@@ -58,9 +62,10 @@ from hlo_codegen.indexing import IndexingMap, LaunchDimensions, Variable, bitcas
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.indexing.shape_indexing import delinearize
 from hlo_codegen.kernel_ir.builder import IRBuilder
-from hlo_codegen.kernel_ir.ir import Buffer, Kernel
+from hlo_codegen.kernel_ir.ir import Buffer, Kernel, Value
 from hlo_common.fusion_analysis import (
-    FusionAnalysis, TransposeDescription, packed_transpose_tiles, tiled_transpose_description,
+    FusionAnalysis, TransposeDescription, packed_transpose_tiles, reshape_is_bitcast,
+    tiled_transpose_description,
 )
 from hlo_common.ir import HloInstruction
 from hlo_common.shape import Shape
@@ -81,9 +86,9 @@ def _permutation(instr: HloInstruction) -> list[int]:
 class TileGeometry:
     """Where one block's tile lies in the normalized input (XLA's TransposeFusion and
     PackedTranspose block sizes): per input dim a tile size (1: one index per block); the tile's
-    `x` dims (contiguous in the input: lanes run along them when reading) and `y` dims
-    (contiguous in the output: lanes run along them when writing), several y dims flattened
-    (the packed variant's A x T1 columns); `carried`, the kept minor dim moved whole."""
+    `x` dims (contiguous in the input: lanes run along them when reading; the packed variant's
+    A x T1 columns, flattened) and `y` dims (contiguous in the output: lanes run along them when
+    writing); `carried`, the kept minor dim moved whole."""
 
     def __init__(self, desc: TransposeDescription):
         self.in_dims = list(desc.input_dimensions)
@@ -97,9 +102,9 @@ class TileGeometry:
             self.vector = BANK_BITS // bits
             self.padding = 0
             self.alloc = WARP * self.vector  # the shared tile is alloc x alloc
-            (t2, a, t1), (tile_t2, tile_a, tile_t1) = packed_transpose_tiles(
+            (a, t1, t2), (tile_a, tile_t1, tile_t2) = packed_transpose_tiles(
                 desc.dimensions, desc.permutation, bits)
-            self.x_dims, self.y_dims = [t2], ([a] if a is not None else []) + [t1]
+            self.x_dims, self.y_dims = ([a] if a is not None else []) + [t1], [t2]
             self.tiles[t2], self.tiles[t1] = tile_t2, tile_t1
             if a is not None:
                 self.tiles[a] = tile_a
@@ -136,11 +141,11 @@ class TileGeometry:
         x, y = (along_lanes, along_rows) if reading else (along_rows, along_lanes)
         carried = sym(2) if self.minor_kept else None
         coords = [block[d] for d in range(len(self.in_dims))]
-        offsets = {self.x_dims[0]: x}
-        rest = y
-        for d in reversed(self.y_dims):  # y flattens its dims row-major
-            offsets[d] = rest % self.tiles[d] if d != self.y_dims[0] else rest
-            rest = rest.floordiv(self.tiles[d])
+        offsets = {}
+        for group, pos in ((self.x_dims, x), (self.y_dims, y)):
+            for d in reversed(group):  # a position flattens its dims row-major
+                offsets[d] = pos % self.tiles[d] if d != group[0] else pos
+                pos = pos.floordiv(self.tiles[d])
         constraints = [(x, Interval(0, self.x_extent - 1)), (y, Interval(0, self.y_extent - 1))]
         for d, off in offsets.items():
             coords[d] = block[d] * self.tiles[d] + off
@@ -158,6 +163,20 @@ class TileGeometry:
                   Variable(Interval(0, -(-lane_extent // WARP) - 1)),
                   Variable(Interval(0, self.carried - 1))]
         return IndexingMap(coords + [slot], grid, ranges, (), constraints)
+
+
+def _source(instr: HloInstruction) -> HloInstruction:
+    """`instr` through bitcasts and bitcast reshapes (same data, same physical order)."""
+    while instr.opcode in ("bitcast", "reshape") and reshape_is_bitcast(instr.operands[0].shape, instr.shape):
+        instr = instr.operands[0]
+    return instr
+
+
+def _same_tile(a: HloInstruction, b: HloInstruction) -> bool:
+    """Heroes `a` and `b` put the same values in the same tile slots."""
+    da, db = tiled_transpose_description(a), tiled_transpose_description(b)
+    return _source(a.operands[0]) is _source(b.operands[0]) and da.equivalent(db) and \
+        a.operands[0].shape.element_type == b.operands[0].shape.element_type
 
 
 class TransposeFusion(SimpleEmitter):
@@ -180,6 +199,12 @@ class TransposeFusion(SimpleEmitter):
                 self.hero_of[id(root)] = hero
             else:
                 self.side_roots.append(root)
+        # heroes that transpose the same data (through bitcasts) the same way share one tile:
+        # XLA's CSE makes them one instruction before fusion
+        self.owner: dict[int, HloInstruction] = {}
+        for hero in self.heroes:
+            self.owner[id(hero)] = next((o for o in self.heroes if id(o) in self.owner and
+                                         self.owner[id(o)] is o and _same_tile(o, hero)), hero)
         self.fallback: LoopFusion | None = None
         self.geometry: TileGeometry | None = None
         if not self._tileable():
@@ -213,11 +238,15 @@ class TransposeFusion(SimpleEmitter):
         if threads != THREADS or blocks != geometry.blocks:
             return False
         shared = sum(geometry.tile_elements * max(h.operands[0].shape.element_type.bits // 8, 1)
-                     for h in self.heroes)
+                     for h in self.owners())
         if shared > self.device.shared_memory_per_block:
             return False
         self.geometry = geometry
         return n > 0
+
+    def owners(self) -> list[HloInstruction]:
+        """The heroes that fill a shared tile."""
+        return [h for h in self.heroes if self.owner[id(h)] is h]
 
     def launch_dimensions(self) -> LaunchDimensions:
         return self._launch
@@ -235,18 +264,17 @@ class TransposeFusion(SimpleEmitter):
         g = self.geometry
         outputs = root_outputs(self.fusion, params.output_buffers)
         side = [o for o in outputs if id(o[0]) not in self.hero_of]
-        wanted = [r for r, _, _ in side] + [h.operands[0] for h in self.heroes] + \
+        wanted = [r for r, _, _ in side] + [h.operands[0] for h in self.owners()] + \
             [r for r, _, _ in outputs if id(r) in self.hero_of]
         values = FusedValues(kernel, self.computation, params, wanted)
         b = IRBuilder(kernel)
         ids = ThreadIds(b, self._launch)
         th = [ids[0], ids[3]]
-        tiles = []
-        for k, hero in enumerate(self.heroes):
-            name = f"tile{k}"
-            kernel.buffers.append(Buffer(name, "shared", hero.operands[0].shape.element_type.name,
+        tiles: dict[int, str] = {}
+        for k, hero in enumerate(self.owners()):
+            tiles[id(hero)] = f"tile{k}"
+            kernel.buffers.append(Buffer(f"tile{k}", "shared", hero.operands[0].shape.element_type.name,
                                          g.tile_elements))
-            tiles.append(name)
         et = self.heroes[0].operands[0].shape.element_type.name
         normalized = Shape.array(et, g.in_dims)
         to_operand = {id(h): bitcast_map(normalized, h.operands[0].shape) for h in self.heroes}
@@ -258,14 +286,15 @@ class TransposeFusion(SimpleEmitter):
 
         def read(syms, idx, iters):
             slot = idx[rank]
-            for hero, tile in zip(self.heroes, tiles):
-                b.store(tile, values.at(b, hero.operands[0], operand_index(hero, idx))[0], slot)
+            for hero in self.owners():
+                b.store(tiles[id(hero)], values.at(b, hero.operands[0], operand_index(hero, idx))[0], slot)
             if side:
                 op_shape = self.heroes[0].operands[0].shape
                 op_idx = operand_index(self.heroes[0], idx)
                 stores = []
                 for root, buffers, shapes in side:
-                    r_idx = b.apply_indexing(bitcast_map(op_shape, shapes[0]), op_idx) if shapes[0].rank else []
+                    r_idx = b.apply_indexing(bitcast_map(op_shape, shapes[0]), op_idx) \
+                        if shapes[0].rank else []
                     vals = values.at(b, root, r_idx)
                     stores.extend((name, v, linear_index(b, shape, r_idx))
                                   for v, name, shape in zip(vals, buffers, shapes))
@@ -279,8 +308,12 @@ class TransposeFusion(SimpleEmitter):
 
         def write(syms, idx, iters):
             slot = idx[rank]
-            for hero, tile in zip(self.heroes, tiles):
-                v = b.load(tile, slot, value_type(hero.operands[0].shape))
+            loaded: dict[int, Value] = {}
+            for hero in self.heroes:
+                owner = self.owner[id(hero)]
+                if id(owner) not in loaded:
+                    loaded[id(owner)] = b.load(tiles[id(owner)], slot, value_type(owner.operands[0].shape))
+                v = loaded[id(owner)]
                 in_idx = operand_index(hero, idx)
                 out_idx = [in_idx[p] for p in _permutation(hero)]
                 for root, buffers, shapes in outputs:
