@@ -70,9 +70,14 @@ LOOP = {
 }
 
 
+# XLA's hero rules give these the shared-memory transpose or the concatenate emitter
+NOT_LOOP_KIND = {"transpose_then_elementwise": "transpose", "transpose_and_its_input_as_outputs": "transpose",
+                 "outputs_in_two_layouts": "transpose", "concatenate_inside_elementwise": "concatenate"}
+
+
 @pytest.mark.parametrize("name", sorted(LOOP))
 def test_loop_fusion_runs_and_matches(name: str) -> None:
-    check(LOOP[name], "loop")
+    check(LOOP[name], NOT_LOOP_KIND.get(name, "loop"))
 
 
 CONCAT = {
