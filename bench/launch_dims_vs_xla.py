@@ -17,6 +17,9 @@ Two module sets:
   is the fusion of that name in `testdata/fusion/xla/<name>.notriton.hlo`; ours is that same
   fusion instruction emitted in-process.
 
+Both emit an in-place dynamic-update-slice fusion with each DUS output sharing the buffer of the
+parameter it updates (`in_place_argument_ids`), as XLA's buffer assignment does.
+
 `regenerate` runs XLA (`bench/xla_compile_worker.py` under a Python with jax and its CUDA plugin,
 no GPU needed) and rewrites `tests/data/launch_dims_xla.tsv`: one line per XLA kernel, `module
 kernel grid block shared_bytes`, grid and block as `x,y,z` from XLA's `thunk_sequence.txt`, the
@@ -247,12 +250,14 @@ def _find_instruction(module, name: str):
 def ours_for_corpus(path: Path):
     """(emitter kind, Launch) of our kernel for an emitter-test file."""
     from hlo_codegen.emitters import emit_kernel, emitter_kind, wrap_computation_in_fusion
+    from hlo_codegen.emitters.in_place_dus import in_place_argument_ids
     from hlo_common.parser import parse_module
 
     module = parse_module(path.read_text(), str(path))
     root = module.entry.root
     fusion = root if root.opcode == "fusion" else wrap_computation_in_fusion(module, module.entry)
-    return emitter_kind(fusion)[0], _launch_of(emit_kernel(fusion))
+    kernel = emit_kernel(fusion, argument_ids=in_place_argument_ids(fusion))
+    return emitter_kind(fusion)[0], _launch_of(kernel)
 
 
 def _module_cache():
@@ -283,6 +288,7 @@ def compare(only: str = "") -> list[Comparison]:
     """One Comparison per (module, XLA kernel) of the reference (one per module where XLA formed
     several kernels for an emitter test, or failed)."""
     from hlo_codegen.emitters import emit_kernel, emitter_kind
+    from hlo_codegen.emitters.in_place_dus import in_place_argument_ids
 
     ref = load_reference()
     out: list[Comparison] = []
@@ -323,7 +329,7 @@ def compare(only: str = "") -> list[Comparison]:
 
                     instr = wrap_instruction(instr)
                 kind = emitter_kind(instr)[0]
-                ours = _launch_of(emit_kernel(instr))
+                ours = _launch_of(emit_kernel(instr, argument_ids=in_place_argument_ids(instr)))
             except Exception as e:  # noqa: BLE001
                 out.append(Comparison(key, kernel, "error", f"ours: {type(e).__name__}: {_first(e)}"))
                 continue

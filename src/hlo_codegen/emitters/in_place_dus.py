@@ -22,16 +22,16 @@ from __future__ import annotations
 
 from typing import Hashable, Sequence
 
-from hlo_codegen.emitters.base import EmitterError, KernelParams, find_hero, fusion_roots
+from hlo_codegen.emitters.base import EmitterError, KernelParams, find_hero, fusion_roots, output_shapes
 from hlo_codegen.emitters.common import (
-    FusedValues, SimpleEmitter, ThreadIds, elementwise_launch, emit_epilogue, epilogue_nodes, linear_index,
-    loop_over_shape, packing, root_outputs,
+    FusedValues, SimpleEmitter, ThreadIds, emit_epilogue, epilogue_nodes, linear_index, packing, root_outputs,
 )
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo
-from hlo_codegen.emitters.loop import LoopFusion
+from hlo_codegen.emitters.loop import LoopFusion, loop_over_shape_unrolled
 from hlo_codegen.indexing import LaunchDimensions
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Kernel, Value
+from hlo_common.fusion_analysis import FusionAnalysis, loop_launch, split_grid_x
 from hlo_common.fusion_analysis import is_dus_root  # noqa: F401  (re-exported)
 from hlo_common.ir import HloInstruction
 from hlo_common.opcodes import is_elementwise
@@ -60,7 +60,7 @@ class InPlaceDynamicUpdateSliceFusion(SimpleEmitter):
         if not all(d.opcode == "dynamic-update-slice" for d in self.dus):
             raise EmitterError(f"%{fusion.name}: not every root is a dynamic-update-slice")
         self.update_shape = self.dus[0].operands[1].shape
-        self._launch = elementwise_launch(self.update_shape.num_elements, device)
+        self.unroll, self._launch = analysis_loop_config(fusion, device, self.update_shape)
 
     def launch_dimensions(self) -> LaunchDimensions:
         return self._launch
@@ -108,7 +108,38 @@ class InPlaceDynamicUpdateSliceFusion(SimpleEmitter):
                 v = values.at(b, dus.operands[1], u)[0]
                 b.store(out, v, linear_index(b, shape, target))
 
-        loop_over_shape(b, ids, self._launch, self.update_shape, element)
+        loop_over_shape_unrolled(b, ids, self._launch, self.update_shape, self.unroll, element)
+
+
+def analysis_loop_config(fusion: HloInstruction, device: GpuDeviceInfo, shape) -> tuple[int, LaunchDimensions]:
+    """(unroll factor, launch) of XLA's loop config over `shape` for this fusion: the launch is
+    FusionAnalysis's (the figures the cost model uses and XLA's thunks show), the unroll its
+    ComputeLoopFusionConfig factor on `shape`."""
+    analysis = FusionAnalysis.of_fusion(fusion, device)
+    blocks, threads = analysis.launch_dimensions()
+    unroll = analysis.loop_unroll_factor(shape)
+    if blocks * threads * unroll < shape.num_elements:  # the analysis sized another loop
+        blocks, threads = loop_launch(shape.num_elements, unroll, device)
+    bx, by = split_grid_x(blocks, device)
+    return unroll, LaunchDimensions((threads, 1, 1), (bx, by, 1))
+
+
+def in_place_argument_ids(fusion: HloInstruction) -> list[int]:
+    """Kernel argument ids (the fusion's operands, then its outputs) as XLA's buffer assignment
+    gives an in-place DUS fusion: each DUS output shares the buffer of the parameter it
+    updates; every other argument its own. For tools that emit a fusion without a buffer
+    assignment (the launch-dimension and emitter-structure comparisons with XLA)."""
+    n = len(fusion.operands)
+    ids = list(range(n + len(output_shapes(fusion))))
+    if FusionAnalysis.of_fusion(fusion).emitter_kind != "in_place_dynamic_update_slice":
+        return ids
+    for k, root in enumerate(fusion_roots(fusion)):
+        node = strip_bitcasts(root).operands[0]
+        while node.opcode == "bitcast":
+            node = node.operands[0]
+        if node.opcode == "parameter":
+            ids[n + k] = ids[node.parameter_number]
+    return ids
 
 
 def concatenate_hero(root: HloInstruction) -> HloInstruction | None:
@@ -149,9 +180,9 @@ class ConcatenateFusion(SimpleEmitter):
         if self.hero is None or has_packed_output(fusion):
             self.fallback = LoopFusion(fusion, device)
             self._launch = self.fallback.launch_dimensions()
-        else:
-            largest = max(op.shape.num_elements for op in self.hero.operands)
-            self._launch = elementwise_launch(largest, device)
+        else:  # XLA's loop config on the largest operand, one loop per operand
+            largest = max((op.shape for op in self.hero.operands), key=lambda sh: sh.num_elements)
+            self.unroll, self._launch = analysis_loop_config(fusion, device, largest)
 
     def launch_dimensions(self) -> LaunchDimensions:
         return self._launch
@@ -177,7 +208,7 @@ class ConcatenateFusion(SimpleEmitter):
                 out, out_idx = emit_epilogue(values.elemental, b, hero, root, v, hero_idx)
                 b.store(buffers[0], out[0], linear_index(b, shapes[0], out_idx))
 
-            loop_over_shape(b, ids, self._launch, op.shape, element)
+            loop_over_shape_unrolled(b, ids, self._launch, op.shape, self.unroll, element)
             offset += op.shape.dims[axis]
 
 
