@@ -53,6 +53,7 @@ class InPlaceDynamicUpdateSliceFusion(SimpleEmitter):
     """See the module docstring."""
 
     kind = "loop"
+    vectorize = True
 
     def __init__(self, fusion: HloInstruction, device: GpuDeviceInfo = H100):
         super().__init__(fusion, device)
@@ -169,6 +170,7 @@ class ConcatenateFusion(SimpleEmitter):
     """See the module docstring."""
 
     kind = "loop"
+    vectorize = True
 
     def __init__(self, fusion: HloInstruction, device: GpuDeviceInfo = H100):
         super().__init__(fusion, device)
