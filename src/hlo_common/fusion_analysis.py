@@ -1067,7 +1067,7 @@ class FusionAnalysis:
             for node in self.adaptor.post_order():
                 if node.opcode == "reduce" and is_reduction_from_or_to_contiguous_dimensions(node, warp):
                     total += reduction_shared_memory_bytes(node)
-                elif node.opcode == "transpose":
+                elif node.opcode in ("transpose", "copy"):  # a layout-changing copy is one too
                     desc = tiled_transpose_description(node)
                     if desc is not None:
                         total += desc.shmem_usage

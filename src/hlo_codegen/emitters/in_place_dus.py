@@ -112,7 +112,8 @@ class InPlaceDynamicUpdateSliceFusion(SimpleEmitter):
         loop_over_shape_unrolled(b, ids, self._launch, self.update_shape, self.unroll, element)
 
 
-def analysis_loop_config(fusion: HloInstruction, device: GpuDeviceInfo, shape) -> tuple[int, LaunchDimensions]:
+def analysis_loop_config(fusion: HloInstruction, device: GpuDeviceInfo,
+                         shape) -> tuple[int, LaunchDimensions]:
     """(unroll factor, launch) of XLA's loop config over `shape` for this fusion: the launch is
     FusionAnalysis's (the figures the cost model uses and XLA's thunks show), the unroll its
     ComputeLoopFusionConfig factor on `shape`."""

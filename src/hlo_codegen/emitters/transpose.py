@@ -57,7 +57,7 @@ from hlo_codegen.emitters.common import (
     FusedValues, SimpleEmitter, ThreadIds, emit_epilogue, epilogue_nodes, linear_index, packing, root_outputs,
 )
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo
-from hlo_codegen.emitters.loop import LoopFusion
+from hlo_codegen.emitters.loop import LoopFusion, emit_thread_loop
 from hlo_codegen.indexing import IndexingMap, LaunchDimensions, Variable, bitcast_map, dim, sym
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.indexing.shape_indexing import delinearize
@@ -119,6 +119,13 @@ class TileGeometry:
             else:
                 self.x_dims, self.y_dims = [r - 1], [self.perm[-1]]
             self.tiles[self.x_dims[0]] = self.tiles[self.y_dims[0]] = WARP
+        # the packed variant moves v consecutive elements per thread (one 32-bit word: a vector
+        # load, a vector store) where v divides the dim and its tile (XLA's lane * v + e), which
+        # with the swizzle also keeps the shared-memory accesses free of bank conflicts
+        self.vector_reads = desc.packed and self.tiles[self.x_dims[-1]] % self.vector == 0 and \
+            self.in_dims[self.x_dims[-1]] % self.vector == 0
+        self.vector_writes = desc.packed and self.tiles[self.y_dims[-1]] % self.vector == 0 and \
+            self.in_dims[self.y_dims[-1]] % self.vector == 0 and len(self.y_dims) == 1
         self.x_extent = math.prod(self.tiles[d] for d in self.x_dims)
         self.y_extent = math.prod(self.tiles[d] for d in self.y_dims)
         self.counts = [1 if self.minor_kept and d == r - 1 else -(-n // self.tiles[d])
@@ -136,20 +143,28 @@ class TileGeometry:
         lane, row0 = dim(0) % WARP, dim(0).floordiv(WARP)
         lane_extent, row_extent = (self.x_extent, self.y_extent) if reading else \
             (self.y_extent, self.x_extent)
-        along_lanes = lane + sym(1) * WARP
+        vector = self.vector_reads if reading else self.vector_writes
         along_rows = row0 + sym(0) * ROWS
+        along_lanes = lane * self.vector + sym(1) if vector else lane + sym(1) * WARP
         x, y = (along_lanes, along_rows) if reading else (along_rows, along_lanes)
         carried = sym(2) if self.minor_kept else None
-        coords = [block[d] for d in range(len(self.in_dims))]
-        offsets = {}
-        for group, pos in ((self.x_dims, x), (self.y_dims, y)):
-            for d in reversed(group):  # a position flattens its dims row-major
-                offsets[d] = pos % self.tiles[d] if d != group[0] else pos
-                pos = pos.floordiv(self.tiles[d])
-        constraints = [(x, Interval(0, self.x_extent - 1)), (y, Interval(0, self.y_extent - 1))]
-        for d, off in offsets.items():
-            coords[d] = block[d] * self.tiles[d] + off
-            constraints.append((coords[d], Interval(0, self.in_dims[d] - 1)))
+        # bounds hold for all v elements of a vector when they hold for the first
+        first_lane = lane * self.vector if vector else along_lanes
+        x_first, y_first = (first_lane, y) if reading else (x, first_lane)
+
+        def coordinates(x, y):
+            coords = [block[d] for d in range(len(self.in_dims))]
+            for group, pos in ((self.x_dims, x), (self.y_dims, y)):
+                for d in reversed(group):  # a position flattens its dims row-major
+                    off = pos % self.tiles[d] if d != group[0] else pos
+                    coords[d] = block[d] * self.tiles[d] + off
+                    pos = pos.floordiv(self.tiles[d])
+            return coords
+
+        coords = coordinates(x, y)
+        first = coordinates(x_first, y_first)
+        constraints = [(x_first, Interval(0, self.x_extent - 1)), (y_first, Interval(0, self.y_extent - 1))]
+        constraints += [(first[d], Interval(0, self.in_dims[d] - 1)) for d in self.x_dims + self.y_dims]
         if self.minor_kept:
             coords[-1] = carried
         column = x
@@ -159,9 +174,14 @@ class TileGeometry:
         if self.minor_kept:
             slot = slot * self.carried + carried
         grid = [Variable(Interval(0, THREADS - 1)), Variable(Interval(0, self.blocks - 1))]
-        ranges = [Variable(Interval(0, -(-row_extent // ROWS) - 1)),
-                  Variable(Interval(0, -(-lane_extent // WARP) - 1)),
-                  Variable(Interval(0, self.carried - 1))]
+        if vector:  # named as the loop emitter's symbols: emit_thread_loop vectorizes over s1
+            ranges = [Variable(Interval(0, -(-row_extent // ROWS) - 1), "chunk_id"),
+                      Variable(Interval(0, self.vector - 1), "unroll_id"),
+                      Variable(Interval(0, self.carried - 1))]
+        else:
+            ranges = [Variable(Interval(0, -(-row_extent // ROWS) - 1)),
+                      Variable(Interval(0, -(-lane_extent // WARP) - 1)),
+                      Variable(Interval(0, self.carried - 1))]
         return IndexingMap(coords + [slot], grid, ranges, (), constraints)
 
 
@@ -183,6 +203,7 @@ class TransposeFusion(SimpleEmitter):
     """See the module docstring."""
 
     kind = "transpose"
+    vectorize = True
 
     def __init__(self, fusion: HloInstruction, device: GpuDeviceInfo = H100):
         super().__init__(fusion, device)
@@ -303,7 +324,11 @@ class TransposeFusion(SimpleEmitter):
             return []
 
         hints = [f"i{d}" for d in range(rank)] + ["slot"]
-        b.loop(g.thread_map(True), th, [], read, index_hints=hints)
+        if g.vector_reads:
+            m = g.thread_map(True).remove_unused_symbols()
+            emit_thread_loop(b, m, th, g.vector, lambda idx: read(None, idx, None))
+        else:
+            b.loop(g.thread_map(True), th, [], read, index_hints=hints)
         b.sync_threads()
 
         def write(syms, idx, iters):
@@ -324,4 +349,8 @@ class TransposeFusion(SimpleEmitter):
                         b.store(name, val, linear_index(b, shape, root_idx))
             return []
 
-        b.loop(g.thread_map(False), th, [], write, index_hints=hints)
+        if g.vector_writes:
+            m = g.thread_map(False).remove_unused_symbols()
+            emit_thread_loop(b, m, th, g.vector, lambda idx: write(None, idx, None))
+        else:
+            b.loop(g.thread_map(False), th, [], write, index_hints=hints)

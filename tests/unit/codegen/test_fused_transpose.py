@@ -105,3 +105,28 @@ XLA_FILES = sorted(p.name for p in CORPUS.glob("backends_gpu_codegen_emitters_te
                                   else n for n in XLA_FILES])
 def test_xla_transpose_emitter_files(name: str) -> None:
     run_transpose_emitter((CORPUS / name).read_text())
+
+
+def test_packed_transpose_for_small_types() -> None:
+    # bf16: v = 2, a 64 x 64 shared tile without padding; the tile is T2 (the dim that becomes
+    # the output's minor one) rows by A x T1 (the input's minor dim and the one before it)
+    # columns, as XLA's PackedTranspose: s16[2,4,64,10,6] -> 64 x (10 x 6) tiles, 8 blocks
+    emitter = run_transpose_emitter("""f { p = s16[2,4,64,10,6] parameter(0)
+        ROOT t = s16[4,2,6,10,64] transpose(p), dimensions={1,0,4,3,2} }""")
+    assert emitter.fallback is None and emitter.geometry.alloc == 64 and emitter.geometry.padding == 0
+    assert emitter.launch_dimensions().blocks_xyz() == (8, 1, 1)
+    assert "shared @tile0 : s16[4096]" in emitter.kernel_text
+    # each thread reads and writes one 32-bit word of two elements
+    assert "load @arg0" in emitter.kernel_text and ": vector<2xi16>" in emitter.kernel_text
+    assert "store @arg1 %vec" in emitter.kernel_text
+
+
+def test_launch_and_shared_memory_are_the_fusion_analysis_figures() -> None:
+    from hlo_common.fusion_analysis import FusionAnalysis
+
+    for text in TILED.values():
+        fusion = fusion_of(text)
+        analysis = FusionAnalysis.of_fusion(fusion)
+        kernel = TransposeFusion(fusion).emit()
+        assert (kernel.grid[0], kernel.block[0]) == analysis.launch_dimensions()
+        assert kernel.shared_memory_bytes == analysis.shared_memory_bytes()
