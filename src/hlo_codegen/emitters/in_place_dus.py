@@ -177,15 +177,40 @@ class ConcatenateFusion(SimpleEmitter):
         super().__init__(fusion, device)
         (self.root,) = fusion_roots(fusion)
         self.hero = concatenate_hero(self.root)
-        # Threads sharing a byte would race (the loop emitter unrolls); a root that is not an
-        # elementwise epilogue of a concatenate hero needs the elemental concatenate.
+        # A root that is not an elementwise epilogue of a concatenate hero needs the elemental
+        # concatenate; with sub-byte outputs, threads sharing a byte would race unless every
+        # byte's elements come from one thread's unrolled elements (`_bytes_stay_in_threads`).
         self.fallback = None
-        if self.hero is None or has_packed_output(fusion):
-            self.fallback = LoopFusion(fusion, device)
-            self._launch = self.fallback.launch_dimensions()
-        else:  # XLA's loop config on the largest operand, one loop per operand
+        self.unroll = 1
+        if self.hero is not None:  # XLA's loop config on the largest operand, one loop per operand
             largest = max((op.shape for op in self.hero.operands), key=lambda sh: sh.num_elements)
             self.unroll, self._launch = analysis_loop_config(fusion, device, largest)
+        if self.hero is None or (has_packed_output(fusion) and not self._bytes_stay_in_threads()):
+            self.fallback = LoopFusion(fusion, device)
+            self._launch = self.fallback.launch_dimensions()
+
+    def _bytes_stay_in_threads(self) -> bool:
+        """Packed output: each thread's unrolled run of an operand (aligned to the unroll in the
+        operand's layout order) lands on whole output bytes - the operands, their offsets and the
+        output's rows along the concatenated dim hold whole bytes, and layouts agree."""
+        hero, root = self.hero, self.root
+        out = hero.shape
+        per_byte = packing(out)
+        if root.shape.dims != out.dims or root.shape.minor_to_major != out.minor_to_major or \
+                self.unroll % per_byte:
+            return False
+        axis = int(hero.attrs["dimensions"][0])
+        phys = list(out.minor_to_major)
+        inner = 1
+        for d in phys[:phys.index(axis)]:
+            inner *= out.dims[d]
+        offset = 0
+        for op in hero.operands:
+            if op.shape.minor_to_major != out.minor_to_major or (op.shape.dims[axis] * inner) % per_byte or \
+                    (offset * inner) % per_byte:
+                return False
+            offset += op.shape.dims[axis]
+        return True
 
     def launch_dimensions(self) -> LaunchDimensions:
         return self._launch

@@ -125,3 +125,17 @@ def test_large_in_place_dus_unrolls_over_the_update() -> None:
     want = p.copy()
     want[300:600] = -u  # the start is clamped to 600 - 300
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("sizes,one_loop_per_operand", [
+    ((200, 400, 300), True),  # even offsets: a thread's two unrolled s4 elements fill one byte
+    ((201, 399, 300), False),  # an odd offset would split bytes between threads: the loop emitter
+])
+def test_sub_byte_concatenate(sizes, one_loop_per_operand: bool) -> None:
+    params = " ".join(f"p{i} = s4[{n}]{{0:E(4)}} parameter({i})" for i, n in enumerate(sizes))
+    names = ", ".join(f"p{i}" for i in range(len(sizes)))
+    fusion = fusion_of(f"f {{ {params} ROOT c = s4[{sum(sizes)}]{{0:E(4)}} concatenate({names}), "
+                       "dimensions={0} }")
+    emitter = get_fusion_emitter(fusion)
+    assert (emitter.fallback is None) == one_loop_per_operand
+    check(fusion, "concatenate")
