@@ -8,14 +8,21 @@ Where it sits: emitters/__init__.py picks them by hero (section c of the XLA fac
   dynamic-update-slices. When every DUS updates a fusion parameter that shares its buffer with
   the DUS's output (the `argument_ids` contract gives them one kernel parameter), that buffer
   already holds the operand: one thread per update element stores
-  `out[clamped start + u] = update[u]` and nothing else is touched. The parameter must have no
+  `out[clamped start + u] = update[u]` and nothing else is touched, with XLA's loop config over
+  the update shape (FusionAnalysis's launch, its unroll factor; the unrolled loop reads the
+  update as vectors where contiguous). The parameter must have no
   other reader in the fusion (a read of a position another thread updates would race), and all
   updates must have the same shape (one launch covers them). Otherwise it hands the fusion to
   the loop emitter, which computes every output element (correct with or without aliasing).
 - `ConcatenateFusion`, for a single root whose hero is a concatenate of at most 4 operands:
-  one loop per operand over the operand's own shape (the launch sized for the largest), the
-  root's unary epilogue applied to the operand's value, stored at the shifted position. No
-  per-element "which operand" test, unlike the loop emitter's elemental concatenate.
+  one loop per operand over the operand's own shape with XLA's loop config computed on the
+  largest operand (FusionAnalysis's launch and unroll factor; unrolled loops vectorize where
+  contiguous), the root's unary epilogue applied to the operand's value, stored at the shifted
+  position. No per-element "which operand" test, unlike the loop emitter's elemental
+  concatenate. Sub-byte outputs stay here when each byte is written by one thread.
+
+`in_place_argument_ids(fusion)` gives the argument ids XLA's buffer assignment would (each DUS
+output sharing its parameter's buffer) to tools that emit a fusion without a buffer assignment.
 """
 
 from __future__ import annotations
