@@ -346,12 +346,21 @@ def _first(e: BaseException) -> str:
 # Why our launch dimensions differ from XLA's today, by emitter kind (used by --update).
 KIND_REASONS = {
     "reduction": "our reductions use one warp per row or one thread per column, not XLA's tiling",
-    "transpose": "our transpose has no shared-memory 32x32 tile",
+    "transpose": "our transpose emitter differs",
     "loop": "our loop emitter's unroll/vector rule or block size differs from XLA's",
-    "concatenate": "our concatenate runs one loop over the output, XLA's one per operand",
+    "concatenate": "our concatenate launch differs from XLA's loop config on the largest operand",
     "scatter": "our scatter is serial (XLA: one thread per update element, atomics)",
     "in_place_dynamic_update_slice": "our DUS launch differs from XLA's update-sized loop",
 }
+# Known reasons for single emitter tests (a substring of the module name), checked first.
+MODULE_REASONS = (
+    ("_s4.hlo", "4-bit elements: we have no sub-byte shared tiles, so the 4-bit transpose goes to the "
+                "loop emitter"),
+    ("dynamic_update_slice__int4", "4-bit DUS: threads of the update loop would share bytes of the "
+                                   "output (odd rows), so the loop emitter writes the whole output"),
+    ("loop__dot_fp8", "XLA rewrites this matrix-vector fp8 dot into a multiply + reduce (a reduction "
+                      "fusion); we emit the dot elementally in a loop"),
+)
 
 
 def reason_for(c: Comparison) -> str:
@@ -363,6 +372,8 @@ def reason_for(c: Comparison) -> str:
             if a != b:
                 figures.append(f"{what} {a} (XLA {b})")
     why = KIND_REASONS.get(c.emitter, c.emitter + " emitter differs")
+    why = next((r for part, r in MODULE_REASONS if part in c.module and c.emitter in ("loop", "transpose",
+                "in_place_dynamic_update_slice")), why)
     if c.emitter == "loop" and c.xla is not None and c.xla.shared > 0:
         why = ("we have no tiled transpose emitter: the loop emitter writes the transpose "
                "(XLA tiles it in shared memory)")
