@@ -130,3 +130,13 @@ def test_launch_and_shared_memory_are_the_fusion_analysis_figures() -> None:
         kernel = TransposeFusion(fusion).emit()
         assert (kernel.grid[0], kernel.block[0]) == analysis.launch_dimensions()
         assert kernel.shared_memory_bytes == analysis.shared_memory_bytes()
+
+
+def test_small_type_with_too_few_packed_columns_is_tiled() -> None:
+    # bf16[2048,16]: the packed tile would have 16 populated columns (< 10 v = 20, XLA's
+    # GetPackedTransposeTileSizes refuses), so XLA's 32 x 33 tiled emitter takes it
+    emitter = run_transpose_emitter("""f { p = bf16[2048,16] parameter(0)
+        ROOT t = bf16[16,2048] transpose(p), dimensions={1,0} }""")
+    assert emitter.fallback is None and emitter.geometry.padding == 1
+    assert "shared @tile0 : bf16[1056]" in emitter.kernel_text
+    assert emitter.launch_dimensions().blocks_xyz() == (64, 1, 1)
