@@ -197,3 +197,13 @@ def test_ops_without_elemental_emission_are_named() -> None:
         f { a = f32[8] parameter(0) ROOT s = f32[8] sort(a), dimensions={0}, to_apply=lt }"""))[0] == "sort"
     with pytest.raises(EmitterError, match="not a fusion"):
         emit_kernel(fusion.operands[0])
+
+
+def test_64_bit_elements_vectorize_as_xla() -> None:
+    # XLA vectorizes 4 lanes of any vector element type; 4 x 64 bits is split by LLVM into two
+    # 16-byte accesses (our parameters are 16-byte aligned)
+    kernel = check_fusion("f { p = f64[512,1024] parameter(0) q = s64[512,1024] parameter(1) "
+                          "c = f64[512,1024] convert(q) ROOT n = f64[512,1024] add(p, c) }")
+    text = print_kernel(kernel)
+    assert "{align = 16} : vector<4xf64>" in text and ": vector<4xi64>" in text
+    assert "store @arg2 %vec" in text
