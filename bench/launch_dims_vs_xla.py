@@ -17,6 +17,9 @@ Two module sets:
   is the fusion of that name in `testdata/fusion/xla/<name>.notriton.hlo`; ours is that same
   fusion instruction emitted in-process.
 
+Both emit an in-place dynamic-update-slice fusion with each DUS output sharing the buffer of the
+parameter it updates (`in_place_argument_ids`), as XLA's buffer assignment does.
+
 `regenerate` runs XLA (`bench/xla_compile_worker.py` under a Python with jax and its CUDA plugin,
 no GPU needed) and rewrites `tests/data/launch_dims_xla.tsv`: one line per XLA kernel, `module
 kernel grid block shared_bytes`, grid and block as `x,y,z` from XLA's `thunk_sequence.txt`, the
@@ -247,12 +250,14 @@ def _find_instruction(module, name: str):
 def ours_for_corpus(path: Path):
     """(emitter kind, Launch) of our kernel for an emitter-test file."""
     from hlo_codegen.emitters import emit_kernel, emitter_kind, wrap_computation_in_fusion
+    from hlo_codegen.emitters.in_place_dus import in_place_argument_ids
     from hlo_common.parser import parse_module
 
     module = parse_module(path.read_text(), str(path))
     root = module.entry.root
     fusion = root if root.opcode == "fusion" else wrap_computation_in_fusion(module, module.entry)
-    return emitter_kind(fusion)[0], _launch_of(emit_kernel(fusion))
+    kernel = emit_kernel(fusion, argument_ids=in_place_argument_ids(fusion))
+    return emitter_kind(fusion)[0], _launch_of(kernel)
 
 
 def _module_cache():
@@ -283,6 +288,7 @@ def compare(only: str = "") -> list[Comparison]:
     """One Comparison per (module, XLA kernel) of the reference (one per module where XLA formed
     several kernels for an emitter test, or failed)."""
     from hlo_codegen.emitters import emit_kernel, emitter_kind
+    from hlo_codegen.emitters.in_place_dus import in_place_argument_ids
 
     ref = load_reference()
     out: list[Comparison] = []
@@ -323,7 +329,7 @@ def compare(only: str = "") -> list[Comparison]:
 
                     instr = wrap_instruction(instr)
                 kind = emitter_kind(instr)[0]
-                ours = _launch_of(emit_kernel(instr))
+                ours = _launch_of(emit_kernel(instr, argument_ids=in_place_argument_ids(instr)))
             except Exception as e:  # noqa: BLE001
                 out.append(Comparison(key, kernel, "error", f"ours: {type(e).__name__}: {_first(e)}"))
                 continue
@@ -340,12 +346,21 @@ def _first(e: BaseException) -> str:
 # Why our launch dimensions differ from XLA's today, by emitter kind (used by --update).
 KIND_REASONS = {
     "reduction": "XLA's pipeline forms another kernel for this module than the emitter test's fusion",
-    "transpose": "our transpose has no shared-memory 32x32 tile",
+    "transpose": "our transpose emitter differs",
     "loop": "our loop emitter's unroll/vector rule or block size differs from XLA's",
-    "concatenate": "our concatenate runs one loop over the output, XLA's one per operand",
+    "concatenate": "our concatenate launch differs from XLA's loop config on the largest operand",
     "scatter": "our scatter is serial (XLA: one thread per update element, atomics)",
     "in_place_dynamic_update_slice": "our DUS launch differs from XLA's update-sized loop",
 }
+# Known reasons for single emitter tests (a substring of the module name), checked first.
+MODULE_REASONS = (
+    ("_s4.hlo", "4-bit elements: we have no sub-byte shared tiles, so the 4-bit transpose goes to the "
+                "loop emitter"),
+    ("dynamic_update_slice__int4", "4-bit DUS: threads of the update loop would share bytes of the "
+                                   "output (odd rows), so the loop emitter writes the whole output"),
+    ("loop__dot_fp8", "XLA rewrites this matrix-vector fp8 dot into a multiply + reduce (a reduction "
+                      "fusion); we emit the dot elementally in a loop"),
+)
 
 
 # Reduction kernels that differ, by module name: XLA compiles the test's computation itself.
@@ -371,6 +386,8 @@ def reason_for(c: Comparison) -> str:
     why = KIND_REASONS.get(c.emitter, c.emitter + " emitter differs")
     if c.emitter == "reduction":
         why = next((w for k, w in REDUCTION_REASONS.items() if k in c.module), why)
+    why = next((r for part, r in MODULE_REASONS if part in c.module and c.emitter in ("loop", "transpose",
+                "in_place_dynamic_update_slice")), why)
     if c.emitter == "loop" and c.xla is not None and c.xla.shared > 0:
         why = ("we have no tiled transpose emitter: the loop emitter writes the transpose "
                "(XLA tiles it in shared memory)")

@@ -396,35 +396,34 @@ def normalized_transpose(operand: Shape, out: Shape, perm) -> tuple[tuple[int, .
     return tuple(dims), tuple(rank[p] for p in firsts)
 
 
-def _packed_tile_ok(dims: tuple[int, ...], perm: tuple[int, ...], bits: int) -> bool:
-    """XLA's GetPackedTransposeTileSizes on the canonical [.., T2, A, T1, B] form."""
-    if bits >= BANK_BITWIDTH or len(perm) < 2:
-        return False
-    shape = list(dims)
-    cperm = list(perm)
-    if cperm[-1] != len(shape) - 1:
-        cperm.append(len(shape))
-        shape.append(1)
-    rank = len(shape)
-    if rank < 3:
-        return False
-    if cperm[rank - 3] != rank - 3:
-        shape.insert(rank - 2, 1)
-        cperm = [p + 1 if p > rank - 3 else p for p in cperm]
-        cperm.insert(rank - 2, rank - 2)
-    rank = len(shape)
-    if rank < 4:
-        return False
-    dim_t2, dim_a, dim_t1, dim_b = shape[rank - 4], shape[rank - 3], shape[rank - 2], shape[rank - 1]
+def packed_transpose_tiles(dims: tuple[int, ...], perm: tuple[int, ...], bits: int
+                           ) -> tuple[tuple[int | None, int, int], tuple[int, int, int]] | None:
+    """XLA's GetTransposeSpec + GetPackedTransposeTileSizes on a normalized transpose (output
+    dims, permutation): ((normalized input dim of A or None, of T1, of T2), (tile sizes of A, T1,
+    T2)), or None when the packed emitter does not apply. T1 is the input's minor dim, T2 the
+    one that becomes the output's minor dim, A the dim before T1 when the transpose keeps it in
+    place; a block's tile is T2 rows by A x T1 columns of a (32 * v)-square shared tile."""
+    r = len(perm)
+    if bits >= BANK_BITWIDTH or r < 2 or perm[-1] == r - 1:  # B (the kept minor dim) must be 1
+        return None
     vector = BANK_BITWIDTH // bits
     shmem_dim = NUM_SHMEM_BANKS * vector
-    tile_t1 = min(dim_t1, shmem_dim)
+    inv = [0] * r
+    for i, p in enumerate(perm):
+        inv[p] = i
+    in_dims = [dims[inv[j]] for j in range(r)]
+    a = r - 2 if r >= 3 and perm[r - 2] == r - 2 else None
+    t1, t2 = r - 1, perm[r - 1]
+    dim_a = in_dims[a] if a is not None else 1
+    tile_t1 = min(in_dims[t1], shmem_dim)
     tile_a = min(dim_a, shmem_dim // tile_t1)
-    tile_t2 = min(dim_t2, shmem_dim)
+    tile_t2 = min(in_dims[t2], shmem_dim)
     rows, cols = tile_t2, tile_a * tile_t1
     if cols < 10 * vector or rows < 10 * vector:
-        return False
-    return dim_b == 1 and rows % vector == 0 and cols % vector == 0 and dim_t2 % tile_t2 % vector == 0
+        return None
+    if rows % vector or cols % vector or in_dims[t2] % tile_t2 % vector:
+        return None
+    return (a, t1, t2), (tile_a, tile_t1, tile_t2)
 
 
 def tiled_transpose_description(instr: HloInstruction) -> TransposeDescription | None:
@@ -447,7 +446,7 @@ def tiled_transpose_description(instr: HloInstruction) -> TransposeDescription |
     for i, p in enumerate(nperm):
         inv[p] = i
     op_dims = [dims[inv[j]] for j in range(len(nperm))]
-    if _packed_tile_ok(dims, nperm, bits):
+    if packed_transpose_tiles(dims, nperm, bits) is not None:
         vector = BANK_BITWIDTH // bits
         return TransposeDescription(instr, dims, nperm,
                                     NUM_SHMEM_BANKS * (BANK_BITWIDTH // 8) * NUM_SHMEM_BANKS * vector, True)
@@ -832,7 +831,8 @@ class FusionAnalysis:
             return None
         in_shape = found.instr.operands[0].shape
         for root in others:
-            if root.shape.is_tuple or not is_reshape_or_transpose_bitcast(root.shape, in_shape):
+            if root.shape.is_tuple or not (reshape_is_bitcast(root.shape, in_shape)
+                                           or is_reshape_or_transpose_bitcast(root.shape, in_shape)):
                 return None
         return found
 
@@ -1061,9 +1061,14 @@ class FusionAnalysis:
         in_dims = list(desc.input_dimensions)
         threads = TRANSPOSE_TILE * TRANSPOSE_ROWS_PER_BLOCK
         if desc.packed:
-            tile = TRANSPOSE_TILE * (BANK_BITWIDTH // _bits(desc.instr.shape))
-        else:
-            tile = TRANSPOSE_TILE
+            ids, tiles = packed_transpose_tiles(desc.dimensions, desc.permutation, _bits(desc.instr.shape))
+            # tiles of A x T1 x T2 input elements (XLA's PackedTranspose)
+            blocks = 1
+            for d, n in enumerate(in_dims):
+                tile = tiles[ids.index(d)] if d in ids else 1
+                blocks *= -(-n // tile)
+            return max(blocks, 1), threads
+        tile = TRANSPOSE_TILE
         # the two tiled dims: the output's minor dim and the input's minor dim
         out_minor = len(dims) - 1
         in_minor_as_out = desc.permutation.index(len(in_dims) - 1)
@@ -1090,7 +1095,7 @@ class FusionAnalysis:
             for node in self.adaptor.post_order():
                 if node.opcode == "reduce" and is_reduction_from_or_to_contiguous_dimensions(node, warp):
                     total += reduction_shared_memory_bytes(node)
-                elif node.opcode == "transpose":
+                elif node.opcode in ("transpose", "copy"):  # a layout-changing copy is one too
                     desc = tiled_transpose_description(node)
                     if desc is not None:
                         total += desc.shmem_usage

@@ -225,7 +225,10 @@ def store_side_outputs(b: IRBuilder, ids: ThreadIds, launch: LaunchDimensions, v
 
 class SimpleEmitter(KernelEmitter):
     """A KernelEmitter whose `emit` creates the parameters, calls `build(kernel, params)`, then
-    optimizes and verifies; element-type and elemental failures become EmitterErrors."""
+    optimizes and verifies; element-type and elemental failures become EmitterErrors. Loops
+    marked `vectorize` get vector loads and stores when the class sets `vectorize = True`."""
+
+    vectorize = False
 
     def emit(self, argument_ids: Sequence[Hashable] | None = None) -> Kernel:
         kernel = self.new_kernel()
@@ -235,7 +238,7 @@ class SimpleEmitter(KernelEmitter):
                 self.build(kernel, params)
             except (ElementalError, UnsupportedTypeError) as err:
                 raise EmitterError(f"fusion %{self.fusion.name}: {err}") from err
-            optimize_kernel(kernel, vectorize=False)
+            optimize_kernel(kernel, vectorize=self.vectorize)
             verify_kernel(kernel)
         return kernel
 

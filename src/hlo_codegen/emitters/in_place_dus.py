@@ -8,30 +8,37 @@ Where it sits: emitters/__init__.py picks them by hero (section c of the XLA fac
   dynamic-update-slices. When every DUS updates a fusion parameter that shares its buffer with
   the DUS's output (the `argument_ids` contract gives them one kernel parameter), that buffer
   already holds the operand: one thread per update element stores
-  `out[clamped start + u] = update[u]` and nothing else is touched. The parameter must have no
+  `out[clamped start + u] = update[u]` and nothing else is touched, with XLA's loop config over
+  the update shape (FusionAnalysis's launch, its unroll factor; the unrolled loop reads the
+  update as vectors where contiguous). The parameter must have no
   other reader in the fusion (a read of a position another thread updates would race), and all
   updates must have the same shape (one launch covers them). Otherwise it hands the fusion to
   the loop emitter, which computes every output element (correct with or without aliasing).
 - `ConcatenateFusion`, for a single root whose hero is a concatenate of at most 4 operands:
-  one loop per operand over the operand's own shape (the launch sized for the largest), the
-  root's unary epilogue applied to the operand's value, stored at the shifted position. No
-  per-element "which operand" test, unlike the loop emitter's elemental concatenate.
+  one loop per operand over the operand's own shape with XLA's loop config computed on the
+  largest operand (FusionAnalysis's launch and unroll factor; unrolled loops vectorize where
+  contiguous), the root's unary epilogue applied to the operand's value, stored at the shifted
+  position. No per-element "which operand" test, unlike the loop emitter's elemental
+  concatenate. Sub-byte outputs stay here when each byte is written by one thread.
+
+`in_place_argument_ids(fusion)` gives the argument ids XLA's buffer assignment would (each DUS
+output sharing its parameter's buffer) to tools that emit a fusion without a buffer assignment.
 """
 
 from __future__ import annotations
 
 from typing import Hashable, Sequence
 
-from hlo_codegen.emitters.base import EmitterError, KernelParams, find_hero, fusion_roots
+from hlo_codegen.emitters.base import EmitterError, KernelParams, find_hero, fusion_roots, output_shapes
 from hlo_codegen.emitters.common import (
-    FusedValues, SimpleEmitter, ThreadIds, elementwise_launch, emit_epilogue, epilogue_nodes, linear_index,
-    loop_over_shape, packing, root_outputs,
+    FusedValues, SimpleEmitter, ThreadIds, emit_epilogue, epilogue_nodes, linear_index, packing, root_outputs,
 )
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo
-from hlo_codegen.emitters.loop import LoopFusion
+from hlo_codegen.emitters.loop import LoopFusion, loop_over_shape_unrolled
 from hlo_codegen.indexing import LaunchDimensions
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Kernel, Value
+from hlo_common.fusion_analysis import FusionAnalysis, loop_launch, split_grid_x
 from hlo_common.fusion_analysis import is_dus_root  # noqa: F401  (re-exported)
 from hlo_common.ir import HloInstruction
 from hlo_common.opcodes import is_elementwise
@@ -53,6 +60,7 @@ class InPlaceDynamicUpdateSliceFusion(SimpleEmitter):
     """See the module docstring."""
 
     kind = "loop"
+    vectorize = True
 
     def __init__(self, fusion: HloInstruction, device: GpuDeviceInfo = H100):
         super().__init__(fusion, device)
@@ -60,7 +68,7 @@ class InPlaceDynamicUpdateSliceFusion(SimpleEmitter):
         if not all(d.opcode == "dynamic-update-slice" for d in self.dus):
             raise EmitterError(f"%{fusion.name}: not every root is a dynamic-update-slice")
         self.update_shape = self.dus[0].operands[1].shape
-        self._launch = elementwise_launch(self.update_shape.num_elements, device)
+        self.unroll, self._launch = analysis_loop_config(fusion, device, self.update_shape)
 
     def launch_dimensions(self) -> LaunchDimensions:
         return self._launch
@@ -108,7 +116,39 @@ class InPlaceDynamicUpdateSliceFusion(SimpleEmitter):
                 v = values.at(b, dus.operands[1], u)[0]
                 b.store(out, v, linear_index(b, shape, target))
 
-        loop_over_shape(b, ids, self._launch, self.update_shape, element)
+        loop_over_shape_unrolled(b, ids, self._launch, self.update_shape, self.unroll, element)
+
+
+def analysis_loop_config(fusion: HloInstruction, device: GpuDeviceInfo,
+                         shape) -> tuple[int, LaunchDimensions]:
+    """(unroll factor, launch) of XLA's loop config over `shape` for this fusion: the launch is
+    FusionAnalysis's (the figures the cost model uses and XLA's thunks show), the unroll its
+    ComputeLoopFusionConfig factor on `shape`."""
+    analysis = FusionAnalysis.of_fusion(fusion, device)
+    blocks, threads = analysis.launch_dimensions()
+    unroll = analysis.loop_unroll_factor(shape)
+    if blocks * threads * unroll < shape.num_elements:  # the analysis sized another loop
+        blocks, threads = loop_launch(shape.num_elements, unroll, device)
+    bx, by = split_grid_x(blocks, device)
+    return unroll, LaunchDimensions((threads, 1, 1), (bx, by, 1))
+
+
+def in_place_argument_ids(fusion: HloInstruction) -> list[int]:
+    """Kernel argument ids (the fusion's operands, then its outputs) as XLA's buffer assignment
+    gives an in-place DUS fusion: each DUS output shares the buffer of the parameter it
+    updates; every other argument its own. For tools that emit a fusion without a buffer
+    assignment (the launch-dimension and emitter-structure comparisons with XLA)."""
+    n = len(fusion.operands)
+    ids = list(range(n + len(output_shapes(fusion))))
+    if FusionAnalysis.of_fusion(fusion).emitter_kind != "in_place_dynamic_update_slice":
+        return ids
+    for k, root in enumerate(fusion_roots(fusion)):
+        node = strip_bitcasts(root).operands[0]
+        while node.opcode == "bitcast":
+            node = node.operands[0]
+        if node.opcode == "parameter":
+            ids[n + k] = ids[node.parameter_number]
+    return ids
 
 
 def concatenate_hero(root: HloInstruction) -> HloInstruction | None:
@@ -138,20 +178,46 @@ class ConcatenateFusion(SimpleEmitter):
     """See the module docstring."""
 
     kind = "loop"
+    vectorize = True
 
     def __init__(self, fusion: HloInstruction, device: GpuDeviceInfo = H100):
         super().__init__(fusion, device)
         (self.root,) = fusion_roots(fusion)
         self.hero = concatenate_hero(self.root)
-        # Threads sharing a byte would race (the loop emitter unrolls); a root that is not an
-        # elementwise epilogue of a concatenate hero needs the elemental concatenate.
+        # A root that is not an elementwise epilogue of a concatenate hero needs the elemental
+        # concatenate; with sub-byte outputs, threads sharing a byte would race unless every
+        # byte's elements come from one thread's unrolled elements (`_bytes_stay_in_threads`).
         self.fallback = None
-        if self.hero is None or has_packed_output(fusion):
+        self.unroll = 1
+        if self.hero is not None:  # XLA's loop config on the largest operand, one loop per operand
+            largest = max((op.shape for op in self.hero.operands), key=lambda sh: sh.num_elements)
+            self.unroll, self._launch = analysis_loop_config(fusion, device, largest)
+        if self.hero is None or (has_packed_output(fusion) and not self._bytes_stay_in_threads()):
             self.fallback = LoopFusion(fusion, device)
             self._launch = self.fallback.launch_dimensions()
-        else:
-            largest = max(op.shape.num_elements for op in self.hero.operands)
-            self._launch = elementwise_launch(largest, device)
+
+    def _bytes_stay_in_threads(self) -> bool:
+        """Packed output: each thread's unrolled run of an operand (aligned to the unroll in the
+        operand's layout order) lands on whole output bytes - the operands, their offsets and the
+        output's rows along the concatenated dim hold whole bytes, and layouts agree."""
+        hero, root = self.hero, self.root
+        out = hero.shape
+        per_byte = packing(out)
+        if root.shape.dims != out.dims or root.shape.minor_to_major != out.minor_to_major or \
+                self.unroll % per_byte:
+            return False
+        axis = int(hero.attrs["dimensions"][0])
+        phys = list(out.minor_to_major)
+        inner = 1
+        for d in phys[:phys.index(axis)]:
+            inner *= out.dims[d]
+        offset = 0
+        for op in hero.operands:
+            if op.shape.minor_to_major != out.minor_to_major or (op.shape.dims[axis] * inner) % per_byte or \
+                    (offset * inner) % per_byte:
+                return False
+            offset += op.shape.dims[axis]
+        return True
 
     def launch_dimensions(self) -> LaunchDimensions:
         return self._launch
@@ -177,7 +243,7 @@ class ConcatenateFusion(SimpleEmitter):
                 out, out_idx = emit_epilogue(values.elemental, b, hero, root, v, hero_idx)
                 b.store(buffers[0], out[0], linear_index(b, shapes[0], out_idx))
 
-            loop_over_shape(b, ids, self._launch, op.shape, element)
+            loop_over_shape_unrolled(b, ids, self._launch, op.shape, self.unroll, element)
             offset += op.shape.dims[axis]
 
 

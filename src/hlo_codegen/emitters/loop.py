@@ -22,6 +22,12 @@ GELU on bf16[6,512,4096] (12.6M elements, unroll 4, 24576 blocks of 128 threads)
       yield
     }
 
+Unroll factor and launch are XLA's (ComputeLoopFusionConfig, CalculateLaunchDimensions), from
+hlo_common.fusion_analysis (`loop_unroll_factor`, `loop_launch`): 128 threads per block, unroll
+gcd(n, 4) from 2048 x #SMs elements on (none when a sort, dot, big reduce-window or concatenate
+prevents it), at least a byte of sub-byte outputs per thread. `emit_thread_loop` /
+`loop_over_shape_unrolled` are that loop for any shape; the concatenate and DUS emitters use them.
+
 Roots of different sizes (XLA's input-slices case: several slices of one concatenate, or the
 loop fallback of a multi-output triton fusion) cannot share one loop over the first output: they
 are grouped by element count, the launch covers the largest group, and each group gets its own
@@ -30,7 +36,7 @@ thread loop over its first root's shape, calling each root as a subgraph root of
 
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from typing import Callable, Hashable, Sequence
 
 from hlo_codegen.elemental import ELEMENTAL_RULES, ElementalEmitter, ElementalError
 from hlo_codegen.elemental.emitter import leaf_shapes, same_layout
@@ -170,14 +176,7 @@ class LoopFusion(KernelEmitter):
                 b.store(name, v, linear)
             return []
 
-        hints = [f"d{i}" for i in range(m.num_results)]
-        names = [v.name for v in m.range_vars]
-        unroll_free = "unroll_id" in names and not any(
-            names.index("unroll_id") in e.used_symbols() for e in m.constraints)
-        if unroll_free:
-            self._emit_unrolled(b, m, dims, names, hints, store_element)
-        else:
-            b.loop(m, dims, [], lambda syms, idx, iters: store_element(idx), index_hints=hints)
+        emit_thread_loop(b, m, dims, self.unroll_factor, store_element)
 
     def _emit_groups(self, kernel: Kernel, params) -> None:
         """One thread loop per group of equally sized roots (see the module docstring)."""
@@ -202,27 +201,53 @@ class LoopFusion(KernelEmitter):
 
             loop_over_shape(b, ids, self._launch, shape, store_group)
 
-    def _emit_unrolled(self, b: IRBuilder, m: IndexingMap, dims: list[Value], names: list[str],
-                       hints: list[str], store_element) -> None:
-        """Outer loop over threads (and chunks), inner loop over the unroll index (vectorizable)."""
-        u = names.index("unroll_id")
-        c = names.index("chunk_id") if "chunk_id" in names else None
-        nd = m.num_dims
-        outer_syms = [None] * len(names)
-        inner_syms = [None] * len(names)
-        inner_syms[u] = sym(0)
-        if c is not None:
-            outer_syms[c] = sym(0)
-            inner_syms[c] = dim(nd)
-        outer = IndexingMap((), m.dim_vars, [m.range_vars[c]] if c is not None else [], (),
-                            [(e.replace(None, outer_syms), r) for e, r in m.constraints.items()])
-        inner = IndexingMap([e.replace(None, inner_syms) for e in m.results],
-                            list(m.dim_vars) + ([m.range_vars[c]] if c is not None else []),
-                            [m.range_vars[u]])
 
-        def outer_body(syms, idx, iters):
-            b.loop(inner, dims + list(syms), [], lambda s, i, it: store_element(i), index_hints=hints,
-                   attrs={"vectorize": self.unroll_factor})
-            return []
+def emit_thread_loop(b: IRBuilder, m: IndexingMap, dims: list[Value], unroll: int,
+                     body: Callable[[list[Value]], object]) -> None:
+    """The loop of a thread-id map (`m` over the id values `dims`, range variables chunk_id and
+    unroll_id as `default_thread_id_indexing_map` makes them): when no constraint involves the
+    unroll index, an outer loop over threads (and chunks) and an inner loop over the unroll
+    index marked `vectorize` (kernel_ir.transforms turns its contiguous aligned loads and stores
+    into vector ones); else one loop. `body(index values)` emits one element."""
+    hints = [f"d{i}" for i in range(m.num_results)]
+    names = [v.name for v in m.range_vars]
 
-        b.loop(outer, dims, [], outer_body)
+    def element(syms, idx, iters):
+        body(list(idx))
+        return []
+
+    if unroll <= 1 or "unroll_id" not in names or any(
+            names.index("unroll_id") in e.used_symbols() for e in m.constraints):
+        b.loop(m, dims, [], element, index_hints=hints)
+        return
+    u = names.index("unroll_id")
+    c = names.index("chunk_id") if "chunk_id" in names else None
+    nd = m.num_dims
+    outer_syms = [None] * len(names)
+    inner_syms = [None] * len(names)
+    inner_syms[u] = sym(0)
+    if c is not None:
+        outer_syms[c] = sym(0)
+        inner_syms[c] = dim(nd)
+    outer = IndexingMap((), m.dim_vars, [m.range_vars[c]] if c is not None else [], (),
+                        [(e.replace(None, outer_syms), r) for e, r in m.constraints.items()])
+    inner = IndexingMap([e.replace(None, inner_syms) for e in m.results],
+                        list(m.dim_vars) + ([m.range_vars[c]] if c is not None else []),
+                        [m.range_vars[u]])
+
+    def outer_body(syms, idx, iters):
+        b.loop(inner, dims + list(syms), [], element, index_hints=hints, attrs={"vectorize": unroll})
+        return []
+
+    b.loop(outer, dims, [], outer_body)
+
+
+def loop_over_shape_unrolled(b: IRBuilder, ids: ThreadIds, launch: LaunchDimensions, shape: Shape,
+                             unroll: int, body: Callable[[list[Value]], object]) -> None:
+    """Every element of `shape` once over the launch's threads, `unroll` consecutive elements
+    (in layout order) per thread and step (XLA's loop emitter map); see `emit_thread_loop`."""
+    if shape.num_elements == 0:
+        return
+    m = default_thread_id_indexing_map(launch, unroll, shape).remove_unused_symbols()
+    m, dims = ids.for_map(m)
+    emit_thread_loop(b, m, dims, unroll, body)

@@ -1,28 +1,49 @@
-"""The transpose emitter (XLA's TransposeFusion): a transpose that moves the physically minor
-dimension goes through a shared-memory tile, so both its reads and its writes are coalesced.
+"""The transpose emitter (XLA's TransposeFusion, tiled and packed): a transpose that moves the
+physically minor dimension goes through a shared-memory tile, so both its reads and its writes
+are coalesced.
 
-Where it sits: emitters/__init__.py registers it as the "transpose" emitter kind, which the hero
-analysis (hlo_common.fusion_analysis, XLA's GetDescriptionForTiledTransposeEmitter) gives fusions
-whose heroes are tiled transposes (or layout-changing copies), loop fusions with elementwise
-prologues and epilogues included.
+Where it sits: emitters/__init__.py registers it as the "transpose" emitter kind, which
+hlo_common.fusion_analysis (XLA's GetDescriptionForTiledTransposeEmitter and hero rules) gives
+fusions whose heroes are tiled transposes (or layout-changing copies), loop fusions with
+elementwise prologues and epilogues included. The analysis' TransposeDescription (normalized
+dims, permutation, packed or not) is the single source of the tile sizes, the launch
+(`FusionAnalysis.launch_dimensions`) and the shared memory (`shared_memory_bytes`).
 
-The kernel, per hero group (all heroes with the same operand shape, permutation and layouts):
-blocks of (32, 4) threads, one 32 x 32 tile of the plane spanned by the input's minor dimension
-`m` and the input dimension `n` that becomes the output's minor dimension, times every index of
-the other dimensions (the block number says which).
+The kernel works on the normalized input (unit dims dropped, dims that move together merged, in
+physical order; `bitcast_map` takes a normalized index to the hero operand's own index). A
+block's tile spans `x` dims, contiguous in the input (lanes run along them when reading), and
+`y` dims, contiguous in the output (lanes run along them when writing); one block of 128 threads
+(4 rows of 32 lanes, XLA's CUDA figure) per tile:
 
-1. each thread computes the hero's operand - the fused prologue, elementally - at 8 input
-   positions, lane x along `m` (coalesced reads), and stores it in a shared 32 x 33 tile (one
-   column of padding keeps the transposed reads free of bank conflicts);
+- tiled (XLA's 32x32 emitter): x = the input's minor dim, y = the dim that becomes the output's
+  minor dim, 32 x 32 elements in a shared 32 x 33 tile (one column of padding keeps the
+  transposed reads free of bank conflicts); each thread moves 32 / 4 = 8 rows per phase. When
+  the transpose keeps the minor dim (the 0,2,1,3 style, at most 64 bits), x and y are the
+  second-minor dims and the whole minor dim travels inside each tile slot;
+- packed (XLA's PackedTranspose, element types under 32 bits whose tile is populated enough):
+  v = 32 / bits, x = A x T1 (the input's minor dim T1 with the dim before it, A, when the
+  transpose keeps A in place), y = T2 (the dim that becomes the output's minor dim), at most
+  32v by 32v elements in a 32v x 32v shared tile without padding whose columns are swizzled
+  instead (column offset by (row / v) * v modulo 32v). Heroes that transpose the same data the
+  same way (through bitcasts) share one tile, as XLA's CSE makes them one instruction.
+
+1. each thread computes the hero's operand - the fused prologue, elementally - at its input
+   positions, lanes along x (coalesced reads), and stores it in the shared tile; side outputs
+   (roots bitcast-compatible with the transpose input, XLA's rule) are written at the same
+   positions;
 2. `sync_threads`;
-3. each thread reads the tile transposed, lane x now along `n` (the output's minor dimension:
+3. each thread reads the tile transposed, lanes now along y (the output's minor dimension:
    coalesced writes), and writes every root computed from the hero through its epilogue
    (`emit_epilogue`: elementwise ops, bitcasts, reshapes).
 
-Roots that are no epilogue of a hero (side outputs) are written by plain elemental loops over
-their own shapes after the tiles. Whatever this kernel cannot tile - no hero found, a transpose
-that keeps the minor dimension, sub-byte types, more shared memory than a block has - goes to
-the loop emitter, which computes every element (correct, uncoalesced), so no fusion is refused.
+Whatever this kernel cannot tile - sub-byte (4-bit) types, sub-byte outputs, a root that is no
+epilogue of its hero, a side output of another size, outputs sharing a buffer with an input (an
+in-place side output: other blocks would read overwritten elements) - goes to the loop emitter,
+which computes every element (correct, uncoalesced), so no fusion is refused. Not modelled: the
+vectorized 32v x (32v + 1) tile XLA's newer tiled emitter uses for small types where the packed
+variant does not apply (the XLA:GPU whose launch figures are the reference never picks it; its
+small-type transposes are packed), and the packed variant's v x v register transposes (threads
+here move single elements through the swizzled tile).
 """
 
 from __future__ import annotations
@@ -31,146 +52,227 @@ import math
 from typing import Hashable, Sequence
 
 from hlo_codegen.elemental.emitter import leaf_shapes, value_type
-from hlo_codegen.emitters.base import KernelParams, find_hero, output_shapes
+from hlo_codegen.emitters.base import KernelParams, fusion_roots, output_shapes
 from hlo_codegen.emitters.common import (
     FusedValues, SimpleEmitter, ThreadIds, emit_epilogue, epilogue_nodes, linear_index, packing, root_outputs,
-    store_side_outputs,
 )
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo
-from hlo_codegen.emitters.loop import LoopFusion
-from hlo_codegen.indexing import IndexingMap, LaunchDimensions, Variable, dim, sym
+from hlo_codegen.emitters.loop import LoopFusion, emit_thread_loop
+from hlo_codegen.indexing import IndexingMap, LaunchDimensions, Variable, bitcast_map, dim, sym
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.indexing.shape_indexing import delinearize
 from hlo_codegen.kernel_ir.builder import IRBuilder
-from hlo_codegen.kernel_ir.ir import Buffer, Kernel
+from hlo_codegen.kernel_ir.ir import Buffer, Kernel, Value
+from hlo_common.fusion_analysis import (
+    FusionAnalysis, TransposeDescription, packed_transpose_tiles, reshape_is_bitcast,
+    tiled_transpose_description,
+)
 from hlo_common.ir import HloInstruction
-from hlo_common.opcodes import is_elementwise
 from hlo_common.shape import Shape
 
-TILE = 32
-ROWS = 4  # threads per block: TILE x ROWS; each thread moves TILE / ROWS elements per tile
-PADDED = TILE + 1
+WARP = 32
+ROWS = 4  # rows of 32 lanes: 128 threads per block (XLA's CUDA figure)
+THREADS = WARP * ROWS
+BANK_BITS = 32
 
 
-def _permutation(instr: HloInstruction) -> list[int] | None:
+def _permutation(instr: HloInstruction) -> list[int]:
     """Output dim i reads operand dim perm[i]; a layout-changing copy is the identity."""
     if instr.opcode == "transpose":
         return list(instr.attrs["dimensions"])
-    if instr.opcode == "copy" and instr.shape.is_array and \
-            instr.shape.minor_to_major != instr.operands[0].shape.minor_to_major:
-        return list(range(instr.shape.rank))
-    return None
+    return list(range(instr.shape.rank))
 
 
-def _minor_dim(shape: Shape) -> int | None:
-    """The physically most minor dimension of more than one element."""
-    for d in shape.minor_to_major:
-        if shape.dims[d] > 1:
-            return d
-    return None
+class TileGeometry:
+    """Where one block's tile lies in the normalized input (XLA's TransposeFusion and
+    PackedTranspose block sizes): per input dim a tile size (1: one index per block); the tile's
+    `x` dims (contiguous in the input: lanes run along them when reading; the packed variant's
+    A x T1 columns, flattened) and `y` dims (contiguous in the output: lanes run along them when
+    writing); `carried`, the kept minor dim moved whole."""
+
+    def __init__(self, desc: TransposeDescription):
+        self.in_dims = list(desc.input_dimensions)
+        self.perm = list(desc.permutation)
+        r = len(self.in_dims)
+        bits = desc.instr.shape.element_type.bits
+        self.tiles = [1] * r
+        self.carried = 1
+        self.minor_kept = False
+        if desc.packed:
+            self.vector = BANK_BITS // bits
+            self.padding = 0
+            self.alloc = WARP * self.vector  # the shared tile is alloc x alloc
+            (a, t1, t2), (tile_a, tile_t1, tile_t2) = packed_transpose_tiles(
+                desc.dimensions, desc.permutation, bits)
+            self.x_dims, self.y_dims = ([a] if a is not None else []) + [t1], [t2]
+            self.tiles[t2], self.tiles[t1] = tile_t2, tile_t1
+            if a is not None:
+                self.tiles[a] = tile_a
+        else:
+            self.vector = 1
+            self.padding = 1
+            self.alloc = WARP
+            if self.perm[-1] == r - 1:  # the minor dim stays: tile the second-minor dims
+                self.minor_kept = True
+                self.x_dims, self.y_dims = [r - 2], [self.perm[r - 2]]
+                self.carried = self.in_dims[-1]
+            else:
+                self.x_dims, self.y_dims = [r - 1], [self.perm[-1]]
+            self.tiles[self.x_dims[0]] = self.tiles[self.y_dims[0]] = WARP
+        # the packed variant moves v consecutive elements per thread (one 32-bit word: a vector
+        # load, a vector store) where v divides the dim and its tile (XLA's lane * v + e), which
+        # with the swizzle also keeps the shared-memory accesses free of bank conflicts
+        self.vector_reads = desc.packed and self.tiles[self.x_dims[-1]] % self.vector == 0 and \
+            self.in_dims[self.x_dims[-1]] % self.vector == 0
+        self.vector_writes = desc.packed and self.tiles[self.y_dims[-1]] % self.vector == 0 and \
+            self.in_dims[self.y_dims[-1]] % self.vector == 0 and len(self.y_dims) == 1
+        self.x_extent = math.prod(self.tiles[d] for d in self.x_dims)
+        self.y_extent = math.prod(self.tiles[d] for d in self.y_dims)
+        self.counts = [1 if self.minor_kept and d == r - 1 else -(-n // self.tiles[d])
+                       for d, n in enumerate(self.in_dims)]
+        self.blocks = math.prod(self.counts)
+
+    @property
+    def tile_elements(self) -> int:
+        return self.alloc * (self.alloc + self.padding) * self.carried
+
+    def thread_map(self, reading: bool) -> IndexingMap:
+        """(th_x, bl_x)[s_outer, s_lane, s_minor] -> (normalized input index..., tile slot): lanes
+        along x when reading, along y when writing; bounds as constraints."""
+        block = delinearize(self.counts, dim(1))
+        lane, row0 = dim(0) % WARP, dim(0).floordiv(WARP)
+        lane_extent, row_extent = (self.x_extent, self.y_extent) if reading else \
+            (self.y_extent, self.x_extent)
+        vector = self.vector_reads if reading else self.vector_writes
+        along_rows = row0 + sym(0) * ROWS
+        along_lanes = lane * self.vector + sym(1) if vector else lane + sym(1) * WARP
+        x, y = (along_lanes, along_rows) if reading else (along_rows, along_lanes)
+        carried = sym(2) if self.minor_kept else None
+        # bounds hold for all v elements of a vector when they hold for the first
+        first_lane = lane * self.vector if vector else along_lanes
+        x_first, y_first = (first_lane, y) if reading else (x, first_lane)
+
+        def coordinates(x, y):
+            coords = [block[d] for d in range(len(self.in_dims))]
+            for group, pos in ((self.x_dims, x), (self.y_dims, y)):
+                for d in reversed(group):  # a position flattens its dims row-major
+                    off = pos % self.tiles[d] if d != group[0] else pos
+                    coords[d] = block[d] * self.tiles[d] + off
+                    pos = pos.floordiv(self.tiles[d])
+            return coords
+
+        coords = coordinates(x, y)
+        first = coordinates(x_first, y_first)
+        constraints = [(x_first, Interval(0, self.x_extent - 1)), (y_first, Interval(0, self.y_extent - 1))]
+        constraints += [(first[d], Interval(0, self.in_dims[d] - 1)) for d in self.x_dims + self.y_dims]
+        if self.minor_kept:
+            coords[-1] = carried
+        column = x
+        if self.vector > 1:  # XLA's swizzle: v x v sub-tiles offset by v per v rows
+            column = (x + y.floordiv(self.vector) * self.vector) % self.alloc
+        slot = y * (self.alloc + self.padding) + column
+        if self.minor_kept:
+            slot = slot * self.carried + carried
+        grid = [Variable(Interval(0, THREADS - 1)), Variable(Interval(0, self.blocks - 1))]
+        if vector:  # named as the loop emitter's symbols: emit_thread_loop vectorizes over s1
+            ranges = [Variable(Interval(0, -(-row_extent // ROWS) - 1), "chunk_id"),
+                      Variable(Interval(0, self.vector - 1), "unroll_id"),
+                      Variable(Interval(0, self.carried - 1))]
+        else:
+            ranges = [Variable(Interval(0, -(-row_extent // ROWS) - 1)),
+                      Variable(Interval(0, -(-lane_extent // WARP) - 1)),
+                      Variable(Interval(0, self.carried - 1))]
+        return IndexingMap(coords + [slot], grid, ranges, (), constraints)
 
 
-def transpose_plane(hero: HloInstruction) -> tuple[int, int] | None:
-    """(m, n): input dims of the tile, m the input's minor dim and n the one that becomes the
-    output's minor dim; None when the transpose keeps the minor dimension (nothing to tile)."""
-    perm = _permutation(hero)
-    if perm is None or not hero.shape.is_array:
-        return None
-    m = _minor_dim(hero.operands[0].shape)
-    out_minor = _minor_dim(hero.shape)
-    if m is None or out_minor is None or perm[out_minor] == m:
-        return None
-    return m, perm[out_minor]
+def _source(instr: HloInstruction) -> HloInstruction:
+    """`instr` through bitcasts and bitcast reshapes (same data, same physical order)."""
+    while instr.opcode in ("bitcast", "reshape") and reshape_is_bitcast(instr.operands[0].shape, instr.shape):
+        instr = instr.operands[0]
+    return instr
 
 
-def transpose_hero(root: HloInstruction) -> HloInstruction | None:
-    """The tileable transpose a root is an elementwise epilogue of: the hero analysis's, else the
-    only transpose (or layout-changing copy) reached through elementwise ops and bitcasts."""
-    hero = find_hero(root)
-    if transpose_plane(hero) is not None and epilogue_nodes(root, hero) is not None:
-        return hero
-    found, seen, work = [], {id(root)}, [root]
-    while work:
-        node = work.pop()
-        if transpose_plane(node) is not None:
-            found.append(node)
-            continue
-        if is_elementwise(node.opcode) or node.opcode == "bitcast":
-            for op in node.operands:
-                if id(op) not in seen:
-                    seen.add(id(op))
-                    work.append(op)
-    if len(found) == 1 and epilogue_nodes(root, found[0]) is not None:
-        return found[0]
-    return None
-
-
-def _signature(hero: HloInstruction) -> tuple:
-    op = hero.operands[0].shape
-    return (tuple(op.dims), tuple(op.minor_to_major), tuple(_permutation(hero)),
-            tuple(hero.shape.minor_to_major))
+def _same_tile(a: HloInstruction, b: HloInstruction) -> bool:
+    """Heroes `a` and `b` put the same values in the same tile slots."""
+    da, db = tiled_transpose_description(a), tiled_transpose_description(b)
+    return _source(a.operands[0]) is _source(b.operands[0]) and da.equivalent(db) and \
+        a.operands[0].shape.element_type == b.operands[0].shape.element_type
 
 
 class TransposeFusion(SimpleEmitter):
     """See the module docstring."""
 
     kind = "transpose"
+    vectorize = True
 
     def __init__(self, fusion: HloInstruction, device: GpuDeviceInfo = H100):
         super().__init__(fusion, device)
+        self.analysis = FusionAnalysis.of_fusion(fusion, device)
         self.heroes: list[HloInstruction] = []
-        self.hero_roots: dict[int, list[HloInstruction]] = {}
+        self.hero_of: dict[int, HloInstruction] = {}
         self.side_roots: list[HloInstruction] = []
-        signature = None
+        hero_by_root = {id(r): h for r, h in zip(self.analysis.roots, self.analysis.heroes)}
         for root, _, _ in root_outputs(fusion, [""] * len(output_shapes(fusion))):
-            hero = transpose_hero(root)
-            if hero is not None and signature in (None, _signature(hero)):
-                signature = _signature(hero)
-                if id(hero) not in self.hero_roots:
+            hero = hero_by_root.get(id(root))
+            if hero is not None and tiled_transpose_description(hero) is not None:
+                if not any(h is hero for h in self.heroes):
                     self.heroes.append(hero)
-                    self.hero_roots[id(hero)] = []
-                self.hero_roots[id(hero)].append(root)
+                self.hero_of[id(root)] = hero
             else:
                 self.side_roots.append(root)
+        # heroes that transpose the same data (through bitcasts) the same way share one tile:
+        # XLA's CSE makes them one instruction before fusion
+        self.owner: dict[int, HloInstruction] = {}
+        for hero in self.heroes:
+            self.owner[id(hero)] = next((o for o in self.heroes if id(o) in self.owner and
+                                         self.owner[id(o)] is o and _same_tile(o, hero)), hero)
         self.fallback: LoopFusion | None = None
+        self.geometry: TileGeometry | None = None
         if not self._tileable():
             self.fallback = LoopFusion(fusion, device)
             self._launch = self.fallback.launch_dimensions()
             return
-        hero = self.heroes[0]
-        dims = hero.operands[0].shape.dims
-        self.m, self.n = transpose_plane(hero)
-        self.rest = [d for d in range(len(dims)) if d not in (self.m, self.n)]
-        self.tiles_m = -(-dims[self.m] // TILE)
-        self.tiles_n = -(-dims[self.n] // TILE)
-        self.num_tiles = math.prod(dims[d] for d in self.rest) * self.tiles_m * self.tiles_n
-        side = max([leaf_shapes(r.shape)[0].num_elements for r in self.side_roots] + [1])
-        blocks = max(self.num_tiles, -(-side // (TILE * ROWS)))
-        self._launch = LaunchDimensions((TILE, ROWS, 1), (blocks, 1, 1))
+        blocks, threads = self.analysis.launch_dimensions()
+        self._launch = LaunchDimensions((threads, 1, 1), (blocks, 1, 1))
 
     def _tileable(self) -> bool:
-        if not self.heroes:
+        desc = self.analysis.transpose
+        if desc is None or not self.heroes:
             return False
         if any(packing(s) > 1 for s in output_shapes(self.fusion)):
             return False
-        shared = 0
+        geometry = TileGeometry(desc)
+        bits = desc.instr.shape.element_type.bits
         for hero in self.heroes:
             et = hero.operands[0].shape.element_type
-            if et.bits < 8 and not et.is_pred:
+            if (et.bits < 8 and not et.is_pred) or (desc.packed and et.bits != bits):
                 return False
-            shared += TILE * PADDED * max(et.bits // 8, 1)
+        for root in fusion_roots(self.fusion):
+            if id(root) in self.hero_of and epilogue_nodes(root, self.hero_of[id(root)]) is None:
+                return False
+        n = self.heroes[0].operands[0].shape.num_elements
+        for root in self.side_roots:
+            leaves = leaf_shapes(root.shape)
+            if len(leaves) != 1 or leaves[0].num_elements != n or packing(leaves[0]) > 1:
+                return False
+        blocks, threads = self.analysis.launch_dimensions()
+        if threads != THREADS or blocks != geometry.blocks:
+            return False
+        shared = sum(geometry.tile_elements * max(h.operands[0].shape.element_type.bits // 8, 1)
+                     for h in self.owners())
         if shared > self.device.shared_memory_per_block:
             return False
-        return self.heroes[0].operands[0].shape.num_elements > 0 and \
-            self.device.block_dim_limit[0] >= self.heroes[0].operands[0].shape.num_elements // (TILE * TILE)
+        self.geometry = geometry
+        return n > 0
+
+    def owners(self) -> list[HloInstruction]:
+        """The heroes that fill a shared tile."""
+        return [h for h in self.heroes if self.owner[id(h)] is h]
 
     def launch_dimensions(self) -> LaunchDimensions:
         return self._launch
 
     def emit(self, argument_ids: Sequence[Hashable] | None = None) -> Kernel:
-        # An output sharing a parameter's buffer (an in-place side output): blocks still reading
-        # tiles would see elements other blocks already overwrote; the loop emitter reads and
-        # writes each element in one thread.
         n = len(self.fusion.operands)
         ids = list(argument_ids) if argument_ids is not None else []
         in_place = bool(set(ids[:n]) & set(ids[n:]))
@@ -179,73 +281,76 @@ class TransposeFusion(SimpleEmitter):
         return super().emit(argument_ids)
 
     # -- the kernel -------------------------------------------------------------------------------------
-    def _tile_map(self, along_m: bool) -> IndexingMap:
-        """(th_x, th_y, bl_x)[k] -> input index of the element a thread moves in its k-th row:
-        lane x along m when reading (`along_m`), along n when writing; bounds as constraints."""
-        dims = self.heroes[0].operands[0].shape.dims
-        sizes = [dims[d] for d in self.rest] + [self.tiles_n, self.tiles_m]
-        block = delinearize(sizes, dim(2))
-        t_n, t_m = block[-2], block[-1]
-        lane, row = dim(0), dim(1) + sym(0) * ROWS
-        coord_m = t_m * TILE + (lane if along_m else row)
-        coord_n = t_n * TILE + (row if along_m else lane)
-        results = []
-        for d in range(len(dims)):
-            results.append(coord_m if d == self.m else coord_n if d == self.n else block[self.rest.index(d)])
-        grid = [Variable(Interval(0, TILE - 1)), Variable(Interval(0, ROWS - 1)),
-                Variable(Interval(0, self._launch.blocks_xyz()[0] - 1))]
-        constraints = [(dim(2), Interval(0, self.num_tiles - 1)),
-                       (coord_m, Interval(0, dims[self.m] - 1)), (coord_n, Interval(0, dims[self.n] - 1))]
-        return IndexingMap(results, grid, [Variable(Interval(0, TILE // ROWS - 1))], (), constraints)
-
     def build(self, kernel: Kernel, params: KernelParams) -> None:
+        g = self.geometry
         outputs = root_outputs(self.fusion, params.output_buffers)
-        wanted = [r for r, _, _ in outputs] + [h.operands[0] for h in self.heroes]
+        side = [o for o in outputs if id(o[0]) not in self.hero_of]
+        wanted = [r for r, _, _ in side] + [h.operands[0] for h in self.owners()] + \
+            [r for r, _, _ in outputs if id(r) in self.hero_of]
         values = FusedValues(kernel, self.computation, params, wanted)
         b = IRBuilder(kernel)
         ids = ThreadIds(b, self._launch)
-        th = [ids[0], ids[1], ids[3]]
-        tiles = []
-        for k, hero in enumerate(self.heroes):
-            name = f"tile{k}"
-            kernel.buffers.append(Buffer(name, "shared", hero.operands[0].shape.element_type.name,
-                                         TILE * PADDED))
-            tiles.append(name)
+        th = [ids[0], ids[3]]
+        tiles: dict[int, str] = {}
+        for k, hero in enumerate(self.owners()):
+            tiles[id(hero)] = f"tile{k}"
+            kernel.buffers.append(Buffer(f"tile{k}", "shared", hero.operands[0].shape.element_type.name,
+                                         g.tile_elements))
+        et = self.heroes[0].operands[0].shape.element_type.name
+        normalized = Shape.array(et, g.in_dims)
+        to_operand = {id(h): bitcast_map(normalized, h.operands[0].shape) for h in self.heroes}
+        rank = len(g.in_dims)
+
+        def operand_index(hero, idx):
+            shape = hero.operands[0].shape
+            return b.apply_indexing(to_operand[id(hero)], list(idx[:rank])) if shape.rank else []
 
         def read(syms, idx, iters):
-            lane, row = th[0], b.apply_indexing(_ROW, [th[1]], list(syms))[0]
-            slot = b.apply_indexing(_SLOT, [row, lane])[0]
-            for hero, tile in zip(self.heroes, tiles):
-                b.store(tile, values.at(b, hero.operands[0], list(idx))[0], slot)
+            slot = idx[rank]
+            for hero in self.owners():
+                b.store(tiles[id(hero)], values.at(b, hero.operands[0], operand_index(hero, idx))[0], slot)
+            if side:
+                op_shape = self.heroes[0].operands[0].shape
+                op_idx = operand_index(self.heroes[0], idx)
+                stores = []
+                for root, buffers, shapes in side:
+                    r_idx = b.apply_indexing(bitcast_map(op_shape, shapes[0]), op_idx) \
+                        if shapes[0].rank else []
+                    vals = values.at(b, root, r_idx)
+                    stores.extend((name, v, linear_index(b, shape, r_idx))
+                                  for v, name, shape in zip(vals, buffers, shapes))
+                for name, v, at in stores:
+                    b.store(name, v, at)
             return []
 
-        b.loop(self._tile_map(True), th, [], read, index_hints=[f"i{d}" for d in range(self._rank())])
+        hints = [f"i{d}" for d in range(rank)] + ["slot"]
+        if g.vector_reads:
+            m = g.thread_map(True).remove_unused_symbols()
+            emit_thread_loop(b, m, th, g.vector, lambda idx: read(None, idx, None))
+        else:
+            b.loop(g.thread_map(True), th, [], read, index_hints=hints)
         b.sync_threads()
 
         def write(syms, idx, iters):
-            lane, row = th[0], b.apply_indexing(_ROW, [th[1]], list(syms))[0]
-            slot = b.apply_indexing(_SLOT, [lane, row])[0]
-            for hero, tile in zip(self.heroes, tiles):
-                v = b.load(tile, slot, value_type(hero.operands[0].shape))
-                out_idx = [idx[p] for p in _permutation(hero)]
+            slot = idx[rank]
+            loaded: dict[int, Value] = {}
+            for hero in self.heroes:
+                owner = self.owner[id(hero)]
+                if id(owner) not in loaded:
+                    loaded[id(owner)] = b.load(tiles[id(owner)], slot, value_type(owner.operands[0].shape))
+                v = loaded[id(owner)]
+                in_idx = operand_index(hero, idx)
+                out_idx = [in_idx[p] for p in _permutation(hero)]
                 for root, buffers, shapes in outputs:
-                    if not any(root is r for r in self.hero_roots[id(hero)]):
+                    if self.hero_of.get(id(root)) is not hero:
                         continue
                     vals, root_idx = emit_epilogue(values.elemental, b, hero, root, [v], out_idx)
                     for val, name, shape in zip(vals, buffers, shapes):
                         b.store(name, val, linear_index(b, shape, root_idx))
             return []
 
-        b.loop(self._tile_map(False), th, [], write, index_hints=[f"i{d}" for d in range(self._rank())])
-        side = [o for o in outputs if any(o[0] is r for r in self.side_roots)]
-        store_side_outputs(b, ids, self._launch, values, side)
-
-    def _rank(self) -> int:
-        return self.heroes[0].operands[0].shape.rank
-
-
-# th_y[k] -> tile row; (row, column) -> slot of the padded shared tile
-_ROW = IndexingMap([dim(0) + sym(0) * ROWS], [Variable(Interval(0, ROWS - 1))],
-                   [Variable(Interval(0, TILE // ROWS - 1))])
-_SLOT = IndexingMap([dim(0) * PADDED + dim(1)],
-                    [Variable(Interval(0, TILE - 1)), Variable(Interval(0, TILE - 1))])
+        if g.vector_writes:
+            m = g.thread_map(False).remove_unused_symbols()
+            emit_thread_loop(b, m, th, g.vector, lambda idx: write(None, idx, None))
+        else:
+            b.loop(g.thread_map(False), th, [], write, index_hints=hints)

@@ -224,7 +224,9 @@ def _vector_element_ok(kernel: Kernel, buffer: str, lanes: int) -> bool:
     if b.packed or b.hlo_type == "pred" or b.hlo_type.startswith("c"):
         return False
     bits = hlo_bits(b.hlo_type)
-    return bits >= 8 and lanes * bits // 8 <= 16
+    # XLA's vectorize_loads_stores takes 2, 4 or 8 lanes of any vector element type; wider than
+    # 16 bytes (4 x 64-bit) LLVM splits into 16-byte accesses
+    return bits >= 8 and lanes * bits // 8 <= 32
 
 
 def _simplify(expr: AffineExpr, m: IndexingMap) -> AffineExpr:
@@ -300,7 +302,7 @@ def _rewrite(kernel: Kernel, parent: Block, loop: Op, plans: list, lanes: int) -
     for op, buf, base in plans:
         elem = ir_type(buf.hlo_type)
         vty = vector_type(lanes, elem)
-        align = lanes * max(1, hlo_bits(buf.hlo_type) // 8)
+        align = min(lanes * max(1, hlo_bits(buf.hlo_type) // 8), 16)  # parameters are 16-byte aligned
         start = pre.apply_indexing(IndexingMap([base], m.dim_vars), dims)[0]
         if op.name == "load":
             vec = pre.op("load", [start], [vty], {"buffer": buf.name, "align": align}, cse=False).result

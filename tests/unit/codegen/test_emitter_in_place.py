@@ -90,3 +90,52 @@ def test_xla_dynamic_update_slice_emitter_files(name: str) -> None:
     ids = _in_place_ids(fusion)
     assert get_fusion_emitter(fusion).can_emit_in_place(ids)
     check(fusion, "in_place_dynamic_update_slice", args=args, argument_ids=ids, ptx=False)
+
+
+def _analysis_launch(fusion) -> tuple[int, int]:
+    from hlo_common.fusion_analysis import FusionAnalysis
+
+    return FusionAnalysis.of_fusion(fusion).launch_dimensions()
+
+
+def test_large_concatenate_unrolls_as_xla_on_the_largest_operand() -> None:
+    # 300 x 1024 = 307200 elements in the largest operand >= 2048 threads x 132 SMs: unroll 4,
+    # so 600 blocks of 128 threads (XLA's ComputeLoopFusionConfig), and every operand's loop reads
+    # and writes four contiguous elements per thread as one vector
+    fusion = fusion_of("""f { a = f32[300,1024] parameter(0) b = f32[300,512] parameter(1)
+        k = f32[300,1536] concatenate(a, b), dimensions={1} ROOT e = f32[300,1536] negate(k) }""")
+    kernel = check(fusion, "concatenate", ptx=False)
+    assert kernel.grid[0] * kernel.grid[1] == 600 and kernel.block == (128, 1, 1)
+    assert (kernel.grid[0] * kernel.grid[1], kernel.block[0]) == _analysis_launch(fusion)
+    text = print_kernel(kernel)
+    assert text.count("load @arg0") == 1 and text.count(": vector<4xf32>") >= 4
+
+
+def test_large_in_place_dus_unrolls_over_the_update() -> None:
+    fusion = fusion_of("""f { p = f32[600,1024] parameter(0) u = f32[300,1024] parameter(1)
+        i = s32[] parameter(2) z = s32[] constant(0) n = f32[300,1024] negate(u)
+        ROOT d = f32[600,1024] dynamic-update-slice(p, n, i, z) }""")
+    ids = [0, 1, 2, 0]
+    kernel = emit_kernel(fusion, argument_ids=ids)
+    assert (kernel.grid[0] * kernel.grid[1], kernel.block[0]) == (600, 128) == _analysis_launch(fusion)
+    assert "vector<4xf32>" in print_kernel(kernel)  # the update is read four elements at a time
+    p = np.full((600, 1024), 7.0, np.float32)
+    u = np.arange(300 * 1024, dtype=np.float32).reshape(300, 1024)
+    (got,) = run_on_host(fusion, [p.copy(), u, np.int32(400)], kernel, argument_ids=ids)
+    want = p.copy()
+    want[300:600] = -u  # the start is clamped to 600 - 300
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("sizes,one_loop_per_operand", [
+    ((200, 400, 300), True),  # even offsets: a thread's two unrolled s4 elements fill one byte
+    ((201, 399, 300), False),  # an odd offset would split bytes between threads: the loop emitter
+])
+def test_sub_byte_concatenate(sizes, one_loop_per_operand: bool) -> None:
+    params = " ".join(f"p{i} = s4[{n}]{{0:E(4)}} parameter({i})" for i, n in enumerate(sizes))
+    names = ", ".join(f"p{i}" for i in range(len(sizes)))
+    fusion = fusion_of(f"f {{ {params} ROOT c = s4[{sum(sizes)}]{{0:E(4)}} concatenate({names}), "
+                       "dimensions={0} }")
+    emitter = get_fusion_emitter(fusion)
+    assert (emitter.fallback is None) == one_loop_per_operand
+    check(fusion, "concatenate")
