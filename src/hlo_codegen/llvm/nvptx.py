@@ -34,6 +34,7 @@ class NvptxTarget(Target):
     global_addrspace = 1
     invariant_loads = True
     native_half = True
+    half_atomics = True
 
     def __init__(self, use_libdevice: bool):
         self.use_libdevice = use_libdevice

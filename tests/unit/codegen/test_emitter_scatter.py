@@ -1,6 +1,8 @@
-"""The scatter emitter: duplicates applied in the interpreter's order, out-of-bounds windows
-skipped, in place when the output aliases the operand, parallel for unique indices, and XLA's
-scatter emitter tests - on the host against the interpreter, PTX linked for sm_90."""
+"""The scatter emitter: one thread per update element with atomics where indices may repeat
+(native atomicrmw or a compare-and-swap loop), plain stores for unique indices, out-of-bounds
+windows skipped, in place when the output aliases the operand, XLA's launch dimensions, and
+XLA's scatter emitter tests - on the host against the interpreter, PTX linked for sm_90 with
+`atom.global` instructions."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import pytest
 from corpus_lib import CORPUS_DIR as CORPUS
 from emitter_testlib import check, fusion_of, index_aware_args, run_on_host
 from hlo_codegen.emitters import emit_kernel
+from hlo_codegen.emitters.scatter import combiner_kind
+from hlo_codegen.kernel_ir.printer import print_kernel
 
 
 SCATTER_ROWS = """{comb}
@@ -24,29 +28,110 @@ ORDERED = ("c { a = s32[] parameter(0) b = s32[] parameter(1) two = s32[] consta
            " ROOT s = s32[] add(m, b) }")
 
 
-def test_duplicates_combine_in_update_order() -> None:
-    fusion = fusion_of(SCATTER_ROWS.format(comb=ORDERED, t="s32", n=6, unique="false"))
-    op = np.zeros((10, 5), np.int32)
+def _atomics(kernel) -> list:
+    return [op for op in kernel.body.walk() if op.name == "atomic_rmw"]
+
+
+def test_duplicates_with_a_non_native_combiner_go_through_a_cas_loop() -> None:
+    # 3a + b is not commutative: the interpreter's order shows in the result, a GPU's would not;
+    # multiply (wrapping s32) is exact in any order, so the atomic result must equal it.
+    mul = "c { a = s32[] parameter(0) b = s32[] parameter(1) ROOT m = s32[] multiply(a, b) }"
+    fusion = fusion_of(SCATTER_ROWS.format(comb=mul, t="s32", n=6, unique="false"))
+    op = np.arange(1, 51, dtype=np.int32).reshape(10, 5)
     idx = np.array([[2], [2], [7], [2], [-1], [8]], np.int32)  # -1 and 8 (window of 2 rows) are out of bounds
-    upd = np.arange(36, dtype=np.int32).reshape(6, 2, 3)
-    (got,) = run_on_host(fusion, [op, idx, upd])
+    upd = (np.arange(36, dtype=np.int32) * 7919 + 3).reshape(6, 2, 3)
     want = op.astype(np.int64)
     for i, start in enumerate(idx[:, 0]):
         if 0 <= start <= 8:
-            want[start:start + 2, 0:3] = want[start:start + 2, 0:3] * 3 + upd[i]
-    np.testing.assert_array_equal(got, want.astype(np.int32))
-    check(fusion, "scatter", args=[op, idx, upd])
+            want[start:start + 2, 0:3] = (want[start:start + 2, 0:3] * upd[i]) & 0xFFFFFFFF
+    want = want.astype(np.uint32).view(np.int32)
+    ids = [0, 1, 2, 0]
+    kernel = emit_kernel(fusion, argument_ids=ids)
+    (rmw,) = _atomics(kernel)
+    assert "kind" not in rmw.attrs  # no native multiply: compare-and-swap around the combiner
+    (got,) = run_on_host(fusion, [op.copy(), idx, upd], kernel, argument_ids=ids)
+    np.testing.assert_array_equal(got, want)
+    check(fusion, "scatter", args=[op, idx, upd], argument_ids=ids)
 
 
 def test_in_place_when_the_output_aliases_the_operand() -> None:
     fusion = fusion_of(SCATTER_ROWS.format(comb=ADD, t="f32", n=24, unique="false"))
     args = index_aware_args(fusion, seed=3)
     aliased = emit_kernel(fusion, argument_ids=[0, 1, 2, 0])
-    assert len(aliased.params) == 3 and aliased.grid == aliased.block == (1, 1, 1)  # one thread, no init
+    # XLA's launch for 144 update elements: 2 blocks of 128 threads, one element each
+    assert len(aliased.params) == 3 and aliased.grid == (2, 1, 1) and aliased.block == (128, 1, 1)
+    assert [op.attrs.get("kind") for op in _atomics(aliased)] == ["addf"]
+    assert "sync_threads" not in print_kernel(aliased)
     copied = emit_kernel(fusion)
     assert copied.block[0] > 1 and copied.grid == (1, 1, 1)  # init by a block, a barrier, then updates
+    assert "sync_threads" in print_kernel(copied) and _atomics(copied)
     check(fusion, "scatter", args=args, argument_ids=[0, 1, 2, 0])
     check(fusion, "scatter", args=args)
+
+
+def test_integer_atomics_are_exact_with_many_duplicates() -> None:
+    # every update lands on one of three rows: heavy contention, blocks run on several host threads
+    for comb, kind in (("add", "addi"), ("maximum", "maxsi"), ("minimum", "minsi"), ("xor", "xori")):
+        text = (f"c {{ a = s32[] parameter(0) b = s32[] parameter(1) ROOT r = s32[] {comb}(a, b) }}\n"
+                "f { op = s32[3,64] parameter(0) idx = s32[4096,1] parameter(1)"
+                "  u = s32[4096,1,64] parameter(2)"
+                "  ROOT s = s32[3,64] scatter(op, idx, u), update_window_dims={1,2}, inserted_window_dims={},"
+                "  scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=c }")
+        fusion = fusion_of(text)
+        rng = np.random.default_rng(5)
+        args = [rng.integers(-1000, 1000, (3, 64)).astype(np.int32),
+                rng.integers(-1, 4, (4096, 1)).astype(np.int32),  # -1 and 3 are out of bounds
+                rng.integers(-1 << 20, 1 << 20, (4096, 1, 64)).astype(np.int32)]
+        kernel = check(fusion, "scatter", args=args, argument_ids=[0, 1, 2, 0])
+        assert [op.attrs["kind"] for op in _atomics(kernel)] == [kind]
+        assert kernel.num_blocks > 1
+
+
+def test_float_add_with_duplicates_is_within_the_float_bounds() -> None:
+    fusion = fusion_of(SCATTER_ROWS.format(comb=ADD, t="f32", n=2000, unique="false"))
+    rng = np.random.default_rng(2)
+    args = [rng.standard_normal((10, 5)).astype(np.float32), rng.integers(0, 9, (2000, 1)).astype(np.int32),
+            rng.standard_normal((2000, 2, 3)).astype(np.float32)]
+    check(fusion, "scatter", args=args, argument_ids=[0, 1, 2, 0])
+    check(fusion, "scatter", args=args)
+
+
+def test_combiner_kinds() -> None:
+    def kind(body: str, t: str) -> str | None:
+        params = f"a = {t}[] parameter(0)" + ("" if "parameter(1)" in body else f" b = {t}[] parameter(1)")
+        text = (f"c {{ {params} {body} }}\n"
+                f"f {{ op = {t}[8] parameter(0) idx = s32[2,1] parameter(1) u = {t}[2] parameter(2)"
+                f"  ROOT s = {t}[8] scatter(op, idx, u), update_window_dims={{}}, inserted_window_dims={{0}},"
+                "  scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=c }")
+        return combiner_kind(fusion_of(text).fused_computation().root)
+
+    assert kind("ROOT r = f32[] add(a, b)", "f32") == "addf"
+    assert kind("ROOT r = bf16[] add(b, a)", "bf16") == "addf"
+    assert kind("ROOT r = s8[] add(a, b)", "s8") == "addi"
+    assert kind("ROOT r = u32[] maximum(a, b)", "u32") == "maxui"
+    assert kind("ROOT r = s64[] minimum(a, b)", "s64") == "minsi"
+    assert kind("ROOT r = pred[] or(a, b)", "pred") == "ori"
+    assert kind("ROOT b = f32[] parameter(1)", "f32") == "assign"
+    assert kind("ROOT r = f32[] maximum(a, b)", "f32") is None  # NaN rules: compare-and-swap
+    assert kind("ROOT r = f32[] multiply(a, b)", "f32") is None
+    assert kind("ROOT r = f32[] subtract(a, b)", "f32") is None
+    assert kind("ROOT r = f32[] add(a, a)", "f32") is None
+
+
+def test_narrow_and_other_element_types_against_the_interpreter() -> None:
+    for t, comb in (("bf16", "add"), ("f16", "add"), ("f64", "add"), ("s8", "add"), ("u16", "maximum"),
+                    ("f32", "maximum"), ("f32", "multiply"), ("pred", "or"), ("s64", "minimum")):
+        text = (f"c {{ a = {t}[] parameter(0) b = {t}[] parameter(1) ROOT r = {t}[] {comb}(a, b) }}\n"
+                f"f {{ op = {t}[5,7] parameter(0) idx = s32[40,1] parameter(1) u = {t}[40,2,7] parameter(2)"
+                f"  ROOT s = {t}[5,7] scatter(op, idx, u), update_window_dims={{1,2}},"
+                "  inserted_window_dims={},"
+                "  scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=c }")
+        fusion = fusion_of(text)
+        args = index_aware_args(fusion, seed=4)
+        args[1] = np.random.default_rng(1).integers(-1, 5, (40, 1)).astype(np.int32)
+        tol = 0.1 if t in ("bf16", "f16") else None  # duplicates rounded in another order
+        kernel = check(fusion, "scatter", args=args, argument_ids=[0, 1, 2, 0], tol=tol)
+        assert len(_atomics(kernel)) == 1, t
 
 
 def test_unique_indices_run_one_update_per_thread() -> None:
@@ -93,7 +178,8 @@ def test_packed_s4_output_is_never_shared_between_threads() -> None:
           ROOT s = s4[33]{0:E(4)} scatter(op, idx, u), update_window_dims={}, inserted_window_dims={0},
             scatter_dims_to_operand_dims={0}, index_vector_dim=1, unique_indices=true, to_apply=add }""",
                    "scatter")
-    assert kernel.grid == (1, 1, 1)  # unique indices, but neighbours share bytes: in order, one thread
+    # unique indices, but neighbours share bytes: a compare-and-swap on the byte
+    assert len(_atomics(kernel)) == 1
 
 
 def test_operand_read_elsewhere_cannot_be_in_place() -> None:
