@@ -247,12 +247,13 @@ def _find_instruction(module, name: str):
 def ours_for_corpus(path: Path):
     """(emitter kind, Launch) of our kernel for an emitter-test file."""
     from hlo_codegen.emitters import emit_kernel, emitter_kind, wrap_computation_in_fusion
+    from hlo_codegen.emitters.scatter import in_place_argument_ids
     from hlo_common.parser import parse_module
 
     module = parse_module(path.read_text(), str(path))
     root = module.entry.root
     fusion = root if root.opcode == "fusion" else wrap_computation_in_fusion(module, module.entry)
-    return emitter_kind(fusion)[0], _launch_of(emit_kernel(fusion))
+    return emitter_kind(fusion)[0], _launch_of(emit_kernel(fusion, argument_ids=in_place_argument_ids(fusion)))
 
 
 def _module_cache():
@@ -283,6 +284,7 @@ def compare(only: str = "") -> list[Comparison]:
     """One Comparison per (module, XLA kernel) of the reference (one per module where XLA formed
     several kernels for an emitter test, or failed)."""
     from hlo_codegen.emitters import emit_kernel, emitter_kind
+    from hlo_codegen.emitters.scatter import in_place_argument_ids  # scatters run in place, as XLA's
 
     ref = load_reference()
     out: list[Comparison] = []
@@ -323,7 +325,7 @@ def compare(only: str = "") -> list[Comparison]:
 
                     instr = wrap_instruction(instr)
                 kind = emitter_kind(instr)[0]
-                ours = _launch_of(emit_kernel(instr))
+                ours = _launch_of(emit_kernel(instr, argument_ids=in_place_argument_ids(instr)))
             except Exception as e:  # noqa: BLE001
                 out.append(Comparison(key, kernel, "error", f"ours: {type(e).__name__}: {_first(e)}"))
                 continue

@@ -79,6 +79,21 @@ def linear_to_logical(shape: Shape) -> IndexingMap:
     return compose_indexing_maps(m, physical_to_logical(shape)).simplify()
 
 
+def in_place_argument_ids(fusion: HloInstruction) -> list[int] | None:
+    """Kernel argument ids of a scatter fusion as XLA's buffer assignment gives them (output k
+    shares operand k's buffer where that operand is a fusion parameter; hlo-codegen's buffer
+    assignment does the same when the operand dies there); None for other fusions."""
+    roots = fusion_roots(fusion)
+    if len(roots) != 1 or roots[0].opcode != "scatter":
+        return None
+    scatter, n_ops = roots[0], len(fusion.operands)
+    ids = list(range(n_ops))
+    for k in range((len(scatter.operands) - 1) // 2):
+        op = scatter.operands[k]
+        ids.append(op.parameter_number if op.opcode == "parameter" and len(op.users) == 1 else n_ops + k)
+    return ids
+
+
 def combiner_kind(scatter: HloInstruction) -> str | None:
     """The native atomic kind of a single-output scatter's combiner (kernel_ir ATOMIC_KINDS), if any."""
     comp = scatter.attrs["to_apply"]
@@ -139,8 +154,11 @@ class ScatterFusion(SimpleEmitter):
             work = max(groups, self.upd_shape.num_elements if self.mode != "serial" else 1)
             threads = max(1, min(INIT_THREADS, -(-work // 32) * 32 if work > 1 else 1))
             return LaunchDimensions((threads, 1, 1), (1, 1, 1))
-        if self.mode != "serial":
-            return loop_launch_dimensions(self.upd_shape.num_elements, self.vector, self.device)
+        if self.mode != "serial":  # the loop launch with whole warps per block, as XLA's
+            loop = loop_launch_dimensions(self.upd_shape.num_elements, self.vector, self.device)
+            warp = self.device.threads_per_warp
+            threads = -(-loop.threads_xyz()[0] // warp) * warp
+            return LaunchDimensions((threads, 1, 1), loop.blocks_xyz())
         return LaunchDimensions((1, 1, 1), (1, 1, 1))
 
     def launch_dimensions(self) -> LaunchDimensions:

@@ -93,7 +93,8 @@ def events(kernel) -> list[Event]:
             out.append(Event(op.name, dict(op.attrs), tuple(r.type for r in op.results),
                              tuple(v.type for v in op.operands), buffers.get(op.attrs.get("buffer", ""), ""),
                              in_if))
-            if op.name == "call" and depth < 8 and op.attrs.get("callee") in functions:
+            # a call's function, and an atomic's combiner (XLA's atomic_rmw region), at the op
+            if op.name in ("call", "atomic_rmw") and depth < 8 and op.attrs.get("callee") in functions:
                 walk(functions[op.attrs["callee"]].body, in_if, depth + 1)
             for region in op.regions:
                 walk(region, in_if or op.name == "if", depth)
@@ -249,12 +250,14 @@ def check_kernel(kernel, patterns: list[Pattern]) -> list[str]:
 
 def kernel_for(path: Path):
     from hlo_codegen.emitters import emit_kernel, wrap_computation_in_fusion
+    from hlo_codegen.emitters.scatter import in_place_argument_ids
     from hlo_common.parser import parse_module
 
     module = parse_module(path.read_text(), str(path))
     root = module.entry.root
     fusion = root if root.opcode == "fusion" else wrap_computation_in_fusion(module, module.entry)
-    return emit_kernel(fusion)
+    # in place, as XLA's buffer assignment runs a scatter (None for other fusions)
+    return emit_kernel(fusion, argument_ids=in_place_argument_ids(fusion))
 
 
 @dataclass
