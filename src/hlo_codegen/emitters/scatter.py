@@ -26,8 +26,12 @@ given), the operand (any fused expression) is first written into the output: the
 then one block, a block barrier orders that init before the updates, which the block's threads
 share out (packed sub-byte outputs: a whole byte of elements per init thread).
 
-Left out: XLA's `ScatterWithDistributedIndices` (sorted, non-unique indices accumulated per warp
-before one write per run of equal indices); sorted indices take the path above.
+Sorted, non-unique indices with more slices than 4 warps per SM take XLA's
+`ScatterWithDistributedIndices` instead (simplified scatters only: indices [slices, index
+vector], updates [slices, window]): blocks of 4 warps, each warp walks K consecutive slices in
+order, each lane holding `vector` elements per 32 * vector of the slice in registers; runs of
+equal indices are combined there with the combiner and written with one atomic per element when
+the index changes and at the end. K and the vector follow XLA's rules (`_distributed_indices_plan`).
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ from hlo_common.ir import HloInstruction
 from hlo_common.shape import Shape
 
 INIT_THREADS = 256
+WARPS_PER_BLOCK = 4  # XLA's sorted-indices variant: 4 warps per block
+MAX_ACCUMULATORS = 32  # its per-thread accumulator elements (beyond: the distributed-updates variant)
 # A combiner whose root is one of these ops on (current, update) is one native atomic.
 _NATIVE = {"add": {"float": "addf", "signed": "addi", "unsigned": "addi"},
            "maximum": {"signed": "maxsi", "unsigned": "maxui"},
@@ -131,6 +137,8 @@ class ScatterFusion(SimpleEmitter):
                      else "store" if unique and self.n == 1 else "serial")
         self.atomic_kind = combiner_kind(self.scatter) if self.mode == "atomic" else None
         self.vector = self._vector_size()
+        # XLA's ScatterWithDistributedIndices: (indices per warp, vector) or None
+        self.sorted_plan = self._distributed_indices_plan() if not unique else None
         self.needs_init = True
         self._launch = self._choose_launch()
 
@@ -148,12 +156,55 @@ class ScatterFusion(SimpleEmitter):
         unroll = loop_unroll_factor(shape.num_elements, self.computation.instructions, [shape], self.device)
         return math.gcd(minor, unroll)
 
+    def _simplified(self) -> bool:
+        """XLA's simplified scatter form: indices [slices, index vector], updates [slices, window],
+        the index vector addressing the leading operand dims, row-major updates."""
+        sc, upd, out = self.scatter, self.upd_shape, self.out_shape
+        indices = sc.operands[self.n].shape
+        ivl = indices.dims[1] if indices.rank == 2 else 0
+        row_major = upd.layout is None or list(upd.layout.minor_to_major) == list(range(upd.rank - 1, -1, -1))
+        return (indices.rank == 2 and int(sc.attrs.get("index_vector_dim", 2)) == 1 and row_major
+                and upd.rank == out.rank + 1 and _ints(sc, "update_window_dims") == list(range(1, upd.rank))
+                and not _ints(sc, "inserted_window_dims") and not _ints(sc, "input_batching_dims")
+                and _ints(sc, "scatter_dims_to_operand_dims") == list(range(ivl)) and 0 < ivl <= out.rank)
+
+    def _distributed_indices_plan(self) -> tuple[int, int] | None:
+        """XLA's choice of the sorted-indices variant: sorted, non-unique indices and more slices
+        than 4 warps per SM. Returns (indices per warp, vector size)."""
+        sc = self.scatter
+        if sc.attrs.get("indices_are_sorted") is not True or self.mode != "atomic" or not self._simplified():
+            return None
+        upd, out = self.upd_shape, self.out_shape
+        num_slices, window = upd.dims[0], list(upd.dims[1:])
+        per_slice = math.prod(window)
+        max_warps = WARPS_PER_BLOCK * self.device.core_count
+        bits = out.element_type.bits
+        if num_slices <= max_warps or per_slice == 0 or 128 % bits:
+            return None
+        vector = math.gcd(per_slice, 128 // bits)
+        while vector > 1 and self.device.threads_per_warp * vector > per_slice:
+            vector //= 2
+        indices = sc.operands[self.n].shape
+        ivl = indices.dims[1]
+        valid = math.prod(out.dims[i] - window[i] + 1 for i in range(ivl))
+        per_warp = -(-num_slices // max(max_warps, valid))
+        max_indices = 128 // indices.element_type.bits
+        if ivl == 1 and per_warp > max_indices:
+            per_warp = -(-per_warp // max_indices) * max_indices
+        if -(-per_slice // (self.device.threads_per_warp * vector)) * vector > MAX_ACCUMULATORS:
+            return None  # the accumulator would not fit in registers
+        return per_warp, vector
+
     def _choose_launch(self) -> LaunchDimensions:
         if self.needs_init:
             groups = -(-self.out_shape.num_elements // self.per_thread)
             work = max(groups, self.upd_shape.num_elements if self.mode != "serial" else 1)
             threads = max(1, min(INIT_THREADS, -(-work // 32) * 32 if work > 1 else 1))
             return LaunchDimensions((threads, 1, 1), (1, 1, 1))
+        if self.sorted_plan is not None:
+            per_warp = self.sorted_plan[0]
+            blocks = -(-self.upd_shape.dims[0] // (per_warp * WARPS_PER_BLOCK))
+            return LaunchDimensions((WARPS_PER_BLOCK * self.device.threads_per_warp, 1, 1), (blocks, 1, 1))
         if self.mode != "serial":  # the loop launch with whole warps per block, as XLA's
             loop = loop_launch_dimensions(self.upd_shape.num_elements, self.vector, self.device)
             warp = self.device.threads_per_warp
@@ -173,6 +224,8 @@ class ScatterFusion(SimpleEmitter):
             aliased.append(ids is not None and op.opcode == "parameter"
                            and ids[op.parameter_number] == ids[n_ops + k])
         self.needs_init = not all(aliased)
+        if self.needs_init:
+            self.sorted_plan = None
         self._launch = self._choose_launch()
         kernel = self.new_kernel()
         params = add_kernel_params(kernel, self.fusion, argument_ids)
@@ -224,6 +277,8 @@ class ScatterFusion(SimpleEmitter):
             total = self.upd_shape.num_elements
             strided_loop(b, ids[0], self._launch.threads_xyz()[0], total, lambda i: self._apply_update(
                 b, values, outputs, delinearize_values(b, i, list(self.upd_shape.dims))))
+        elif self.sorted_plan is not None:
+            self._emit_sorted(b, ids, values, outputs[0])
         else:
             self._emit_distributed(b, ids, values, outputs)
 
@@ -263,6 +318,90 @@ class ScatterFusion(SimpleEmitter):
             return []
 
         b.loop(first, first_dims, [], thread, index_hints=[f"s{i}" for i in range(first.num_results)])
+
+    def _emit_sorted(self, b: IRBuilder, ids: ThreadIds, values: FusedValues, out: str) -> None:
+        """XLA's distributed-indices variant: warp w takes slices [w*K, w*K + K) in order (sorted
+        indices), each lane `vector` elements per 32*vector of the slice; updates of equal
+        indices are combined in registers with the combiner and written with one atomic per
+        element when the index changes (and at the end)."""
+        per_warp, v = self.sorted_plan
+        sc, upd, shape = self.scatter, self.upd_shape, self.out_shape
+        num_slices, window = upd.dims[0], list(upd.dims[1:])
+        per_slice, warp = math.prod(window), self.device.threads_per_warp
+        indices = sc.operands[self.n]
+        ivl = indices.shape.dims[1]
+        signed = indices.shape.element_type.kind != "unsigned"
+        t = value_type(shape)
+        combiner = values.scalar_function(sc.attrs["to_apply"])
+        th, bl = ids[0], ids[3]
+        nt, nb = self._launch.threads_xyz()[0], self._launch.blocks_xyz()[0]
+        grid = [Variable(Interval(0, nt - 1)), Variable(Interval(0, nb - 1))]
+        lane = b.apply_indexing(IndexingMap([dim(0) % warp], grid[:1]), [th])[0]
+        first = (dim(1) * WARPS_PER_BLOCK + dim(0).floordiv(warp)) * per_warp
+        slices = IndexingMap([first + sym(0)], grid, [Variable(Interval(0, per_warp - 1))], (),
+                             [(first + sym(0), Interval(0, num_slices - 1))])
+        iters = -(-per_slice // (warp * v))
+        elements = []  # (in-slice linear index value, always valid?) per accumulator element
+        for it in range(iters):
+            for k in range(v):
+                m = IndexingMap([dim(0) * v + it * v * warp + k], [Variable(Interval(0, warp - 1))])
+                valid = (warp - 1) * v + it * v * warp + k < per_slice
+                elements.append((b.apply_indexing(m, [lane])[0], valid))
+        lin_map = IndexingMap(delinearize(window, dim(0)), [Variable(Interval(0, per_slice - 1))])
+
+        def guarded(e: tuple[Value, bool], then, otherwise) -> Value:
+            if e[1]:
+                return then()
+            ok = b.cmpi("ult", e[0], b.index(per_slice))
+            return b.if_(ok, [t], lambda: [then()], lambda: [otherwise()])[0]
+
+        def flush(offsets: list[Value], acc: list[Value]) -> list[Value]:
+            for e, a in zip(elements, acc):
+                def write(e=e, a=a) -> Value:
+                    inner = b.apply_indexing(lin_map, [e[0]])
+                    target = [b.binary("addi", offsets[i], inner[i]) if i < ivl else inner[i]
+                              for i in range(shape.rank)]
+                    b.atomic_rmw(out, linear_index(b, shape, target), a, combiner, self.atomic_kind)
+                    return a
+                guarded(e, write, lambda a=a: a)
+            return []
+
+        def body(syms, idx, it_vals):
+            j, slice_id = syms[0], idx[0]
+            prev, inb, acc = it_vals[:ivl], it_vals[ivl], it_vals[ivl + 1:]
+            new = [b.cast("index_cast" if signed else "index_castui",
+                          values.at(b, indices, [slice_id, b.index(i)])[0], "index") for i in range(ivl)]
+            changed = None
+            for p, q in zip(prev, new):
+                ne = b.cmpi("ne", p, q)
+                changed = ne if changed is None else b.binary("ori", changed, ne)
+            not_first = b.cmpi("ne", j, b.index(0))
+            must_flush = b.binary("andi", not_first, b.binary("andi", changed, inb))
+            b.if_(must_flush, [], lambda: flush(prev, acc))
+            in_bounds = None
+            for i in range(ivl):
+                c = b.cmpi("ule", new[i], b.index(shape.dims[i] - window[i]))
+                in_bounds = c if in_bounds is None else b.binary("andi", in_bounds, c)
+            new_inb = b.select(changed, in_bounds, inb)
+
+            def accumulate() -> list[Value]:
+                out_acc = []
+                for e, a in zip(elements, acc):
+                    def take(e=e, a=a) -> Value:
+                        at = [slice_id] + b.apply_indexing(lin_map, [e[0]])
+                        u = values.at(b, sc.operands[self.n + 1], at)[0]
+                        combined = b.call(combiner, [a, u])[0]
+                        return b.select(changed, u, combined)
+                    out_acc.append(guarded(e, take, lambda a=a: a))
+                return out_acc
+
+            acc = b.if_(new_inb, [t] * len(acc), accumulate, lambda: list(acc))
+            return new + [new_inb] + acc
+
+        zero = b.constant(0.0 if shape.element_type.is_float else 0, t)
+        inits = [b.index(-1)] * ivl + [b.constant(False, "i1")] + [zero] * len(elements)
+        res = b.loop(slices, [th, bl], inits, body, symbol_hints=["index_id"], index_hints=["slice"])
+        b.if_(res[ivl], [], lambda: flush(res[:ivl], res[ivl + 1:]))
 
     def _emit_init(self, b: IRBuilder, ids: ThreadIds, values: FusedValues, params: KernelParams) -> None:
         shape, per = self.out_shape, self.per_thread

@@ -4,7 +4,9 @@ Checked: every value is defined once and before its uses in an enclosing scope; 
 `sync_threads` / `shuffle_reduce` appear only directly in the kernel body; thread ids and
 barriers never appear in subgraph functions; loads and stores name existing buffers (stores only
 to written parameters and shared memory); calls match their callee's signature; regions end with
-the right terminator and yield what their op declares. Failures raise `VerificationError`.
+the right terminator and yield what their op declares; `atomic_rmw` writes a written parameter
+or shared memory, has a known `kind` if any, and its combiner maps (T, T) -> T for its value
+type T. Failures raise `VerificationError`.
 """
 
 from __future__ import annotations

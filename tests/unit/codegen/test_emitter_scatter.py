@@ -96,6 +96,41 @@ def test_float_add_with_duplicates_is_within_the_float_bounds() -> None:
     check(fusion, "scatter", args=args)
 
 
+SORTED = """c {{ a = {t}[] parameter(0) b = {t}[] parameter(1) ROOT r = {t}[] {comb}(a, b) }}
+f {{ op = {t}[100,3] parameter(0) idx = s32[{n},1] parameter(1) u = {t}[{n},{w},3] parameter(2)
+  ROOT s = {t}[100,3] scatter(op, idx, u), update_window_dims={{1,2}}, inserted_window_dims={{}},
+    scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, indices_are_sorted=true, to_apply=c }}"""
+
+
+@pytest.mark.parametrize("t,comb,n,w", [("f32", "add", 2008, 2), ("s32", "multiply", 3000, 5),
+                                        ("s32", "maximum", 700, 40)])
+def test_sorted_indices_accumulate_per_warp(t: str, comb: str, n: int, w: int) -> None:
+    """XLA's distributed-indices variant: 4 warps of 128 threads per block, K slices per warp,
+    runs of equal indices combined in registers, one atomic per element at each index change."""
+    fusion = fusion_of(SORTED.format(t=t, comb=comb, n=n, w=w))
+    rng = np.random.default_rng(n)
+    # sorted, long runs of equal starts, out-of-bounds starts at both ends
+    idx = np.sort(rng.integers(-3, 103 - w, (n, 1)), axis=0).astype(np.int32)
+    if t == "f32":
+        upd = rng.standard_normal((n, w, 3)).astype(np.float32)
+    else:
+        upd = rng.integers(-5, 6, (n, w, 3)).astype(np.int32) | 1
+    op = rng.integers(1, 4, (100, 3)).astype(np.float32 if t == "f32" else np.int32)
+    kernel = emit_kernel(fusion, argument_ids=[0, 1, 2, 0])
+    per_warp = -(-n // max(4 * 132, 100 - w + 1))
+    per_warp = -(-per_warp // 4) * 4 if per_warp > 4 else per_warp
+    assert kernel.block == (128, 1, 1) and kernel.grid == (-(-n // (4 * per_warp)), 1, 1)
+    assert "index_id" in print_kernel(kernel)  # the loop over a warp's slices
+    check(fusion, "scatter", args=[op, idx, upd], argument_ids=[0, 1, 2, 0])
+
+
+def test_few_sorted_slices_take_the_distributed_updates_variant() -> None:
+    fusion = fusion_of(SORTED.format(t="f32", comb="add", n=500, w=2))  # 500 <= 4 warps x 132 SMs
+    kernel = emit_kernel(fusion, argument_ids=[0, 1, 2, 0])
+    assert kernel.grid == (24, 1, 1) and kernel.block == (128, 1, 1)  # 3000 elements, one per thread
+    assert "index_id" not in print_kernel(kernel)
+
+
 def test_combiner_kinds() -> None:
     def kind(body: str, t: str) -> str | None:
         params = f"a = {t}[] parameter(0)" + ("" if "parameter(1)" in body else f" b = {t}[] parameter(1)")
