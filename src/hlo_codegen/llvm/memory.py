@@ -184,7 +184,8 @@ def _lower_atomic_rmw(rl: RegionLowering, op: Op) -> None:
             elif v.ty != ty:
                 v = f.cast("zext", v, ty)  # pred as its 0/1 byte
             ptr = f.gep(st, base, idx)
-            f.inst(ty, f"atomicrmw {kind} {ptr}, {v} monotonic, align {_natural_align(st)}")
+            scope = rl.target.atomic_scope
+            f.inst(ty, f"atomicrmw {kind} {ptr}, {v}{scope} monotonic, align {_natural_align(st)}")
         else:
             _cas_loop(rl, b, base, idx, value, t, op.attrs["callee"])
     finally:
@@ -229,7 +230,9 @@ def _cas_loop(rl: RegionLowering, b: Buffer, base: LV, idx: LV, value: LV, t: st
     old, phi = f.phi(word, "cas_old")
     args = [rl.buffers[p.name] for p in rl.ml.params] + [to_value(old), value]
     new = to_word(f.call(vty, rl.ml.symbols[callee], args), old)
-    pair = f.inst(f"{{ {word}, i1 }}", f"cmpxchg {ptr}, {old}, {new} monotonic monotonic, align {align}")
+    scope = rl.target.atomic_scope
+    text = f"cmpxchg {ptr}, {old}, {new}{scope} monotonic monotonic, align {align}"
+    pair = f.inst(f"{{ {word}, i1 }}", text)
     seen = f.extractvalue(word, pair, 0)
     ok = f.extractvalue("i1", pair, 1)
     phi.incoming += [(first.ref, pre), (seen.ref, f.current)]

@@ -35,6 +35,7 @@ class NvptxTarget(Target):
     invariant_loads = True
     native_half = True
     half_atomics = True
+    atomic_scope = ' syncscope("device")'  # one GPU's kernel: .gpu scope, cheaper than .sys
 
     def __init__(self, use_libdevice: bool):
         self.use_libdevice = use_libdevice

@@ -15,6 +15,8 @@ from emitter_testlib import check, fusion_of, index_aware_args, run_on_host
 from hlo_codegen.emitters import emit_kernel
 from hlo_codegen.emitters.scatter import combiner_kind
 from hlo_codegen.kernel_ir.printer import print_kernel
+from hlo_codegen.llvm import lower_to_nvptx
+from hlo_codegen.ptx import compile_to_ptx
 
 
 SCATTER_ROWS = """{comb}
@@ -62,6 +64,8 @@ def test_in_place_when_the_output_aliases_the_operand() -> None:
     assert len(aliased.params) == 3 and aliased.grid == (2, 1, 1) and aliased.block == (128, 1, 1)
     assert [op.attrs.get("kind") for op in _atomics(aliased)] == ["addf"]
     assert "sync_threads" not in print_kernel(aliased)
+    ptx = compile_to_ptx(lower_to_nvptx(aliased, use_libdevice=False), "sm_90")
+    assert "atom.global.add.f32" in ptx or "red.global.add.f32" in ptx
     copied = emit_kernel(fusion)
     assert copied.block[0] > 1 and copied.grid == (1, 1, 1)  # init by a block, a barrier, then updates
     assert "sync_threads" in print_kernel(copied) and _atomics(copied)
