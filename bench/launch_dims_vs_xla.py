@@ -345,7 +345,7 @@ KIND_REASONS = {
     "transpose": "our transpose has no shared-memory 32x32 tile",
     "loop": "our loop emitter's unroll/vector rule or block size differs from XLA's",
     "concatenate": "our concatenate runs one loop over the output, XLA's one per operand",
-    "scatter": "our scatter is serial (XLA: one thread per update element, atomics)",
+    "scatter": "scatter launch differs (ours: not in place, or XLA's variant not matched)",
     "in_place_dynamic_update_slice": "our DUS launch differs from XLA's update-sized loop",
 }
 

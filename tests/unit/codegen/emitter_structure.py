@@ -304,7 +304,7 @@ AREA_REASONS = (
     ("reduce_column_small_", "no small-column emitter: one thread per output walks the column"),
     ("reduce_column_", "column reduction is one thread per output walking the column (no 32x32 shared tile)"),
     ("transpose_", "no tiled transpose emitter: the loop emitter writes the transpose (no shared tile)"),
-    ("scatter_", "scatter is serial: no atomics, no vector loads"),
+    ("scatter_", "scatter differs from XLA's emitter"),
     ("dynamic_update_slice__vectorize_x1", "DUS vectorizes where XLA's rule declines (update too small)"),
     ("dynamic_update_slice_", "DUS loop loads scalars (vector store only)"),
     ("loop_", "loop emitter unrolls scalar loads (vector store only)"),
