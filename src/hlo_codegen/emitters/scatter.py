@@ -133,8 +133,7 @@ class ScatterFusion(SimpleEmitter):
         et = self.out_shape.element_type
         atomic_ok = self.n == 1 and not et.is_complex and et.bits <= 64
         # "store": plain read-combine-write; "atomic": atomic_rmw; "serial": one thread, in order
-        self.mode = ("store" if unique and not packed else "atomic" if atomic_ok
-                     else "store" if unique and self.n == 1 else "serial")
+        self.mode = "store" if unique and not packed else "atomic" if atomic_ok else "serial"
         self.atomic_kind = combiner_kind(self.scatter) if self.mode == "atomic" else None
         self.vector = self._vector_size()
         # XLA's ScatterWithDistributedIndices: (indices per warp, vector) or None
