@@ -250,7 +250,7 @@ def _find_instruction(module, name: str):
 def ours_for_corpus(path: Path):
     """(emitter kind, Launch) of our kernel for an emitter-test file."""
     from hlo_codegen.emitters import emit_kernel, emitter_kind, wrap_computation_in_fusion
-    from hlo_codegen.emitters.in_place_dus import in_place_argument_ids
+    from hlo_codegen.emitters import in_place_argument_ids
     from hlo_common.parser import parse_module
 
     module = parse_module(path.read_text(), str(path))
@@ -288,7 +288,7 @@ def compare(only: str = "") -> list[Comparison]:
     """One Comparison per (module, XLA kernel) of the reference (one per module where XLA formed
     several kernels for an emitter test, or failed)."""
     from hlo_codegen.emitters import emit_kernel, emitter_kind
-    from hlo_codegen.emitters.in_place_dus import in_place_argument_ids
+    from hlo_codegen.emitters import in_place_argument_ids
 
     ref = load_reference()
     out: list[Comparison] = []
@@ -349,7 +349,7 @@ KIND_REASONS = {
     "transpose": "our transpose emitter differs",
     "loop": "our loop emitter's unroll/vector rule or block size differs from XLA's",
     "concatenate": "our concatenate launch differs from XLA's loop config on the largest operand",
-    "scatter": "our scatter is serial (XLA: one thread per update element, atomics)",
+    "scatter": "our scatter launch differs from XLA's (one thread per update element, atomics)",
     "in_place_dynamic_update_slice": "our DUS launch differs from XLA's update-sized loop",
 }
 # Known reasons for single emitter tests (a substring of the module name), checked first.

@@ -120,6 +120,7 @@ def ptx_of_module(kind: str, path: Path, arch: str) -> dict[str, str]:
     """kernel name -> PTX, for one module of a set (raises on a compile error)."""
     if kind == "corpus":
         from hlo_codegen.emitters import emit_kernel, wrap_computation_in_fusion
+        from hlo_codegen.emitters import in_place_argument_ids
         from hlo_codegen.llvm import lower_to_nvptx
         from hlo_codegen.ptx import compile_to_ptx
         from hlo_common.parser import parse_module
@@ -127,7 +128,7 @@ def ptx_of_module(kind: str, path: Path, arch: str) -> dict[str, str]:
         module = parse_module(path.read_text(), str(path))
         root = module.entry.root
         fusion = root if root.opcode == "fusion" else wrap_computation_in_fusion(module, module.entry)
-        kernel = emit_kernel(fusion)
+        kernel = emit_kernel(fusion, argument_ids=in_place_argument_ids(fusion))  # scatters in place
         return {kernel.name: compile_to_ptx(lower_to_nvptx(kernel), arch)}
     from fusion_vs_xla import run_hlo_opt
     from hlo_codegen.compiler import CompileOptions, compile_module

@@ -83,6 +83,18 @@ def emitter_kind(fusion: HloInstruction, device: GpuDeviceInfo = H100) -> tuple[
     return kind, analysis.heroes[0]
 
 
+def in_place_argument_ids(fusion: HloInstruction) -> list[int]:
+    """Kernel argument ids (operands, then outputs) as XLA's buffer assignment gives an in-place
+    fusion: a scatter's outputs share its operands' buffers, a DUS's output the updated parameter's;
+    every other argument its own. For tools that emit a fusion without a buffer assignment (the
+    launch-dimension, emitter-structure and ptxas comparisons with XLA)."""
+    from hlo_codegen.emitters.in_place_dus import dus_argument_ids
+    from hlo_codegen.emitters.scatter import scatter_argument_ids
+
+    ids = scatter_argument_ids(fusion)
+    return ids if ids is not None else dus_argument_ids(fusion)
+
+
 def get_fusion_emitter(fusion: HloInstruction, device: GpuDeviceInfo = H100) -> KernelEmitter:
     """The emitter object for `fusion` (XLA's GetFusionEmitter); raises EmitterError if none."""
     if fusion.opcode != "fusion":

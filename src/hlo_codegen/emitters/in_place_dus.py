@@ -21,7 +21,7 @@ Where it sits: emitters/__init__.py picks them by hero (section c of the XLA fac
   position. No per-element "which operand" test, unlike the loop emitter's elemental
   concatenate. Sub-byte outputs stay here when each byte is written by one thread.
 
-`in_place_argument_ids(fusion)` gives the argument ids XLA's buffer assignment would (each DUS
+`dus_argument_ids(fusion)` gives the argument ids XLA's buffer assignment would (each DUS
 output sharing its parameter's buffer) to tools that emit a fusion without a buffer assignment.
 """
 
@@ -133,7 +133,7 @@ def analysis_loop_config(fusion: HloInstruction, device: GpuDeviceInfo,
     return unroll, LaunchDimensions((threads, 1, 1), (bx, by, 1))
 
 
-def in_place_argument_ids(fusion: HloInstruction) -> list[int]:
+def dus_argument_ids(fusion: HloInstruction) -> list[int]:
     """Kernel argument ids (the fusion's operands, then its outputs) as XLA's buffer assignment
     gives an in-place DUS fusion: each DUS output shares the buffer of the parameter it
     updates; every other argument its own. For tools that emit a fusion without a buffer

@@ -173,6 +173,14 @@ class IRBuilder:
     def store(self, buffer: str, value: Value, index: Value) -> None:
         self.op("store", (value, index), [], {"buffer": buffer}, cse=False)
 
+    def atomic_rmw(self, buffer: str, index: Value, value: Value, combiner: Function,
+                   kind: str | None = None) -> None:
+        """Atomically `buffer[index] = combiner(buffer[index], value)` (see ir.py's OP_SPECS)."""
+        attrs = {"buffer": buffer, "callee": combiner.name}
+        if kind is not None:
+            attrs["kind"] = kind
+        self.op("atomic_rmw", (index, value), [], attrs, cse=False)
+
     def call(self, function: Function, args: Sequence[Value]) -> list[Value]:
         return self.op("call", list(args), list(function.result_types), {"callee": function.name}).results
 

@@ -82,6 +82,11 @@ OP_SPECS.update({
     "block_id": OpSpec("pure", kernel_only=True),
     "load": OpSpec("memory"),
     "store": OpSpec("memory"),
+    # atomic_rmw @buf @combiner %index, %value {kind = K}: atomically buf[index] =
+    # combiner(buf[index], value); no result. `kind` (optional) says the combiner is exactly one
+    # native read-modify-write (ATOMIC_KINDS), which the lowering may use instead of a
+    # compare-and-swap loop around the combiner.
+    "atomic_rmw": OpSpec("memory"),
     "call": OpSpec("pure"),  # subgraph functions only read buffers
     "loop": OpSpec("control"),
     "if": OpSpec("control"),
@@ -98,6 +103,8 @@ FLOAT_BINARY = "addf subf mulf divf remf maximumf minimumf powf atan2 copysign".
 FLOAT_UNARY = ("negf absf sqrt rsqrt exp expm1 log log1p tanh sin cos tan sinh cosh asin acos atan "
                "asinh acosh atanh erf cbrt floor ceil round roundeven trunc").split()
 CASTS = "extsi extui trunci sitofp uitofp fptosi fptoui extf truncf bitcast index_cast index_castui".split()
+# Native atomic read-modify-write kinds: `assign` writes the value (an overwrite combiner).
+ATOMIC_KINDS = "addf addi maxsi minsi maxui minui andi ori xori assign".split()
 CMPI_PREDICATES = "eq ne slt sle sgt sge ult ule ugt uge".split()
 CMPF_PREDICATES = "oeq one olt ole ogt oge ord ueq une ult ule ugt uge uno".split()
 

@@ -39,7 +39,7 @@ _TOKEN = re.compile(r"""
   | (?P<ident>[A-Za-z_][A-Za-z0-9_.]*(?:<[^<>]*(?:<[^<>]*>)?[^<>]*>)?)
   | (?P<punct>[=,:()\[\]{}\-])
 """, re.VERBOSE)
-SYMBOL_KEY = {"load": "buffer", "store": "buffer"}
+SYMBOL_KEY = {"load": "buffer", "store": "buffer", "atomic_rmw": "buffer"}
 
 
 class _Parser:
@@ -244,6 +244,8 @@ class _Parser:
         attrs = {}
         if self.peek()[0] == "symbol":
             attrs[SYMBOL_KEY.get(name, "callee")] = self.next()[1][1:]
+            if self.peek()[0] == "symbol" and "callee" not in attrs:  # atomic_rmw @buffer @callee
+                attrs["callee"] = self.next()[1][1:]
         if self.peek()[0] == "map":
             attrs["map"] = self.map_ref()
         operands = []

@@ -76,7 +76,7 @@ def inline_calls(kernel: Kernel) -> None:
     counts: dict[str, int] = {}
     for block in _all_blocks(kernel):
         for op in block.ops:
-            if op.name in ("call", "shuffle_reduce"):
+            if op.name in ("call", "shuffle_reduce", "atomic_rmw"):  # only calls are inlined
                 bump = 1 if op.name == "call" else 2
                 counts[op.attrs["callee"]] = counts.get(op.attrs["callee"], 0) + bump
     subst: dict[int, Value] = {}
@@ -189,7 +189,7 @@ def rename_values(kernel: Kernel) -> None:
 
 def _has_effects(op: Op) -> bool:
     spec = OP_SPECS[op.name]
-    if op.name == "store" or spec.kind == "sync":
+    if op.name in ("store", "atomic_rmw") or spec.kind == "sync":
         return True
     return any(_has_effects(x) for r in op.regions for x in r.ops)
 

@@ -4,12 +4,14 @@ Checked: every value is defined once and before its uses in an enclosing scope; 
 `sync_threads` / `shuffle_reduce` appear only directly in the kernel body; thread ids and
 barriers never appear in subgraph functions; loads and stores name existing buffers (stores only
 to written parameters and shared memory); calls match their callee's signature; regions end with
-the right terminator and yield what their op declares. Failures raise `VerificationError`.
+the right terminator and yield what their op declares; `atomic_rmw` writes a written parameter
+or shared memory, has a known `kind` if any, and its combiner maps (T, T) -> T for its value
+type T. Failures raise `VerificationError`.
 """
 
 from __future__ import annotations
 
-from hlo_codegen.kernel_ir.ir import OP_SPECS, Block, Kernel, Op, Value
+from hlo_codegen.kernel_ir.ir import ATOMIC_KINDS, OP_SPECS, Block, Kernel, Op, Value
 from hlo_common.errors import VerificationError
 
 
@@ -56,13 +58,15 @@ class _Verifier:
             self.fail(f"block does not end with {terminator}")
 
     def check_op(self, op: Op) -> None:
-        if op.name in ("load", "store"):
+        if op.name in ("load", "store", "atomic_rmw"):
             try:
                 b = self.kernel.buffer(op.attrs.get("buffer", ""))
             except KeyError:
                 self.fail(f"unknown buffer @{op.attrs.get('buffer')}", op)
             if op.name == "store" and not (b.kind == "shared" or (b.kind == "param" and b.written)):
                 self.fail(f"store to read-only buffer @{b.name}", op)
+            if op.name == "atomic_rmw":
+                self.check_atomic(op, b)
         elif op.name in ("call", "shuffle_reduce"):
             try:
                 f = self.kernel.function(op.attrs.get("callee", ""))
@@ -88,6 +92,22 @@ class _Verifier:
                 self.fail("if condition must be i1", op)
             for region in op.regions:
                 self.check_yield(op, region, [r.type for r in op.results])
+
+    def check_atomic(self, op: Op, b) -> None:
+        if not (b.kind == "shared" or (b.kind == "param" and b.written)):
+            self.fail(f"atomic_rmw on read-only buffer @{b.name}", op)
+        if len(op.operands) != 2 or op.results or op.operands[0].type != "index":
+            self.fail("atomic_rmw takes (index, value) and has no result", op)
+        kind = op.attrs.get("kind")
+        if kind is not None and kind not in ATOMIC_KINDS:
+            self.fail(f"unknown atomic kind {kind}", op)
+        try:
+            f = self.kernel.function(op.attrs.get("callee", ""))
+        except KeyError:
+            self.fail(f"unknown function @{op.attrs.get('callee')}", op)
+        t = op.operands[1].type
+        if [a.type for a in f.args] != [t, t] or f.result_types != [t]:
+            self.fail(f"combiner @{f.name} must map ({t}, {t}) -> {t}", op)
 
     def check_yield(self, op: Op, block: Block, types: list[str]) -> None:
         last = block.ops[-1] if block.ops else None

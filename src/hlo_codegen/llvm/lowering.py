@@ -85,6 +85,8 @@ class Target:
     invariant_loads = False
     native_half = False  # f32 <-> f16/bf16 with LLVM's half/bfloat types
     scalarize_vectors = False  # vector values as one scalar per lane (lanes.py)
+    half_atomics = False  # `atomicrmw fadd` on half / bfloat (sm_90 has atom.add.{f16,bf16})
+    atomic_scope = ""  # LLVM syncscope of atomics (NVPTX: the device, not the whole system)
 
     def math(self, rl: RegionLowering, op: str, ty: str, args: list[LV]) -> LV:
         from hlo_codegen.llvm.math import define_math

@@ -34,6 +34,8 @@ class NvptxTarget(Target):
     global_addrspace = 1
     invariant_loads = True
     native_half = True
+    half_atomics = True
+    atomic_scope = ' syncscope("device")'  # one GPU's kernel: .gpu scope, cheaper than .sys
 
     def __init__(self, use_libdevice: bool):
         self.use_libdevice = use_libdevice
