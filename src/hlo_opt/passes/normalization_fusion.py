@@ -29,7 +29,8 @@ same rows). Each group then grows:
 - downwards: while the group's one output has one user, a full-shape elementwise op of it (the
   layernorm scale and bias, the convert back to bf16);
 - side inputs: scalar constants and broadcasts (of a constant, of the scale/bias vector) that the
-  group reads are cloned in.
+  group reads are cloned in, and so is what such a broadcast reads when it is computed from iotas
+  and constants alone (a causal attention mask: compare(iota, iota)), at most 16 ops.
 
 A group becomes a fusion only if it has exactly one output, of the full shape (no other node is
 read outside it), no path leaves it and comes back (which would make a cycle), and a row fits one
@@ -44,7 +45,7 @@ back, and variadic reduces are left to priority fusion.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hlo_common.fusion_utils import FusionEditor
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
@@ -214,10 +215,35 @@ def _diamond(reduce: HloInstruction, rows: _Rows) -> list[HloInstruction] | None
     return found or None
 
 
+_INDEX_ONLY_LIMIT = 16
+
+
+def _index_only(instr: HloInstruction) -> list[HloInstruction]:
+    """The ops computing `instr` when they are only iotas, constants, broadcasts and elementwise
+    ops (no parameter, at most _INDEX_ONLY_LIMIT ops), else []."""
+    out, stack, seen = [], [instr], {id(instr)}
+    while stack:
+        node = stack.pop()
+        op = node.opcode
+        if not (op in ("iota", "constant", "broadcast") or (is_elementwise(op) and op not in _NOT_FUSED)):
+            return []
+        if op == "constant" and node.shape.num_elements > 1:
+            return []
+        out.append(node)
+        if len(out) > _INDEX_ONLY_LIMIT:
+            return []
+        for o in node.operands:
+            if id(o) not in seen:
+                seen.add(id(o))
+                stack.append(o)
+    return out
+
+
 @dataclass
 class _Group:
     rows: _Rows
     members: dict[int, HloInstruction]
+    cloned: set[int] = field(default_factory=set)  # cheap values cloned in (may have outside users)
 
     def add(self, instr: HloInstruction) -> None:
         self.members[id(instr)] = instr
@@ -285,6 +311,7 @@ class NormalizationFusion(HloPass):
                 for k2, n in groups[other].members.items():
                     group.members[k2] = n
                     owner[k2] = gi
+                group.cloned |= groups[other].cloned
                 groups[other].members = {}
         for key in group.members:
             owner[key] = gi
@@ -307,6 +334,7 @@ class NormalizationFusion(HloPass):
                             for k2, n in groups[other].members.items():
                                 group.members[k2] = n
                                 owner[k2] = gi
+                            group.cloned |= groups[other].cloned
                             groups[other].members = {}
                         group.add(op)
                         owner[id(op)] = gi
@@ -323,13 +351,17 @@ class NormalizationFusion(HloPass):
                         group.add(user)
                         owner[id(user)] = gi
                         changed = True
-        # side inputs: constants and broadcasts read by the group (cloned in)
+        # side inputs: constants and broadcasts read by the group, and what a broadcast reads when
+        # it is computed from iotas and constants alone (an attention mask): cloned in
         for node in list(group.members.values()):
             for op in node.operands:
                 if op not in group and rows.side_input(op):
                     group.add(op)
-                    if op.opcode == "broadcast" and op.operands[0].opcode == "constant":
-                        group.add(op.operands[0])
+                    group.cloned.add(id(op))
+                    if op.opcode == "broadcast":
+                        for inner in _index_only(op.operands[0]):
+                            group.add(inner)
+                            group.cloned.add(id(inner))
 
     @staticmethod
     def _duplicable(instr: HloInstruction) -> bool:
@@ -339,7 +371,7 @@ class NormalizationFusion(HloPass):
     def _outputs(self, group: _Group) -> list[HloInstruction]:
         out = []
         for node in group.members.values():
-            if self._duplicable(node):
+            if id(node) in group.cloned or self._duplicable(node):
                 continue
             if node is node.parent.root or any(u not in group for u in node.users):
                 out.append(node)

@@ -82,15 +82,26 @@ def rmsnorm_bf16(dims: str) -> str:
       bg = bf16[{dims}] broadcast(g), dimensions={{1}} ROOT o = bf16[{dims}] multiply(yb, bg) }}"""
 
 
+CAUSAL = MAX.replace("{t}", "f32") + ADD + """ENTRY e { x = f32[3,40,40] parameter(0)
+  i0 = s32[40,40] iota(), iota_dimension=0 i1 = s32[40,40] iota(), iota_dimension=1
+  ge = pred[40,40] compare(i0, i1), direction=GE bge = pred[3,40,40] broadcast(ge), dimensions={1,2}
+  big = f32[] constant(-1e9) bbig = f32[3,40,40] broadcast(big), dimensions={}
+  xm = f32[3,40,40] select(bge, x, bbig) ni = f32[] constant(-inf)
+  m = f32[3,40] reduce(xm, ni), dimensions={2}, to_apply=mx bm = f32[3,40,40] broadcast(m), dimensions={0,1}
+  s = f32[3,40,40] subtract(xm, bm) ex = f32[3,40,40] exponential(s) z = f32[] constant(0)
+  su = f32[3,40] reduce(ex, z), dimensions={2}, to_apply=add bs = f32[3,40,40] broadcast(su), dimensions={0,1}
+  ROOT d = f32[3,40,40] divide(ex, bs) }"""
+
 CASES = {
-    "softmax_rows_shorter_than_a_warp": (softmax("6,5"), 1),
-    "softmax_warp_per_row_ragged_rows": (softmax("10,100"), 1),
-    "softmax_several_warps_ragged_slot": (softmax("7,1000"), 1),
-    "softmax_bf16": (softmax("9,700", "bf16"), 1),
-    "log_softmax_longest_row": (softmax("2,8192", log=True), 1),
-    "layernorm_3d": (layernorm("3,5,300"), 1),
-    "layernorm_one_warp_rows": (layernorm("13,64"), 1),
-    "rmsnorm_bf16": (rmsnorm_bf16("6,2048"), 1),
+    "causal_softmax_mask_from_iotas": CAUSAL,
+    "softmax_rows_shorter_than_a_warp": softmax("6,5"),
+    "softmax_warp_per_row_ragged_rows": softmax("10,100"),
+    "softmax_several_warps_ragged_slot": softmax("7,1000"),
+    "softmax_bf16": softmax("9,700", "bf16"),
+    "log_softmax_longest_row": softmax("2,8192", log=True),
+    "layernorm_3d": layernorm("3,5,300"),
+    "layernorm_one_warp_rows": layernorm("13,64"),
+    "rmsnorm_bf16": rmsnorm_bf16("6,2048"),
 }
 
 
@@ -104,7 +115,7 @@ def normalization_fusion(text: str):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_normalization_kernel_matches_the_interpreter(name: str) -> None:
-    text, _ = CASES[name]
+    text = CASES[name]
     fusion = normalization_fusion(text)
     assert emitter_kind(fusion)[0] == "normalization"
     kernel = check(fusion, "normalization")
@@ -133,7 +144,7 @@ def test_launch_keeps_at_most_eight_row_elements_per_thread() -> None:
 
 def test_the_row_is_loaded_once_per_slot() -> None:
     # layernorm reads x for the mean, the variance and the output: one load per slot, kept
-    fusion = normalization_fusion(CASES["layernorm_one_warp_rows"][0])
+    fusion = normalization_fusion(CASES["layernorm_one_warp_rows"])
     ir = print_kernel(check(fusion, "normalization"))
     x_buffer = f"arg{[op.shape.rank for op in fusion.operands].index(2)}"
     assert len(re.findall(rf"load @{x_buffer} ", ir)) == 2  # 64 elements, 32 threads: 2 slots

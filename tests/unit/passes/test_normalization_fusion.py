@@ -152,6 +152,41 @@ def test_jax_normalizations_launch_one_kernel_like_xla_with_triton(name):
     assert kernel_stats(_gpu_pipeline(path.read_text(), ("normalization-fusion",))).count > 1
 
 
+CAUSAL_SOFTMAX = "HloModule m\n" + MAX + ADD + """ENTRY e {
+  x = f32[2,64,64] parameter(0)
+  i0 = s32[64,64] iota(), iota_dimension=0
+  i1 = s32[64,64] iota(), iota_dimension=1
+  ge = pred[64,64] compare(i0, i1), direction=GE
+  bge = pred[2,64,64] broadcast(ge), dimensions={1,2}
+  big = f32[] constant(-1e9)
+  bbig = f32[2,64,64] broadcast(big), dimensions={}
+  xm = f32[2,64,64] select(bge, x, bbig)
+  ni = f32[] constant(-inf)
+  m = f32[2,64] reduce(xm, ni), dimensions={2}, to_apply=mx
+  bm = f32[2,64,64] broadcast(m), dimensions={0,1}
+  s = f32[2,64,64] subtract(xm, bm)
+  ex = f32[2,64,64] exponential(s)
+  z = f32[] constant(0)
+  su = f32[2,64] reduce(ex, z), dimensions={2}, to_apply=add
+  bs = f32[2,64,64] broadcast(su), dimensions={0,1}
+  d = f32[2,64,64] divide(ex, bs)
+  ROOT t = (f32[2,64,64], pred[64,64]) tuple(d, ge)
+}
+"""
+
+
+def test_attention_mask_from_iotas_is_cloned_in():
+    # the causal mask is computed inside the kernel; the mask itself stays for its other user
+    module, changed = run_pass("normalization-fusion", CAUSAL_SOFTMAX)
+    assert changed
+    [fusion] = _norm_fusions(module)
+    body = [i.opcode for i in fusion.fused_computation().instructions]
+    assert body.count("iota") == 2 and "compare" in body and "select" in body
+    assert [op.opcode for op in fusion.operands] == ["parameter"]
+    assert module.entry.root.operands[1].opcode == "compare"
+    check_numerics(CAUSAL_SOFTMAX, module)
+
+
 def test_reduction_not_broadcast_back_is_left_alone():
     check_unchanged("normalization-fusion", "HloModule m\n" + ADD + """ENTRY e {
   x = f32[16,128] parameter(0)
