@@ -92,7 +92,15 @@ CAUSAL = MAX.replace("{t}", "f32") + ADD + """ENTRY e { x = f32[3,40,40] paramet
   su = f32[3,40] reduce(ex, z), dimensions={2}, to_apply=add bs = f32[3,40,40] broadcast(su), dimensions={0,1}
   ROOT d = f32[3,40,40] divide(ex, bs) }"""
 
+# one row: rank-1 input, scalar reductions broadcast back with dimensions={}
+ONE_ROW = MAX.replace("{t}", "f32") + ADD + """ENTRY e { x = f32[3000] parameter(0) ni = f32[] constant(-inf)
+  m = f32[] reduce(x, ni), dimensions={0}, to_apply=mx bm = f32[3000] broadcast(m), dimensions={}
+  s = f32[3000] subtract(x, bm) ex = f32[3000] exponential(s) z = f32[] constant(0)
+  su = f32[] reduce(ex, z), dimensions={0}, to_apply=add bs = f32[3000] broadcast(su), dimensions={}
+  ROOT d = f32[3000] divide(ex, bs) }"""
+
 CASES = {
+    "softmax_one_row": ONE_ROW,
     "causal_softmax_mask_from_iotas": CAUSAL,
     "softmax_rows_shorter_than_a_warp": softmax("6,5"),
     "softmax_warp_per_row_ragged_rows": softmax("10,100"),
