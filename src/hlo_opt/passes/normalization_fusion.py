@@ -35,11 +35,19 @@ same rows). Each group then grows:
 A group becomes a fusion only if it has exactly one output, of the full shape (no other node is
 read outside it), no path leaves it and comes back (which would make a cycle), and a row fits one
 block: n <= MAX_ROW_ELEMENTS (8192: with 1024 threads each thread keeps at most 8 elements of
-every row value in registers, so no local memory). XLA's rewriter declines in the same spirit
-(row too long for one Triton block / the register file, unsupported ops inside the diamond, more
-than one use of an intermediate value); its tiling search is replaced by this fixed limit.
-Reductions over other dimensions (column reductions), reductions whose result is not broadcast
-back, and variadic reduces are left to priority fusion.
+every row value in registers, so no local memory).
+
+Against XLA's `SoftmaxRewriterTriton` (xla/backends/gpu/transforms/softmax_rewriter_triton.cc),
+which declines the same way where it can: a reduce of more than one dimension or not of the
+last one, an init that is not a constant, non-default layouts, a broadcast that names the
+reduced dimension, a broadcast or reduce with another use, an input not reached through trivial
+elementwise ops. Where it differs: XLA declines when its symbolic tiling or the Triton emitter
+constraints reject the diamond (rows too long for a tile among them) and, optionally, when its
+cost model says the unfused kernels are faster; ours uses the fixed row limit and no cost model.
+XLA fuses one diamond per root and lets priority fusion fuse producers and consumers into the
+Triton fusion later; ours merges the diamonds and grows the group itself (priority fusion never
+fuses into a kCustom fusion here). Reductions over other dimensions (column reductions),
+reductions whose result is not broadcast back, and variadic reduces are left to priority fusion.
 """
 
 from __future__ import annotations
