@@ -25,7 +25,9 @@ producer's roots). Nodes are the real instructions; an operand outside the view 
 itself (a fused `parameter`, or an instruction of the outer computation): `contains` is false.
 
 Emitter kinds (XLA's `GetEmitterFusionKind`, in order): a backend-config kind of a custom, Triton
-or cuDNN fusion -> "custom"; a real reduction hero whose other roots are compatible ->
+or cuDNN fusion -> "custom" (our own normalization fusions, backend kind "__norm" made by
+hlo-opt's `normalization-fusion` pass, -> "normalization", launched by `normalization_launch`);
+a real reduction hero whose other roots are compatible ->
 "reduction"; consistent tiled-transpose heroes -> "transpose"; several roots -> "loop"; a
 scatter root -> "scatter"; a sort root -> "sort"; a concatenate hero of at most 4 operands ->
 "concatenate"; else "loop". A "loop" whose roots are all (bitcasts of) dynamic-update-slices of
@@ -74,7 +76,41 @@ CUSTOM_BACKEND_KINDS = ("__custom_fusion", "__triton", "__triton_gemm", "__trito
                         "__triton_collective", "__cudnn$fusion", "__triton_softmax")
 
 EMITTER_KINDS = ("loop", "reduction", "transpose", "concatenate", "scatter", "sort",
-                 "in_place_dynamic_update_slice", "custom")
+                 "in_place_dynamic_update_slice", "custom", "normalization")
+NORMALIZATION_BACKEND_KIND = "__norm"     # hlo-opt's normalization-fusion (not an XLA kind)
+NORMALIZATION_ELEMENTS_PER_THREAD = 8     # row elements each thread keeps in registers
+NORMALIZATION_THREADS_PER_BLOCK = 128     # short rows: one warp per row, 4 rows per block
+
+
+def normalization_row_dims(fusion_root: HloInstruction) -> tuple[int, ...] | None:
+    """D, the dims of the full arrays of a normalization fusion: the operand of its first
+    reduce over the minor dimension (None if there is none)."""
+    stack, seen = [fusion_root], {id(fusion_root)}
+    while stack:
+        node = stack.pop()
+        if node.opcode == "reduce" and node.operands[0].shape.is_array:
+            return tuple(node.operands[0].shape.dims)
+        for op in node.operands:
+            if id(op) not in seen:
+                seen.add(id(op))
+                stack.append(op)
+    return None
+
+
+def normalization_launch(dims: tuple[int, ...], device: DeviceDescription = H100) -> tuple[int, int, int]:
+    """(threads per row, rows per block, blocks) of a normalization fusion over rows of
+    n = dims[-1] elements: a power of two of threads per row, at least a warp and at most 1024,
+    so that each keeps <= 8 elements of the row (n <= 8192); rows of at most one warp's work
+    share a block of 128 threads, one warp each."""
+    n = max(dims[-1], 1) if dims else 1
+    rows = math.prod(dims[:-1]) if dims else 1
+    warp = device.threads_per_warp
+    want = -(-n // NORMALIZATION_ELEMENTS_PER_THREAD)
+    threads = warp
+    while threads < want and threads < 1024:
+        threads *= 2
+    per_block = max(1, NORMALIZATION_THREADS_PER_BLOCK // threads)
+    return threads, per_block, max(1, -(-rows // per_block))
 
 
 # -- the view ---------------------------------------------------------------------------------------------
@@ -775,6 +811,8 @@ class FusionAnalysis:
     def _kind(self) -> str:
         if self.backend_kind in CUSTOM_BACKEND_KINDS:
             return "custom"
+        if self.backend_kind == NORMALIZATION_BACKEND_KIND:
+            return "normalization"
         warp = self.device.threads_per_warp
         roots, heroes = self.roots, self.heroes
         first = None
@@ -886,6 +924,11 @@ class FusionAnalysis:
         if kind == "in_place_dynamic_update_slice":
             update = _strip_bitcasts(self.roots[0]).operands[1].shape
             return loop_launch(update.num_elements, self.loop_unroll_factor(update), self.device)
+        if kind == "normalization":
+            dims = normalization_row_dims(self.roots[0])
+            if dims is not None:
+                threads, per_block, blocks = normalization_launch(dims, self.device)
+                return blocks, threads * per_block
         if kind in ("loop",):
             shape = self._index_shape()
             return loop_launch(shape.num_elements, self.loop_unroll_factor(shape), self.device)
@@ -1134,7 +1177,7 @@ def fusion_kind(analysis: FusionAnalysis) -> str:
     kind = analysis.emitter_kind
     if kind in ("loop", "in_place_dynamic_update_slice"):
         return "kLoop"
-    if kind in ("custom", "sort"):
+    if kind in ("custom", "sort", "normalization"):
         return "kCustom"
     return "kInput"
 
@@ -1153,7 +1196,8 @@ __all__ = [
     "EMITTER_KINDS", "FusionAdaptor", "FusionAnalysis", "ReductionDimensions", "TransposeDescription",
     "find_non_trivial_hero", "fusion_kind", "fusion_roots", "is_dus_root", "is_intermediate",
     "is_real_reduction_hero", "is_reduction_from_or_to_contiguous_dimensions", "loop_launch",
-    "loop_unroll_factor", "max_unroll_factor", "may_prevent_vectorization", "reduction_dimensions",
+    "loop_unroll_factor", "max_unroll_factor", "may_prevent_vectorization", "normalization_launch",
+    "normalization_row_dims", "reduction_dimensions",
     "reduction_is_race_free", "reduction_shared_memory_bytes", "smallest_bit_width", "split_grid_x",
     "tiled_transpose_description",
 ]

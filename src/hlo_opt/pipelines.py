@@ -114,6 +114,8 @@ GPU_PIPELINES: tuple[PipelineSpec, ...] = (
     pipe("pre-fusion", p("rename-instructions")),
     pipe("fusion",
          p("variadic-op-splitter"), p("sort-iota-fusion"),
+         # where XLA runs SoftmaxRewriterTriton (Triton normalization fusions): ours, no Triton
+         p("normalization-fusion"),
          p(PRIORITY_FUSION),
          p("cse", is_layout_sensitive=True, only_fusion_computations=True), p("dce"),
          p(MULTI_OUTPUT_FUSION),

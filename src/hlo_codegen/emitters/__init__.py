@@ -33,6 +33,8 @@ registered); several roots -> "loop", or "in_place_dynamic_update_slice" when al
 (bitcasts of) dynamic-update-slices (which hands the fusion to the loop emitter unless the output
 aliases the updated parameter); a scatter root -> "scatter"; a sort root -> "sort"; one root
 whose hero is a concatenate of at most 4 operands -> "concatenate"; everything else -> "loop".
+A kCustom fusion of backend kind "__norm" (hlo-opt's normalization-fusion) -> "normalization":
+softmax / layernorm / RMSNorm in one kernel (normalization.py).
 Importing this package also registers the elemental rules of the windowed, dot-like and topk
 ops (elemental_window/linalg/dots/topk.py), so the loop emitter emits them too. `EMITTERS` maps kinds to emitter classes; a kind without one raises
 `EmitterError("no emitter for ...")`. To add an emitter: subclass `KernelEmitter` (base.py),
@@ -54,6 +56,7 @@ from hlo_codegen.emitters import (  # noqa: F401  (they register elemental rules
     elemental_dots, elemental_linalg, elemental_topk, elemental_window,
 )
 from hlo_codegen.emitters.in_place_dus import ConcatenateFusion, InPlaceDynamicUpdateSliceFusion
+from hlo_codegen.emitters.normalization import NormalizationFusion
 from hlo_codegen.emitters.reduction import ReductionFusion
 from hlo_codegen.emitters.scatter import ScatterFusion
 from hlo_codegen.emitters.sort import SortFusion
@@ -64,7 +67,8 @@ from hlo_common.ir import HloInstruction
 EMITTERS: dict[str, type[KernelEmitter]] = {"loop": LoopFusion, "reduction": ReductionFusion,
                                          "scatter": ScatterFusion, "sort": SortFusion,
                                          "concatenate": ConcatenateFusion,
-                                         "in_place_dynamic_update_slice": InPlaceDynamicUpdateSliceFusion}
+                                         "in_place_dynamic_update_slice": InPlaceDynamicUpdateSliceFusion,
+                                         "normalization": NormalizationFusion}
 
 
 def emitter_kind(fusion: HloInstruction, device: GpuDeviceInfo = H100) -> tuple[str, HloInstruction]:
@@ -74,6 +78,8 @@ def emitter_kind(fusion: HloInstruction, device: GpuDeviceInfo = H100) -> tuple[
     if analysis.emitter_kind == "custom":  # Triton / cuDNN / custom fusions: emitted as ours
         analysis = FusionAnalysis(FusionAdaptor.for_instruction(fusion), device)
     kind = analysis.emitter_kind
+    if kind == "normalization":  # hlo-opt's normalization-fusion (emitters/normalization.py)
+        return kind, analysis.roots[0]
     if kind == "reduction":
         return kind, analysis.reduction_hero
     if kind == "transpose" and kind not in EMITTERS:

@@ -500,13 +500,15 @@ def test_deterministic_across_hash_seeds(tmp_path):
 def test_disable_pass_gives_the_unfused_pipeline(tmp_path, capsys):
     src = tmp_path / "softmax.hlo"
     src.write_text(SOFTMAX)
-    code, fused, err = run_cli([str(src), "--dump-to", str(tmp_path / "on"), "--dump-pass-re", ".*"], capsys)
+    # normalization-fusion (before priority fusion) would make the softmax one kCustom fusion
+    code, fused, err = run_cli([str(src), "--disable-pass", "normalization-fusion", "--dump-to",
+                                str(tmp_path / "on"), "--dump-pass-re", ".*"], capsys)
     assert code == 0, err
     assert "kind=kInput" in fused
     assert (tmp_path / "on" / "module_0000.softmax.priority_fusion_dump.txt").exists()
     code, unfused, err = run_cli([str(src), "--disable-pass", "priority-fusion", "--disable-pass",
-                                  "multi_output_fusion", "--dump-to", str(tmp_path / "off"), "--dump-pass-re",
-                                  ".*"], capsys)
+                                  "multi_output_fusion", "--disable-pass", "normalization-fusion",
+                                  "--dump-to", str(tmp_path / "off"), "--dump-pass-re", ".*"], capsys)
     assert code == 0, err
     entry = unfused[unfused.index("ENTRY"):]
     # Unfused, every compute op is its own kernel: fusion-wrapper gives each a one-op fusion.
