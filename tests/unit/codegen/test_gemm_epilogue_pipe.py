@@ -2,7 +2,8 @@
 hlo-run --platform host`: hlo-opt makes their dots cuBLASLt calls with BIAS, BIAS_RELU and
 BIAS_GELU epilogues, hlo-codegen runs each as a GEMM thunk plus one epilogue kernel (no GEMM is
 left to a kernel), and hlo-run's results match the interpreter, or for the ill-conditioned
-mlp_bf16 (2048-long bf16 sums) lie no farther from a float64 evaluation than the interpreter's."""
+mlp_bf16 (2048-long bf16 sums) and transformer_fwd (layer norms and a softmax) lie no farther
+from a float64 evaluation than the interpreter's or XLA:CPU's."""
 
 from __future__ import annotations
 
@@ -58,8 +59,7 @@ def run_host(manifest: Path, args, tmp_path: Path, reference: str) -> np.ndarray
     return np.asarray(np.load(outputs)["out0"], np.float64)
 
 
-@pytest.mark.parametrize("name, gemms, epilogues", [
-    ("matmul_bias_relu", 1, 1), ("mlp_f32", 2, 2), ("transformer_fwd", 6, 2)])
+@pytest.mark.parametrize("name, gemms, epilogues", [("matmul_bias_relu", 1, 1), ("mlp_f32", 2, 2)])
 def test_pipe_matches_the_interpreter(name, gemms, epilogues, tmp_path):
     manifest, thunks = compile_to_manifest(name, tmp_path)
     assert gemm_and_epilogue_thunks(thunks) == (gemms, epilogues)
@@ -69,9 +69,31 @@ def test_pipe_matches_the_interpreter(name, gemms, epilogues, tmp_path):
     # with the interpreter running the module as written, before hlo-opt and gemm-fallback.
     got = run_host(manifest, args, tmp_path, "interpreter")
     want = np.asarray(evaluate(module, args), np.float64)
-    bound = 1e-3  # hlo-run's f32 bound, the corpus pipe tier's (transformer_fwd's layer norms differ by 3e-4)
+    bound = 1e-3  # hlo-run's f32 bound, the corpus pipe tier's
     bad = (np.abs(got - want) > bound) & (np.abs(got - want) > bound * np.abs(want))
     assert not bad.any(), (np.abs(got - want).max(), int(bad.sum()))
+
+
+def test_transformer_fwd_is_as_near_a_float64_evaluation_as_xla_cpu(tmp_path):
+    # Two layer norms and a softmax over 512-long f32 sums: the interpreter itself lies up to 1e-2
+    # from a float64 evaluation, so two correct f32 evaluations differ by more than 1e-3. Judged as
+    # design/testing.md says for ill-conditioned modules: by distance to float64, no larger than
+    # XLA:CPU's own.
+    from hlo_run.xla_cpu import XlaCpuExecutable
+
+    manifest, thunks = compile_to_manifest("transformer_fwd", tmp_path)
+    assert gemm_and_epilogue_thunks(thunks) == (6, 2)
+    text = (MODULES / "transformer_fwd.hlo").read_text()
+    module = parse_module(text)
+    args = random_arguments(module, np.float32)
+    got = run_host(manifest, args, tmp_path, "none")
+    exact = np.asarray(evaluate(parse_module(text.replace("f32", "f64")),
+                                [a.astype(np.float64) for a in args]), np.float64)
+    xla = XlaCpuExecutable.compile(text).run(args)
+    xla = np.asarray(xla[0] if isinstance(xla, (list, tuple)) else xla, np.float64)
+    ours, theirs = np.abs(got - exact), np.abs(xla - exact)
+    assert ours.max() <= theirs.max() and ours.mean() <= theirs.mean(), (ours.max(), theirs.max())
+    assert theirs.max() > 1e-3  # not vacuous: XLA:CPU is itself past the f32 bound here
 
 
 def test_mlp_bf16_is_as_near_a_float64_evaluation_as_the_interpreter(tmp_path):
