@@ -21,6 +21,8 @@ from hlo_common.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction, Hlo
 # other callers (fusion, reduce, map, sort, scatter, custom-call, ...) embed their computation.
 CONTROL_FLOW_CALLERS = frozenset({"call", "conditional", "while", "async-start", "async-update",
                                   "async-done"})
+# The callers whose computations run on the host side, as thunk sequences (not inside a kernel).
+GLOBAL_CONTROL_FLOW = frozenset({"while", "conditional", "call"})
 ASYNC_OPCODES = frozenset({"async-start", "async-update", "async-done"})
 
 
@@ -244,3 +246,20 @@ def topological_order(comp: HloComputation) -> list[HloInstruction]:
             return comp.post_order()
         seen.add(id(instr))
     return comp.instructions
+
+
+def global_computations(module: HloModule) -> list[HloComputation]:
+    """The entry and every computation it runs as control flow (while, conditional, call)."""
+    out: list[HloComputation] = []
+    seen: set[int] = set()
+    work = [module.entry]
+    while work:
+        comp = work.pop()
+        if id(comp) in seen:
+            continue
+        seen.add(id(comp))
+        out.append(comp)
+        for instr in comp.instructions:
+            if instr.opcode in GLOBAL_CONTROL_FLOW:
+                work.extend(reversed(instr.called_computations()))
+    return out

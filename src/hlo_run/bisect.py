@@ -47,6 +47,7 @@ import click
 import numpy as np
 
 from hlo_common.errors import HloError
+from hlo_common.hlo_utils import global_computations
 from hlo_common.interpreter.evaluator import Evaluator
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.manifest import Manifest
@@ -61,7 +62,6 @@ MAX_TRACE_BYTES = 4 << 30  # the interpreter's kept values; beyond this, later t
 MAX_FOUND = 10  # thunks found wrong on their own inputs before the run stops
 SEVERE = 10.0  # a difference this many times over the bounds is not summation-order rounding
 DEFAULT_MISMATCH_DIR = "hlo_run_mismatch"
-_CONTROL = ("while", "conditional", "call")
 
 
 class MismatchFound(HloError):
@@ -160,28 +160,13 @@ class Group:
         return [t.kernel for t in self.thunks if isinstance(t, KernelThunk)]
 
 
-def control_computations(module: HloModule) -> list[HloComputation]:
-    """The computations thunks come from: the entry and what while / conditional / call run."""
-    out, seen, work = [], set(), [module.entry]
-    while work:
-        comp = work.pop()
-        if id(comp) in seen:
-            continue
-        seen.add(id(comp))
-        out.append(comp)
-        for instr in comp.instructions:
-            if instr.opcode in _CONTROL:
-                work.extend(instr.called_computations())
-    return out
-
-
 def thunk_groups(manifest: Manifest, module: HloModule) -> dict[int, Group]:
     """id(last thunk of a group) -> its Group, for every kernel, gemm, copy and memset group whose
     instruction the module has. A thunk's instruction is looked up by name in the computation its
     sequence comes from (the entry; a while's condition and body; a conditional's branches), then,
     for sequences inlined from calls, in every computation thunks come from."""
     anywhere: dict[str, HloInstruction] = {}
-    for comp in control_computations(module):
+    for comp in global_computations(module):
         for instr in comp.instructions:
             anywhere.setdefault(instr.name, instr)
     groups: dict[int, Group] = {}

@@ -118,9 +118,10 @@ def test_names_the_planted_kernel_with_dumps_and_a_standalone_module(chain_build
     got = evaluate(standalone, inputs)
     name = standalone.entry.root.name
     full = parse_module(manifest.hlo)
-    from hlo_run.bisect import TracingEvaluator, control_computations
+    from hlo_common.hlo_utils import global_computations
+    from hlo_run.bisect import TracingEvaluator
 
-    (instr,) = [i for c in control_computations(full) for i in c.instructions if i.name == name]
+    (instr,) = [i for c in global_computations(full) for i in c.instructions if i.name == name]
     from hlo_run.inputs import make_fake_arguments
 
     tracer = TracingEvaluator([instr])

@@ -40,10 +40,9 @@ from __future__ import annotations
 
 import math
 
-from hlo_codegen.elemental import ElementalError
-from hlo_codegen.emitters.base import EmitterError, KernelParams, add_kernel_params
+from hlo_codegen.emitters.base import KernelParams
 from hlo_codegen.emitters.common import (
-    FusedValues, ThreadIds, deep_recursion, emit_epilogue, linear_index, root_outputs,
+    FusedValues, ThreadIds, emit_epilogue, linear_index, root_outputs,
 )
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo, split_grid_x
 from hlo_codegen.emitters.reduction import Accumulator, ReductionFusion, reduce_hero
@@ -51,9 +50,6 @@ from hlo_codegen.indexing import IndexingMap, LaunchDimensions, Variable, bitcas
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Buffer, Kernel, Value
-from hlo_codegen.kernel_ir.transforms import optimize_kernel
-from hlo_codegen.kernel_ir.types import UnsupportedTypeError
-from hlo_codegen.kernel_ir.verifier import verify_kernel
 from hlo_common.fusion_analysis import FusionAnalysis, is_real_reduction_hero
 from hlo_common.ir import HloInstruction
 from hlo_common.shape import Shape
@@ -212,18 +208,7 @@ class TiledReductionFusion(ReductionFusion):
         return ([loop], lambda S, s: [blk, (lin(S) * v + s).floordiv(d2), (lin(S) * v + s) % d2], cons)
 
     # -- emission -----------------------------------------------------------------------------------
-    def emit(self, argument_ids=None) -> Kernel:
-        """SimpleEmitter's emit, with the vector loads and stores of the per-thread loops."""
-        kernel = self.new_kernel()
-        params = add_kernel_params(kernel, self.fusion, argument_ids)
-        with deep_recursion():
-            try:
-                self.build(kernel, params)
-            except (ElementalError, UnsupportedTypeError) as err:
-                raise EmitterError(f"fusion %{self.fusion.name}: {err}") from err
-            optimize_kernel(kernel, vectorize=True)
-            verify_kernel(kernel)
-        return kernel
+    vectorize = True  # SimpleEmitter.emit vectorizes the per-thread loops' loads and stores
 
     def build(self, kernel: Kernel, params: KernelParams) -> None:
         outputs = root_outputs(self.fusion, params.output_buffers)

@@ -39,11 +39,10 @@ from __future__ import annotations
 import math
 from typing import Hashable, Sequence
 
-from hlo_codegen.elemental import ElementalError
 from hlo_codegen.elemental.emitter import value_type
-from hlo_codegen.emitters.base import EmitterError, KernelParams, add_kernel_params, fusion_roots
+from hlo_codegen.emitters.base import EmitterError, KernelParams, fusion_roots
 from hlo_codegen.emitters.common import (
-    FusedValues, SimpleEmitter, ThreadIds, aliased_parameter, deep_recursion, delinearize_values,
+    FusedValues, SimpleEmitter, ThreadIds, aliased_parameter, delinearize_values,
     linear_index, packing, sequential_loop, strided_loop,
 )
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo, loop_launch_dimensions
@@ -54,9 +53,6 @@ from hlo_codegen.indexing.shape_indexing import delinearize, physical_dims, phys
 from hlo_codegen.indexing.thread_indexing import default_thread_id_indexing_map
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Kernel, Value
-from hlo_codegen.kernel_ir.transforms import optimize_kernel
-from hlo_codegen.kernel_ir.types import UnsupportedTypeError
-from hlo_codegen.kernel_ir.verifier import verify_kernel
 from hlo_common.fusion_analysis import loop_unroll_factor
 from hlo_common.ir import HloInstruction
 from hlo_common.shape import Shape
@@ -118,6 +114,7 @@ class ScatterFusion(SimpleEmitter):
     """See the module docstring."""
 
     kind = "scatter"
+    vectorize = True  # the lane loop's update loads become vector loads
 
     def __init__(self, fusion: HloInstruction, device: GpuDeviceInfo = H100):
         super().__init__(fusion, device)
@@ -226,16 +223,7 @@ class ScatterFusion(SimpleEmitter):
         if self.needs_init:
             self.sorted_plan = None
         self._launch = self._choose_launch()
-        kernel = self.new_kernel()
-        params = add_kernel_params(kernel, self.fusion, argument_ids)
-        with deep_recursion():
-            try:
-                self.build(kernel, params)
-            except (ElementalError, UnsupportedTypeError) as err:
-                raise EmitterError(f"fusion %{self.fusion.name}: {err}") from err
-            optimize_kernel(kernel)  # the lane loop's update loads become vector loads
-            verify_kernel(kernel)
-        return kernel
+        return super().emit(argument_ids)
 
     # -- the kernel ---------------------------------------------------------------------------------
     def build(self, kernel: Kernel, params: KernelParams) -> None:

@@ -3,27 +3,9 @@ kernels' callers (the global ones), and the physical order of an array's dimensi
 
 from __future__ import annotations
 
-from hlo_common.ir import HloComputation, HloModule
+from hlo_common.hlo_utils import GLOBAL_CONTROL_FLOW as CONTROL_FLOW
+from hlo_common.hlo_utils import global_computations  # noqa: F401  (the passes import it from here)
 from hlo_common.shape import Shape
-
-CONTROL_FLOW = frozenset({"while", "conditional", "call"})
-
-
-def global_computations(module: HloModule) -> list[HloComputation]:
-    """The entry and every computation it runs as control flow (while, conditional, call)."""
-    out: list[HloComputation] = []
-    seen: set[int] = set()
-    work = [module.entry]
-    while work:
-        comp = work.pop()
-        if id(comp) in seen:
-            continue
-        seen.add(id(comp))
-        out.append(comp)
-        for instr in comp.instructions:
-            if instr.opcode in CONTROL_FLOW:
-                work.extend(reversed(instr.called_computations()))
-    return out
 
 
 def physical_order(shape: Shape) -> list[int]:
