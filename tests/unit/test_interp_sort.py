@@ -182,3 +182,34 @@ def test_bad_sort_and_topk_raise_interpreter_errors_naming_the_instruction():
               "ROOT big = (f32[5], s32[5]) topk(p), k=5\n}")
     with pytest.raises(InterpreterError, match=r"%big \(topk\)"):
         run(text_k, np.zeros(3, np.float32))
+
+
+def test_comparator_that_bitcasts_f32_to_s32_compares_the_bits():
+    # XLA's sort comparators (its ComparisonExpander's total order) bitcast f32 keys to s32 and
+    # flip the magnitude bits of negative ones: the comparator must see the bits (xor of floats
+    # would be meaningless), giving the float order with -0 before +0.
+    text = """HloModule m
+key {
+  x = f32[] parameter(0)
+  i = s32[] bitcast(x)
+  zero = s32[] constant(0)
+  mask = s32[] constant(2147483647)
+  neg = pred[] compare(i, zero), direction=LT
+  flipped = s32[] xor(mask, i)
+  ROOT k = s32[] select(neg, flipped, i)
+}
+cmp {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ka = s32[] call(a), to_apply=key
+  kb = s32[] call(b), to_apply=key
+  ROOT lt = pred[] compare(ka, kb), direction=LT
+}
+ENTRY e {
+  p = f32[7] parameter(0)
+  ROOT s = f32[7] sort(p), dimensions={0}, to_apply=cmp
+}"""
+    x = np.array([1.5, -2.0, 0.0, 0.25, -0.0, 3.0, -7.0], np.float32)
+    got = run(text, x)
+    np.testing.assert_array_equal(got, np.sort(x))
+    assert np.signbit(got[2]) and not np.signbit(got[3])  # -0 sorts before +0 in the total order

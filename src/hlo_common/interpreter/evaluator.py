@@ -71,8 +71,21 @@ def _pass_through(instr: HloInstruction, operands: list, ev: Evaluator) -> Any:
     return operands[0]
 
 
-# Elementwise mode (see Evaluator.run_elementwise): shape ops pass their operand on.
-_ELEMENTWISE_MODE = {op: _pass_through for op in ("broadcast", "reshape", "bitcast", "copy")}
+def _elementwise_bitcast(instr: HloInstruction, operands: list, ev: Evaluator) -> Any:
+    """A bitcast in an elementwise computation is scalar to scalar; between element types of one
+    width (XLA's sort comparators bitcast f32 to s32) it reinterprets the bits, as bitcast-convert."""
+    src, dst = instr.operands[0].shape.element_type, instr.shape.element_type
+    if src is dst:
+        return operands[0]
+    from hlo_common.interpreter.conversions import bitcast_convert_array
+
+    return bitcast_convert_array(np.asarray(operands[0]), src, dst)
+
+
+# Elementwise mode (see Evaluator.run_elementwise): shape ops pass their operand on (a bitcast
+# between element types reinterprets it).
+_ELEMENTWISE_MODE = {op: _pass_through for op in ("broadcast", "reshape", "copy")}
+_ELEMENTWISE_MODE["bitcast"] = _elementwise_bitcast
 _ELEMENTWISE_MODE["call"] = lambda instr, ops, ev: ev.run_elementwise(instr.attrs["to_apply"], ops)
 
 
@@ -139,7 +152,8 @@ class Evaluator:
         """Evaluate an elementwise computation on arrays of any (common, broadcastable) shape.
 
         Shapes are not checked, and broadcast / reshape / bitcast / copy pass their operand on
-        unchanged (they are only ever scalar-to-scalar or shape-preserving in such computations).
+        unchanged (they are only ever scalar-to-scalar or shape-preserving in such computations),
+        except that a bitcast between element types reinterprets the bits.
         """
         plan = self._plan(comp)
         values = self._bind(plan, comp, args)
