@@ -643,13 +643,21 @@ def is_reduction_from_or_to_contiguous_dimensions(instr: HloInstruction, warp: i
     return is_unnested_reduction_faster_than_elemental(reduction_dimensions(instr), warp)
 
 
+def reduction_dimension_race_free_bound(rd: ReductionDimensions, warp: int = 32) -> int:
+    """XLA's ReductionDimensionRaceFreeBound: the most reduced elements one kernel reduces without
+    atomics (row: 1024 threads * 16 minor elements; column: a warp * 128 reduced rows)."""
+    if rd.is_row:
+        return MIN_THREADS_X_ROW_REDUCTION * ROW_REDUCTION_TILE[2]
+    return warp * COLUMN_REDUCTION_TILE[1]
+
+
 def reduction_is_race_free(rd: ReductionDimensions, warp: int = 32) -> bool:
     """XLA's ReductionIsRaceFree: the emitter needs no atomics (row: minor <= 1024 * 16 and batch
     <= 8; column: reduced <= 32 * 128)."""
+    bound = reduction_dimension_race_free_bound(rd, warp)
     if rd.is_row:
-        return rd.dims[2] <= MIN_THREADS_X_ROW_REDUCTION * ROW_REDUCTION_TILE[2] and \
-            rd.dims[0] <= BATCHED_REDUCTION_RACE_FREE_BOUND
-    return rd.dims[1] <= warp * COLUMN_REDUCTION_TILE[1]
+        return rd.dims[2] <= bound and rd.dims[0] <= BATCHED_REDUCTION_RACE_FREE_BOUND
+    return rd.dims[1] <= bound
 
 
 def is_real_reduction_hero(root: HloInstruction, hero: HloInstruction, warp: int = 32) -> bool:

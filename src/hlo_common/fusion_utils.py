@@ -20,6 +20,7 @@ left without users is removed (a fusion producer's body is inlined, its computat
 
 from __future__ import annotations
 
+from hlo_common.errors import VerificationError
 from hlo_common.hlo_utils import NameUniquer, relay_control_dependencies
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 
@@ -178,6 +179,33 @@ def fuse_producer_into_consumer(producer: HloInstruction, consumer: HloInstructi
     fusion = editor.fuse_producer_into_consumer(producer, consumer, kind)
     editor.flush()
     return fusion
+
+
+def verify_fusion_step(fusion: HloInstruction, step: str, caller: HloComputation | None = None) -> None:
+    """The check a fusion pass makes after each step under `--verify-each`: the fused computation's
+    parameters and root match the fusion's operands and shape, and it (and `caller`, when given)
+    verify. Else one VerificationError line: `{step} breaks the verifier: {what}`, `step` naming the
+    pass, producer, consumer and rule."""
+    from hlo_common.verifier import verify_computation
+
+    body = fusion.fused_computation()
+    try:
+        params = body.parameters
+        if len(params) != len(fusion.operands):
+            raise VerificationError(f"fusion %{fusion.name} has {len(fusion.operands)} operands but its "
+                                    f"computation {body.name} has {len(params)} parameters")
+        for param, op in zip(params, fusion.operands):
+            if param.shape != op.shape:
+                raise VerificationError(f"parameter {param.parameter_number} of {body.name} is "
+                                        f"{param.shape}, the operand %{op.name} is {op.shape}")
+        if body.root.shape != fusion.shape:
+            raise VerificationError(f"fusion %{fusion.name} is {fusion.shape} but the root of "
+                                    f"{body.name} is {body.root.shape}")
+        verify_computation(body)
+        if caller is not None:
+            verify_computation(caller)
+    except VerificationError as exc:
+        raise VerificationError(f"{step} breaks the verifier: {exc.one_line()}") from exc
 
 
 def _module_of(instr: HloInstruction) -> HloModule:

@@ -34,8 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hlo_common.device import H100, DeviceDescription, load_device
-from hlo_common.errors import VerificationError
-from hlo_common.fusion_utils import FusionEditor
+from hlo_common.fusion_utils import FusionEditor, verify_fusion_step
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.multi_output_editing import MultiOutputEditor, Reachability
@@ -213,23 +212,6 @@ class _Run:
 
     # -- --verify-each ----------------------------------------------------------------------------
     def _verify_step(self, fusion: HloInstruction, step: str) -> None:
-        """Under --verify-each: the fused computation matches the fusion and both it and the
-        computation around it verify; else a one-line error naming the step."""
-        if not self.verify_each:
-            return
-        from hlo_common.verifier import verify_computation
-
-        body = fusion.fused_computation()
-        try:
-            params = body.parameters
-            if [p.shape for p in params] != [o.shape for o in fusion.operands]:
-                raise VerificationError(f"the parameters of {body.name} do not match the operands of "
-                                        f"%{fusion.name}")
-            if body.root.shape != fusion.shape:
-                raise VerificationError(f"%{fusion.name} is {fusion.shape} but the root of {body.name} is "
-                                        f"{body.root.shape}")
-            verify_computation(body)
-            verify_computation(self.comp)
-        except VerificationError as exc:
-            raise VerificationError(f"multi_output_fusion: {step} breaks the verifier: "
-                                    f"{exc.one_line()}") from exc
+        """Under --verify-each: the step's fusion and the computation around it verify."""
+        if self.verify_each:
+            verify_fusion_step(fusion, f"multi_output_fusion: {step}", self.comp)

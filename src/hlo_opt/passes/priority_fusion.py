@@ -50,9 +50,8 @@ import math
 from dataclasses import dataclass, field
 
 from hlo_common.device import H100, DeviceDescription
-from hlo_common.errors import VerificationError
 from hlo_common.fusion_analysis import fusion_kind
-from hlo_common.fusion_utils import FusionEditor
+from hlo_common.fusion_utils import FusionEditor, verify_fusion_step
 from hlo_common.gpu_fusible import (ALLOW, FusionDecision, can_fuse, is_fusible,
                                     is_fusible_bitcast, scatter)
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
@@ -365,27 +364,8 @@ class PriorityFusion(HloPass):
 
     # -- checks and output --------------------------------------------------------------------------
     def _verify_step(self, fusion: HloInstruction, names: tuple[str, str], rule: str, prio: float) -> None:
-        from hlo_common.verifier import verify_computation
-
-        body = fusion.fused_computation()
         saved = "" if math.isinf(prio) else f", {prio * 1e6:.3f} us saved"
-        where = (f"priority-fusion: fusing %{names[0]} into %{names[1]} (rule {rule}{saved}) "
-                 "breaks the verifier")
-        try:
-            params = body.parameters
-            if len(params) != len(fusion.operands):
-                raise VerificationError(f"fusion %{fusion.name} has {len(fusion.operands)} operands but its "
-                                        f"computation {body.name} has {len(params)} parameters")
-            for param, op in zip(params, fusion.operands):
-                if param.shape != op.shape:
-                    raise VerificationError(f"parameter {param.parameter_number} of {body.name} is "
-                                            f"{param.shape}, the operand %{op.name} is {op.shape}")
-            if body.root.shape != fusion.shape:
-                raise VerificationError(f"fusion %{fusion.name} is {fusion.shape} but the root of "
-                                        f"{body.name} is {body.root.shape}")
-            verify_computation(body)
-        except VerificationError as exc:
-            raise VerificationError(f"{where}: {exc.one_line()}") from exc
+        verify_fusion_step(fusion, f"priority-fusion: fusing %{names[0]} into %{names[1]} (rule {rule}{saved})")
 
     def _write_log(self, module: HloModule) -> None:
         from hlo_common.cli_util import write_file_atomically

@@ -35,7 +35,7 @@ from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.reduction_utils import (
     BATCHED_REDUCTION_RACE_FREE_BOUND, ReductionDimensions, is_reduction_from_or_to_contiguous_dimensions,
     make_reduce, reduce_inits, reduce_inputs, reduce_output_shapes, reduction_dimension_race_free_bound,
-    reduction_is_race_free, reduction_kind_and_contiguous_components,
+    reduction_dimensions, reduction_is_race_free,
 )
 
 
@@ -62,7 +62,7 @@ def split_params(n: int, dims: ReductionDimensions) -> tuple[int, int]:
             min_pad, best_k1 = pad, (n + pad) // i
     padded = n + min_pad
     best_k2 = padded // best_k1
-    if should_swap(best_k1, best_k2, n, bound, dims.is_row_reduction):
+    if should_swap(best_k1, best_k2, n, bound, dims.is_row):
         best_k1, best_k2 = best_k2, best_k1
     return best_k1, best_k2
 
@@ -128,13 +128,13 @@ def rewrite_reduction(reduce: HloInstruction) -> bool:
         return False
     if not is_reduction_from_or_to_contiguous_dimensions(reduce):
         return False
-    dims = reduction_kind_and_contiguous_components(reduce)
+    dims = reduction_dimensions(reduce)
     if reduction_is_race_free(dims):
         return False
     reduced = sorted(reduce.attrs.get("dimensions", ()))
     if len(reduced) > 2:
         return False
-    if dims.is_row_reduction and dims.dimensions[0] > BATCHED_REDUCTION_RACE_FREE_BOUND:
+    if dims.is_row and dims.dims[0] > BATCHED_REDUCTION_RACE_FREE_BOUND:
         split_batch_dimension(reduce, reduced)
     else:
         split_reduction_dimension(reduce, dims, reduced)

@@ -5,7 +5,7 @@ import pytest
 
 from hlo_opt.passes.tree_reduction_rewriter import split_params
 from hlo_opt.reduction_utils import (
-    reduction_is_race_free, reduction_kind_and_contiguous_components,
+    reduction_dimensions, reduction_is_race_free,
 )
 from layout_testlib import run_layout_pass
 from pass_testlib import check_unchanged
@@ -31,7 +31,7 @@ ENTRY e {
 // CHECK:     %[[I:.*]] = f32[125]{0} reduce(%[[B]], %z), dimensions={1}, to_apply=%add
 // CHECK:     ROOT %r{{.*}} = f32[] reduce(%[[I]], %z), dimensions={0}, to_apply=%add
 """)
-    assert all(reduction_is_race_free(reduction_kind_and_contiguous_components(r)) for r in _reduces(module))
+    assert all(reduction_is_race_free(reduction_dimensions(r)) for r in _reduces(module))
 
 
 @pytest.mark.parametrize("n", [16411, 65537, 300007])
@@ -55,7 +55,7 @@ ENTRY e {
 """)
     pad = next(i for i in module.entry.instructions if i.opcode == "pad")
     assert pad.shape.dims[1] > 16411
-    assert all(reduction_is_race_free(reduction_kind_and_contiguous_components(r)) for r in _reduces(module))
+    assert all(reduction_is_race_free(reduction_dimensions(r)) for r in _reduces(module))
 
 
 def test_a_long_column_reduction_is_split():
