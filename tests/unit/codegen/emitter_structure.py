@@ -13,15 +13,15 @@ Translation (XLA construct -> our kernel IR):
 | XLA | ours |
 | --- | --- |
 | `shuffle_reduce(...) to N`, `gpu.shuffle down` | a `shuffle_reduce` op (`max_distance = N` when given) |
-| `allocate_shared : tensor<AxBxT>` | a `shared` buffer of A*B elements of T (placed in the order at the |
-| | first load or store of a shared buffer) |
+| `allocate_shared : tensor<AxBxT>` | a `shared` buffer of A*B elements of T, pred as i8 (placed in program order |
+| | just before the first load or store of that buffer) |
 | `sync_threads`, `gpu.barrier` | a `sync_threads` op |
 | `tensor.insert` / `predicated_extract` next to shared memory | a store to / load from a shared buffer |
 | `predicated_insert` | a store to a kernel parameter inside an `if` |
 | `vector.transfer_read ... vector<NxT>` | a `load` whose result is `vector<NxT>` |
 | `vector<NxT>` alone | a load or store of a `vector<NxT>` value |
-| `CHECK-NOT: vector<` | no vector load or store |
-| `CHECK-NOT: allocate_shared` | no shared buffer |
+| `CHECK-NOT: vector<` | no vector load or store (in the CHECK-NOT's range) |
+| `CHECK-NOT: allocate_shared` | no shared buffer (first used in the CHECK-NOT's range) |
 | `xla.atomic_rmw` | an atomic read-modify-write op (`atomic_rmw`) |
 | `gpu.block_id z` | `block_id {dim = z}` |
 | `gpu.thread_id x {xla.range = [a, b]}` | `thread_id {dim = x, range = [a, b]}` |
@@ -29,7 +29,8 @@ Translation (XLA construct -> our kernel IR):
 
 Ordering follows FileCheck: `CHECK` and `CHECK-NEXT` lines match in program order (NEXT is read
 as plain CHECK: our IR has other ops between), a run of `CHECK-DAG` lines matches in any order
-after the previous match, `CHECK-NOT` means nowhere in the kernel. Program order is the walk of
+after the previous match, and a `CHECK-NOT` holds between the match before it and the match
+after it (the start and the end of the kernel where there is none). Program order is the walk of
 the kernel body with called functions walked at their call. Everything else (function signatures,
 `xla.pure_call`, `tensor.extract`, `apply_indexing`, constants, LLVM intrinsics, indexing maps,
 `scf.index_switch`, `xla.loop` structure) has no counterpart that means the same and is skipped;
@@ -59,7 +60,7 @@ class Pattern:
     what: str  # our construct, in words
     kind: str  # "order" | "dag" | "not"
     match: object = field(repr=False, default=None)  # callable(Event) -> bool
-    global_check: object = field(repr=False, default=None)  # callable(Kernel) -> bool (for "not")
+    global_check: object = field(repr=False, default=None)  # callable(Kernel) -> bool, also required
 
 
 @dataclass
@@ -74,25 +75,22 @@ class Event:
     in_if: bool
 
 
-def _vector_types(kernel) -> set[str]:
-    out = set()
-    for e in events(kernel):
-        if e.name in ("load", "store"):
-            out.update(t for t in e.result_types + e.operand_types if t.startswith("vector<"))
-    return out
-
-
 def events(kernel) -> list[Event]:
     """The kernel's ops in program order, called functions walked at the call."""
     buffers = {b.name: b.kind for b in kernel.buffers}
     functions = {f.name: f for f in kernel.functions}
     out: list[Event] = []
+    touched: set[str] = set()
 
     def walk(block, in_if: bool, depth: int) -> None:
         for op in block.ops:
+            buffer = op.attrs.get("buffer", "")
+            kind = buffers.get(buffer, "")
+            if kind == "shared" and buffer not in touched:  # XLA's allocate_shared, at first use
+                touched.add(buffer)
+                out.append(Event("allocate_shared", {"buffer": buffer}, (), (), kind, in_if))
             out.append(Event(op.name, dict(op.attrs), tuple(r.type for r in op.results),
-                             tuple(v.type for v in op.operands), buffers.get(op.attrs.get("buffer", ""), ""),
-                             in_if))
+                             tuple(v.type for v in op.operands), kind, in_if))
             # a call's function, and an atomic's combiner (XLA's atomic_rmw region), at the op
             if op.name in ("call", "atomic_rmw") and depth < 8 and op.attrs.get("callee") in functions:
                 walk(functions[op.attrs["callee"]].body, in_if, depth + 1)
@@ -122,13 +120,13 @@ def translate(line: str, kind: str) -> Pattern | None:
         if m:
             vt = f"vector<{m.group(1)}x{m.group(2)}>"
             return Pattern(src, f"no load or store of {vt}", kind,
-                           global_check=lambda k, vt=vt: vt not in _vector_types(k))
+                           lambda e, vt=vt: e.name in ("load", "store") and vt in e.result_types + e.operand_types)
         if "vector<" in line:
             return Pattern(src, "no vector load or store", kind,
-                           global_check=lambda k: not _vector_types(k))
+                           lambda e: e.name in ("load", "store")
+                           and any(t.startswith("vector<") for t in e.result_types + e.operand_types))
         if "allocate_shared" in line:
-            return Pattern(src, "no shared buffer", kind,
-                           global_check=lambda k: not any(b.kind == "shared" for b in k.buffers))
+            return Pattern(src, "no shared buffer", kind, lambda e: e.name == "allocate_shared")
         return None
     m = re.search(r"shuffle_reduce(?:\([^)]*\))?\s*to\s+(\d+)", line)
     if m:
@@ -140,12 +138,10 @@ def translate(line: str, kind: str) -> Pattern | None:
     m = re.search(r"allocate_shared\s*:\s*tensor<([0-9x]+x\w+)>", line)
     if m:
         n, elem = _shared_elements(m.group(1))
-        return Pattern(src, f"shared buffer {elem}[{n}]", kind,
-                       lambda e: e.name in ("load", "store") and e.buffer_kind == "shared",
+        return Pattern(src, f"shared buffer {elem}[{n}]", kind, lambda e: e.name == "allocate_shared",
                        global_check=lambda k, n=n, elem=elem: _has_shared(k, n, elem))
     if "allocate_shared" in line:
-        return Pattern(src, "shared buffer", kind,
-                       lambda e: e.name in ("load", "store") and e.buffer_kind == "shared")
+        return Pattern(src, "shared buffer", kind, lambda e: e.name == "allocate_shared")
     if "sync_threads" in line or "gpu.barrier" in line:
         return Pattern(src, "sync_threads", kind, lambda e: e.name == "sync_threads")
     if "predicated_extract" in line:
@@ -187,7 +183,10 @@ def translate(line: str, kind: str) -> Pattern | None:
 def _has_shared(kernel, n: int, elem: str) -> bool:
     from hlo_codegen.kernel_ir.types import ir_type
 
-    return any(b.kind == "shared" and b.num_elements == n and ir_type(b.hlo_type) == elem
+    def storage(hlo_type: str) -> str:  # pred is a byte in memory, XLA's tensor of i8
+        return "i8" if hlo_type == "pred" else ir_type(hlo_type)
+
+    return any(b.kind == "shared" and b.num_elements == n and storage(b.hlo_type) == elem
                for b in kernel.buffers)
 
 
@@ -215,13 +214,19 @@ def check_kernel(kernel, patterns: list[Pattern]) -> list[str]:
     evs = events(kernel)
     failures: list[str] = []
     pos = 0  # index after the last ordered match
-    dag_end = 0
+    pending: list[Pattern] = []  # CHECK-NOTs since the last match, checked up to the next one
+
+    def check_not(end: int) -> None:
+        for q in pending:
+            if any(q.match(evs[j]) for j in range(pos, end)):
+                failures.append(f"{q.what} [CHECK-NOT: {q.source.strip()}]")
+        pending.clear()
+
     i = 0
     while i < len(patterns):
         p = patterns[i]
         if p.kind == "not":
-            if not p.global_check(kernel):
-                failures.append(f"{p.what} [CHECK-NOT: {p.source.strip()}]")
+            pending.append(p)
             i += 1
             continue
         if p.kind == "dag":
@@ -229,22 +234,27 @@ def check_kernel(kernel, patterns: list[Pattern]) -> list[str]:
             while i < len(patterns) and patterns[i].kind == "dag":
                 group.append(patterns[i])
                 i += 1
-            dag_end = pos
+            first, dag_end = len(evs), pos
             for q in group:
                 hits = [j for j in range(pos, len(evs)) if q.match(evs[j])]
                 if not hits or (q.global_check is not None and not q.global_check(kernel)):
+                    check_not(len(evs))
                     failures.append(f"{q.what} [CHECK-DAG: {q.source.strip()}]")
                 else:
-                    dag_end = max(dag_end, hits[0] + 1)
+                    first, dag_end = min(first, hits[0]), max(dag_end, hits[0] + 1)
+            check_not(first)
             pos = dag_end
             continue
         hit = next((j for j in range(pos, len(evs)) if p.match(evs[j])), None)
         if hit is None or (p.global_check is not None and not p.global_check(kernel)):
+            check_not(len(evs))  # no next match to end their range: up to the end
             where = "" if pos == 0 or hit is not None else " after the previous match"
             failures.append(f"{p.what}{where} [CHECK: {p.source.strip()}]")
         else:
+            check_not(hit)
             pos = hit + 1
         i += 1
+    check_not(len(evs))
     return failures
 
 
@@ -312,10 +322,6 @@ AREA_REASONS = (
     ("reduce_", "reduction emitter differs"),
     ("transpose__packed_transpose_s4", "4-bit transposes go to the loop emitter (no sub-byte shared tiles)"),
     ("transpose__transpose_102_s4", "4-bit transposes go to the loop emitter (no sub-byte shared tiles)"),
-    ("transpose__packed_transpose_multiple_roots", "one pred tile (ours typed pred, XLA's i8); CHECK then "
-                                                   "CHECK-NOT allocate_shared reads as 'nowhere'"),
-    ("transpose__packed_transpose_side_output", "one shared tile, but CHECK then CHECK-NOT allocate_shared "
-                                                "reads as 'nowhere' in this translation"),
     ("transpose__prefer_large_vectors", VECTORIZED_TILE),
     ("transpose__transpose_021_vectorized", VECTORIZED_TILE),
     ("transpose__transpose_210_vectorized", VECTORIZED_TILE),
