@@ -29,13 +29,38 @@ same rows). Each group then grows:
 - downwards: while the group's one output has one user, a full-shape elementwise op of it (the
   layernorm scale and bias, the convert back to bf16);
 - side inputs: scalar constants and broadcasts (of a constant, of the scale/bias vector) that the
-  group reads are cloned in, and so is what such a broadcast reads when it is computed from iotas
-  and constants alone (a causal attention mask: compare(iota, iota)), at most 16 ops.
+  group reads are cloned in, and so is what such a broadcast reads when it is computed from iotas,
+  constants and smaller parameters alone (a causal attention mask: compare(iota, iota); a scale
+  vector times 2), at most 16 ops.
 
-A group becomes a fusion only if it has exactly one output, of the full shape (no other node is
-read outside it), no path leaves it and comes back (which would make a cycle), and a row fits one
-block: n <= MAX_ROW_ELEMENTS (8192: with 1024 threads each thread keeps at most 8 elements of
-every row value in registers, so no local memory).
+A group becomes one fusion if it has exactly one output, of the full shape (no other node is
+read outside it), and no path leaves it and comes back (which would make a cycle). Always, a row
+must fit one block: n <= MAX_ROW_ELEMENTS (8192: with 1024 threads each thread keeps at most 8
+elements of every row value in registers, so no local memory).
+
+A group with several outputs (a backward pass: the forward's mean and rsqrt of the variance feed
+the normalized value, its scaled form and the input gradient) becomes one fusion per full-shape
+output, recomputing what they share instead of being declined. Each such fusion is the output's
+*cone*: the group members it is computed from, grown downwards while its one user outside the
+group is a full-shape elementwise op whose other operands come from outside the group or are
+cloned side inputs (the "times 2" after the layernorm, the product feeding the scale gradient's
+column reduction). The members it shares with other cones or other users are cloned into it; the
+original instructions stay for those users and go when none is left. A cone is declined when:
+
+- it holds no reduce (priority fusion makes the loop kernel), or its fusion would read a value
+  computed from its own root (a cycle; only the root is replaced, shared members stay);
+- recomputing would cost more HBM traffic: a reduce it clones (one read outside the cone, or
+  feeding such a value) reads a full-shape input that the cone's root does not read anyway on
+  its own path through elementwise ops, broadcasts and row ops (not into reduce operands);
+- a reduce it clones is still needed by an output of the group that does not become a fusion
+  (a row statistic read outside, a cone declined): those statistics keep a kernel of their own,
+  and recomputing them saves nothing (transformer_bwd launched 2 more kernels without this rule).
+  Declining one cone can decline others; the pass repeats until the set is stable.
+
+With every cone formed, the shared statistics have no user left and DCE removes them: the
+layernorm backward of testdata/fusion/layernorm_grad.hlo becomes three normalization kernels,
+each computing mean and variance from x, plus two column reductions, as XLA:GPU's optimized HLO
+for it (testdata/fusion/xla/layernorm_grad.hlo) has.
 
 Against XLA's `SoftmaxRewriterTriton` (xla/backends/gpu/transforms/softmax_rewriter_triton.cc),
 which declines the same way where it can: a reduce of more than one dimension or not of the
@@ -45,9 +70,11 @@ elementwise ops. Where it differs: XLA declines when its symbolic tiling or the 
 constraints reject the diamond (rows too long for a tile among them) and, optionally, when its
 cost model says the unfused kernels are faster; ours uses the fixed row limit and no cost model.
 XLA fuses one diamond per root and lets priority fusion fuse producers and consumers into the
-Triton fusion later; ours merges the diamonds and grows the group itself (priority fusion never
-fuses into a kCustom fusion here). Reductions over other dimensions (column reductions),
-reductions whose result is not broadcast back, and variadic reduces are left to priority fusion.
+Triton fusion later (its optimized layernorm backward has each Triton fusion recompute the
+shared statistics); ours merges the diamonds, grows the group itself and recomputes shared
+statistics only under the rules above (priority fusion never fuses into a kCustom fusion here).
+Reductions over other dimensions (column reductions), reductions whose result is not broadcast
+back, and variadic reduces are left to priority fusion.
 """
 
 from __future__ import annotations
@@ -226,13 +253,16 @@ def _diamond(reduce: HloInstruction, rows: _Rows) -> list[HloInstruction] | None
 _INDEX_ONLY_LIMIT = 16
 
 
-def _index_only(instr: HloInstruction) -> list[HloInstruction]:
+def _index_only(instr: HloInstruction, max_parameter_elements: int = 0) -> list[HloInstruction]:
     """The ops computing `instr` when they are only iotas, constants, broadcasts and elementwise
-    ops (no parameter, at most _INDEX_ONLY_LIMIT ops), else []."""
+    ops of those and of parameters with fewer than `max_parameter_elements` elements (at most
+    _INDEX_ONLY_LIMIT ops; the parameters are not among them), else []."""
     out, stack, seen = [], [instr], {id(instr)}
     while stack:
         node = stack.pop()
         op = node.opcode
+        if op == "parameter" and node.shape.is_array and node.shape.num_elements < max_parameter_elements:
+            continue
         if not (op in ("iota", "constant", "broadcast") or (is_elementwise(op) and op not in _NOT_FUSED)):
             return []
         if op == "constant" and node.shape.num_elements > 1:
@@ -267,6 +297,7 @@ class NormalizationFusion(HloPass):
 
     name = "normalization-fusion"
     max_row_elements: int = MAX_ROW_ELEMENTS
+    recompute: bool = True
 
     def run(self, module: HloModule) -> bool:
         from hlo_opt.passes.priority_fusion import fusible_computations
@@ -303,11 +334,157 @@ class NormalizationFusion(HloPass):
             if not group.members:
                 continue
             root = self._single_output(group, comp)
-            if root is None or not self._convex(group, comp):
-                continue
-            self._fuse(group, root, comp, editor, position)
-            changed = True
+            if root is not None and self._convex(group, comp):
+                self._fuse(group, root, comp, editor, position)
+                changed = True
+            elif self.recompute:
+                changed |= self._fuse_recomputing(group, comp, editor, position, owner)
         return changed
+
+    def _fuse_recomputing(self, group: _Group, comp: HloComputation, editor: FusionEditor,
+                          position: dict[int, int], owner: dict[int, int]) -> bool:
+        """A group with several outputs: one fusion per full-shape output (its *cone*, the group
+        members it is computed from), cloning what the cones share (see the module docstring).
+        A cone is declined when it is not convex, when recomputing does not pay, or when a reduce
+        it holds is still needed outside the fused cones (by another output of the group, which
+        keeps that reduce in a kernel of its own anyway); declining one may decline more. The
+        latest root first, so that a root another cone clones is still in place."""
+        outputs = self._outputs(group)
+        cones: list[tuple[HloInstruction, _Group, HloInstruction]] = []
+        for out in outputs:
+            cone = self._cone(group, out) if group.rows.full(out) else None
+            if cone is None:
+                continue
+            root = self._grow_cone(group, cone, out, owner)
+            if self._acyclic(cone, root) and self._recompute_pays(cone, root):
+                cones.append((out, cone, root))
+        while cones:
+            formed = {id(out) for out, _, _ in cones}
+            alive: set[int] = set()
+            stack = [o for o in outputs if id(o) not in formed]
+            while stack:
+                node = stack.pop()
+                if id(node) in alive:
+                    continue
+                alive.add(id(node))
+                stack.extend(op for op in node.operands if op in group)
+            kept = [c for c in cones
+                    if not any(n.opcode == "reduce" and id(n) in alive for n in c[1].members.values())]
+            if len(kept) == len(cones):
+                break
+            cones = kept
+        cones.sort(key=lambda c: position[id(c[2])], reverse=True)
+        changed = False
+        for _, cone, root in cones:
+            if self._acyclic(cone, root):  # again: the fusions formed so far changed the graph
+                self._fuse(cone, root, comp, editor, position)
+                changed = True
+        return changed
+
+    @staticmethod
+    def _acyclic(cone: _Group, root: HloInstruction) -> bool:
+        """Whether fusing `cone` keeps the graph acyclic when what it shares is cloned: only its
+        root is replaced (the other members stay for their other users), so a cycle needs a value
+        the fusion reads that is computed from the root."""
+        reads = {id(op) for n in cone.members.values() for op in n.operands if op not in cone}
+        stack, seen = [root], {id(root)}
+        while stack:
+            node = stack.pop()
+            for user in node.users:
+                if id(user) in reads:
+                    return False
+                if id(user) not in seen:
+                    seen.add(id(user))
+                    stack.append(user)
+        return True
+
+    @staticmethod
+    def _cone(group: _Group, root: HloInstruction) -> _Group | None:
+        """The members of `group` that `root` is computed from (through members only), as a group
+        of its own; None when it holds no reduce."""
+        cone = _Group(group.rows, {}, set(group.cloned))
+        stack = [root]
+        cone.add(root)
+        while stack:
+            node = stack.pop()
+            for op in node.operands:
+                if op in group and op not in cone:
+                    cone.add(op)
+                    stack.append(op)
+        if not any(n.opcode == "reduce" for n in cone.members.values()):
+            return None
+        return cone
+
+    @staticmethod
+    def _grow_cone(group: _Group, cone: _Group, root: HloInstruction,
+                   owner: dict[int, int]) -> HloInstruction:
+        """Downwards, as `_grow` does for a group: while the root's one user outside the group is a
+        full-shape elementwise op of no group whose other operands are scalar constants or
+        broadcasts (cloned in) or values from outside the group, that op becomes the root."""
+        rows = cone.rows
+        while True:
+            users = [u for u in root.users if u not in group]
+            if len(users) != 1 or root is root.parent.root:
+                return root
+            user = users[0]
+            if (user in cone or not (rows.elementwise(user) and rows.full(user))
+                    or owner.get(id(user)) is not None or user is user.parent.root):
+                return root
+            others = [op for op in user.operands if op is not root]
+            if any(op in group and not rows.side_input(op) for op in others):
+                return root
+            cone.add(user)
+            for op in others:
+                if rows.side_input(op) and op not in cone:
+                    cone.add(op)
+                    cone.cloned.add(id(op))
+                    if op.opcode == "broadcast":
+                        for inner in _index_only(op.operands[0], op.shape.num_elements):
+                            cone.add(inner)
+                            cone.cloned.add(id(inner))
+            root = user
+
+    def _recompute_pays(self, cone: _Group, root: HloInstruction) -> bool:
+        """Whether recomputing what `cone` shares with other users costs no extra full-array read:
+        every reduce the fusion clones (one read outside the cone, or an operand of such a value)
+        reads only full-shape inputs that the fusion reads anyway, on the way from its root to
+        the values it reads without reducing them."""
+        rows = cone.rows
+        shared = [n for n in cone.members.values()
+                  if n is not root and id(n) not in cone.cloned and not self._duplicable(n)
+                  and (n is n.parent.root or any(u not in cone for u in n.users))]
+        clones: dict[int, HloInstruction] = {}
+        stack = list(shared)
+        while stack:
+            node = stack.pop()
+            if id(node) in clones:
+                continue
+            clones[id(node)] = node
+            stack.extend(op for op in node.operands if op in cone)
+        cloned_reduces = [n for n in clones.values() if n.opcode == "reduce"]
+        if not cloned_reduces:
+            return True
+
+        def full_inputs(starts: list[HloInstruction], through_reduce: bool) -> set[int]:
+            found: set[int] = set()
+            seen: set[int] = set()
+            todo = list(starts)
+            while todo:
+                node = todo.pop()
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+                if node not in cone:
+                    if rows.full(node):
+                        found.add(id(node))
+                    continue
+                if node.opcode == "reduce" and not through_reduce:
+                    continue
+                todo.extend(node.operands)
+            return found
+
+        anyway = full_inputs([root], through_reduce=False)
+        return all(full_inputs([r.operands[0]], through_reduce=True) <= anyway for r in cloned_reduces)
 
     @staticmethod
     def _merge_owned(groups: list[_Group], owner: dict[int, int], gi: int) -> None:
@@ -367,7 +544,7 @@ class NormalizationFusion(HloPass):
                     group.add(op)
                     group.cloned.add(id(op))
                     if op.opcode == "broadcast":
-                        for inner in _index_only(op.operands[0]):
+                        for inner in _index_only(op.operands[0], op.shape.num_elements):
                             group.add(inner)
                             group.cloned.add(id(inner))
 

@@ -7,6 +7,12 @@ pipeline: one kernel each, as XLA:GPU gets with its Triton softmax fusions. Smal
 modules run the pass alone, with the interpreter checking the numbers; negative cases leave the
 module unchanged: a reduction that is not broadcast back, rows too long for a block, a column
 reduction, an intermediate value read outside the diamond.
+
+Recomputation: a layernorm backward (testdata/fusion/layernorm_grad.hlo at a small size) becomes
+one fusion per output, each recomputing mean and variance from x (XLA's fusions), run through
+the whole pipe (hlo-opt's pipeline, hlo-codegen for the host, the host runtime) against the
+interpreter; two hand-written modules differ only in whether recomputing a shared row sum would
+read an input the second output does not read otherwise (declined then).
 """
 
 from __future__ import annotations
@@ -259,3 +265,119 @@ def test_in_the_fusion_pipeline_before_priority_fusion():
     names = [i.name for i in fusion.items]
     assert names.index("normalization-fusion") < names.index("priority-fusion")
     assert "normalization-fusion" not in PLANNED_PASSES
+
+
+# -- recomputing shared row statistics ------------------------------------------------------------
+
+def _layernorm_grad_small() -> str:
+    """JAX's layernorm forward and backward (testdata/fusion/layernorm_grad.hlo), on [64,256]."""
+    text = (ROOT / "testdata" / "fusion" / "layernorm_grad.hlo").read_text()
+    return text.replace("4096", "64").replace("1024", "256")
+
+
+def _row_reduces(comp):
+    return [i for i in comp.instructions if i.opcode == "reduce" and i.operands[0].shape.rank == 2
+            and list(i.attrs["dimensions"]) == [1]]
+
+
+def test_layernorm_backward_recomputes_the_statistics_per_output_like_xla():
+    import numpy as np
+
+    text = _layernorm_grad_small()
+    module = _gpu_pipeline(text)
+    stats = kernel_stats(module)
+    fusions = _norm_fusions(module)
+    # XLA:GPU: three Triton fusions recomputing mean and variance, two column reductions
+    assert stats.count == 5 and len(fusions) == 3, [k.name for k in stats.kernels]
+    x = module.entry.parameters[0]
+    assert not _row_reduces(module.entry)  # the shared statistics went with their last user
+    counts = []
+    for fusion in fusions:
+        body = fusion.fused_computation()
+        reduces = _row_reduces(body)
+        counts.append(len(reduces))
+        # each one computes the mean of x and the variance around it itself
+        mean, var = reduces[0], reduces[1]
+        assert mean.operands[0].opcode == "parameter"
+        assert fusion.operands[mean.operands[0].parameter_number] is x
+        assert mean in _ancestors(var)
+    assert sorted(counts) == [2, 2, 5]  # the input gradient adds three reductions of its own
+    others = [i for i in module.entry.instructions if i.opcode == "fusion" and i not in fusions]
+    assert sorted(f.fused_computation().root.opcode for f in others) == ["reduce", "reduce"]
+    assert all(list(f.fused_computation().root.attrs["dimensions"]) == [0] for f in others)
+    # priority fusion alone launches more (9 at the bench's size, as XLA without Triton)
+    assert kernel_stats(_gpu_pipeline(text, ("normalization-fusion",))).count > 5
+
+    # the numbers: the whole pipe on the host against the interpreter on the input module
+    from hlo_codegen.compiler import CompileOptions, compile_module
+    from hlo_common.interpreter import evaluate
+    from hlo_common.manifest import load_manifest
+    from hlo_common.printer import print_module
+    from hlo_run.backends.host import HostDevice
+    from hlo_run.manifest_runtime import ManifestExecutable
+    from pass_testlib import random_arguments
+
+    result = compile_module(parse_module(print_module(module)), CompileOptions(target="host"))
+    manifest = load_manifest(result.manifest.to_bytes(), "m.json")
+    source = parse_module(text)
+    args = random_arguments(source, 0)
+    got = ManifestExecutable(manifest, HostDevice()).run(args)
+    want = evaluate(source, args)
+    assert len(got) == len(want) == 3
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-3, atol=1e-3)
+
+
+def _ancestors(node):
+    out, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if n not in out:
+            out.add(n)
+            stack.extend(n.operands)
+    return out
+
+
+def _shared_row_sum(z_other: str) -> str:
+    """Two outputs sharing the row sum m of y = w * v: c = y - m, and d = z - s * m for z = w + Z
+    with s the row sum of z. Recomputing m inside d's fusion reads w and v; d's own path reads w
+    and Z. A third output, exp(y), is no diamond: y stays for it."""
+    return "HloModule m\n" + ADD + f"""ENTRY e {{
+  w = f32[16,128] parameter(0)
+  v = f32[16,128] parameter(1)
+  u = f32[16,128] parameter(2)
+  zero = f32[] constant(0)
+  y = f32[16,128] multiply(w, v)
+  m = f32[16] reduce(y, zero), dimensions={{1}}, to_apply=add
+  bm = f32[16,128] broadcast(m), dimensions={{0}}
+  c = f32[16,128] subtract(y, bm)
+  z = f32[16,128] add(w, {z_other})
+  s = f32[16] reduce(z, zero), dimensions={{1}}, to_apply=add
+  r = f32[16] multiply(s, m)
+  br = f32[16,128] broadcast(r), dimensions={{0}}
+  d = f32[16,128] subtract(z, br)
+  ey = f32[16,128] exponential(y)
+  ROOT t = (f32[16,128], f32[16,128], f32[16,128]) tuple(c, d, ey)
+}}
+"""
+
+
+def test_shared_row_sum_is_recomputed_where_it_reads_nothing_new():
+    text = _shared_row_sum("v")
+    module, changed = run_pass("normalization-fusion", text)
+    assert changed
+    c_fusion, d_fusion, ey = module.entry.root.operands
+    assert c_fusion in _norm_fusions(module) and d_fusion in _norm_fusions(module)
+    assert [len(_row_reduces(f.fused_computation())) for f in (c_fusion, d_fusion)] == [1, 2]
+    # both read w and v and compute m themselves; y stays for exp, m has no user left
+    for f in (c_fusion, d_fusion):
+        assert sorted(op.name for op in f.operands) == ["v", "w"]
+    assert ey.opcode == "exponential" and ey.operands[0].opcode == "multiply"
+    assert not _row_reduces(module.entry)
+    check_numerics(text, module)
+
+
+def test_recomputation_that_would_read_another_input_is_declined():
+    # d's path reads w and u; recomputing m would add a read of v: no fusion for d, and then
+    # none for c either (m would still need a kernel of its own for d's unfused ops)
+    check_unchanged("normalization-fusion", _shared_row_sum("u"))
