@@ -6,7 +6,9 @@ reduction; each output element stored once; launch dimensions as fusion_analysis
 
 Row lengths cover every launch shape: rows shorter than a warp (lanes masked), one warp per row
 with 4 rows per block and a row count that is no multiple of 4 (rows masked), several warps per
-row with a ragged last slot, and the longest rows fused (8192 elements, 1024 threads x 8).
+row with a ragged last slot, and the longest rows fused (8192 elements, 1024 threads x 8). The
+fusions that recompute a layernorm's statistics in its backward pass (up to five reductions in
+sequence, later ones reading values of earlier ones) run the same way.
 """
 
 from __future__ import annotations
@@ -126,7 +128,10 @@ def test_normalization_kernel_matches_the_interpreter(name: str) -> None:
     text = CASES[name]
     fusion = normalization_fusion(text)
     assert emitter_kind(fusion)[0] == "normalization"
-    kernel = check(fusion, "normalization")
+    _check_structure(fusion, check(fusion, "normalization"))
+
+
+def _check_structure(fusion, kernel) -> None:
     ir = print_kernel(kernel)
     reduces = [i for i in fusion.fused_computation().instructions if i.opcode == "reduce"]
     assert ir.count("shuffle_reduce @") == len(reduces)
@@ -140,6 +145,27 @@ def test_normalization_kernel_matches_the_interpreter(name: str) -> None:
     assert " loop " not in ir and "loop #" not in ir
     assert tuple(kernel.block) == (threads, per_block, 1) and tuple(kernel.grid) == (blocks, 1, 1)
     assert FusionAnalysis.of_fusion(fusion).launch_dimensions() == (blocks, threads * per_block)
+
+
+def test_recomputing_fusions_of_a_layernorm_backward() -> None:
+    # what the pass forms for testdata/fusion/layernorm_grad.hlo (at [48,320]: a ragged last slot):
+    # mean and variance of x recomputed in each fusion; the input gradient's three more reductions
+    # read values computed from the first two, and a row op combines two of them
+    from pathlib import Path
+
+    from hlo_common.hlo_pass.pipeline import RunOptions
+    from hlo_opt.pipelines import build_gpu_pipeline
+
+    text = (Path(__file__).resolve().parents[3] / "testdata" / "fusion" / "layernorm_grad.hlo").read_text()
+    module = parse_module(text.replace("4096", "48").replace("1024", "320"))
+    build_gpu_pipeline().run_with(module, RunOptions())
+    fusions = [i for i in module.entry.instructions
+               if i.opcode == "fusion" and emitter_kind(i)[0] == "normalization"]
+    counts = []
+    for fusion in fusions:
+        _check_structure(fusion, check(fusion, "normalization"))
+        counts.append(sum(i.opcode == "reduce" for i in fusion.fused_computation().instructions))
+    assert sorted(counts) == [2, 2, 5]
 
 
 def test_launch_keeps_at_most_eight_row_elements_per_thread() -> None:
