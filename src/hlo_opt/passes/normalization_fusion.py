@@ -337,7 +337,7 @@ class NormalizationFusion(HloPass):
             if root is not None and self._convex(group, comp):
                 self._fuse(group, root, comp, editor, position)
                 changed = True
-            elif self.recompute:
+            elif self.recompute and len(self._outputs(group)) > 1:
                 changed |= self._fuse_recomputing(group, comp, editor, position, owner)
         return changed
 
