@@ -345,10 +345,10 @@ class NormalizationFusion(HloPass):
                           position: dict[int, int], owner: dict[int, int]) -> bool:
         """A group with several outputs: one fusion per full-shape output (its *cone*, the group
         members it is computed from), cloning what the cones share (see the module docstring).
-        A cone is declined when it is not convex, when recomputing does not pay, or when a reduce
-        it holds is still needed outside the fused cones (by another output of the group, which
-        keeps that reduce in a kernel of its own anyway); declining one may decline more. The
-        latest root first, so that a root another cone clones is still in place."""
+        A cone is declined when it would make a cycle, when recomputing does not pay, or when a
+        reduce it holds is still needed outside the fused cones (by another output of the group,
+        which keeps that reduce in a kernel of its own anyway); declining one may decline more.
+        The latest root first, so that a root another cone clones is still in place."""
         outputs = self._outputs(group)
         cones: list[tuple[HloInstruction, _Group, HloInstruction]] = []
         for out in outputs:
