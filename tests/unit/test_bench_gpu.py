@@ -125,3 +125,33 @@ def test_our_timer_brackets_the_whole_sequence_on_the_host_device():
     assert seconds > 0
     assert len(calls) == 2 + 3  # one per timed run and warm-up run, none per thunk
     assert device.timer is counting_timer
+
+
+def test_a_sample_is_a_batch_of_back_to_back_runs():
+    """`--batch N`: each timed sample runs the module N times and reports the mean, ours (the
+    thunk sequence N times between one pair of timer reads) as XLA's (N executions queued, the
+    last waited for), so fixed dispatch and synchronization costs count once per sample."""
+    import numpy as np
+
+    from hlo_common.parser import parse_module
+    from hlo_run.backends.host import HostDevice
+
+    from fusion_vs_xla import run_hlo_opt
+
+    path = ROOT / "testdata" / "fusion" / "reduce_row.hlo"
+    opt_text, err, _ = run_hlo_opt(path, [])
+    assert opt_text is not None, err
+    args = bench_gpu.random_inputs(parse_module(path.read_text(), str(path)))
+    device = HostDevice()
+    launches = []
+    real_launch = device.launch
+    device.launch = lambda *a, **k: (launches.append(1), real_launch(*a, **k))[1]
+    timers = bench_gpu.CudaTimers(2, device=device, target="host", batch=3)
+    assert timers.ours(opt_text, args) > 0
+    kernels = sum(1 for ln in opt_text.splitlines() if " fusion(" in ln and "ENTRY" not in ln)
+    assert kernels >= 1 and len(launches) == (2 + 3) * 3 * kernels  # (runs + warm-up) x batch
+
+    once = bench_gpu.xla_runner(path.read_text(), args, "cpu", batch=4)
+    assert once() > 0
+    (got,) = once.results()
+    np.testing.assert_allclose(got, args[0].sum(axis=1), rtol=1e-4, atol=1e-3)
