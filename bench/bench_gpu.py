@@ -14,9 +14,9 @@ bytes (so it too moves them once read and once written) is timed in the same run
 is the median of `--runs` samples after a warm-up, a sample being `--batch` runs back to back
 divided by their number: the GPU runs them one after the other on its stream, so the host's
 dispatch and the final synchronization (tens of microseconds, as long as a small kernel) count
-once per batch and XLA's column is not charged them where ours (device events) is not. The table goes to stdout and to
-`OUT/gpu-<date>-<card>.txt` (default bench/results/). Without a usable GPU it prints one line
-and exits 1 (`--check-gpu` does only that check).
+once per batch and XLA's column is not charged them where ours (device events) is not. The
+table goes to stdout and to `OUT/gpu-<date>-<card>.txt` (default bench/results/). Without a
+usable GPU it prints one line and exits 1 (`--check-gpu` does only that check).
 """
 
 from __future__ import annotations

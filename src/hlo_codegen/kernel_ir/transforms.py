@@ -219,11 +219,17 @@ def eliminate_dead_code(kernel: Kernel) -> None:
 
 
 # -- vectorization -----------------------------------------------------------------------------------
+def _storage_bits(hlo_type: str) -> int:
+    return 8 if hlo_type == "pred" else hlo_bits(hlo_type)  # pred is a byte in memory
+
+
 def _vector_element_ok(kernel: Kernel, buffer: str, lanes: int) -> bool:
+    """pred vectorizes as its bytes (a vector<N x i1> value loaded as N bytes, as XLA loads
+    vector<N x i8>); sub-byte packed and complex elements do not."""
     b = kernel.buffer(buffer)
-    if b.packed or b.hlo_type == "pred" or b.hlo_type.startswith("c"):
+    if b.packed or b.hlo_type.startswith("c"):
         return False
-    bits = hlo_bits(b.hlo_type)
+    bits = _storage_bits(b.hlo_type)
     # XLA's vectorize_loads_stores takes 2, 4 or 8 lanes of any vector element type; wider than
     # 16 bytes (4 x 64-bit) LLVM splits into 16-byte accesses
     return bits >= 8 and lanes * bits // 8 <= 32
@@ -302,7 +308,7 @@ def _rewrite(kernel: Kernel, parent: Block, loop: Op, plans: list, lanes: int) -
     for op, buf, base in plans:
         elem = ir_type(buf.hlo_type)
         vty = vector_type(lanes, elem)
-        align = min(lanes * max(1, hlo_bits(buf.hlo_type) // 8), 16)  # parameters are 16-byte aligned
+        align = min(lanes * max(1, _storage_bits(buf.hlo_type) // 8), 16)  # parameters: 16-byte aligned
         start = pre.apply_indexing(IndexingMap([base], m.dim_vars), dims)[0]
         if op.name == "load":
             vec = pre.op("load", [start], [vty], {"buffer": buf.name, "align": align}, cse=False).result

@@ -46,6 +46,13 @@ class _Phi:
         return f"  {self.name} = phi {self.ty} {pairs}"
 
 
+
+def _bool_type(ty: str) -> str:
+    """The type of a comparison of `ty` values: i1, or <N x i1> for a vector <N x T>."""
+    if ty.startswith("<"):
+        return f"<{ty[1:].split(' x ', 1)[0]} x i1>"
+    return "i1"
+
 class LLFunction:
     """One function definition; instructions go to the current block."""
 
@@ -108,10 +115,10 @@ class LLFunction:
         return self.inst(a.ty, f"{op}{' ' + flags if flags else ''} {a.ty} {a.ref}, {b.ref}", hint)
 
     def icmp(self, pred: str, a: LV, b: LV) -> LV:
-        return self.inst("i1", f"icmp {pred} {a.ty} {a.ref}, {b.ref}")
+        return self.inst(_bool_type(a.ty), f"icmp {pred} {a.ty} {a.ref}, {b.ref}")
 
     def fcmp(self, pred: str, a: LV, b: LV) -> LV:
-        return self.inst("i1", f"fcmp {pred} {a.ty} {a.ref}, {b.ref}")
+        return self.inst(_bool_type(a.ty), f"fcmp {pred} {a.ty} {a.ref}, {b.ref}")
 
     def select(self, cond: LV, a: LV, b: LV) -> LV:
         if a.ref == b.ref:

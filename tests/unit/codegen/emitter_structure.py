@@ -13,12 +13,13 @@ Translation (XLA construct -> our kernel IR):
 | XLA | ours |
 | --- | --- |
 | `shuffle_reduce(...) to N`, `gpu.shuffle down` | a `shuffle_reduce` op (`max_distance = N` when given) |
-| `allocate_shared : tensor<AxBxT>` | a `shared` buffer of A*B elements of T, pred as i8 (placed in program order |
-| | just before the first load or store of that buffer) |
+| `allocate_shared : tensor<AxBxT>` | a `shared` buffer of A*B elements of T, pred as i8 (placed |
+| | in program order just before the first load or store of that buffer) |
 | `sync_threads`, `gpu.barrier` | a `sync_threads` op |
 | `tensor.insert` / `predicated_extract` next to shared memory | a store to / load from a shared buffer |
 | `predicated_insert` | a store to a kernel parameter inside an `if` |
-| `vector.transfer_read ... vector<NxT>` | a `load` whose result is `vector<NxT>` |
+| `vector.transfer_read ... vector<NxT>` | a `load` whose result is `vector<NxT>` (for `vector<Nxi8>` |
+| | also `vector<Nxi1>` from a pred buffer: pred is a byte in memory) |
 | `vector<NxT>` alone | a load or store of a `vector<NxT>` value |
 | `CHECK-NOT: vector<` | no vector load or store (in the CHECK-NOT's range) |
 | `CHECK-NOT: allocate_shared` | no shared buffer (first used in the CHECK-NOT's range) |
@@ -73,11 +74,21 @@ class Event:
     operand_types: tuple[str, ...]
     buffer_kind: str  # kind of the buffer a load/store names, else ""
     in_if: bool
+    buffer_type: str = ""  # HLO element type of that buffer
+
+    def vector_types(self) -> tuple[str, ...]:
+        """The vector types of this load or store as XLA's MLIR writes them: a pred buffer's
+        vector<N x i1> is XLA's vector<N x i8> (pred is a byte in memory in both)."""
+        types = self.result_types + self.operand_types
+        if self.buffer_type == "pred":
+            types = tuple(re.sub(r"^vector<(\d+)xi1>$", r"vector<\1xi8>", t) for t in types)
+        return types
 
 
 def events(kernel) -> list[Event]:
     """The kernel's ops in program order, called functions walked at the call."""
     buffers = {b.name: b.kind for b in kernel.buffers}
+    types = {b.name: b.hlo_type for b in kernel.buffers}
     functions = {f.name: f for f in kernel.functions}
     out: list[Event] = []
     touched: set[str] = set()
@@ -90,7 +101,7 @@ def events(kernel) -> list[Event]:
                 touched.add(buffer)
                 out.append(Event("allocate_shared", {"buffer": buffer}, (), (), kind, in_if))
             out.append(Event(op.name, dict(op.attrs), tuple(r.type for r in op.results),
-                             tuple(v.type for v in op.operands), kind, in_if))
+                             tuple(v.type for v in op.operands), kind, in_if, types.get(buffer, "")))
             # a call's function, and an atomic's combiner (XLA's atomic_rmw region), at the op
             if op.name in ("call", "atomic_rmw") and depth < 8 and op.attrs.get("callee") in functions:
                 walk(functions[op.attrs["callee"]].body, in_if, depth + 1)
@@ -120,11 +131,11 @@ def translate(line: str, kind: str) -> Pattern | None:
         if m:
             vt = f"vector<{m.group(1)}x{m.group(2)}>"
             return Pattern(src, f"no load or store of {vt}", kind,
-                           lambda e, vt=vt: e.name in ("load", "store") and vt in e.result_types + e.operand_types)
+                           lambda e, vt=vt: e.name in ("load", "store") and vt in e.vector_types())
         if "vector<" in line:
             return Pattern(src, "no vector load or store", kind,
                            lambda e: e.name in ("load", "store")
-                           and any(t.startswith("vector<") for t in e.result_types + e.operand_types))
+                           and any(t.startswith("vector<") for t in e.vector_types()))
         if "allocate_shared" in line:
             return Pattern(src, "no shared buffer", kind, lambda e: e.name == "allocate_shared")
         return None
@@ -155,13 +166,13 @@ def translate(line: str, kind: str) -> Pattern | None:
     m = re.search(r"vector\.transfer_read.*vector<(\d+)x(\w+)>", line)
     if m:
         vt = f"vector<{m.group(1)}x{_mlir_elem(m.group(2))}>"
-        return Pattern(src, f"load of {vt}", kind, lambda e, vt=vt: e.name == "load" and vt in e.result_types)
+        return Pattern(src, f"load of {vt}", kind,
+                       lambda e, vt=vt: e.name == "load" and vt in e.vector_types())
     m = re.fullmatch(r"\s*vector<(\d+)x(\w+)>\s*", line)
     if m:
         vt = f"vector<{m.group(1)}x{_mlir_elem(m.group(2))}>"
         return Pattern(src, f"load or store of {vt}", kind,
-                       lambda e, vt=vt: e.name in ("load", "store")
-                       and vt in e.result_types + e.operand_types)
+                       lambda e, vt=vt: e.name in ("load", "store") and vt in e.vector_types())
     m = re.search(r"gpu\.block_id\s+([xyz])", line)
     if m:
         dim = m.group(1)
@@ -316,7 +327,6 @@ AREA_REASONS = (
                                 "XLA's multi-row rule halves the vector to 2, as its launch shows"),
     ("reduce_multirow__pred_mof", "the CHECK lines come from XLA's test device: on an H100 (132 SMs) "
                                   "XLA's multi-row rule halves the vector to 2"),
-    ("reduce_multirow__maximum_vector_size", "our vectorizer loads no pred (i1) vectors"),
     ("reduce_column_small__s8_f32", "XLA's vector<4xf32> is the converted value; we load vector<4xi8> "
                                     "and convert lane by lane"),
     ("reduce_", "reduction emitter differs"),

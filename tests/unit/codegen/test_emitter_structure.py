@@ -112,7 +112,8 @@ def test_untranslatable_lines_are_skipped():
 
 def test_check_not_holds_between_its_neighbouring_matches():
     # FileCheck's rule: CHECK-NOT covers the stretch from the previous match to the next one.
-    one_then_none = patterns_of("// CHECK: xla_gpu.allocate_shared\n// CHECK-NOT: xla_gpu.allocate_shared\n")[0]
+    one_then_none = patterns_of("// CHECK: xla_gpu.allocate_shared\n"
+                                "// CHECK-NOT: xla_gpu.allocate_shared\n")[0]
     assert check_kernel(_kernel(ROW_REDUCTION_LIKE_XLA), one_then_none) == []
     two_tiles = ROW_REDUCTION_LIKE_XLA.replace(
         "  shared @shmem : f32[2]\n", "  shared @shmem : f32[2]\n  shared @other : f32[2]\n").replace(
@@ -121,12 +122,13 @@ def test_check_not_holds_between_its_neighbouring_matches():
     assert [f.split(" [")[0] for f in failures] == ["no shared buffer"]
     # a vector load before the first match is not in the range of a CHECK-NOT after it
     pats = patterns_of("// CHECK: sync_threads\n// CHECK-NOT: vector<\n// CHECK: %[[OUT:.*]] = math.log\n")[0]
-    vector_first = ROW_REDUCTION_LIKE_XLA.replace("%1 = load @arg0 %th_x : f32", "%1 = load @arg0 %th_x : f32\n"
-                                                  "  %v = load @arg0 %th_x : vector<2xf32>")
+    vector_first = ROW_REDUCTION_LIKE_XLA.replace(
+        "%1 = load @arg0 %th_x : f32", "%1 = load @arg0 %th_x : f32\n  %v = load @arg0 %th_x : vector<2xf32>")
     assert check_kernel(_kernel(vector_first), pats) == []
-    vector_between = ROW_REDUCTION_LIKE_XLA.replace("%5 = shuffle_reduce", "%v = load @arg0 %th_x : vector<2xf32>\n"
-                                                    "  %5 = shuffle_reduce")
-    assert [f.split(" [")[0] for f in check_kernel(_kernel(vector_between), pats)] == ["no vector load or store"]
+    vector_between = ROW_REDUCTION_LIKE_XLA.replace(
+        "%5 = shuffle_reduce", "%v = load @arg0 %th_x : vector<2xf32>\n  %5 = shuffle_reduce")
+    failures = check_kernel(_kernel(vector_between), pats)
+    assert [f.split(" [")[0] for f in failures] == ["no vector load or store"]
     assert len(pats) == 3
     vector_after = ROW_REDUCTION_LIKE_XLA.replace("%7 = constant {value = 0} : index",
                                                   "%7 = constant {value = 0} : index\n"

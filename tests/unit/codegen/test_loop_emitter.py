@@ -207,3 +207,22 @@ def test_64_bit_elements_vectorize_as_xla() -> None:
     text = print_kernel(kernel)
     assert "{align = 16} : vector<4xf64>" in text and ": vector<4xi64>" in text
     assert "store @arg2 %vec" in text
+
+
+def test_pred_vectorizes_as_bytes() -> None:
+    # pred is a byte in memory: 4 lanes load and store 4 bytes (XLA's vector<4xi8>), and the
+    # numbers still match the reference
+    kernel = check_fusion("f { p = pred[1024,1024] parameter(0) q = pred[1024,1024] parameter(1) "
+                          "x = pred[1024,1024] xor(p, q) s = f32[1024,1024] parameter(2) "
+                          "z = f32[1024,1024] select(x, s, s) ROOT t = (pred[1024,1024], f32[1024,1024]) "
+                          "tuple(x, z) }")
+    text = print_kernel(kernel)
+    assert text.count("{align = 4} : vector<4xi1>") == 2 and "{align = 16} : vector<4xf32>" in text
+    assert "store @arg3 %vec" in text
+    # NVPTX: each 4-byte vector of pred is one 32-bit access, no byte loads or stores
+    from hlo_codegen.llvm import lower_to_nvptx
+    from hlo_codegen.ptx import compile_to_ptx
+
+    ptx = compile_to_ptx(lower_to_nvptx(kernel), "sm_90")
+    assert "ld.global.nc.b32" in ptx and "st.global.b32" in ptx
+    assert ".u8" not in ptx and ".b8" not in ptx
