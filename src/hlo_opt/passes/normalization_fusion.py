@@ -289,6 +289,16 @@ class _Group:
     def __contains__(self, instr: HloInstruction) -> bool:
         return id(instr) in self.members
 
+    def clone_side_input(self, op: HloInstruction) -> None:
+        """Take in a side input (a scalar constant, a broadcast) as a clone, with what such a
+        broadcast reads when that is computed from iotas, constants and smaller parameters."""
+        self.add(op)
+        self.cloned.add(id(op))
+        if op.opcode == "broadcast":
+            for inner in _index_only(op.operands[0], op.shape.num_elements):
+                self.add(inner)
+                self.cloned.add(id(inner))
+
 
 @register_pass
 @dataclass
@@ -436,12 +446,7 @@ class NormalizationFusion(HloPass):
             cone.add(user)
             for op in others:
                 if rows.side_input(op) and op not in cone:
-                    cone.add(op)
-                    cone.cloned.add(id(op))
-                    if op.opcode == "broadcast":
-                        for inner in _index_only(op.operands[0], op.shape.num_elements):
-                            cone.add(inner)
-                            cone.cloned.add(id(inner))
+                    cone.clone_side_input(op)
             root = user
 
     def _recompute_pays(self, cone: _Group, root: HloInstruction) -> bool:
@@ -541,12 +546,7 @@ class NormalizationFusion(HloPass):
         for node in list(group.members.values()):
             for op in node.operands:
                 if op not in group and rows.side_input(op):
-                    group.add(op)
-                    group.cloned.add(id(op))
-                    if op.opcode == "broadcast":
-                        for inner in _index_only(op.operands[0], op.shape.num_elements):
-                            group.add(inner)
-                            group.cloned.add(id(inner))
+                    group.clone_side_input(op)
 
     @staticmethod
     def _duplicable(instr: HloInstruction) -> bool:
