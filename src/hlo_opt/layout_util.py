@@ -123,13 +123,6 @@ def filter_layout_to_dims(shape: Shape, keep: Sequence[int]) -> tuple[int, ...]:
     return tuple(pos[d] for d in shape.minor_to_major if d in pos)
 
 
-def are_dimensions_consecutive(shape: Shape, dims: Iterable[int]) -> bool:
-    """XLA's LayoutUtil::AreDimensionsConsecutive: `dims` occupy adjacent places in the layout."""
-    where = {d: k for k, d in enumerate(shape.minor_to_major)}
-    positions = sorted(where[d] for d in dims)
-    return not positions or positions[-1] - positions[0] == len(positions) - 1
-
-
 # -- reshape / transpose bitcasts -------------------------------------------------------------------
 def _alignment_groups(a: Sequence[int], b: Sequence[int]) -> tuple[list[int], list[int]] | None:
     """Group ids for the dims of `a` and of `b` (both without size-1 dims) such that each group

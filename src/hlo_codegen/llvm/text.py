@@ -46,12 +46,12 @@ class _Phi:
         return f"  {self.name} = phi {self.ty} {pairs}"
 
 
-
 def _bool_type(ty: str) -> str:
     """The type of a comparison of `ty` values: i1, or <N x i1> for a vector <N x T>."""
     if ty.startswith("<"):
         return f"<{ty[1:].split(' x ', 1)[0]} x i1>"
     return "i1"
+
 
 class LLFunction:
     """One function definition; instructions go to the current block."""

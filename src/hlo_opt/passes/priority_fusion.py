@@ -365,7 +365,8 @@ class PriorityFusion(HloPass):
     # -- checks and output --------------------------------------------------------------------------
     def _verify_step(self, fusion: HloInstruction, names: tuple[str, str], rule: str, prio: float) -> None:
         saved = "" if math.isinf(prio) else f", {prio * 1e6:.3f} us saved"
-        verify_fusion_step(fusion, f"priority-fusion: fusing %{names[0]} into %{names[1]} (rule {rule}{saved})")
+        verify_fusion_step(fusion,
+                           f"priority-fusion: fusing %{names[0]} into %{names[1]} (rule {rule}{saved})")
 
     def _write_log(self, module: HloModule) -> None:
         from hlo_common.cli_util import write_file_atomically
