@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from hlo_common.errors import HloError
 from hlo_common.hlo_pass.pass_base import HloPass
-from hlo_common.hlo_pass.pipeline import HloPassPipeline, RunOptions
+from hlo_common.hlo_pass.pipeline import HloPassPipeline, RunOptions, verify
 from hlo_common.ir import HloModule
 from hlo_common.layout_bytes import array_to_bytes
 from hlo_common.manifest import Allocation, EntrySignature, Manifest, OutputLeaf
@@ -159,6 +159,9 @@ def compile_module(module: HloModule, options: CompileOptions,
     """Compile `module` (modified in place) for `options.target`; `dumper` (see
     `hlo_common.hlo_pass.pipeline.RunOptions`) sees the module between prepare passes."""
     prepare_module(module, RunOptions(dumper=dumper))
+    # Kernels are made from this module and the bisector interprets it: a prepare pass that
+    # leaves invalid HLO (a bug) must stop here, not become a wrong answer.
+    verify(module, "hlo-codegen's prepare passes left invalid HLO")
     assignment = assign_buffers(module)
     backend = backend if backend is not None else default_backend(options)
     emitter = ThunkEmitter(module, assignment, backend)

@@ -58,7 +58,10 @@ class VerificationError(HloError):
 
 
 class InterpreterError(HloError):
-    """The reference interpreter cannot evaluate an instruction (names it)."""
+    """The reference interpreter cannot evaluate an instruction (names it; `computation` is the
+    name of the computation it sits in, when known)."""
+
+    computation: str | None = None
 
 
 class InputError(HloError):

@@ -265,7 +265,7 @@ class GemmThunk:
     rhs: BufferSlice
     output: BufferSlice
     c: BufferSlice | None = None  # read when beta != 0 (XLA: the output aliases it)
-    bias: BufferSlice | None = None  # a vector of output columns, for the BIAS epilogues
+    bias: BufferSlice | None = None  # BIAS epilogues: added along the output's most minor elements
     workspace: BufferSlice | None = None
     kind = "kGemm"
 

@@ -395,7 +395,7 @@ def find_first_mismatch(program, options, args: list[Any]) -> bool:
     click.echo(f"Interpreting the optimized module {module.name}, keeping the values of "
                f"{len(watched)} instruction(s)...", err=True)
     tracer = TracingEvaluator(watched)
-    expected = tracer.evaluate(module, list(args))
+    expected = _interpret_manifest_module(tracer, module, args, groups)
     if tracer.truncated:
         click.echo(f"note: the kept values passed {MAX_TRACE_BYTES >> 30} GiB; later thunks are not "
                    "compared", err=True)
@@ -456,6 +456,45 @@ def find_first_mismatch(program, options, args: list[Any]) -> bool:
                                 f"hlo-opt pass '{culprit}' changes the result")
     click.echo(f"** Results on {platform} and the interpreter match, thunk by thunk. **")
     return True
+
+
+def _interpret_manifest_module(tracer: TracingEvaluator, module: HloModule, args: list[Any],
+                               groups: dict[int, Group]) -> Any:
+    """The traced interpretation of the module the kernels were made from. A module that is not
+    valid HLO, or that the interpreter cannot evaluate, is itself the finding: MismatchFound names
+    the instruction and the thunk (kernel, gemm, copy) compiled from the call that holds it."""
+    from hlo_common.errors import InterpreterError, VerificationError
+    from hlo_common.verifier import verify_module
+
+    try:
+        verify_module(module)
+        return tracer.evaluate(module, list(args))
+    except (VerificationError, InterpreterError) as exc:
+        what = "is not valid HLO" if isinstance(exc, VerificationError) else "cannot be interpreted"
+        holder = _group_holding(groups, getattr(exc, "computation", None))
+        where = "" if holder is None else \
+            f" It belongs to %{holder.instr.name} ({_what(holder)}), compiled from it."
+        click.echo(f"The manifest's own module (what hlo-codegen compiled) {what}: {exc.one_line()}.{where}")
+        raise MismatchFound(f"the manifest's module {what}"
+                            + ("" if holder is None else f" at %{holder.instr.name}")) from exc
+
+
+def _group_holding(groups: dict[int, Group], computation: str | None) -> Group | None:
+    """The thunk group whose instruction is, or calls (at any depth), the computation named."""
+    if computation is None:
+        return None
+    for group in groups.values():
+        if group.instr.parent is not None and group.instr.parent.name == computation:
+            return group
+        pending, seen = list(group.instr.called_computations()), set()
+        while pending:
+            comp = pending.pop()
+            if comp.name == computation:
+                return group
+            if comp.name not in seen:
+                seen.add(comp.name)
+                pending.extend(c for i in comp.instructions for c in i.called_computations())
+    return None
 
 
 _STEP = re.compile(r"^module_\d{4}\..*\.(\d{4})\.([^.]+)\.after_(.+)\.before_(.+)\.txt$")

@@ -27,6 +27,7 @@ def semantics_of(cfg: GemmConfig) -> GemmSemantics:
 
 def run_gemm(cfg: GemmConfig, out_shape: Shape, lhs: np.ndarray, rhs: np.ndarray, c: np.ndarray | None = None,
              bias: np.ndarray | None = None) -> np.ndarray:
-    """The GEMM's result as a logical array of `out_shape` (c is read only when beta != 0)."""
+    """The GEMM's result as a logical array of `out_shape` (c is read only when beta != 0; `bias` is
+    the bias buffer as a flat vector in memory order)."""
     return evaluate_gemm(semantics_of(cfg), out_shape.element_type, lhs, rhs, c if cfg.beta != 0 else None,
-                         bias).result
+                         bias, out_shape.minor_to_major).result

@@ -336,9 +336,11 @@ def _named_error(instr: HloInstruction | None, exc: Exception) -> InterpreterErr
     if isinstance(exc, InterpreterError):
         return exc
     where = _where(instr) if instr is not None else "evaluator"
-    if isinstance(exc, HloError):
-        return InterpreterError(f"{where}: {exc}")
-    return InterpreterError(f"{where}: {type(exc).__name__}: {exc}")
+    error = InterpreterError(f"{where}: {exc}" if isinstance(exc, HloError) else
+                             f"{where}: {type(exc).__name__}: {exc}")
+    if instr is not None and instr.parent is not None:
+        error.computation = instr.parent.name
+    return error
 
 
 def _exclusive(value: Any) -> bool:

@@ -8,7 +8,8 @@ packs the result:
                                           *_AUX epilogues, the f32 amax of the result when
                                           `damax_output` is set, and an s8 workspace (zeros)
 
-Layouts do not matter here: values are logical arrays.
+Values are logical arrays; only the bias epilogues read layouts (the bias runs along the
+result's most minor physical elements, `gemm_semantics.add_bias`).
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ def _gemm(instr, operands, ev):
     sem = parse_gemm_semantics(instr, InterpreterError)
     roles = sem.operand_roles()
     out_shape = instr.shape.tuple_shapes[0] if instr.shape.is_tuple else instr.shape
+    bias = instr.operands[roles["bias"]] if "bias" in roles else None
     values = evaluate_gemm(sem, out_shape.element_type, operands[0], operands[1],
                            operands[roles["c"]] if "c" in roles else None,
-                           operands[roles["bias"]] if "bias" in roles else None)
+                           operands[roles["bias"]] if bias is not None else None,
+                           out_shape.minor_to_major, bias.shape.minor_to_major if bias is not None else None)
     if not instr.shape.is_tuple:
         return values.result
     leaves = [values.result]

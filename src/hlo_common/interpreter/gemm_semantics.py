@@ -19,8 +19,12 @@ floats, int64 for integers, T itself otherwise):
     amax = max |out before rounding|                         (f32, when damax_output is set)
 
 `dot` uses the dimension numbers of the config (batch dims first in the result, then lhs free,
-then rhs free dims); `bias` is a vector over the result's column (rhs free) dims, added to every
-row and batch; RELU is max(x, 0); GELU is cuBLASLt's tanh approximation
+then rhs free dims). `bias` is added as cuBLASLt adds it, in memory order: read in its own
+physical order, it runs along the result's most minor physical elements and repeats over the
+rest (`bias_output_dims`). With the default row-major result those are the column (rhs free)
+dims; with a column-major result (`{0,1}`, which layout assignment gives a dot whose user is a
+transpose) they are the row (lhs free) dims, exactly what XLA's FuseVectorBiasAdd checks when it
+fuses the bias. RELU is max(x, 0); GELU is cuBLASLt's tanh approximation
 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Operands: lhs, rhs, then c when beta != 0, then
 the bias vector for BIAS epilogues.
 
@@ -178,9 +182,44 @@ def _operand(x: np.ndarray, out_type: PrimitiveType, algorithm: str) -> np.ndarr
     return to_accumulation(x, out_type)
 
 
+def bias_output_dims(out_minor_to_major: tuple[int, ...], out_dims: tuple[int, ...],
+                     bias_elements: int) -> tuple[int, ...] | None:
+    """The result dims a bias of `bias_elements` elements runs along, minor to major: the shortest
+    run of the result's most minor physical dims holding that many elements (None when no run
+    does: the bias cannot be cuBLASLt's)."""
+    n = 1
+    for k, d in enumerate(out_minor_to_major):
+        if n == bias_elements:
+            return tuple(out_minor_to_major[:k])
+        n *= out_dims[d]
+    return tuple(out_minor_to_major) if n == bias_elements else None
+
+
+def add_bias(acc: np.ndarray, out_minor_to_major: tuple[int, ...] | None, bias: np.ndarray,
+             bias_minor_to_major: tuple[int, ...] | None = None) -> np.ndarray:
+    """`acc` (logical) plus the bias as cuBLASLt's BIAS epilogue adds it: both read in memory
+    order (None: row-major), the bias along the result's most minor physical elements."""
+    rank = acc.ndim
+    out_m2m = tuple(range(rank - 1, -1, -1)) if out_minor_to_major is None else tuple(out_minor_to_major)
+    b = np.asarray(bias)
+    if bias_minor_to_major is not None and b.ndim > 1:
+        b = np.transpose(b, tuple(reversed(bias_minor_to_major)))
+    b = b.reshape(-1)
+    if bias_output_dims(out_m2m, acc.shape, b.size) is None:
+        raise HloError(f"a bias of {b.size} elements does not span the most minor dims of a "
+                       f"{list(acc.shape)} result with layout {{{','.join(map(str, out_m2m))}}}")
+    to_physical = tuple(reversed(out_m2m))
+    physical = np.transpose(acc, to_physical)
+    summed = (physical.reshape(-1, b.size) + b.reshape(1, -1)).reshape(physical.shape)
+    return np.transpose(summed, np.argsort(to_physical))
+
+
 def evaluate_gemm(sem: GemmSemantics, out_type: PrimitiveType, lhs: np.ndarray, rhs: np.ndarray,
-                  c: np.ndarray | None = None, bias: np.ndarray | None = None) -> GemmValues:
-    """The GEMM on logical numpy arrays (the module docstring's formula)."""
+                  c: np.ndarray | None = None, bias: np.ndarray | None = None,
+                  out_minor_to_major: tuple[int, ...] | None = None,
+                  bias_minor_to_major: tuple[int, ...] | None = None) -> GemmValues:
+    """The GEMM on logical numpy arrays (the module docstring's formula); the layouts (None:
+    row-major) say where the bias goes."""
     a, b = (_operand(x, out_type, sem.algorithm) for x in (lhs, rhs))
     acc = dot_general(a, b, *sem.dims)
     alpha = sem.alpha
@@ -194,8 +233,7 @@ def evaluate_gemm(sem: GemmSemantics, out_type: PrimitiveType, lhs: np.ndarray, 
     if info.adds_bias:
         if bias is None:
             raise HloError(f"a gemm with epilogue {sem.epilogue} needs its bias operand")
-        b = to_accumulation(bias, out_type).reshape(-1)
-        acc = (acc.reshape(-1, b.size) + b.reshape(1, -1)).reshape(acc.shape)
+        acc = add_bias(acc, out_minor_to_major, to_accumulation(bias, out_type), bias_minor_to_major)
     pre = acc
     if info.activation is not None:
         acc = ACTIVATIONS[info.activation](acc)

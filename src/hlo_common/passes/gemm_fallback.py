@@ -18,7 +18,7 @@ rounds once, as the reference does:
     m = (f32[8,16], s8[W]) custom-call(a, b), custom_call_target="__cublas$gemm",
         backend_config={... "alpha_real":2, "epilogue":"DEFAULT" ...}
     gemm_epilogue { p0 = f32[8,16] parameter(0), p1 = bf16[16] parameter(1)
-      x = add(p0, broadcast(convert(p1)), dimensions={1})      the bias over the column dims
+      x = add(p0, broadcast(convert(p1)), dimensions={1})      the bias along the minor dims
       ROOT r = convert(maximum(x, broadcast(0))) }            (+ the aux output: x, for *_AUX)
     f = bf16[8,16] fusion(get-tuple-element(m, 0), v), kind=kLoop, calls=gemm_epilogue
 
@@ -50,8 +50,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType
+from hlo_common.errors import HloError
 from hlo_common.interpreter.gemm_semantics import (
-    ALGORITHM_OPERAND_TYPES, GEMM_CUSTOM_CALL_TARGETS, GemmSemantics, parse_gemm_semantics,
+    ALGORITHM_OPERAND_TYPES, GEMM_CUSTOM_CALL_TARGETS, GemmSemantics, bias_output_dims, parse_gemm_semantics,
 )
 from hlo_common.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.gemm_config import (
@@ -241,15 +242,29 @@ class GemmLowering:
         return roots
 
     def _bias(self, b: _Builder, bias: HloInstruction, like: HloInstruction) -> HloInstruction:
-        """The bias vector broadcast over the result's column (rhs free) dims."""
-        rank, nb = self.out.rank, len(self.sem.lhs_batch_dims)
-        lhs_rank = self.call.operands[0].shape.rank
-        lhs_free = lhs_rank - nb - len(self.sem.lhs_contracting_dims)
-        cols = list(range(nb + lhs_free, rank))
-        col_dims = tuple(self.out.dims[d] for d in cols)
-        if bias.shape.dims != col_dims:
-            bias = b.add("reshape", [bias], Shape.array(bias.shape.element_type, col_dims))
-        return b.add("broadcast", [bias], like.shape, {"dimensions": tuple(cols)})
+        """The bias broadcast as cuBLASLt adds it (`gemm_semantics.add_bias`): read in its memory
+        order, along the result's most minor physical dims. The bias is put in that order
+        (transpose), split into those dims (reshape), ordered as the result (transpose) and
+        broadcast."""
+        out, et = self.out, bias.shape.element_type
+        dims = bias_output_dims(out.minor_to_major, out.dims, bias.shape.num_elements)
+        if dims is None:
+            raise HloError(f"%{self.call.name}: its bias of {bias.shape.num_elements} elements does not "
+                           f"span the most minor dims of its result {out}")
+        major_first = list(reversed(dims))
+        if bias.shape.rank > 1 and bias.shape.layout is not None and not bias.shape.layout.is_default():
+            order = tuple(reversed(bias.shape.minor_to_major))
+            bias = b.add("transpose", [bias], Shape.array(et, [bias.shape.dims[d] for d in order]),
+                         {"dimensions": order})
+        split = tuple(out.dims[d] for d in major_first)
+        if bias.shape.dims != split:
+            bias = b.add("reshape", [bias], Shape.array(et, split))
+        ascending = sorted(major_first)
+        if ascending != major_first:
+            perm = tuple(major_first.index(d) for d in ascending)
+            bias = b.add("transpose", [bias], Shape.array(et, [out.dims[d] for d in ascending]),
+                         {"dimensions": perm})
+        return b.add("broadcast", [bias], like.shape, {"dimensions": tuple(ascending)})
 
     def _gelu(self, b: _Builder, x: HloInstruction) -> HloInstruction:
         """0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x*x*x))), in this order."""

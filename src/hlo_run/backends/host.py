@@ -103,7 +103,7 @@ class HostDevice(Device):
         from hlo_run.host_gemm import run_gemm
 
         cfg = thunk.config
-        shapes = _gemm_shapes(cfg)
+        shapes = _gemm_shapes(cfg, thunk.bias.size if thunk.bias else 0)
         sizes = {"lhs": thunk.lhs.size, "rhs": thunk.rhs.size, "c": thunk.c and thunk.c.size,
                  "bias": thunk.bias and thunk.bias.size}
         values = {role: bytes_to_array(_view(pointers[role], sizes[role]), shapes[role])
@@ -134,7 +134,9 @@ def _volume(dims) -> int:
 _SHAPE_CACHE: dict[str, Any] = {}
 
 
-def _gemm_shapes(cfg) -> dict[str, Any]:
+def _gemm_shapes(cfg, bias_bytes: int = 0) -> dict[str, Any]:
+    """The shapes the host reads a GemmThunk's buffers with; the bias is a flat vector in memory
+    order (its buffer's element count), which `run_gemm` adds along the output's minor elements."""
     from hlo_common.manifest import parse_shape_text
 
     def shape(text: str):
@@ -144,8 +146,7 @@ def _gemm_shapes(cfg) -> dict[str, Any]:
         return s
 
     out = shape(cfg.output_shape)
-    m = cfg.output_matrix
-    bias = out.with_dims((m.cols,)) if out.is_array else out
+    bias = out.with_dims((bias_bytes // max(1, out.element_type.byte_size),)) if out.is_array else out
     return {"lhs": shape(cfg.lhs_shape), "rhs": shape(cfg.rhs_shape), "output": out, "c": out, "bias": bias}
 
 

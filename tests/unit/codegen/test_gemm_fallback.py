@@ -79,7 +79,11 @@ ENTRY e {{ a = bf16[6,5] parameter(0) b = bf16[5,4]{{0,1}} parameter(1) c = bf16
   v = bf16[4] parameter(3)
   g = (bf16[6,4], bf16[6,4], f32[], s8[16]) custom-call(a, b, c, v), custom_call_target="__cublas$lt$matmul",
     backend_config={config("BIAS_GELU_AUX", 0.5, 2, damax=True)}
-  ROOT r = (bf16[6,4], bf16[6,4], f32[], s8[16]) copy(g) }}"""
+  g0 = bf16[6,4] get-tuple-element(g), index=0
+  g1 = bf16[6,4] get-tuple-element(g), index=1
+  g2 = f32[] get-tuple-element(g), index=2
+  g3 = s8[16] get-tuple-element(g), index=3
+  ROOT r = (bf16[6,4], bf16[6,4], f32[], s8[16]) tuple(g0, g1, g2, g3) }}"""
     args = [RNG.uniform(-1, 1, s).astype(ml_dtypes.bfloat16) for s in [(6, 5), (5, 4), (6, 4), (4,)]]
     kinds, got = compile_and_run(text, args)
     assert kinds.count("kGemm") == 0 and "kMemzero" in kinds
