@@ -4,7 +4,8 @@ The contract (design/cli.md): a user error prints one line `<tool>: error: <mess
 excerpt with a caret for parse errors) to stderr and exits 1; an unexpected exception is a
 one-line internal error, also exit 1; a usage error is click's business (exit 2); the Python
 traceback appears only with `--debug`. Output files are written to a temporary file in the same
-directory and renamed into place, so a failure never leaves a half-written file.
+directory and renamed into place, so a failure never leaves a half-written file; an existing
+device or FIFO (`-o /dev/null`) is written through instead, never replaced.
 
     @click.command()
     @click.option("--debug", is_flag=True)
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 import sys
 import tempfile
 import traceback
@@ -115,11 +117,24 @@ def _silence_stdout() -> None:
 
 # -- output ---------------------------------------------------------------------------------------
 def write_file_atomically(path: str | os.PathLike, data: str | bytes, encoding: str = "utf-8") -> None:
-    """Write `data` to `path` whole or not at all: a temporary file in the same directory, flushed
-    to disk, then renamed over `path`. On any failure the temporary file is removed, `path` is left
-    as it was, and an OutputError says why."""
-    target = Path(path)
+    """Write `data` to `path` whole or not at all, without replacing what is not a regular file.
+
+    A symlink is followed to its target. A regular file (or a new path) gets a temporary file in
+    the same directory, flushed to disk, then renamed over it; on any failure the temporary file
+    is removed, the target is left as it was, and an OutputError says why. Any other existing
+    target (a character or block device such as /dev/null or /dev/full, a FIFO) is opened and
+    written through, so it stays what it is; a socket or a directory is refused."""
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     payload = data.encode(encoding) if isinstance(data, str) else bytes(data)
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise OutputError(f"cannot write '{path}': {_reason(exc)}") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        _write_through(path, target, st, payload)
+        return
     directory = target.parent if str(target.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
@@ -140,6 +155,21 @@ def write_file_atomically(path: str | os.PathLike, data: str | bytes, encoding: 
         if isinstance(exc, OSError):
             raise OutputError(f"cannot write '{path}': {_reason(exc)}") from None
         raise
+
+
+def _write_through(path, target: Path, st: os.stat_result, payload: bytes) -> None:
+    """Write into an existing device or FIFO in place (never rename over it)."""
+    if stat.S_ISDIR(st.st_mode):
+        raise OutputError(f"cannot write '{path}': it is a directory")
+    if stat.S_ISSOCK(st.st_mode):
+        raise OutputError(f"cannot write '{path}': it is a socket")
+    try:
+        with open(target, "wb", buffering=0) as f:
+            view = memoryview(payload)
+            while view:
+                view = view[f.write(view):]
+    except OSError as exc:
+        raise OutputError(f"cannot write '{path}': {_reason(exc)}") from None
 
 
 def write_output(path: str | os.PathLike | None, text: str) -> None:

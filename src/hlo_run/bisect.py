@@ -500,6 +500,22 @@ def _group_holding(groups: dict[int, Group], computation: str | None) -> Group |
 _STEP = re.compile(r"^module_\d{4}\..*\.(\d{4})\.([^.]+)\.after_(.+)\.before_(.+)\.txt$")
 
 
+def _fresh_directory(directory: Path) -> Path:
+    """`directory`, or when something is there already `directory.1`, `.2`, ...: the bisector's
+    dumps go into a folder it creates, and it never deletes one it did not create."""
+    candidate, n = directory, 0
+    while True:
+        try:
+            candidate.mkdir(parents=True)
+            return candidate
+        except FileExistsError:
+            n += 1
+            candidate = directory.with_name(f"{directory.name}.{n}")
+        except OSError as exc:
+            raise HloError(f"cannot create the bisector's dump folder '{candidate}': "
+                           f"{exc.strerror or exc}") from None
+
+
 def blame_pass(program, expected: Any, args: list[Any], options, directory: Path) -> str | None:
     """Find a pass of hlo-opt's pipeline after which the interpreter's result leaves `expected`:
     hlo-opt dumps the module after every pass that changed it (`--dump-pass-re .*`), and a binary
@@ -509,13 +525,9 @@ def blame_pass(program, expected: Any, args: list[Any], options, directory: Path
     from hlo_common.parser import parse_module
     from hlo_run.compile_hook import OPT_TOOL, run_tool
 
-    import os
-    import shutil
-
-    if directory.exists():
-        shutil.rmtree(directory)
-    run_tool(OPT_TOOL, ["--dump-to", str(directory), "--dump-pass-re", ".*", "-o", os.devnull],
-             program.hlo_text.encode("utf-8"), program.name)
+    directory = _fresh_directory(directory)
+    run_tool(OPT_TOOL, ["--dump-to", str(directory), "--dump-pass-re", ".*", "-o",
+                        str(directory / "optimized.hlo")], program.hlo_text.encode("utf-8"), program.name)
     steps = sorted((int(m.group(1)), p) for p in directory.iterdir() if (m := _STEP.match(p.name)))
     dumps = [p for _, p in steps] + sorted(directory.glob("module_*.after_optimizations.txt"))
     click.echo(f"Bisecting hlo-opt's {len(dumps)} dumps between passes ({directory})...", err=True)

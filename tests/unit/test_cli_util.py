@@ -166,3 +166,93 @@ def test_parse_error_excerpt_aligns_caret_under_tabs():
     err = info.value
     assert (err.line, err.col) == (2, 17)
     assert err.excerpt() == "  \tROOT x = f32[] bogus()\n  \t" + " " * 15 + "^"
+
+
+# -- targets that are not regular files: written through or followed, never replaced -------------------
+def _mknod_char(path: Path, major: int, minor: int) -> None:
+    import stat
+
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+    except PermissionError:
+        pytest.skip("creating a device node needs CAP_MKNOD, which this user lacks")
+
+
+def test_a_null_device_of_our_own_stays_a_device(tmp_path: Path):
+    import stat
+
+    null = tmp_path / "null"
+    _mknod_char(null, 1, 3)  # Linux's /dev/null numbers
+    write_file_atomically(null, "HloModule m\n")
+    assert stat.S_ISCHR(null.stat().st_mode)
+    assert list(tmp_path.iterdir()) == [null]  # no temporary file left beside it
+
+
+def test_a_full_device_is_a_one_line_no_space_error(tmp_path: Path):
+    full = tmp_path / "full"
+    _mknod_char(full, 1, 7)  # Linux's /dev/full
+    with pytest.raises(OutputError, match=r"cannot write '.*full': No space left on device"):
+        write_file_atomically(full, "x" * 10000)
+    import stat
+
+    assert stat.S_ISCHR(full.stat().st_mode)
+
+
+def test_a_fifo_is_written_through(tmp_path: Path):
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    write_file_atomically(fifo, "x" * 200_000)  # more than a pipe buffer
+    reader.join(10)
+    assert got == [b"x" * 200_000] and stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_a_symlink_is_followed_and_its_target_replaced_whole(tmp_path: Path):
+    target = tmp_path / "real.hlo"
+    target.write_text("old")
+    link = tmp_path / "link.hlo"
+    link.symlink_to(target)
+    write_file_atomically(link, "new")
+    assert link.is_symlink() and target.read_text() == "new"
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "made.hlo")
+    write_file_atomically(dangling, "made")
+    assert dangling.is_symlink() and (tmp_path / "made.hlo").read_text() == "made"
+
+
+def test_a_socket_or_directory_target_is_refused(tmp_path: Path):
+    import socket
+
+    sock_path = tmp_path / "s"
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(sock_path))
+    try:
+        with pytest.raises(OutputError, match="it is a socket"):
+            write_file_atomically(sock_path, "x")
+    finally:
+        sock.close()
+    with pytest.raises(OutputError, match="it is a directory"):
+        write_file_atomically(tmp_path, "x")
+
+
+def test_hlo_opt_to_a_device_of_our_own_keeps_it_a_device(tmp_path: Path):
+    import stat
+    import subprocess
+    import sys
+
+    null, full = tmp_path / "null", tmp_path / "full"
+    _mknod_char(null, 1, 3)
+    _mknod_char(full, 1, 7)
+    src = tmp_path / "m.hlo"
+    src.write_text("ENTRY e { p = f32[4] parameter(0) ROOT n = f32[4] negate(p) }")
+    opt = str(Path(sys.executable).parent / "hlo-opt")
+    ok = subprocess.run([opt, str(src), "-o", str(null)], capture_output=True, text=True)
+    assert ok.returncode == 0 and stat.S_ISCHR(null.stat().st_mode), ok.stderr
+    bad = subprocess.run([opt, str(src), "-o", str(full)], capture_output=True, text=True)
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip() == f"hlo-opt: error: cannot write '{full}': No space left on device"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -221,6 +222,30 @@ def test_a_pass_that_changes_the_result_is_named(tmp_path, monkeypatch):
     assert "hlo-opt pass 'reshape-mover' changes the result" in result.stderr
     after = [line for line in result.stdout.splitlines() if line.startswith("  after it:")][0].split()[-1]
     assert "after_reshape-mover" in after and "subtract(" in open(after).read()
+
+
+def test_the_pass_bisection_keeps_what_is_in_the_dump_folder_already(tmp_path, monkeypatch):
+    # it used to delete <mismatch dir>/passes recursively and write hlo-opt's output to /dev/null
+    # by path (which, run as root, replaced the system's /dev/null with a regular file)
+    import os
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(PLANTED_PASS)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("HLO_TEST_PLANT_PASS", "1")
+    kept = tmp_path / "m" / "passes" / "mine.txt"
+    kept.parent.mkdir(parents=True)
+    kept.write_text("a user's file")
+    src = tmp_path / "chain.hlo"
+    src.write_text(CHAIN)
+    result = run(["--platform", "host", "--find-first-mismatch", "--mismatch-dir", str(tmp_path / "m"),
+                  str(src)])
+    assert result.exit_code == 1, result.stderr
+    assert kept.read_text() == "a user's file"
+    after = [line for line in result.stdout.splitlines() if line.startswith("  after it:")][0].split()[-1]
+    assert Path(after).parent == tmp_path / "m" / "passes.1"
+    assert (tmp_path / "m" / "passes.1" / "optimized.hlo").is_file()
 
 
 def test_elided_constants_are_named_as_the_likely_cause(tmp_path, monkeypatch):
