@@ -100,7 +100,7 @@ def _install_optimize_timer() -> None:
 def timed_backend(target: str, module_name: str, out: list[KernelTiming]):
     """An EmitterBackend whose kernels record their phase times in `out`."""
     from hlo_codegen.kernel_backend import EmitterBackend, argument_ids, fusion_emitter
-    from hlo_common.printer import print_instruction
+    from hlo_common.hlo.printer import print_instruction
 
     class TimedBackend(EmitterBackend):
         def compile(self, fusion, args, unique_name):
@@ -152,8 +152,8 @@ def timed_backend(target: str, module_name: str, out: list[KernelTiming]):
 
 def optimized_text(text: str, name: str) -> str:
     """hlo-opt's gpu pipeline in this process; the input itself when that fails."""
-    from hlo_common.parser import parse_module
-    from hlo_common.printer import print_module
+    from hlo_common.hlo.parser import parse_module
+    from hlo_common.hlo.printer import print_module
     from hlo_common.hlo_pass.pipeline import RunOptions
     from hlo_opt.pipelines import build_gpu_pipeline
 
@@ -169,7 +169,7 @@ def optimized_text(text: str, name: str) -> str:
 def compile_timed(text: str, name: str, target: str) -> list[KernelTiming]:
     from hlo_codegen.compiler import CompileOptions, compile_module
     from hlo_common import host_kernel
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
 
     getattr(host_kernel, "clear_cache", host_kernel._cache.clear)()  # (older checkouts lack clear_cache)
     out: list[KernelTiming] = []
@@ -209,7 +209,7 @@ def print_slowest(target: str, rows: list[KernelTiming], top: int) -> None:
 def profile_kernels(rows: list[KernelTiming], sources: dict[str, str], n: int) -> None:
     """cProfile of emission + lowering (no LLVM) of the modules holding the n slowest kernels."""
     from hlo_codegen.compiler import CompileOptions, compile_module
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
 
     slow = sorted(rows, key=lambda r: -(r.ms.get("emit", 0) + r.ms.get("optimize", 0) + r.ms.get("lower", 0)))
     names = list(dict.fromkeys(r.module for r in slow[:n]))

@@ -150,7 +150,7 @@ class CudaTimers:
 
     def ours(self, opt_text: str, args: list) -> float:
         from hlo_codegen.compiler import CompileOptions, compile_module
-        from hlo_common.parser import parse_module
+        from hlo_common.hlo.parser import parse_module
         from hlo_run.manifest_runtime import ManifestExecutable
 
         options = CompileOptions(target=self.target, arch=self.arch)
@@ -246,7 +246,7 @@ def measure(label: str, path: Path, text: str, timers) -> Row:
     """One row: hlo-opt in-process, bytes from kernel_stats, then the three timers."""
     from fusion_vs_xla import run_hlo_opt
     from hlo_common.kernel_stats import kernel_stats
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
 
     opt_text, err, _ = run_hlo_opt(path, [])
     if opt_text is None:

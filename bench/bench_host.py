@@ -91,7 +91,7 @@ def max_error(a, b) -> float:
 
 def bench_module(path: Path, repeats: int) -> dict:
     from hlo_common.interpreter.evaluator import evaluate
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
     from hlo_run.backends.host import HostBackend
     from hlo_run.inputs import make_fake_arguments
     from hlo_run.manifest_runtime import manifest_program

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))  # this tree's sources, whatever the venv has installed
 
 from hlo_common.kernel_stats import Kernel, KernelStats, kernel_stats  # noqa: E402
-from hlo_common.parser import parse_module  # noqa: E402
+from hlo_common.hlo.parser import parse_module  # noqa: E402
 
 DATA = ROOT / "testdata" / "fusion"
 BYTES_SLACK = 1.05

@@ -43,7 +43,7 @@ def cli(input_path, output_path, target, arch, dump_to, debug) -> None:
 
 def _compile(input_path: str | None, output_path: str | None, target: str, arch: str,
              dump_to: str | None) -> None:
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
 
     from hlo_codegen.compiler import CompileOptions, compile_module
 

@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from hlo_common.errors import HloError
 from hlo_common.hlo_pass.pass_base import HloPass
 from hlo_common.hlo_pass.pipeline import HloPassPipeline, RunOptions, verify
-from hlo_common.ir import HloModule
+from hlo_common.hlo.ir import HloModule
 from hlo_common.layout_bytes import array_to_bytes
 from hlo_common.manifest import Allocation, EntrySignature, Manifest, OutputLeaf
 from hlo_common.manifest_thunks import BufferSlice
 from hlo_common.passes._support import global_computations
-from hlo_common.printer import print_module
+from hlo_common.hlo.printer import print_module
 
 from hlo_codegen.buffer_assignment import BufferAssignment, assign_buffers
 from hlo_codegen.buffer_assignment.assignment import ENTRY_PARAMETER_ALIGNMENT

@@ -24,10 +24,10 @@ from enum import Enum
 
 from hlo_common.errors import HloError
 from hlo_common.gemm_config import GEMM_CUSTOM_CALL_TARGETS, gemm_config_for_dot
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 from hlo_common.passes._support import CONTROL_FLOW, physical_order
 from hlo_common.passes.single_device_collectives import COLLECTIVES
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 
 
 class ThunkKind(Enum):

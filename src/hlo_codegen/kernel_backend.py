@@ -16,7 +16,7 @@ and returns `CompiledKernel`s for the manifest with the dump artifacts (`kernel_
 from __future__ import annotations
 
 from hlo_common.errors import HloError
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 from hlo_common.manifest import Kernel
 
 from hlo_codegen.thunk_emitter import CompiledKernel, KernelArgumentSpec, KernelNamer

@@ -37,8 +37,8 @@ from typing import Callable, Protocol
 import numpy as np
 
 from hlo_common.errors import HloError
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.printer import print_instruction
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.printer import print_instruction
 from hlo_common.manifest import Kernel
 from hlo_common.manifest_thunks import (
     BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelArgument, KernelThunk, MemsetThunk,

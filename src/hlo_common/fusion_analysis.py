@@ -9,7 +9,7 @@ yet; hlo-codegen asks it which emitter to run (`hlo_codegen.emitters.emitter_kin
 (`GetDescriptionForTiledTransposeEmitter`, packed transposes), `xla/service/gpu/reduction_utils.cc`
 (reduction kinds and race-free bounds), `launch_dimensions.cc` and the emitters' launch rules.
 
-    >>> from hlo_common.parser import parse_module
+    >>> from hlo_common.hlo.parser import parse_module
     >>> m = parse_module('''
     ... add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }
     ... ENTRY e { p = f32[128,1024] parameter(0) e = f32[128,1024] exponential(p)
@@ -46,9 +46,9 @@ import math
 from dataclasses import dataclass
 
 from hlo_common.device import DeviceDescription, H100
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.opcodes import is_elementwise
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.opcodes import is_elementwise
+from hlo_common.hlo.shape import Shape
 
 # -- constants (XLA names) ----------------------------------------------------------------------------
 WARP_SCHEDULERS = 4                       # loop emitter: 4 warps = 128 threads per block

@@ -21,8 +21,8 @@ left without users is removed (a fusion producer's body is inlined, its computat
 from __future__ import annotations
 
 from hlo_common.errors import VerificationError
-from hlo_common.hlo_utils import NameUniquer, relay_control_dependencies
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.hlo_utils import NameUniquer, relay_control_dependencies
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 
 FUSION_KINDS = ("kLoop", "kInput", "kOutput", "kCustom")
 
@@ -186,7 +186,7 @@ def verify_fusion_step(fusion: HloInstruction, step: str, caller: HloComputation
     parameters and root match the fusion's operands and shape, and it (and `caller`, when given)
     verify. Else one VerificationError line: `{step} breaks the verifier: {what}`, `step` naming the
     pass, producer, consumer and rule."""
-    from hlo_common.verifier import verify_computation
+    from hlo_common.hlo.verifier import verify_computation
 
     body = fusion.fused_computation()
     try:

@@ -40,9 +40,9 @@ from hlo_common.interpreter.gemm_semantics import (
     ALGORITHM_OPERAND_TYPES, GEMM_CUSTOM_CALL_TARGETS, GemmSemantics, gemm_backend_config as _inner_config,
     parse_gemm_semantics,
 )
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 from hlo_common.manifest_thunks import GemmConfig, MatrixLayout
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 
 __all__ = ["GEMM_CUSTOM_CALL_TARGETS", "CUBLAS_TYPES", "build_gemm_config", "gemm_config_for_dot",
            "gemm_config_for_custom_call", "gemm_output_shape", "gemm_workspace_index"]

@@ -35,8 +35,8 @@ from hlo_common.analysis.sharing import in_place_pairs
 from hlo_common.device import H100, DeviceDescription
 from hlo_common.fusion_analysis import (FusionAnalysis, is_reduction_from_or_to_contiguous_dimensions,
                                         reduction_shared_memory_bytes, tiled_transpose_description)
-from hlo_common.ir import HloInstruction
-from hlo_common.opcodes import is_elementwise
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.opcodes import is_elementwise
 
 MAX_OPERANDS_AND_OUTPUTS_PER_FUSION = 96
 MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION = 8

@@ -42,8 +42,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.shape import Shape
 
 # Host-side instructions that launch nothing (their computations, if any, are walked instead).
 NOT_KERNELS = frozenset({

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlo_common.errors import HloError
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 
 
 def _physical_perm(shape: Shape) -> list[int]:

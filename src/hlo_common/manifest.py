@@ -41,7 +41,7 @@ from hlo_common.manifest_thunks import (
     BufferSlice, GemmThunk, JsonReader, KernelThunk, ManifestError, SequentialThunk, Thunk, thunk_from_json,
     walk,
 )
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 
 FORMAT_NAME = "hlo-toolchain-manifest"
 FORMAT_VERSION = 1
@@ -58,7 +58,7 @@ __all__ = [
 
 def parse_shape_text(text: str, path: str) -> Shape:
     """A shape from its HLO text (`f32[2,3]{1,0}`, tuples); ManifestError naming `path` if bad."""
-    from hlo_common.parser_scanner import Scanner
+    from hlo_common.hlo.parser_scanner import Scanner
 
     scanner = Scanner(text, path)
     try:

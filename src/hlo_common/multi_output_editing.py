@@ -23,10 +23,10 @@ from typing import Iterable
 import numpy as np
 
 from hlo_common.fusion_utils import FusionEditor
-from hlo_common.hlo_creation_utils import add_embedded_computation
-from hlo_common.ir import HloComputation, HloInstruction
+from hlo_common.hlo.hlo_creation_utils import add_embedded_computation
+from hlo_common.hlo.ir import HloComputation, HloInstruction
 from hlo_common.multi_output_fusible import is_multi_output_fusion
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 
 
 class Reachability:

@@ -81,9 +81,9 @@ from hlo_common.gpu_fusible import (
     shared_memory_bytes,
     unnested_reduction_count,
 )
-from hlo_common.ir import HloInstruction
-from hlo_common.opcodes import is_elementwise
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.opcodes import is_elementwise
+from hlo_common.hlo.shape import Shape
 
 if TYPE_CHECKING:
     from hlo_common.multi_output_editing import Reachability

@@ -18,9 +18,9 @@ import click
 
 from hlo_common.cli_util import run_command, write_output
 from hlo_common.errors import HloError
-from hlo_common.ir import HloModule
-from hlo_common.parser import parse_modules
-from hlo_common.printer import print_module
+from hlo_common.hlo.ir import HloModule
+from hlo_common.hlo.parser import parse_modules
+from hlo_common.hlo.printer import print_module
 from hlo_common.source import read_source
 from hlo_common.device import load_device
 from hlo_opt.dump import DumpOptions, ModuleDumper, prepare_dump_directory

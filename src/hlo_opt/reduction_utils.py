@@ -19,8 +19,8 @@ from hlo_common.fusion_analysis import (  # noqa: F401  (re-exported for the pas
     BATCHED_REDUCTION_RACE_FREE_BOUND, ReductionDimensions, is_reduction_from_or_to_contiguous_dimensions,
     reduction_dimension_race_free_bound, reduction_dimensions, reduction_is_race_free,
 )
-from hlo_common.ir import HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Shape
 
 
 def reduce_inputs(reduce: HloInstruction) -> list[HloInstruction]:

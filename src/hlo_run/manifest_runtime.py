@@ -39,7 +39,7 @@ from hlo_common.manifest_thunks import (
     RNG_INITIAL_STATE, BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelThunk, MemsetThunk,
     RngGetAndUpdateStateThunk, SequentialThunk, Thunk, WhileThunk, thunk_labels,
 )
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 from hlo_run.backends import Executable
 
 MAX_WHILE_ITERATIONS = 1 << 31
@@ -350,7 +350,7 @@ def manifest_program(text: str, name: str):
     """A `Program` for a manifest file: the manifest plus its HLO module (for the interpreter and
     the reference platforms)."""
     from hlo_common.manifest import load_manifest
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
     from hlo_run.backends import Program
 
     manifest = load_manifest(text, name)

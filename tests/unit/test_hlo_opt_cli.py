@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from hlo_common.ir import HloModule
-from hlo_common.parser import parse_module
-from hlo_common.printer import print_module
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloModule
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.printer import print_module
+from hlo_common.hlo.shape import Shape
 from hlo_opt import cli, pipelines
 from hlo_common.hlo_pass.pass_base import PASS_REGISTRY, HloPass
 from hlo_common.hlo_pass.pipeline import find_verifier
@@ -33,7 +33,8 @@ ENTRY e {
 }
 """
 
-needs_verifier = pytest.mark.skipif(find_verifier() is None, reason="hlo_common.verifier not available yet")
+needs_verifier = pytest.mark.skipif(find_verifier() is None,
+                                    reason="hlo_common.hlo.verifier not available yet")
 
 
 def run(args: list[str], capsys, stdin: str | None = None, monkeypatch=None) -> tuple[int, str, str]:

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from hlo_common.interpreter.evaluator import evaluate
 from hlo_common.manifest import load_manifest
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 from hlo_run.backends.host import HostDevice
 from hlo_run.cli import cli
 from hlo_run.manifest_runtime import ManifestExecutable, _Progress

@@ -2,7 +2,7 @@
 counted by hand from the shapes in the text (f32 = 4 bytes, s32 = 4, bf16 = 2, pred = 1)."""
 
 from hlo_common.kernel_stats import kernel_stats
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 
 def _stats(text):

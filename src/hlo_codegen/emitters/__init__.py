@@ -62,7 +62,7 @@ from hlo_codegen.emitters.scatter import ScatterFusion
 from hlo_codegen.emitters.sort import SortFusion
 from hlo_codegen.kernel_ir.ir import Kernel
 from hlo_common.fusion_analysis import FusionAdaptor, FusionAnalysis
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 EMITTERS: dict[str, type[KernelEmitter]] = {"loop": LoopFusion, "reduction": ReductionFusion,
                                          "scatter": ScatterFusion, "sort": SortFusion,

@@ -22,9 +22,9 @@ from hlo_codegen.indexing import LaunchDimensions
 from hlo_codegen.kernel_ir.ir import Buffer, Kernel
 from hlo_codegen.partitioner import sanitize_name
 from hlo_common.errors import HloError
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.fusion_analysis import fusion_roots  # noqa: F401  (re-exported)
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 
 _GENERIC_NAME = re.compile(r"^(fusion|wrapped_\w+)(\.\d+)?$")
 

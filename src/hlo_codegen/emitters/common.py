@@ -37,9 +37,9 @@ from hlo_codegen.kernel_ir.transforms import optimize_kernel
 from hlo_codegen.kernel_ir.types import UnsupportedTypeError
 from hlo_codegen.kernel_ir.verifier import verify_kernel
 from hlo_codegen.partitioner import partition_computation
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.opcodes import is_elementwise
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.opcodes import is_elementwise
+from hlo_common.hlo.shape import Shape
 
 
 # Elemental emission recurses a few frames per fused op along the longest operand chain, and

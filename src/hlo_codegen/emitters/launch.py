@@ -27,7 +27,7 @@ from hlo_common.fusion_analysis import (  # noqa: F401  (re-exported for the emi
     MAX_CONCAT_OPERANDS_FOR_UNROLLING, MAX_REDUCE_WINDOW_FOR_UNROLLING, MAX_UNROLL, WARP_SCHEDULERS,
     loop_launch, loop_unroll_factor, max_unroll_factor, smallest_bit_width, split_grid_x,
 )
-from hlo_common.ir import HloComputation, HloInstruction
+from hlo_common.hlo.ir import HloComputation, HloInstruction
 
 # The emitters' device type is hlo_common's DeviceDescription (XLA's se::DeviceDescription).
 GpuDeviceInfo = DeviceDescription

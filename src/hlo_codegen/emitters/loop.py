@@ -54,8 +54,8 @@ from hlo_codegen.kernel_ir.ir import Kernel, Value
 from hlo_codegen.kernel_ir.transforms import optimize_kernel
 from hlo_codegen.kernel_ir.types import UnsupportedTypeError
 from hlo_codegen.kernel_ir.verifier import verify_kernel
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.shape import Shape
 
 _NOT_ELEMENTAL_HINT = {
     "reduce": "reduction", "scatter": "scatter", "sort": "sort", "dot": "gemm/triton",

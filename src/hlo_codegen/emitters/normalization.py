@@ -44,7 +44,7 @@ from hlo_codegen.kernel_ir.builder import FunctionBuilder, IRBuilder
 from hlo_codegen.kernel_ir.ir import Buffer, Function, Kernel, Value
 from hlo_common.fusion_analysis import normalization_launch
 from hlo_common.interpreter.reducers import classify_reducer
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 WARP = 32
 _WIDE_OPS = {"add": "addf", "multiply": "mulf"}

@@ -51,7 +51,7 @@ from hlo_codegen.kernel_ir.ir import Function, Kernel, Value
 from hlo_codegen.kernel_ir.types import is_complex, is_float
 from hlo_common.fusion_analysis import FusionAnalysis, is_real_reduction_hero, reduction_is_race_free
 from hlo_common.interpreter.reducers import classify_reducer
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 WARP = 32
 WARPS_PER_BLOCK = 4

@@ -51,8 +51,8 @@ from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Buffer, Kernel, Value
 from hlo_common.fusion_analysis import FusionAnalysis, is_real_reduction_hero
-from hlo_common.ir import HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Shape
 
 WARP = 32
 TILE = 32  # XLA's kTileSize of the column emitters

@@ -67,8 +67,8 @@ from hlo_common.fusion_analysis import (
     FusionAnalysis, TransposeDescription, packed_transpose_tiles, reshape_is_bitcast,
     tiled_transpose_description,
 )
-from hlo_common.ir import HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Shape
 
 WARP = 32
 ROWS = 4  # rows of 32 lanes: 128 threads per block (XLA's CUDA figure)

@@ -23,8 +23,8 @@ from __future__ import annotations
 from hlo_common.fusion_analysis import (
     FusionAnalysis, is_reduction_from_or_to_contiguous_dimensions, physical_dims,
 )
-from hlo_common.ir import HloInstruction
-from hlo_common.opcodes import is_elementwise
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.opcodes import is_elementwise
 
 
 def transposes_minor_dimension(instr: HloInstruction) -> bool:

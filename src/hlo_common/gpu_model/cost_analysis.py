@@ -36,9 +36,9 @@ import math
 
 from hlo_common.device import DeviceDescription, H100
 from hlo_common.gpu_model.op_profiles import DEFAULT_FLOPS_PER_ELEMENT, profile_for
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.opcodes import is_elementwise
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.opcodes import is_elementwise
+from hlo_common.hlo.shape import Shape
 
 MAX_IR_SIZE = 10000           # gpu_hlo_cost_analysis.h kMaxIRSize
 CONCAT_FLOPS_PER_ELEMENT = 6

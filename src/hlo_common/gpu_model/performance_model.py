@@ -6,7 +6,7 @@ Where it sits: hlo-opt's priority fusion ranks producers by `estimate_run_times`
 multi-output fusion checks `estimate_run_times_for_multi_output_fusion`; one model per pass run,
 figures cached per instruction and per (producer, consumer) pair until `invalidate`.
 
-    >>> from hlo_common.ir import parse_module
+    >>> from hlo_common.hlo.ir import parse_module
     >>> m = parse_module("ENTRY e { p = f32[1024,1024] parameter(0) ROOT n = f32[1024,1024] negate(p) }")
     >>> t = GpuPerformanceModel().estimate_instruction(m.entry.root)
     >>> round(t.exec_time * 1e6, 2), t.bytes_read, t.bytes_written
@@ -28,8 +28,8 @@ from hlo_common.device import DeviceDescription, H100
 from hlo_common.fusion_analysis import FusionAnalysis
 from hlo_common.gpu_model.coalescing import coalesced_inputs
 from hlo_common.gpu_model.cost_analysis import GpuHloCostAnalysis, shape_bytes
-from hlo_common.ir import HloInstruction
-from hlo_common.opcodes import is_elementwise
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.opcodes import is_elementwise
 
 KERNEL_LAUNCH_OVERHEAD = 1e-6        # kKernelLaunchOverhead
 NCCL_KERNEL_LAUNCH_OVERHEAD = 5e-6   # kNcclKernelLaunchOverhead

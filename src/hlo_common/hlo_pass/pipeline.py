@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from hlo_common.errors import HloError, VerificationError
-from hlo_common.ir import HloModule
+from hlo_common.hlo.ir import HloModule
 from hlo_common.hlo_pass.pass_base import HloPass
 
 PIPELINE_START = "pipeline-start"
@@ -53,11 +53,12 @@ class RunOptions:
 
 
 def find_verifier() -> Callable[[HloModule], None] | None:
-    """`hlo_common.verifier.verify_module` when that module exists, else None (verification skipped)."""
+    """`hlo_common.hlo.verifier.verify_module` when that module exists, else None (verification
+    skipped)."""
     try:
-        from hlo_common.verifier import verify_module
+        from hlo_common.hlo.verifier import verify_module
     except ModuleNotFoundError as exc:
-        if exc.name in ("hlo_common.verifier",):
+        if exc.name in ("hlo_common.hlo.verifier",):
             return None
         raise
     return verify_module

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from hlo_common.device import H100, DeviceDescription, load_device
 from hlo_common.fusion_utils import FusionEditor, verify_fusion_step
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.multi_output_editing import MultiOutputEditor, Reachability
 from hlo_common.multi_output_fusible import (
     HeroCache,

@@ -85,8 +85,8 @@ from dataclasses import dataclass, field
 from hlo_common.fusion_utils import FusionEditor
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.interpreter.reducers import classify_reducer
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.opcodes import is_elementwise
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.opcodes import is_elementwise
 
 NORMALIZATION_KIND = "__norm"
 MAX_ROW_ELEMENTS = 8192

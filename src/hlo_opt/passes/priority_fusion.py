@@ -55,8 +55,8 @@ from hlo_common.fusion_utils import FusionEditor, verify_fusion_step
 from hlo_common.gpu_fusible import (ALLOW, FusionDecision, can_fuse, is_fusible,
                                     is_fusible_bitcast, scatter)
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_common.hlo_utils import CONTROL_FLOW_CALLERS
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.hlo_utils import CONTROL_FLOW_CALLERS
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 
 INF = math.inf
 _NOT_CANDIDATES = frozenset({"parameter", "tuple", "get-tuple-element"})

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 from hlo_common.fusion_analysis import find_non_trivial_hero, fusion_roots
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_common.hlo_utils import NameUniquer
-from hlo_common.ir import HloInstruction, HloModule
+from hlo_common.hlo.hlo_utils import NameUniquer
+from hlo_common.hlo.ir import HloInstruction, HloModule
 
 _KIND_WORDS = {"kLoop": "loop", "kInput": "input", "kOutput": "output", "kCustom": "custom"}
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from hlo_common.errors import HloError
-from hlo_common.ir import HloModule
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloModule
+from hlo_common.hlo.shape import Shape
 
 # name -> "module:Class"; imported on first use.
 BACKENDS: dict[str, str] = {

@@ -22,7 +22,7 @@ from test_elemental_harness import (  # noqa: F401  (re-exported for the tests)
 )
 from hlo_codegen.emitters import emit_kernel, emitter_kind
 from hlo_codegen.kernel_ir import Kernel, parse_kernel, print_kernel
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 
 def entry_arguments(module, seed: int = 0, int_range: tuple[int, int] = (-100, 100)) -> list[np.ndarray]:

@@ -9,7 +9,7 @@ import pytest
 
 from hlo_common.errors import HloError
 from hlo_common.layout_bytes import array_to_bytes, bytes_to_array
-from hlo_common.parser_scanner import Scanner
+from hlo_common.hlo.parser_scanner import Scanner
 
 
 def shape(text: str):

@@ -9,7 +9,7 @@ import pytest
 
 from hlo_common import gpu_fusible as gf
 from hlo_common.device import H100
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 ADD = """
 add {

@@ -13,7 +13,7 @@ import pytest
 
 from hlo_common.device import H100
 from hlo_common.fusion_analysis import FusionAnalysis, fusion_kind
-from hlo_common.ir import parse_module
+from hlo_common.hlo.ir import parse_module
 
 DATA = Path(__file__).parent / "xla_h100"
 

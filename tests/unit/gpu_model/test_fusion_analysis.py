@@ -8,7 +8,7 @@ import pytest
 from hlo_common.fusion_analysis import (
     FusionAnalysis, find_non_trivial_hero, fusion_kind, reduction_dimensions, tiled_transpose_description,
 )
-from hlo_common.ir import parse_module
+from hlo_common.hlo.ir import parse_module
 
 ADD = "add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }\n"
 
@@ -206,7 +206,7 @@ def test_producer_consumer_views_equal_built_fusions_two_levels(name):
     fusion built from it: the analysis without building equals the analysis of the fusion built
     by fusion_utils (the corpus sweep of the same check: 1061 pairs, all equal)."""
     from hlo_common.fusion_utils import fuse_producer_into_consumer
-    from hlo_common.printer import print_module
+    from hlo_common.hlo.printer import print_module
     import test_against_xla_dumps as dumps
 
     def summary(a: FusionAnalysis):

@@ -14,7 +14,7 @@ from numerics_testlib import check_same_results
 from pass_testlib import check_pass, run_pass
 
 from hlo_common.fusion_analysis import FusionAnalysis
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 from hlo_opt import cli
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -522,7 +522,7 @@ def test_disable_pass_gives_the_unfused_pipeline(tmp_path, capsys):
 
 def test_verify_each_names_producer_consumer_and_rule(tmp_path, capsys, monkeypatch):
     from hlo_common.fusion_utils import FusionEditor
-    from hlo_common.shape import Shape
+    from hlo_common.hlo.shape import Shape
 
     original = FusionEditor.fuse_producer_into_consumer
 

@@ -3,7 +3,7 @@
 Every tool works on this IR: the parser builds it, passes edit it, the printer writes it back.
 Instructions keep their operands and users in order; opcode-specific attributes live in
 `attrs` (a dict keyed by the attribute's text name, e.g. `dimensions`, `window`, `to_apply`),
-holding typed values from `hlo_common.attributes` or, for attributes this project does not
+holding typed values from `hlo_common.hlo.attributes` or, for attributes this project does not
 interpret, a `RawAttr` that keeps the text. Called computations are attribute values too, so
 `called_computations()` is derived rather than stored twice. The attributes every instruction
 may carry are fields: `metadata` and `frontend_attributes` ((key, value text) pairs), `sharding`
@@ -21,8 +21,8 @@ import itertools
 import re
 from typing import Any, Iterator
 
-from hlo_common.ir_edit import ComputationEditing, InstructionEditing, ModuleEditing
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir_edit import ComputationEditing, InstructionEditing, ModuleEditing
+from hlo_common.hlo.shape import Shape
 
 _ids = itertools.count(1)
 _WIDE = 16  # instructions with more operands index their operand positions (replace_operand_with)
@@ -89,14 +89,14 @@ class HloInstruction(InstructionEditing):
     @property
     def backend_config(self) -> str | None:
         """Canonical text after `backend_config=`: compact JSON for a dict, a quoted string else."""
-        from hlo_common.attributes import format_backend_config
+        from hlo_common.hlo.attributes import format_backend_config
 
         return format_backend_config(self._backend_config)
 
     @backend_config.setter
     def backend_config(self, text: str | dict | None) -> None:
         """Accepts a dict, None, or text: JSON object text, or a quoted / plain string."""
-        from hlo_common.attributes import c_unescape, parse_json_object
+        from hlo_common.hlo.attributes import c_unescape, parse_json_object
 
         if isinstance(text, str) and len(text) >= 2 and text[0] == text[-1] == '"':
             text = c_unescape(text[1:-1])
@@ -241,7 +241,7 @@ class HloInstruction(InstructionEditing):
 
     def metadata_value(self, key: str) -> str | int | None:
         """One metadata field as a Python value (strings unquoted), or None when absent."""
-        from hlo_common.attributes import c_unescape
+        from hlo_common.hlo.attributes import c_unescape
 
         for k, v in self.metadata:
             if k == key:
@@ -616,8 +616,8 @@ class HloModule(ModuleEditing):
 
 def clone_module(module: HloModule) -> HloModule:
     """A deep copy through the canonical text (literals included), so it is exact by construction."""
-    from hlo_common.parser import parse_module
-    from hlo_common.printer import print_module
+    from hlo_common.hlo.parser import parse_module
+    from hlo_common.hlo.printer import print_module
 
     clone = parse_module(print_module(module), filename=f"<clone of {module.name}>")
     clone.warnings = list(module.warnings)
@@ -625,6 +625,6 @@ def clone_module(module: HloModule) -> HloModule:
 
 
 def parse_module(text: str, filename: str = "<string>") -> HloModule:  # re-export for doctest
-    from hlo_common.parser import parse_module as _pm
+    from hlo_common.hlo.parser import parse_module as _pm
 
     return _pm(text, filename)

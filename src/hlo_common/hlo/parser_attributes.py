@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 
-from hlo_common import attributes as A
-from hlo_common.attributes import (
+from hlo_common.hlo import attributes as A
+from hlo_common.hlo.attributes import (
     OutputOperandAliasing, RawAttr, ReplicaGroups, SourceTargetPairs, parse_json_object, quote_string,
 )
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.parser_literals import LiteralParsing
-from hlo_common.parser_scanner import IDENT_RE, normalize_space
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.parser_literals import LiteralParsing
+from hlo_common.hlo.parser_scanner import IDENT_RE, normalize_space
 
 _PAD_RE = re.compile(r"-?\d+_-?\d+(?:_-?\d+)?(?:x-?\d+_-?\d+(?:_-?\d+)?)*")
 _DIM_LABELS_RE = re.compile(r"[0-9a-z?]{2,}_[0-9a-z?]{2,}->[0-9a-z?]{2,}")

@@ -5,7 +5,7 @@ scatter, all-reduce-like ops and these share (a reducer of N inputs takes 2·N s
 
 from __future__ import annotations
 
-from hlo_common.shape_inference._base import (
+from hlo_common.hlo.shape_inference._base import (
     S32, InferenceContext, attr, check_dim_list, computation_attr, describe, expect_array, fail,
     int_attr, ints_attr, like, make, one_dimension, operand_shape, rule, same_type_ignoring_fp, tuple_of,
     window_output_dims,

@@ -13,9 +13,9 @@ from typing import Any, Callable
 import ml_dtypes
 import numpy as np
 
-from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES, PrimitiveType
 from hlo_common.errors import VerificationError
-from hlo_common.shape import Layout, Shape
+from hlo_common.hlo.shape import Layout, Shape
 
 PRED = PRIMITIVE_TYPES["pred"]
 S32 = PRIMITIVE_TYPES["s32"]

@@ -1,13 +1,13 @@
 """Shape inference: the result shape of an instruction from its operands, attributes and callees.
 
 Used by the parser for instructions written without a shape, by passes that build new
-instructions, and by the verifier (`hlo_common.verifier`), which compares every declared shape
+instructions, and by the verifier (`hlo_common.hlo.verifier`), which compares every declared shape
 with the inferred one. One rule per opcode (or family) lives in a registry keyed by the opcode's
 text name (`RULES`), split by family over the modules of this package. Results carry the default
 layout. A rule that cannot produce a shape raises `ShapeInferenceError` naming the instruction and
 saying what was found and what was expected.
 
-    >>> from hlo_common.parser import parse_module
+    >>> from hlo_common.hlo.parser import parse_module
     >>> m = parse_module("ENTRY e { p = f32[2,3] parameter(0) ROOT t = transpose(p), dimensions={1,0} }")
     >>> str(m.entry.root.shape)
     'f32[3,2]{1,0}'
@@ -15,12 +15,12 @@ saying what was found and what was expected.
 
 from __future__ import annotations
 
-from hlo_common.opcodes import OPCODES
-from hlo_common.shape import Shape
-from hlo_common.shape_inference import (  # noqa: F401 - importing registers the rules
+from hlo_common.hlo.opcodes import OPCODES
+from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.shape_inference import (  # noqa: F401 - importing registers the rules
     collectives, control, data_movement, elementwise, gather_scatter, linalg, reductions,
 )
-from hlo_common.shape_inference._base import (
+from hlo_common.hlo.shape_inference._base import (
     RULES, InferenceContext, InferenceFailure, NeedsDeclaredShape, ShapeInferenceError,
 )
 

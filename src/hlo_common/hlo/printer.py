@@ -18,9 +18,9 @@ elements prints as the scalar `0` (`false` for pred), which XLA's parser reads b
 
 from __future__ import annotations
 
-from hlo_common import attributes as A
-from hlo_common.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule
-from hlo_common.literal import format_literal, format_scalar, is_zero_splat
+from hlo_common.hlo import attributes as A
+from hlo_common.hlo.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.literal import format_literal, format_scalar, is_zero_splat
 
 _SHORT_CONSTANT_ELEMENTS = 10  # XLA prints constants up to this size in full
 

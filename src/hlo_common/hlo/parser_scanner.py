@@ -4,17 +4,17 @@
 error knows its exact FILE:LINE:COL) and reads the pieces every part of the grammar shares:
 names, integers, quoted strings (C escapes, as XLA's lexer), balanced `{...}` values, shapes
 with layouts (`f32[2,4]{1,0:T(8,128)}`, tuples, `b(...)` buffers, `<=N` / `?` dynamic dims).
-`hlo_common.parser` builds modules on top of it.
+`hlo_common.hlo.parser` builds modules on top of it.
 """
 
 from __future__ import annotations
 
 import re
 
-from hlo_common.attributes import c_unescape
-from hlo_common.dtypes import PRIMITIVE_TYPES
+from hlo_common.hlo.attributes import c_unescape
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 from hlo_common.errors import HloParseError
-from hlo_common.shape import Layout, Shape
+from hlo_common.hlo.shape import Layout, Shape
 
 NAME_RE = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
 IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")

@@ -7,8 +7,8 @@ Dot-like ops and convolution take their element type from the written shape when
 
 from __future__ import annotations
 
-from hlo_common.dtypes import PRIMITIVE_TYPES
-from hlo_common.shape_inference._base import (
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
+from hlo_common.hlo.shape_inference._base import (
     attr, check_dim_list, describe, expect_array, fail, higher_precision, int_attr, ints_attr, like, make,
     operand_shape, rule, same_type_ignoring_fp, tuple_of, window_output_dims, word_attr,
 )

@@ -8,8 +8,8 @@ broadcast, reshape, bitcast, dynamic-reshape) take it from the written shape and
 
 from __future__ import annotations
 
-from hlo_common.shape import Shape
-from hlo_common.shape_inference._base import (
+from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.shape_inference._base import (
     S32, U32, attr, check_dim_list, describe, expect_array, fail, higher_precision, int_attr, ints_attr, like,
     make, need_declared, np_shape, one_dimension, operand_shape, rule, same_type_ignoring_fp, tuple_of,
 )

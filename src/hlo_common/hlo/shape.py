@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from hlo_common.dtypes import BUFFER, PRIMITIVE_TYPES, PrimitiveType
+from hlo_common.hlo.dtypes import BUFFER, PRIMITIVE_TYPES, PrimitiveType
 
 # Order in which XLA's Layout::Print emits the extras after the ':' (see xla/layout.cc).
 LAYOUT_EXTRA_ORDER = ("D", "T", "L", "#", "*", "E", "S", "SC", "P", "M")

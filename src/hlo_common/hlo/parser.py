@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import re
 
-from hlo_common.attributes import RawAttr
-from hlo_common.dtypes import PRIMITIVE_TYPES
+from hlo_common.hlo.attributes import RawAttr
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 from hlo_common.errors import HloParseError
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.opcodes import ASYNC_REAL_START_DONE, OPCODES
-from hlo_common.parser_attributes import AttributeParsing
-from hlo_common.parser_scanner import MAX_NESTING, NAME_RE, WS_RE
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.opcodes import ASYNC_REAL_START_DONE, OPCODES
+from hlo_common.hlo.parser_attributes import AttributeParsing
+from hlo_common.hlo.parser_scanner import MAX_NESTING, NAME_RE, WS_RE
 
 # A line `// -----` (not followed by more dashes: `// -------` is a comment, as in MLIR's
 # split-input-file) separates modules.
@@ -383,7 +383,7 @@ class _Parser(AttributeParsing):
                              f"{len(instr.operands)}", pos)
 
     def _infer_shape(self, instr: HloInstruction, pos: int) -> None:
-        from hlo_common.shape_inference import infer_shape
+        from hlo_common.hlo.shape_inference import infer_shape
 
         try:
             instr.shape = infer_shape(instr)

@@ -15,11 +15,11 @@ import re
 
 import numpy as np
 
-from hlo_common.literal import (
+from hlo_common.hlo.literal import (
     LiteralError, first_element_literal, garbage_literal, is_zero_splat, values_to_array,
 )
-from hlo_common.parser_scanner import MAX_NESTING, Scanner
-from hlo_common.shape import Shape
+from hlo_common.hlo.parser_scanner import MAX_NESTING, Scanner
+from hlo_common.hlo.shape import Shape
 
 _LIT_TOKEN_RE = re.compile(
     r"-?nan\(0x[0-9a-fA-F]+\)|\s+|//[^\n]*|/\*.*?\*/|[{}(),]|\.\.\.|[^\s{}(),/]+|/", re.S)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from hlo_common.strings import (  # noqa: F401 - re-exported: older code imports them from here
+from hlo_common.hlo.strings import (  # noqa: F401 - re-exported: older code imports them from here
     c_escape, c_unescape, format_backend_config, format_json, lexes_as_json_dict, parse_json_object,
     quote_string,
 )
@@ -284,11 +284,11 @@ class OutputOperandAliasing:
 class LiteralAttr:
     """A literal-valued attribute, e.g. custom-call `literal=s32[] 1` (shape, then the value)."""
 
-    shape: Any  # hlo_common.shape.Shape
+    shape: Any  # hlo_common.hlo.shape.Shape
     value: Any  # numpy array or tuple of them
 
     def __str__(self) -> str:
-        from hlo_common.literal import format_literal
+        from hlo_common.hlo.literal import format_literal
 
         # The layout is printed so that `s32[2]{0} {3, 4}` cannot read `{3, 4}` as a layout.
         return f"{self.shape} {format_literal(self.value, self.shape)}"

@@ -9,7 +9,7 @@ fusion and entry-layout consistency. Linear in the size of the module.
 Every failure is a `VerificationError(message, computation, instruction)` whose message says what
 was found and what was expected.
 
-    >>> from hlo_common.parser import parse_module
+    >>> from hlo_common.hlo.parser import parse_module
     >>> verify_module(parse_module("ENTRY e { p = f32[2] parameter(0) ROOT n = f32[2] negate(p) }"))
 """
 
@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hlo_common.errors import VerificationError
-from hlo_common.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule
-from hlo_common.opcodes import OPCODES
-from hlo_common.shape import Shape
-from hlo_common.shape_inference import InferenceContext, infer_shape
-from hlo_common.shape_inference._base import describe
+from hlo_common.hlo.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.opcodes import OPCODES
+from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.shape_inference import InferenceContext, infer_shape
+from hlo_common.hlo.shape_inference._base import describe
 
 # Which computation-valued attributes each opcode may carry (others may carry none).
 CALLED_COMPUTATION_ATTRS: dict[str, frozenset[str]] = {

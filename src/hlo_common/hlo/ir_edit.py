@@ -5,7 +5,7 @@ its shape inferred (`HloInstruction.create`, `HloComputation.add_new_instruction
 instruction or a computation, replace an instruction everywhere, remove one together with the
 operands that die with it, and add computations under unique names.
 
-    >>> from hlo_common.parser import parse_module
+    >>> from hlo_common.hlo.parser import parse_module
     >>> m = parse_module("ENTRY e { p = f32[2] parameter(0) ROOT n = f32[2] negate(p) }")
     >>> e = m.entry
     >>> a = e.add_new_instruction("abs", [e.root])   # shape inferred: f32[2]
@@ -18,11 +18,11 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any, Iterable
 
-from hlo_common.opcodes import OPCODES, SIDE_EFFECTING
+from hlo_common.hlo.opcodes import OPCODES, SIDE_EFFECTING
 
 if TYPE_CHECKING:
-    from hlo_common.ir import HloComputation, HloInstruction, HloModule
-    from hlo_common.shape import Shape
+    from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+    from hlo_common.hlo.shape import Shape
 
 
 class InstructionEditing:
@@ -40,7 +40,7 @@ class InstructionEditing:
         instr.literal = literal
         instr.parameter_number = parameter_number
         if shape is None:
-            from hlo_common.shape_inference import infer_shape
+            from hlo_common.hlo.shape_inference import infer_shape
 
             try:
                 instr.shape = infer_shape(instr)
@@ -90,7 +90,7 @@ class ComputationEditing:
                             **fields: Any) -> HloInstruction:
         """Create an instruction (shape inferred when omitted; `literal=` / `parameter_number=`
         as keyword fields) under a unique name based on `name` or the opcode, and add it."""
-        from hlo_common.ir import HloInstruction
+        from hlo_common.hlo.ir import HloInstruction
 
         instr = HloInstruction.create(opcode, operands, shape, attrs, self.unique_name(name or opcode),
                                       **fields)
@@ -160,7 +160,7 @@ class ComputationEditing:
     def clone(self, suffix: str = "clone", name: str | None = None) -> HloComputation:
         """A deep copy of the instruction graph (names kept, control dependencies mapped, called
         computations shared), named `name` or `<name>.<suffix>`; not added to any module."""
-        from hlo_common.ir import HloComputation
+        from hlo_common.hlo.ir import HloComputation
 
         new = HloComputation(name or f"{self.name}.{suffix}")
         new.execution_thread = self.execution_thread
@@ -227,6 +227,6 @@ class ModuleEditing:
 
     def clone(self) -> HloModule:
         """A deep copy of the module (through the canonical text, so exact by construction)."""
-        from hlo_common.ir import clone_module
+        from hlo_common.hlo.ir import clone_module
 
         return clone_module(self)

@@ -6,11 +6,11 @@ The start indices are implicitly extended with a trailing dimension of size 1 wh
 
 from __future__ import annotations
 
-from hlo_common.shape_inference._base import (
+from hlo_common.hlo.shape_inference._base import (
     check_dim_list, computation_attr, describe, fail, int_attr, ints_attr, like, make, operand_shape, rule,
     tuple_of,
 )
-from hlo_common.shape_inference.reductions import verify_reducer
+from hlo_common.hlo.shape_inference.reductions import verify_reducer
 
 
 def _expanded_indices(indices, index_vector_dim: int, what: str) -> list[int]:

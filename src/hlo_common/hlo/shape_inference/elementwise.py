@@ -7,8 +7,8 @@ XLA's ShapeInference; the verifier rejects mixed precision separately unless all
 
 from __future__ import annotations
 
-from hlo_common.opcodes import OPCODES
-from hlo_common.shape_inference._base import (
+from hlo_common.hlo.opcodes import OPCODES
+from hlo_common.hlo.shape_inference._base import (
     PRED, InferenceContext, computation_attr, describe, expect_array, fail, higher_precision, int_attr,
     like, make, need_declared, operand_shape, rule, same_type_ignoring_fp, word_attr,
 )
@@ -32,7 +32,7 @@ for _op in ("cosine", "sine", "tan", "exponential", "exponential-minus-one", "lo
 
 
 def _complex_component(etype):
-    from hlo_common.dtypes import PRIMITIVE_TYPES
+    from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 
     return PRIMITIVE_TYPES["f32" if etype.bits == 64 else "f64"]
 
@@ -136,7 +136,7 @@ def _binary(instr, ctx):
 
 @rule("complex")
 def _complex(instr, ctx):
-    from hlo_common.dtypes import PRIMITIVE_TYPES
+    from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 
     a, b = _same_shapes(instr, "complex")
     names = (a.element_type.name, b.element_type.name)

@@ -15,10 +15,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from hlo_common.attributes import SliceSpec
-from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.shape import Shape
+from hlo_common.hlo.attributes import SliceSpec
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES, PrimitiveType
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.shape import Shape
 
 
 def _comp(instr: HloInstruction) -> HloComputation:

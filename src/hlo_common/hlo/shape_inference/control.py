@@ -7,7 +7,7 @@ its parameters.
 
 from __future__ import annotations
 
-from hlo_common.shape_inference._base import (
+from hlo_common.hlo.shape_inference._base import (
     PRED, S32, U32, U64, attr, computation_attr, describe, expect_array, expect_token, fail, like, make,
     need_declared, operand_shape, rule, token, tuple_of, word_attr,
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from hlo_common.shape_inference._base import (
+from hlo_common.hlo.shape_inference._base import (
     U32, InferenceContext, expect_array, fail, describe, like, make, need_declared, one_dimension,
     operand_shape, rule, tuple_of,
 )

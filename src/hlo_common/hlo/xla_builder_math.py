@@ -38,9 +38,9 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
-from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES, PrimitiveType
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.shape import Shape
 
 PREFIX = "xla_builder.math."
 _COMPONENT = {"c64": "f32", "c128": "f64"}

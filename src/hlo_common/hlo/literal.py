@@ -20,7 +20,7 @@ import re
 
 import numpy as np
 
-from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType, from_numpy_dtype
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES, PrimitiveType, from_numpy_dtype
 
 # (uint view, sign bit, exponent bits, default quiet-NaN payload) of types whose NaN carries a payload.
 _NAN_BITS = {

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from hlo_common.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule
 
 # Opcodes whose called computations run as control flow (XLA's CallContext::kControlFlow); all
 # other callers (fusion, reduce, map, sort, scatter, custom-call, ...) embed their computation.
