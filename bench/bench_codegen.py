@@ -118,7 +118,7 @@ def timed_backend(target: str, module_name: str, out: list[KernelTiming]):
 
         def _lower_timed(self, kernel, num_args):
             from hlo_codegen.thunk_emitter import CompiledKernel
-            from hlo_common.manifest import Kernel
+            from hlo_common.manifest.manifest import Kernel
 
             ptx = llvm_ir = None
             if self.target == "cuda":
@@ -231,7 +231,7 @@ def _lower_only(backend):
     def lower(kernel, num_args):
         from hlo_codegen.llvm import lower_to_host
         from hlo_codegen.thunk_emitter import CompiledKernel
-        from hlo_common.manifest import Kernel
+        from hlo_common.manifest.manifest import Kernel
 
         ir = lower_to_host(kernel)
         record = Kernel(kernel.name, tuple(kernel.grid), tuple(kernel.block), kernel.shared_memory_bytes,

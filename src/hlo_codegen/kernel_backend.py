@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from hlo_common.errors import HloError
 from hlo_common.hlo.ir import HloInstruction
-from hlo_common.manifest import Kernel
+from hlo_common.manifest.manifest import Kernel
 
 from hlo_codegen.thunk_emitter import CompiledKernel, KernelArgumentSpec, KernelNamer
 

@@ -39,8 +39,8 @@ import numpy as np
 from hlo_common.errors import HloError
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.printer import print_instruction
-from hlo_common.manifest import Kernel
-from hlo_common.manifest_thunks import (
+from hlo_common.manifest.manifest import Kernel
+from hlo_common.manifest.thunks import (
     BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelArgument, KernelThunk, MemsetThunk,
     RngGetAndUpdateStateThunk, SequentialThunk, Thunk, WhileThunk,
 )

@@ -41,7 +41,7 @@ from hlo_common.interpreter.gemm_semantics import (
     parse_gemm_semantics,
 )
 from hlo_common.hlo.ir import HloInstruction
-from hlo_common.manifest_thunks import GemmConfig, MatrixLayout
+from hlo_common.manifest.thunks import GemmConfig, MatrixLayout
 from hlo_common.hlo.shape import Shape
 
 __all__ = ["GEMM_CUSTOM_CALL_TARGETS", "CUBLAS_TYPES", "build_gemm_config", "gemm_config_for_dot",

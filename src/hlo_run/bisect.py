@@ -50,8 +50,8 @@ from hlo_common.errors import HloError
 from hlo_common.hlo.hlo_utils import global_computations
 from hlo_common.interpreter.evaluator import Evaluator
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.manifest import Manifest
-from hlo_common.manifest_thunks import (
+from hlo_common.manifest.manifest import Manifest
+from hlo_common.manifest.thunks import (
     BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelThunk, MemsetThunk, SequentialThunk,
     Thunk, WhileThunk,
 )

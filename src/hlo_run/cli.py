@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def load_programs(text: str, name: str, split: bool) -> list[Program]:
     """Parse the input into programs: one module, or one per `// -----` chunk with --split-input-file."""
-    from hlo_common.manifest import looks_like_manifest
+    from hlo_common.manifest.manifest import looks_like_manifest
     from hlo_common.hlo.parser import parse_module, parse_modules, split_module_texts
 
     if looks_like_manifest(text):

@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from hlo_common.errors import HloError
-from hlo_common.manifest import Manifest, load_manifest
+from hlo_common.manifest.manifest import Manifest, load_manifest
 
 OPT_TOOL = "hlo-opt"
 CODEGEN_TOOL = "hlo-codegen"

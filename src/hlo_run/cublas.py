@@ -17,8 +17,8 @@ from __future__ import annotations
 import ctypes
 
 from hlo_common.errors import HloError
-from hlo_common.manifest import parse_shape_text
-from hlo_common.manifest_thunks import GemmConfig, MatrixLayout
+from hlo_common.manifest.manifest import parse_shape_text
+from hlo_common.manifest.thunks import GemmConfig, MatrixLayout
 
 OP_N, OP_T = 0, 1
 CUDA_R_16F, CUDA_R_32F, CUDA_R_64F, CUDA_C_32F, CUDA_C_64F = 2, 0, 1, 4, 5

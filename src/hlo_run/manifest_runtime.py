@@ -33,9 +33,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from hlo_common.errors import HloError
-from hlo_common.layout_bytes import array_to_bytes, bytes_to_array
-from hlo_common.manifest import Allocation, Kernel, Manifest
-from hlo_common.manifest_thunks import (
+from hlo_common.manifest.layout_bytes import array_to_bytes, bytes_to_array
+from hlo_common.manifest.manifest import Allocation, Kernel, Manifest
+from hlo_common.manifest.thunks import (
     RNG_INITIAL_STATE, BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelThunk, MemsetThunk,
     RngGetAndUpdateStateThunk, SequentialThunk, Thunk, WhileThunk, thunk_labels,
 )
@@ -349,7 +349,7 @@ class _Progress:
 def manifest_program(text: str, name: str):
     """A `Program` for a manifest file: the manifest plus its HLO module (for the interpreter and
     the reference platforms)."""
-    from hlo_common.manifest import load_manifest
+    from hlo_common.manifest.manifest import load_manifest
     from hlo_common.hlo.parser import parse_module
     from hlo_run.backends import Program
 

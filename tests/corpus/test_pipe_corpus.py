@@ -132,7 +132,7 @@ def compile_text(module_id: str, text: str, target: str) -> bytes:
 def run_manifest(module_id: str, data: bytes) -> Outcome:
     """What `hlo-run --platform host --reference-platform interpreter` checks."""
     from hlo_common.interpreter.evaluator import evaluate
-    from hlo_common.manifest import load_manifest
+    from hlo_common.manifest.manifest import load_manifest
     from hlo_common.hlo.parser import parse_module
     from hlo_run.backends.host import HostDevice
     from hlo_run.inputs import make_fake_arguments
@@ -306,7 +306,7 @@ def test_pipe_cuda_ptx_links(module_id, text):
 def run_manifest_cuda(module_id: str, data: bytes) -> Outcome:
     """`hlo-run --platform cuda --reference-platform interpreter` on a cuda manifest."""
     from hlo_common.interpreter.evaluator import evaluate
-    from hlo_common.manifest import load_manifest
+    from hlo_common.manifest.manifest import load_manifest
     from hlo_common.hlo.parser import parse_module
     from hlo_run.backends.cuda import CudaDevice
     from hlo_run.inputs import make_fake_arguments

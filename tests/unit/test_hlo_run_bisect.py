@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from hlo_common.interpreter.evaluator import evaluate
-from hlo_common.manifest import load_manifest
+from hlo_common.manifest.manifest import load_manifest
 from hlo_common.hlo.parser import parse_module
 from hlo_run.cli import cli
 from hlo_run.compile_hook import compile_to_manifest

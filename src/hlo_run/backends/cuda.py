@@ -17,8 +17,8 @@ import ctypes
 from typing import Any
 
 from hlo_common.errors import HloError
-from hlo_common.manifest import Kernel
-from hlo_common.manifest_thunks import GemmThunk, KernelThunk
+from hlo_common.manifest.manifest import Kernel
+from hlo_common.manifest.thunks import GemmThunk, KernelThunk
 from hlo_run.backends import Backend, Executable, Program
 from hlo_run.manifest_runtime import Device, ManifestExecutable
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from hlo_common.layout_bytes import array_to_bytes, bytes_to_array
-from hlo_common.manifest import Kernel, Manifest
-from hlo_common.manifest_thunks import GemmThunk, KernelThunk
+from hlo_common.manifest.layout_bytes import array_to_bytes, bytes_to_array
+from hlo_common.manifest.manifest import Kernel, Manifest
+from hlo_common.manifest.thunks import GemmThunk, KernelThunk
 from hlo_run.backends import Backend, BackendUnavailable, Executable, Program
 from hlo_run.manifest_runtime import Device, ManifestExecutable
 
@@ -43,7 +43,7 @@ class HostDevice(Device):
 
     def prepare(self, manifest: Manifest) -> None:
         """Note each kernel's largest launch (argument bytes): it picks the JIT's optimization level."""
-        from hlo_common.manifest_thunks import walk
+        from hlo_common.manifest.thunks import walk
 
         for t in walk(manifest.thunks):
             if isinstance(t, KernelThunk):
@@ -137,7 +137,7 @@ _SHAPE_CACHE: dict[str, Any] = {}
 def _gemm_shapes(cfg, bias_bytes: int = 0) -> dict[str, Any]:
     """The shapes the host reads a GemmThunk's buffers with; the bias is a flat vector in memory
     order (its buffer's element count), which `run_gemm` adds along the output's minor elements."""
-    from hlo_common.manifest import parse_shape_text
+    from hlo_common.manifest.manifest import parse_shape_text
 
     def shape(text: str):
         s = _SHAPE_CACHE.get(text)

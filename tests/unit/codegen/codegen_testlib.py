@@ -7,7 +7,7 @@ placeholder code for both targets.
 
 from __future__ import annotations
 
-from hlo_common.manifest import Kernel
+from hlo_common.manifest.manifest import Kernel
 from hlo_common.hlo.parser import parse_module
 from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_codegen.thunk_emitter import CompiledKernel

@@ -15,7 +15,7 @@ from corpus_lib import CORPUS_DIR as CORPUS
 from emitter_testlib import assert_close, distinct_indices, entry_arguments, fusion_of
 from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_common.interpreter.evaluator import evaluate
-from hlo_common.manifest import load_manifest
+from hlo_common.manifest.manifest import load_manifest
 from hlo_common.hlo.parser import parse_module
 from hlo_common.hlo.printer import print_module
 

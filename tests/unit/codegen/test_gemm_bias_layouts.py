@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from hlo_common.interpreter.evaluator import evaluate
-from hlo_common.manifest import load_manifest
+from hlo_common.manifest.manifest import load_manifest
 from hlo_common.hlo.parser import parse_module
 from hlo_common.passes.gemm_fallback import GemmFallback
 from hlo_common.hlo.printer import print_instruction

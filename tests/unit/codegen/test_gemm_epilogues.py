@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from hlo_common.interpreter import evaluate
-from hlo_common.manifest import load_manifest
-from hlo_common.manifest_thunks import GemmThunk, KernelThunk
+from hlo_common.manifest.manifest import load_manifest
+from hlo_common.manifest.thunks import GemmThunk, KernelThunk
 from hlo_common.hlo.parser import parse_module
 from hlo_common.passes.gemm_fallback import GemmFallback
 from hlo_common.hlo.printer import print_module

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from hlo_common.interpreter import evaluate
-from hlo_common.manifest import load_manifest
+from hlo_common.manifest.manifest import load_manifest
 from hlo_common.hlo.parser import parse_module
 from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_common.gemm_config import gemm_config_for_custom_call

@@ -18,7 +18,7 @@ from hlo_codegen.cli import cli
 from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_common.errors import HloError
 from hlo_common.interpreter.evaluator import evaluate
-from hlo_common.manifest import load_manifest
+from hlo_common.manifest.manifest import load_manifest
 from hlo_common.hlo.parser import parse_module
 from hlo_run.compare import flatten_leaves
 

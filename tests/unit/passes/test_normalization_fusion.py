@@ -311,7 +311,7 @@ def test_layernorm_backward_recomputes_the_statistics_per_output_like_xla():
     # the numbers: the whole pipe on the host against the interpreter on the input module
     from hlo_codegen.compiler import CompileOptions, compile_module
     from hlo_common.interpreter import evaluate
-    from hlo_common.manifest import load_manifest
+    from hlo_common.manifest.manifest import load_manifest
     from hlo_common.hlo.printer import print_module
     from hlo_run.backends.host import HostDevice
     from hlo_run.manifest_runtime import ManifestExecutable

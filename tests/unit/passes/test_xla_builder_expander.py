@@ -11,7 +11,7 @@ import pytest
 
 from hlo_common.errors import HloError
 from hlo_common.interpreter import evaluate
-from hlo_common.manifest import load_manifest
+from hlo_common.manifest.manifest import load_manifest
 from hlo_common.hlo.parser import parse_module
 from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_run.backends.host import HostDevice

@@ -14,7 +14,7 @@ Layout (keys sorted; lists keep their meaningful order, kernels are sorted by na
     allocations            XLA's BufferAllocations: size, kind (parameter | constant | output | temp),
                            parameter number and shape index, constant bytes (base64), alignment
     kernels                name, launch dims, shared bytes, parameter count, `ptx` or `llvm_ir`
-    thunks                 the entry SequentialThunk (`hlo_common.manifest_thunks`)
+    thunks                 the entry SequentialThunk (`hlo_common.manifest.thunks`)
     integrity              {"sha256": hex digest of the canonical JSON of everything else}
 
 `Manifest.to_bytes()` is deterministic (sorted keys, fixed separators, base64 constants), so two
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hlo_common.errors import HloParseError
-from hlo_common.manifest_thunks import (
+from hlo_common.manifest.thunks import (
     BufferSlice, GemmThunk, JsonReader, KernelThunk, ManifestError, SequentialThunk, Thunk, thunk_from_json,
     walk,
 )
