@@ -49,7 +49,7 @@ from hlo_codegen.buffer_assignment import BufferAssignment
 from hlo_codegen.buffer_assignment.call_graph import instruction_sequence
 from hlo_codegen.collectives import collective_thunks
 from hlo_codegen.fusion_wrapper import ThunkKind, classify, is_memcpy
-from hlo_common.gemm_config import gemm_config_for_custom_call, gemm_config_for_dot, gemm_workspace_index
+from hlo_common.gpu.gemm_config import gemm_config_for_custom_call, gemm_config_for_dot, gemm_workspace_index
 
 
 @dataclass(frozen=True)

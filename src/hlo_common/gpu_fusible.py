@@ -24,7 +24,7 @@ says why in one line, checked in XLA's order:
 | in_place                     | InstructionFusion::ShouldFuseInPlaceOp                       |
 
 Hero questions (unnested reductions, tiled transposes, emitter kinds) are answered by
-`hlo_common.fusion_analysis`, the same analysis hlo-codegen picks its emitters with.
+`hlo_common.gpu.hlo_fusion_analysis`, the same analysis hlo-codegen picks its emitters with.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hlo_common.analysis.sharing import in_place_pairs
-from hlo_common.device import H100, DeviceDescription
-from hlo_common.fusion_analysis import (FusionAnalysis, is_reduction_from_or_to_contiguous_dimensions,
+from hlo_common.gpu.device import H100, DeviceDescription
+from hlo_common.gpu.hlo_fusion_analysis import (FusionAnalysis, is_reduction_from_or_to_contiguous_dimensions,
                                         reduction_shared_memory_bytes, tiled_transpose_description)
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise

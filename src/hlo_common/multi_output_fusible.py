@@ -46,7 +46,7 @@ column reduction with elementwise users of its operand (e.g. the three users of 
 batch-norm backward: one kernel fewer). The pass follows the XLA it is measured against by
 default; `multi_output_fusion(column_reduction_rule=True)` gives HEAD's behaviour.
 
-Hero queries come from `hlo_common.fusion_analysis` (cached per fusion by `HeroCache`), budgets
+Hero queries come from `hlo_common.gpu.hlo_fusion_analysis` (cached per fusion by `HeroCache`), budgets
 and IR sizes from `hlo_common.gpu_fusible`. The edits that build multi-output fusions, and the
 reachability the cycle checks ask, are in `hlo_common.multi_output_editing`.
 """
@@ -56,8 +56,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hlo_common.analysis.sharing import in_place_pairs
-from hlo_common.device import H100, DeviceDescription
-from hlo_common.fusion_analysis import (
+from hlo_common.gpu.device import H100, DeviceDescription
+from hlo_common.gpu.hlo_fusion_analysis import (
     find_non_trivial_hero,
     fusion_roots,
     is_intermediate,

@@ -22,7 +22,7 @@ from hlo_common.hlo.ir import HloModule
 from hlo_common.hlo.parser import parse_modules
 from hlo_common.hlo.printer import print_module
 from hlo_common.source import read_source
-from hlo_common.device import load_device
+from hlo_common.gpu.device import load_device
 from hlo_opt.dump import DumpOptions, ModuleDumper, prepare_dump_directory
 from hlo_common.hlo_pass.pass_base import PASS_REGISTRY
 from hlo_common.hlo_pass.pipeline import PassRunRecord, PipelineSequence, RunOptions, verify

@@ -9,7 +9,7 @@ output computes D^T = op(B)^T op(A)^T with the operand transposes flipped. f32 G
 CUBLAS_COMPUTE_32F (no TF32), so results match the interpreter within rounding. s8 x s8 -> s32
 uses CUBLAS_COMPUTE_32I with int32 alpha / beta (exact), s8 x s8 -> f32 CUBLAS_COMPUTE_32F;
 hlo-codegen hands over int8 GEMMs only when every row and column count is a multiple of 4
-(cuBLAS's int8 alignment; `hlo_common/gemm_config.py`).
+(cuBLAS's int8 alignment; `hlo_common/gpu/gemm_config.py`).
 """
 
 from __future__ import annotations

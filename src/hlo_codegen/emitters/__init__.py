@@ -26,7 +26,7 @@ The contract every emitter keeps (XLA's `KernelFusionInterface` in kernel-IR ter
 - Launch: `launch_dimensions()` gives what the thunk launches with; kernels must not depend on
   the block count being exact (they bounds-check through their indexing maps).
 
-Emitter selection (`emitter_kind`) is hlo_common.fusion_analysis's `FusionAnalysis` (XLA's
+Emitter selection (`emitter_kind`) is hlo_common.gpu.hlo_fusion_analysis's `FusionAnalysis` (XLA's
 HloFusionAnalysis, shared with hlo-opt's cost model): a real reduction hero -> "reduction";
 consistent tiled transposes -> "transpose" (emitted by the loop emitter while no tiled emitter is
 registered); several roots -> "loop", or "in_place_dynamic_update_slice" when all roots are
@@ -61,7 +61,7 @@ from hlo_codegen.emitters.reduction import ReductionFusion
 from hlo_codegen.emitters.scatter import ScatterFusion
 from hlo_codegen.emitters.sort import SortFusion
 from hlo_codegen.kernel_ir.ir import Kernel
-from hlo_common.fusion_analysis import FusionAdaptor, FusionAnalysis
+from hlo_common.gpu.hlo_fusion_analysis import FusionAdaptor, FusionAnalysis
 from hlo_common.hlo.ir import HloInstruction
 
 EMITTERS: dict[str, type[KernelEmitter]] = {"loop": LoopFusion, "reduction": ReductionFusion,

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from typing import Hashable, Sequence
 
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo
-from hlo_common import fusion_analysis as fa
+from hlo_common.gpu import hlo_fusion_analysis as fa
 from hlo_codegen.indexing import LaunchDimensions
 from hlo_codegen.kernel_ir.ir import Buffer, Kernel
 from hlo_codegen.partitioner import sanitize_name
 from hlo_common.errors import HloError
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.fusion_analysis import fusion_roots  # noqa: F401  (re-exported)
+from hlo_common.gpu.hlo_fusion_analysis import fusion_roots  # noqa: F401  (re-exported)
 from hlo_common.hlo.shape import Shape
 
 _GENERIC_NAME = re.compile(r"^(fusion|wrapped_\w+)(\.\d+)?$")
@@ -111,7 +111,7 @@ class KernelEmitter:
         return Kernel(kernel_name(self.fusion, self.kind), launch.blocks_xyz(), launch.threads_xyz())
 
 
-# -- heroes (the analysis lives in hlo_common.fusion_analysis, shared with hlo-opt's cost model) --
+# -- heroes (the analysis lives in hlo_common.gpu.hlo_fusion_analysis, shared with hlo-opt's cost model) --
 def find_hero(root: HloInstruction) -> HloInstruction:
     """The op that shapes codegen for a fusion root (XLA's FindNonTrivialHero)."""
     return fa.find_non_trivial_hero(root)

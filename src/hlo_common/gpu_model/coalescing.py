@@ -20,7 +20,7 @@ heuristic elsewhere. Here, documented simplification, every fusion kind uses XLA
 
 from __future__ import annotations
 
-from hlo_common.fusion_analysis import (
+from hlo_common.gpu.hlo_fusion_analysis import (
     FusionAnalysis, is_reduction_from_or_to_contiguous_dimensions, physical_dims,
 )
 from hlo_common.hlo.ir import HloInstruction

@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import math
 
-from hlo_common.device import DeviceDescription, H100
+from hlo_common.gpu.device import DeviceDescription, H100
 from hlo_common.gpu_model.op_profiles import DEFAULT_FLOPS_PER_ELEMENT, profile_for
 from hlo_common.hlo.ir import HloComputation, HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise

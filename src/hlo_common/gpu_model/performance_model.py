@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.device import DeviceDescription, H100
-from hlo_common.fusion_analysis import FusionAnalysis
+from hlo_common.gpu.device import DeviceDescription, H100
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
 from hlo_common.gpu_model.coalescing import coalesced_inputs
 from hlo_common.gpu_model.cost_analysis import GpuHloCostAnalysis, shape_bytes
 from hlo_common.hlo.ir import HloInstruction

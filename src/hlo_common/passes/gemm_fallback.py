@@ -2,7 +2,7 @@
 cuBLAS GEMM plus an epilogue kernel, or one kernel (a kLoop fusion of `dot` + epilogue).
 
 Where it sits: hlo-codegen's prepare pipeline (`hlo_codegen.compiler.prepare_pipeline`), before
-the fusion wrapper. `hlo_common.gemm_config.gemm_config_for_custom_call` says which `__cublas$gemm` /
+the fusion wrapper. `hlo_common.gpu.gemm_config.gemm_config_for_custom_call` says which `__cublas$gemm` /
 `__cublas$lt$matmul` calls hlo-run's cuBLAS call can run; every other one is rewritten here into
 HLO that computes the same thing as `hlo_common.interpreter.gemm_semantics` says.
 
@@ -55,7 +55,7 @@ from hlo_common.interpreter.gemm_semantics import (
     ALGORITHM_OPERAND_TYPES, GEMM_CUSTOM_CALL_TARGETS, GemmSemantics, bias_output_dims, parse_gemm_semantics,
 )
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.gemm_config import (
+from hlo_common.gpu.gemm_config import (
     build_gemm_config, cublas_can_run, gemm_config_for_custom_call, gemm_output_shape, gemm_workspace_index,
 )
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass

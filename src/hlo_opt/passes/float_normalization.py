@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hlo_common.device import H100, DeviceDescription
+from hlo_common.gpu.device import H100, DeviceDescription
 from hlo_common.hlo.dtypes import PRIMITIVE_TYPES, PrimitiveType
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.hlo.hlo_utils import NameUniquer, call_sites_of, clone_computation, computation_callers

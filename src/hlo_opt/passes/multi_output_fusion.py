@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hlo_common.device import H100, DeviceDescription, load_device
+from hlo_common.gpu.device import H100, DeviceDescription, load_device
 from hlo_common.fusion_utils import FusionEditor, verify_fusion_step
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule

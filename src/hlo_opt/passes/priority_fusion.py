@@ -13,7 +13,7 @@ conditional branches, called computations):
 2. The queue is a heap keyed (priority, unique id), largest first, so ties break the same way on
    every run. Negative priorities are not queued.
 3. The best producer is fused into each of its users (a user becomes a fusion first; the kind,
-   kLoop or kInput, comes from `hlo_common.fusion_analysis`); the producer goes when no user is
+   kLoop or kInput, comes from `hlo_common.gpu.hlo_fusion_analysis`); the producer goes when no user is
    left. Only the new fusions and their operands are costed again (incremental update); cached
    figures of the changed instructions are dropped.
 4. At the end every scalar (one-element) constant is fused into its fusible users.
@@ -49,8 +49,8 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
-from hlo_common.device import H100, DeviceDescription
-from hlo_common.fusion_analysis import fusion_kind
+from hlo_common.gpu.device import H100, DeviceDescription
+from hlo_common.gpu.hlo_fusion_analysis import fusion_kind
 from hlo_common.fusion_utils import FusionEditor, verify_fusion_step
 from hlo_common.gpu_fusible import (ALLOW, FusionDecision, can_fuse, is_fusible,
                                     is_fusible_bitcast, scatter)

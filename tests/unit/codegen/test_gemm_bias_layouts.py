@@ -150,7 +150,7 @@ ENTRY e {{ a = f32[6,5] parameter(0) b = f32[5,2,2] parameter(1) v = f32[2,2]{{0
 def test_host_gemm_thunk_adds_a_flat_bias_buffer_in_memory_order():
     # a manifest's GemmThunk may carry a BIAS epilogue (hlo-codegen splits it off today): the host
     # reads the bias buffer as a flat vector and adds it along the output's most minor elements
-    from hlo_common.gemm_config import build_gemm_config
+    from hlo_common.gpu.gemm_config import build_gemm_config
     from hlo_common.hlo.shape import Shape
     from hlo_run.host_gemm import run_gemm
 

@@ -9,7 +9,7 @@ it (84 SMs, 1.41 GHz, 768 GB/s, 6 MiB L2, 128 FPUs per SM).
 
 from __future__ import annotations
 
-from hlo_common.device import DeviceDescription
+from hlo_common.gpu.device import DeviceDescription
 from hlo_common.gpu_model import GpuPerformanceModel
 from hlo_common.hlo.ir import parse_module
 

@@ -26,7 +26,7 @@ import pytest
 
 from pass_testlib import check_numerics, check_pass, check_unchanged, run_pass
 
-from hlo_common.fusion_analysis import FusionAnalysis, fusion_kind
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis, fusion_kind
 from hlo_common.hlo_pass.pipeline import RunOptions
 from hlo_common.kernel_stats import kernel_stats
 from hlo_common.hlo.parser import parse_module

@@ -13,7 +13,7 @@ from pathlib import Path
 from numerics_testlib import check_same_results
 from pass_testlib import check_pass, run_pass
 
-from hlo_common.fusion_analysis import FusionAnalysis
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
 from hlo_common.hlo.parser import parse_module
 from hlo_opt import cli
 
@@ -551,7 +551,7 @@ def test_module_numbers_unchanged_on_transformer_layer():
 
 
 def test_device_of_the_run_reaches_the_cost_model():
-    from hlo_common.device import A100
+    from hlo_common.gpu.device import A100
     from hlo_common.gpu_model import GpuPerformanceModel
     from hlo_common.hlo_pass.pipeline import HloPassPipeline, RunOptions
     from hlo_opt.passes.priority_fusion import PriorityFusion

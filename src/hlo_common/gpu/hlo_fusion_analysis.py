@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hlo_common.device import DeviceDescription, H100
+from hlo_common.gpu.device import DeviceDescription, H100
 from hlo_common.hlo.ir import HloComputation, HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
 from hlo_common.hlo.shape import Shape
