@@ -33,8 +33,11 @@ from dataclasses import dataclass
 
 from hlo_common.analysis.sharing import in_place_pairs
 from hlo_common.gpu.device import H100, DeviceDescription
-from hlo_common.gpu.hlo_fusion_analysis import (FusionAnalysis, is_reduction_from_or_to_contiguous_dimensions,
-                                        reduction_shared_memory_bytes, tiled_transpose_description)
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
+from hlo_common.gpu.ir_emission_utils import tiled_transpose_description
+from hlo_common.gpu.reduction_utils import (
+    is_reduction_from_or_to_contiguous_dimensions, reduction_shared_memory_bytes,
+)
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
 

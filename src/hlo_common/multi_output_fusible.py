@@ -46,7 +46,7 @@ column reduction with elementwise users of its operand (e.g. the three users of 
 batch-norm backward: one kernel fewer). The pass follows the XLA it is measured against by
 default; `multi_output_fusion(column_reduction_rule=True)` gives HEAD's behaviour.
 
-Hero queries come from `hlo_common.gpu.hlo_fusion_analysis` (cached per fusion by `HeroCache`), budgets
+Hero queries come from `hlo_common.gpu.ir_emission_utils` (cached per fusion by `HeroCache`), budgets
 and IR sizes from `hlo_common.gpu_fusible`. The edits that build multi-output fusions, and the
 reachability the cycle checks ask, are in `hlo_common.multi_output_editing`.
 """
@@ -57,17 +57,12 @@ from typing import TYPE_CHECKING
 
 from hlo_common.analysis.sharing import in_place_pairs
 from hlo_common.gpu.device import H100, DeviceDescription
-from hlo_common.gpu.hlo_fusion_analysis import (
-    find_non_trivial_hero,
-    fusion_roots,
-    is_intermediate,
-    is_real_reduction_hero,
-    is_reduction_from_or_to_contiguous_dimensions,
-    is_reshape_or_transpose_bitcast,
-    reshape_is_bitcast,
-    reduction_dimensions,
-    tiled_transpose_description,
-    transpose_is_bitcast,
+from hlo_common.gpu.ir_emission_utils import (
+    find_non_trivial_hero, fusion_roots, is_intermediate, is_reshape_or_transpose_bitcast, reshape_is_bitcast,
+    tiled_transpose_description, transpose_is_bitcast,
+)
+from hlo_common.gpu.reduction_utils import (
+    is_real_reduction_hero, is_reduction_from_or_to_contiguous_dimensions, reduction_dimensions,
 )
 from hlo_common.gpu_fusible import (
     ALLOW,

@@ -61,7 +61,8 @@ from hlo_codegen.emitters.reduction import ReductionFusion
 from hlo_codegen.emitters.scatter import ScatterFusion
 from hlo_codegen.emitters.sort import SortFusion
 from hlo_codegen.kernel_ir.ir import Kernel
-from hlo_common.gpu.hlo_fusion_analysis import FusionAdaptor, FusionAnalysis
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
+from hlo_common.gpu.hlo_traversal import FusionAdaptor
 from hlo_common.hlo.ir import HloInstruction
 
 EMITTERS: dict[str, type[KernelEmitter]] = {"loop": LoopFusion, "reduction": ReductionFusion,

@@ -38,8 +38,9 @@ from hlo_codegen.emitters.loop import LoopFusion, loop_over_shape_unrolled
 from hlo_codegen.indexing import LaunchDimensions
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Kernel, Value
-from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis, loop_launch, split_grid_x
-from hlo_common.gpu.hlo_fusion_analysis import is_dus_root  # noqa: F401  (re-exported)
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
+from hlo_common.gpu.launch_dimensions import loop_launch, split_grid_x
+from hlo_common.gpu.ir_emission_utils import is_dus_root  # noqa: F401  (re-exported)
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
 

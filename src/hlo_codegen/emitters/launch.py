@@ -1,7 +1,7 @@
 """Launch dimensions and the loop-fusion unroll factor, with XLA's rules and numbers.
 
 Where it sits: the loop emitter (loop.py) and the other emitters size their grids here; the rules
-live in hlo_common.gpu.hlo_fusion_analysis (the GPU cost model needs them too), this module adapts them
+live in hlo_common.gpu.launch_dimensions (the GPU cost model needs them too), this module adapts them
 to kernel-IR `LaunchDimensions`. From
 `xla/service/gpu/launch_dimensions.cc` (`CalculateLaunchDimensions`), `gpu_fusible.cc`
 (`ComputeLoopFusionConfig`) and the emitter base (`MaybeSplitGridDimensionX`):
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from hlo_codegen.indexing import LaunchDimensions
 from hlo_common.gpu.device import A100, H100, DeviceDescription
-from hlo_common.gpu.hlo_fusion_analysis import (  # noqa: F401  (re-exported for the emitters)
+from hlo_common.gpu.launch_dimensions import (  # noqa: F401  (re-exported for the emitters)
     MAX_CONCAT_OPERANDS_FOR_UNROLLING, MAX_REDUCE_WINDOW_FOR_UNROLLING, MAX_UNROLL, WARP_SCHEDULERS,
     loop_launch, loop_unroll_factor, max_unroll_factor, smallest_bit_width, split_grid_x,
 )
@@ -35,7 +35,7 @@ GpuDeviceInfo = DeviceDescription
 
 def may_prevent_vectorization(computation: HloComputation) -> bool:
     """Ops that make unrolled loop fusions spill or serialize (XLA's MayPreventVectorization)."""
-    from hlo_common.gpu.hlo_fusion_analysis import may_prevent_vectorization as check
+    from hlo_common.gpu.launch_dimensions import may_prevent_vectorization as check
 
     return check(computation.instructions)
 

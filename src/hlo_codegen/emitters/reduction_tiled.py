@@ -50,7 +50,8 @@ from hlo_codegen.indexing import IndexingMap, LaunchDimensions, Variable, bitcas
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Buffer, Kernel, Value
-from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis, is_real_reduction_hero
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
+from hlo_common.gpu.reduction_utils import is_real_reduction_hero
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.shape import Shape
 

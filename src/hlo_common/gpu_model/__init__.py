@@ -2,7 +2,7 @@
 the analytical performance model, for hlo-opt's priority and multi-output fusion.
 
 Where it sits: `GpuPerformanceModel(device)` is made once per pass run; it uses
-`hlo_common.gpu.hlo_fusion_analysis` for launch dimensions and heroes. See the submodules for the rules:
+`hlo_common.gpu` for launch dimensions and heroes. See the submodules for the rules:
 `op_profiles` (per-op cycle costs, sm_90 / sm_80), `cost_analysis` (GpuHloCostAnalysis),
 `coalescing` (simplified CoalescingAnalysis), `performance_model` (GpuPerformanceModel).
 """

@@ -20,9 +20,9 @@ heuristic elsewhere. Here, documented simplification, every fusion kind uses XLA
 
 from __future__ import annotations
 
-from hlo_common.gpu.hlo_fusion_analysis import (
-    FusionAnalysis, is_reduction_from_or_to_contiguous_dimensions, physical_dims,
-)
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
+from hlo_common.gpu.ir_emission_utils import physical_dims
+from hlo_common.gpu.reduction_utils import is_reduction_from_or_to_contiguous_dimensions
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.gpu.hlo_fusion_analysis import find_non_trivial_hero, fusion_roots
+from hlo_common.gpu.ir_emission_utils import find_non_trivial_hero, fusion_roots
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.hlo.hlo_utils import NameUniquer
 from hlo_common.hlo.ir import HloInstruction, HloModule

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from hlo_common.gpu.hlo_fusion_analysis import (
-    FusionAnalysis, find_non_trivial_hero, fusion_kind, reduction_dimensions, tiled_transpose_description,
-)
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis, fusion_kind
+from hlo_common.gpu.ir_emission_utils import find_non_trivial_hero, tiled_transpose_description
+from hlo_common.gpu.reduction_utils import reduction_dimensions
 from hlo_common.hlo.ir import parse_module
 
 ADD = "add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }\n"
@@ -108,7 +108,7 @@ ENTRY e { x = f32[32,1024] parameter(0)
 def test_race_free_bound():
     c = entry("""ENTRY e { p = f32[4,40000] parameter(0) z = f32[] constant(0)
   r = f32[4] reduce(p, z), dimensions={1}, to_apply=add ROOT n = f32[4] negate(r) }""")
-    from hlo_common.gpu.hlo_fusion_analysis import FusionAdaptor
+    from hlo_common.gpu.hlo_traversal import FusionAdaptor
     a = FusionAnalysis(FusionAdaptor.for_producer_consumer(c.instruction("r"), c.root))
     # 40000 > 1024 * 16 minor elements: not race free, so an epilogue makes it a loop fusion
     assert a.emitter_kind == "loop"
