@@ -2,7 +2,7 @@
 launch dimensions (XLA's `HloFusionAnalysis`, `xla/service/gpu/hlo_fusion_analysis.cc`).
 
 Where it sits: hlo-opt's priority fusion and multi-output fusion (through the GPU performance
-model in `hlo_common.gpu_model`, and the fusibility rules) ask it about fusions that do not exist
+model in `hlo_opt.gpu_model`, and the fusibility rules) ask it about fusions that do not exist
 yet; hlo-codegen asks it which emitter to run (`hlo_codegen.emitters.emitter_kind`). It reads a
 fusion through a `FusionAdaptor` (`hlo_traversal`: a fusion, a lone instruction or a producer +
 consumer pair as if fused, without building anything) and decides with the facts of its sibling

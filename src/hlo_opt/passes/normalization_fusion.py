@@ -82,7 +82,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from hlo_common.fusion_utils import FusionEditor
+from hlo_opt.fusion.fusion_utils import FusionEditor
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.interpreter.reducers import classify_reducer
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule

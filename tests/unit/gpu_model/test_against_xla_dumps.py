@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from hlo_common.gpu.device import H100
-from hlo_common.gpu_model import GpuPerformanceModel
+from hlo_opt.gpu_model import GpuPerformanceModel
 from hlo_common.hlo.ir import parse_module
 
 REGIONS = """

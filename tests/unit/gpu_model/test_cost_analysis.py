@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from hlo_common.gpu_model import GpuHloCostAnalysis, GpuPerformanceModel, flops_per_element
+from hlo_opt.gpu_model import GpuHloCostAnalysis, GpuPerformanceModel, flops_per_element
 from hlo_common.hlo.ir import parse_module
 
 

@@ -205,7 +205,7 @@ def test_producer_consumer_views_equal_built_fusions_two_levels(name):
     """Every producer/consumer pair of XLA's fusion-pipeline inputs, and then an operand of the
     fusion built from it: the analysis without building equals the analysis of the fusion built
     by fusion_utils (the corpus sweep of the same check: 1061 pairs, all equal)."""
-    from hlo_common.fusion_utils import fuse_producer_into_consumer
+    from hlo_opt.fusion.fusion_utils import fuse_producer_into_consumer
     from hlo_common.hlo.printer import print_module
     import test_against_xla_dumps as dumps
 

@@ -10,7 +10,7 @@ it (84 SMs, 1.41 GHz, 768 GB/s, 6 MiB L2, 128 FPUs per SM).
 from __future__ import annotations
 
 from hlo_common.gpu.device import DeviceDescription
-from hlo_common.gpu_model import GpuPerformanceModel
+from hlo_opt.gpu_model import GpuPerformanceModel
 from hlo_common.hlo.ir import parse_module
 
 A6000 = DeviceDescription("NVIDIA RTX A6000", core_count=84, clock_rate_ghz=1.41, memory_bandwidth=768e9,

@@ -1427,7 +1427,7 @@ def test_decision_log_next_to_dumps(tmp_path, capsys):
 
 
 def test_verify_each_names_the_step(tmp_path, capsys, monkeypatch):
-    from hlo_common.multi_output_editing import MultiOutputEditor
+    from hlo_opt.fusion.multi_output_editing import MultiOutputEditor
     from hlo_common.hlo.shape import Shape
 
     original = MultiOutputEditor.fuse_instruction_into_multi_output
@@ -1503,7 +1503,7 @@ def test_a_body_shared_with_another_fusion_is_copied_before_it_grows():
 
 
 def test_reachability_follows_merges_and_grows():
-    from hlo_common.multi_output_editing import Reachability
+    from hlo_opt.fusion.multi_output_editing import Reachability
     from hlo_common.hlo.shape import Shape
 
     module = parse_module("""

@@ -521,7 +521,7 @@ def test_disable_pass_gives_the_unfused_pipeline(tmp_path, capsys):
 
 
 def test_verify_each_names_producer_consumer_and_rule(tmp_path, capsys, monkeypatch):
-    from hlo_common.fusion_utils import FusionEditor
+    from hlo_opt.fusion.fusion_utils import FusionEditor
     from hlo_common.hlo.shape import Shape
 
     original = FusionEditor.fuse_producer_into_consumer
@@ -552,7 +552,7 @@ def test_module_numbers_unchanged_on_transformer_layer():
 
 def test_device_of_the_run_reaches_the_cost_model():
     from hlo_common.gpu.device import A100
-    from hlo_common.gpu_model import GpuPerformanceModel
+    from hlo_opt.gpu_model import GpuPerformanceModel
     from hlo_common.hlo_pass.pipeline import HloPassPipeline, RunOptions
     from hlo_opt.passes.priority_fusion import PriorityFusion
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 from hlo_common.gpu.device import DeviceDescription, H100
 from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
-from hlo_common.gpu_model.coalescing import coalesced_inputs
-from hlo_common.gpu_model.cost_analysis import GpuHloCostAnalysis, shape_bytes
+from hlo_opt.gpu_model.coalescing import coalesced_inputs
+from hlo_opt.gpu_model.cost_analysis import GpuHloCostAnalysis, shape_bytes
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
 

@@ -1,13 +1,13 @@
 """Building multi-output fusions (XLA's `HloFusionInstruction::FuseInstructionIntoMultiOutput` and
 `MergeFusionInstructionIntoMultiOutput`) and the reachability that keeps them acyclic (XLA's
 HloDfsReachability), for the `multi_output_fusion` pass; the rules that decide which fusions to
-build are in `hlo_common.multi_output_fusible`.
+build are in `hlo_opt.fusion.multi_output_fusible`.
 
     >>> editor = MultiOutputEditor(FusionEditor(module))
     >>> gtes = editor.fuse_instruction_into_multi_output(reduce_fusion, exp)  # exp: one more output
     >>> editor.flush()                                        # drop the bodies merged away
 
-The edits build on `hlo_common.fusion_utils.FusionEditor` (its names and its producer
+The edits build on `hlo_opt.fusion.fusion_utils.FusionEditor` (its names and its producer
 inlining): an extra output is first added as a parameter of the fusion, the parameter becomes a
 root-tuple operand and the instruction's other users read a get-tuple-element, and then the
 instruction is fused in as an ordinary producer, so the parameter turns into the computed value.
@@ -22,10 +22,10 @@ from typing import Iterable
 
 import numpy as np
 
-from hlo_common.fusion_utils import FusionEditor
+from hlo_opt.fusion.fusion_utils import FusionEditor
 from hlo_common.hlo.hlo_creation_utils import add_embedded_computation
 from hlo_common.hlo.ir import HloComputation, HloInstruction
-from hlo_common.multi_output_fusible import is_multi_output_fusion
+from hlo_opt.fusion.multi_output_fusible import is_multi_output_fusion
 from hlo_common.hlo.shape import Shape
 
 

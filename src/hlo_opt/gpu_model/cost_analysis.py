@@ -2,7 +2,7 @@
 size of one instruction or fusion (XLA's `GpuHloCostAnalysis` over `HloCostAnalysis`, with
 `count_multiple_input_accesses` on, as priority fusion runs it).
 
-Where it sits: `hlo_common.gpu_model.performance_model` reads these figures; priority fusion's
+Where it sits: `hlo_opt.gpu_model.performance_model` reads these figures; priority fusion's
 IR-size rule reads `ir_size` / `producer_consumer_merged_too_large`. Sources:
 `xla/service/gpu/model/gpu_hlo_cost_analysis.cc`, `xla/service/hlo_cost_analysis.cc`.
 
@@ -35,7 +35,7 @@ import functools
 import math
 
 from hlo_common.gpu.device import DeviceDescription, H100
-from hlo_common.gpu_model.op_profiles import DEFAULT_FLOPS_PER_ELEMENT, profile_for
+from hlo_opt.gpu_model.op_profiles import DEFAULT_FLOPS_PER_ELEMENT, profile_for
 from hlo_common.hlo.ir import HloComputation, HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
 from hlo_common.hlo.shape import Shape

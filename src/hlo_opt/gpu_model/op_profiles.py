@@ -1,7 +1,7 @@
 """Per-(opcode, element type) costs of elementwise ops in "clock cycles" per element, measured by
 XLA's op profiler (`xla/service/gpu/model/hlo_op_profiles_data.h`), for the GPU cost analysis.
 
-Where it sits: `hlo_common.gpu_model.cost_analysis` multiplies these by element counts to get an
+Where it sits: `hlo_opt.gpu_model.cost_analysis` multiplies these by element counts to get an
 op's flops. Keys are compute capabilities (`sm_90` H100, `sm_86` RTX A6000, `sm_80` A100); an (opcode,
 type) not in the device's table costs `DEFAULT_FLOPS_PER_ELEMENT` (XLA's
 kDefaultFlopsPerElement); a capability without a table uses the sm_86 one, as XLA does. The

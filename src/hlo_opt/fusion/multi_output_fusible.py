@@ -47,8 +47,8 @@ batch-norm backward: one kernel fewer). The pass follows the XLA it is measured 
 default; `multi_output_fusion(column_reduction_rule=True)` gives HEAD's behaviour.
 
 Hero queries come from `hlo_common.gpu.ir_emission_utils` (cached per fusion by `HeroCache`), budgets
-and IR sizes from `hlo_common.gpu_fusible`. The edits that build multi-output fusions, and the
-reachability the cycle checks ask, are in `hlo_common.multi_output_editing`.
+and IR sizes from `hlo_opt.fusion.gpu_fusible`. The edits that build multi-output fusions, and the
+reachability the cycle checks ask, are in `hlo_opt.fusion.multi_output_editing`.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from hlo_common.gpu.ir_emission_utils import (
 from hlo_common.gpu.reduction_utils import (
     is_real_reduction_hero, is_reduction_from_or_to_contiguous_dimensions, reduction_dimensions,
 )
-from hlo_common.gpu_fusible import (
+from hlo_opt.fusion.gpu_fusible import (
     ALLOW,
     MAX_IR_SIZE,
     MAX_OPERANDS_AND_OUTPUTS_PER_FUSION,
@@ -81,7 +81,7 @@ from hlo_common.hlo.opcodes import is_elementwise
 from hlo_common.hlo.shape import Shape
 
 if TYPE_CHECKING:
-    from hlo_common.multi_output_editing import Reachability
+    from hlo_opt.fusion.multi_output_editing import Reachability
 
 SMALL_SLICED_OPERAND_BYTES = 1024  # ParameterSlicesAreNonOverlapping: smaller operands always allowed
 

@@ -7,10 +7,10 @@ Where it sits: `GpuPerformanceModel(device)` is made once per pass run; it uses
 `coalescing` (simplified CoalescingAnalysis), `performance_model` (GpuPerformanceModel).
 """
 
-from hlo_common.gpu_model.coalescing import coalesced_inputs, transposes_minor_dimension
-from hlo_common.gpu_model.cost_analysis import MAX_IR_SIZE, GpuHloCostAnalysis, InstrCost, shape_bytes
-from hlo_common.gpu_model.op_profiles import DEFAULT_FLOPS_PER_ELEMENT, flops_per_element, profile_for
-from hlo_common.gpu_model.performance_model import (
+from hlo_opt.gpu_model.coalescing import coalesced_inputs, transposes_minor_dimension
+from hlo_opt.gpu_model.cost_analysis import MAX_IR_SIZE, GpuHloCostAnalysis, InstrCost, shape_bytes
+from hlo_opt.gpu_model.op_profiles import DEFAULT_FLOPS_PER_ELEMENT, flops_per_element, profile_for
+from hlo_opt.gpu_model.performance_model import (
     KERNEL_LAUNCH_OVERHEAD, L1_CACHE_SPEEDUP, L2_CACHE_SPEEDUP, MEMORY_COMPUTE_PARALLELISM,
     NCCL_KERNEL_LAUNCH_OVERHEAD, EstimateRunTimeData, GpuPerformanceModel, RunTimes,
 )
