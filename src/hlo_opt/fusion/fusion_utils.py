@@ -1,7 +1,7 @@
 """Building fusions: wrap one instruction in a fusion, fuse a producer into a consumer (XLA's
 `HloComputation::CreateFusionInstruction`, `HloFusionInstruction::FuseInstruction` and
 `MergeFusionInstruction`). Priority fusion (`hlo_opt.passes.priority_fusion`) and multi-output
-fusion build their fusions with these; both tools' passes may use them, so they live in hlo_common.
+fusion and normalization fusion build their fusions with these.
 
 Names follow XLA before `rename_fusions`: the fusion instruction `fusion` (`fusion.N`), its
 computation `fused_computation` (`fused_computation.N`), parameters `param_0`, `param_1`, ... in

@@ -1,4 +1,4 @@
-"""XLA:GPU's cost model in hlo_common: op profiles, GPU cost analysis, coalescing analysis and
+"""XLA:GPU's cost model: op profiles, GPU cost analysis, coalescing analysis and
 the analytical performance model, for hlo-opt's priority and multi-output fusion.
 
 Where it sits: `GpuPerformanceModel(device)` is made once per pass run; it uses
