@@ -134,8 +134,8 @@ def timed_backend(target: str, module_name: str, out: list[KernelTiming]):
             else:
                 from hlo_codegen.kernel_ir.ir import buffer_bytes
                 from hlo_codegen.llvm import lower_to_host
-                from hlo_common import host_kernel
-                from hlo_common.host_kernel import compile_host_module
+                from hlo_run import host_kernel
+                from hlo_run.host_kernel import compile_host_module
 
                 opt_level_for = getattr(host_kernel, "opt_level_for", lambda nbytes: 2)  # older checkouts
                 with CLOCK.phase("lower"):
@@ -168,7 +168,7 @@ def optimized_text(text: str, name: str) -> str:
 
 def compile_timed(text: str, name: str, target: str) -> list[KernelTiming]:
     from hlo_codegen.compiler import CompileOptions, compile_module
-    from hlo_common import host_kernel
+    from hlo_run import host_kernel
     from hlo_common.hlo.parser import parse_module
 
     getattr(host_kernel, "clear_cache", host_kernel._cache.clear)()  # (older checkouts lack clear_cache)

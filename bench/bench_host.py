@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true")
     opts = ap.parse_args(argv)
     if opts.threads is not None:
-        from hlo_common import host_kernel
+        from hlo_run import host_kernel
 
         host_kernel.DEFAULT_THREADS = opts.threads
     rows = []

@@ -2,7 +2,7 @@
 
 Where it sits: behind `hlo-run --platform host`. Device memory is numpy byte buffers (aligned to
 the allocation's alignment); kernels are the manifest's LLVM IR, JIT-compiled by
-`hlo_common.host_kernel` and run block by block; GemmThunks use `hlo_run.host_gemm` (the
+`hlo_run.host_kernel` and run block by block; GemmThunks use `hlo_run.host_gemm` (the
 interpreter's dot semantics); copies and memsets are `ctypes.memmove` / numpy fills. A program
 given as HLO text is compiled first by `hlo-codegen --target host` (`hlo_run.compile_hook`).
 """
@@ -88,7 +88,7 @@ class HostDevice(Device):
         return buffer[offset:offset + size].tobytes()
 
     def load_kernel(self, kernel: Kernel) -> Any:
-        from hlo_common.host_kernel import load_host_kernel, opt_level_for
+        from hlo_run.host_kernel import load_host_kernel, opt_level_for
 
         level = opt_level_for(self.launch_bytes.get(kernel.name))  # small kernels JIT at level 0, faster
         return load_host_kernel(kernel.llvm_ir, kernel.name, level)

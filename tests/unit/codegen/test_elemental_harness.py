@@ -16,7 +16,7 @@ from hlo_codegen.emitters import emit_kernel, wrap_computation_in_fusion
 from hlo_codegen.emitters.base import _is_packed
 from hlo_codegen.kernel_ir import Kernel, parse_kernel, print_kernel
 from hlo_codegen.llvm import lower_to_host
-from hlo_common.host_kernel import load_host_kernel
+from hlo_run.host_kernel import load_host_kernel
 from hlo_common.interpreter.evaluator import Evaluator
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.parser import parse_module
