@@ -72,7 +72,7 @@ def run_tool(args: list[str], data: bytes) -> tuple[bytes, float, float]:
 
 def launches(thunk) -> int:
     """Kernel and GEMM launches in a thunk tree, loop bodies and branches counted once (the rule of
-    hlo_common.kernel_stats)."""
+    bench/kernel_stats.py)."""
     if thunk.kind in ("kKernel", "kGemm"):
         return 1
     children = list(getattr(thunk, "thunks", ()))
