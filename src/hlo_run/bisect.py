@@ -383,7 +383,7 @@ def find_first_mismatch(program, options, args: list[Any]) -> bool:
     True when nothing differs, else the report is printed and MismatchFound raised."""
     from hlo_common.hlo.parser import parse_module
     from hlo_run.backends import get_backend
-    from hlo_run.backends.host import manifest_for
+    from hlo_run.compile_hook import manifest_for
     from hlo_run.manifest_runtime import ManifestExecutable
 
     platform = options.platform

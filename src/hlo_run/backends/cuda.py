@@ -20,6 +20,7 @@ from hlo_common.errors import HloError
 from hlo_common.manifest.manifest import Kernel
 from hlo_common.manifest.thunks import GemmThunk, KernelThunk
 from hlo_run.backends import Backend, Executable, Program
+from hlo_run.compile_hook import manifest_for
 from hlo_run.manifest_runtime import Device, ManifestExecutable
 
 
@@ -199,7 +200,5 @@ class CudaBackend(Backend):
         return _unavailable()
 
     def load(self, program: Program) -> Executable:
-        from hlo_run.backends.host import manifest_for
-
         manifest = manifest_for(program, "cuda")
         return ManifestExecutable(manifest, CudaDevice(), program.name)

@@ -17,7 +17,8 @@ import numpy as np
 from hlo_common.manifest.layout_bytes import array_to_bytes, bytes_to_array
 from hlo_common.manifest.manifest import Kernel, Manifest
 from hlo_common.manifest.thunks import GemmThunk, KernelThunk
-from hlo_run.backends import Backend, BackendUnavailable, Executable, Program
+from hlo_run.backends import Backend, Executable, Program
+from hlo_run.compile_hook import manifest_for
 from hlo_run.manifest_runtime import Device, ManifestExecutable
 
 
@@ -165,28 +166,3 @@ class HostBackend(Backend):
         manifest = manifest_for(program, "host")
         return ManifestExecutable(manifest, HostDevice(), program.name)
 
-
-def manifest_for(program: Program, target: str) -> Manifest:
-    """The program's manifest for `target`: the one given, or HLO text compiled by hlo-codegen."""
-    manifest = program.manifest
-    if manifest is None:
-        if program.hlo_text is None:
-            raise BackendUnavailable(f"{program.name}: nothing to compile (no HLO text)")
-        from hlo_run.compile_hook import compile_to_manifest
-
-        import sys
-
-        scheduled = program.module is not None and program.module.is_scheduled
-        optimize = program.run_hlo_passes and not scheduled
-        why = "" if optimize else (" (HLO passes skipped: the module is already scheduled)" if scheduled
-                                   else " (HLO passes skipped: --no-hlo-passes)")
-        steps = f"hlo-opt | hlo-codegen --target {target}" if optimize else f"hlo-codegen --target {target}"
-        print(f"Compiling {program.name}: {steps}{why}", file=sys.stderr)
-        manifest = compile_to_manifest(program.hlo_text, program.name, target, optimize=optimize,
-                                       dump_to=program.dump_to)
-        program.manifest = manifest
-    if manifest.target != target:
-        raise BackendUnavailable(f"{program.name}: the manifest was compiled for {manifest.target}; run it "
-                                 f"with --platform {manifest.target} or compile with hlo-codegen "
-                                 f"--target {target}")
-    return manifest
