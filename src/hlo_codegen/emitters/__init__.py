@@ -57,7 +57,8 @@ from hlo_codegen.emitters.transpose import TransposeFusion
 from hlo_codegen.emitters import (  # noqa: F401  (they register elemental rules)
     elemental_dots, elemental_linalg, elemental_topk, elemental_window,
 )
-from hlo_codegen.emitters.in_place_dus import ConcatenateFusion, InPlaceDynamicUpdateSliceFusion
+from hlo_codegen.emitters.concatenate import ConcatenateFusion
+from hlo_codegen.emitters.in_place_dus import InPlaceDynamicUpdateSliceFusion
 from hlo_codegen.emitters.normalization import NormalizationFusion
 from hlo_codegen.emitters.reduction import ReductionFusion
 from hlo_codegen.emitters.scatter import ScatterFusion

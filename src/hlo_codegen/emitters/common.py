@@ -96,6 +96,10 @@ def packing(shape: Shape) -> int:
     return 1
 
 
+def has_packed_output(fusion: HloInstruction) -> bool:
+    return any(packing(s) > 1 for _, s in fusion.shape.leaf_shapes())
+
+
 def loop_over_shape(b: IRBuilder, ids: ThreadIds, launch: LaunchDimensions, shape: Shape,
                     body: Callable[[list[Value]], None]) -> None:
     """Every element of `shape` once, spread over the launch's threads (XLA's default thread map);

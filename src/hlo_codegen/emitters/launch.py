@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from hlo_codegen.indexing import LaunchDimensions
 from hlo_common.gpu.device import A100, H100, DeviceDescription
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
 from hlo_common.gpu.launch_dimensions import (  # noqa: F401  (re-exported for the emitters)
     MAX_CONCAT_OPERANDS_FOR_UNROLLING, MAX_REDUCE_WINDOW_FOR_UNROLLING, MAX_UNROLL, WARP_SCHEDULERS,
     loop_launch, loop_unroll_factor, max_unroll_factor, smallest_bit_width, split_grid_x,
@@ -53,5 +54,19 @@ def loop_launch_dimensions(num_elements: int, unroll: int, device: DeviceDescrip
     return LaunchDimensions((threads, 1, 1), (x, y, 1))
 
 
-__all__ = ["A100", "H100", "GpuDeviceInfo", "loop_fusion_unroll_factor", "loop_launch_dimensions",
-           "max_unroll_factor", "may_prevent_vectorization", "smallest_bit_width", "split_grid_x"]
+def analysis_loop_config(fusion: HloInstruction, device: GpuDeviceInfo,
+                         shape) -> tuple[int, LaunchDimensions]:
+    """(unroll factor, launch) of XLA's loop config over `shape` for this fusion: the launch is
+    FusionAnalysis's (the figures the cost model uses and XLA's thunks show), the unroll its
+    ComputeLoopFusionConfig factor on `shape`."""
+    analysis = FusionAnalysis.of_fusion(fusion, device)
+    blocks, threads = analysis.launch_dimensions()
+    unroll = analysis.loop_unroll_factor(shape)
+    if blocks * threads * unroll < shape.num_elements:  # the analysis sized another loop
+        blocks, threads = loop_launch(shape.num_elements, unroll, device)
+    bx, by = split_grid_x(blocks, device)
+    return unroll, LaunchDimensions((threads, 1, 1), (bx, by, 1))
+
+
+__all__ = ["A100", "H100", "GpuDeviceInfo", "analysis_loop_config", "loop_fusion_unroll_factor",
+           "loop_launch_dimensions", "max_unroll_factor", "may_prevent_vectorization", "smallest_bit_width", "split_grid_x"]
