@@ -118,7 +118,7 @@ def timed_backend(target: str, module_name: str, out: list[KernelTiming]):
 
         def _lower_timed(self, kernel, num_args):
             from hlo_codegen.thunk_emitter import CompiledKernel
-            from hlo_common.manifest.manifest import Kernel
+            from hlo_common.manifest.manifest import ManifestKernel
 
             ptx = llvm_ir = None
             if self.target == "cuda":
@@ -143,8 +143,8 @@ def timed_backend(target: str, module_name: str, out: list[KernelTiming]):
                 with CLOCK.phase("jit"):  # at the level hlo-run's host platform picks
                     nbytes = sum(buffer_bytes(b) for b in kernel.params)
                     compile_host_module(llvm_ir, opt_level_for(nbytes))
-            record = Kernel(kernel.name, tuple(kernel.grid), tuple(kernel.block), kernel.shared_memory_bytes,
-                            num_args, ptx=ptx, llvm_ir=llvm_ir)
+            record = ManifestKernel(kernel.name, tuple(kernel.grid), tuple(kernel.block),
+                                    kernel.shared_memory_bytes, num_args, ptx=ptx, llvm_ir=llvm_ir)
             return CompiledKernel(record, tuple(range(num_args)), {})
 
     return TimedBackend(target)
@@ -231,11 +231,11 @@ def _lower_only(backend):
     def lower(kernel, num_args):
         from hlo_codegen.llvm import lower_to_host
         from hlo_codegen.thunk_emitter import CompiledKernel
-        from hlo_common.manifest.manifest import Kernel
+        from hlo_common.manifest.manifest import ManifestKernel
 
         ir = lower_to_host(kernel)
-        record = Kernel(kernel.name, tuple(kernel.grid), tuple(kernel.block), kernel.shared_memory_bytes,
-                        num_args, llvm_ir=ir)
+        record = ManifestKernel(kernel.name, tuple(kernel.grid), tuple(kernel.block),
+                                kernel.shared_memory_bytes, num_args, llvm_ir=ir)
         return CompiledKernel(record, tuple(range(num_args)), {})
     return lower
 

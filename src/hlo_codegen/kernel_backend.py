@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from hlo_common.errors import HloError
 from hlo_common.hlo.ir import HloInstruction
-from hlo_common.manifest.manifest import Kernel
+from hlo_common.manifest.manifest import ManifestKernel
 
 from hlo_codegen.thunk_emitter import CompiledKernel, KernelArgumentSpec, KernelNamer
 
@@ -88,6 +88,6 @@ class EmitterBackend:
             from hlo_codegen.llvm import lower_to_host
 
             llvm_ir = artifacts["ll"] = lower_to_host(kernel)
-        record = Kernel(kernel.name, tuple(kernel.grid), tuple(kernel.block), kernel.shared_memory_bytes,
-                        num_args, ptx=ptx, llvm_ir=llvm_ir)
+        record = ManifestKernel(kernel.name, tuple(kernel.grid), tuple(kernel.block),
+                                kernel.shared_memory_bytes, num_args, ptx=ptx, llvm_ir=llvm_ir)
         return CompiledKernel(record, tuple(range(num_args)), artifacts)

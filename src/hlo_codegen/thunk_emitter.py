@@ -39,7 +39,7 @@ import numpy as np
 from hlo_common.errors import HloError
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.printer import print_instruction
-from hlo_common.manifest.manifest import Kernel
+from hlo_common.manifest.manifest import ManifestKernel
 from hlo_common.manifest.thunks import (
     BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelArgument, KernelThunk, MemsetThunk,
     RngGetAndUpdateStateThunk, SequentialThunk, Thunk, WhileThunk,
@@ -67,7 +67,7 @@ class KernelArgumentSpec:
 class CompiledKernel:
     """What a kernel backend hands back for one kernel launch."""
 
-    kernel: Kernel  # name, launch dims, shared bytes, param count and code
+    kernel: ManifestKernel  # name, launch dims, shared bytes, param count and code
     arg_indices: tuple[int, ...]  # which of the fusion's KernelArgumentSpecs, in parameter order
     artifacts: dict[str, str] = field(default_factory=dict)  # dump suffix -> text (kernel IR, .ll, .ptx)
 

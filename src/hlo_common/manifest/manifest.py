@@ -51,8 +51,8 @@ ALLOCATION_KINDS = ("parameter", "constant", "output", "temp")
 KERNEL_CODE_FIELD = {"cuda": "ptx", "host": "llvm_ir"}
 
 __all__ = [
-    "FORMAT_NAME", "FORMAT_VERSION", "Allocation", "EntrySignature", "Kernel", "Manifest", "ManifestError",
-    "OutputLeaf", "load_manifest", "looks_like_manifest", "parse_shape_text",
+    "FORMAT_NAME", "FORMAT_VERSION", "Allocation", "EntrySignature", "Manifest", "ManifestError",
+    "ManifestKernel", "OutputLeaf", "load_manifest", "looks_like_manifest", "parse_shape_text",
 ]
 
 
@@ -159,7 +159,7 @@ class EntrySignature:
 
 
 @dataclass(frozen=True)
-class Kernel:
+class ManifestKernel:
     """One compiled kernel: PTX (cuda) or LLVM IR with `void @name(ptr, i64, i64)` (host)."""
 
     name: str
@@ -180,9 +180,9 @@ class Kernel:
         return out
 
     @staticmethod
-    def from_json(v: Any, path: str) -> Kernel:
+    def from_json(v: Any, path: str) -> ManifestKernel:
         r = JsonReader(v, path)
-        return Kernel(r.str("name"), r.ints("grid", 3), r.ints("block", 3), r.int("shared_bytes"),
+        return ManifestKernel(r.str("name"), r.ints("grid", 3), r.ints("block", 3), r.int("shared_bytes"),
                       r.int("num_params"), r.str("ptx", optional=True), r.str("llvm_ir", optional=True))
 
 
@@ -194,7 +194,7 @@ class Manifest:
     hlo: str
     entry: EntrySignature
     allocations: list[Allocation]
-    kernels: dict[str, Kernel]
+    kernels: dict[str, ManifestKernel]
     thunks: SequentialThunk
     format: str = FORMAT_NAME
     version: int = FORMAT_VERSION
@@ -366,9 +366,9 @@ def _load(data: str | bytes) -> Manifest:
 
 def _from_body(r: JsonReader) -> Manifest:
     allocations = [Allocation.from_json(a, f"allocations[{i}]") for i, a in enumerate(r.list("allocations"))]
-    kernels: dict[str, Kernel] = {}
+    kernels: dict[str, ManifestKernel] = {}
     for i, k in enumerate(r.list("kernels")):
-        kernel = Kernel.from_json(k, f"kernels[{i}]")
+        kernel = ManifestKernel.from_json(k, f"kernels[{i}]")
         if kernel.name in kernels:
             raise ManifestError(f"kernels[{i}]: a second kernel named {kernel.name}")
         kernels[kernel.name] = kernel

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from hlo_common.manifest.layout_bytes import array_to_bytes, bytes_to_array
-from hlo_common.manifest.manifest import Kernel, Manifest
+from hlo_common.manifest.manifest import ManifestKernel, Manifest
 from hlo_common.manifest.thunks import GemmThunk, KernelThunk
 from hlo_run.backends import Backend, Executable, Program
 from hlo_run.compile_hook import manifest_for
@@ -88,7 +88,7 @@ class HostDevice(Device):
     def read(self, buffer: np.ndarray, offset: int, size: int) -> bytes:
         return buffer[offset:offset + size].tobytes()
 
-    def load_kernel(self, kernel: Kernel) -> Any:
+    def load_kernel(self, kernel: ManifestKernel) -> Any:
         from hlo_run.host_kernel import load_host_kernel, opt_level_for
 
         level = opt_level_for(self.launch_bytes.get(kernel.name))  # small kernels JIT at level 0, faster

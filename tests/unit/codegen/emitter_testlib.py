@@ -123,7 +123,7 @@ class CudaRunner:
         from types import SimpleNamespace
 
         from test_elemental_harness import from_buffer, to_buffer
-        from hlo_common.manifest.manifest import Kernel as ManifestKernel
+        from hlo_common.manifest.manifest import ManifestKernel
 
         ptx = link_ptx(kernel, f"sm_{self.device.cc[0]}{self.device.cc[1]}")
         record = ManifestKernel(kernel.name, tuple(kernel.grid), tuple(kernel.block),
