@@ -20,7 +20,6 @@ from hlo_common.hlo_pass.pipeline import (
     HloPassPipeline,
     PipelineError,
     RunOptions,
-    find_verifier,
 )
 from hlo_opt.pipelines import (
     GPU_PIPELINES,
@@ -128,7 +127,6 @@ def test_non_convergence_is_an_error_naming_the_pass():
     assert len(log) == DEFAULT_ITERATION_LIMIT
 
 
-@pytest.mark.skipif(find_verifier() is None, reason="hlo_common.hlo.verifier not available yet")
 def test_verify_each_names_the_pass_that_broke_the_module():
     log: list = []
     pipeline = HloPassPipeline("checked", [Recorder(log, "a"), Breaker(), Recorder(log, "b")])
@@ -137,7 +135,6 @@ def test_verify_each_names_the_pass_that_broke_the_module():
     assert log == ["a"]
 
 
-@pytest.mark.skipif(find_verifier() is None, reason="hlo_common.hlo.verifier not available yet")
 def test_verify_each_checks_the_input_before_the_first_pass():
     bad = module()
     bad.entry.root.shape = Shape.array("f32", (7,))
