@@ -134,10 +134,8 @@ def timed_backend(target: str, module_name: str, out: list[KernelTiming]):
             else:
                 from hlo_codegen.kernel_ir.ir import buffer_bytes
                 from hlo_codegen.llvm import lower_to_host
-                from hlo_run import host_kernel
-                from hlo_run.host_kernel import compile_host_module
+                from hlo_run.host_kernel import compile_host_module, opt_level_for
 
-                opt_level_for = getattr(host_kernel, "opt_level_for", lambda nbytes: 2)  # older checkouts
                 with CLOCK.phase("lower"):
                     llvm_ir = lower_to_host(kernel)
                 with CLOCK.phase("jit"):  # at the level hlo-run's host platform picks
@@ -171,7 +169,7 @@ def compile_timed(text: str, name: str, target: str) -> list[KernelTiming]:
     from hlo_run import host_kernel
     from hlo_common.hlo.parser import parse_module
 
-    getattr(host_kernel, "clear_cache", host_kernel._cache.clear)()  # (older checkouts lack clear_cache)
+    host_kernel.clear_cache()
     out: list[KernelTiming] = []
     compile_module(parse_module(text, name), CompileOptions(target=target), timed_backend(target, name, out))
     return out

@@ -11,7 +11,7 @@ and used by:
   attaches it as XLA does;
 - the reference interpreter (`interpreter/custom_call.py`), which evaluates it when a call has
   no computation of its own;
-- hlo-codegen's prepare stage (`fusion_wrapper.calls_for_decompositions`), which turns the call
+- hlo-codegen's prepare stage (`hlo_common.passes.decomposition_calls`), which turns the call
   into a `call` of it, so its instructions get kernels.
 
     Acos(x)      real: select(x != -1, 2 atan2(sqrt(1 - x^2), 1 + x), pi)
