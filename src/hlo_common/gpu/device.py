@@ -1,5 +1,6 @@
-"""Device descriptions for `hlo-opt --device NAME|FILE` (XLA's `se::DeviceDescription`, read from
-`xla/backends/gpu/target_config/specs/*.txtpb`); the GPU cost model reads them.
+"""Device descriptions for `hlo-opt --device NAME|FILE` and `hlo-codegen --arch sm_XY` (XLA's
+`se::DeviceDescription`, read from `xla/backends/gpu/target_config/specs/*.txtpb`); the GPU cost
+model, the fusion analysis and the emitters read them.
 
     >>> load_device("h100").core_count
     132
@@ -12,6 +13,7 @@ takes the H100 value. Unknown fields and non-positive numbers are errors naming 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
@@ -65,6 +67,20 @@ A100 = replace(H100, name="NVIDIA A100-SXM4-80GB", core_count=108, clock_rate_gh
                fpus_per_core=64, shared_memory_per_block_optin=166912, shared_memory_per_core=167936,
                compute_capability_major=8)
 BUILTIN_DEVICES = {"h100": H100, "h200": H200, "a100": A100}
+_ARCH = re.compile(r"sm_(\d+)(\d)[a-z]?")
+
+
+def device_for_arch(arch: str) -> DeviceDescription:
+    """The device an `sm_XY` target stands for (`hlo-codegen --arch`): the first built-in device of
+    that compute capability (sm_90, sm_90a: H100; sm_80: A100). Other architectures have no
+    description here and keep the default, the H100, as hlo-opt does without `--device`."""
+    m = _ARCH.fullmatch(arch)
+    if m is not None:
+        capability = (int(m.group(1)), int(m.group(2)))
+        for device in BUILTIN_DEVICES.values():
+            if device.compute_capability == capability:
+                return device
+    return H100
 
 
 def load_device(spec: str) -> DeviceDescription:
