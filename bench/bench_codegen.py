@@ -100,7 +100,7 @@ def _install_optimize_timer() -> None:
 def timed_backend(target: str, module_name: str, out: list[KernelTiming]):
     """An EmitterBackend whose kernels record their phase times in `out`."""
     from hlo_codegen.kernel_backend import EmitterBackend, argument_ids, fusion_emitter
-    from hlo_common.printer import print_instruction
+    from hlo_common.hlo.printer import print_instruction
 
     class TimedBackend(EmitterBackend):
         def compile(self, fusion, args, unique_name):
@@ -118,7 +118,7 @@ def timed_backend(target: str, module_name: str, out: list[KernelTiming]):
 
         def _lower_timed(self, kernel, num_args):
             from hlo_codegen.thunk_emitter import CompiledKernel
-            from hlo_common.manifest import Kernel
+            from hlo_common.manifest.manifest import ManifestKernel
 
             ptx = llvm_ir = None
             if self.target == "cuda":
@@ -134,17 +134,15 @@ def timed_backend(target: str, module_name: str, out: list[KernelTiming]):
             else:
                 from hlo_codegen.kernel_ir.ir import buffer_bytes
                 from hlo_codegen.llvm import lower_to_host
-                from hlo_common import host_kernel
-                from hlo_common.host_kernel import compile_host_module
+                from hlo_run.host_kernel import compile_host_module, opt_level_for
 
-                opt_level_for = getattr(host_kernel, "opt_level_for", lambda nbytes: 2)  # older checkouts
                 with CLOCK.phase("lower"):
                     llvm_ir = lower_to_host(kernel)
                 with CLOCK.phase("jit"):  # at the level hlo-run's host platform picks
                     nbytes = sum(buffer_bytes(b) for b in kernel.params)
                     compile_host_module(llvm_ir, opt_level_for(nbytes))
-            record = Kernel(kernel.name, tuple(kernel.grid), tuple(kernel.block), kernel.shared_memory_bytes,
-                            num_args, ptx=ptx, llvm_ir=llvm_ir)
+            record = ManifestKernel(kernel.name, tuple(kernel.grid), tuple(kernel.block),
+                                    kernel.shared_memory_bytes, num_args, ptx=ptx, llvm_ir=llvm_ir)
             return CompiledKernel(record, tuple(range(num_args)), {})
 
     return TimedBackend(target)
@@ -152,8 +150,8 @@ def timed_backend(target: str, module_name: str, out: list[KernelTiming]):
 
 def optimized_text(text: str, name: str) -> str:
     """hlo-opt's gpu pipeline in this process; the input itself when that fails."""
-    from hlo_common.parser import parse_module
-    from hlo_common.printer import print_module
+    from hlo_common.hlo.parser import parse_module
+    from hlo_common.hlo.printer import print_module
     from hlo_common.hlo_pass.pipeline import RunOptions
     from hlo_opt.pipelines import build_gpu_pipeline
 
@@ -168,10 +166,10 @@ def optimized_text(text: str, name: str) -> str:
 
 def compile_timed(text: str, name: str, target: str) -> list[KernelTiming]:
     from hlo_codegen.compiler import CompileOptions, compile_module
-    from hlo_common import host_kernel
-    from hlo_common.parser import parse_module
+    from hlo_run import host_kernel
+    from hlo_common.hlo.parser import parse_module
 
-    getattr(host_kernel, "clear_cache", host_kernel._cache.clear)()  # (older checkouts lack clear_cache)
+    host_kernel.clear_cache()
     out: list[KernelTiming] = []
     compile_module(parse_module(text, name), CompileOptions(target=target), timed_backend(target, name, out))
     return out
@@ -209,7 +207,7 @@ def print_slowest(target: str, rows: list[KernelTiming], top: int) -> None:
 def profile_kernels(rows: list[KernelTiming], sources: dict[str, str], n: int) -> None:
     """cProfile of emission + lowering (no LLVM) of the modules holding the n slowest kernels."""
     from hlo_codegen.compiler import CompileOptions, compile_module
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
 
     slow = sorted(rows, key=lambda r: -(r.ms.get("emit", 0) + r.ms.get("optimize", 0) + r.ms.get("lower", 0)))
     names = list(dict.fromkeys(r.module for r in slow[:n]))
@@ -231,11 +229,11 @@ def _lower_only(backend):
     def lower(kernel, num_args):
         from hlo_codegen.llvm import lower_to_host
         from hlo_codegen.thunk_emitter import CompiledKernel
-        from hlo_common.manifest import Kernel
+        from hlo_common.manifest.manifest import ManifestKernel
 
         ir = lower_to_host(kernel)
-        record = Kernel(kernel.name, tuple(kernel.grid), tuple(kernel.block), kernel.shared_memory_bytes,
-                        num_args, llvm_ir=ir)
+        record = ManifestKernel(kernel.name, tuple(kernel.grid), tuple(kernel.block),
+                                kernel.shared_memory_bytes, num_args, llvm_ir=ir)
         return CompiledKernel(record, tuple(range(num_args)), {})
     return lower
 

@@ -9,7 +9,7 @@ the project's sources on PYTHONPATH. Per module: hlo-opt's gpu pipeline and hlo-
 cuda in-process; our time is CUDA events around the whole thunk sequence (hlo-run's cuda device,
 buffers bound once); XLA:GPU's is the same module text compiled by jax's CUDA backend and run on
 the same inputs (host clock to `block_until_ready`); bytes moved come from
-`hlo_common.kernel_stats` of our optimized module, and a device-to-device copy of half that many
+`bench/kernel_stats.py` of our optimized module, and a device-to-device copy of half that many
 bytes (so it too moves them once read and once written) is timed in the same run. Every figure
 is the median of `--runs` samples after a warm-up, a sample being `--batch` runs back to back
 divided by their number: the GPU runs them one after the other on its stream, so the host's
@@ -150,7 +150,7 @@ class CudaTimers:
 
     def ours(self, opt_text: str, args: list) -> float:
         from hlo_codegen.compiler import CompileOptions, compile_module
-        from hlo_common.parser import parse_module
+        from hlo_common.hlo.parser import parse_module
         from hlo_run.manifest_runtime import ManifestExecutable
 
         options = CompileOptions(target=self.target, arch=self.arch)
@@ -245,8 +245,8 @@ def xla_runner(text: str, args: list, platform: str, batch: int = 1) -> Callable
 def measure(label: str, path: Path, text: str, timers) -> Row:
     """One row: hlo-opt in-process, bytes from kernel_stats, then the three timers."""
     from fusion_vs_xla import run_hlo_opt
-    from hlo_common.kernel_stats import kernel_stats
-    from hlo_common.parser import parse_module
+    from kernel_stats import kernel_stats
+    from hlo_common.hlo.parser import parse_module
 
     opt_text, err, _ = run_hlo_opt(path, [])
     if opt_text is None:

@@ -72,7 +72,7 @@ def run_tool(args: list[str], data: bytes) -> tuple[bytes, float, float]:
 
 def launches(thunk) -> int:
     """Kernel and GEMM launches in a thunk tree, loop bodies and branches counted once (the rule of
-    hlo_common.kernel_stats)."""
+    bench/kernel_stats.py)."""
     if thunk.kind in ("kKernel", "kGemm"):
         return 1
     children = list(getattr(thunk, "thunks", ()))
@@ -91,7 +91,7 @@ def max_error(a, b) -> float:
 
 def bench_module(path: Path, repeats: int) -> dict:
     from hlo_common.interpreter.evaluator import evaluate
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
     from hlo_run.backends.host import HostBackend
     from hlo_run.inputs import make_fake_arguments
     from hlo_run.manifest_runtime import manifest_program
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true")
     opts = ap.parse_args(argv)
     if opts.threads is not None:
-        from hlo_common import host_kernel
+        from hlo_run import host_kernel
 
         host_kernel.DEFAULT_THREADS = opts.threads
     rows = []

@@ -52,7 +52,7 @@ def _max_error(a, b) -> float:
 
 def bench_module(path: Path, repeats: int) -> dict:
     from hlo_common.interpreter.evaluator import evaluate
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
     from hlo_run.inputs import make_fake_arguments
     from hlo_run.xla_cpu import XlaCpuExecutable
 

@@ -57,8 +57,8 @@ def _cpu_time_per_pass() -> dict[str, float]:
 def run_hlo_opt(text: str, name: str) -> tuple[float, float, int, dict[str, float]]:
     """(CPU seconds, wall seconds, input instruction count, CPU seconds per pass name) for one
     module, as hlo-opt runs it."""
-    from hlo_common.parser import parse_module
-    from hlo_common.printer import print_module
+    from hlo_common.hlo.parser import parse_module
+    from hlo_common.hlo.printer import print_module
     from hlo_common.hlo_pass.pipeline import RunOptions, verify
     from hlo_opt.pipelines import build_gpu_pipeline
 

@@ -76,9 +76,9 @@ cat > plant_bound_bug.py <<'EOF'
 """Plant a launch-bound bug in a host manifest: the first kernel (in execution order) that
 computes an xor and runs more than one thread per block stops one thread early in every block."""
 import dataclasses, math, re, sys
-from hlo_common.manifest import load_manifest
-from hlo_common.manifest_thunks import KernelThunk, thunk_labels
-from hlo_common.parser import parse_module
+from hlo_common.manifest.manifest import load_manifest
+from hlo_common.manifest.thunks import KernelThunk, thunk_labels
+from hlo_common.hlo.parser import parse_module
 
 src, dst = sys.argv[1], sys.argv[2]
 m = load_manifest(open(src, "rb").read(), src)

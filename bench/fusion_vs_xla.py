@@ -6,7 +6,7 @@ item 7; a benchmark, never a test).
 
 For every `testdata/fusion/<name>.hlo` (made by `testdata/fusion/make_modules.py`) it runs
 hlo-opt's `gpu` pipeline in-process (`hlo_opt.cli.main`, exactly what `hlo-opt <name>.hlo` does,
-with any `--opt-flag`s) and counts kernels and bytes with `hlo_common.kernel_stats` over our
+with any `--opt-flag`s) and counts kernels and bytes with `bench/kernel_stats.py` over our
 optimized module and over XLA:GPU's two (`testdata/fusion/xla/<name>.hlo`, XLA's default flags,
 and `<name>.notriton.hlo`, no Triton GEMM or softmax fusions; both made without a GPU). One table
 row per module: our kernels, XLA's, our MB, XLA's MB, the bytes ratio (ours / XLA's), the same
@@ -40,8 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))  # this tree's sources, whatever the venv has installed
 
-from hlo_common.kernel_stats import Kernel, KernelStats, kernel_stats  # noqa: E402
-from hlo_common.parser import parse_module  # noqa: E402
+from kernel_stats import Kernel, KernelStats, kernel_stats  # noqa: E402  (bench/kernel_stats.py)
+from hlo_common.hlo.parser import parse_module  # noqa: E402
 
 DATA = ROOT / "testdata" / "fusion"
 BYTES_SLACK = 1.05

@@ -110,8 +110,8 @@ def ptx_static_shared(text: str) -> dict[str, int]:
 def xla_input_for_corpus(path: Path) -> str:
     """The module XLA compiles for an emitter-test file: its fused computation as the entry."""
     from hlo_codegen.emitters import wrap_computation_in_fusion
-    from hlo_common.parser import parse_module
-    from hlo_common.printer import print_module
+    from hlo_common.hlo.parser import parse_module
+    from hlo_common.hlo.printer import print_module
 
     module = parse_module(path.read_text(), str(path))
     root = module.entry.root
@@ -251,7 +251,7 @@ def ours_for_corpus(path: Path):
     """(emitter kind, Launch) of our kernel for an emitter-test file."""
     from hlo_codegen.emitters import emit_kernel, emitter_kind, wrap_computation_in_fusion
     from hlo_codegen.emitters import in_place_argument_ids
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
 
     module = parse_module(path.read_text(), str(path))
     root = module.entry.root
@@ -265,7 +265,7 @@ def _module_cache():
 
     def get(name: str):
         if name not in cache:
-            from hlo_common.parser import parse_module
+            from hlo_common.hlo.parser import parse_module
 
             path = FUSION_DIR / "xla" / f"{name}.notriton.hlo"
             cache[name] = parse_module(path.read_text(), str(path))

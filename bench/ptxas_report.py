@@ -123,7 +123,7 @@ def ptx_of_module(kind: str, path: Path, arch: str) -> dict[str, str]:
         from hlo_codegen.emitters import in_place_argument_ids
         from hlo_codegen.llvm import lower_to_nvptx
         from hlo_codegen.ptx import compile_to_ptx
-        from hlo_common.parser import parse_module
+        from hlo_common.hlo.parser import parse_module
 
         module = parse_module(path.read_text(), str(path))
         root = module.entry.root
@@ -132,7 +132,7 @@ def ptx_of_module(kind: str, path: Path, arch: str) -> dict[str, str]:
         return {kernel.name: compile_to_ptx(lower_to_nvptx(kernel), arch)}
     from fusion_vs_xla import run_hlo_opt
     from hlo_codegen.compiler import CompileOptions, compile_module
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
 
     text, err, _ = run_hlo_opt(path, [])
     if text is None:

@@ -39,7 +39,7 @@ def corpus_files() -> tuple[Path, ...]:
 @functools.lru_cache(maxsize=None)
 def corpus_modules() -> tuple[tuple[str, str], ...]:
     """(module id, module text) for every module of every corpus file, split on `// -----`."""
-    from hlo_common.parser import split_module_texts
+    from hlo_common.hlo.parser import split_module_texts
 
     out = []
     for path in corpus_files():

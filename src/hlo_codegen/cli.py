@@ -32,7 +32,9 @@ TOOL = "hlo-codegen"
 @click.option("-o", "--output", "output_path", metavar="PATH", help="The manifest (default: stdout).")
 @click.option("--target", type=click.Choice(["cuda", "host"]), default="cuda", show_default=True,
               help="cuda: PTX kernels and cuBLAS gemms; host: LLVM IR kernels run on the CPU.")
-@click.option("--arch", default="sm_90", show_default=True, help="GPU architecture for PTX and cubin.")
+@click.option("--arch", default="sm_90", show_default=True,
+              help="GPU architecture for PTX and cubin, and the device launches are sized for "
+                   "(sm_90: H100, sm_80: A100).")
 @click.option("--dump-to", "dump_to", metavar="DIR",
               help="Write the buffer assignment, thunk_sequence.txt and per-kernel IR, .ll, .ptx here.")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
@@ -43,7 +45,7 @@ def cli(input_path, output_path, target, arch, dump_to, debug) -> None:
 
 def _compile(input_path: str | None, output_path: str | None, target: str, arch: str,
              dump_to: str | None) -> None:
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
 
     from hlo_codegen.compiler import CompileOptions, compile_module
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from hlo_common.ir import HloInstruction
-from hlo_common.manifest_thunks import BufferSlice, CopyThunk, MemsetThunk, Thunk
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.manifest.thunks import BufferSlice, CopyThunk, MemsetThunk, Thunk
 from hlo_common.passes.single_device_collectives import COLLECTIVES, transfers
 
 __all__ = ["COLLECTIVES", "collective_thunks"]

@@ -16,7 +16,7 @@ Where it sits: behind `hlo-codegen` (the CLI) and `hlo_run`'s in-process compile
 2. buffer assignment (`buffer_assignment.assign_buffers`);
 3. thunk emission, with kernels emitted and lowered by the kernel backend for the target
    (`thunk_emitter`): PTX for `cuda` (checked into a cubin with nvJitLink), LLVM IR for `host`;
-4. the manifest (`hlo_common.manifest`): allocations with constant bytes, entry signature,
+4. the manifest (`hlo_common.manifest.manifest`): allocations with constant bytes, entry signature,
    kernels, thunks, the module text.
 
     >>> result = compile_module(parse_module(text), CompileOptions(target="host"))  # doctest: +SKIP
@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from hlo_common.errors import HloError
 from hlo_common.hlo_pass.pass_base import HloPass
 from hlo_common.hlo_pass.pipeline import HloPassPipeline, RunOptions, verify
-from hlo_common.ir import HloModule
-from hlo_common.layout_bytes import array_to_bytes
-from hlo_common.manifest import Allocation, EntrySignature, Manifest, OutputLeaf
-from hlo_common.manifest_thunks import BufferSlice
+from hlo_common.hlo.ir import HloModule
+from hlo_common.manifest.layout_bytes import array_to_bytes
+from hlo_common.manifest.manifest import Allocation, EntrySignature, Manifest, OutputLeaf
+from hlo_common.manifest.thunks import BufferSlice
 from hlo_common.passes._support import global_computations
-from hlo_common.printer import print_module
+from hlo_common.hlo.printer import print_module
 
 from hlo_codegen.buffer_assignment import BufferAssignment, assign_buffers
 from hlo_codegen.buffer_assignment.assignment import ENTRY_PARAMETER_ALIGNMENT

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from hlo_common.cli_util import write_file_atomically
 from hlo_common.errors import InputError
-from hlo_common.printer import print_module
+from hlo_common.hlo.printer import print_module
 
 from hlo_codegen.compiler import CompileOptions, CompileResult
 from hlo_codegen.thunks import thunk_sequence_to_string

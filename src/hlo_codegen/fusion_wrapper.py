@@ -23,11 +23,11 @@ from __future__ import annotations
 from enum import Enum
 
 from hlo_common.errors import HloError
-from hlo_common.gemm_config import GEMM_CUSTOM_CALL_TARGETS, gemm_config_for_dot
-from hlo_common.ir import HloInstruction
+from hlo_common.gpu.gemm_config import GEMM_CUSTOM_CALL_TARGETS, gemm_config_for_dot
+from hlo_common.hlo.ir import HloInstruction
 from hlo_common.passes._support import CONTROL_FLOW, physical_order
 from hlo_common.passes.single_device_collectives import COLLECTIVES
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 
 
 class ThunkKind(Enum):

@@ -16,8 +16,9 @@ and returns `CompiledKernel`s for the manifest with the dump artifacts (`kernel_
 from __future__ import annotations
 
 from hlo_common.errors import HloError
-from hlo_common.ir import HloInstruction
-from hlo_common.manifest import Kernel
+from hlo_common.gpu.device import H100, DeviceDescription, device_for_arch
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.manifest.manifest import ManifestKernel
 
 from hlo_codegen.thunk_emitter import CompiledKernel, KernelArgumentSpec, KernelNamer
 
@@ -26,11 +27,11 @@ class KernelEmissionError(HloError):
     """A kernel that could not be emitted, lowered or linked (names the kernel and the fusion)."""
 
 
-def fusion_emitter(fusion: HloInstruction):
-    """The emitter for `fusion` (XLA's GetFusionEmitter)."""
+def fusion_emitter(fusion: HloInstruction, device: DeviceDescription = H100):
+    """The emitter for `fusion` on `device` (XLA's GetFusionEmitter)."""
     from hlo_codegen.emitters import get_fusion_emitter
 
-    return get_fusion_emitter(fusion)
+    return get_fusion_emitter(fusion, device)
 
 
 def argument_ids(fusion: HloInstruction, args: list[KernelArgumentSpec]) -> list[int]:
@@ -48,17 +49,19 @@ def _preferred_name(fusion: HloInstruction, emitter) -> str:
 
 
 class EmitterBackend:
-    """The project's emitters and lowerings for one target."""
+    """The project's emitters and lowerings for one target. `arch` names the PTX target and the
+    device the emitters size launches for (`device_for_arch`: sm_90 the H100, sm_80 the A100)."""
 
     def __init__(self, target: str, arch: str = "sm_90"):
         self.target = target
         self.arch = arch
+        self.device = device_for_arch(arch)
 
     def compile(self, fusion: HloInstruction, args: list[KernelArgumentSpec],
                 unique_name: KernelNamer) -> list[CompiledKernel]:
         label = fusion.name
         try:
-            emitter = fusion_emitter(fusion)
+            emitter = fusion_emitter(fusion, self.device)
             label = _preferred_name(fusion, emitter)
             kernel = emitter.emit(argument_ids(fusion, args))
             kernel.name = label = unique_name(kernel.name)
@@ -88,6 +91,6 @@ class EmitterBackend:
             from hlo_codegen.llvm import lower_to_host
 
             llvm_ir = artifacts["ll"] = lower_to_host(kernel)
-        record = Kernel(kernel.name, tuple(kernel.grid), tuple(kernel.block), kernel.shared_memory_bytes,
-                        num_args, ptx=ptx, llvm_ir=llvm_ir)
+        record = ManifestKernel(kernel.name, tuple(kernel.grid), tuple(kernel.block),
+                                kernel.shared_memory_bytes, num_args, ptx=ptx, llvm_ir=llvm_ir)
         return CompiledKernel(record, tuple(range(num_args)), artifacts)

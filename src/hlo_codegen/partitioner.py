@@ -18,7 +18,7 @@ XLA's `PartitionGraphByIndexing` + union-find merge):
 
 Parameters are not partitioned: they are loads, emitted wherever they are read.
 
-    >>> from hlo_common.parser import parse_module
+    >>> from hlo_common.hlo.parser import parse_module
     >>> m = parse_module('''
     ... f { p = f32[4,4] parameter(0)
     ...     l = f32[4,4] log(p)
@@ -43,9 +43,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.opcodes import is_elementwise
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.opcodes import is_elementwise
+from hlo_common.hlo.shape import Shape
 
 _ROOT_INDEXING = 0
 
@@ -86,7 +86,7 @@ class Subgraph:
 
 
 def _instr_text(instr: HloInstruction) -> str:
-    from hlo_common.printer import print_instruction
+    from hlo_common.hlo.printer import print_instruction
 
     text = print_instruction(instr)
     return text.replace("ROOT ", "", 1).lstrip("%").replace("(%", "(").replace(", %", ", ")

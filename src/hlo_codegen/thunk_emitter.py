@@ -37,10 +37,10 @@ from typing import Callable, Protocol
 import numpy as np
 
 from hlo_common.errors import HloError
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.printer import print_instruction
-from hlo_common.manifest import Kernel
-from hlo_common.manifest_thunks import (
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.printer import print_instruction
+from hlo_common.manifest.manifest import ManifestKernel
+from hlo_common.manifest.thunks import (
     BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelArgument, KernelThunk, MemsetThunk,
     RngGetAndUpdateStateThunk, SequentialThunk, Thunk, WhileThunk,
 )
@@ -49,7 +49,7 @@ from hlo_codegen.buffer_assignment import BufferAssignment
 from hlo_codegen.buffer_assignment.call_graph import instruction_sequence
 from hlo_codegen.collectives import collective_thunks
 from hlo_codegen.fusion_wrapper import ThunkKind, classify, is_memcpy
-from hlo_common.gemm_config import gemm_config_for_custom_call, gemm_config_for_dot, gemm_workspace_index
+from hlo_common.gpu.gemm_config import gemm_config_for_custom_call, gemm_config_for_dot, gemm_workspace_index
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class KernelArgumentSpec:
 class CompiledKernel:
     """What a kernel backend hands back for one kernel launch."""
 
-    kernel: Kernel  # name, launch dims, shared bytes, param count and code
+    kernel: ManifestKernel  # name, launch dims, shared bytes, param count and code
     arg_indices: tuple[int, ...]  # which of the fusion's KernelArgumentSpecs, in parameter order
     artifacts: dict[str, str] = field(default_factory=dict)  # dump suffix -> text (kernel IR, .ll, .ptx)
 

@@ -1,7 +1,7 @@
 """`thunk_sequence.txt`: the thunk tree as XLA prints it (`SequentialThunk::ToString`).
 
 Where it sits: hlo-codegen's dumps (`--dump-to`), next to the buffer assignment. The thunk
-types themselves are part of the manifest schema (`hlo_common.manifest_thunks`), since hlo-run
+types themselves are part of the manifest schema (`hlo_common.manifest.thunks`), since hlo-run
 reads them too; this module only formats them. Each line is
 
     <id %03d>: <kind padded to the longest kind of its sequence>\t<description>
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 
-from hlo_common.manifest_thunks import (
+from hlo_common.manifest.thunks import (
     ConditionalThunk, SequentialThunk, Thunk, WhileThunk, children,
 )
 

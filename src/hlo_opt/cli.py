@@ -18,11 +18,11 @@ import click
 
 from hlo_common.cli_util import run_command, write_output
 from hlo_common.errors import HloError
-from hlo_common.ir import HloModule
-from hlo_common.parser import parse_modules
-from hlo_common.printer import print_module
+from hlo_common.hlo.ir import HloModule
+from hlo_common.hlo.parser import parse_modules
+from hlo_common.hlo.printer import print_module
 from hlo_common.source import read_source
-from hlo_common.device import load_device
+from hlo_common.gpu.device import load_device
 from hlo_opt.dump import DumpOptions, ModuleDumper, prepare_dump_directory
 from hlo_common.hlo_pass.pass_base import PASS_REGISTRY
 from hlo_common.hlo_pass.pipeline import PassRunRecord, PipelineSequence, RunOptions, verify

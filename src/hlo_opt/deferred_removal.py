@@ -14,8 +14,8 @@ computation at the end (`HloComputation.remove_instructions`).
 
 from __future__ import annotations
 
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.hlo_utils import has_side_effect, relay_control_dependencies
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.hlo_utils import has_side_effect, relay_control_dependencies
 
 
 class DeferredRemoval:

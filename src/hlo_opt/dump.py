@@ -24,8 +24,8 @@ from typing import Callable
 
 from hlo_common.cli_util import write_file_atomically
 from hlo_common.errors import InputError
-from hlo_common.ir import HloModule
-from hlo_common.printer import print_module
+from hlo_common.hlo.ir import HloModule
+from hlo_common.hlo.printer import print_module
 
 MAX_FILENAME = 255  # XLA drops the module name from longer file names
 FORMATS = ("text", "dot", "html")

@@ -14,9 +14,9 @@ with the attribute (`body`, `to_apply`, ...), so everything reachable is in the 
 
 from __future__ import annotations
 
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.opcodes import OPCODES
-from hlo_common.hlo_utils import call_sites_of, computation_callers, fusion_instruction_of
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.opcodes import OPCODES
+from hlo_common.hlo.hlo_utils import call_sites_of, computation_callers, fusion_instruction_of
 
 # Fill colour per opcode category (and a few opcodes), in the spirit of XLA's hlo_graph_dumper.
 _CATEGORY_COLORS = {

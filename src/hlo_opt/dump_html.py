@@ -13,10 +13,10 @@ from __future__ import annotations
 import html
 import json
 
-from hlo_common.ir import HloModule
-from hlo_common.printer import print_instruction
+from hlo_common.hlo.ir import HloModule
+from hlo_common.hlo.printer import print_instruction
 from hlo_opt.dump_dot import node_color, node_label_lines
-from hlo_common.hlo_utils import call_sites_of, topological_order
+from hlo_common.hlo.hlo_utils import call_sites_of, topological_order
 
 
 def module_graph(module: HloModule) -> dict:

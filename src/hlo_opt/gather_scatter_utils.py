@@ -12,8 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
-from hlo_common.ir import HloInstruction
-from hlo_common.hlo_creation_utils import make_constant, make_reshape, make_slice, make_transpose
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.hlo_creation_utils import make_constant, make_reshape, make_slice, make_transpose
 
 
 def insert_degenerate_dims(operand: HloInstruction, dims: Sequence[int]) -> HloInstruction:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from hlo_common.errors import HloError
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 _NEVER = frozenset({"parameter", "rng", "rng-get-and-update-state", "rng-bit-generator", "after-all",
                     "infeed", "recv", "recv-done", "send", "send-done", "custom-call", "while"})

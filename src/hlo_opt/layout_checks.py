@@ -7,8 +7,8 @@ control flow and fusions with their computations, the entry with its computation
 
 from __future__ import annotations
 
-from hlo_common.ir import HloInstruction, HloModule
-from hlo_common.hlo_creation_utils import non_fusion_computations
+from hlo_common.hlo.ir import HloInstruction, HloModule
+from hlo_common.hlo.hlo_creation_utils import non_fusion_computations
 from hlo_opt.layout_constraints import CANNOT_CHANGE_LAYOUT
 from hlo_opt.layout_util import filter_layout_to_dims, same_m2m
 

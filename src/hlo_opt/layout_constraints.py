@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Iterator
 
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.shape import Shape
 from hlo_opt.layout_util import (
     align_layouts, copy_to_layout, default_m2m, filter_layout_to_dims, inverse_permutation,
     reshape_is_bitcast, same_m2m, true_rank, with_minor_to_major,

@@ -23,8 +23,8 @@ import math
 from dataclasses import replace
 from typing import Iterable, Sequence
 
-from hlo_common.ir import HloInstruction
-from hlo_common.shape import Layout, Shape
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Layout, Shape
 
 
 # -- permutations ---------------------------------------------------------------------------------

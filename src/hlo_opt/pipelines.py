@@ -50,9 +50,8 @@ def pipe(name: str, *items: PassSpec | PipelineSpec, fix: bool = False) -> Pipel
     return PipelineSpec(name, tuple(items), fixed_point=fix)
 
 
-# Where priority fusion and multi-output fusion go: the `fusion` pipeline below (FusionPipeline in
-# fusion_pipeline.cc). Both are planned for a later issue; they are named here so that adding
-# `passes/priority_fusion.py` and `passes/multi_output_fusion.py` puts them in place.
+# Priority fusion and multi-output fusion (passes/priority_fusion.py, passes/multi_output_fusion.py)
+# run in the `fusion` pipeline below (FusionPipeline in fusion_pipeline.cc).
 PRIORITY_FUSION = "priority-fusion"
 MULTI_OUTPUT_FUSION = "multi_output_fusion"
 

@@ -4,7 +4,7 @@ that replace it.
 
 The reduction geometry they decide by (XLA's `reduction_utils.cc`, xla-facts.md section c: a
 reduce collapses into three numbers and is a *row* or a *column* reduction, race-free within
-fixed bounds) is the one the fusion analysis and the emitters use, `hlo_common.fusion_analysis`;
+fixed bounds) is the one the fusion analysis and the emitters use, `hlo_common.gpu.reduction_utils`;
 it is re-exported here for the passes.
 
     >>> reduction_dimensions(reduce)     # f32[64,1024]{1,0} reduce dims={1}
@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from hlo_common.fusion_analysis import (  # noqa: F401  (re-exported for the passes)
+from hlo_common.gpu.reduction_utils import (  # noqa: F401  (re-exported for the passes)
     BATCHED_REDUCTION_RACE_FREE_BOUND, ReductionDimensions, is_reduction_from_or_to_contiguous_dimensions,
     reduction_dimension_race_free_bound, reduction_dimensions, reduction_is_race_free,
 )
-from hlo_common.ir import HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Shape
 
 
 def reduce_inputs(reduce: HloInstruction) -> list[HloInstruction]:

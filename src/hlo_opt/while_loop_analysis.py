@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 from hlo_opt.hlo_evaluation import try_evaluate
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -39,7 +39,7 @@ def unique_gte(tup: HloInstruction, index: int) -> HloInstruction | None:
 
 
 def _is_scalar_op(instr: HloInstruction) -> bool:
-    from hlo_common.opcodes import SIDE_EFFECTING
+    from hlo_common.hlo.opcodes import SIDE_EFFECTING
 
     if instr.opcode in _NOT_SCALAR_OPS or instr.opcode in SIDE_EFFECTING:
         return False

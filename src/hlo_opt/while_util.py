@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.shape import Shape
-from hlo_common.hlo_creation_utils import make_gte, make_tuple
-from hlo_common.hlo_utils import NameUniquer, clone_computation, replace_instruction
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.hlo_creation_utils import make_gte, make_tuple
+from hlo_common.hlo.hlo_utils import NameUniquer, clone_computation, replace_instruction
 
 InnerValue = HloInstruction | int | None
 

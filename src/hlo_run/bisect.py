@@ -47,15 +47,15 @@ import click
 import numpy as np
 
 from hlo_common.errors import HloError
-from hlo_common.hlo_utils import global_computations
+from hlo_common.hlo.hlo_utils import global_computations
 from hlo_common.interpreter.evaluator import Evaluator
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.manifest import Manifest
-from hlo_common.manifest_thunks import (
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.manifest.manifest import Manifest
+from hlo_common.manifest.thunks import (
     BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelThunk, MemsetThunk, SequentialThunk,
     Thunk, WhileThunk,
 )
-from hlo_common.printer import print_computation, print_instruction
+from hlo_common.hlo.printer import print_computation, print_instruction
 from hlo_run.compare import LeafComparison, compare_arrays, compare_values, flatten_leaves
 
 MAX_TRACE_BYTES = 4 << 30  # the interpreter's kept values; beyond this, later thunks are not compared
@@ -381,9 +381,9 @@ class _Stop(Exception):
 def find_first_mismatch(program, options, args: list[Any]) -> bool:
     """Run `program` on options.platform thunk by thunk against the interpreter (module docstring);
     True when nothing differs, else the report is printed and MismatchFound raised."""
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
     from hlo_run.backends import get_backend
-    from hlo_run.backends.host import manifest_for
+    from hlo_run.compile_hook import manifest_for
     from hlo_run.manifest_runtime import ManifestExecutable
 
     platform = options.platform
@@ -464,7 +464,7 @@ def _interpret_manifest_module(tracer: TracingEvaluator, module: HloModule, args
     valid HLO, or that the interpreter cannot evaluate, is itself the finding: MismatchFound names
     the instruction and the thunk (kernel, gemm, copy) compiled from the call that holds it."""
     from hlo_common.errors import InterpreterError, VerificationError
-    from hlo_common.verifier import verify_module
+    from hlo_common.hlo.verifier import verify_module
 
     try:
         verify_module(module)
@@ -522,7 +522,7 @@ def blame_pass(program, expected: Any, args: list[Any], options, directory: Path
     search over those dumps finds two neighbours, the first matching and the second not; the pass
     between them changed the result. Prints what it found; returns the pass name (None if none)."""
     from hlo_common.interpreter.evaluator import evaluate
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
     from hlo_run.compile_hook import OPT_TOOL, run_tool
 
     directory = _fresh_directory(directory)

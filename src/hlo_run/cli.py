@@ -34,8 +34,8 @@ import numpy as np
 from hlo_common.cli_util import report_error, run_command
 from hlo_common.errors import HloError, HloParseError, InputError
 from hlo_common.interpreter.registry import TOKEN
-from hlo_common.literal import format_literal
-from hlo_common.shape import Shape
+from hlo_common.hlo.literal import format_literal
+from hlo_common.hlo.shape import Shape
 from hlo_common.source import read_source
 from hlo_run.backends import Program, default_platform, get_backend
 from hlo_run.compare import compare_values
@@ -165,8 +165,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def load_programs(text: str, name: str, split: bool) -> list[Program]:
     """Parse the input into programs: one module, or one per `// -----` chunk with --split-input-file."""
-    from hlo_common.manifest import looks_like_manifest
-    from hlo_common.parser import parse_module, parse_modules, split_module_texts
+    from hlo_common.manifest.manifest import looks_like_manifest
+    from hlo_common.hlo.parser import parse_module, parse_modules, split_module_texts
 
     if looks_like_manifest(text):
         from hlo_run.manifest_runtime import manifest_program

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from hlo_common.dtypes import from_numpy_dtype
+from hlo_common.hlo.dtypes import from_numpy_dtype
 
 WORST_SHOWN = 5
 WIDE_FLOAT_BOUND = 1e-3  # f32, f64, complex: run_hlo_module's default

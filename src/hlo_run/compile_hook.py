@@ -1,7 +1,8 @@
 """Compiling HLO text for `hlo-run --platform host|cuda MODULE.hlo`: hlo-opt, then hlo-codegen.
 
-Where it sits: the host and cuda backends call `compile_to_manifest` when the program is HLO text
-rather than a manifest. Like XLA's run_hlo_module, which runs the test platform's HLO passes
+Where it sits: the host and cuda backends and `--find-first-mismatch` ask `manifest_for` for the
+program's manifest, which calls `compile_to_manifest` when the program is HLO text rather than a
+manifest. Like XLA's run_hlo_module, which runs the test platform's HLO passes
 before it compiles, the text first goes through `hlo-opt` (its `gpu` pipeline) unless the module
 is already scheduled or the user said `--no-hlo-passes` (XLA: `--run_test_hlo_passes=false`);
 then `hlo-codegen --target host|cuda` turns it into a manifest. hlo-run never imports hlo_opt or
@@ -27,7 +28,8 @@ import sys
 from pathlib import Path
 
 from hlo_common.errors import HloError
-from hlo_common.manifest import Manifest, load_manifest
+from hlo_common.manifest.manifest import Manifest, load_manifest
+from hlo_run.backends import BackendUnavailable, Program
 
 OPT_TOOL = "hlo-opt"
 CODEGEN_TOOL = "hlo-codegen"
@@ -91,3 +93,25 @@ def _tool_message(tool: str, stderr: bytes) -> str:
         if line.startswith(prefix):
             return f"{tool} failed: {line[len(prefix):]}"
     return f"{tool} failed: {lines[-1] if lines else 'no message'}"
+
+
+def manifest_for(program: Program, target: str) -> Manifest:
+    """The program's manifest for `target`: the one given, or HLO text compiled by hlo-codegen."""
+    manifest = program.manifest
+    if manifest is None:
+        if program.hlo_text is None:
+            raise BackendUnavailable(f"{program.name}: nothing to compile (no HLO text)")
+        scheduled = program.module is not None and program.module.is_scheduled
+        optimize = program.run_hlo_passes and not scheduled
+        why = "" if optimize else (" (HLO passes skipped: the module is already scheduled)" if scheduled
+                                   else " (HLO passes skipped: --no-hlo-passes)")
+        steps = f"hlo-opt | hlo-codegen --target {target}" if optimize else f"hlo-codegen --target {target}"
+        print(f"Compiling {program.name}: {steps}{why}", file=sys.stderr)
+        manifest = compile_to_manifest(program.hlo_text, program.name, target, optimize=optimize,
+                                       dump_to=program.dump_to)
+        program.manifest = manifest
+    if manifest.target != target:
+        raise BackendUnavailable(f"{program.name}: the manifest was compiled for {manifest.target}; run it "
+                                 f"with --platform {manifest.target} or compile with hlo-codegen "
+                                 f"--target {target}")
+    return manifest

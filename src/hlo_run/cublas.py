@@ -9,7 +9,7 @@ output computes D^T = op(B)^T op(A)^T with the operand transposes flipped. f32 G
 CUBLAS_COMPUTE_32F (no TF32), so results match the interpreter within rounding. s8 x s8 -> s32
 uses CUBLAS_COMPUTE_32I with int32 alpha / beta (exact), s8 x s8 -> f32 CUBLAS_COMPUTE_32F;
 hlo-codegen hands over int8 GEMMs only when every row and column count is a multiple of 4
-(cuBLAS's int8 alignment; `hlo_common/gemm_config.py`).
+(cuBLAS's int8 alignment; `hlo_common/gpu/gemm_config.py`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from __future__ import annotations
 import ctypes
 
 from hlo_common.errors import HloError
-from hlo_common.manifest import parse_shape_text
-from hlo_common.manifest_thunks import GemmConfig, MatrixLayout
+from hlo_common.manifest.manifest import parse_shape_text
+from hlo_common.manifest.thunks import GemmConfig, MatrixLayout
 
 OP_N, OP_T = 0, 1
 CUDA_R_16F, CUDA_R_32F, CUDA_R_64F, CUDA_C_32F, CUDA_C_64F = 2, 0, 1, 4, 5

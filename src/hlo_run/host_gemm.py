@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from hlo_common.interpreter.gemm_semantics import GemmSemantics, evaluate_gemm
-from hlo_common.manifest_thunks import GemmConfig
-from hlo_common.shape import Shape
+from hlo_common.manifest.thunks import GemmConfig
+from hlo_common.hlo.shape import Shape
 
 
 def semantics_of(cfg: GemmConfig) -> GemmSemantics:

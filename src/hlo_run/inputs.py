@@ -52,10 +52,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from hlo_common.dtypes import PrimitiveType
+from hlo_common.hlo.dtypes import PrimitiveType
 from hlo_common.interpreter.registry import TOKEN
-from hlo_common.ir import HloInstruction, HloModule
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloInstruction, HloModule
+from hlo_common.hlo.shape import Shape
 
 FLOAT_RANGE = (-1.0, 1.0)
 SIGNED_RANGE = (-8, 7)

@@ -5,7 +5,7 @@ run a manifest through `ManifestExecutable`, which is XLA's `GpuExecutable::Exec
 with the device calls behind a small `Device` interface:
 
     allocate(size, alignment) -> Buffer     write(buffer, offset, bytes)    read(buffer, offset, size)
-    load_kernel(Kernel) -> handle           launch(handle, KernelThunk, [pointer per argument])
+    load_kernel(ManifestKernel) -> handle   launch(handle, KernelThunk, [pointer per argument])
     gemm(GemmThunk, pointers)               copy(dst, src, size)            memset32(dst, size, value)
     timer() -> a callable giving seconds since it was made (events on the GPU, perf_counter on host)
 
@@ -33,13 +33,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from hlo_common.errors import HloError
-from hlo_common.layout_bytes import array_to_bytes, bytes_to_array
-from hlo_common.manifest import Allocation, Kernel, Manifest
-from hlo_common.manifest_thunks import (
+from hlo_common.manifest.layout_bytes import array_to_bytes, bytes_to_array
+from hlo_common.manifest.manifest import Allocation, ManifestKernel, Manifest
+from hlo_common.manifest.thunks import (
     RNG_INITIAL_STATE, BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelThunk, MemsetThunk,
     RngGetAndUpdateStateThunk, SequentialThunk, Thunk, WhileThunk, thunk_labels,
 )
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 from hlo_run.backends import Executable
 
 MAX_WHILE_ITERATIONS = 1 << 31
@@ -67,7 +67,7 @@ class Device(abc.ABC):
     def read(self, buffer: Any, offset: int, size: int) -> bytes: ...
 
     @abc.abstractmethod
-    def load_kernel(self, kernel: Kernel) -> Any: ...
+    def load_kernel(self, kernel: ManifestKernel) -> Any: ...
 
     @abc.abstractmethod
     def launch(self, handle: Any, thunk: KernelThunk, pointers: list[int]) -> None: ...
@@ -122,7 +122,7 @@ class ManifestExecutable(Executable):
             SequentialThunk: self._sequence,
         }
 
-    def _load_kernel(self, kernel: Kernel) -> Any:
+    def _load_kernel(self, kernel: ManifestKernel) -> Any:
         try:
             return self.device.load_kernel(kernel)
         except Exception as exc:  # noqa: BLE001 - a driver / JIT failure, named
@@ -349,8 +349,8 @@ class _Progress:
 def manifest_program(text: str, name: str):
     """A `Program` for a manifest file: the manifest plus its HLO module (for the interpreter and
     the reference platforms)."""
-    from hlo_common.manifest import load_manifest
-    from hlo_common.parser import parse_module
+    from hlo_common.manifest.manifest import load_manifest
+    from hlo_common.hlo.parser import parse_module
     from hlo_run.backends import Program
 
     manifest = load_manifest(text, name)

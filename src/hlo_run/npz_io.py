@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 from hlo_common.cli_util import write_file_atomically
-from hlo_common.dtypes import PrimitiveType
+from hlo_common.hlo.dtypes import PrimitiveType
 from hlo_common.errors import InputError
 from hlo_common.interpreter.registry import TOKEN
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 from hlo_run.compare import flatten_leaves
 
 
@@ -39,7 +39,7 @@ def storage_dtype(t: PrimitiveType) -> np.dtype:
 
 def to_storage(arr: np.ndarray) -> np.ndarray:
     """An array in its .npz storage dtype (bf16 -> float32, s4 -> int8, ...)."""
-    from hlo_common.dtypes import from_numpy_dtype
+    from hlo_common.hlo.dtypes import from_numpy_dtype
 
     arr = np.asarray(arr)
     return arr.astype(storage_dtype(from_numpy_dtype(arr.dtype)))

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from hlo_common.errors import HloError
-from hlo_common.ir import HloModule
+from hlo_common.hlo.ir import HloModule
 
 
 class XlaCpuUnavailable(HloError):
@@ -164,8 +164,8 @@ def rewritten_text(module: HloModule) -> str:
     text elides (`constant({...})`) gets the stand-in values our parser chose, so that both runs
     see the same numbers.
     """
-    from hlo_common.ir import clone_module
-    from hlo_common.printer import print_module
+    from hlo_common.hlo.ir import clone_module
+    from hlo_common.hlo.printer import print_module
 
     clone = clone_module(module)
     originals = {(c.name, i.name): i for c in module.computations for i in c.instructions}

@@ -22,7 +22,7 @@ import pytest
 from corpus_lib import corpus_modules, expected_failures, largest_array_elements, require_corpus
 
 from hlo_common.errors import HloError, HloParseError, InterpreterError
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 from hlo_codegen.buffer_assignment import assign_buffers, check_buffer_assignment, insert_copies
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "unit" / "buffer_assignment"))

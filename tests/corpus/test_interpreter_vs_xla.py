@@ -111,7 +111,7 @@ def implementation_defined_random(module) -> str | None:
 
 
 def bounds_for(dtype: np.dtype) -> tuple[float, float]:
-    from hlo_common.dtypes import from_numpy_dtype
+    from hlo_common.hlo.dtypes import from_numpy_dtype
 
     t = from_numpy_dtype(dtype)
     if (t.is_float or t.is_complex) and t.bits >= 32:
@@ -130,7 +130,7 @@ def check_module(module_id: str, text: str, time_limit_s: float = TIME_LIMIT_S, 
     script uses it to tell an XLA crash from an interpreter one).
     """
     from hlo_common.errors import HloError
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
     from hlo_run.inputs import make_fake_arguments
     from hlo_run.xla_cpu import XlaCpuExecutable, XlaCpuRejected, text_for_xla_cpu
 

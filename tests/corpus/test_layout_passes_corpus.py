@@ -24,11 +24,11 @@ import pytest
 from corpus_lib import corpus_modules, expected_failures, require_corpus
 
 from hlo_common.errors import HloError
-from hlo_common.ir import HloModule
-from hlo_common.opcodes import OPCODES
-from hlo_common.parser import parse_module
-from hlo_common.verifier import verify_module
-from hlo_common.hlo_creation_utils import non_fusion_computations
+from hlo_common.hlo.ir import HloModule
+from hlo_common.hlo.opcodes import OPCODES
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.verifier import verify_module
+from hlo_common.hlo.hlo_creation_utils import non_fusion_computations
 from hlo_opt.layout_checks import check_layouts
 from hlo_opt.layout_util import has_default_layout
 from hlo_common.hlo_pass.pass_base import PASS_REGISTRY

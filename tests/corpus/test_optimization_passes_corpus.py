@@ -23,9 +23,9 @@ from corpus_lib import corpus_modules, expected_failures, require_corpus
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "passes"))
 
 from hlo_common.errors import HloError  # noqa: E402
-from hlo_common.parser import parse_module  # noqa: E402
-from hlo_common.printer import print_module  # noqa: E402
-from hlo_common.verifier import verify_module  # noqa: E402
+from hlo_common.hlo.parser import parse_module  # noqa: E402
+from hlo_common.hlo.printer import print_module  # noqa: E402
+from hlo_common.hlo.verifier import verify_module  # noqa: E402
 from hlo_common.hlo_pass.pass_base import PASS_REGISTRY  # noqa: E402
 from hlo_opt.passes import load_all_passes  # noqa: E402
 

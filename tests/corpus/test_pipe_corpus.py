@@ -74,7 +74,7 @@ def runnable_modules(measured: bool = True) -> tuple[tuple[str, str, bool], ...]
     by default depends on its place in the corpus, its size and (`measured`) pipe_notes.txt, not
     on other tiers' lists."""
     from hlo_common.errors import HloError
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
 
     excluded = set(expected_failures("verify")) | set(expected_failures("interpreter"))
     out = []
@@ -107,8 +107,8 @@ def _one_line(exc: BaseException) -> str:
 @functools.lru_cache(maxsize=64)
 def optimized_text(module_id: str, text: str) -> str:
     """What `hlo-opt m.hlo` prints (the GPU pipeline; a scheduled module is left alone)."""
-    from hlo_common.parser import parse_module
-    from hlo_common.printer import print_module
+    from hlo_common.hlo.parser import parse_module
+    from hlo_common.hlo.printer import print_module
     from hlo_common.hlo_pass.pipeline import RunOptions, verify
     from hlo_opt.pipelines import build_gpu_pipeline
 
@@ -122,7 +122,7 @@ def optimized_text(module_id: str, text: str) -> str:
 
 def compile_text(module_id: str, text: str, target: str) -> bytes:
     """What `hlo-codegen --target T` writes for hlo-opt's output."""
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
     from hlo_codegen.compiler import CompileOptions, compile_module
 
     return compile_module(parse_module(text, f"{module_id} (optimized)"), CompileOptions(target=target)) \
@@ -132,8 +132,8 @@ def compile_text(module_id: str, text: str, target: str) -> bytes:
 def run_manifest(module_id: str, data: bytes) -> Outcome:
     """What `hlo-run --platform host --reference-platform interpreter` checks."""
     from hlo_common.interpreter.evaluator import evaluate
-    from hlo_common.manifest import load_manifest
-    from hlo_common.parser import parse_module
+    from hlo_common.manifest.manifest import load_manifest
+    from hlo_common.hlo.parser import parse_module
     from hlo_run.backends.host import HostDevice
     from hlo_run.inputs import make_fake_arguments
     from hlo_run.manifest_runtime import ManifestExecutable
@@ -201,7 +201,7 @@ def interpreter_refusal(module_id: str, text: str) -> str | None:
     group of several devices), or None when it can: such a module is not runnable, whichever
     stage of the pipe stopped first."""
     from hlo_common.interpreter.evaluator import evaluate
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
     from hlo_run.inputs import make_fake_arguments
 
     try:
@@ -306,8 +306,8 @@ def test_pipe_cuda_ptx_links(module_id, text):
 def run_manifest_cuda(module_id: str, data: bytes) -> Outcome:
     """`hlo-run --platform cuda --reference-platform interpreter` on a cuda manifest."""
     from hlo_common.interpreter.evaluator import evaluate
-    from hlo_common.manifest import load_manifest
-    from hlo_common.parser import parse_module
+    from hlo_common.manifest.manifest import load_manifest
+    from hlo_common.hlo.parser import parse_module
     from hlo_run.backends.cuda import CudaDevice
     from hlo_run.inputs import make_fake_arguments
     from hlo_run.manifest_runtime import ManifestExecutable

@@ -93,7 +93,7 @@ def static_reason(module) -> str | None:
 def candidate_modules() -> tuple[tuple[str, str, bool], ...]:
     """(module id, text, slow) for every module that parses and is not statically excluded."""
     from hlo_common.errors import HloError
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
 
     out = []
     for module_id, text in corpus_modules():
@@ -112,7 +112,7 @@ def candidate_modules() -> tuple[tuple[str, str, bool], ...]:
 
 # -- one module ----------------------------------------------------------------------------------------
 def bounds_for(dtype) -> tuple[float, float]:
-    from hlo_common.dtypes import from_numpy_dtype
+    from hlo_common.hlo.dtypes import from_numpy_dtype
 
     t = from_numpy_dtype(dtype)
     if (t.is_float or t.is_complex) and t.bits >= 32:
@@ -172,9 +172,9 @@ def check_module(module_id: str, text: str) -> Outcome:
     """Interpreter before, the verified pipeline, print and parse, interpreter after, compare."""
     from hlo_common.errors import HloError
     from hlo_common.interpreter.evaluator import evaluate
-    from hlo_common.parser import parse_module
-    from hlo_common.printer import print_module
-    from hlo_common.verifier import verify_module
+    from hlo_common.hlo.parser import parse_module
+    from hlo_common.hlo.printer import print_module
+    from hlo_common.hlo.verifier import verify_module
     from hlo_run.inputs import make_fake_arguments
 
     try:

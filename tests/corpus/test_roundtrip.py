@@ -12,8 +12,8 @@ import pytest
 
 import corpus_lib
 from hlo_common.errors import HloError
-from hlo_common.parser import parse_module
-from hlo_common.printer import print_module
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.printer import print_module
 
 TIER = "parse"
 MODULES = corpus_lib.corpus_modules()

@@ -14,8 +14,8 @@ import pytest
 from corpus_lib import corpus_modules, expected_failures, require_corpus
 
 from hlo_common.errors import HloError, HloParseError, VerificationError
-from hlo_common.parser import parse_module
-from hlo_common.verifier import verify_module
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.verifier import verify_module
 
 MODULE_IDS = [mid for mid, _text in corpus_modules()]
 _TEXT = dict(corpus_modules())

@@ -41,7 +41,7 @@ def test_module_set_loads_and_covers_the_issue():
     for word in ("gelu", "reduce_row", "reduce_column", "transpose", "softmax", "layernorm", "rmsnorm",
                  "transformer_fwd"):
         assert word in labels
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
 
     for label, path, text in modules:
         assert parse_module(text, str(path)).entry.parameters, label
@@ -79,7 +79,7 @@ def test_xla_runner_on_the_cpu_backend():
     """The jax route of the XLA column, on jax's CPU backend (the GPU run uses "cuda")."""
     import numpy as np
 
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
 
     text = (ROOT / "testdata" / "fusion" / "reduce_row.hlo").read_text()
     args = bench_gpu.random_inputs(parse_module(text, "reduce_row.hlo"))
@@ -103,7 +103,7 @@ def test_real_timers_on_one_module(tmp_path, capsys):
 def test_our_timer_brackets_the_whole_sequence_on_the_host_device():
     """`ours` on hlo-run's host device: one timer around the sequence, none per thunk, and the
     per-thunk timer is back afterwards."""
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
     from hlo_run.backends.host import HostDevice
 
     sys.path.insert(0, str(ROOT / "bench"))
@@ -133,7 +133,7 @@ def test_a_sample_is_a_batch_of_back_to_back_runs():
     last waited for), so fixed dispatch and synchronization costs count once per sample."""
     import numpy as np
 
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
     from hlo_run.backends.host import HostDevice
 
     from fusion_vs_xla import run_hlo_opt

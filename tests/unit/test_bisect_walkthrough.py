@@ -15,8 +15,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from hlo_common.manifest import load_manifest
-from hlo_common.parser import parse_module
+from hlo_common.manifest.manifest import load_manifest
+from hlo_common.hlo.parser import parse_module
 from hlo_run.cli import cli
 from hlo_run.compile_hook import compile_to_manifest
 

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from hlo_common.cli_util import cli_errors, error_lines, run_command, write_file_atomically, write_output
 from hlo_common.errors import HloError, HloParseError, InputError, OutputError
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 from hlo_common.source import read_source
 
 

@@ -18,8 +18,8 @@ import pytest
 
 import corpus_lib
 from hlo_common.errors import HloError
-from hlo_common.parser import parse_modules
-from hlo_common.printer import print_module
+from hlo_common.hlo.parser import parse_modules
+from hlo_common.hlo.printer import print_module
 
 SEED = 20240611
 CASES = 2400

@@ -10,14 +10,14 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from hlo_common.dtypes import PRIMITIVE_TYPES
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 from hlo_common.errors import HloError, InterpreterError
 from hlo_common.interpreter import evaluate
 from hlo_common.interpreter.gemm_semantics import (
     EPILOGUES, GemmSemantics, evaluate_gemm, parse_gemm_semantics,
 )
-from hlo_common.parser import parse_module
-from hlo_common.gemm_config import build_gemm_config
+from hlo_common.hlo.parser import parse_module
+from hlo_common.gpu.gemm_config import build_gemm_config
 from hlo_run.host_gemm import run_gemm
 
 RNG = np.random.default_rng(11)

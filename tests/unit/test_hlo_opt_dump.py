@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from hlo_common.errors import InputError
-from hlo_common.ir import HloModule
-from hlo_common.parser import parse_module
-from hlo_common.printer import print_module
+from hlo_common.hlo.ir import HloModule
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.printer import print_module
 from hlo_opt.dump import DumpOptions, ModuleDumper, prepare_dump_directory, sanitize_file_name
 from hlo_opt.dump_dot import module_to_dot
 from hlo_opt.dump_html import module_graph, module_to_html

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from hlo_common.interpreter.evaluator import evaluate
-from hlo_common.manifest import load_manifest
-from hlo_common.parser import parse_module
+from hlo_common.manifest.manifest import load_manifest
+from hlo_common.hlo.parser import parse_module
 from hlo_run.cli import cli
 from hlo_run.compile_hook import compile_to_manifest
 
@@ -119,7 +119,7 @@ def test_names_the_planted_kernel_with_dumps_and_a_standalone_module(chain_build
     got = evaluate(standalone, inputs)
     name = standalone.entry.root.name
     full = parse_module(manifest.hlo)
-    from hlo_common.hlo_utils import global_computations
+    from hlo_common.hlo.hlo_utils import global_computations
     from hlo_run.bisect import TracingEvaluator
 
     (instr,) = [i for c in global_computations(full) for i in c.instructions if i.name == name]

@@ -243,8 +243,8 @@ def test_bf16_literals_print_in_their_own_precision(tmp_path):
 
 
 def test_streamed_literals_equal_the_whole_literal(tmp_path):
-    from hlo_common.literal import format_literal
-    from hlo_common.shape import Shape
+    from hlo_common.hlo.literal import format_literal
+    from hlo_common.hlo.shape import Shape
 
     module = tmp_path / "m.hlo"
     module.write_text("ENTRY e { p = s32[3,2,2] parameter(0) ROOT n = s32[3,2,2] negate(p) }")

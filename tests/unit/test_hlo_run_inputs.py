@@ -5,7 +5,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 from hlo_run.inputs import make_fake_arguments
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 from hlo_run.inputs import make_fake_arguments
 
 ADD = "add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }\n"

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from hlo_common.interpreter.evaluator import evaluate
-from hlo_common.manifest import load_manifest
-from hlo_common.parser import parse_module
+from hlo_common.manifest.manifest import load_manifest
+from hlo_common.hlo.parser import parse_module
 from hlo_run.backends.host import HostDevice
 from hlo_run.cli import cli
 from hlo_run.manifest_runtime import ManifestExecutable, _Progress
@@ -192,7 +192,7 @@ def test_bad_manifest_and_wrong_target_are_one_line(manifest_file, tmp_path):
     assert result.stderr.startswith(f"hlo-run: error: {bad}: truncated")
     body = json.loads(manifest_file.read_bytes())
     body["target"] = "cuda"
-    from hlo_common.manifest import body_digest
+    from hlo_common.manifest.manifest import body_digest
 
     body["integrity"] = {"sha256": body_digest(body)}
     cuda = tmp_path / "cuda.json"

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from hlo_common.interpreter.evaluator import evaluate
-from hlo_common.manifest import load_manifest
-from hlo_common.parser import parse_module
+from hlo_common.manifest.manifest import load_manifest
+from hlo_common.hlo.parser import parse_module
 
 sys.path.insert(0, str(Path(__file__).parent / "codegen"))
 from codegen_testlib import compile_text  # noqa: E402

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from hlo_common.errors import InputError, OutputError
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 from hlo_run.npz_io import load_inputs, save_arguments, save_outputs
 
 SHAPES = [Shape.array("bf16", (3,)), Shape.array("f8e4m3fn", (2,)), Shape.array("s4", (2,)),

@@ -80,7 +80,7 @@ def test_missing_jax_is_a_clear_error(monkeypatch):
 def test_modules_with_foreign_fusions_run_unfused():
     # XLA:CPU refuses a fusion its own pipeline did not form ("Fusion must have backend config");
     # as a call of the same computation it runs, with the same meaning.
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
     from hlo_run.xla_cpu import rewritten_text, text_for_xla_cpu
 
     text = """HloModule m
@@ -98,7 +98,7 @@ def test_modules_with_foreign_fusions_run_unfused():
 
 
 def test_elided_constants_reach_xla_with_the_parsers_values():
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
     from hlo_run.xla_cpu import text_for_xla_cpu
 
     text = "ENTRY e { c = f32[3] constant({...}) p = f32[3] parameter(0) ROOT a = f32[3] add(c, p) }"

@@ -8,7 +8,7 @@ import pytest
 from hlo_common.errors import InterpreterError
 from hlo_common.interpreter import Evaluator, evaluate
 from hlo_common.interpreter.custom_call import CUSTOM_CALL_TARGETS, register_custom_call
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 
 def run(text: str, *args, **options):

@@ -8,9 +8,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from hlo_common.dtypes import PRIMITIVE_TYPES
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 from hlo_common.interpreter import evaluate
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 BF16 = ml_dtypes.bfloat16
 

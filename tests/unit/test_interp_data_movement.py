@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from hlo_common.interpreter import evaluate
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
 

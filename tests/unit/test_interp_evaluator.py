@@ -10,7 +10,7 @@ from hlo_common.errors import InterpreterError
 from hlo_common.interpreter import Evaluator, evaluate
 from hlo_common.interpreter.reducers import classify_reducer
 from hlo_common.interpreter.registry import HANDLERS
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 
 def run(text: str, *args):

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hlo_common.dtypes import PRIMITIVE_TYPES
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 from hlo_common.interpreter import evaluator, fast
 from hlo_common.interpreter.registry import HANDLERS
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 evaluator._import_handlers()
 

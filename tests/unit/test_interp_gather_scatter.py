@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from hlo_common.interpreter import evaluate
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 RNG = np.random.default_rng(5)
 

@@ -9,7 +9,7 @@ import pytest
 
 from hlo_common.errors import InterpreterError
 from hlo_common.interpreter import evaluate
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 
 def _config(alpha=(1, 0), beta=0, epilogue="DEFAULT", batch=False, damax=False) -> str:

@@ -13,7 +13,7 @@ import pytest
 
 from hlo_common.errors import InterpreterError
 from hlo_common.interpreter import evaluate
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 RNG = np.random.default_rng(1234)
 

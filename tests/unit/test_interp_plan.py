@@ -12,7 +12,7 @@ import numpy as np
 
 from hlo_common.interpreter import Evaluator, evaluate, evaluator, regions
 from hlo_common.interpreter.registry import HANDLERS
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 RNG = np.random.default_rng(11)
 LOOP = """
@@ -192,7 +192,7 @@ def test_plan_is_rebuilt_when_the_computation_changes():
     np.testing.assert_array_equal(ev.evaluate(module, [x]), -x)
     comp = module.entry
     p = comp.parameters[0]
-    from hlo_common.ir import HloInstruction
+    from hlo_common.hlo.ir import HloInstruction
 
     new_root = HloInstruction("a", "add", p.shape, [p, p])
     comp.add_instruction(new_root)

@@ -8,7 +8,7 @@ import pytest
 
 from hlo_common.interpreter import evaluate
 from hlo_common.interpreter.rng import philox4x32, threefry2x32
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 
 def _u32(*values):

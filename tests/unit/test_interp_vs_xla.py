@@ -13,9 +13,9 @@ import itertools
 import numpy as np
 import pytest
 
-from hlo_common.dtypes import PRIMITIVE_TYPES
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 from hlo_common.interpreter import evaluate
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 pytest.importorskip("jax")
 

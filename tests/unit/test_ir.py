@@ -1,13 +1,13 @@
-"""The HLO IR and its editing helpers (hlo_common.ir, hlo_common.ir_edit)."""
+"""The HLO IR and its editing helpers (hlo_common.hlo.ir, hlo_common.hlo.ir_edit)."""
 
 from __future__ import annotations
 
 import pytest
 
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.parser import parse_module
-from hlo_common.printer import print_module
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.printer import print_module
+from hlo_common.hlo.shape import Shape
 
 F32 = Shape.array("f32", (4,))
 

@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 from hlo_opt.layout_util import (
     align_layouts, matrix_layout_ok, normalized, reshape_is_bitcast, transpose_is_bitcast,
 )

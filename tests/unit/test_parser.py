@@ -11,8 +11,8 @@ import re
 import pytest
 
 from hlo_common.errors import HloParseError
-from hlo_common.parser import parse_module, parse_modules, split_module_texts
-from hlo_common.printer import print_module
+from hlo_common.hlo.parser import parse_module, parse_modules, split_module_texts
+from hlo_common.hlo.printer import print_module
 
 
 def _instr(module, name):

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from hlo_common.errors import HloParseError
-from hlo_common.parser import parse_module
-from hlo_common.printer import print_module
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.printer import print_module
 
 
 def _constant(shape: str, literal: str):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.parser import parse_module
-from hlo_common.printer import print_module
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.printer import print_module
+from hlo_common.hlo.shape import Shape
 
 MODULE = """HloModule m, entry_computation_layout={(f32[4,8]{1,0}, s32[])->(f32[4], f32[8,4])}
 

@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from hlo_common.ir import HloInstruction
-from hlo_common.opcodes import OPCODES
-from hlo_common.parser import parse_module
-from hlo_common.shape_inference import RULES, infer_shape, needs_declared_shape
-from hlo_common.verifier import verify_module
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.opcodes import OPCODES
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.shape_inference import RULES, infer_shape, needs_declared_shape
+from hlo_common.hlo.verifier import verify_module
 
 ADD = "add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }\n"
 

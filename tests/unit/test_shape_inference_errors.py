@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from hlo_common.errors import HloParseError, VerificationError
-from hlo_common.ir import HloInstruction
-from hlo_common.parser import parse_module
-from hlo_common.shape_inference import ShapeInferenceError, infer_shape
-from hlo_common.verifier import verify_module
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.shape_inference import ShapeInferenceError, infer_shape
+from hlo_common.hlo.verifier import verify_module
 
 PRELUDE = (
     "add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }\n"

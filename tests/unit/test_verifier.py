@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from hlo_common.dtypes import PRIMITIVE_TYPES
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 from hlo_common.errors import VerificationError
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.parser import parse_module
-from hlo_common.shape import Shape
-from hlo_common.verifier import verify_computation, verify_module
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.verifier import verify_computation, verify_module
 
 ADD = "add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }\n"
 GOOD = ADD + """ENTRY e {
@@ -267,7 +267,7 @@ def test_verifier_is_linear() -> None:
     the CPU-cache knee, which alone makes small modules ~3x faster per instruction)."""
     import time
 
-    from hlo_common.ir import HloModule
+    from hlo_common.hlo.ir import HloModule
 
     def chain(n: int) -> HloModule:
         f32 = Shape.array(PRIMITIVE_TYPES["f32"], (8,))

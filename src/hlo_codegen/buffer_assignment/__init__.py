@@ -25,7 +25,7 @@ says so when they are missing.
 
 Example:
 
-    >>> from hlo_common.parser import parse_module
+    >>> from hlo_common.hlo.parser import parse_module
     >>> m = parse_module('''
     ... ENTRY e {
     ...   p = f32[256] parameter(0)

@@ -33,7 +33,7 @@ from hlo_common.analysis.dataflow import HloDataflowAnalysis, HloValue, Index
 from hlo_common.analysis.live_range import HloLiveRange
 from hlo_common.analysis.sharing import can_share_operand_buffer_with_user
 from hlo_common.errors import HloError
-from hlo_common.ir import HloInstruction, HloModule
+from hlo_common.hlo.ir import HloInstruction, HloModule
 
 from hlo_codegen.buffer_assignment.heap_simulator import HeapSimulator
 

@@ -29,7 +29,7 @@ from hlo_common.analysis.alias import HloAliasAnalysis
 from hlo_common.analysis.dataflow import HloValue
 from hlo_common.analysis.live_range import HloLiveRange
 from hlo_common.analysis.sharing import can_share_operand_buffer_with_user
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 SPATIAL = "spatial"
 TEMPORAL = "temporal"

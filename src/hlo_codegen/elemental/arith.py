@@ -17,8 +17,8 @@ from hlo_codegen.indexing import IndexingMap, Variable
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.kernel_ir.ir import Value
 from hlo_codegen.kernel_ir.types import complex_element, ir_type
-from hlo_common.dtypes import PrimitiveType
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.dtypes import PrimitiveType
+from hlo_common.hlo.ir import HloInstruction
 
 FLOAT_UNARY = {
     "exponential": "exp", "exponential-minus-one": "expm1", "log": "log", "log-plus-one": "log1p",

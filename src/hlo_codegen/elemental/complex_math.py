@@ -28,7 +28,7 @@ from typing import Callable
 from hlo_codegen.elemental.emitter import FunctionContext
 from hlo_codegen.kernel_ir.ir import Value
 from hlo_codegen.kernel_ir.types import complex_element
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 ComplexRule = Callable[[FunctionContext, HloInstruction, list[Value]], Value]
 COMPLEX_RULES: dict[str, ComplexRule] = {}

@@ -14,8 +14,8 @@ import numpy as np
 from hlo_codegen.elemental.emitter import ElementalError, FunctionContext, elemental
 from hlo_codegen.kernel_ir.ir import Value
 from hlo_codegen.kernel_ir.types import FLOAT_FORMATS, complex_element, ir_type
-from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES, PrimitiveType
+from hlo_common.hlo.ir import HloInstruction
 
 
 def compute_type(pt: PrimitiveType) -> str:

@@ -22,8 +22,8 @@ from hlo_codegen.kernel_ir.ir import Function, Kernel, Value
 from hlo_codegen.kernel_ir.types import UnsupportedTypeError, ir_type
 from hlo_codegen.partitioner import PartitionedComputation, Subgraph, partition_computation, sanitize_name
 from hlo_common.errors import HloError
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.shape import Shape
 
 Rule = Callable[["FunctionContext", HloInstruction, list[Value]], "Value | list[Value]"]
 ELEMENTAL_RULES: dict[str, Rule] = {}

@@ -20,8 +20,8 @@ from hlo_codegen.indexing import (
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.indexing.op_indexing import is_canonical_gather
 from hlo_codegen.kernel_ir.ir import Buffer, Value
-from hlo_common.dtypes import S64
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.dtypes import S64
+from hlo_common.hlo.ir import HloInstruction
 
 
 def operand_map(instr: HloInstruction, operand: int = 0) -> IndexingMap:

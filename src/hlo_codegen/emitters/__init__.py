@@ -26,20 +26,22 @@ The contract every emitter keeps (XLA's `KernelFusionInterface` in kernel-IR ter
 - Launch: `launch_dimensions()` gives what the thunk launches with; kernels must not depend on
   the block count being exact (they bounds-check through their indexing maps).
 
-Emitter selection (`emitter_kind`) is hlo_common.fusion_analysis's `FusionAnalysis` (XLA's
-HloFusionAnalysis, shared with hlo-opt's cost model): a real reduction hero -> "reduction";
-consistent tiled transposes -> "transpose" (emitted by the loop emitter while no tiled emitter is
-registered); several roots -> "loop", or "in_place_dynamic_update_slice" when all roots are
-(bitcasts of) dynamic-update-slices (which hands the fusion to the loop emitter unless the output
-aliases the updated parameter); a scatter root -> "scatter"; a sort root -> "sort"; one root
-whose hero is a concatenate of at most 4 operands -> "concatenate"; everything else -> "loop".
-A kCustom fusion of backend kind "__norm" (hlo-opt's normalization-fusion) -> "normalization":
-softmax / layernorm / RMSNorm in one kernel (normalization.py).
+Emitter selection (`emitter_kind`) is hlo_common.gpu.hlo_fusion_analysis's `FusionAnalysis`
+(XLA's HloFusionAnalysis, shared with hlo-opt's cost model): a real reduction hero ->
+"reduction"; consistent tiled transposes -> "transpose" (transpose.py: 32x33 shared-memory tiles,
+or the packed variant for narrow types); several roots -> "loop", or
+"in_place_dynamic_update_slice" when all roots are (bitcasts of) dynamic-update-slices (which
+hands the fusion to the loop emitter unless the output aliases the updated parameter); a scatter
+root -> "scatter"; a sort root -> "sort"; one root whose hero is a concatenate of at most 4
+operands -> "concatenate"; everything else -> "loop". A kCustom fusion of backend kind "__norm"
+(hlo-opt's normalization-fusion) -> "normalization": softmax / layernorm / RMSNorm in one kernel
+(normalization.py).
 Importing this package also registers the elemental rules of the windowed, dot-like and topk
-ops (elemental_window/linalg/dots/topk.py), so the loop emitter emits them too. `EMITTERS` maps kinds to emitter classes; a kind without one raises
-`EmitterError("no emitter for ...")`. To add an emitter: subclass `KernelEmitter` (base.py),
-build the body with `IRBuilder` + `ElementalEmitter` (elemental/) as loop.py does, register it
-in `EMITTERS`, and extend `emitter_kind` if the kind is new.
+ops (elemental_window/linalg/dots/topk.py), so the loop emitter emits them too. `EMITTERS` maps
+kinds to emitter classes; a kind without one raises `EmitterError("no emitter for ...")`. To add
+an emitter: subclass `KernelEmitter` (base.py), build the body with `IRBuilder` +
+`ElementalEmitter` (elemental/) as loop.py does, register it in `EMITTERS`, and extend
+`emitter_kind` if the kind is new.
 """
 
 from __future__ import annotations
@@ -55,25 +57,26 @@ from hlo_codegen.emitters.transpose import TransposeFusion
 from hlo_codegen.emitters import (  # noqa: F401  (they register elemental rules)
     elemental_dots, elemental_linalg, elemental_topk, elemental_window,
 )
-from hlo_codegen.emitters.in_place_dus import ConcatenateFusion, InPlaceDynamicUpdateSliceFusion
+from hlo_codegen.emitters.concatenate import ConcatenateFusion
+from hlo_codegen.emitters.in_place_dus import InPlaceDynamicUpdateSliceFusion
 from hlo_codegen.emitters.normalization import NormalizationFusion
 from hlo_codegen.emitters.reduction import ReductionFusion
 from hlo_codegen.emitters.scatter import ScatterFusion
 from hlo_codegen.emitters.sort import SortFusion
 from hlo_codegen.kernel_ir.ir import Kernel
-from hlo_common.fusion_analysis import FusionAdaptor, FusionAnalysis
-from hlo_common.ir import HloInstruction
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
+from hlo_common.gpu.hlo_traversal import FusionAdaptor
+from hlo_common.hlo.ir import HloInstruction
 
 EMITTERS: dict[str, type[KernelEmitter]] = {"loop": LoopFusion, "reduction": ReductionFusion,
                                          "scatter": ScatterFusion, "sort": SortFusion,
                                          "concatenate": ConcatenateFusion,
                                          "in_place_dynamic_update_slice": InPlaceDynamicUpdateSliceFusion,
-                                         "normalization": NormalizationFusion}
+                                         "normalization": NormalizationFusion, "transpose": TransposeFusion}
 
 
 def emitter_kind(fusion: HloInstruction, device: GpuDeviceInfo = H100) -> tuple[str, HloInstruction]:
-    """(kind, hero) of a fusion, from hlo_common's FusionAnalysis (XLA's GetEmitterFusionKind).
-    A kind with no emitter here yet (a tiled transpose) goes to the loop emitter."""
+    """(kind, hero) of a fusion, from hlo_common's FusionAnalysis (XLA's GetEmitterFusionKind)."""
     analysis = FusionAnalysis.of_fusion(fusion, device)
     if analysis.emitter_kind == "custom":  # Triton / cuDNN / custom fusions: emitted as ours
         analysis = FusionAnalysis(FusionAdaptor.for_instruction(fusion), device)
@@ -82,8 +85,6 @@ def emitter_kind(fusion: HloInstruction, device: GpuDeviceInfo = H100) -> tuple[
         return kind, analysis.roots[0]
     if kind == "reduction":
         return kind, analysis.reduction_hero
-    if kind == "transpose" and kind not in EMITTERS:
-        kind = "loop"
     if kind in ("scatter", "sort", "in_place_dynamic_update_slice") or len(analysis.roots) > 1:
         return kind, analysis.roots[0]
     return kind, analysis.heroes[0]
@@ -118,9 +119,6 @@ def emit_kernel(fusion: HloInstruction, device: GpuDeviceInfo = H100,
     """The kernel for `fusion` from the emitter its hero selects (see the contract above)."""
     return get_fusion_emitter(fusion, device).emit(argument_ids)
 
-
-# A "transpose" kind (tiled transpose heroes) gets the shared-memory tiled emitter.
-EMITTERS["transpose"] = TransposeFusion
 
 __all__ = [
     "EMITTERS", "EmitterError", "GpuDeviceInfo", "H100", "A100", "KernelEmitter", "LoopFusion",

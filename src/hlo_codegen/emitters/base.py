@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from typing import Hashable, Sequence
 
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo
-from hlo_common import fusion_analysis as fa
+from hlo_common.gpu import ir_emission_utils, reduction_utils
 from hlo_codegen.indexing import LaunchDimensions
 from hlo_codegen.kernel_ir.ir import Buffer, Kernel
 from hlo_codegen.partitioner import sanitize_name
 from hlo_common.errors import HloError
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.fusion_analysis import fusion_roots  # noqa: F401  (re-exported)
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.gpu.ir_emission_utils import fusion_roots  # noqa: F401  (re-exported)
+from hlo_common.hlo.shape import Shape
 
 _GENERIC_NAME = re.compile(r"^(fusion|wrapped_\w+)(\.\d+)?$")
 
@@ -111,17 +111,17 @@ class KernelEmitter:
         return Kernel(kernel_name(self.fusion, self.kind), launch.blocks_xyz(), launch.threads_xyz())
 
 
-# -- heroes (the analysis lives in hlo_common.fusion_analysis, shared with hlo-opt's cost model) --
+# -- heroes (the facts live in hlo_common.gpu, shared with hlo-opt's cost model) ----------------------
 def find_hero(root: HloInstruction) -> HloInstruction:
     """The op that shapes codegen for a fusion root (XLA's FindNonTrivialHero)."""
-    return fa.find_non_trivial_hero(root)
+    return ir_emission_utils.find_non_trivial_hero(root)
 
 
 def reduction_dimensions(reduce: HloInstruction) -> tuple[bool, list[int]]:
     """(is_row_reduction, [a, b, c]) of the reduce's input collapsed in physical order (XLA's
     GetReductionKindAndContiguousComponents): row = [batch, kept, minor reduced], column =
     [major kept, reduced, minor kept]."""
-    rd = fa.reduction_dimensions(reduce)
+    rd = reduction_utils.reduction_dimensions(reduce)
     return rd.is_row, list(rd.dims)
 
 
@@ -129,7 +129,8 @@ def is_real_reduction_hero(reduce: HloInstruction, device: GpuDeviceInfo = H100,
                            root: HloInstruction | None = None) -> bool:
     """A reduce the reduction emitter handles better than elemental code (XLA's
     IsRealReductionHero; `root` defaults to the reduce itself)."""
-    return fa.is_real_reduction_hero(reduce if root is None else root, reduce, device.threads_per_warp)
+    return reduction_utils.is_real_reduction_hero(reduce if root is None else root, reduce,
+                                                  device.threads_per_warp)
 
 
 def wrap_computation_in_fusion(module: HloModule, computation: HloComputation,

@@ -37,9 +37,9 @@ from hlo_codegen.kernel_ir.transforms import optimize_kernel
 from hlo_codegen.kernel_ir.types import UnsupportedTypeError
 from hlo_codegen.kernel_ir.verifier import verify_kernel
 from hlo_codegen.partitioner import partition_computation
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.opcodes import is_elementwise
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.opcodes import is_elementwise
+from hlo_common.hlo.shape import Shape
 
 
 # Elemental emission recurses a few frames per fused op along the longest operand chain, and
@@ -94,6 +94,10 @@ def packing(shape: Shape) -> int:
     if et.bits < 8 and not et.is_pred and layout is not None and 0 < layout.element_size_in_bits < 8:
         return 8 // et.bits
     return 1
+
+
+def has_packed_output(fusion: HloInstruction) -> bool:
+    return any(packing(s) > 1 for _, s in fusion.shape.leaf_shapes())
 
 
 def loop_over_shape(b: IRBuilder, ids: ThreadIds, launch: LaunchDimensions, shape: Shape,

@@ -25,8 +25,8 @@ from hlo_codegen.emitters.elemental_linalg import (
     DotDims, finish, multiply_add, symbol_loop_map, to_accumulator, zero,
 )
 from hlo_codegen.kernel_ir.ir import Value
-from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES, PrimitiveType
+from hlo_common.hlo.ir import HloInstruction
 
 
 def _widened(ctx: FunctionContext, v: Value, src: PrimitiveType, result: PrimitiveType) -> Value:

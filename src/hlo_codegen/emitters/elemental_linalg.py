@@ -31,9 +31,9 @@ from hlo_codegen.indexing import IndexingMap, Variable, dim, sym
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.kernel_ir.ir import Value
 from hlo_codegen.kernel_ir.types import ir_type
-from hlo_common.attributes import ConvDimensionNumbers, Window
-from hlo_common.dtypes import PrimitiveType
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.attributes import ConvDimensionNumbers, Window
+from hlo_common.hlo.dtypes import PrimitiveType
+from hlo_common.hlo.ir import HloInstruction
 
 
 # -- accumulation ------------------------------------------------------------------------------------

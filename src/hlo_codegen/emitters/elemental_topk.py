@@ -19,8 +19,8 @@ from hlo_codegen.indexing import IndexingMap, Variable, dim, sym
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.kernel_ir.ir import Value
 from hlo_codegen.kernel_ir.types import ir_type
-from hlo_common.dtypes import PrimitiveType
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.dtypes import PrimitiveType
+from hlo_common.hlo.ir import HloInstruction
 
 
 def total_order_key(ctx: FunctionContext, v: Value, pt: PrimitiveType) -> tuple[Value, bool]:

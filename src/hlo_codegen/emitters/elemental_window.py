@@ -28,9 +28,9 @@ from hlo_codegen.indexing import IndexingMap, Variable, dim, sym
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.indexing.op_indexing import is_canonical_gather
 from hlo_codegen.kernel_ir.ir import Value
-from hlo_common.attributes import Window
+from hlo_common.hlo.attributes import Window
 from hlo_common.interpreter.reducers import classify_reducer
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 
 def window_input_map(window: Window, out_sizes: list[int], kernel_sizes: list[int], in_sizes: list[int],

@@ -1,7 +1,7 @@
 """Launch dimensions and the loop-fusion unroll factor, with XLA's rules and numbers.
 
 Where it sits: the loop emitter (loop.py) and the other emitters size their grids here; the rules
-live in hlo_common.fusion_analysis (the GPU cost model needs them too), this module adapts them
+live in hlo_common.gpu.launch_dimensions (the GPU cost model needs them too), this module adapts them
 to kernel-IR `LaunchDimensions`. From
 `xla/service/gpu/launch_dimensions.cc` (`CalculateLaunchDimensions`), `gpu_fusible.cc`
 (`ComputeLoopFusionConfig`) and the emitter base (`MaybeSplitGridDimensionX`):
@@ -22,12 +22,13 @@ to kernel-IR `LaunchDimensions`. From
 from __future__ import annotations
 
 from hlo_codegen.indexing import LaunchDimensions
-from hlo_common.device import A100, H100, DeviceDescription
-from hlo_common.fusion_analysis import (  # noqa: F401  (re-exported for the emitters)
+from hlo_common.gpu.device import A100, H100, DeviceDescription
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
+from hlo_common.gpu.launch_dimensions import (  # noqa: F401  (re-exported for the emitters)
     MAX_CONCAT_OPERANDS_FOR_UNROLLING, MAX_REDUCE_WINDOW_FOR_UNROLLING, MAX_UNROLL, WARP_SCHEDULERS,
     loop_launch, loop_unroll_factor, max_unroll_factor, smallest_bit_width, split_grid_x,
 )
-from hlo_common.ir import HloComputation, HloInstruction
+from hlo_common.hlo.ir import HloComputation, HloInstruction
 
 # The emitters' device type is hlo_common's DeviceDescription (XLA's se::DeviceDescription).
 GpuDeviceInfo = DeviceDescription
@@ -35,7 +36,7 @@ GpuDeviceInfo = DeviceDescription
 
 def may_prevent_vectorization(computation: HloComputation) -> bool:
     """Ops that make unrolled loop fusions spill or serialize (XLA's MayPreventVectorization)."""
-    from hlo_common.fusion_analysis import may_prevent_vectorization as check
+    from hlo_common.gpu.launch_dimensions import may_prevent_vectorization as check
 
     return check(computation.instructions)
 
@@ -53,5 +54,19 @@ def loop_launch_dimensions(num_elements: int, unroll: int, device: DeviceDescrip
     return LaunchDimensions((threads, 1, 1), (x, y, 1))
 
 
-__all__ = ["A100", "H100", "GpuDeviceInfo", "loop_fusion_unroll_factor", "loop_launch_dimensions",
-           "max_unroll_factor", "may_prevent_vectorization", "smallest_bit_width", "split_grid_x"]
+def analysis_loop_config(fusion: HloInstruction, device: GpuDeviceInfo,
+                         shape) -> tuple[int, LaunchDimensions]:
+    """(unroll factor, launch) of XLA's loop config over `shape` for this fusion: the launch is
+    FusionAnalysis's (the figures the cost model uses and XLA's thunks show), the unroll its
+    ComputeLoopFusionConfig factor on `shape`."""
+    analysis = FusionAnalysis.of_fusion(fusion, device)
+    blocks, threads = analysis.launch_dimensions()
+    unroll = analysis.loop_unroll_factor(shape)
+    if blocks * threads * unroll < shape.num_elements:  # the analysis sized another loop
+        blocks, threads = loop_launch(shape.num_elements, unroll, device)
+    bx, by = split_grid_x(blocks, device)
+    return unroll, LaunchDimensions((threads, 1, 1), (bx, by, 1))
+
+
+__all__ = ["A100", "H100", "GpuDeviceInfo", "analysis_loop_config", "loop_fusion_unroll_factor",
+           "loop_launch_dimensions", "max_unroll_factor", "may_prevent_vectorization", "smallest_bit_width", "split_grid_x"]

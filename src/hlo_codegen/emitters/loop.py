@@ -23,7 +23,7 @@ GELU on bf16[6,512,4096] (12.6M elements, unroll 4, 24576 blocks of 128 threads)
     }
 
 Unroll factor and launch are XLA's (ComputeLoopFusionConfig, CalculateLaunchDimensions), from
-hlo_common.fusion_analysis (`loop_unroll_factor`, `loop_launch`): 128 threads per block, unroll
+hlo_common.gpu.launch_dimensions (`loop_unroll_factor`, `loop_launch`): 128 threads per block, unroll
 gcd(n, 4) from 2048 x #SMs elements on (none when a sort, dot, big reduce-window or concatenate
 prevents it), at least a byte of sub-byte outputs per thread. `emit_thread_loop` /
 `loop_over_shape_unrolled` are that loop for any shape; the concatenate and DUS emitters use them.
@@ -54,8 +54,8 @@ from hlo_codegen.kernel_ir.ir import Kernel, Value
 from hlo_codegen.kernel_ir.transforms import optimize_kernel
 from hlo_codegen.kernel_ir.types import UnsupportedTypeError
 from hlo_codegen.kernel_ir.verifier import verify_kernel
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.shape import Shape
 
 _NOT_ELEMENTAL_HINT = {
     "reduce": "reduction", "scatter": "scatter", "sort": "sort", "dot": "gemm/triton",

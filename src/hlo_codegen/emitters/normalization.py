@@ -7,7 +7,7 @@ fused computation holds full arrays of dims D (default layout), reduces over the
 dimension to one value per row, row ops on those, broadcasts back, elementwise ops, one root of
 dims D.
 
-The kernel (launch: `hlo_common.fusion_analysis.normalization_launch`):
+The kernel (launch: `hlo_common.gpu.launch_dimensions.normalization_launch`):
 
 - block (T, R): T threads per row (a power of two, 32..1024, so each thread keeps at most
   E = ceil(n / T) <= 8 elements of a row), R rows per block (R = 128 / T for short rows: one warp
@@ -42,9 +42,9 @@ from hlo_codegen.emitters.launch import H100, GpuDeviceInfo
 from hlo_codegen.indexing import LaunchDimensions
 from hlo_codegen.kernel_ir.builder import FunctionBuilder, IRBuilder
 from hlo_codegen.kernel_ir.ir import Buffer, Function, Kernel, Value
-from hlo_common.fusion_analysis import normalization_launch
+from hlo_common.gpu.launch_dimensions import normalization_launch
 from hlo_common.interpreter.reducers import classify_reducer
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 WARP = 32
 _WIDE_OPS = {"add": "addf", "multiply": "mulf"}

@@ -49,9 +49,10 @@ from hlo_codegen.indexing.shape_indexing import delinearize
 from hlo_codegen.kernel_ir.builder import FunctionBuilder, IRBuilder
 from hlo_codegen.kernel_ir.ir import Function, Kernel, Value
 from hlo_codegen.kernel_ir.types import is_complex, is_float
-from hlo_common.fusion_analysis import FusionAnalysis, is_real_reduction_hero, reduction_is_race_free
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
+from hlo_common.gpu.reduction_utils import is_real_reduction_hero, reduction_is_race_free
 from hlo_common.interpreter.reducers import classify_reducer
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 WARP = 32
 WARPS_PER_BLOCK = 4

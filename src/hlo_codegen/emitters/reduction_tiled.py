@@ -1,7 +1,7 @@
 """XLA's four reduction emitters (row, multi-row, column, small column) in kernel IR.
 
 Where it sits: `emitters/reduction.py`'s `ReductionFusion` hands a fusion here when
-hlo_common.fusion_analysis routes it to the reduction emitter (a real reduction hero, every other
+hlo_common.gpu.hlo_fusion_analysis routes it to the reduction emitter (a real reduction hero, every other
 root a compatible reduction or of the input's size) and nothing rules the tiled kernels out (packed
 sub-byte outputs, an empty input, an epilogue `emit_epilogue` cannot follow); anything else keeps
 the simple emitter of reduction.py. The variant, the threads per block and the blocks are
@@ -50,9 +50,10 @@ from hlo_codegen.indexing import IndexingMap, LaunchDimensions, Variable, bitcas
 from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Buffer, Kernel, Value
-from hlo_common.fusion_analysis import FusionAnalysis, is_real_reduction_hero
-from hlo_common.ir import HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
+from hlo_common.gpu.reduction_utils import is_real_reduction_hero
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Shape
 
 WARP = 32
 TILE = 32  # XLA's kTileSize of the column emitters

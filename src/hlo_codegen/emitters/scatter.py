@@ -53,9 +53,9 @@ from hlo_codegen.indexing.shape_indexing import delinearize, physical_dims, phys
 from hlo_codegen.indexing.thread_indexing import default_thread_id_indexing_map
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Kernel, Value
-from hlo_common.fusion_analysis import loop_unroll_factor
-from hlo_common.ir import HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.gpu.launch_dimensions import loop_unroll_factor
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Shape
 
 INIT_THREADS = 256
 WARPS_PER_BLOCK = 4  # XLA's sorted-indices variant: 4 warps per block

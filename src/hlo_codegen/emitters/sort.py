@@ -36,8 +36,8 @@ from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.indexing.shape_indexing import delinearize
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Buffer, Kernel, Value
-from hlo_common.ir import HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Shape
 
 MAX_THREADS = 256  # 1024 threads of a 4-operand f64 comparator run out of registers (H100)
 MAX_SHARED_ELEMENTS = 24576  # s16 positions in 48 KiB

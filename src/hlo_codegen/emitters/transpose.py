@@ -3,7 +3,7 @@ physically minor dimension goes through a shared-memory tile, so both its reads 
 are coalesced.
 
 Where it sits: emitters/__init__.py registers it as the "transpose" emitter kind, which
-hlo_common.fusion_analysis (XLA's GetDescriptionForTiledTransposeEmitter and hero rules) gives
+hlo_common.gpu.ir_emission_utils (XLA's GetDescriptionForTiledTransposeEmitter and hero rules) gives
 fusions whose heroes are tiled transposes (or layout-changing copies), loop fusions with
 elementwise prologues and epilogues included. The analysis' TransposeDescription (normalized
 dims, permutation, packed or not) is the single source of the tile sizes, the launch
@@ -63,12 +63,12 @@ from hlo_codegen.indexing.interval import Interval
 from hlo_codegen.indexing.shape_indexing import delinearize
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Buffer, Kernel, Value
-from hlo_common.fusion_analysis import (
-    FusionAnalysis, TransposeDescription, packed_transpose_tiles, reshape_is_bitcast,
-    tiled_transpose_description,
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
+from hlo_common.gpu.ir_emission_utils import (
+    TransposeDescription, packed_transpose_tiles, reshape_is_bitcast, tiled_transpose_description,
 )
-from hlo_common.ir import HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Shape
 
 WARP = 32
 ROWS = 4  # rows of 32 lanes: 128 threads per block (XLA's CUDA figure)

@@ -8,7 +8,7 @@ reached it, simplified, and collected per producer. A producer read in several w
 several maps (`p0 + transpose(p0)` gives `(d0, d1) -> (d0, d1)` and `(d0, d1) -> (d1, d0)`);
 equal maps are merged, so reshape chains that cancel give one identity map.
 
-    >>> from hlo_common.parser import parse_module
+    >>> from hlo_common.hlo.parser import parse_module
     >>> m = parse_module('''
     ... f { p0 = f32[8,16] parameter(0)
     ...     c = f32[128] reshape(p0)
@@ -26,7 +26,7 @@ from hlo_codegen.indexing.op_indexing import compute_output_to_input_indexing, o
 from hlo_codegen.indexing.operand_indexing import (
     HloInstructionIndexing, OperandIndexing, compose_operand_indexing,
 )
-from hlo_common.ir import HloComputation, HloInstruction
+from hlo_common.hlo.ir import HloComputation, HloInstruction
 
 
 def compute_grouped_output_to_input_indexing(

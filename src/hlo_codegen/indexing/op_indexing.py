@@ -7,7 +7,7 @@ for every operand, the maps from the instruction's output index to the operand i
 reads. Ops without a map (unknown opcodes, non-canonical gathers, convolution for now) get
 undefined maps, as in XLA; malformed attributes raise `IndexingError`.
 
-    >>> from hlo_common.parser import parse_module
+    >>> from hlo_common.hlo.parser import parse_module
     >>> m = parse_module("ENTRY e { p = f32[20,40] parameter(0) "
     ...                  "ROOT t = f32[40,20] transpose(p), dimensions={1,0} }")
     >>> str(compute_output_to_input_indexing(m.entry.root).maps(0)[0])
@@ -30,9 +30,9 @@ from hlo_codegen.indexing.operand_indexing import (
 )
 from hlo_codegen.indexing.shape_indexing import bitcast_map, inverse_permutation, reshape_map
 from hlo_common.errors import HloError
-from hlo_common.ir import HloInstruction
-from hlo_common.opcodes import is_elementwise
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.opcodes import is_elementwise
+from hlo_common.hlo.shape import Shape
 
 
 class IndexingError(HloError):

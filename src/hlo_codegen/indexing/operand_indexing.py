@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from hlo_codegen.indexing.indexing_map import IndexingMap, compose_indexing_maps
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 
 @dataclass(frozen=True, eq=False)

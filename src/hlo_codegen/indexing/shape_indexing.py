@@ -17,7 +17,7 @@ from typing import Sequence
 
 from hlo_codegen.indexing.affine import AffineExpr, const, dim
 from hlo_codegen.indexing.indexing_map import IndexingMap, compose_indexing_maps
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 
 
 def strides(dims: Sequence[int]) -> list[int]:

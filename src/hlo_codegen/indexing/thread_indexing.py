@@ -25,7 +25,7 @@ from typing import Sequence
 from hlo_codegen.indexing.affine import AffineExpr, const, dim, sym
 from hlo_codegen.indexing.indexing_map import IndexingMap, Variable
 from hlo_codegen.indexing.interval import Interval
-from hlo_common.shape import Layout, Shape
+from hlo_common.hlo.shape import Layout, Shape
 
 THREAD_DIM_NAMES = ("th_x", "th_y", "th_z", "bl_x", "bl_y", "bl_z")
 THREAD_SYMBOL_NAMES = ("chunk_id", "unroll_id")

@@ -179,7 +179,7 @@ class Kernel:
 
 
 def hlo_bits(hlo_type: str) -> int:
-    from hlo_common.dtypes import PRIMITIVE_TYPES
+    from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 
     return PRIMITIVE_TYPES[hlo_type].bits
 

@@ -25,7 +25,7 @@ from hlo_codegen.indexing import IndexingMap, parse_indexing_map
 from hlo_codegen.kernel_ir.builder import NameTable
 from hlo_codegen.kernel_ir.ir import OP_SPECS, Block, Buffer, Function, Kernel, Op, Value
 from hlo_codegen.kernel_ir.types import is_valid_type
-from hlo_common.dtypes import PRIMITIVE_TYPES
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 from hlo_common.errors import HloParseError
 
 _TOKEN = re.compile(r"""

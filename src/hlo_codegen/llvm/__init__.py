@@ -1,7 +1,7 @@
 """LLVM lowering of the kernel IR, for two targets from one kernel.
 
 Where it sits: after the emitters (hlo_codegen.emitters) and before ptx.py / the host JIT
-(hlo_common.host_kernel). `lower_to_nvptx(kernel)` gives NVPTX LLVM IR (a `ptx_kernel`);
+(hlo_run.host_kernel). `lower_to_nvptx(kernel)` gives NVPTX LLVM IR (a `ptx_kernel`);
 `lower_to_host(kernel)` gives a CPU function that runs thread blocks, with the block's threads
 as loops and barriers splitting phases. Both share `lowering.py` (control flow, memory,
 functions), `arith.py` (scalar ops), `floats.py` (narrow-float conversions) and `math.py` (own

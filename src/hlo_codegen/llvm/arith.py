@@ -127,7 +127,7 @@ def scalar_constant(t: str, value) -> LV:
 
 def narrow_float_bits(t: str, value: float) -> int:
     from hlo_codegen.kernel_ir.types import _HLO_TO_IR
-    from hlo_common.dtypes import PRIMITIVE_TYPES
+    from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 
     hlo = next(k for k, v in _HLO_TO_IR.items() if v == t)
     arr = np.array([value], np.float64).astype(np.float32).astype(PRIMITIVE_TYPES[hlo].np_dtype)

@@ -1,6 +1,6 @@
 """Host lowering: the kernel IR as a CPU function that runs whole thread blocks.
 
-Where it sits: `lower_to_host(kernel)` gives LLVM IR text that hlo_common.host_kernel JITs. The
+Where it sits: `lower_to_host(kernel)` gives LLVM IR text that hlo_run.host_kernel JITs. The
 kernel becomes
 
     void @<name>(ptr %args, i64 %block_begin, i64 %block_end)

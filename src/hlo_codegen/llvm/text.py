@@ -1,7 +1,7 @@
 """A small builder of LLVM IR *text* (opaque pointers, LLVM 17+ syntax), used by both lowerings.
 
 Where it sits: nvptx.py and host.py lower the kernel IR through `lowering.py` into an
-`LLModule`; ptx.py and hlo_common.host_kernel parse the text with llvmlite. Writing text keeps
+`LLModule`; ptx.py and hlo_run.host_kernel parse the text with llvmlite. Writing text keeps
 full control over address spaces, calling conventions, intrinsics and metadata.
 
 Values are `LV(type, ref)`: `LV("float", "%x.3")` or a constant `LV("i64", "7")`.

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from hlo_common.errors import HloError
-from hlo_common.ir import HloInstruction, HloModule
+from hlo_common.hlo.ir import HloInstruction, HloModule
 
 from hlo_common.analysis.dataflow import HloDataflowAnalysis, HloValue, Index
 from hlo_common.analysis.live_range import HloLiveRange

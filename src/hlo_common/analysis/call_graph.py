@@ -20,7 +20,7 @@ graph, as XLA's `CallGraph` and `GatherComputationsByAllocationType` give them:
 from __future__ import annotations
 
 from hlo_common.errors import HloError
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 
 GLOBAL = "global"
 EMBEDDED = "embedded"

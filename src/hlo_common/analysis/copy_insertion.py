@@ -32,8 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hlo_common.errors import HloError
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.shape import Shape
 
 from hlo_common.analysis import call_graph as cg
 from hlo_common.analysis.dataflow import HloDataflowAnalysis, Index

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable
 
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.shape import Shape
 
 from hlo_common.analysis import call_graph as cg
 

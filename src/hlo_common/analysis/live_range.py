@@ -25,7 +25,7 @@ iteration), so body temporaries may share memory with each other but never with 
 
 from __future__ import annotations
 
-from hlo_common.ir import HloComputation, HloInstruction
+from hlo_common.hlo.ir import HloComputation, HloInstruction
 
 from hlo_common.analysis import call_graph as cg
 from hlo_common.analysis.dataflow import HloDataflowAnalysis, HloPosition, HloValue

@@ -27,7 +27,7 @@ from enum import Enum
 from hlo_common.analysis.call_graph import CallGraph, xla_called_computations, xla_instruction_post_order
 from hlo_common.analysis.dataflow import HloDataflowAnalysis, HloUse, HloValue
 from hlo_common.analysis.sharing import can_share_operand_buffer_with_user
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 
 
 class ReachabilityMap:

@@ -36,7 +36,7 @@ from hlo_common.analysis.alias import HloAliasAnalysis
 from hlo_common.analysis.call_graph import CallGraph
 from hlo_common.analysis.dataflow import HloDataflowAnalysis
 from hlo_common.analysis.sharing import can_share_operand_buffer_with_user
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 
 
 @dataclass

@@ -21,9 +21,9 @@ import re
 from collections import deque
 
 from hlo_common.errors import HloError
-from hlo_common.ir import HloInstruction
-from hlo_common.opcodes import is_elementwise
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.opcodes import is_elementwise
+from hlo_common.hlo.shape import Shape
 
 Index = tuple[int, ...]
 AliasSpec = list[tuple[Index, int, Index, str]]  # (output index, operand/param number, its index, kind)

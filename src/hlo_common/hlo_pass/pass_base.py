@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hlo_common.ir import HloModule
+from hlo_common.hlo.ir import HloModule
 
 PASS_REGISTRY: dict[str, type[HloPass]] = {}
 

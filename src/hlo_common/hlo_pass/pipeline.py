@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Iterable
 
 from hlo_common.errors import HloError, VerificationError
-from hlo_common.ir import HloModule
+from hlo_common.hlo.ir import HloModule
 from hlo_common.hlo_pass.pass_base import HloPass
 
 PIPELINE_START = "pipeline-start"
@@ -52,24 +52,12 @@ class RunOptions:
     device: object | None = None  # a device.DeviceDescription (`--device`); None: the H100
 
 
-def find_verifier() -> Callable[[HloModule], None] | None:
-    """`hlo_common.verifier.verify_module` when that module exists, else None (verification skipped)."""
-    try:
-        from hlo_common.verifier import verify_module
-    except ModuleNotFoundError as exc:
-        if exc.name in ("hlo_common.verifier",):
-            return None
-        raise
-    return verify_module
-
-
 def verify(module: HloModule, where: str) -> None:
     """Run the verifier; a failure becomes a VerificationError that says `where` it happened."""
-    verifier = find_verifier()
-    if verifier is None:
-        return
+    from hlo_common.hlo.verifier import verify_module
+
     try:
-        verifier(module)
+        verify_module(module)
     except VerificationError as exc:
         raise VerificationError(f"{where}: {exc}") from exc
 

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES, PrimitiveType
 
 F32 = np.dtype(np.float32)
 LOW_FLOAT_DTYPES = frozenset(t.np_dtype for t in PRIMITIVE_TYPES.values() if t.is_low_precision_float)

@@ -14,7 +14,7 @@ import numpy as np
 
 from hlo_common.interpreter.numeric import unsupported
 from hlo_common.interpreter.registry import register
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 
 def _setup(instr: HloInstruction, x: np.ndarray):

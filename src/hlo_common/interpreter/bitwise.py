@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo_common.dtypes import PrimitiveType
+from hlo_common.hlo.dtypes import PrimitiveType
 from hlo_common.interpreter.arith import (
     as_signed, as_unsigned, down, float_bits_dtype, from_bits, int_compute, up,
 )
 from hlo_common.interpreter.registry import register
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 
 def _etype(instr: HloInstruction) -> PrimitiveType:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES, PrimitiveType
 from hlo_common.interpreter.arith import (
     F32, as_unsigned, down, float_bits_dtype, from_bits, int_compute, up, wrap_int,
 )

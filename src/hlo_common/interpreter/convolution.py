@@ -18,11 +18,11 @@ import itertools
 
 import numpy as np
 
-from hlo_common.attributes import ConvDimensionNumbers, Window
+from hlo_common.hlo.attributes import ConvDimensionNumbers, Window
 from hlo_common.interpreter.numeric import to_accumulation, to_element_type, unsupported
 from hlo_common.interpreter.registry import register
 from hlo_common.interpreter.window import dilate_and_pad
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 
 @register("convolution")

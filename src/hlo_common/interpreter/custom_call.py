@@ -19,7 +19,7 @@ import numpy as np
 
 from hlo_common.errors import InterpreterError
 from hlo_common.interpreter.registry import HANDLERS, TOKEN, register
-from hlo_common.xla_builder_math import TARGETS as LIBRARY_MATH_TARGETS, decomposition_for
+from hlo_common.hlo.xla_builder_math import TARGETS as LIBRARY_MATH_TARGETS, decomposition_for
 
 CUSTOM_CALL_TARGETS: dict[str, Callable] = {}
 

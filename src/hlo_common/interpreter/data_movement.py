@@ -17,7 +17,7 @@ import numpy as np
 from hlo_common.errors import InterpreterError
 from hlo_common.interpreter.conversions import bitcast_convert_array, convert_array
 from hlo_common.interpreter.registry import register
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 
 
 
@@ -33,7 +33,7 @@ def _constant(instr, operands, ev):
 def _iota(instr, operands, ev):
     shape = instr.shape
     dim = int(instr.attrs.get("iota_dimension", 0))
-    from hlo_common.dtypes import S64
+    from hlo_common.hlo.dtypes import S64
 
     n = shape.dims[dim]
     values = convert_array(np.arange(n, dtype=np.int64), S64, shape.element_type)

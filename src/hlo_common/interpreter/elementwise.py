@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo_common.dtypes import PrimitiveType
+from hlo_common.hlo.dtypes import PrimitiveType
 from hlo_common.interpreter.arith import down, erf, int_compute, up
 from hlo_common.interpreter.registry import register
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 
 def _etype(instr: HloInstruction) -> PrimitiveType:

@@ -38,8 +38,8 @@ from hlo_common.errors import HloError, InterpreterError
 from hlo_common.interpreter import blas, fast
 from hlo_common.interpreter.plan import ARRAY_CHECK, Plan
 from hlo_common.interpreter.registry import HANDLERS, TOKEN
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.shape import Shape
 
 # Handler modules, imported for their `register` side effects. The optional ones are written in
 # parallel by another engineer; a module that does not exist yet is skipped, one that exists and
@@ -360,7 +360,7 @@ def _vectorizable_instr(instr: HloInstruction, ev: Evaluator) -> bool:
         return ev.is_vectorizable(instr.attrs["to_apply"])
     if op in ("rng", "rng-bit-generator", "rng-get-and-update-state"):
         return False
-    from hlo_common.opcodes import is_elementwise
+    from hlo_common.hlo.opcodes import is_elementwise
 
     return is_elementwise(op) or op in _VECTORIZABLE_EXTRA
 

@@ -25,8 +25,8 @@ from typing import Callable
 
 import numpy as np
 
-from hlo_common.dtypes import PrimitiveType
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.dtypes import PrimitiveType
+from hlo_common.hlo.ir import HloInstruction
 
 Handler = Callable[[HloInstruction, list, object], object]
 SMALL_BROADCAST = 4096

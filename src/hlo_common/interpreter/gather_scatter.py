@@ -23,7 +23,7 @@ import numpy as np
 from hlo_common.interpreter.numeric import ints_attr, to_element_type, unsupported, wrap_integers
 from hlo_common.interpreter.reducers import classify_reducer
 from hlo_common.interpreter.registry import register
-from hlo_common.ir import HloComputation, HloInstruction
+from hlo_common.hlo.ir import HloComputation, HloInstruction
 
 
 def index_vectors(indices: np.ndarray, index_vector_dim: int) -> tuple[np.ndarray, dict[int, int]]:
@@ -249,7 +249,7 @@ def _apply_ufunc(kind: str, target: np.ndarray, lin: np.ndarray, values: np.ndar
 
 
 def _ptype_of(dt: np.dtype):
-    from hlo_common.dtypes import from_numpy_dtype
+    from hlo_common.hlo.dtypes import from_numpy_dtype
 
     return from_numpy_dtype(dt)
 

@@ -48,7 +48,7 @@ from typing import Callable
 
 import numpy as np
 
-from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES, PrimitiveType
 from hlo_common.errors import HloError
 from hlo_common.interpreter.numeric import dot_general, to_accumulation, to_element_type
 

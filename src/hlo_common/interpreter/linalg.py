@@ -22,7 +22,7 @@ from hlo_common.interpreter.numeric import (
 )
 from hlo_common.interpreter.ragged_dot import ragged_dot
 from hlo_common.interpreter.registry import register
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 
 def _dot_dims(instr: HloInstruction):

@@ -17,10 +17,10 @@ import math
 
 import numpy as np
 
-from hlo_common.attributes import RawAttr
-from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType  # noqa: F401  (doctest namespace)
+from hlo_common.hlo.attributes import RawAttr
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES, PrimitiveType  # noqa: F401  (doctest namespace)
 from hlo_common.errors import InterpreterError
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 
 def accumulation_dtype(ptype: PrimitiveType) -> np.dtype:

@@ -27,8 +27,8 @@ from typing import Callable, Sequence
 
 from hlo_common.interpreter import regions
 from hlo_common.interpreter.registry import HANDLERS
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.opcodes import OPCODES
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.opcodes import OPCODES
 
 NO_CHECK, ARRAY_CHECK, FULL_CHECK = 0, 1, 2
 

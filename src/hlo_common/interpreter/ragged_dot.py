@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlo_common.interpreter.numeric import dot_general, unsupported
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 
 def ragged_dot(instr: HloInstruction, lhs: np.ndarray, rhs: np.ndarray, group_sizes: np.ndarray,

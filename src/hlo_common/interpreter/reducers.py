@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from hlo_common.errors import HloError
-from hlo_common.ir import HloComputation
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation
+from hlo_common.hlo.shape import Shape
 
 REDUCER_KINDS = ("add", "multiply", "maximum", "minimum", "and", "or")
 

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo_common.dtypes import from_numpy_dtype
+from hlo_common.hlo.dtypes import from_numpy_dtype
 from hlo_common.interpreter import window  # noqa: F401  (registers reduce-window, select-and-scatter)
 from hlo_common.interpreter.numeric import bool_attr, ints_attr, to_element_type, unsupported
 from hlo_common.interpreter.reducers import classify_reducer, is_associative
 from hlo_common.interpreter.registry import register
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 # Reductions at most this long run in element order; longer ones use a pairwise tree.
 SEQUENTIAL_LIMIT = 16

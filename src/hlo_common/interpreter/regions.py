@@ -28,8 +28,8 @@ import numpy as np
 from hlo_common.errors import HloError, InterpreterError
 from hlo_common.interpreter.arith import LOW_FLOAT_DTYPES, up
 from hlo_common.interpreter.registry import HANDLERS
-from hlo_common.ir import HloInstruction
-from hlo_common.opcodes import is_elementwise
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.opcodes import is_elementwise
 
 CHUNK_ELEMENTS = 1 << 16
 MIN_ELEMENTS = 1 << 17  # below this, whole-array evaluation is as fast

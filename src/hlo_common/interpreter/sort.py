@@ -21,8 +21,8 @@ import numpy as np
 
 from hlo_common.interpreter.numeric import bool_attr, ints_attr, unsupported
 from hlo_common.interpreter.registry import HANDLERS, register
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.opcodes import is_elementwise
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.opcodes import is_elementwise
 
 
 def total_order_keys(x: np.ndarray) -> np.ndarray:

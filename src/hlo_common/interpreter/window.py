@@ -22,13 +22,13 @@ from typing import Sequence
 
 import numpy as np
 
-from hlo_common.attributes import Window, WindowDim
-from hlo_common.dtypes import from_numpy_dtype
+from hlo_common.hlo.attributes import Window, WindowDim
+from hlo_common.hlo.dtypes import from_numpy_dtype
 from hlo_common.interpreter.gather_scatter import apply_updates
 from hlo_common.interpreter.numeric import to_element_type, unsupported
 from hlo_common.interpreter.reducers import classify_reducer
 from hlo_common.interpreter.registry import register
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 
 def dilate_and_pad(x: np.ndarray, dims: Sequence[WindowDim | None], fill) -> tuple[np.ndarray, np.ndarray]:

@@ -3,9 +3,9 @@ kernels' callers (the global ones), and the physical order of an array's dimensi
 
 from __future__ import annotations
 
-from hlo_common.hlo_utils import GLOBAL_CONTROL_FLOW as CONTROL_FLOW
-from hlo_common.hlo_utils import global_computations  # noqa: F401  (the passes import it from here)
-from hlo_common.shape import Shape
+from hlo_common.hlo.hlo_utils import GLOBAL_CONTROL_FLOW as CONTROL_FLOW
+from hlo_common.hlo.hlo_utils import global_computations  # noqa: F401  (the passes import it from here)
+from hlo_common.hlo.shape import Shape
 
 
 def physical_order(shape: Shape) -> list[int]:

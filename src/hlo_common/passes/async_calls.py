@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_common.ir import HloInstruction, HloModule
+from hlo_common.hlo.ir import HloInstruction, HloModule
 from hlo_common.passes._support import global_computations
 
 

@@ -35,8 +35,8 @@ from typing import Callable
 import numpy as np
 
 from hlo_common.errors import HloError
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.shape import Shape
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 

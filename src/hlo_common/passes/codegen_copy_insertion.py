@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from hlo_common.analysis.copy_insertion import insert_copies
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_common.ir import HloModule
+from hlo_common.hlo.ir import HloModule
 
 
 @register_pass

@@ -4,7 +4,7 @@ decomposition.
 Where it sits: first in hlo-codegen's prepare pipeline (`hlo_codegen.compiler.prepare_pipeline`),
 so that flatten-call-graph and the fusion wrapper see ordinary HLO. hlo-opt expands the same calls
 inline with its `test-only-xla-builder` pass; the reference interpreter evaluates them with the
-same decompositions (`hlo_common.xla_builder_math`).
+same decompositions (`hlo_common.hlo.xla_builder_math`).
 
     %e = f32[8] custom-call(%x), custom_call_target="xla_builder.math.Erf"
       =>  %e = f32[8] call(%x), to_apply=%xla_builder.math.Erf
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.passes._support import global_computations
 
 
@@ -45,7 +45,7 @@ def calls_for_decompositions(module: HloModule) -> int:
 
 
 def _library_decomposition(module: HloModule, comp: HloComputation, instr: HloInstruction) -> list:
-    from hlo_common.xla_builder_math import decomposition_for
+    from hlo_common.hlo.xla_builder_math import decomposition_for
 
     shared = decomposition_for(instr)
     if shared is None:

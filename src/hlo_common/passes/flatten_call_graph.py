@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.ir import HloComputation, HloModule
-from hlo_common.hlo_utils import CallSite, NameUniquer, call_sites_of, clone_computation, computation_callers
+from hlo_common.hlo.ir import HloComputation, HloModule
+from hlo_common.hlo.hlo_utils import (CallSite, NameUniquer, call_sites_of, clone_computation,
+                                       computation_callers)
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.passes._support import global_computations
 
 XLA_WRAPPED_OPCODES = frozenset({

@@ -2,7 +2,7 @@
 cuBLAS GEMM plus an epilogue kernel, or one kernel (a kLoop fusion of `dot` + epilogue).
 
 Where it sits: hlo-codegen's prepare pipeline (`hlo_codegen.compiler.prepare_pipeline`), before
-the fusion wrapper. `hlo_common.gemm_config.gemm_config_for_custom_call` says which `__cublas$gemm` /
+the fusion wrapper. `hlo_common.gpu.gemm_config.gemm_config_for_custom_call` says which `__cublas$gemm` /
 `__cublas$lt$matmul` calls hlo-run's cuBLAS call can run; every other one is rewritten here into
 HLO that computes the same thing as `hlo_common.interpreter.gemm_semantics` says.
 
@@ -49,18 +49,18 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES, PrimitiveType
 from hlo_common.errors import HloError
 from hlo_common.interpreter.gemm_semantics import (
     ALGORITHM_OPERAND_TYPES, GEMM_CUSTOM_CALL_TARGETS, GemmSemantics, bias_output_dims, parse_gemm_semantics,
 )
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.gemm_config import (
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.gpu.gemm_config import (
     build_gemm_config, cublas_can_run, gemm_config_for_custom_call, gemm_output_shape, gemm_workspace_index,
 )
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.passes._support import global_computations
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 
 _DOT_DIM_ATTRS = ("lhs_batch_dims", "rhs_batch_dims", "lhs_contracting_dims", "rhs_contracting_dims")
 _GELU_C = float(np.sqrt(2.0 / np.pi))

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_common.hlo_utils import NameUniquer, clone_instruction, replace_instruction
+from hlo_common.hlo.hlo_utils import NameUniquer, clone_instruction, replace_instruction
 from hlo_common.passes._support import global_computations
 
 

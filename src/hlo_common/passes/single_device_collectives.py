@@ -30,12 +30,12 @@ from typing import Callable
 
 import numpy as np
 
-from hlo_common.attributes import ReplicaGroups
+from hlo_common.hlo.attributes import ReplicaGroups
 from hlo_common.errors import HloError
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.passes._support import global_computations, physical_order
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 
 DEVICE = 0  # the replica and partition id of the one device
 

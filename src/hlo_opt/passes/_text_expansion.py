@@ -10,9 +10,9 @@ call-inliner of the `optimization` pipeline inlines it later. The leading unders
 
 from __future__ import annotations
 
-from hlo_common.ir import HloInstruction
-from hlo_common.parser import parse_module
-from hlo_common.hlo_creation_utils import add_embedded_computation
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.hlo_creation_utils import add_embedded_computation
 
 
 class TextBuilder:

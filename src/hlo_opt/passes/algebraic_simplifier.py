@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from hlo_common.ir import HloComputation, HloModule
-from hlo_common.hlo_utils import async_computations, computation_callers
+from hlo_common.hlo.ir import HloComputation, HloModule
+from hlo_common.hlo.hlo_utils import async_computations, computation_callers
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.passes.algsimp import REWRITES, Rewriter
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.ir import HloInstruction, HloModule
-from hlo_common.hlo_utils import NameUniquer, async_computations, clone_instruction, replace_instruction
+from hlo_common.hlo.ir import HloInstruction, HloModule
+from hlo_common.hlo.hlo_utils import NameUniquer, async_computations, clone_instruction, replace_instruction
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.passes.dce import HloDCE
 

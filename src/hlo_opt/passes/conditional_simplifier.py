@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.shape import Shape
-from hlo_common.hlo_creation_utils import make_broadcast, make_gte, make_select, make_tuple
-from hlo_common.hlo_utils import NameUniquer, clone_computation, has_control_dependencies, has_side_effect, \
-    replace_instruction
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.hlo_creation_utils import make_broadcast, make_gte, make_select, make_tuple
+from hlo_common.hlo.hlo_utils import NameUniquer, clone_computation, has_control_dependencies, \
+    has_side_effect, replace_instruction
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.passes.call_inliner import inline_call
 
@@ -154,7 +154,7 @@ def _select_tree(cond: HloInstruction, t: HloInstruction, f: HloInstruction) -> 
 def _is_expensive(instr: HloInstruction) -> bool:
     """XLA's instruction_is_expensive in TryRemoveConditional: not one of the cheap data-movement
     ops and not elementwise; a constant counts as elementwise there (HloConstantInstruction)."""
-    from hlo_common.opcodes import is_elementwise
+    from hlo_common.hlo.opcodes import is_elementwise
 
     return instr.opcode not in _CHEAP and instr.opcode != "constant" and not is_elementwise(instr.opcode)
 

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.hlo_creation_utils import non_fusion_computations
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.hlo_creation_utils import non_fusion_computations
 from hlo_opt.hlo_evaluation import try_evaluate
 from hlo_opt.deferred_removal import DeferredRemoval
-from hlo_common.hlo_utils import has_control_dependencies, has_side_effect
+from hlo_common.hlo.hlo_utils import has_control_dependencies, has_side_effect
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 MAX_CONSTANT_ELEMENTS = 45 * 1000 * 1000  # XLA's kMaximumConstantSizeElements

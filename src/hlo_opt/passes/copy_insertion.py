@@ -40,7 +40,7 @@ from hlo_common.analysis.call_graph import (
     CallGraph, branch_computations, xla_computation_post_order, xla_instruction_post_order)
 from hlo_common.analysis.dataflow import HloDataflowAnalysis, Index
 from hlo_common.analysis.sharing import in_place_pairs, parse_alias_spec
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.passes.copy_remover import must_alias_groups, remove_unnecessary_copies
 from hlo_opt.passes.dce import HloDCE

@@ -31,7 +31,7 @@ import functools
 from hlo_common.analysis.dataflow import HloDataflowAnalysis, HloUse, HloValue, Index
 from hlo_common.analysis.ordering import DependencyHloOrdering
 from hlo_common.analysis.sharing import in_place_pairs, parse_alias_spec
-from hlo_common.ir import HloInstruction, HloModule
+from hlo_common.hlo.ir import HloInstruction, HloModule
 
 
 # -- which SSA values must share one buffer (XLA's HloAliasAnalysis in SSA form) --------------------

@@ -25,9 +25,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from hlo_common.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule
-from hlo_common.opcodes import COMMUTATIVE
-from hlo_common.hlo_utils import (
+from hlo_common.hlo.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.opcodes import COMMUTATIVE
+from hlo_common.hlo.hlo_utils import (
     computation_callers,
     fusion_instruction_of,
     has_control_dependencies,

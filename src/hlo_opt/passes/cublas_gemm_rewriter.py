@@ -89,10 +89,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hlo_common.attributes import OutputOperandAliasing, PaddingConfig
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.shape import Shape
-from hlo_common.hlo_creation_utils import non_fusion_computations
+from hlo_common.hlo.attributes import OutputOperandAliasing, PaddingConfig
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.hlo_creation_utils import non_fusion_computations
 from hlo_opt.hlo_evaluation import try_evaluate
 from hlo_opt.layout_util import byte_size, same_m2m
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass

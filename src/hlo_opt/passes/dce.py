@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.shape import Shape
-from hlo_common.hlo_utils import (
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.hlo_utils import (
     computation_callers,
     fusion_instruction_of,
     has_control_dependencies,

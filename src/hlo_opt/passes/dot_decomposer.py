@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.ir import HloInstruction, HloModule
-from hlo_common.shape import Shape
-from hlo_common.hlo_creation_utils import make_dot, non_fusion_computations
+from hlo_common.hlo.ir import HloInstruction, HloModule
+from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.hlo_creation_utils import make_dot, non_fusion_computations
 from hlo_opt.deferred_removal import DeferredRemoval
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 

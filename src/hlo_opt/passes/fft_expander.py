@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes._text_expansion import TextBuilder, dims_text, embed_call, real_type, splat
 from hlo_opt.passes.op_expander_pass import OpExpanderPass

@@ -36,12 +36,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hlo_common.device import H100, DeviceDescription
-from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType
+from hlo_common.gpu.device import H100, DeviceDescription
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES, PrimitiveType
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_common.hlo_utils import NameUniquer, call_sites_of, clone_computation, computation_callers
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.shape import Shape
+from hlo_common.hlo.hlo_utils import NameUniquer, call_sites_of, clone_computation, computation_callers
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.shape import Shape
 
 BF16 = PRIMITIVE_TYPES["bf16"]
 F32 = PRIMITIVE_TYPES["f32"]

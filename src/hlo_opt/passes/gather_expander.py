@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hlo_common.ir import HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Shape
 from hlo_opt.gather_scatter_utils import elide_degenerate_dims, index_vector, start_scalars
-from hlo_common.hlo_creation_utils import make_broadcast, make_constant, make_reshape, make_transpose
+from hlo_common.hlo.hlo_creation_utils import make_broadcast, make_constant, make_reshape, make_transpose
 from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
 

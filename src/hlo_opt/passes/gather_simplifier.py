@@ -24,11 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hlo_common.ir import HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Shape
 from hlo_opt.gather_scatter_utils import elide_degenerate_dims, expand_first_dim_into_n_dims, \
     transform_start_indices
-from hlo_common.hlo_creation_utils import make_broadcast, make_constant, make_transpose
+from hlo_common.hlo.hlo_creation_utils import make_broadcast, make_constant, make_transpose
 from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
 

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.shape import Shape
 from hlo_opt.layout_constraints import LayoutAssignment
 from hlo_opt.layout_util import (
     default_m2m, matrix_layout_ok, move_dim_to_major, with_major_to_minor, with_minor_to_major,

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hlo_common.attributes import PaddingConfig, SliceSpec, Window
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.opcodes import OPCODES
-from hlo_common.shape import Shape
-from hlo_common.hlo_creation_utils import non_fusion_computations
+from hlo_common.hlo.attributes import PaddingConfig, SliceSpec, Window
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.opcodes import OPCODES
+from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.hlo_creation_utils import non_fusion_computations
 from hlo_opt.layout_util import (
     compose_permutations, has_default_layout, inverse_permutation, is_identity, make_bitcast,
     maybe_bitcast, normalized, permute, physical_order, reshape_is_bitcast,

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.ir import HloInstruction
-from hlo_common.hlo_creation_utils import make_binary, make_scalar_like, make_unary
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.hlo_creation_utils import make_binary, make_scalar_like, make_unary
 from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hlo_common.analysis.dataflow import HloDataflowAnalysis
-from hlo_common.ir import HloInstruction, HloModule
+from hlo_common.hlo.ir import HloInstruction, HloModule
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 _ASYNC_COLLECTIVE = frozenset({

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.hlo_creation_utils import non_fusion_computations
+from hlo_common.hlo.hlo_creation_utils import non_fusion_computations
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_opt.layout_util import with_minor_to_major
 
 # XLA's DfsHloVisitorWithDefault routes these to HandleElementwiseUnary (convert and reverse have

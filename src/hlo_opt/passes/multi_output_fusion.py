@@ -21,7 +21,7 @@ then fusions, then plain ops, stably), then the instruction is fused as a produc
 preferred consumer that passes every check (a multi-output fusion over a fusion over a plain
 op, first in user order on ties). Constants are skipped; custom fusions (library calls, Triton)
 are never producers, but their users may be siblings (as XLA's current tests want). The checks
-and their reasons are in `hlo_common.multi_output_fusible`; a producer-consumer fusion must
+and their reasons are in `hlo_opt.fusion.multi_output_fusible`; a producer-consumer fusion must
 also not be slower by the GPU performance model (`estimate_run_times_for_multi_output_fusion`:
 two launches and both kernels unfused against one launch writing both outputs). Every decision
 is kept in `decisions` (one line each: fused, or the rule that refused), in visiting order, and
@@ -33,12 +33,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hlo_common.device import H100, DeviceDescription, load_device
-from hlo_common.fusion_utils import FusionEditor, verify_fusion_step
+from hlo_common.gpu.device import H100, DeviceDescription, load_device
+from hlo_opt.fusion.fusion_utils import FusionEditor, verify_fusion_step
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.multi_output_editing import MultiOutputEditor, Reachability
-from hlo_common.multi_output_fusible import (
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_opt.fusion.multi_output_editing import MultiOutputEditor, Reachability
+from hlo_opt.fusion.multi_output_fusible import (
     HeroCache,
     can_fuse_siblings,
     choose_fusion_kind,
@@ -54,7 +54,7 @@ from hlo_opt.passes.priority_fusion import fusible_computations
 
 
 def _performance_model(device: DeviceDescription):
-    from hlo_common.gpu_model import GpuPerformanceModel
+    from hlo_opt.gpu_model import GpuPerformanceModel
 
     return GpuPerformanceModel(device)
 
@@ -69,7 +69,7 @@ class MultiOutputFusion(HloPass):
     cost_model: bool = True  # False: skip the performance-model check (tests of the rules alone)
     verify_each: bool = False  # verify each fused computation and its caller after each step
     # XLA at HEAD refuses a column reduction with an elementwise sibling; the XLA we measure
-    # against (jaxlib 0.10.2) does not (see hlo_common.multi_output_fusible).
+    # against (jaxlib 0.10.2) does not (see hlo_opt.fusion.multi_output_fusible).
     column_reduction_rule: bool = False
     decisions: list[str] = field(default_factory=list, compare=False, repr=False)
 

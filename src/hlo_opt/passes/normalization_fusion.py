@@ -3,7 +3,7 @@ fusion each, which XLA:GPU only forms through Triton (`SoftmaxRewriterTriton`).
 
 Where it sits: hlo-opt's `fusion` pipeline (src/hlo_opt/pipelines.py), before priority fusion, as
 XLA runs its Triton softmax rewriter. The fusions it makes are kCustom with backend_config
-`{"fusion_backend_config":{"kind":"__norm"}}`; `hlo_common.fusion_analysis` gives them the
+`{"fusion_backend_config":{"kind":"__norm"}}`; `hlo_common.gpu.hlo_fusion_analysis` gives them the
 "normalization" emitter kind, priority fusion and multi-output fusion leave kCustom fusions alone,
 and hlo-codegen emits them with `hlo_codegen.emitters.normalization` (one block, or one warp, per
 row; the row stays in registers; reductions through warp shuffles and shared memory).
@@ -82,11 +82,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from hlo_common.fusion_utils import FusionEditor
+from hlo_opt.fusion.fusion_utils import FusionEditor
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.interpreter.reducers import classify_reducer
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.opcodes import is_elementwise
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.opcodes import is_elementwise
 
 NORMALIZATION_KIND = "__norm"
 MAX_ROW_ELEMENTS = 8192

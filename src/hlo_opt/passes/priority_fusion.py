@@ -6,14 +6,14 @@ conditional branches, called computations):
 
 1. Every instruction with users that is fusible (not a parameter, tuple or get-tuple-element) is a
    candidate producer. Its priority is the time the GPU performance model
-   (`hlo_common.gpu_model.GpuPerformanceModel.estimate_run_times`) says fusing it into all its
+   (`hlo_opt.gpu_model.GpuPerformanceModel.estimate_run_times`) says fusing it into all its
    users saves: unfused - fused, kernel launch 1 us. A producer that cannot be fused into every
-   non-bitcast user (`hlo_common.gpu_fusible.can_fuse`) gets -inf: a producer is duplicated into
+   non-bitcast user (`hlo_opt.fusion.gpu_fusible.can_fuse`) gets -inf: a producer is duplicated into
    all of its users or into none. Fusible bitcasts get +inf (fused first), constants -inf.
 2. The queue is a heap keyed (priority, unique id), largest first, so ties break the same way on
    every run. Negative priorities are not queued.
 3. The best producer is fused into each of its users (a user becomes a fusion first; the kind,
-   kLoop or kInput, comes from `hlo_common.fusion_analysis`); the producer goes when no user is
+   kLoop or kInput, comes from `hlo_common.gpu.hlo_fusion_analysis`); the producer goes when no user is
    left. Only the new fusions and their operands are costed again (incremental update); cached
    figures of the changed instructions are dropped.
 4. At the end every scalar (one-element) constant is fused into its fusible users.
@@ -49,14 +49,14 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
-from hlo_common.device import H100, DeviceDescription
-from hlo_common.fusion_analysis import fusion_kind
-from hlo_common.fusion_utils import FusionEditor, verify_fusion_step
-from hlo_common.gpu_fusible import (ALLOW, FusionDecision, can_fuse, is_fusible,
+from hlo_common.gpu.device import H100, DeviceDescription
+from hlo_common.gpu.hlo_fusion_analysis import fusion_kind
+from hlo_opt.fusion.fusion_utils import FusionEditor, verify_fusion_step
+from hlo_opt.fusion.gpu_fusible import (ALLOW, FusionDecision, can_fuse, is_fusible,
                                     is_fusible_bitcast, scatter)
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_common.hlo_utils import CONTROL_FLOW_CALLERS
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.hlo_utils import CONTROL_FLOW_CALLERS
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 
 INF = math.inf
 _NOT_CANDIDATES = frozenset({"parameter", "tuple", "get-tuple-element"})
@@ -272,7 +272,7 @@ class PriorityFusion(HloPass):
     def run(self, module: HloModule) -> bool:
         factory = self.model_factory
         if factory is None:
-            from hlo_common.gpu_model import GpuPerformanceModel as factory
+            from hlo_opt.gpu_model import GpuPerformanceModel as factory
         device = self.device or H100
         self.log = DecisionLog() if self.dumper is not None else None
         editor = FusionEditor(module)

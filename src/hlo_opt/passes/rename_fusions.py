@@ -9,7 +9,7 @@ say what each kernel does (XLA's `xla/service/gpu/transforms/rename_fusions.cc`)
 
 The fusion becomes `<loop|input|output>_<heroes>_fusion` and its computation `fused_<heroes>`,
 where `<heroes>` are the opcodes of the non-trivial heroes of the fusion's roots (the hero
-analysis of `hlo_common.fusion_analysis`, which looks through elementwise and bitcast chains to
+analysis of `hlo_common.gpu.hlo_fusion_analysis`, which looks through elementwise and bitcast chains to
 a reduce, a tiled transpose or a concatenate), each once, sorted as strings and joined by `_`,
 with `-` turned into `_` (`dynamic-update-slice` -> `dynamic_update_slice`). kCustom fusions
 (library and Triton calls) keep their names. Names are made unique module-wide as XLA's name
@@ -26,10 +26,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.fusion_analysis import find_non_trivial_hero, fusion_roots
+from hlo_common.gpu.ir_emission_utils import find_non_trivial_hero, fusion_roots
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_common.hlo_utils import NameUniquer
-from hlo_common.ir import HloInstruction, HloModule
+from hlo_common.hlo.hlo_utils import NameUniquer
+from hlo_common.hlo.ir import HloInstruction, HloModule
 
 _KIND_WORDS = {"kLoop": "loop", "kInput": "input", "kOutput": "output", "kCustom": "custom"}
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.ir import HloInstruction, HloModule
-from hlo_common.hlo_creation_utils import non_fusion_computations
+from hlo_common.hlo.ir import HloInstruction, HloModule
+from hlo_common.hlo.hlo_creation_utils import non_fusion_computations
 from hlo_opt.layout_util import align_layouts, make_copy, reshape_is_bitcast
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 

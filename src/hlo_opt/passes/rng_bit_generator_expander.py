@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.shape import Shape
-from hlo_common.hlo_creation_utils import add_embedded_computation
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.hlo_creation_utils import add_embedded_computation
 from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
 
@@ -78,7 +78,7 @@ class _Bits:
         return self.op("or", left, self.op("shift-right-logical", x, self.const(32 - d, "u32", x)))
 
     def word(self, state: HloInstruction, i: int) -> HloInstruction:
-        from hlo_common.attributes import SliceSpec
+        from hlo_common.hlo.attributes import SliceSpec
 
         piece = self.add("slice", [state], attrs={"slice": SliceSpec(((i, i + 1, 1),))})
         return self.add("reshape", [piece], Shape.array("u64", ()))
@@ -91,7 +91,7 @@ class _Bits:
 
     def tail(self, state: HloInstruction, start: int) -> HloInstruction | None:
         """state[start:] when the state has words there, else None."""
-        from hlo_common.attributes import SliceSpec
+        from hlo_common.hlo.attributes import SliceSpec
 
         length = state.shape.dims[0]
         if length <= start:
@@ -100,7 +100,7 @@ class _Bits:
 
     def interleave(self, words: list[HloInstruction], axis: int, out_dims) -> HloInstruction:
         """Stack `words` along a new dimension after `axis`, merge it into `axis`, cut to `out_dims`."""
-        from hlo_common.attributes import SliceSpec
+        from hlo_common.hlo.attributes import SliceSpec
 
         dims = words[0].shape.dims
         et = words[0].shape.element_type

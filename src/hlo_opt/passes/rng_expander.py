@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hlo_common.attributes import SliceSpec
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.shape import Shape
-from hlo_common.hlo_creation_utils import add_embedded_computation
+from hlo_common.hlo.attributes import SliceSpec
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.hlo_creation_utils import add_embedded_computation
 from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
 from hlo_opt.passes.rng_bit_generator_expander import _Bits, philox

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hlo_common.ir import HloModule
+from hlo_common.hlo.ir import HloModule
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 _NUMERIC_SUFFIX = re.compile(r"^(.*)_(\d+)$")

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.shape import Shape
-from hlo_common.hlo_creation_utils import (
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.hlo_creation_utils import (
     add_embedded_computation, make_binary, make_broadcast, make_compare, make_constant, make_gte,
     make_reshape, make_tuple,
 )

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hlo_common.ir import HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Shape
 from hlo_opt.gather_scatter_utils import index_vector, insert_degenerate_dims, start_scalars
-from hlo_common.hlo_creation_utils import (
+from hlo_common.hlo.hlo_creation_utils import (
     make_broadcast, make_compare, make_constant, make_reshape, make_transpose,
 )
 from hlo_common.hlo_pass.pass_base import register_pass

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.ir import HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Shape
 from hlo_opt.gather_scatter_utils import (
     collapse_first_n_dims, insert_degenerate_dims, transform_start_indices,
 )
-from hlo_common.hlo_creation_utils import make_transpose
+from hlo_common.hlo.hlo_creation_utils import make_transpose
 from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
 from hlo_opt.passes.select_and_scatter_expander import inline_into

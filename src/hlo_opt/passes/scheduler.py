@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from hlo_common.analysis.call_graph import xla_computation_post_order
 from hlo_common.analysis.schedule_memory import ScheduleMemoryModel
-from hlo_common.ir import HloComputation, HloModule
+from hlo_common.hlo.ir import HloComputation, HloModule
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.passes.scheduler_algorithms import ALGORITHMS, post_order_schedule
 

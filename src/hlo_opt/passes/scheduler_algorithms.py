@@ -20,7 +20,7 @@ import heapq
 
 from hlo_common.analysis.call_graph import xla_instruction_post_order
 from hlo_common.analysis.schedule_memory import ComputationMemory, callee_peak
-from hlo_common.ir import HloComputation, HloInstruction
+from hlo_common.hlo.ir import HloComputation, HloInstruction
 
 _ALWAYS_FIRST = (1 << 62, 1 << 62)
 _CONTROL_FLOW = frozenset({"while", "call", "conditional"})

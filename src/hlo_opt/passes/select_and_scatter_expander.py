@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.shape import Shape
-from hlo_common.hlo_creation_utils import add_embedded_computation, make_broadcast, make_concatenate, make_gte, \
-    make_iota, make_reshape
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.hlo_creation_utils import add_embedded_computation, make_broadcast, make_concatenate, \
+    make_gte, make_iota, make_reshape
 from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 
 
 def _is_float_convert(instr: HloInstruction) -> bool:

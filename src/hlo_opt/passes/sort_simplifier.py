@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.shape import Shape
-from hlo_common.hlo_creation_utils import add_embedded_computation, make_gte, non_fusion_computations
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.hlo_creation_utils import add_embedded_computation, make_gte, non_fusion_computations
 from hlo_opt.deferred_removal import DeferredRemoval
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hlo_common.ir import HloInstruction
-from hlo_common.hlo_creation_utils import (
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.hlo_creation_utils import (
     make_binary, make_compare, make_convert, make_scalar_like, make_select, make_unary,
 )
 from hlo_common.hlo_pass.pass_base import register_pass

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes._text_expansion import (TextBuilder, dims_text, dynamic_slice, embed_call,
                                               literal_text, splat, swap_minor)

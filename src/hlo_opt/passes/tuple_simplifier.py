@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.ir import HloInstruction, HloModule
-from hlo_common.hlo_utils import relay_control_dependencies, replace_instruction, shardings_compatible
+from hlo_common.hlo.ir import HloInstruction, HloModule
+from hlo_common.hlo.hlo_utils import relay_control_dependencies, replace_instruction, shardings_compatible
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.hlo_creation_utils import non_fusion_computations
-from hlo_common.hlo_utils import computation_callers
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.hlo_creation_utils import non_fusion_computations
+from hlo_common.hlo.hlo_utils import computation_callers
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 

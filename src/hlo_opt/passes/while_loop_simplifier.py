@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.hlo_utils import (
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.hlo_utils import (
     NameUniquer, computation_callers, computation_has_side_effect, has_control_dependencies, has_side_effect,
     replace_instruction,
 )

@@ -2,7 +2,7 @@
 decomposition as a called computation (XLA's `xla/hlo/tools/tests/hlo_opt_test_only_passes.cc`).
 
 XLA's builder library can emit a math function as a custom call that carries no computation;
-this pass builds the function with the library (`hlo_common.xla_builder_math`, the one
+this pass builds the function with the library (`hlo_common.hlo.xla_builder_math`, the one
 definition the interpreter and hlo-codegen use too) and attaches it:
 
     %c = f32[] custom-call(%x), custom_call_target="xla_builder.math.Atan"
@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hlo_common.errors import HloError
-from hlo_common.ir import HloInstruction, HloModule
-from hlo_common.xla_builder_math import PREFIX, TARGETS, decomposition_for
+from hlo_common.hlo.ir import HloInstruction, HloModule
+from hlo_common.hlo.xla_builder_math import PREFIX, TARGETS, decomposition_for
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hlo_common.ir import HloInstruction, HloModule
-from hlo_common.shape import Layout
-from hlo_common.hlo_utils import (
+from hlo_common.hlo.ir import HloInstruction, HloModule
+from hlo_common.hlo.shape import Layout
+from hlo_common.hlo.hlo_utils import (
     computation_callers,
     fusion_instruction_of,
     has_side_effect,

@@ -1,17 +1,17 @@
 """The platforms hlo-run runs programs on: one small interface, one class per platform.
 
 A `Program` is what the user gave hlo-run: an HLO module (with its original text, which XLA:CPU
-re-parses) or, once hlo-codegen exists, a manifest. A `Backend` turns a program into an
-`Executable` once (`load`: compile, JIT, upload constants) and the executable runs it on
-arguments as many times as asked:
+re-parses) or a manifest (hlo-codegen's output; `hlo_run.compile_hook.manifest_for` makes one
+from HLO text). A `Backend` turns a program into an `Executable` once (`load`: compile, JIT,
+upload constants) and the executable runs it on arguments as many times as asked:
 
     backend = get_backend("interpreter")
     exe = backend.load(program)
     result = exe.run(args)          # numpy arrays, tuples for tuple results
 
 Backends are found by name in `BACKENDS` and imported lazily, so `hlo-run --platform interpreter`
-never imports jax or CUDA. New platforms (host, cuda) add one entry here and one file beside
-this one; `default_platform()` picks the first usable one of `PLATFORM_PREFERENCE`.
+never imports jax or CUDA. A new platform adds one entry here and one file beside this one;
+`default_platform()` picks the first usable one of `PLATFORM_PREFERENCE`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from hlo_common.errors import HloError
-from hlo_common.ir import HloModule
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloModule
+from hlo_common.hlo.shape import Shape
 
 # name -> "module:Class"; imported on first use.
 BACKENDS: dict[str, str] = {
@@ -42,7 +42,7 @@ class BackendUnavailable(HloError):
 
 @dataclass
 class Program:
-    """A runnable thing: an HLO module with its text, or (later) a manifest."""
+    """A runnable thing: an HLO module with its text, or a manifest."""
 
     name: str  # for messages: the file name, plus `#k` for the k-th module of a split file
     module: HloModule | None = None

@@ -17,9 +17,10 @@ import ctypes
 from typing import Any
 
 from hlo_common.errors import HloError
-from hlo_common.manifest import Kernel
-from hlo_common.manifest_thunks import GemmThunk, KernelThunk
+from hlo_common.manifest.manifest import ManifestKernel
+from hlo_common.manifest.thunks import GemmThunk, KernelThunk
 from hlo_run.backends import Backend, Executable, Program
+from hlo_run.compile_hook import manifest_for
 from hlo_run.manifest_runtime import Device, ManifestExecutable
 
 
@@ -135,7 +136,7 @@ class CudaDevice(Device):
         return elapsed
 
     # -- kernels ----------------------------------------------------------------------------------
-    def load_kernel(self, kernel: Kernel) -> Any:
+    def load_kernel(self, kernel: ManifestKernel) -> Any:
         image = self._cubin(kernel) or kernel.ptx.encode() + b"\0"
         module = check(self.driver.cuModuleLoadData(image), f"cuModuleLoadData({kernel.name})")
         self.modules.append(module)
@@ -147,7 +148,7 @@ class CudaDevice(Device):
             check(self.driver.cuFuncSetAttribute(function, attr, dynamic), "cuFuncSetAttribute")
         return function, dynamic
 
-    def _cubin(self, kernel: Kernel) -> bytes | None:
+    def _cubin(self, kernel: ManifestKernel) -> bytes | None:
         """PTX -> cubin for this device with nvJitLink, or None when nvJitLink is not installed."""
         try:
             from cuda.bindings import nvjitlink
@@ -199,7 +200,5 @@ class CudaBackend(Backend):
         return _unavailable()
 
     def load(self, program: Program) -> Executable:
-        from hlo_run.backends.host import manifest_for
-
         manifest = manifest_for(program, "cuda")
         return ManifestExecutable(manifest, CudaDevice(), program.name)

@@ -2,7 +2,7 @@
 
 Where it sits: behind `hlo-run --platform host`. Device memory is numpy byte buffers (aligned to
 the allocation's alignment); kernels are the manifest's LLVM IR, JIT-compiled by
-`hlo_common.host_kernel` and run block by block; GemmThunks use `hlo_run.host_gemm` (the
+`hlo_run.host_kernel` and run block by block; GemmThunks use `hlo_run.host_gemm` (the
 interpreter's dot semantics); copies and memsets are `ctypes.memmove` / numpy fills. A program
 given as HLO text is compiled first by `hlo-codegen --target host` (`hlo_run.compile_hook`).
 """
@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from hlo_common.layout_bytes import array_to_bytes, bytes_to_array
-from hlo_common.manifest import Kernel, Manifest
-from hlo_common.manifest_thunks import GemmThunk, KernelThunk
-from hlo_run.backends import Backend, BackendUnavailable, Executable, Program
+from hlo_common.manifest.layout_bytes import array_to_bytes, bytes_to_array
+from hlo_common.manifest.manifest import ManifestKernel, Manifest
+from hlo_common.manifest.thunks import GemmThunk, KernelThunk
+from hlo_run.backends import Backend, Executable, Program
+from hlo_run.compile_hook import manifest_for
 from hlo_run.manifest_runtime import Device, ManifestExecutable
 
 
@@ -43,7 +44,7 @@ class HostDevice(Device):
 
     def prepare(self, manifest: Manifest) -> None:
         """Note each kernel's largest launch (argument bytes): it picks the JIT's optimization level."""
-        from hlo_common.manifest_thunks import walk
+        from hlo_common.manifest.thunks import walk
 
         for t in walk(manifest.thunks):
             if isinstance(t, KernelThunk):
@@ -87,8 +88,8 @@ class HostDevice(Device):
     def read(self, buffer: np.ndarray, offset: int, size: int) -> bytes:
         return buffer[offset:offset + size].tobytes()
 
-    def load_kernel(self, kernel: Kernel) -> Any:
-        from hlo_common.host_kernel import load_host_kernel, opt_level_for
+    def load_kernel(self, kernel: ManifestKernel) -> Any:
+        from hlo_run.host_kernel import load_host_kernel, opt_level_for
 
         level = opt_level_for(self.launch_bytes.get(kernel.name))  # small kernels JIT at level 0, faster
         return load_host_kernel(kernel.llvm_ir, kernel.name, level)
@@ -137,7 +138,7 @@ _SHAPE_CACHE: dict[str, Any] = {}
 def _gemm_shapes(cfg, bias_bytes: int = 0) -> dict[str, Any]:
     """The shapes the host reads a GemmThunk's buffers with; the bias is a flat vector in memory
     order (its buffer's element count), which `run_gemm` adds along the output's minor elements."""
-    from hlo_common.manifest import parse_shape_text
+    from hlo_common.manifest.manifest import parse_shape_text
 
     def shape(text: str):
         s = _SHAPE_CACHE.get(text)
@@ -165,28 +166,3 @@ class HostBackend(Backend):
         manifest = manifest_for(program, "host")
         return ManifestExecutable(manifest, HostDevice(), program.name)
 
-
-def manifest_for(program: Program, target: str) -> Manifest:
-    """The program's manifest for `target`: the one given, or HLO text compiled by hlo-codegen."""
-    manifest = program.manifest
-    if manifest is None:
-        if program.hlo_text is None:
-            raise BackendUnavailable(f"{program.name}: nothing to compile (no HLO text)")
-        from hlo_run.compile_hook import compile_to_manifest
-
-        import sys
-
-        scheduled = program.module is not None and program.module.is_scheduled
-        optimize = program.run_hlo_passes and not scheduled
-        why = "" if optimize else (" (HLO passes skipped: the module is already scheduled)" if scheduled
-                                   else " (HLO passes skipped: --no-hlo-passes)")
-        steps = f"hlo-opt | hlo-codegen --target {target}" if optimize else f"hlo-codegen --target {target}"
-        print(f"Compiling {program.name}: {steps}{why}", file=sys.stderr)
-        manifest = compile_to_manifest(program.hlo_text, program.name, target, optimize=optimize,
-                                       dump_to=program.dump_to)
-        program.manifest = manifest
-    if manifest.target != target:
-        raise BackendUnavailable(f"{program.name}: the manifest was compiled for {manifest.target}; run it "
-                                 f"with --platform {manifest.target} or compile with hlo-codegen "
-                                 f"--target {target}")
-    return manifest

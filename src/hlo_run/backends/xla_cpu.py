@@ -41,7 +41,7 @@ class XlaCpuBackend(Backend):
         if program.module is None:
             raise BackendUnavailable(f"{program.name}: XLA:CPU needs an HLO module")
         if program.hlo_text is None:
-            from hlo_common.printer import print_module
+            from hlo_common.hlo.printer import print_module
 
             text = print_module(program.module)
         else:

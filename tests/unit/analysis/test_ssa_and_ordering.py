@@ -8,7 +8,7 @@ from hlo_common.analysis.call_graph import CallGraph
 from hlo_common.analysis.dataflow import HloDataflowAnalysis
 from hlo_common.analysis.ordering import Constraint, DependencyHloOrdering, ReachabilityMap
 from hlo_common.analysis.schedule_memory import ScheduleMemoryModel
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 LOOP = """
 HloModule loop

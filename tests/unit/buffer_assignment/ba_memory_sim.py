@@ -18,7 +18,7 @@ import numpy as np
 
 from hlo_common.analysis import call_graph as cg
 from hlo_common.interpreter.evaluator import Evaluator, evaluate
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 
 FORWARDING = frozenset({"parameter", "bitcast", "get-tuple-element", "tuple", "opt-barrier", "domain",
                         "add-dependency", "constant"})

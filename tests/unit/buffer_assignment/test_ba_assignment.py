@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from hlo_common.errors import HloError
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 from hlo_codegen.buffer_assignment import assign_buffers, check_buffer_assignment, insert_copies
 
 REDUCE_ADD = "add {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] add(x, y)\n}\n"

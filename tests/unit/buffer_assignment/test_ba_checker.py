@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hlo_common.errors import VerificationError
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 from hlo_codegen.buffer_assignment import (
     assign_buffers, check_buffer_assignment, insert_copies, verify_buffer_assignment)
 

@@ -8,8 +8,8 @@ import pytest
 from hlo_common.analysis.dataflow import HloValue
 from hlo_common.analysis.sharing import parse_alias_spec
 from hlo_common.errors import HloError
-from hlo_common.parser import parse_module
-from hlo_common.shape import Shape
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.shape import Shape
 from hlo_codegen.buffer_assignment import assign_buffers
 from hlo_codegen.buffer_assignment.dump import human_readable_num_bytes
 from hlo_codegen.buffer_assignment.heap_simulator import SPATIAL, TEMPORAL, GlobalDecreasingSizeBestFitHeap

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from ba_memory_sim import run_and_compare
 
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 from hlo_codegen.buffer_assignment import assign_buffers, check_buffer_assignment, insert_copies
 
 ADD = "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = f32[] add(a, b)\n}\n"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 from hlo_codegen.buffer_assignment import assign_buffers, check_buffer_assignment
 
 DATA = Path(__file__).parent / "xla_cpu"

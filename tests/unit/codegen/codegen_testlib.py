@@ -7,8 +7,8 @@ placeholder code for both targets.
 
 from __future__ import annotations
 
-from hlo_common.manifest import Kernel
-from hlo_common.parser import parse_module
+from hlo_common.manifest.manifest import ManifestKernel
+from hlo_common.hlo.parser import parse_module
 from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_codegen.thunk_emitter import CompiledKernel
 
@@ -20,7 +20,8 @@ class FakeKernelBackend:
     def compile(self, fusion, args, unique_name):
         name = unique_name(fusion.name)
         self.calls.append((fusion.name, name, list(args)))
-        kernel = Kernel(name, (1, 1, 1), (128, 1, 1), 0, len(args), ptx=f"// {name}\n", llvm_ir=f"; {name}\n")
+        kernel = ManifestKernel(name, (1, 1, 1), (128, 1, 1), 0, len(args), ptx=f"// {name}\n",
+                                llvm_ir=f"; {name}\n")
         return [CompiledKernel(kernel, tuple(range(len(args))), {"kernel_ir.txt": f"kernel {name}\n"})]
 
 
@@ -69,7 +70,8 @@ class ElementwiseHostBackend(FakeKernelBackend):
         lines += [f"  %op = getelementptr {t_out}, ptr %p{out_arg}, i64 %i", f"  store {t_out} %r, ptr %op",
                   "  %next = add i64 %i, 1", "  br label %loop", "exit:", "  ret void", "}"]
         ir = "\n".join(lines) + "\n"
-        kernel = Kernel(name, (max(n, 1), 1, 1), (1, 1, 1), 0, len(args), ptx=f"// {name}\n", llvm_ir=ir)
+        kernel = ManifestKernel(name, (max(n, 1), 1, 1), (1, 1, 1), 0, len(args), ptx=f"// {name}\n",
+                                llvm_ir=ir)
         return [CompiledKernel(kernel, tuple(range(len(args))), {"ll": ir})]
 
     @staticmethod

@@ -272,7 +272,7 @@ def check_kernel(kernel, patterns: list[Pattern]) -> list[str]:
 def kernel_for(path: Path):
     from hlo_codegen.emitters import emit_kernel, wrap_computation_in_fusion
     from hlo_codegen.emitters import in_place_argument_ids
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
 
     module = parse_module(path.read_text(), str(path))
     root = module.entry.root

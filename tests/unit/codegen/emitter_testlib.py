@@ -22,7 +22,7 @@ from test_elemental_harness import (  # noqa: F401  (re-exported for the tests)
 )
 from hlo_codegen.emitters import emit_kernel, emitter_kind
 from hlo_codegen.kernel_ir import Kernel, parse_kernel, print_kernel
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 
 
 def entry_arguments(module, seed: int = 0, int_range: tuple[int, int] = (-100, 100)) -> list[np.ndarray]:
@@ -123,7 +123,7 @@ class CudaRunner:
         from types import SimpleNamespace
 
         from test_elemental_harness import from_buffer, to_buffer
-        from hlo_common.manifest import Kernel as ManifestKernel
+        from hlo_common.manifest.manifest import ManifestKernel
 
         ptx = link_ptx(kernel, f"sm_{self.device.cc[0]}{self.device.cc[1]}")
         record = ManifestKernel(kernel.name, tuple(kernel.grid), tuple(kernel.block),

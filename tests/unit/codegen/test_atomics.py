@@ -18,7 +18,7 @@ from hlo_codegen.kernel_ir.transforms import optimize_kernel
 from hlo_codegen.llvm import lower_to_host, lower_to_nvptx
 from hlo_codegen.ptx import compile_to_ptx
 from hlo_common.errors import VerificationError
-from hlo_common.host_kernel import load_host_kernel
+from hlo_run.host_kernel import load_host_kernel
 
 THREADS, BLOCKS, SLOTS = 64, 8, 4
 

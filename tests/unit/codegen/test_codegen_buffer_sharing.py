@@ -12,8 +12,8 @@ import pytest
 
 from hlo_codegen.buffer_assignment import assign_buffers, check_buffer_assignment
 from hlo_codegen.compiler import CompileOptions, compile_module, prepare_module
-from hlo_common.manifest import load_manifest
-from hlo_common.parser import parse_module
+from hlo_common.manifest.manifest import load_manifest
+from hlo_common.hlo.parser import parse_module
 
 
 def run_host(text: str, args: list[np.ndarray]):

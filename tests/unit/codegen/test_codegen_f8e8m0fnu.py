@@ -69,7 +69,7 @@ ENTRY e { a = f8e8m0fnu[64] parameter(0) b = f8e8m0fnu[64] parameter(1)
 def test_cuda_ptx_links() -> None:
     from emitter_testlib import nvjitlink_available
     from hlo_codegen.compiler import CompileOptions, compile_module
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
 
     if not nvjitlink_available():
         pytest.skip("cuda.bindings (nvJitLink) is not importable")

@@ -64,7 +64,7 @@ def test_s4_to_s16_and_f4_to_u8() -> None:
 def test_cuda_ptx_links(src: str, dst: str) -> None:
     from emitter_testlib import nvjitlink_available
     from hlo_codegen.compiler import CompileOptions, compile_module
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
 
     if not nvjitlink_available():
         pytest.skip("cuda.bindings (nvJitLink) is not importable")

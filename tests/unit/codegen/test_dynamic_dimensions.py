@@ -17,9 +17,9 @@ from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_common.passes.bounded_dynamic_dimensions import static_shape
 from hlo_common.errors import HloError
 from hlo_common.interpreter.evaluator import evaluate
-from hlo_common.manifest import load_manifest
-from hlo_common.parser import parse_module
-from hlo_common.shape import Shape
+from hlo_common.manifest.manifest import load_manifest
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.shape import Shape
 from hlo_run.compare import flatten_leaves
 
 # name -> (entry text, numpy's result from the arguments)

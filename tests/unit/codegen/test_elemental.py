@@ -148,7 +148,7 @@ def test_convert_narrow_floats_to_f32() -> None:
     params = [f"{k}[256]" if k not in ("f16", "bf16") else f"{k}[256]" for k in kinds]
     ops = [("f32[256]", f"convert(p{i})") for i in range(len(kinds))]
     ops += [("f16[256]", "convert(p0)"), ("bf16[256]", "convert(p1)")]
-    import hlo_common.dtypes as d
+    import hlo_common.hlo.dtypes as d
 
     args = []
     for k in kinds:

@@ -16,11 +16,11 @@ from hlo_codegen.emitters import emit_kernel, wrap_computation_in_fusion
 from hlo_codegen.emitters.base import _is_packed
 from hlo_codegen.kernel_ir import Kernel, parse_kernel, print_kernel
 from hlo_codegen.llvm import lower_to_host
-from hlo_common.host_kernel import load_host_kernel
+from hlo_run.host_kernel import load_host_kernel
 from hlo_common.interpreter.evaluator import Evaluator
-from hlo_common.ir import HloInstruction
-from hlo_common.parser import parse_module
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.shape import Shape
 
 TOLERANCE = {"f32": 1e-4, "f64": 1e-4, "c64": 1e-4, "c128": 1e-4}
 

@@ -168,9 +168,9 @@ def sweep_fusion(fusion, seed: int = 0, ptx: bool = False, platform: str = "host
 def sweep_module(text: str, ptx: bool = False, time_limit: int = TIME_LIMIT_S,
                  platform: str = "host") -> list[Outcome]:
     """Outcomes of every fusion of one module ([] if it does not parse or needs no kernel)."""
-    from hlo_common.parser import parse_module
+    from hlo_common.hlo.parser import parse_module
 
-    from hlo_common.verifier import verify_module
+    from hlo_common.hlo.verifier import verify_module
 
     try:
         module = parse_module(text)

@@ -93,7 +93,7 @@ def test_xla_dynamic_update_slice_emitter_files(name: str) -> None:
 
 
 def _analysis_launch(fusion) -> tuple[int, int]:
-    from hlo_common.fusion_analysis import FusionAnalysis
+    from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
 
     return FusionAnalysis.of_fusion(fusion).launch_dimensions()
 

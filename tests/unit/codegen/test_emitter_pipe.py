@@ -15,9 +15,9 @@ from corpus_lib import CORPUS_DIR as CORPUS
 from emitter_testlib import assert_close, distinct_indices, entry_arguments, fusion_of
 from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_common.interpreter.evaluator import evaluate
-from hlo_common.manifest import load_manifest
-from hlo_common.parser import parse_module
-from hlo_common.printer import print_module
+from hlo_common.manifest.manifest import load_manifest
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.printer import print_module
 
 ADD = "add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }\n"
 LT = "lt { a = f32[] parameter(0) b = f32[] parameter(1) c = s32[] parameter(2) d = s32[] parameter(3) " \

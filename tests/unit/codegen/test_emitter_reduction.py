@@ -100,7 +100,7 @@ def test_reduction_groups_run_on_blocks_z() -> None:
           "dimensions={0,2}, to_apply=add }",
 ])
 def test_launch_dimensions_are_fusion_analysis_figures(text: str) -> None:
-    from hlo_common.fusion_analysis import FusionAnalysis
+    from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
 
     fusion = fusion_of(text)
     kernel = ReductionFusion(fusion).emit()

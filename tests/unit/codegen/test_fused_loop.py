@@ -14,7 +14,7 @@ import pytest
 
 from emitter_testlib import check, fusion_of, run_on_host
 from hlo_codegen.emitters import emitter_kind
-from hlo_codegen.emitters.in_place_dus import ConcatenateFusion
+from hlo_codegen.emitters.concatenate import ConcatenateFusion
 from hlo_codegen.emitters.loop import LoopFusion
 from hlo_codegen.emitters.reduction import ReductionFusion
 from hlo_codegen.kernel_ir import print_kernel

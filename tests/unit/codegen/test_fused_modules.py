@@ -17,8 +17,8 @@ import pytest
 from emitter_testlib import assert_close, entry_arguments, nvjitlink_available
 from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_common.interpreter.evaluator import evaluate
-from hlo_common.manifest import load_manifest
-from hlo_common.parser import parse_module
+from hlo_common.manifest.manifest import load_manifest
+from hlo_common.hlo.parser import parse_module
 
 ADD = "add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }\n"
 MAX = "mx { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] maximum(a, b) }\n"

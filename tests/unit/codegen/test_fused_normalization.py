@@ -20,8 +20,9 @@ import pytest
 from emitter_testlib import check
 from hlo_codegen.emitters import emitter_kind
 from hlo_codegen.kernel_ir import print_kernel
-from hlo_common.fusion_analysis import FusionAnalysis, normalization_launch
-from hlo_common.parser import parse_module
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
+from hlo_common.gpu.launch_dimensions import normalization_launch
+from hlo_common.hlo.parser import parse_module
 from hlo_opt.passes.normalization_fusion import NormalizationFusion
 
 MAX = "mx { a = {t}[] parameter(0) b = {t}[] parameter(1) ROOT m = {t}[] maximum(a, b) }\n"

@@ -98,7 +98,7 @@ FUSIONS = {
 }
 
 
-# Fusions XLA's HloFusionAnalysis does not give the reduction emitter (hlo_common.fusion_analysis
+# Fusions XLA's HloFusionAnalysis does not give the reduction emitter (hlo_common.gpu.hlo_fusion_analysis
 # follows it): reduction heroes of different shapes or inputs are not compatible, and a reduce
 # that is not the root must be race-free (a 210,000-element full reduction is not; XLA's
 # tree-reduction-rewriter splits it first). They run as loop fusions, reductions computed

@@ -122,7 +122,7 @@ def test_packed_transpose_for_small_types() -> None:
 
 
 def test_launch_and_shared_memory_are_the_fusion_analysis_figures() -> None:
-    from hlo_common.fusion_analysis import FusionAnalysis
+    from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
 
     for text in TILED.values():
         fusion = fusion_of(text)

@@ -21,11 +21,11 @@ import pytest
 from click.testing import CliRunner
 
 from hlo_common.interpreter.evaluator import evaluate
-from hlo_common.manifest import load_manifest
-from hlo_common.parser import parse_module
+from hlo_common.manifest.manifest import load_manifest
+from hlo_common.hlo.parser import parse_module
 from hlo_common.passes.gemm_fallback import GemmFallback
-from hlo_common.printer import print_instruction
-from hlo_common.verifier import verify_module
+from hlo_common.hlo.printer import print_instruction
+from hlo_common.hlo.verifier import verify_module
 from hlo_run.cli import cli
 from hlo_run.compile_hook import compile_to_manifest
 
@@ -150,8 +150,8 @@ ENTRY e {{ a = f32[6,5] parameter(0) b = f32[5,2,2] parameter(1) v = f32[2,2]{{0
 def test_host_gemm_thunk_adds_a_flat_bias_buffer_in_memory_order():
     # a manifest's GemmThunk may carry a BIAS epilogue (hlo-codegen splits it off today): the host
     # reads the bias buffer as a flat vector and adds it along the output's most minor elements
-    from hlo_common.gemm_config import build_gemm_config
-    from hlo_common.shape import Shape
+    from hlo_common.gpu.gemm_config import build_gemm_config
+    from hlo_common.hlo.shape import Shape
     from hlo_run.host_gemm import run_gemm
 
     out = Shape.array("f32", (6, 4), (0, 1))

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from hlo_common.interpreter import evaluate
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent

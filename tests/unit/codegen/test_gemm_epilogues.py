@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from hlo_common.interpreter import evaluate
-from hlo_common.manifest import load_manifest
-from hlo_common.manifest_thunks import GemmThunk, KernelThunk
-from hlo_common.parser import parse_module
+from hlo_common.manifest.manifest import load_manifest
+from hlo_common.manifest.thunks import GemmThunk, KernelThunk
+from hlo_common.hlo.parser import parse_module
 from hlo_common.passes.gemm_fallback import GemmFallback
-from hlo_common.printer import print_module
+from hlo_common.hlo.printer import print_module
 from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_run.backends.host import HostDevice
 from hlo_run.cublas import _COMPUTE, DATA_TYPES, gemm_call, scale_factors

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from hlo_common.interpreter import evaluate
-from hlo_common.manifest import load_manifest
-from hlo_common.parser import parse_module
+from hlo_common.manifest.manifest import load_manifest
+from hlo_common.hlo.parser import parse_module
 from hlo_codegen.compiler import CompileOptions, compile_module
-from hlo_common.gemm_config import gemm_config_for_custom_call
+from hlo_common.gpu.gemm_config import gemm_config_for_custom_call
 from hlo_run.backends.host import HostDevice
 from hlo_run.cublas import scale_factors
 from hlo_run.manifest_runtime import ManifestExecutable

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 from codegen_testlib import FakeKernelBackend
 
-from hlo_common.manifest import load_manifest
+from hlo_common.manifest.manifest import load_manifest
 from hlo_codegen import compiler
 from hlo_codegen.cli import cli
 from hlo_codegen.kernel_backend import KernelEmissionError

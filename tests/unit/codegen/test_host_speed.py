@@ -13,8 +13,8 @@ import pytest
 from hlo_codegen.kernel_ir import Buffer, IRBuilder, Kernel, parse_kernel
 from hlo_codegen.llvm import lower_to_host, lower_to_nvptx
 from hlo_codegen.llvm.host import MAX_PARALLEL_PHASES
-from hlo_common import host_kernel
-from hlo_common.host_kernel import compile_host_module, load_host_kernel, opt_level_for
+from hlo_run import host_kernel
+from hlo_run.host_kernel import compile_host_module, load_host_kernel, opt_level_for
 
 # Four blocks of 32 threads; each thread loads 4 floats as one vector, applies tanh lane by lane
 # (an unrolled loop: constant lane indices) and stores the vector.

@@ -191,7 +191,7 @@ def test_vectorize_contiguous_aligned_accesses_only() -> None:
     assert "vector<4xf32>" not in text.split("load @arg1")[1].splitlines()[0]  # stride 3: scalar
     assert "store @arg2" in text and text.split("store @arg2")[1].split("\n")[0].endswith("{align = 16}")
     from hlo_codegen.llvm import lower_to_host
-    from hlo_common.host_kernel import load_host_kernel
+    from hlo_run.host_kernel import load_host_kernel
 
     x, y = np.arange(128, dtype=np.float32), np.arange(128, dtype=np.float32) * 10
     out = np.zeros(128, np.float32)

@@ -11,8 +11,8 @@ import pytest
 
 from emitter_testlib import nvjitlink_available
 from hlo_codegen.compiler import CompileOptions, compile_module
-from hlo_common.manifest import load_manifest
-from hlo_common.parser import parse_module
+from hlo_common.manifest.manifest import load_manifest
+from hlo_common.hlo.parser import parse_module
 from hlo_common.hlo_pass.pipeline import RunOptions
 from hlo_opt.pipelines import build_gpu_pipeline
 

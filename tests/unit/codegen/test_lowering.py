@@ -12,7 +12,7 @@ from filecheck_util import check_text
 from hlo_codegen.indexing import parse_indexing_map
 from hlo_codegen.kernel_ir import Buffer, FunctionBuilder, IRBuilder, Kernel, parse_kernel, print_kernel
 from hlo_codegen.llvm import LoweringError, lower_to_host, lower_to_nvptx
-from hlo_common.host_kernel import HostKernelError, compile_host_module, load_host_kernel
+from hlo_run.host_kernel import HostKernelError, compile_host_module, load_host_kernel
 
 THREADS, BLOCKS = 64, 3
 

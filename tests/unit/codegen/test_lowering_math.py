@@ -20,7 +20,7 @@ from hlo_codegen.kernel_ir.types import FLOAT_FORMATS
 from hlo_codegen.llvm.floats import define_decode, define_encode
 from hlo_codegen.llvm.math import MATH_OPS, define_math
 from hlo_codegen.llvm.text import LV, LLModule
-from hlo_common.host_kernel import compile_host_module
+from hlo_run.host_kernel import compile_host_module
 
 REFERENCE = {
     "exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p, "tanh": np.tanh, "sin": np.sin,

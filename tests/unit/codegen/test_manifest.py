@@ -11,7 +11,8 @@ import sys
 import pytest
 from codegen_testlib import compile_text
 
-from hlo_common.manifest import FORMAT_NAME, FORMAT_VERSION, ManifestError, body_digest, load_manifest
+from hlo_common.manifest.manifest import (FORMAT_NAME, FORMAT_VERSION, ManifestError, body_digest,
+                                          load_manifest)
 
 # No kernels: gemms, copies, constants, a while whose predicate is loop state, a conditional.
 KERNEL_FREE = """HloModule kernel_free

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from hlo_common.errors import HloError
-from hlo_common.layout_bytes import array_to_bytes, bytes_to_array
-from hlo_common.parser_scanner import Scanner
+from hlo_common.manifest.layout_bytes import array_to_bytes, bytes_to_array
+from hlo_common.hlo.parser_scanner import Scanner
 
 
 def shape(text: str):

@@ -11,9 +11,9 @@ import numpy as np
 from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_common.passes._support import global_computations
 from hlo_common.passes.nested_fusions import inline_nested_fusions
-from hlo_common.manifest import load_manifest
-from hlo_common.parser import parse_module
-from hlo_common.printer import print_module
+from hlo_common.manifest.manifest import load_manifest
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.printer import print_module
 from hlo_run.backends.host import HostDevice
 from hlo_run.manifest_runtime import ManifestExecutable
 

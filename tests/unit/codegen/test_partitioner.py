@@ -10,7 +10,7 @@ import pytest
 
 from hlo_codegen.emitters import emit_kernel
 from hlo_codegen.partitioner import partition_computation, sanitize_name
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 
 def partition(text: str, is_root=None):

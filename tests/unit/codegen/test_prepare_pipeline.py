@@ -6,8 +6,8 @@ through hlo-opt."""
 from pathlib import Path
 
 from hlo_common.hlo_pass.pipeline import RunOptions
-from hlo_common.parser import parse_module
-from hlo_common.printer import print_module
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.printer import print_module
 from hlo_codegen.compiler import prepare_module, prepare_pipeline
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -16,9 +16,9 @@ from codegen_testlib import compile_text as compile_with_fake_kernels
 from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_codegen.thunks import thunk_sequence_to_string
 from hlo_common.interpreter.evaluator import evaluate
-from hlo_common.manifest import ManifestError, body_digest, load_manifest
-from hlo_common.manifest_thunks import RngGetAndUpdateStateThunk, walk
-from hlo_common.parser import parse_module
+from hlo_common.manifest.manifest import ManifestError, body_digest, load_manifest
+from hlo_common.manifest.thunks import RngGetAndUpdateStateThunk, walk
+from hlo_common.hlo.parser import parse_module
 from hlo_run.backends.host import HostDevice
 from hlo_run.manifest_runtime import ManifestExecutable
 

@@ -18,8 +18,8 @@ from hlo_codegen.cli import cli
 from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_common.errors import HloError
 from hlo_common.interpreter.evaluator import evaluate
-from hlo_common.manifest import load_manifest
-from hlo_common.parser import parse_module
+from hlo_common.manifest.manifest import load_manifest
+from hlo_common.hlo.parser import parse_module
 from hlo_run.compare import flatten_leaves
 
 ADD = "add { x = f32[] parameter(0) y = f32[] parameter(1) ROOT s = f32[] add(x, y) }\n"

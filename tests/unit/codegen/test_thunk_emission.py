@@ -10,7 +10,7 @@ import pytest
 from codegen_testlib import compile_text
 
 from hlo_common.errors import HloError
-from hlo_common.manifest_thunks import (
+from hlo_common.manifest.thunks import (
     BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelThunk, MemsetThunk, WhileThunk, walk,
 )
 from hlo_codegen.thunks import thunk_sequence_to_string

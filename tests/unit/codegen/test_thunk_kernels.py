@@ -9,8 +9,8 @@ import pytest
 
 from hlo_common.errors import HloError
 from hlo_common.interpreter.evaluator import evaluate
-from hlo_common.manifest import load_manifest
-from hlo_common.parser import parse_module
+from hlo_common.manifest.manifest import load_manifest
+from hlo_common.hlo.parser import parse_module
 from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_run.backends.host import HostDevice
 from hlo_run.inputs import make_fake_arguments

@@ -11,10 +11,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "passes"))  # pass_testlib
 
 from filecheck_util import check_text  # noqa: E402
-from hlo_common.fusion_utils import FusionEditor, fuse_producer_into_consumer, wrap_in_fusion  # noqa: E402
-from hlo_common.parser import parse_module  # noqa: E402
-from hlo_common.printer import print_module  # noqa: E402
-from hlo_common.verifier import verify_module  # noqa: E402
+from hlo_opt.fusion.fusion_utils import (  # noqa: E402
+    FusionEditor, fuse_producer_into_consumer, wrap_in_fusion,
+)
+from hlo_common.hlo.parser import parse_module  # noqa: E402
+from hlo_common.hlo.printer import print_module  # noqa: E402
+from hlo_common.hlo.verifier import verify_module  # noqa: E402
 from numerics_testlib import check_same_results  # noqa: E402
 
 SOFTMAX = """

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from hlo_common import gpu_fusible as gf
-from hlo_common.device import H100
-from hlo_common.parser import parse_module
+from hlo_opt.fusion import gpu_fusible as gf
+from hlo_common.gpu.device import H100
+from hlo_common.hlo.parser import parse_module
 
 ADD = """
 add {

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from hlo_common.device import H100
-from hlo_common.gpu_model import GpuPerformanceModel
-from hlo_common.ir import parse_module
+from hlo_common.gpu.device import H100
+from hlo_opt.gpu_model import GpuPerformanceModel
+from hlo_common.hlo.ir import parse_module
 
 REGIONS = """
 region_0.1 { col.2 = f32[] parameter(0) col.3 = f32[] parameter(1) ROOT s.1.0 = f32[] add(col.2, col.3) }

@@ -1,4 +1,4 @@
-"""Launch dimensions of hlo_common.fusion_analysis against XLA's for the fusions XLA:GPU itself
+"""Launch dimensions of hlo_common.gpu.hlo_fusion_analysis against XLA's for the fusions XLA:GPU itself
 formed for an H100 (xla_h100/*.after_optimizations.hlo: XLA's optimized HLO, metadata and backend
 configs dropped; the figures are the grid and block sizes of its thunk_sequence.txt). Covers loop,
 row / multi-row / column / small-column reductions, multi-output reductions, tiled and packed
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hlo_common.device import H100
-from hlo_common.fusion_analysis import FusionAnalysis, fusion_kind
-from hlo_common.ir import parse_module
+from hlo_common.gpu.device import H100
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis, fusion_kind
+from hlo_common.hlo.ir import parse_module
 
 DATA = Path(__file__).parent / "xla_h100"
 

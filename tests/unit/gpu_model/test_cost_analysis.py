@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from hlo_common.gpu_model import GpuHloCostAnalysis, GpuPerformanceModel, flops_per_element
-from hlo_common.ir import parse_module
+from hlo_opt.gpu_model import GpuHloCostAnalysis, GpuPerformanceModel, flops_per_element
+from hlo_common.hlo.ir import parse_module
 
 
 def analyze(text: str, **kw):

@@ -1,14 +1,14 @@
-"""hlo_common.fusion_analysis: emitter kinds, heroes, reduction dims, transpose detection, and
+"""hlo_common.gpu.hlo_fusion_analysis: emitter kinds, heroes, reduction dims, transpose detection, and
 producer+consumer analyses equal to the analysis of the fusion actually built (written out)."""
 
 from __future__ import annotations
 
 import pytest
 
-from hlo_common.fusion_analysis import (
-    FusionAnalysis, find_non_trivial_hero, fusion_kind, reduction_dimensions, tiled_transpose_description,
-)
-from hlo_common.ir import parse_module
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis, fusion_kind
+from hlo_common.gpu.ir_emission_utils import find_non_trivial_hero, tiled_transpose_description
+from hlo_common.gpu.reduction_utils import reduction_dimensions
+from hlo_common.hlo.ir import parse_module
 
 ADD = "add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }\n"
 
@@ -108,7 +108,7 @@ ENTRY e { x = f32[32,1024] parameter(0)
 def test_race_free_bound():
     c = entry("""ENTRY e { p = f32[4,40000] parameter(0) z = f32[] constant(0)
   r = f32[4] reduce(p, z), dimensions={1}, to_apply=add ROOT n = f32[4] negate(r) }""")
-    from hlo_common.fusion_analysis import FusionAdaptor
+    from hlo_common.gpu.hlo_traversal import FusionAdaptor
     a = FusionAnalysis(FusionAdaptor.for_producer_consumer(c.instruction("r"), c.root))
     # 40000 > 1024 * 16 minor elements: not race free, so an epilogue makes it a loop fusion
     assert a.emitter_kind == "loop"
@@ -205,8 +205,8 @@ def test_producer_consumer_views_equal_built_fusions_two_levels(name):
     """Every producer/consumer pair of XLA's fusion-pipeline inputs, and then an operand of the
     fusion built from it: the analysis without building equals the analysis of the fusion built
     by fusion_utils (the corpus sweep of the same check: 1061 pairs, all equal)."""
-    from hlo_common.fusion_utils import fuse_producer_into_consumer
-    from hlo_common.printer import print_module
+    from hlo_opt.fusion.fusion_utils import fuse_producer_into_consumer
+    from hlo_common.hlo.printer import print_module
     import test_against_xla_dumps as dumps
 
     def summary(a: FusionAnalysis):

@@ -9,9 +9,9 @@ it (84 SMs, 1.41 GHz, 768 GB/s, 6 MiB L2, 128 FPUs per SM).
 
 from __future__ import annotations
 
-from hlo_common.device import DeviceDescription
-from hlo_common.gpu_model import GpuPerformanceModel
-from hlo_common.ir import parse_module
+from hlo_common.gpu.device import DeviceDescription
+from hlo_opt.gpu_model import GpuPerformanceModel
+from hlo_common.hlo.ir import parse_module
 
 A6000 = DeviceDescription("NVIDIA RTX A6000", core_count=84, clock_rate_ghz=1.41, memory_bandwidth=768e9,
                           l2_cache_size=6 * 1024 * 1024, device_memory_size=51050250240,

@@ -11,10 +11,10 @@ from hlo_codegen.indexing import (
     OUTPUT_TO_INPUT, IndexingError, compute_output_to_input_indexing, fusion_output_to_input_indexing,
 )
 from hlo_common.errors import HloError
-from hlo_common.ir import HloInstruction
-from hlo_common.opcodes import OPCODES, is_elementwise
-from hlo_common.parser import parse_module
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.opcodes import OPCODES, is_elementwise
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.shape import Shape
 
 MODULES = ["affine", "canonical", "simplify", "interval", "indexing_map", "serialization",
            "shape_indexing", "operand_indexing", "op_indexing", "fusion_indexing", "thread_indexing"]

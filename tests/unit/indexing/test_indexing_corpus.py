@@ -12,7 +12,7 @@ import pytest
 from corpus_lib import corpus_modules, require_corpus
 from hlo_codegen.indexing import compute_output_to_input_indexing
 from hlo_common.errors import HloError
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 SAMPLE_EVERY = 10
 MAX_POINTS_CHECKED = 4096

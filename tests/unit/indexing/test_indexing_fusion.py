@@ -7,7 +7,7 @@ import pytest
 from hlo_codegen.indexing import (
     compute_grouped_output_to_input_indexing, compute_output_to_input_indexing,
 )
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 
 def squash(text: str) -> str:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from hlo_codegen.indexing import compute_output_to_input_indexing
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 from test_indexing_numeric import distinct, np_pad, random_factorization, shp
 

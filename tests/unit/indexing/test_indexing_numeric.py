@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from hlo_codegen.indexing import OperandIndexing, compute_output_to_input_indexing
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 SEEDS = range(10)
 ADD = "add { a = s64[] parameter(0)\n b = s64[] parameter(1)\n ROOT r = s64[] add(a, b) }\n"

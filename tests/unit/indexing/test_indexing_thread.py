@@ -9,7 +9,7 @@ import pytest
 from hlo_codegen.indexing import (
     IndexingMap, LaunchDimensions, compose, default_thread_id_indexing_map, dim, linearize,
 )
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 
 GELU_MAP = ("(th_x, bl_x)[vector_index] -> (bl_x floordiv 4096, (bl_x floordiv 8) mod 512, "
             "(bl_x mod 8) * 512 + th_x * 4 + vector_index), "

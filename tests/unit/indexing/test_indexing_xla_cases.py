@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from hlo_codegen.indexing import compute_output_to_input_indexing
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 
 def squash(text: str) -> str:

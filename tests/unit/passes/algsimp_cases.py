@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from pass_testlib import check_pass, check_unchanged, random_arguments
 
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 RTOL = {"f32": 1e-4, "f64": 1e-10, "f16": 1e-3, "bf16": 2e-2, "c64": 1e-4}
 

@@ -7,9 +7,9 @@ FileCheck patterns, require consistent layouts (XLA's CheckLayouts) and unchange
 
 from __future__ import annotations
 
-from hlo_common.ir import HloModule
-from hlo_common.parser import parse_module
-from hlo_common.printer import print_module
+from hlo_common.hlo.ir import HloModule
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.printer import print_module
 from hlo_opt.layout_checks import check_layouts
 from numerics_testlib import check_same_results
 from pass_testlib import check_pass

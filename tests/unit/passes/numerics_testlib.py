@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from hlo_common.interpreter import evaluate
-from hlo_common.ir import HloModule
-from hlo_common.parser import parse_module
+from hlo_common.hlo.ir import HloModule
+from hlo_common.hlo.parser import parse_module
 from pass_testlib import random_arguments
 
 _TOLERANCE = {"f64": 1e-4, "f32": 1e-4, "bf16": 2e-2, "f16": 2e-2, "c64": 1e-4, "c128": 1e-4}

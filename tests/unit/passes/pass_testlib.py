@@ -30,9 +30,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for filecheck_util
 
 from filecheck_util import check_text  # noqa: E402
-from hlo_common.ir import HloModule  # noqa: E402
-from hlo_common.parser import parse_module  # noqa: E402
-from hlo_common.printer import print_module  # noqa: E402
+from hlo_common.hlo.ir import HloModule  # noqa: E402
+from hlo_common.hlo.parser import parse_module  # noqa: E402
+from hlo_common.hlo.printer import print_module  # noqa: E402
 from hlo_common.hlo_pass.pass_base import PASS_REGISTRY, HloPass  # noqa: E402
 from hlo_opt.passes import load_all_passes  # noqa: E402
 from hlo_common.hlo_pass.pipeline import HloPassPipeline, RunOptions, verify  # noqa: E402

@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for corp
 from corpus_lib import corpus_modules, require_corpus  # noqa: E402
 from hlo_common.errors import HloError  # noqa: E402
 from hlo_common.interpreter import evaluate  # noqa: E402
-from hlo_common.parser import parse_module  # noqa: E402
-from hlo_common.verifier import verify_module  # noqa: E402
+from hlo_common.hlo.parser import parse_module  # noqa: E402
+from hlo_common.hlo.verifier import verify_module  # noqa: E402
 from hlo_opt.passes.algebraic_simplifier import AlgebraicSimplifier  # noqa: E402
 
 FIX_LIMIT = 25

@@ -6,7 +6,7 @@ from algsimp_cases import Case, module_text, parametrize
 from pass_testlib import run_pass
 
 from hlo_common.interpreter import evaluate
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 CASES = [
     Case("divide_by_one", """

@@ -11,9 +11,9 @@ import pytest
 from algsimp_cases import assert_same_results, module_text
 from pass_testlib import check_pass, check_unchanged, run_pass
 
-from hlo_common.parser import parse_module
-from hlo_common.printer import print_module
-from hlo_common.shape import Shape
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.printer import print_module
+from hlo_common.hlo.shape import Shape
 from hlo_common.hlo_pass.pass_base import PASS_REGISTRY
 from hlo_opt.passes import load_all_passes
 from hlo_opt.passes.algebraic_simplifier import AlgebraicSimplifier
@@ -48,7 +48,7 @@ def test_every_rewrite_says_which_xla_rewrite_it_is():
 
 
 def test_rewrite_table_is_keyed_by_known_opcodes():
-    from hlo_common.opcodes import OPCODES
+    from hlo_common.hlo.opcodes import OPCODES
 
     assert set(REWRITES) <= set(OPCODES)
 

@@ -123,7 +123,7 @@ ENTRY e {
     module = check_pass("simplify-conditional", text)
     for seed, index in ((0, 0), (1, 1), (2, 5)):
         from pass_testlib import random_arguments
-        from hlo_common.parser import parse_module
+        from hlo_common.hlo.parser import parse_module
         args = random_arguments(parse_module(text), seed)
         args[2] = np.int32(index)
         check_same_results(text, module, args=args)

@@ -19,7 +19,7 @@ from ba_memory_sim import run_and_compare  # noqa: E402
 
 from hlo_codegen.buffer_assignment import assign_buffers, check_buffer_assignment, insert_copies  # noqa: E402
 from hlo_common.errors import HloError  # noqa: E402
-from hlo_common.parser import parse_module  # noqa: E402
+from hlo_common.hlo.parser import parse_module  # noqa: E402
 from hlo_opt.passes.copy_insertion import CopyInsertion  # noqa: E402
 from hlo_opt.passes.scheduler import HloMemoryScheduler  # noqa: E402
 

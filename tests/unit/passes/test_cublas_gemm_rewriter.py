@@ -5,7 +5,7 @@ alpha, a matrix bias into beta, nothing else fused. The cuBLASLt path: test_cubl
 import numpy as np
 
 from hlo_common.interpreter import evaluate
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 from layout_testlib import run_layout_pass
 from pass_testlib import check_unchanged, random_arguments
 

@@ -175,7 +175,7 @@ def test_a_matrix_bias_and_a_vector_bias_both_fold_and_a_parameter_bias_is_not_o
 
 
 def test_a_second_run_changes_nothing_even_with_an_aux_output():
-    from hlo_common.printer import print_module
+    from hlo_common.hlo.printer import print_module
     from pass_testlib import check_unchanged
 
     extra = "\n  ROOT t = (f32[64,16], f32[64,16]) tuple(gelu, x)"

@@ -1,6 +1,6 @@
 """FlattenCallGraph ("flatten-call-graph"): one control-flow caller per computation."""
 
-from hlo_common.ir import HloModule
+from hlo_common.hlo.ir import HloModule
 from pass_testlib import check_numerics, check_pass, check_unchanged
 
 LOOP = """

@@ -7,8 +7,8 @@ relatively); the bf16 rounding the pass removes is all that may differ."""
 
 import numpy as np
 
-from hlo_common.device import A100
-from hlo_common.parser import parse_module
+from hlo_common.gpu.device import A100
+from hlo_common.hlo.parser import parse_module
 from pass_testlib import _leaves, check_pass, check_unchanged, evaluate_or_skip, random_arguments
 
 BOUND = 2e-2

@@ -1,7 +1,7 @@
 """GpuLayoutAssignment ("layout-assignment"): entry layouts fixed, cuBLAS operand constraints,
 propagation through layout-preserving ops, transposes turned into bitcasts, copies on conflicts."""
 
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 from hlo_opt.layout_checks import check_layouts
 from layout_testlib import run_layout_pass
 from pass_testlib import check_unchanged

@@ -1,7 +1,7 @@
 """MoveCopyToUsers ("move_copy_to_users"): copies added by layout assignment sink below
 layout-preserving users, and a reduce reads the copied value directly (XLA's rule)."""
 
-from hlo_common.printer import print_module
+from hlo_common.hlo.printer import print_module
 from layout_testlib import opcodes, run_layout_pass, run_passes
 from pass_testlib import check_unchanged
 

@@ -14,9 +14,9 @@ import sys
 
 from pass_testlib import check_numerics, run_pass
 
-from hlo_common.ir import HloInstruction, HloModule
-from hlo_common.parser import parse_module
-from hlo_common.printer import print_module
+from hlo_common.hlo.ir import HloInstruction, HloModule
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.printer import print_module
 from hlo_opt import cli
 from hlo_opt.passes.multi_output_fusion import MultiOutputFusion
 
@@ -1389,7 +1389,8 @@ ENTRY e {
 # -- determinism --------------------------------------------------------------------------------------
 def test_output_does_not_depend_on_the_hash_seed():
     code = ("import sys; sys.path.insert(0, 'tests/unit/passes'); "
-            "from hlo_common.parser import parse_module; from hlo_common.printer import print_module; "
+            "from hlo_common.hlo.parser import parse_module; "
+            "from hlo_common.hlo.printer import print_module; "
             "from hlo_opt.passes.multi_output_fusion import MultiOutputFusion; "
             "m = parse_module(sys.stdin.read()); p = MultiOutputFusion(cost_model=False); p.run(m); "
             "print(print_module(m)); print(chr(10).join(p.decisions))")
@@ -1426,8 +1427,8 @@ def test_decision_log_next_to_dumps(tmp_path, capsys):
 
 
 def test_verify_each_names_the_step(tmp_path, capsys, monkeypatch):
-    from hlo_common.multi_output_editing import MultiOutputEditor
-    from hlo_common.shape import Shape
+    from hlo_opt.fusion.multi_output_editing import MultiOutputEditor
+    from hlo_common.hlo.shape import Shape
 
     original = MultiOutputEditor.fuse_instruction_into_multi_output
 
@@ -1502,8 +1503,8 @@ def test_a_body_shared_with_another_fusion_is_copied_before_it_grows():
 
 
 def test_reachability_follows_merges_and_grows():
-    from hlo_common.multi_output_editing import Reachability
-    from hlo_common.shape import Shape
+    from hlo_opt.fusion.multi_output_editing import Reachability
+    from hlo_common.hlo.shape import Shape
 
     module = parse_module("""
 HloModule m

@@ -13,8 +13,8 @@ from pathlib import Path
 from numerics_testlib import check_same_results
 from pass_testlib import check_pass, run_pass
 
-from hlo_common.fusion_analysis import FusionAnalysis
-from hlo_common.parser import parse_module
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
+from hlo_common.hlo.parser import parse_module
 from hlo_opt import cli
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -521,8 +521,8 @@ def test_disable_pass_gives_the_unfused_pipeline(tmp_path, capsys):
 
 
 def test_verify_each_names_producer_consumer_and_rule(tmp_path, capsys, monkeypatch):
-    from hlo_common.fusion_utils import FusionEditor
-    from hlo_common.shape import Shape
+    from hlo_opt.fusion.fusion_utils import FusionEditor
+    from hlo_common.hlo.shape import Shape
 
     original = FusionEditor.fuse_producer_into_consumer
 
@@ -551,8 +551,8 @@ def test_module_numbers_unchanged_on_transformer_layer():
 
 
 def test_device_of_the_run_reaches_the_cost_model():
-    from hlo_common.device import A100
-    from hlo_common.gpu_model import GpuPerformanceModel
+    from hlo_common.gpu.device import A100
+    from hlo_opt.gpu_model import GpuPerformanceModel
     from hlo_common.hlo_pass.pipeline import HloPassPipeline, RunOptions
     from hlo_opt.passes.priority_fusion import PriorityFusion
 

@@ -3,7 +3,7 @@ unique module-wide; kCustom fusions and fusions inside fusion bodies keep their 
 
 from pass_testlib import check_numerics, check_pass, check_unchanged, run_pass
 
-from hlo_common.printer import print_module
+from hlo_common.hlo.printer import print_module
 
 ADD = """
 add {

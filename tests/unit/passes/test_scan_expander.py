@@ -7,7 +7,7 @@ for inputs 1..5, init 0.5, body (c * x, x - c))."""
 import numpy as np
 
 from hlo_common.interpreter.evaluator import evaluate
-from hlo_common.printer import print_module
+from hlo_common.hlo.printer import print_module
 from hlo_opt.pipelines import GPU_PIPELINES
 from numerics_testlib import check_same_results
 from pass_testlib import check_pass, check_unchanged

@@ -4,7 +4,7 @@ import numpy as np
 from numerics_testlib import check_same_results
 from pass_testlib import check_pass, check_unchanged, random_arguments
 
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 
 ADD = """
 HloModule m

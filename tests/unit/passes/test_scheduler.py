@@ -13,9 +13,9 @@ import pytest
 from pass_testlib import check_numerics, check_pass, run_pass
 
 from hlo_common.errors import VerificationError
-from hlo_common.parser import parse_module
-from hlo_common.printer import print_module
-from hlo_common.verifier import verify_module
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo.printer import print_module
+from hlo_common.hlo.verifier import verify_module
 from hlo_opt.passes.scheduler import HloMemoryScheduler
 
 UNIT = 1024
@@ -183,7 +183,7 @@ ENTRY e {
 def test_deterministic_in_process_and_across_hash_seeds():
     texts = {print_module(_scheduled(WHILE_LOOP)) for _ in range(3)}
     assert len(texts) == 1
-    code = ("import sys; from hlo_common.parser import parse_module; from hlo_common.printer import "
+    code = ("import sys; from hlo_common.hlo.parser import parse_module; from hlo_common.hlo.printer import "
             "print_module; from hlo_opt.passes.scheduler import HloMemoryScheduler; "
             "m = parse_module(sys.stdin.read()); HloMemoryScheduler().run(m); print(print_module(m))")
     outs = set()

@@ -5,7 +5,7 @@ f32 ops disappear, leaving f32 intermediates whose results stay within the 16-bi
 
 import numpy as np
 
-from hlo_common.parser import parse_module
+from hlo_common.hlo.parser import parse_module
 from pass_testlib import _leaves, check_pass, check_unchanged, evaluate_or_skip, random_arguments, run_pass
 
 
@@ -99,6 +99,6 @@ def test_after_float_normalization_f32_flows_between_f32_ops():
 
 
 def _print(module) -> str:
-    from hlo_common.printer import print_module
+    from hlo_common.hlo.printer import print_module
 
     return print_module(module)

@@ -62,7 +62,7 @@ def test_f16_fraction_is_scaled_in_f32():
 def test_matches_the_interpreter_on_random_inputs(src, rnd, dst):
     text = sc(src, rnd, dst, 64)
     rng = np.random.default_rng(7)
-    from hlo_common.dtypes import PRIMITIVE_TYPES
+    from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 
     x = (rng.standard_normal(64) * 60).astype(PRIMITIVE_TYPES[src].np_dtype)
     bits = PRIMITIVE_TYPES[rnd].bits

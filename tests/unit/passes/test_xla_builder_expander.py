@@ -1,5 +1,5 @@
 """XlaBuilderTestPass ("test-only-xla-builder") and the decompositions it attaches
-(`hlo_common.xla_builder_math`): FileCheck patterns from XLA's own test files
+(`hlo_common.hlo.xla_builder_math`): FileCheck patterns from XLA's own test files
 (hlo/builder/tests/math_*.hlo), numbers against numpy (independent formulas), the interpreter
 running a bare call and the whole pipe (hlo-codegen, host run) agreeing with it."""
 
@@ -11,8 +11,8 @@ import pytest
 
 from hlo_common.errors import HloError
 from hlo_common.interpreter import evaluate
-from hlo_common.manifest import load_manifest
-from hlo_common.parser import parse_module
+from hlo_common.manifest.manifest import load_manifest
+from hlo_common.hlo.parser import parse_module
 from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_run.backends.host import HostDevice
 from hlo_run.manifest_runtime import ManifestExecutable
@@ -59,7 +59,7 @@ def test_calls_with_a_computation_are_left_alone_and_unknown_targets_are_named()
 
 
 def str_module(module) -> str:
-    from hlo_common.printer import print_module
+    from hlo_common.hlo.printer import print_module
 
     return print_module(module)
 

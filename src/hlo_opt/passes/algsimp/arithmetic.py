@@ -7,7 +7,7 @@ x * 0 and x - x only for integers (NaN and infinities survive them), reassociati
 
 from __future__ import annotations
 
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 from hlo_opt.passes.algsimp.base import (
     Rewriter, is_all, is_non_negative, is_scalar_constant, is_pow2_float_constant, reduction_kind, rewrite,
 )

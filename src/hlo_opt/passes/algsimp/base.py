@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from hlo_common.dtypes import PRED, PrimitiveType
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.shape import Shape
-from hlo_common.hlo_utils import has_side_effect
+from hlo_common.hlo.dtypes import PRED, PrimitiveType
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.hlo_utils import has_side_effect
 
 if TYPE_CHECKING:
     from hlo_opt.passes.algebraic_simplifier import AlgebraicSimplifier
@@ -126,7 +126,7 @@ class Rewriter:
         """XLA's GetOrCreateScalarAddComputation: add of two scalars, one per type and module run."""
         key = ("scalar_add", etype.name)
         if key not in self.shared:
-            from hlo_common.ir import HloComputation as Computation
+            from hlo_common.hlo.ir import HloComputation as Computation
 
             comp = Computation("scalar_add_computation")
             scalar = Shape.array(etype, ())

@@ -11,8 +11,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from hlo_common.dtypes import PRIMITIVE_TYPES, PrimitiveType
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES, PrimitiveType
+from hlo_common.hlo.ir import HloInstruction
 from hlo_opt.passes.algsimp.base import Rewriter, known_constant, rewrite
 
 _COMPONENT = {"c64": "f32", "c128": "f64"}

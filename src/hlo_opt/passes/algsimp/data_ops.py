@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo_common.ir import HloInstruction
-from hlo_common.opcodes import is_elementwise
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.opcodes import is_elementwise
+from hlo_common.hlo.shape import Shape
 from hlo_opt.passes.algsimp.base import Rewriter, known_constant, rewrite
 from hlo_opt.passes.algsimp.shape_ops import bitcasting_source, dims_of, merely_inserts_or_deletes_1s
 from hlo_opt.passes.algsimp.shapes import reshape_is_bitcast

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 from hlo_opt.passes.algsimp.base import (
     Rewriter, is_all, is_non_negative, is_scalar_constant, known_constant, pred_shape, rewrite,
     scalar_constant_of_broadcast,

@@ -9,7 +9,7 @@ permutation is computed untransposed.
 
 from __future__ import annotations
 
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 from hlo_opt.passes.algsimp.base import Rewriter, is_zero_element, rewrite, swapped_precision
 from hlo_opt.passes.algsimp.reductions import make_reduce
 
@@ -42,8 +42,8 @@ def _as_type(rw: Rewriter, x: HloInstruction, etype) -> HloInstruction:
 
 def _make_dot(rw: Rewriter, operands, attrs, like: HloInstruction) -> HloInstruction:
     """XLA's MakeDotHlo with `like`'s element type as the preferred result type."""
-    from hlo_common.shape_inference import infer_shape
-    from hlo_common.ir import HloInstruction as Instr
+    from hlo_common.hlo.shape_inference import infer_shape
+    from hlo_common.hlo.ir import HloInstruction as Instr
 
     probe = Instr.create("dot", operands, None, attrs)
     shape = infer_shape(probe).with_element_type(like.shape.element_type)
@@ -96,7 +96,7 @@ def dot_strength_reduction(instr: HloInstruction, rw: Rewriter) -> bool:
     new_lhs = _as_type(rw, _batch_major_contracting_minor(rw, lhs, lb, lc), et)
     new_rhs = _as_type(rw, _batch_major_contracting_minor(rw, rhs, rb, rc), et)
     product = rw.binary("multiply", new_lhs, new_rhs)
-    from hlo_common.dtypes import PRIMITIVE_TYPES
+    from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 
     acc = PRIMITIVE_TYPES["f64" if et.name == "f64" else "f32"] if et.is_float else et
     product = _as_type(rw, product, acc)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo_common.attributes import PaddingConfig
-from hlo_common.ir import HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.hlo.attributes import PaddingConfig
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Shape
 from hlo_opt.passes.algsimp.base import (
     Rewriter, inverse_permutation, is_all, is_zero_element, known_constant, rewrite,
 )

@@ -11,12 +11,12 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from hlo_common.ir import HloInstruction
+from hlo_common.hlo.ir import HloInstruction
 from hlo_opt.passes.algsimp.base import (
     Rewriter, is_all, is_non_negative, is_scalar_constant, pred_shape, rewrite,
     scalar_constant_of_broadcast,
 )
-from hlo_common.hlo_utils import has_side_effect
+from hlo_common.hlo.hlo_utils import has_side_effect
 
 _MONOTONE_SUBLINEAR = frozenset({"cbrt", "erf", "logistic", "tanh"})
 

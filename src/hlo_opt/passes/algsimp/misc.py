@@ -8,10 +8,10 @@ single elementwise op becomes that op; an opt-barrier forwards only the tuple el
 
 from __future__ import annotations
 
-from hlo_common.ir import HloInstruction
-from hlo_common.opcodes import is_elementwise
-from hlo_common.shape import Shape
-from hlo_common.hlo_utils import has_side_effect
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.opcodes import is_elementwise
+from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.hlo_utils import has_side_effect
 from hlo_opt.passes.algsimp.base import Rewriter, is_effective_scalar, is_zero_element, pred_shape, rewrite
 from hlo_opt.passes.algsimp.slicing import make_slice
 

@@ -12,9 +12,9 @@ import math
 
 import numpy as np
 
-from hlo_common.attributes import PaddingConfig
-from hlo_common.ir import HloComputation, HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.hlo.attributes import PaddingConfig
+from hlo_common.hlo.ir import HloComputation, HloInstruction
+from hlo_common.hlo.shape import Shape
 from hlo_opt.passes.algsimp.base import (
     Rewriter, is_all, is_scalar_constant, is_zero_element, known_constant, reduction_kind, rewrite,
 )

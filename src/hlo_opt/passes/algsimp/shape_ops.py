@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo_common.ir import HloInstruction
-from hlo_common.opcodes import is_elementwise
-from hlo_common.shape import Shape
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.opcodes import is_elementwise
+from hlo_common.hlo.shape import Shape
 from hlo_opt.passes.algsimp.base import (
     Rewriter, compose_permutations, inverse_permutation, is_identity_permutation, rewrite,
     swapped_precision,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from hlo_common.shape import Shape
+from hlo_common.hlo.shape import Shape
 
 
 def common_factors(a: tuple[int, ...], b: tuple[int, ...]) -> list[tuple[int, int]]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo_common.attributes import PaddingConfig, SliceSpec
-from hlo_common.ir import HloInstruction
-from hlo_common.shape import Shape
+from hlo_common.hlo.attributes import PaddingConfig, SliceSpec
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Shape
 from hlo_opt.passes.algsimp.base import Rewriter, is_zero_element, rewrite
 
 

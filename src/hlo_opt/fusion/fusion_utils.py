@@ -1,0 +1,249 @@
+"""Building fusions: wrap one instruction in a fusion, fuse a producer into a consumer (XLA's
+`HloComputation::CreateFusionInstruction`, `HloFusionInstruction::FuseInstruction` and
+`MergeFusionInstruction`). Priority fusion (`hlo_opt.passes.priority_fusion`) and multi-output
+fusion and normalization fusion build their fusions with these.
+
+Names follow XLA before `rename_fusions`: the fusion instruction `fusion` (`fusion.N`), its
+computation `fused_computation` (`fused_computation.N`), parameters `param_0`, `param_1`, ... in
+operand order, and fused clones named after the original through one module-wide `NameUniquer`,
+so the same input always gives the same names.
+
+    >>> editor = FusionEditor(module)                   # one uniquer for many edits
+    >>> fusion = editor.wrap_in_fusion(add, "kLoop")     # fusion(add's operands), calls=fused_computation
+    >>> fusion = editor.fuse_producer_into_consumer(exp, fusion, "kLoop")
+    >>> editor.flush()                                  # drop computations of fusions merged away
+
+A fusion's operands are distinct: an operand read twice becomes one parameter. A producer that
+still has users after the fusion (other consumers, or the root) stays where it is; a producer
+left without users is removed (a fusion producer's body is inlined, its computation dropped).
+"""
+
+from __future__ import annotations
+
+from hlo_common.errors import VerificationError
+from hlo_common.hlo.hlo_utils import NameUniquer, relay_control_dependencies
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+
+FUSION_KINDS = ("kLoop", "kInput", "kOutput", "kCustom")
+
+
+class FusionEditor:
+    """The fusion edits of one pass run over one module: a shared name uniquer, and the fused
+    computations that became unreachable, removed from the module in one sweep by `flush`."""
+
+    def __init__(self, module: HloModule, uniquer: NameUniquer | None = None):
+        self.module = module
+        self.uniquer = uniquer if uniquer is not None else NameUniquer.for_module(module)
+        self._dead: set[HloComputation] = set()
+
+    # -- public edits ---------------------------------------------------------------------------
+    def wrap_in_fusion(self, instr: HloInstruction, kind: str = "kLoop") -> HloInstruction:
+        """Replace `instr` by a fusion of `kind` whose computation holds a clone of it; the
+        fusion reads `instr`'s distinct operands and takes its place (and its users, root slot,
+        control edges and metadata)."""
+        _check_kind(kind)
+        comp = instr.parent
+        if comp is None:
+            raise ValueError(f"%{instr.name} is not in a computation")
+        if instr.opcode == "parameter":
+            raise ValueError(f"cannot fuse parameter %{instr.name}")
+        body = HloComputation(self.uniquer.unique("fused_computation"))
+        body.execution_thread = comp.execution_thread
+        operands = list(dict.fromkeys(instr.operands))
+        params = {}
+        for i, op in enumerate(operands):
+            params[op] = _add_parameter(body, i, op)
+        inner = instr.clone(new_operands=[params[o] for o in instr.operands],
+                            name=self.uniquer.unique(instr.name))
+        body.add_instruction(inner)
+        body.root = inner
+        self._add_computation(body, comp)
+        fusion = HloInstruction(comp.unique_name(self.uniquer.unique("fusion")), "fusion", instr.shape,
+                                operands, {"kind": kind, "calls": body})
+        self.uniquer.taken.add(fusion.name)
+        fusion.metadata = list(instr.metadata)
+        fusion.frontend_attributes = list(instr.frontend_attributes)
+        fusion.sharding = instr.sharding
+        comp.replace_instruction(instr, fusion, remove_dead_operands=False)
+        return fusion
+
+    def fuse_producer_into_consumer(self, producer: HloInstruction, consumer: HloInstruction,
+                                    kind: str | None = None) -> HloInstruction:
+        """Fuse `producer` (an instruction or a single-output fusion) into `consumer` (an
+        instruction, wrapped first, or a fusion). Returns the consumer fusion, whose kind becomes
+        `kind` when given. The producer stays if it still has users, else it is removed."""
+        if producer not in consumer.operands:
+            raise ValueError(f"%{producer.name} is not an operand of %{consumer.name}")
+        if producer.shape.is_tuple:
+            raise ValueError(f"cannot fuse %{producer.name}: a tuple-shaped producer "
+                             "(multi-output fusion is not done by producer-consumer fusion)")
+        if producer.opcode == "parameter":
+            raise ValueError(f"cannot fuse parameter %{producer.name}")
+        if kind is not None:
+            _check_kind(kind)
+        fusion = consumer
+        if consumer.opcode != "fusion":
+            fusion = self.wrap_in_fusion(consumer, kind or "kLoop")
+        elif kind is not None:
+            fusion.attrs["kind"] = kind
+        body = fusion.fused_computation()
+        slots = [i for i, op in enumerate(fusion.operands) if op is producer]
+        producer_params = [body.parameter(i) for i in slots]
+        replacement = self._clone_producer_into(producer, fusion, body)
+        for param in producer_params:
+            param.replace_all_uses_with(replacement)
+        _remove_parameters(fusion, body, slots)
+        self._remove_if_dead(producer, fusion)
+        return fusion
+
+    def flush(self) -> None:
+        """Remove the computations of fusions merged into others (one pass over the module)."""
+        if self._dead:
+            dead = self._dead
+            self.module.computations = [c for c in self.module.computations if c not in dead]
+            for c in dead:
+                c.parent = None
+            self._dead = set()
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _add_computation(self, body: HloComputation, caller: HloComputation) -> None:
+        """Put `body` right before the computation that calls it (callees before callers)."""
+        comps = self.module.computations
+        body.parent = self.module
+        try:
+            comps.insert(comps.index(caller), body)
+        except ValueError:
+            comps.append(body)
+
+    def _fusion_parameter_for(self, fusion: HloInstruction, body: HloComputation,
+                              operand: HloInstruction, extra: dict) -> HloInstruction:
+        """The parameter of `body` that reads `operand`, added (with a new fusion operand) when
+        the fusion does not read it yet."""
+        if operand in extra:
+            return extra[operand]
+        for i, op in enumerate(fusion.operands):
+            if op is operand:
+                extra[operand] = body.parameter(i)
+                return extra[operand]
+        param = _add_parameter(body, len(fusion.operands), operand)
+        fusion.append_operand(operand)
+        extra[operand] = param
+        return param
+
+    def _clone_producer_into(self, producer: HloInstruction, fusion: HloInstruction,
+                             body: HloComputation) -> HloInstruction:
+        """Clone `producer` (or inline its fused body) into `body`; returns the clone of its
+        result. New fusion operands (the producer's operands it did not read yet) come last."""
+        found: dict[HloInstruction, HloInstruction] = {}
+        if producer.opcode != "fusion":
+            operands = [self._fusion_parameter_for(fusion, body, o, found) for o in producer.operands]
+            clone = producer.clone(new_operands=operands, name=self.uniquer.unique(producer.name))
+            return body.add_instruction(clone, before=_first_non_parameter(body))
+        inner = producer.fused_computation()
+        anchor = _first_non_parameter(body)  # clones go first, after the parameters
+        mapping: dict[int, HloInstruction] = {}
+        for param in inner.parameters:
+            outer = producer.operands[param.parameter_number]
+            mapping[id(param)] = self._fusion_parameter_for(fusion, body, outer, found)
+        for instr in inner.post_order():
+            if instr.opcode == "parameter":
+                continue
+            clone = instr.clone(new_operands=[mapping[id(o)] for o in instr.operands],
+                                name=self.uniquer.unique(instr.name))
+            mapping[id(instr)] = body.add_instruction(clone, before=anchor)
+        return mapping[id(inner.root)]
+
+    def _remove_if_dead(self, producer: HloInstruction, fusion: HloInstruction) -> None:
+        comp = producer.parent
+        if comp is None or producer.users or producer is comp.root or producer.has_side_effect:
+            return
+        relay_control_dependencies(producer, fusion)
+        comp.remove_instruction(producer)
+        if producer.opcode == "fusion":
+            self._dead.add(producer.attrs["calls"])
+
+
+# -- module-level forms (one edit each; a pass making many should share one FusionEditor) --------
+def wrap_in_fusion(instr: HloInstruction, kind: str = "kLoop") -> HloInstruction:
+    """A fusion of `kind` holding `instr` alone, in `instr`'s place."""
+    editor = FusionEditor(_module_of(instr))
+    fusion = editor.wrap_in_fusion(instr, kind)
+    editor.flush()
+    return fusion
+
+
+def fuse_producer_into_consumer(producer: HloInstruction, consumer: HloInstruction,
+                                kind: str | None = None) -> HloInstruction:
+    """Fuse `producer` into `consumer` (see `FusionEditor.fuse_producer_into_consumer`)."""
+    editor = FusionEditor(_module_of(consumer))
+    fusion = editor.fuse_producer_into_consumer(producer, consumer, kind)
+    editor.flush()
+    return fusion
+
+
+def verify_fusion_step(fusion: HloInstruction, step: str, caller: HloComputation | None = None) -> None:
+    """The check a fusion pass makes after each step under `--verify-each`: the fused computation's
+    parameters and root match the fusion's operands and shape, and it (and `caller`, when given)
+    verify. Else one VerificationError line: `{step} breaks the verifier: {what}`, `step` naming the
+    pass, producer, consumer and rule."""
+    from hlo_common.hlo.verifier import verify_computation
+
+    body = fusion.fused_computation()
+    try:
+        params = body.parameters
+        if len(params) != len(fusion.operands):
+            raise VerificationError(f"fusion %{fusion.name} has {len(fusion.operands)} operands but its "
+                                    f"computation {body.name} has {len(params)} parameters")
+        for param, op in zip(params, fusion.operands):
+            if param.shape != op.shape:
+                raise VerificationError(f"parameter {param.parameter_number} of {body.name} is "
+                                        f"{param.shape}, the operand %{op.name} is {op.shape}")
+        if body.root.shape != fusion.shape:
+            raise VerificationError(f"fusion %{fusion.name} is {fusion.shape} but the root of "
+                                    f"{body.name} is {body.root.shape}")
+        verify_computation(body)
+        if caller is not None:
+            verify_computation(caller)
+    except VerificationError as exc:
+        raise VerificationError(f"{step} breaks the verifier: {exc.one_line()}") from exc
+
+
+def _module_of(instr: HloInstruction) -> HloModule:
+    if instr.parent is None or instr.parent.parent is None:
+        raise ValueError(f"%{instr.name} is not in a module")
+    return instr.parent.parent
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in FUSION_KINDS:
+        raise ValueError(f"unknown fusion kind '{kind}' (expected one of {', '.join(FUSION_KINDS)})")
+
+
+def _add_parameter(body: HloComputation, number: int, operand: HloInstruction) -> HloInstruction:
+    param = HloInstruction(f"param_{number}", "parameter", operand.shape)
+    param.parameter_number = number
+    return body.add_instruction(param, before=_first_non_parameter(body))
+
+
+def _first_non_parameter(body: HloComputation) -> HloInstruction | None:
+    for instr in body.instructions:
+        if instr.opcode != "parameter":
+            return instr
+    return None
+
+
+def _remove_parameters(fusion: HloInstruction, body: HloComputation, slots: list[int]) -> None:
+    """Drop the (now unused) parameters at `slots` and the matching fusion operands, then number
+    the remaining parameters `param_0..` in operand order again."""
+    if not slots:
+        return
+    drop = set(slots)
+    params = body.parameters
+    for i in slots:
+        body.remove_instruction(params[i])
+    fusion.set_operands([op for i, op in enumerate(fusion.operands) if i not in drop])
+    kept = [p for i, p in enumerate(params) if i not in drop]
+    for k, param in enumerate(kept):
+        if param.parameter_number != k:
+            param.parameter_number = k
+            param.name = f"param_{k}"

@@ -1,0 +1,433 @@
+"""Which producer may be fused into which consumer on the GPU, apart from whether it pays
+(XLA's `gpu_fusible.cc` and `PriorityFusionQueue::CanFuse` in `priority_fusion.cc`; xla-facts.md
+section d). Priority fusion asks `can_fuse`; the cost model decides the rest.
+
+    >>> decision = can_fuse(producer, consumer)
+    >>> bool(decision), decision.rule, decision.reason
+    (False, 'both_significant_reduce', 'both the producer and the consumer contain a reduce')
+
+One small function per rule, each returning `ALLOW` or a `FusionDecision` that names its rule and
+says why in one line, checked in XLA's order:
+
+| rule                         | XLA                                                          |
+|------------------------------|--------------------------------------------------------------|
+| producer_is_root             | CanFuse: not fusing into the output of the root              |
+| not_fusible                  | IsFusible (side effects, ops the emitters cannot fuse)       |
+| consumer_is_lone_bitcast     | CanFuseWithNativeEmitter: never fuse into a single bitcast   |
+| scatter                      | CanEmitInputFusedScatter                                     |
+| both_significant_reduce      | reduce (input/output >= 16) on both sides                    |
+| reduction_becomes_loop       | epilogue would turn a reduction fusion into a loop fusion    |
+| shared_memory                | FusionFitsInBudget: shared memory over 48 KiB per block      |
+| unnested_reductions          | FusionFitsInBudget: more than 8 unnested reductions          |
+| operand_limit                | FusionFitsInBudget: more than 96 operands + outputs          |
+| ir_size                      | ProducerConsumerMergedTooLarge: IR estimate over 10000       |
+| in_place                     | InstructionFusion::ShouldFuseInPlaceOp                       |
+
+Hero questions (unnested reductions, tiled transposes, emitter kinds) are answered by
+`hlo_common.gpu.hlo_fusion_analysis`, the same analysis hlo-codegen picks its emitters with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hlo_common.analysis.sharing import in_place_pairs
+from hlo_common.gpu.device import H100, DeviceDescription
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
+from hlo_common.gpu.ir_emission_utils import tiled_transpose_description
+from hlo_common.gpu.reduction_utils import (
+    is_reduction_from_or_to_contiguous_dimensions, reduction_shared_memory_bytes,
+)
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.opcodes import is_elementwise
+
+MAX_OPERANDS_AND_OUTPUTS_PER_FUSION = 96
+MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION = 8
+MAX_IR_SIZE = 10000
+SIGNIFICANT_REDUCTION_RATIO = 16
+
+# Non-elementwise ops the loop and input emitters can fuse (priority_fusion.cc's IsFusible).
+FUSIBLE_NON_ELEMENTWISE = frozenset({
+    "copy", "iota", "constant", "reduce", "broadcast", "concatenate", "dynamic-slice",
+    "dynamic-update-slice", "gather", "pad", "reduce-window", "reshape", "reverse", "scatter",
+    "slice", "transpose", "fusion",
+})
+NEVER_FUSIBLE = frozenset({"domain", "parameter", "while", "conditional", "call"})
+
+
+@dataclass(frozen=True)
+class FusionDecision:
+    """Allowed (truthy), or forbidden by `rule` for `reason` (one line)."""
+
+    rule: str | None = None
+    reason: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.rule is None
+
+    def explain(self) -> str:
+        return "" if self.rule is None else f"{self.reason} [{self.rule}]"
+
+    @staticmethod
+    def forbid(rule: str, reason: str) -> FusionDecision:
+        return FusionDecision(rule, reason)
+
+
+ALLOW = FusionDecision()
+
+
+# -- instruction queries -----------------------------------------------------------------------------
+def is_elementwise_instr(instr: HloInstruction) -> bool:
+    return is_elementwise(instr.opcode)
+
+
+def is_fusible_bitcast(instr: HloInstruction) -> bool:
+    """A bitcast that keeps the element bit width (priority fusion fuses these first)."""
+    if instr.opcode != "bitcast":
+        return False
+    a, b = instr.shape, instr.operands[0].shape
+    return a.is_array and b.is_array and a.element_type.bits == b.element_type.bits
+
+
+def fusion_kind(instr: HloInstruction) -> str | None:
+    return instr.attrs.get("kind") if instr.opcode == "fusion" else None
+
+
+def is_fusible(instr: HloInstruction) -> bool:
+    """XLA's HloInstruction::IsFusible plus priority fusion's list of what its emitters fuse."""
+    op = instr.opcode
+    if op in NEVER_FUSIBLE:
+        return False
+    if op == "fusion":
+        return fusion_kind(instr) != "kCustom"
+    if op not in ("map", "reduce", "reduce-window") and instr.has_side_effect:
+        return False
+    if op == "rng" and len(instr.users) > 1:
+        return False
+    if is_elementwise(op) or is_fusible_bitcast(instr):
+        return True
+    return op in FUSIBLE_NON_ELEMENTWISE
+
+
+def fused_instructions(instr: HloInstruction) -> list[HloInstruction]:
+    """The instructions a fusion computes (parameters excluded), or [instr] for a plain one."""
+    if instr.opcode == "fusion":
+        return [i for i in instr.fused_computation().instructions if i.opcode != "parameter"]
+    return [instr]
+
+
+def is_unnested_reduction(instr: HloInstruction) -> bool:
+    """XLA's IsReductionFromOrToContiguousDimensions: a reduce the reduction emitter takes."""
+    return instr.opcode == "reduce" and is_reduction_from_or_to_contiguous_dimensions(instr)
+
+
+def is_tiled_transpose(instr: HloInstruction) -> bool:
+    return instr.opcode == "transpose" and tiled_transpose_description(instr) is not None
+
+
+class AnalysisCache:
+    """FusionAnalysis of instructions and of producer+consumer pairs, kept until `invalidate`
+    (XLA's HloFusionAnalysisCache). Keys are the instructions themselves, never iterated."""
+
+    def __init__(self, device: DeviceDescription = H100):
+        self.device = device
+        self._single: dict[HloInstruction, FusionAnalysis] = {}
+        self._pairs: dict[tuple[HloInstruction, HloInstruction], FusionAnalysis] = {}
+        self._pairs_of: dict[HloInstruction, list[tuple[HloInstruction, HloInstruction]]] = {}
+
+    def of(self, instr: HloInstruction) -> FusionAnalysis:
+        a = self._single.get(instr)
+        if a is None:
+            a = self._single[instr] = FusionAnalysis.of_instruction(instr, self.device)
+        return a
+
+    def of_pair(self, producer: HloInstruction, consumer: HloInstruction) -> FusionAnalysis:
+        key = (producer, consumer)
+        a = self._pairs.get(key)
+        if a is None:
+            a = self._pairs[key] = FusionAnalysis.of_producer_consumer(producer, consumer, self.device)
+            self._pairs_of.setdefault(producer, []).append(key)
+            self._pairs_of.setdefault(consumer, []).append(key)
+        return a
+
+    def invalidate(self, instr: HloInstruction) -> None:
+        self._single.pop(instr, None)
+        for key in self._pairs_of.pop(instr, ()):
+            self._pairs.pop(key, None)
+
+
+# -- the rules -----------------------------------------------------------------------------------------
+def producer_is_root(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+    comp = producer.parent
+    if comp is not None and comp.root is producer:
+        return FusionDecision.forbid("producer_is_root", "not fusing into the output of the root instruction")
+    return ALLOW
+
+
+def not_fusible(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+    if not is_fusible(producer):
+        return FusionDecision.forbid("not_fusible", f"the producer ({producer.opcode}) is not fusible")
+    if not is_fusible(consumer):
+        return FusionDecision.forbid("not_fusible", f"the consumer ({consumer.opcode}) is not fusible")
+    if producer.shape.is_tuple:
+        return FusionDecision.forbid("not_fusible", "the producer is a multi-output (tuple) value")
+    return ALLOW
+
+
+def consumer_is_lone_bitcast(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+    if is_fusible_bitcast(consumer):
+        return FusionDecision.forbid("consumer_is_lone_bitcast",
+                                     "not fusing into a single bitcast as consumer")
+    return ALLOW
+
+
+def _is_input_fusible_scatter(instr: HloInstruction) -> bool:
+    if instr.opcode == "scatter":
+        return True
+    return (instr.opcode == "fusion" and fusion_kind(instr) == "kInput"
+            and instr.fused_computation().root.opcode == "scatter")
+
+
+def scatter(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+    """CanEmitInputFusedScatter: nothing fuses into a scatter's output, nor its in-place operand."""
+    if _is_input_fusible_scatter(producer):
+        return FusionDecision.forbid("scatter", "do not fuse into the output of scatter")
+    if not _is_input_fusible_scatter(consumer):
+        return ALLOW
+    if consumer.opcode == "fusion":
+        updated = consumer.fused_computation().root.operands[0]
+        if updated.opcode != "parameter":
+            return FusionDecision.forbid("scatter", "the scatter's operand is computed inside the fusion")
+        in_place = consumer.operands[updated.parameter_number]
+    else:
+        in_place = consumer.operands[0]
+    if in_place is producer:
+        return FusionDecision.forbid("scatter", "do not fuse into the in-place operand of scatter")
+    if in_place in producer.operands:
+        return FusionDecision.forbid("scatter", "the producer uses the in-place operand of a scatter")
+    return ALLOW
+
+
+def _contains_significant_reduce(instr: HloInstruction) -> bool:
+    for node in fused_instructions(instr):
+        if node.opcode == "reduce" and node.shape.is_array and node.shape.num_elements:
+            if node.operands[0].shape.num_elements // node.shape.num_elements >= SIGNIFICANT_REDUCTION_RATIO:
+                return True
+    return False
+
+
+def both_significant_reduce(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+    if _contains_significant_reduce(producer) and _contains_significant_reduce(consumer):
+        return FusionDecision.forbid("both_significant_reduce",
+                                     "both the producer and the consumer contain a reduce")
+    return ALLOW
+
+
+def reduction_becomes_loop(producer: HloInstruction, consumer: HloInstruction,
+                           cache: AnalysisCache | None = None) -> FusionDecision:
+    """A reduction fusion's epilogue must keep the reduction emitter (the fused analysis loop)."""
+    if not any(i.opcode == "reduce" for i in fused_instructions(producer)):
+        return ALLOW  # no reduce, no reduction emitter: spare the analysis
+    cache = cache or AnalysisCache()
+    if cache.of(producer).emitter_kind != "reduction":
+        return ALLOW
+    if cache.of_pair(producer, consumer).emitter_kind in ("loop", "in_place_dynamic_update_slice"):
+        return FusionDecision.forbid("reduction_becomes_loop",
+                                     "fusion into output of a reduce fusion would create a loop fusion")
+    return ALLOW
+
+
+def shared_memory_bytes(instr: HloInstruction) -> int:
+    """XLA's SharedMemoryUsage: reduction and transpose tiles of `instr` (or its fused body)."""
+    total = 0
+    for node in fused_instructions(instr):
+        if is_unnested_reduction(node):
+            total += reduction_shared_memory_bytes(node)
+        elif node.opcode == "transpose":
+            desc = tiled_transpose_description(node)
+            total += desc.shmem_usage if desc is not None else 0
+    return total
+
+
+def shared_memory(producer: HloInstruction, consumer: HloInstruction,
+                  device: DeviceDescription = H100) -> FusionDecision:
+    used = shared_memory_bytes(producer) + shared_memory_bytes(consumer)
+    if used > device.shared_memory_per_block:
+        return FusionDecision.forbid("shared_memory", f"shared memory usage would be over the budget of "
+                                                      f"{device.shared_memory_per_block}B ({used}B)")
+    return ALLOW
+
+
+def unnested_reduction_count(instr: HloInstruction) -> int:
+    return sum(1 for node in fused_instructions(instr) if is_unnested_reduction(node))
+
+
+def unnested_reductions(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+    n = unnested_reduction_count(producer) + unnested_reduction_count(consumer)
+    if n > MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION:
+        return FusionDecision.forbid("unnested_reductions",
+                                     f"over {MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION} unnested reductions "
+                                     f"in fusion ({n})")
+    return ALLOW
+
+
+def _output_count(instr: HloInstruction) -> int:
+    return len(instr.shape.tuple_shapes) if instr.shape.is_tuple else 1
+
+
+def operand_limit(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+    """The fused kernel's distinct operands plus outputs stay within ptxas' parameter budget."""
+    operands = {}
+    for op in list(consumer.operands) + list(producer.operands):
+        if op is not producer and op.opcode not in ("tuple", "get-tuple-element"):
+            operands[id(op)] = op
+    n = len(operands) + _output_count(consumer)
+    if n > MAX_OPERANDS_AND_OUTPUTS_PER_FUSION:
+        return FusionDecision.forbid("operand_limit", f"number of operands and outputs ({n}) exceeds "
+                                                      f"{MAX_OPERANDS_AND_OUTPUTS_PER_FUSION}")
+    return ALLOW
+
+
+def ir_size(instr: HloInstruction) -> int:
+    """The IR-size estimate of GpuHloCostAnalysis: one unit per computed instruction."""
+    return len(fused_instructions(instr))
+
+
+def producer_replication(producer: HloInstruction, consumer: HloInstruction) -> int:
+    """How many times the consumer's code reads the producer's value (its parameter's users)."""
+    if consumer.opcode != "fusion":
+        return 1
+    body = consumer.fused_computation()
+    return max(1, sum(len(body.parameter(i).users)
+                      for i, op in enumerate(consumer.operands) if op is producer))
+
+
+def ir_size_limit(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+    merged = ir_size(producer) * producer_replication(producer, consumer) + ir_size(consumer)
+    if merged > MAX_IR_SIZE:
+        return FusionDecision.forbid("ir_size", "the fusion would result in an overly large code duplication "
+                                                f"(IR size {merged} > {MAX_IR_SIZE})")
+    return ALLOW
+
+
+def _non_elementwise(instr: HloInstruction) -> list[HloInstruction]:
+    return [i for i in fused_instructions(instr)
+            if i.opcode not in ("fusion", "bitcast", "parameter") and not is_elementwise(i.opcode)]
+
+
+def _constant_value(instr: HloInstruction) -> int | None:
+    if instr.opcode == "constant" and instr.literal is not None and instr.shape.is_array:
+        try:
+            return int(instr.literal.reshape(-1)[0])
+        except (AttributeError, IndexError, TypeError, ValueError):
+            return None
+    return None
+
+
+def _real_operand(owner: HloInstruction, node: HloInstruction) -> HloInstruction:
+    if owner.opcode == "fusion" and node.opcode == "parameter":
+        return owner.operands[node.parameter_number]
+    return node
+
+
+def _reaches(start: HloInstruction, targets: list[HloInstruction]) -> bool:
+    wanted = {id(t) for t in targets}
+    work, seen = [start], {id(start)}
+    while work:
+        node = work.pop()
+        if id(node) in wanted:
+            return True
+        for user in node.users:
+            if id(user) not in seen:
+                seen.add(id(user))
+                work.append(user)
+    return False
+
+
+def _fusion_param_of(consumer: HloInstruction, producer: HloInstruction) -> HloInstruction:
+    return consumer.fused_computation().parameter(consumer.operands.index(producer))
+
+
+def _slice_into_dus_is_safe(producer: HloInstruction, consumer: HloInstruction,
+                            dus: HloInstruction) -> bool:
+    """No non-elementwise op of the consumer other than the DUS reads the producer's value."""
+    if consumer.opcode != "fusion":
+        return True
+    others = [i for i in fused_instructions(consumer)
+              if i is not dus and not is_elementwise(i.opcode) and i.opcode != "parameter"]
+    return not _reaches(_fusion_param_of(consumer, producer), others)
+
+
+def in_place(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+    """ShouldFuseInPlaceOp: the consumer updates a buffer in place that the producer reads."""
+    for operand_number, _index, out_index in in_place_pairs(consumer):
+        buffer = consumer.operands[operand_number]
+        if consumer.operands.count(buffer) > 1:
+            return FusionDecision.forbid("in_place", "the consumer is an in-place operation that has an "
+                                                     "additional operand with the in-place buffer's value")
+        if buffer is not producer and buffer not in producer.operands:
+            continue
+        producer_ops = _non_elementwise(producer)
+        if len(producer_ops) > 1:
+            return FusionDecision.forbid("in_place", "producer fusion has multiple non-elementwise ops")
+        if not producer_ops:
+            if consumer.opcode != "fusion" or producer not in consumer.operands:
+                return ALLOW
+            root = consumer.fused_computation().root
+            target = root.operands[out_index[0]] if root.opcode == "tuple" and out_index else root
+            others = [i for i in _non_elementwise(consumer) if i is not target]
+            if _reaches(_fusion_param_of(consumer, producer), others):
+                return FusionDecision.forbid("in_place", "non-elementwise ops in the consumer lead to an "
+                                                         "in-place conflict after fusion")
+            return ALLOW
+        dus_ops = [i for i in fused_instructions(consumer) if i.opcode == "dynamic-update-slice"]
+        if not dus_ops:
+            return ALLOW
+        if len(dus_ops) > 1:
+            return FusionDecision.forbid("in_place", "multiple dynamic-update-slice ops")
+        dus, op = dus_ops[0], producer_ops[0]
+        starts = [_real_operand(consumer, s) for s in dus.operands[2:]]
+        if op.opcode == "slice":
+            if op.shape != dus.operands[1].shape:
+                return FusionDecision.forbid("in_place", "slice shape differs from the update of the DUS")
+            slice_starts = [lo for lo, _hi, _st in op.attrs["slice"].dims]
+            strides = [st for _lo, _hi, st in op.attrs["slice"].dims]
+            if any(_constant_value(s) != lo or st != 1 for s, lo, st in zip(starts, slice_starts, strides)):
+                return FusionDecision.forbid("in_place", "DUS and slice index mismatch")
+        elif op.opcode == "dynamic-slice":
+            if op.shape != dus.operands[1].shape:
+                return FusionDecision.forbid("in_place",
+                                             "dynamic-slice shape differs from the update of the DUS")
+            for ds_start, dus_start in zip(op.operands[1:], starts):
+                a, b = _real_operand(producer, ds_start), dus_start
+                ca, cb = _constant_value(a), _constant_value(b)
+                if ca != cb or (ca is None and a is not b):
+                    return FusionDecision.forbid("in_place", "DUS and dynamic-slice index mismatch")
+        else:
+            return FusionDecision.forbid("in_place", f"unrecognized in-place update with a {op.opcode} "
+                                                     "producer reading the in-place buffer")
+        if not _slice_into_dus_is_safe(producer, consumer, dus):
+            return FusionDecision.forbid("in_place", "fusing the slice into the DUS would also fuse another "
+                                                     "non-elementwise op reading the DUS buffer")
+        return ALLOW
+    return ALLOW
+
+
+RULES = (producer_is_root, not_fusible, consumer_is_lone_bitcast, scatter, both_significant_reduce,
+         reduction_becomes_loop, shared_memory, unnested_reductions, operand_limit, ir_size_limit, in_place)
+
+
+def can_fuse(producer: HloInstruction, consumer: HloInstruction, device: DeviceDescription = H100,
+             cache: AnalysisCache | None = None) -> FusionDecision:
+    """Every rule in XLA's order; the first that forbids decides. `cache` keeps fusion analyses
+    between calls (priority fusion passes its own)."""
+    for rule in RULES:
+        if rule is shared_memory:
+            decision = rule(producer, consumer, device)
+        elif rule is reduction_becomes_loop:
+            decision = rule(producer, consumer, cache or AnalysisCache(device))
+        else:
+            decision = rule(producer, consumer)
+        if not decision:
+            return decision
+    return ALLOW

@@ -1,0 +1,520 @@
+"""Multi-output fusion on the GPU: which fusions may share one kernel as several outputs, and the
+edits that build such fusions (XLA's multi-output rules of `gpu_fusible.cc`, the checks of
+`multi_output_fusion.cc`, and `HloFusionInstruction::FuseInstructionIntoMultiOutput` /
+`MergeFusionInstructionIntoMultiOutput`; xla-facts.md section d).
+
+The `multi_output_fusion` pass (`hlo_opt.passes.multi_output_fusion`) runs after priority fusion
+and asks two questions, each answered by a `FusionDecision` (truthy, or the rule and a one-line
+reason):
+
+- sibling fusion: may two users of one operand become one kernel that reads the operand once?
+  (`is_sibling_fusion_candidate`, `can_fuse_siblings`)
+- producer-consumer fusion: may a producer with several users be computed inside one consumer
+  and written out from there as an extra output, instead of running as a kernel of its own?
+  (`is_producer_multi_output_fusible`, `producer_candidate_is_fusible`)
+
+    %a = f32[8] fusion(%p), kind=kLoop, calls=%fa        %m = (f32[8], f32[]) fusion(%p), ...
+    %b = f32[] fusion(%p), kind=kInput, calls=%fb   =>   %a = f32[8] get-tuple-element(%m), index=0
+                                                         %b = f32[] get-tuple-element(%m), index=1
+
+The rules, in XLA's order (names are the `rule` of the decision):
+
+| rule                     | XLA                                                                |
+|--------------------------|--------------------------------------------------------------------|
+| not_mof_root             | IsFusibleAsMultiOutputFusionRoot (reduce/transpose input, loop,    |
+|                          | elementwise; never custom fusions)                                 |
+| producer_not_mof_fusible | IsProducerMultiOutputFusible: multi-output, in-place (DUS, scatter |
+|                          | ...), not loop-fusible, physically transposing producers           |
+| heroes                   | FusionHeroesAreCompatible: reductions of one kind and shape,       |
+|                          | equivalent tiled transposes, no transpose with a reduction         |
+| loop_shapes              | ShapesCompatibleForMultiOutputFusion: one loop shape (reshape or   |
+|                          | transpose bitcasts of each other)                                  |
+| cycle                    | OperandReachableFromProducer / siblings connected                  |
+| column_reduction         | a column reduction and an elementwise sibling read the operand in  |
+|                          | conflicting orders (XLA at HEAD; off by default, see below)        |
+| non_overlapping_slices   | ParameterSlicesAreNonOverlapping (operands >= 1 KiB)               |
+| multiple_dus             | LegalToFuse: a dynamic-update-slice root on either side            |
+| shared_memory,           | FusionFitsInBudget: 48 KiB shared memory, 8 unnested reductions,   |
+| unnested_reductions,     | 96 operands + outputs (counting both outputs: the producer stays  |
+| operand_limit            | an output)                                                         |
+| ir_size                  | ProducerConsumerMergedTooLarge                                     |
+| slower                   | the performance model says the fused kernel is slower              |
+
+The column_reduction rule is XLA's newest (multi_output_fusion.cc at HEAD); the XLA that
+`bench/fusion_vs_xla.py` compares against (jaxlib 0.10.2) does not have it and sibling-fuses a
+column reduction with elementwise users of its operand (e.g. the three users of the gradient in a
+batch-norm backward: one kernel fewer). The pass follows the XLA it is measured against by
+default; `multi_output_fusion(column_reduction_rule=True)` gives HEAD's behaviour.
+
+Hero queries come from `hlo_common.gpu.ir_emission_utils` (cached per fusion by `HeroCache`), budgets
+and IR sizes from `hlo_opt.fusion.gpu_fusible`. The edits that build multi-output fusions, and the
+reachability the cycle checks ask, are in `hlo_opt.fusion.multi_output_editing`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hlo_common.analysis.sharing import in_place_pairs
+from hlo_common.gpu.device import H100, DeviceDescription
+from hlo_common.gpu.ir_emission_utils import (
+    find_non_trivial_hero, fusion_roots, is_intermediate, is_reshape_or_transpose_bitcast, reshape_is_bitcast,
+    tiled_transpose_description, transpose_is_bitcast,
+)
+from hlo_common.gpu.reduction_utils import (
+    is_real_reduction_hero, is_reduction_from_or_to_contiguous_dimensions, reduction_dimensions,
+)
+from hlo_opt.fusion.gpu_fusible import (
+    ALLOW,
+    MAX_IR_SIZE,
+    MAX_OPERANDS_AND_OUTPUTS_PER_FUSION,
+    MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION,
+    FusionDecision,
+    ir_size,
+    is_fusible,
+    producer_replication,
+    shared_memory_bytes,
+    unnested_reduction_count,
+)
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.opcodes import is_elementwise
+from hlo_common.hlo.shape import Shape
+
+if TYPE_CHECKING:
+    from hlo_opt.fusion.multi_output_editing import Reachability
+
+SMALL_SLICED_OPERAND_BYTES = 1024  # ParameterSlicesAreNonOverlapping: smaller operands always allowed
+
+_LOOP_FUSIBLE = frozenset({"broadcast", "concatenate", "dynamic-slice", "dynamic-update-slice", "gather",
+                           "pad", "reduce-window", "reshape", "reverse", "slice", "transpose"})
+
+
+def _forbid(rule: str, reason: str) -> FusionDecision:
+    return FusionDecision.forbid(rule, reason)
+
+
+# -- instruction queries ----------------------------------------------------------------------------
+def is_multi_output_fusion(instr: HloInstruction) -> bool:
+    """A fusion whose root is a tuple (XLA's IsMultiOutputFusion)."""
+    return instr.opcode == "fusion" and instr.fused_computation().root.opcode == "tuple"
+
+
+def _kind(instr: HloInstruction) -> str | None:
+    return instr.attrs.get("kind") if instr.opcode == "fusion" else None
+
+
+def is_custom_fusion(instr: HloInstruction) -> bool:
+    return _kind(instr) == "kCustom"
+
+
+def _root(fusion: HloInstruction) -> HloInstruction:
+    return fusion.fused_computation().root
+
+
+def is_effective_scalar(shape: Shape) -> bool:
+    return shape.is_array and all(d == 1 for d in shape.dims)
+
+
+class HeroCache:
+    """(root, hero) pairs of fusions, computed once per fusion until `invalidate` (XLA's
+    FusionInfoCache role): the pass asks about the same fusions for every operand they share."""
+
+    def __init__(self):
+        self._heroes: dict[int, tuple[HloInstruction, list]] = {}  # the fusion kept alive with them
+
+    def heroes(self, fusion: HloInstruction) -> list[tuple[HloInstruction, HloInstruction]]:
+        entry = self._heroes.get(id(fusion))
+        if entry is None:
+            entry = self._heroes[id(fusion)] = (fusion, _compute_heroes(fusion))
+        return entry[1]
+
+    def invalidate(self, instr: HloInstruction) -> None:
+        self._heroes.pop(id(instr), None)
+
+
+def _compute_heroes(fusion: HloInstruction) -> list[tuple[HloInstruction, HloInstruction]]:
+    return [(root, find_non_trivial_hero(root)) for root in fusion_roots(fusion)]
+
+
+def _heroes(fusion: HloInstruction, cache: HeroCache | None) -> list[tuple[HloInstruction, HloInstruction]]:
+    return cache.heroes(fusion) if cache is not None else _compute_heroes(fusion)
+
+
+def is_input_fusible_reduction(instr: HloInstruction, cache: HeroCache | None = None) -> bool:
+    """A reduce the reduction emitter takes, or a fusion with such a hero (IsInputFusibleReduction)."""
+    if instr.opcode == "fusion":
+        return any(is_real_reduction_hero(root, hero) for root, hero in _heroes(instr, cache))
+    return is_reduction_from_or_to_contiguous_dimensions(instr)
+
+
+def is_input_fusible_transpose(instr: HloInstruction, cache: HeroCache | None = None) -> bool:
+    if instr.opcode == "bitcast" or is_custom_fusion(instr):
+        return False
+    if instr.opcode == "fusion":
+        return any(tiled_transpose_description(hero) is not None for _, hero in _heroes(instr, cache))
+    return tiled_transpose_description(instr) is not None
+
+
+def is_input_fusible_scatter(instr: HloInstruction) -> bool:
+    return instr.opcode == "scatter" or (_kind(instr) == "kInput" and _root(instr).opcode == "scatter")
+
+
+def is_input_fusible(instr: HloInstruction, cache: HeroCache | None = None) -> bool:
+    return is_fusible(instr) and (is_input_fusible_reduction(instr, cache) or is_input_fusible_scatter(instr)
+                                  or is_input_fusible_transpose(instr, cache))
+
+
+def is_universally_loop_fusible(instr: HloInstruction) -> bool:
+    op = instr.opcode
+    if is_elementwise(op) and instr.operands and op != "copy":
+        return True
+    if op == "copy":
+        return tiled_transpose_description(instr) is None
+    if op == "fusion":
+        return _kind(instr) == "kLoop"
+    if op == "bitcast":
+        a, b = instr.shape, instr.operands[0].shape
+        return a.is_array and b.is_array and a.element_type.bits == b.element_type.bits
+    return op in _LOOP_FUSIBLE
+
+
+def is_loop_fusible_as_producer(instr: HloInstruction) -> bool:
+    if not is_fusible(instr):
+        return False
+    if instr.opcode in ("iota", "constant"):
+        return True
+    if instr.opcode == "reduce":
+        return not instr.shape.is_tuple
+    return is_universally_loop_fusible(instr)
+
+
+def is_physically_transposing(instr: HloInstruction) -> bool:
+    """A copy, or a transpose that moves data (XLA's IsPhysicallyTransposing), or a fusion with one."""
+    if instr.opcode == "fusion":
+        return any(is_physically_transposing(i) for i in instr.fused_computation().instructions)
+    if instr.opcode == "copy":
+        return True
+    return instr.opcode == "transpose" and not transpose_is_bitcast(
+        instr.operands[0].shape, instr.shape, instr.attrs["dimensions"])
+
+
+def is_nestable_variadic_reduction(instr: HloInstruction) -> bool:
+    if not instr.shape.is_tuple:
+        return False
+    if instr.opcode == "reduce":
+        return not is_reduction_from_or_to_contiguous_dimensions(instr)
+    return _kind(instr) == "kLoop" and _root(instr).opcode == "reduce"
+
+
+def is_fusible_as_multi_output_fusion_root(instr: HloInstruction, cache: HeroCache | None = None) -> bool:
+    """Reductions, tiled transposes, loop fusions and elementwise ops may root a multi-output
+    fusion; scatters and custom fusions may not."""
+    return (is_fusible(instr) and not is_custom_fusion(instr)
+            and (is_input_fusible_reduction(instr, cache) or is_input_fusible_transpose(instr, cache)
+                 or _kind(instr) == "kLoop" or is_elementwise(instr.opcode)))
+
+
+def choose_fusion_kind(producer: HloInstruction, consumer: HloInstruction,
+                       cache: HeroCache | None = None) -> str:
+    """kInput when either side needs an input emitter (reduction, transpose, scatter), else kLoop."""
+    return "kInput" if is_input_fusible(consumer, cache) or is_input_fusible(producer, cache) else "kLoop"
+
+
+def get_real_hero_for_multi_output_fusion(instr: HloInstruction,
+                                          cache: HeroCache | None = None) -> HloInstruction:
+    """The op whose shape constrains a multi-output fusion: a real reduction or tiled transpose
+    hero of a root when there is one, else the root (the first output of a multi-output one)."""
+    if instr.opcode != "fusion":
+        return instr
+    heroes = _heroes(instr, cache)  # the root, or the root tuple's operands, with their heroes
+    for node, hero in heroes:
+        if is_real_reduction_hero(node, hero) or tiled_transpose_description(hero) is not None:
+            return hero
+    return heroes[0][0]
+
+
+def is_column_reduction_hero(hero: HloInstruction) -> bool:
+    return (is_reduction_from_or_to_contiguous_dimensions(hero)
+            and not reduction_dimensions(hero).is_row)
+
+
+def _as_fusion(instr: HloInstruction) -> HloInstruction | None:
+    return instr if instr.opcode == "fusion" else None
+
+
+def _path_of_intermediates(param: HloInstruction) -> bool:
+    """From `param` to the root through single-user intermediate ops only."""
+    if len(param.users) != 1:
+        return False
+    node = param.users[0]
+    while node.users:
+        if not is_intermediate(node) or len(node.users) > 1:
+            return False
+        node = node.users[0]
+    return True
+
+
+def fusion_heroes_are_compatible(hero1: HloInstruction, hero2: HloInstruction,
+                                 fusion1: HloInstruction | None = None,
+                                 fusion2: HloInstruction | None = None) -> FusionDecision:
+    """The heroes (of the fusions `fusion1` / `fusion2` when they are fused) can share a kernel."""
+    reduce1 = is_reduction_from_or_to_contiguous_dimensions(hero1)
+    reduce2 = is_reduction_from_or_to_contiguous_dimensions(hero2)
+    tr1 = tiled_transpose_description(hero1)
+    tr2 = tiled_transpose_description(hero2)
+    nested1 = hero1.opcode == "transpose" and tr1 is None
+    nested2 = hero2.opcode == "transpose" and tr2 is None
+    if reduce1 and reduce2 and reduction_dimensions(hero1) != reduction_dimensions(hero2):
+        return _forbid("heroes", "tiled reductions with different shapes")
+    if tr1 is not None and tr2 is not None and not tr1.equivalent(tr2):
+        return _forbid("heroes", "tiled transposes with different shapes")
+    if ((tr1 is not None or reduce1) and nested2) or (nested1 and (tr2 is not None or reduce2)):
+        return _forbid("heroes", "multi-output fusion of a nested transpose with an unnested hero op")
+    if (tr1 is not None and reduce2) or (reduce1 and tr2 is not None):
+        return _forbid("heroes", "multi-output fusion of a transpose and a reduction")
+    if tr1 is not None or tr2 is not None:
+        if fusion1 is not None and fusion2 is not None:
+            for tr, producer, consumer in ((tr1, fusion1, fusion2), (tr2, fusion2, fusion1)):
+                if tr is None or producer not in consumer.operands:
+                    continue
+                param = consumer.fused_computation().parameter(consumer.operands.index(producer))
+                if not _path_of_intermediates(param):
+                    return _forbid("heroes", "tiled transpose would become untiled")
+                break
+    return ALLOW
+
+
+def _loop_shape(hero: HloInstruction) -> Shape:
+    """The shape a multi-output kernel loops over for this hero: a reduction's or tiled
+    transpose's input, else the hero's own shape. (XLA looks for the hero of `hero` inside a
+    fusion again; a real hero is its own hero, and a root without one has no tiled transpose.)"""
+    if is_reduction_from_or_to_contiguous_dimensions(hero) or tiled_transpose_description(hero) is not None:
+        return hero.operands[0].shape
+    return hero.shape
+
+
+def shapes_compatible_for_multi_output_fusion(instr1: HloInstruction, instr2: HloInstruction,
+                                              cache: HeroCache | None = None) -> FusionDecision:
+    """One kernel loops over one shape: the heroes agree and their loop shapes are equal up to
+    element type, or bitcasts of each other."""
+    hero1 = get_real_hero_for_multi_output_fusion(instr1, cache)
+    hero2 = get_real_hero_for_multi_output_fusion(instr2, cache)
+    decision = fusion_heroes_are_compatible(hero1, hero2, _as_fusion(instr1), _as_fusion(instr2))
+    if not decision:
+        return decision
+    l1, l2 = _loop_shape(hero1), _loop_shape(hero2)
+    if not _equal_ignoring_element_type(l1, l2) and (
+            l1.is_tuple or l2.is_tuple or not _reshape_or_transpose_bitcast(l1, l2)):
+        return _forbid("loop_shapes", "different loop shapes")
+    return ALLOW
+
+
+def _reshape_or_transpose_bitcast(a: Shape, b: Shape) -> bool:
+    """ShapeUtil::IsReshapeOrTransposeBitcast ignoring element types: a bitcast reshape, or the
+    same elements in the same physical order."""
+    return reshape_is_bitcast(a, b) or is_reshape_or_transpose_bitcast(a, b)
+
+
+def _equal_ignoring_element_type(a: Shape, b: Shape) -> bool:
+    if a.is_tuple or b.is_tuple:
+        return (a.is_tuple and b.is_tuple and len(a.tuple_shapes) == len(b.tuple_shapes)
+                and all(_equal_ignoring_element_type(x, y) for x, y in zip(a.tuple_shapes, b.tuple_shapes)))
+    return a.dims == b.dims and a.minor_to_major == b.minor_to_major
+
+
+def is_producer_multi_output_fusible(producer: HloInstruction) -> FusionDecision:
+    if is_multi_output_fusion(producer):
+        return _forbid("producer_not_mof_fusible", "producer is a multi-output fusion")
+    if in_place_pairs(producer):
+        return _forbid("producer_not_mof_fusible", "in-place operations are present")
+    if not is_loop_fusible_as_producer(producer):
+        return _forbid("producer_not_mof_fusible", "producer is not loop-fusible")
+    if is_physically_transposing(producer):
+        return _forbid("producer_not_mof_fusible", "producer is physically transposing")
+    return ALLOW
+
+
+def _output_buffers(instr: HloInstruction) -> int:
+    """ShapeUtil::SubshapeCount: every node of the shape tree (a tuple counts itself)."""
+    shape = instr.shape
+    if not shape.is_tuple:
+        return 1
+    return 1 + sum(_subshapes(s) for s in shape.tuple_shapes)
+
+
+def _subshapes(shape: Shape) -> int:
+    return 1 + sum(_subshapes(s) for s in shape.tuple_shapes) if shape.is_tuple else 1
+
+
+def fusion_fits_in_budget(instr1: HloInstruction, instr2: HloInstruction, device: DeviceDescription = H100,
+                          is_consumer_producer_fusion: bool = False) -> FusionDecision:
+    """XLA's FusionFitsInBudget for a multi-output fusion of `instr1` and `instr2`: shared memory,
+    unnested reductions, and operands plus the outputs of both (both stay outputs)."""
+    used = shared_memory_bytes(instr1) + shared_memory_bytes(instr2)
+    if used > device.shared_memory_per_block:
+        return _forbid("shared_memory", f"shared memory usage would be over the budget of "
+                                        f"{device.shared_memory_per_block}B ({used}B)")
+    n = unnested_reduction_count(instr1) + unnested_reduction_count(instr2)
+    if n > MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION:
+        return _forbid("unnested_reductions", f"over {MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION} "
+                                              f"unnested reductions in fusion ({n})")
+    outputs = _output_buffers(instr1) + _output_buffers(instr2)
+    if len(instr1.operands) + len(instr2.operands) - 1 + outputs <= MAX_OPERANDS_AND_OUTPUTS_PER_FUSION:
+        return ALLOW
+    operands = {id(o): o for o in list(instr1.operands) + list(instr2.operands)}
+    operands.pop(id(instr1), None)
+    operands.pop(id(instr2), None)
+    if is_consumer_producer_fusion and len(operands) <= len(instr1.operands):
+        return ALLOW
+    if len(operands) + outputs > MAX_OPERANDS_AND_OUTPUTS_PER_FUSION:
+        return _forbid("operand_limit", f"number of operands and output buffers ({len(operands) + outputs}) "
+                                        f"is larger than allowed budget per fusion "
+                                        f"({MAX_OPERANDS_AND_OUTPUTS_PER_FUSION})")
+    return ALLOW
+
+
+def producer_consumer_merged_too_large(producer: HloInstruction, consumer: HloInstruction) -> bool:
+    """The IR-size estimate of the producer inside the consumer (read as often as the consumer
+    reads it) plus the consumer's own is over the limit (ProducerConsumerMergedTooLarge)."""
+    return ir_size(producer) * producer_replication(producer, consumer) + ir_size(consumer) > MAX_IR_SIZE
+
+
+def _unique_slice(parent: HloInstruction, instr: HloInstruction):
+    """The one slice through which `instr` reads `parent` (FindUniqueSlice), or None."""
+    if instr.opcode == "slice":
+        return instr
+    if instr.opcode != "fusion":
+        return None
+    body = instr.fused_computation()
+    result = None
+    for i, op in enumerate(instr.operands):
+        if op is not parent:
+            continue
+        if result is not None:
+            return None
+        param = body.parameter(i)
+        if len(param.users) != 1:
+            return None
+        result = _unique_slice(param, param.users[0])
+        if result is None:
+            return None
+    return result
+
+
+def parameter_slices_are_non_overlapping(instr1: HloInstruction, instr2: HloInstruction,
+                                         parent: HloInstruction) -> FusionDecision:
+    """Two siblings that read disjoint slices of a big common operand share nothing worth a
+    multi-output kernel."""
+    if parent.shape.is_tuple or parent.shape.byte_size() < SMALL_SLICED_OPERAND_BYTES:
+        return ALLOW
+    s1, s2 = _unique_slice(parent, instr1), _unique_slice(parent, instr2)
+    if s1 is None or s2 is None:
+        return ALLOW
+    for (lo1, hi1, _), (lo2, hi2, _) in zip(s1.attrs["slice"].dims, s2.attrs["slice"].dims):
+        if not (lo1 < hi2 and lo2 < hi1):
+            return _forbid("non_overlapping_slices", "slices are non-overlapping")
+    return ALLOW
+
+
+def legal_to_fuse(instr1: HloInstruction, instr2: HloInstruction,
+                  device: DeviceDescription = H100) -> FusionDecision:
+    """The in-place DUS emitter takes one DUS root only; then the budget."""
+    if _root(instr1).opcode == "dynamic-update-slice" or (
+            instr2.opcode == "fusion" and _root(instr2).opcode == "dynamic-update-slice"):
+        return _forbid("multiple_dus", "can't fuse multiple DUSs")
+    return fusion_fits_in_budget(instr1, instr2, device, False)
+
+
+def fusion_priority(instr: HloInstruction) -> int:
+    """Multi-output fusions first, then fusions, then plain ops (keeps fusion opportunities)."""
+    if is_multi_output_fusion(instr):
+        return 2
+    return 1 if instr.opcode == "fusion" else 0
+
+
+def operand_reachable_from_producer(producer: HloInstruction, consumer: HloInstruction,
+                                    reach: Reachability) -> FusionDecision:
+    for operand in consumer.operands:
+        if operand is not producer and reach.is_reachable(producer, operand):
+            return _forbid("cycle", f"{producer.name} would introduce a cycle when fused")
+    return ALLOW
+
+
+# -- the two questions of the pass --------------------------------------------------------------------
+def is_sibling_fusion_candidate(instr: HloInstruction, cache: HeroCache | None = None) -> bool:
+    if not instr.users or not is_fusible_as_multi_output_fusion_root(instr, cache):
+        return False
+    if is_nestable_variadic_reduction(instr):
+        return False
+    if is_multi_output_fusion(instr):
+        # Its body is taken apart and fused op by op: tuple-shaped ops inside (variadic reduces)
+        # would need tuple-shaped fusion producers, which fusion_utils does not build.
+        body = instr.fused_computation()
+        if any(i.shape.is_tuple for i in body.instructions if i is not body.root):
+            return False
+        return all(u.opcode == "get-tuple-element" for u in instr.users)
+    # Tuple-shaped outputs that are not a root tuple (variadic reduces) would become nested
+    # tuples inside the multi-output fusion, which hlo-codegen does not emit: left alone.
+    return not instr.shape.is_tuple
+
+
+def can_fuse_siblings(sibling1: HloInstruction, sibling2: HloInstruction, common: HloInstruction,
+                      reach: Reachability, device: DeviceDescription = H100,
+                      cache: HeroCache | None = None, column_rule: bool = False) -> FusionDecision:
+    """`column_rule`: refuse a column reduction with an elementwise sibling (XLA at HEAD)."""
+    if reach.is_connected(sibling1, sibling2):
+        return _forbid("cycle", f"{sibling1.name} and {sibling2.name} are connected")
+    decision = shapes_compatible_for_multi_output_fusion(sibling1, sibling2, cache)
+    if not decision:
+        return decision
+    if column_rule and _column_reduction_with_elementwise(sibling1, sibling2, cache):
+        return _forbid("column_reduction",
+                       "sibling multi-output fusion of a column reduction with an element-wise root")
+    decision = parameter_slices_are_non_overlapping(sibling1, sibling2, common)
+    if not decision:
+        return decision
+    return legal_to_fuse(sibling1, sibling2, device)
+
+
+def _column_reduction_with_elementwise(sibling1: HloInstruction, sibling2: HloInstruction,
+                                       cache: HeroCache | None) -> bool:
+    hero1 = get_real_hero_for_multi_output_fusion(sibling1, cache)
+    hero2 = get_real_hero_for_multi_output_fusion(sibling2, cache)
+
+    def plain(hero: HloInstruction) -> bool:
+        return (not is_reduction_from_or_to_contiguous_dimensions(hero)
+                and tiled_transpose_description(hero) is None and hero.opcode != "transpose")
+
+    return ((is_column_reduction_hero(hero1) and plain(hero2))
+            or (is_column_reduction_hero(hero2) and plain(hero1)))
+
+
+def producer_candidate_is_fusible(producer: HloInstruction, consumer: HloInstruction, reach: Reachability,
+                                  device: DeviceDescription = H100, model=None,
+                                  cache: HeroCache | None = None) -> FusionDecision:
+    """May `producer` be computed inside `consumer` and written out from there? `model` is a
+    GpuPerformanceModel (None: no cost check)."""
+    if not is_fusible_as_multi_output_fusion_root(consumer, cache):
+        return _forbid("not_mof_root", "consumer not eligible as multi-output fusion root")
+    if consumer.shape.is_tuple and not is_multi_output_fusion(consumer):
+        return _forbid("not_mof_root", "consumer has a tuple-shaped output that is not a root tuple")
+    if consumer.shape.is_tuple and any(u.opcode != "get-tuple-element" for u in consumer.users):
+        # one more output would change the tuple that user reads whole
+        return _forbid("not_mof_root", "a user of the multi-output consumer reads its whole tuple")
+    decision = shapes_compatible_for_multi_output_fusion(consumer, producer, cache)
+    if not decision:
+        return decision
+    decision = operand_reachable_from_producer(producer, consumer, reach)
+    if not decision:
+        return decision
+    decision = fusion_fits_in_budget(producer, consumer, device, False)
+    if not decision:
+        return decision
+    if producer_consumer_merged_too_large(producer, consumer):
+        return _forbid("ir_size", "will generate too large IR")
+    if model is not None:
+        t = model.estimate_run_times_for_multi_output_fusion(producer, consumer)
+        if t.time_fused > t.time_unfused:
+            return _forbid("slower", f"will execute slower if fused ({t.time_fused * 1e6:.3f} us > "
+                                     f"{t.time_unfused * 1e6:.3f} us)")
+    return ALLOW
