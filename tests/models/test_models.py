@@ -11,6 +11,8 @@ checks, in one test per module so that they share its interpreter run and hlo-op
   stage as the tools do it, against the interpreter running the module as written (not the
   manifest's rewritten HLO, so a wrong rewrite that the interpreter would share is caught too),
   with hlo-run's bounds (1e-3, 2e-2 for 16-bit floats);
+- `kernels`: `hlo-run --platform host --find-first-mismatch` on that manifest: every thunk's output
+  matches the interpreter's on the operands it was given (what the final results may hide);
 - `cuda`: `hlo-opt | hlo-codegen --target cuda`, whose PTX nvJitLink links for sm_90.
 
 A result leaf outside the bounds is judged as design/testing.md says for ill-conditioned modules
@@ -40,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MODULES = ROOT / "testdata" / "models"
 EXPECTED = Path(__file__).with_name("expected_failures.txt")
 SEED = 0
-CHECKS = ("interpreter", "host", "cuda")
+CHECKS = ("interpreter", "host", "kernels", "cuda")
 # The interpreter tier's settings for XLA:CPU: the same HLO pipeline and numerics with less time in
 # LLVM, and one Eigen thread so that its dots sum in the same order on every machine.
 XLA_DEBUG_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_multi_thread_eigen": False}
@@ -187,6 +189,7 @@ def optimized_text(name: str) -> str:
     return print_module(module)
 
 
+@functools.lru_cache(maxsize=None)
 def compiled(name: str, target: str) -> bytes:
     """What `hlo-codegen --target T` writes for hlo-opt's output (for cuda: PTX linked by nvJitLink)."""
     from hlo_codegen.compiler import CompileOptions, compile_module
@@ -210,12 +213,33 @@ def check_host(name: str) -> Outcome:
     return judge(name, "host", run_host(name, compiled(name, "host")), interpreted(name))
 
 
+def check_kernels(name: str) -> Outcome:
+    """The bisector on the host manifest finds no thunk off the interpreter on its own inputs. Its
+    final comparison is the host check's (hlo-run's bounds, where an ill-conditioned module's
+    rounding drift may end past them: the bisector says so, and the host check judges it)."""
+    import tempfile
+
+    from click.testing import CliRunner
+
+    from hlo_run.cli import cli
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{name}.json"
+        path.write_bytes(compiled(name, "host"))
+        run = CliRunner().invoke(cli, ["--platform", "host", "--find-first-mismatch", "--mismatch-dir",
+                                       str(Path(tmp) / "mismatch"), str(path)])
+    if run.exit_code == 0 or run.stderr.rstrip().endswith("rounding drift"):
+        return Outcome(True)
+    return Outcome(False, " ".join((run.stdout.splitlines()[:1] + run.stderr.strip().splitlines()[-1:])))
+
+
 def check_cuda(name: str) -> Outcome:
     compiled(name, "cuda")
     return Outcome(True)
 
 
-CHECK_FUNCTIONS = {"interpreter": check_interpreter, "host": check_host, "cuda": check_cuda}
+CHECK_FUNCTIONS = {"interpreter": check_interpreter, "host": check_host, "kernels": check_kernels,
+                   "cuda": check_cuda}
 
 
 def outcome_of(name: str, check: str) -> Outcome:
@@ -299,10 +323,11 @@ def report_row(name: str) -> dict:
     timed("interp", lambda: interpreted(name))
     timed("xla", lambda: xla_cpu(name, False))
     row["interpreter"] = outcome_of(name, "interpreter")
-    row["kernels"] = timed("opt", lambda: kernel_stats(parse_module(optimized_text(name))).count)
+    row["launches"] = timed("opt", lambda: kernel_stats(parse_module(optimized_text(name))).count)
     host = timed("codegen_host", lambda: compiled(name, "host"))
     timed("run_host", lambda: run_host(name, host))
     row["host"] = outcome_of(name, "host")
+    row["kernels"] = timed("bisect", lambda: outcome_of(name, "kernels"))
     timed("codegen_cuda", lambda: compiled(name, "cuda"))
     row["cuda"] = outcome_of(name, "cuda")
     row["times"] = times
@@ -316,25 +341,26 @@ def _verdict(outcome: Outcome) -> str:
 REPORT_NOTE = """
 instrs: instructions of the module as jax wrote it (all computations). kernels: launches of hlo-opt's
 output (kernel_stats; a loop body's once). ok f64: a result outside the bounds, judged by its
-distance to a float64 evaluation. Seconds, one process: the interpreter; XLA:CPU compile and run;
-hlo-opt; hlo-codegen --target host (LLVM IR); the host run (LLVM JIT and run); hlo-codegen
---target cuda (PTX, nvJitLink)."""
+distance to a float64 evaluation. by kernel: hlo-run --find-first-mismatch finds no thunk off the
+interpreter on its own inputs. Seconds, one process: the interpreter; XLA:CPU compile and run;
+hlo-opt; hlo-codegen --target host (LLVM IR); the host run (LLVM JIT and run); the bisector;
+hlo-codegen --target cuda (PTX, nvJitLink)."""
 
 
 def print_report(names: list[str]) -> None:
     head = (f"{'module':26} {'instrs':>6} {'kernels':>7}  {'interp vs XLA:CPU':17} {'interp s':>8} "
-            f"{'XLA s':>6}  {'host pipe':9} {'opt s':>5} {'host s':>6} {'run s':>5}  "
-            f"{'cuda PTX':8} {'cuda s':>6}")
+            f"{'XLA s':>6}  {'host pipe':9} {'opt s':>5} {'host s':>6} {'run s':>5}  {'by kernel':9} "
+            f"{'s':>4}  {'cuda PTX':8} {'cuda s':>6}")
     print(head)
     print("-" * len(head))
     failures = []
     for name in names:
         r = report_row(name)
         t = r["times"]
-        print(f"{name:26} {r['instrs']:6d} {r['kernels']:7d}  {_verdict(r['interpreter']):17} "
+        print(f"{name:26} {r['instrs']:6d} {r['launches']:7d}  {_verdict(r['interpreter']):17} "
               f"{t['interp']:8.2f} {t['xla']:6.2f}  {_verdict(r['host']):9} {t['opt']:5.2f} "
-              f"{t['codegen_host']:6.2f} {t['run_host']:5.2f}  {_verdict(r['cuda']):8} "
-              f"{t['codegen_cuda']:6.2f}", flush=True)
+              f"{t['codegen_host']:6.2f} {t['run_host']:5.2f}  {_verdict(r['kernels']):9} "
+              f"{t['bisect']:4.1f}  {_verdict(r['cuda']):8} {t['codegen_cuda']:6.2f}", flush=True)
         failures += [f"{name} {c}: {r[c].reason}" for c in CHECKS if not r[c].ok]
     print(REPORT_NOTE)
     for line in failures:
