@@ -10,7 +10,7 @@ JOBS ?= auto
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,ptx]'
+	$(PY) -m pip install -q -e '.[test,ptx,models]'
 	touch $(STAMP)
 
 demo: $(STAMP)

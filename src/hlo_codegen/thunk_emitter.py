@@ -226,7 +226,7 @@ class ThunkEmitter:
         thunks: list[Thunk] = []
         for ck in compiled:
             k = ck.kernel
-            kargs = tuple(KernelArgument(args[i].slice, args[i].shape, args[i].written)
+            kargs = tuple(KernelArgument(args[i].slice, args[i].shape, args[i].written, args[i].outputs)
                           for i in ck.arg_indices)
             thunks.append(KernelThunk(instr.name, k.name, kargs, k.grid, k.block, k.shared_bytes))
         return thunks

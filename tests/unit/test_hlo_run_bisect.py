@@ -319,6 +319,99 @@ def test_a_difference_the_final_results_do_not_show_is_listed_and_passes(tmp_pat
                      result.stdout)
 
 
+# A multi-output fusion whose outputs 0 and 2 reuse the buffers of its operands 0 and 1 (they die
+# there): the kernel gets one parameter per distinct slice, so those outputs are passed as the
+# operands, under the operands' shape, and only output 1 (reshaped) as a parameter of its own. A
+# Llama block's backward (nnx_llama_bf16_grad of testdata/models) has such a fusion.
+IN_PLACE_OUTPUTS = """HloModule in_place_outputs, is_scheduled=true
+fused_exp {
+  p = f32[64,128]{1,0} parameter(0)
+  ROOT e = f32[64,128]{1,0} exponential(p)
+}
+fused_three {
+  p0 = f32[64,128]{1,0} parameter(0)
+  p1 = f32[64,128]{1,0} parameter(1)
+  p2 = f32[64,128]{1,0} parameter(2)
+  a = f32[64,128]{1,0} negate(p0)
+  ab = f32[2,32,128]{2,1,0} bitcast(a)
+  m = f32[64,128]{1,0} multiply(p1, p2)
+  mb = f32[2,32,128]{2,1,0} bitcast(m)
+  s = f32[64,128]{1,0} subtract(p1, p2)
+  sb = f32[2,32,128]{2,1,0} bitcast(s)
+  ROOT t = (f32[2,32,128]{2,1,0}, f32[2,32,128]{2,1,0}, f32[2,32,128]{2,1,0}) tuple(ab, mb, sb)
+}
+ENTRY e {
+  x = f32[64,128]{1,0} parameter(0)
+  y = f32[64,128]{1,0} parameter(1)
+  z = f32[64,128]{1,0} parameter(2)
+  ex = f32[64,128]{1,0} fusion(x), kind=kLoop, calls=fused_exp
+  ey = f32[64,128]{1,0} fusion(y), kind=kLoop, calls=fused_exp
+  f = (f32[2,32,128]{2,1,0}, f32[2,32,128]{2,1,0}, f32[2,32,128]{2,1,0}) fusion(ex, ey, z), kind=kLoop,
+    calls=fused_three
+  f0 = f32[2,32,128]{2,1,0} get-tuple-element(f), index=0
+  f1 = f32[2,32,128]{2,1,0} get-tuple-element(f), index=1
+  f2 = f32[2,32,128]{2,1,0} get-tuple-element(f), index=2
+  ROOT r = (f32[2,32,128]{2,1,0}, f32[2,32,128]{2,1,0}, f32[2,32,128]{2,1,0}) tuple(f0, f1, f2)
+}
+"""
+
+
+def test_outputs_in_their_operands_buffers_are_read_where_they_are(tmp_path):
+    manifest = compile_to_manifest(IN_PLACE_OUTPUTS, "in_place.hlo", "host", optimize=False)
+    (fused,) = [t for t in manifest.thunks.thunks if getattr(t, "kernel", None) == "f"]
+    assert [a.outputs for a in fused.args if a.written] == [((0,),), ((2,),), ((1,),)]  # shared as described
+    good = tmp_path / "in_place.json"
+    good.write_bytes(manifest.to_bytes())
+    result = run(["--platform", "host", "--find-first-mismatch", str(good)])
+    # The bisector paired output 0 with the only argument of its shape (output 1's buffer) and
+    # reported a correct kernel as 2000x off on its own inputs.
+    assert result.exit_code == 0, result.stderr
+    assert "All 3 thunk output(s) compared match the interpreter" in result.stdout, result.stdout
+
+
+# 3p, then (m - 3p) * 1e6: a rounding difference of m within the bounds grows past them in r.
+DRIFT = """HloModule drift, is_scheduled=true
+fused_scale {
+  p = f32[16]{0} parameter(0)
+  c = f32[] constant(3)
+  cb = f32[16]{0} broadcast(c), dimensions={}
+  ROOT m = f32[16]{0} multiply(p, cb)
+}
+fused_amplify {
+  m = f32[16]{0} parameter(0)
+  p = f32[16]{0} parameter(1)
+  c = f32[] constant(3)
+  cb = f32[16]{0} broadcast(c), dimensions={}
+  pc = f32[16]{0} multiply(p, cb)
+  d = f32[16]{0} subtract(m, pc)
+  k = f32[] constant(1e+06)
+  kb = f32[16]{0} broadcast(k), dimensions={}
+  ROOT r = f32[16]{0} multiply(d, kb)
+}
+ENTRY e {
+  p = f32[16]{0} parameter(0)
+  m = f32[16]{0} fusion(p), kind=kLoop, calls=fused_scale
+  ROOT r = f32[16]{0} fusion(m, p), kind=kLoop, calls=fused_amplify
+}
+"""
+
+
+def test_final_differences_grown_from_rounding_are_called_drift(tmp_path):
+    manifest = compile_to_manifest(DRIFT, "drift.hlo", "host", optimize=False)
+    kernel = manifest.kernels["m"]  # 3.0 -> 3 + 2^-16: m is off by 5e-6, within the bounds
+    manifest.kernels["m"] = dataclasses.replace(
+        kernel, llvm_ir=kernel.llvm_ir.replace("0x4008000000000000", "0x4008000800000000"))
+    path = tmp_path / "drift.json"
+    path.write_bytes(manifest.to_bytes())
+    result = run(["--platform", "host", "--find-first-mismatch", str(path)])
+    assert result.exit_code == 1 and "Traceback" not in result.stderr
+    assert "1 off the interpreter's run only because their inputs were" in result.stdout
+    # A Llama block's bf16 backward ends so: it was blamed on "an output no thunk writes?".
+    assert "an output no thunk writes" not in result.stdout
+    assert "rounding differences the thunks above carried within the bounds grew past them" in result.stdout
+    assert result.stderr.strip().endswith("every thunk is right on its inputs: rounding drift")
+
+
 def test_severity_counts_times_over_the_bounds():
     from hlo_run.bisect import Group, Mismatch
     from hlo_run.compare import compare_arrays

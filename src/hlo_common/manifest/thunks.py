@@ -136,19 +136,32 @@ def _slice(r: JsonReader, key: str, optional: bool = False) -> BufferSlice | Non
 # -- thunks ------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class KernelArgument:
-    """One kernel parameter: its slice, the HLO shape it holds, and whether the kernel writes it."""
+    """One kernel parameter: its slice, the HLO shape it holds, whether the kernel writes it, and
+    the output leaves of the kernel's instruction it holds (shape indices). A kernel takes one
+    parameter per distinct slice (XLA's KernelArguments), so an output that reuses an operand's
+    buffer is passed as that operand, under the operand's shape: only `outputs` says where it is."""
 
     slice: BufferSlice
     shape: str
     written: bool
+    outputs: tuple[tuple[int, ...], ...] = ()
 
     def to_json(self) -> dict:
-        return {"slice": self.slice.to_json(), "shape": self.shape, "written": self.written}
+        out = {"slice": self.slice.to_json(), "shape": self.shape, "written": self.written}
+        if self.outputs:
+            out["outputs"] = [list(index) for index in self.outputs]
+        return out
 
     @staticmethod
     def from_json(v: Any, path: str) -> KernelArgument:
         r = JsonReader(v, path)
-        return KernelArgument(_slice(r, "slice"), r.str("shape"), r.bool("written"))
+        outputs = r._get("outputs", optional=True) or []  # absent in manifests of earlier versions
+        if not isinstance(outputs, list) or not all(isinstance(i, list) and all(
+                isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in i) for i in outputs):
+            raise ManifestError(f"{path}.outputs: expected lists of non-negative integers "
+                                "(output shape indices)")
+        return KernelArgument(_slice(r, "slice"), r.str("shape"), r.bool("written"),
+                              tuple(tuple(i) for i in outputs))
 
 
 @dataclass(frozen=True)

@@ -174,6 +174,8 @@ def with_kernels():
     (lambda b: b["kernels"][0].pop("llvm_ir"), "kernel wrapped_abs has no llvm_ir for target host"),
     (lambda b: _first_kernel_thunk(b).update(grid=[2, 1, 1]), "launch dimensions differ"),
     (lambda b: b["kernels"].append(dict(b["kernels"][0])), "a second kernel named wrapped_abs"),
+    (lambda b: _first_kernel_thunk(b)["args"][1].update(outputs=[[-1]]),
+     r"args\[1\].outputs: expected lists of non-negative integers"),
 ])
 def test_bad_kernel_references(with_kernels, mutate, message):
     with pytest.raises(ManifestError, match=message):
@@ -185,3 +187,18 @@ def test_kernel_thunk_round_trip(with_kernels):
     loaded = load_manifest(data, "k.json")
     assert sorted(loaded.kernels) == ["wrapped_abs", "wrapped_negate"]
     assert loaded.thunks == with_kernels.manifest.thunks
+
+
+def test_kernel_arguments_name_the_outputs_they_hold(with_kernels):
+    """A written argument says which output leaves of the instruction it holds (--find-first-mismatch
+    reads an output from there); a manifest written before `outputs` existed still loads."""
+    kernels = [t for t in with_kernels.manifest.thunks.thunks if t.kind == "kKernel"]
+    # negate reads p and writes its own buffer; abs writes in place into negate's, its only argument
+    assert [[a.outputs for a in t.args] for t in kernels] == [[(), ((),)], [((),)]]
+
+    def drop_outputs(body):
+        for t in body["thunks"]["thunks"]:
+            for a in t.get("args", []):
+                a.pop("outputs", None)
+    loaded = load_manifest(_mutated(with_kernels, drop_outputs), "old.json")
+    assert all(a.outputs == () for t in loaded.thunks.thunks if t.kind == "kKernel" for a in t.args)
