@@ -172,7 +172,6 @@ PLANNED_PASSES: dict[str, str] = {
     "result_caster": "ResultCaster: dots with a wider result computed then converted",
     "scatter-slice-simplifier": "ScatterSliceSimplifier: scatter feeding a slice shrunk",
     "slice-sinker": "SliceSinker: elementwise ops on slices -> slice of elementwise op",
-    "sort-iota-fusion": "SortIotaFusion: iota operands fused into sorts",
     "stable-sort-expander": "StableSortExpander: stable sort via an iota tie-breaker",
     "topk-decomposer": "TopkDecomposer: topk -> sort + slice",
     "variadic-op-splitter": "VariadicOpSplitter: concatenates with too many operands split",
