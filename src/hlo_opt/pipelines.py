@@ -126,7 +126,7 @@ GPU_PIPELINES: tuple[PipelineSpec, ...] = (
     pipe("pre-scheduling-copy-insertion",
          p("dce"), p("loop-schedule-linearizer"), p("copy-insertion"), p("copy_fusion"),
          p("sanitize-constant-names")),
-    pipe("scheduling", p("hlo-memory-scheduler")),
+    pipe("scheduling", p("hlo-memory-scheduler"), p("post-scheduling-copy-insertion")),
     pipe("post-scheduling-passes",
          p("rematerialization"), p("optimization-barrier-expander"), p("fusion-wrapper"),
          p("sanitize-constant-names")),
