@@ -187,8 +187,11 @@ def _argmax_max(x):
 
 
 def _dropout(key, x):
-    keep = jax.random.bernoulli(jax.random.wrap_key_data(key, impl="threefry2x32"), 0.9, x.shape)
-    return jnp.where(keep, x / 0.9, 0.0)
+    """A training step's dropout: split the threefry key, keep 90% with the subkey, return the
+    new key (two threefry loops, each rotating its key words every round)."""
+    key, sub = jax.random.split(jax.random.wrap_key_data(key, impl="threefry2x32"))
+    keep = jax.random.bernoulli(sub, 0.9, x.shape)
+    return jax.random.key_data(key), jnp.where(keep, x / 0.9, 0.0)
 
 
 def _transformer_bwd(params, x):
