@@ -3,7 +3,8 @@
 The input of `bench/fusion_vs_xla.py` (issue 9 item 7): small JAX programs covering what a fusion
 pass decides on (elementwise chains, GELU, softmax, norms, every kind of reduction, transposes,
 concatenates, pads and slices, in-place updates in loops, gather and scatter, MLP, attention, a
-transformer layer forward and backward, while loops), lowered by jax to pre-optimization HLO
+transformer layer forward and backward, while loops; and the three fusion gaps of issue 21:
+max beside argmax, argsort, threefry dropout), lowered by jax to pre-optimization HLO
 text with default layouts. Weights and inputs are entry parameters, so the files stay small and
 hlo-run makes inputs from --seed. Sizes are modest (no tensor above 16M elements) so the
 interpreter runs each in seconds.
