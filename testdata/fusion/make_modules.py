@@ -3,7 +3,8 @@
 The input of `bench/fusion_vs_xla.py` (issue 9 item 7): small JAX programs covering what a fusion
 pass decides on (elementwise chains, GELU, softmax, norms, every kind of reduction, transposes,
 concatenates, pads and slices, in-place updates in loops, gather and scatter, MLP, attention, a
-transformer layer forward and backward, while loops), lowered by jax to pre-optimization HLO
+transformer layer forward and backward, while loops; and the three fusion gaps of issue 21:
+max beside argmax, argsort, threefry dropout), lowered by jax to pre-optimization HLO
 text with default layouts. Weights and inputs are entry parameters, so the files stay small and
 hlo-run makes inputs from --seed. Sizes are modest (no tensor above 16M elements) so the
 interpreter runs each in seconds.
@@ -182,6 +183,18 @@ def _sort(x):
     return jnp.sort(x, axis=-1)
 
 
+def _argmax_max(x):
+    return jnp.max(x, axis=-1), jnp.argmax(x, axis=-1)
+
+
+def _dropout(key, x):
+    """A training step's dropout: split the threefry key, keep 90% with the subkey, return the
+    new key (two threefry loops, each rotating its key words every round)."""
+    key, sub = jax.random.split(jax.random.wrap_key_data(key, impl="threefry2x32"))
+    keep = jax.random.bernoulli(sub, 0.9, x.shape)
+    return jax.random.key_data(key), jnp.where(keep, x / 0.9, 0.0)
+
+
 def _transformer_bwd(params, x):
     return jax.grad(transformer_layer_loss)(params, x)
 
@@ -209,6 +222,7 @@ MODULES: dict[str, tuple] = {
     "reduce_two_dims": (lambda x: jnp.mean(x, axis=(0, 2)), (spec((64, 512, 128)),)),
     "reduce_argmax": (lambda x: jnp.argmax(x, axis=-1), (spec((4096, 1024)),)),
     "reduce_sum_max": (_reduce_sum_max, (spec((4096, 1024)),)),
+    "reduce_argmax_max": (_argmax_max, (spec((4096, 1024)),)),
     "reduce_cumsum": (_cumsum, (spec((1024, 1024)),)),
     "transpose_2d": (lambda x: x.T * 2.0, (spec((4096, 2048)),)),
     "transpose_3d_021": (lambda x: jnp.exp(x).transpose(0, 2, 1), (spec((64, 512, 256)),)),
@@ -220,6 +234,8 @@ MODULES: dict[str, tuple] = {
     "gather": (_gather, (spec((32768, 256)), spec((8192,), s32))),
     "scatter_add": (_scatter_add, (spec((32768, 256)), spec((8192,), s32), spec((8192, 256)))),
     "sort": (_sort, (spec((1024, 1024)),)),
+    "sort_argsort": (lambda x: jnp.argsort(x, axis=-1), (spec((1024, 1024)),)),
+    "dropout": (_dropout, (spec((2,), jnp.uint32), spec((4096, 1024)))),
     "while_loop": (_while_loop, (spec((1024, 1024)),)),
     "conditional": (_conditional, (spec((), f32), spec((2048, 1024)))),
     "scan_rnn": (_scan_rnn, (spec((64, 512)), spec((32, 64, 512)), spec((512, 512)))),

@@ -3,7 +3,8 @@
 
 Where it sits: hlo-opt's `copy-insertion` asks it, before any schedule exists, whether removing a
 copy could let two values that share a buffer be live at once *in any order the scheduler may
-pick*; only orders forced by operands and control dependencies count.
+pick*; only orders forced by operands and control dependencies count. After scheduling,
+`post-scheduling-copy-insertion` asks `SequentialHloOrdering`, which knows the one order chosen.
 
 - `ReachabilityMap`: per computation, a bitset of predecessors (operands and control
   predecessors, transitively) for every instruction; Python ints as bitsets, built in post order.
@@ -198,6 +199,19 @@ class DependencyHloOrdering:
 
     def is_root_of(self, value: HloValue, comp: HloComputation) -> bool:
         return any(p.instruction is comp.root for p in value.positions)
+
+
+class SequentialHloOrdering(DependencyHloOrdering):
+    """XLA's SequentialHloOrdering: the module is scheduled, so within one computation a runs
+    before b iff the schedule (here the computation's instruction order) puts a first; across
+    computations the rules of the dependency ordering apply unchanged."""
+
+    def __init__(self, module: HloModule, dataflow: HloDataflowAnalysis):
+        super().__init__(module, dataflow)
+        self._position = {id(i): k for comp in module.computations for k, i in enumerate(comp.instructions)}
+
+    def _before_in_same_computation(self, a: HloInstruction, b: HloInstruction) -> bool:
+        return self._position[id(a)] < self._position[id(b)]
 
 
 def may_write_over_operand(operand: HloInstruction, operand_index, user: HloInstruction, user_index) -> bool:

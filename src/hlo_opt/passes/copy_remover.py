@@ -3,9 +3,11 @@
 XLA:GPU leaves off).
 
 Where it sits: called by `copy_insertion.py` after copies were added around every while loop,
-conditional, in-place operation and aliased output; it removes each copy whose removal cannot
+conditional, in-place operation and aliased output, and again by
+`post_scheduling_copy_insertion.py` once the module is scheduled; it removes each copy whose removal cannot
 make two values that share a buffer live at the same time, in any order the scheduler may pick
-(`DependencyHloOrdering`: only operand and control edges order instructions).
+(`DependencyHloOrdering`: only operand and control edges order instructions; after scheduling,
+`SequentialHloOrdering`: the schedule itself).
 
 The values of each buffer (`must_alias_groups`, in SSA form) are kept in a circular list in
 definition order. A copy reads value s of one buffer and defines value d of another; removing it
@@ -29,7 +31,7 @@ from __future__ import annotations
 import functools
 
 from hlo_common.analysis.dataflow import HloDataflowAnalysis, HloUse, HloValue, Index
-from hlo_common.analysis.ordering import DependencyHloOrdering
+from hlo_common.analysis.ordering import DependencyHloOrdering, SequentialHloOrdering
 from hlo_common.analysis.sharing import in_place_pairs, parse_alias_spec
 from hlo_common.hlo.ir import HloInstruction, HloModule
 
@@ -212,10 +214,13 @@ class CopyRemover:
         del self.copy_map[copy]
 
 
-def remove_unnecessary_copies(module: HloModule) -> int:
-    """Remove every copy of a global computation whose removal is safe; returns how many."""
+def remove_unnecessary_copies(module: HloModule, sequential: bool = False) -> int:
+    """Remove every copy of a global computation whose removal is safe; returns how many. Safe
+    for any order the dependencies allow, or with `sequential` for the module's schedule (its
+    instruction order) only, which lets more copies go."""
     df = HloDataflowAnalysis.run(module, ssa_form=True)
-    remover = CopyRemover(df, DependencyHloOrdering(module, df))
+    ordering = (SequentialHloOrdering if sequential else DependencyHloOrdering)(module, df)
+    remover = CopyRemover(df, ordering)
     removed = 0
     limit = len(remover.copy_map) + 1
     for _ in range(limit):

@@ -21,7 +21,8 @@ from hlo_opt.passes.algsimp import REWRITES, all_rewrites
 from hlo_opt.passes.algsimp.shapes import common_factors, reshape_is_bitcast, transpose_is_bitcast
 
 CASE_MODULES = ["test_algsimp_arithmetic", "test_algsimp_division", "test_algsimp_logical",
-                "test_algsimp_shape_ops", "test_algsimp_slicing", "test_algsimp_reductions"]
+                "test_algsimp_shape_ops", "test_algsimp_slicing", "test_algsimp_reductions",
+                "test_algsimp_arg_min_max"]
 
 
 def all_cases():

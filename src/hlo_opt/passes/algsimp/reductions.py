@@ -15,6 +15,9 @@ import numpy as np
 from hlo_common.hlo.attributes import PaddingConfig
 from hlo_common.hlo.ir import HloComputation, HloInstruction
 from hlo_common.hlo.shape import Shape
+from hlo_opt.passes.algsimp.arg_min_max import (
+    is_scalar_constant_inf, is_scalar_constant_neg_inf, match_arg_max, match_arg_min,
+)
 from hlo_opt.passes.algsimp.base import (
     Rewriter, is_all, is_scalar_constant, is_zero_element, known_constant, reduction_kind, rewrite,
 )
@@ -204,6 +207,34 @@ def reduce_of_concat(instr: HloInstruction, rw: Rewriter) -> bool:
                           {"dimensions": tuple(range(instr.shape.rank)), "to_apply": fn})
         total = part
     return rw.replace(instr, total)
+
+
+def _value_of_arg_reduce(instr: HloInstruction, rw: Rewriter, kind: str, init_ok, match) -> bool:
+    """Replace a `kind` reduce with output 0 of an arg-`kind` reduce of the same operand and
+    dimensions (the first one in the operand's user list, as XLA's c_find_if)."""
+    if _multi_or_sensitive(instr, rw) or not init_ok(_inits(instr)[0]) \
+            or reduction_kind(instr.attrs["to_apply"]) != kind:
+        return False
+    x = _inputs(instr)[0]
+    for user in x.users:
+        if user is not instr and user.operands[0] is x and match(user) and _dims(user) == _dims(instr):
+            return rw.replace_with_new(instr, "get-tuple-element", [user], {"index": 0}, instr.shape)
+    return False
+
+
+@rewrite("reduce")
+def reduce_max_from_arg_max(instr: HloInstruction, rw: Rewriter) -> bool:
+    """HandleReduce: a max reduce from -inf of x beside an arg-max reduce of x over the same
+    dimensions => get-tuple-element(arg-max, 0); one reduction instead of two (jnp.max beside
+    jnp.argmax)."""
+    return _value_of_arg_reduce(instr, rw, "maximum", is_scalar_constant_neg_inf, match_arg_max)
+
+
+@rewrite("reduce")
+def reduce_min_from_arg_min(instr: HloInstruction, rw: Rewriter) -> bool:
+    """HandleReduce: a min reduce from +inf of x beside an arg-min reduce of x over the same
+    dimensions => get-tuple-element(arg-min, 0)."""
+    return _value_of_arg_reduce(instr, rw, "minimum", is_scalar_constant_inf, match_arg_min)
 
 
 @rewrite("reduce")
