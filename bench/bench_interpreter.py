@@ -129,33 +129,30 @@ def bench_module(path: Path, repeats: int) -> dict:
 
 def profile_by_opcode(module, args) -> list[tuple[str, int, float]]:
     """(opcode, calls, seconds) of one interpreter run, by wrapping the handler every plan step and
-    every elementwise-region member gets (a region step itself is listed as `region`)."""
+    every elementwise-region member gets (a region step itself is listed as `region`; region
+    members run on the interpreter's threads, so their times overlap)."""
     from hlo_common.interpreter import evaluator, regions
     from hlo_common.interpreter.evaluator import evaluate
 
     totals: dict[str, list] = defaultdict(lambda: [0, 0.0])
 
-    def timed_choice(choose):
-        def choose_timed(instr):
-            fn = choose(instr)
+    def timed(opcode, fn):
+        def run(*a):
+            start = time.perf_counter()
+            try:
+                return fn(*a)
+            finally:
+                totals[opcode][0] += 1
+                totals[opcode][1] += time.perf_counter() - start
+        return run
 
-            def timed(instr, operands, ev):
-                start = time.perf_counter()
-                try:
-                    return fn(instr, operands, ev)
-                finally:
-                    totals[instr.opcode][0] += 1
-                    totals[instr.opcode][1] += time.perf_counter() - start
-            return timed
-        return choose_timed
-
-    plan_handler, member_handler = evaluator._plan_handler, regions._member_handler
-    evaluator._plan_handler = timed_choice(plan_handler)
-    regions._member_handler = timed_choice(member_handler)
+    plan_handler, member_call = evaluator._plan_handler, regions._member_call
+    evaluator._plan_handler = lambda instr: timed(instr.opcode, plan_handler(instr))
+    regions._member_call = lambda instr, kernel: timed(instr.opcode, member_call(instr, kernel))
     try:
         evaluate(module, args)
     finally:
-        evaluator._plan_handler, regions._member_handler = plan_handler, member_handler
+        evaluator._plan_handler, regions._member_call = plan_handler, member_call
     return sorted(((op, n, s) for op, (n, s) in totals.items()), key=lambda r: -r[2])
 
 

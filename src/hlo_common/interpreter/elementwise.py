@@ -143,22 +143,26 @@ def _multiply(instr, operands, ev):
     return down(np.logical_and(a, b) if et.is_pred else np.multiply(a, b), et)
 
 
+def float_maximum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """maximum of floats: NaN propagates, and -0 < +0 (as XLA:CPU computes it)."""
+    return np.where(a == b, np.where(np.signbit(a), b, a), np.maximum(a, b))
+
+
+def float_minimum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """minimum of floats: NaN propagates, and -0 < +0."""
+    return np.where(a == b, np.where(np.signbit(a), a, b), np.minimum(a, b))
+
+
 @register("maximum")
 def _maximum(instr, operands, ev):
     a, b, et = _binary(instr, operands)
-    r = np.maximum(a, b)  # propagates NaN
-    if et.is_float:  # -0 < +0 here, as XLA:CPU computes it
-        r = np.where(a == b, np.where(np.signbit(a), b, a), r)
-    return down(r, et)
+    return down(float_maximum(a, b) if et.is_float else np.maximum(a, b), et)
 
 
 @register("minimum")
 def _minimum(instr, operands, ev):
     a, b, et = _binary(instr, operands)
-    r = np.minimum(a, b)
-    if et.is_float:
-        r = np.where(a == b, np.where(np.signbit(a), a, b), r)
-    return down(r, et)
+    return down(float_minimum(a, b) if et.is_float else np.minimum(a, b), et)
 
 
 def _int_limits(et: PrimitiveType) -> tuple[int, int]:

@@ -81,26 +81,28 @@ def _reduce_fast(kind: str, x: np.ndarray, init: np.ndarray, dims: tuple[int, ..
     if ptype.is_pred:
         red = np.logical_and if kind == "and" else np.logical_or
         return red(red.reduce(x, axis=dims), init)
+    # The accumulation dtype goes to numpy's reduction (`dtype=`), which widens the input block by
+    # block as it reads it instead of materializing a widened copy of the whole array.
     if ptype.is_integer:
-        wide = np.uint64 if ptype.kind == "unsigned" and ptype.bits == 64 else np.int64
-        xw, iw = x.astype(wide), init.astype(wide)
+        wide = np.dtype(np.uint64 if ptype.kind == "unsigned" and ptype.bits == 64 else np.int64)
     elif ptype.is_float and ptype.bits < 32:
-        xw, iw = x.astype(np.float32), init.astype(np.float32)
+        wide = np.dtype(np.float32)
     elif ptype.name == "f32" and kind == "add":  # sum in f64: at least as close as XLA's own f32 sum
-        xw, iw = x.astype(np.float64), init.astype(np.float64)
+        wide = np.dtype(np.float64)
     else:
-        xw, iw = x, init
+        wide = x.dtype
+    iw = init.astype(wide)
     if kind == "add":
-        acc = iw + np.add.reduce(xw, axis=dims)
+        acc = iw + np.add.reduce(x, axis=dims, dtype=wide)
     elif kind == "multiply":
-        acc = iw * np.multiply.reduce(xw, axis=dims)
+        acc = iw * np.multiply.reduce(x, axis=dims, dtype=wide)
     elif kind in ("maximum", "minimum"):
         ufunc = np.maximum if kind == "maximum" else np.minimum
-        acc = ufunc(iw, ufunc.reduce(xw, axis=dims)) if x.size else np.broadcast_to(
+        acc = ufunc(iw, ufunc.reduce(x, axis=dims, dtype=wide)) if x.size else np.broadcast_to(
             iw, tuple(s for d, s in enumerate(x.shape) if d not in dims))
     else:
         ufunc = np.bitwise_and if kind == "and" else np.bitwise_or
-        acc = ufunc(iw, ufunc.reduce(xw, axis=dims))
+        acc = ufunc(iw, ufunc.reduce(x, axis=dims, dtype=wide))
     return to_element_type(acc, ptype)
 
 

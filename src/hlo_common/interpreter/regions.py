@@ -4,13 +4,19 @@ A region is a set of instructions of one computation (an unfused entry computati
 loop fusion's body) that are elementwise over one big shape (copies, reshapes and broadcasts stay
 outside: they are views). The evaluation plan (`plan.py`) runs a region as one step: the
 region's inputs are sliced into slabs of about `CHUNK_ELEMENTS` elements and every member runs on
-each slab with its own handler, so temporaries stay in cache (as in the fused kernel XLA emits)
-and only the region's outputs (members read outside it, or the root) are written to full arrays.
-Each member still rounds its result into its element type exactly as whole-array evaluation
-does, so results are bit-identical. Two more savings inside a slab:
+each slab, so temporaries stay in cache (as in the fused kernel XLA emits) and only the region's
+outputs (members read outside it, or the root) are written to full arrays. Slabs are independent,
+so they run on the interpreter's threads (`parallel.py`). Each member still rounds its result into
+its element type exactly as whole-array evaluation does, so results are bit-identical. Inside a
+slab:
 
-- a narrow-float value (bf16, f16, f8) read by several members whose handlers widen their
-  operands to f32 first (`WIDENING_OPCODES`) is widened once and the wide form is shared;
+- the common float ops (f32, f64, bf16) run as kernels (`region_kernels.py`): computed in f32
+  (f64) into the array of an operand that no other member reads after them (a temporary of the
+  slab, never an input), bf16 results rounded in place and kept in f32 ("wide", `narrow.py`), so
+  a chain of bf16 ops converts to and from bf16 only at the region's edges;
+- other members run their handlers. A narrow-float value (bf16, f16, f8) read by handlers that
+  widen their operands to f32 first (`WIDENING_OPCODES`) is widened once and the wide form is
+  shared; a handler that needs bf16 operands gets them narrowed (exactly) from the wide form;
 - a broadcast scalar stays a one-element array (converted once), never a full slab.
 
 Members join greedily in evaluation order; an instruction joins the region of one of its
@@ -26,7 +32,9 @@ from typing import Any, Iterator
 import numpy as np
 
 from hlo_common.errors import HloError, InterpreterError
+from hlo_common.interpreter import narrow, parallel
 from hlo_common.interpreter.arith import LOW_FLOAT_DTYPES, up
+from hlo_common.interpreter.region_kernels import kernel_for
 from hlo_common.interpreter.registry import HANDLERS
 from hlo_common.ir import HloInstruction
 from hlo_common.opcodes import is_elementwise
@@ -44,6 +52,8 @@ WIDENING_OPCODES = frozenset({
     "add", "subtract", "multiply", "divide", "remainder", "power", "atan2", "maximum", "minimum",
     "clamp", "compare", "convert",
 })
+# How a member gets an operand: as it is, widened to f32 (cached per slab), or narrowed to bf16.
+AS_IS, WIDEN, NARROW = 0, 1, 2
 
 
 class Region:
@@ -69,37 +79,42 @@ class Region:
         self.outputs = [m for m in self.members if m is root or any(
             id(u) in live and id(u) not in local for u in m.users)]
         n_members = len(self.members)
-        self._program = [
-            (m, _member_handler(m), tuple(local[id(op)] for op in m.operands), m.opcode in WIDENING_OPCODES)
-            for m in self.members]
         self._input_slots = range(n_members, n_members + len(self.inputs))
         self._output_slots = [local[id(o)] for o in self.outputs]
+        self._program, wide = _slab_program(self.members, local, set(self._output_slots))
+        self._output_wide = [slot in wide for slot in self._output_slots]
 
     def run(self, instr: HloInstruction, operands, ev: Any) -> tuple[np.ndarray, ...]:
         """The region's outputs, computed slab by slab (a plan step handler)."""
         dims = self.dims
         outs = [np.empty(dims, o.shape.element_type.np_dtype) for o in self.outputs]
         inputs = [_compact_broadcast(x, dims) for x in operands]
-        sliced = [isinstance(x, np.ndarray) and x.shape == dims and x.ndim > 0 for x in inputs]
-        values: list[Any] = [None] * (len(self.members) + len(inputs))
-        for index in chunks(dims):
-            for slot, x, cut in zip(self._input_slots, inputs, sliced):
-                values[slot] = x[index] if cut else x
+        n_values = len(self.members) + len(inputs)
+
+        def slab(index: tuple) -> None:
+            values: list[Any] = [None] * n_values
+            for slot, (x, cut) in zip(self._input_slots, inputs):
+                values[slot] = x if cut is None else x[index] if cut is True else x[_cut(index, cut)]
             self._run_slab(values, ev)
-            for out, slot in zip(outs, self._output_slots):
-                out[index] = values[slot]
+            for out, slot, wide in zip(outs, self._output_slots, self._output_wide):
+                if wide:
+                    narrow.narrow_into(out[index], values[slot])
+                else:
+                    out[index] = values[slot]
+
+        parallel.for_each(slab, chunks(dims))
         return tuple(outs)
 
     def _run_slab(self, values: list, ev: Any) -> None:
-        wide: dict[int, np.ndarray] = {}
+        forms: dict[tuple[int, int], Any] = {}  # (slot, WIDEN | NARROW) -> that form of the value
         member = None
         try:
-            for k, (member, handler, slots, widening) in enumerate(self._program):
-                if widening:
-                    ops = [_wide(values, wide, s) for s in slots]
-                else:
-                    ops = [values[s] for s in slots]
-                values[k] = handler(member, ops, ev)
+            for k, (member, fn, slots, prep, donate, rounds) in enumerate(self._program):
+                ops = [values[s] if p == AS_IS else _form(values, forms, s, p)
+                       for s, p in zip(slots, prep)]
+                out = values[donate] if donate >= 0 and _holds_result(values[donate], ops) else None
+                value = fn(member, ops, out, ev)
+                values[k] = narrow.round_bf16_in_place(value) if rounds else value
         except InterpreterError:
             raise
         except HloError as exc:
@@ -108,28 +123,104 @@ class Region:
             raise InterpreterError(f"{_where(member)}: {type(exc).__name__}: {exc}") from exc
 
 
-def _wide(values: list, wide: dict[int, np.ndarray], slot: int) -> Any:
+def _holds_result(cand: np.ndarray, ops: list) -> bool:
+    """True when `cand` has the shape the operands broadcast to."""
+    shape = cand.shape
+    return all(o.shape == shape or (o.ndim == len(shape) and all(a in (b, 1) for a, b in zip(o.shape, shape)))
+               for o in ops)
+
+
+def _form(values: list, forms: dict, slot: int, how: int) -> Any:
+    """The widened (f32) or narrowed (bf16) form of a slot's value, made once per slab."""
     x = values[slot]
-    if getattr(x, "dtype", None) not in LOW_FLOAT_DTYPES:
-        return x
-    w = wide.get(slot)
-    if w is None:
-        w = wide[slot] = up(x)
-    return w
+    key = (slot, how)
+    form = forms.get(key)
+    if form is None:
+        if how == NARROW:
+            form = narrow.narrow(x)
+        elif getattr(x, "dtype", None) == narrow.BF16:
+            form = narrow.widen(x)
+        elif getattr(x, "dtype", None) in LOW_FLOAT_DTYPES:
+            form = up(x)
+        else:
+            form = x
+        forms[key] = form
+    return form
 
 
-def _member_handler(instr: HloInstruction):
+def _slab_program(members: list[HloInstruction], local: dict[int, int], outputs: set[int]):
+    """(program, wide slots): per member (instr, fn, operand slots, how each is prepared, the slot
+    of the operand whose array it may write into or -1, whether it rounds to bf16); wide slots
+    hold bf16 values in f32 arrays."""
+    kernels = [kernel_for(m) for m in members]
+    wide = {k for k, (m, kern) in enumerate(zip(members, kernels))
+            if kern is not None and m.shape.element_type.np_dtype == narrow.BF16}
+    last_read: dict[int, int] = {}
+    handler_read: set[int] = set()  # a handler may return its operand itself: never written into
+    for k, (m, kern) in enumerate(zip(members, kernels)):
+        for op in m.operands:
+            last_read[local[id(op)]] = k
+            if kern is None:
+                handler_read.add(local[id(op)])
+    program = []
+    for k, (m, kern) in enumerate(zip(members, kernels)):
+        slots = tuple(local[id(op)] for op in m.operands)
+        if kern is None:
+            widening = m.opcode in WIDENING_OPCODES
+            prep = tuple(_how(op, s in wide, widening) for op, s in zip(m.operands, slots))
+            program.append((m, _member_call(m, None), slots, prep, -1, False))
+            continue
+        prep = tuple(_how(op, s in wide, True) for op, s in zip(m.operands, slots))
+        compute = _compute_dtype(m, k in wide)
+        donate = next((s for op, s in zip(m.operands, slots)
+                       if s < len(members) and kernels[s] is not None and last_read[s] == k
+                       and s not in outputs and s not in handler_read
+                       and _compute_dtype(op, s in wide) == compute), -1)
+        program.append((m, _member_call(m, kern), slots, prep, donate, kern.rounds))
+    return program, wide
+
+
+def _how(operand: HloInstruction, is_wide: bool, widening: bool) -> int:
+    low = operand.shape.element_type.np_dtype in LOW_FLOAT_DTYPES
+    if widening:
+        return WIDEN if low and not is_wide else AS_IS
+    return NARROW if is_wide else AS_IS
+
+
+def _compute_dtype(instr: HloInstruction, is_wide: bool) -> np.dtype:
+    """The dtype of the array holding `instr`'s value in a slab."""
+    return np.dtype(np.float32) if is_wide else instr.shape.element_type.np_dtype
+
+
+def _member_call(instr: HloInstruction, kernel):
+    """What a slab calls for member `instr`: `fn(member, operands, out, ev)` runs its kernel (or,
+    without one, its handler, which ignores `out`)."""
+    if kernel is not None:
+        fn = kernel.fn
+        return lambda member, ops, out, ev: fn(ops, out)
     handler = HANDLERS.get(instr.opcode)
     if handler is None:
         raise InterpreterError(f"{_where(instr)}: the interpreter cannot evaluate opcode '{instr.opcode}'")
-    return handler
+    return lambda member, ops, out, ev: handler(member, ops, ev)
 
 
-def _compact_broadcast(x: Any, dims: tuple[int, ...]) -> Any:
-    """A broadcast scalar (all strides 0) as a one-element array of the same rank."""
-    if isinstance(x, np.ndarray) and x.ndim and x.shape == dims and not any(x.strides):
-        return x[(slice(0, 1),) * x.ndim]
-    return x
+def _compact_broadcast(x: Any, dims: tuple[int, ...]) -> tuple[Any, Any]:
+    """(x, how slabs cut it): a broadcast input with its repeated dims (stride 0) collapsed to
+    size 1, and None (nothing to cut: a scalar, or every dim collapsed), True (cut every dim) or
+    a tuple saying which dims to cut."""
+    if not isinstance(x, np.ndarray) or x.ndim == 0 or x.shape != dims:
+        return x, None
+    repeated = tuple(stride == 0 and size > 1 for stride, size in zip(x.strides, x.shape))
+    if not any(repeated):
+        return x, True
+    x = x[tuple(slice(0, 1) if r else slice(None) for r in repeated)]
+    if all(r or size == 1 for r, size in zip(repeated, dims)):
+        return x, None
+    return x, tuple(not r for r in repeated)
+
+
+def _cut(index: tuple, cut: tuple) -> tuple:
+    return tuple(i if c else slice(None) for i, c in zip(index, cut))
 
 
 def _where(instr: HloInstruction | None) -> str:
@@ -148,8 +239,9 @@ def chunks(dims: tuple[int, ...]) -> Iterator[tuple]:
         axis -= 1
     step = max(1, CHUNK_ELEMENTS // inner)
     for outer in np.ndindex(*dims[:axis]):
+        lead = tuple(slice(i, i + 1) for i in outer)  # slabs keep the rank (broadcasts stay aligned)
         for start in range(0, dims[axis], step):
-            yield outer + (slice(start, min(start + step, dims[axis])),)
+            yield lead + (slice(start, min(start + step, dims[axis])),)
 
 
 # -- finding regions ---------------------------------------------------------------------------------
