@@ -261,14 +261,15 @@ def region_dims(instr: HloInstruction) -> tuple[int, ...] | None:
     return dims
 
 
-def find_regions(order: list[HloInstruction], invariant: set[int]) -> list[Region]:
-    """Regions of the instructions in `order` (a valid evaluation order ending with the root)."""
+def find_regions(order: list[HloInstruction], invariant: set[int], exclude=frozenset()) -> list[Region]:
+    """Regions of the instructions in `order` (a valid evaluation order ending with the root);
+    instructions whose ids are in `exclude` are never members."""
     region_of: dict[int, Region] = {}
     bit: dict[int, int] = {}  # id(region) -> its bit in the dependence masks
     deps: dict[int, int] = {}  # id(instr) -> bit mask of the regions it depends on
     found: list[Region] = []
     for instr in order:
-        dims = region_dims(instr)
+        dims = None if id(instr) in exclude else region_dims(instr)
         below = 0
         for op in instr.operands:
             below |= deps.get(id(op), 0)
