@@ -116,3 +116,59 @@ def test_convolution_in_blocks_of_images(monkeypatch, group_in, out_batch, group
             results[block, n] = evaluate(module, [x, k])
         assert _bits(results[block, "1"]) == _bits(results[block, "2"])
     np.testing.assert_allclose(results[1, "1"], results[1 << 40, "1"], rtol=1e-5, atol=1e-5)
+
+
+FUSED = """
+HloModule f
+add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }
+maxbf { a = bf16[] parameter(0) b = bf16[] parameter(1) ROOT m = bf16[] maximum(a, b) }
+ENTRY e {
+  x = bf16[4,96,1000] parameter(0)
+  c = bf16[] constant(0.7)
+  cb = bf16[4,96,1000] broadcast(c), dimensions={}
+  sq = bf16[4,96,1000] multiply(x, x)
+  sh = bf16[4,96,1000] subtract(sq, cb)
+  w = f32[4,96,1000] convert(sh)
+  z = f32[] constant(1.5)
+  s = f32[4,96] reduce(w, z), dimensions={2}, to_apply=add
+  ninf = bf16[] constant(-inf)
+  m = bf16[4] reduce(sh, ninf), dimensions={1,2}, to_apply=maxbf
+  col = f32[4,1000] reduce(w, z), dimensions={1}, to_apply=add
+  ROOT t = (f32[4,96], bf16[4], f32[4,1000]) tuple(s, m, col)
+}
+"""
+
+
+def test_reductions_computed_inside_a_region_equal_whole_array_reductions(monkeypatch):
+    from hlo_common.interpreter import regions
+
+    module = parse_module(FUSED)
+    x = (RNG.standard_normal((4, 96, 1000)) * 3).astype(ml_dtypes.bfloat16)
+    ev = Evaluator()
+    got = ev.evaluate(module, [x])
+    region = next(s[0].__self__ for s in ev._plan(module.entry).variant_steps
+                  if isinstance(getattr(s[0], "__self__", None), regions.Region))
+    # m spans the dim the slabs cut, col does not reduce trailing dims: both read whole arrays
+    assert [r.reduce.name for r in region.reductions] == ["s"]
+    assert [o.name for o in region.outputs] == ["sh", "w"]  # sq is never written out
+    monkeypatch.setattr(regions, "MIN_ELEMENTS", 1 << 62)
+    monkeypatch.setattr(Evaluator, "fold_converts", False)
+    assert [_bits(g) for g in got] == [_bits(w) for w in evaluate(module, [x])]
+
+
+def test_a_reduction_through_a_folded_convert_leaves_only_what_others_read(monkeypatch):
+    from hlo_common.interpreter import regions
+
+    text = FUSED.replace("  col = f32[4,1000] reduce(w, z), dimensions={1}, to_apply=add\n", "")
+    module = parse_module(text.replace("(f32[4,96], bf16[4], f32[4,1000]) tuple(s, m, col)",
+                                       "(f32[4,96], bf16[4]) tuple(s, m)"))
+    x = (RNG.standard_normal((4, 96, 1000)) * 3).astype(ml_dtypes.bfloat16)
+    ev = Evaluator()
+    got = ev.evaluate(module, [x])
+    region = next(s[0].__self__ for s in ev._plan(module.entry).variant_steps
+                  if isinstance(getattr(s[0], "__self__", None), regions.Region))
+    assert [r.reduce.name for r in region.reductions] == ["s"]
+    assert [o.name for o in region.outputs] == ["sh"]  # read by m; sq and w are never written out
+    monkeypatch.setattr(regions, "MIN_ELEMENTS", 1 << 62)
+    monkeypatch.setattr(Evaluator, "fold_converts", False)
+    assert [_bits(g) for g in got] == [_bits(w) for w in evaluate(module, [x])]

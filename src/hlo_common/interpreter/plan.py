@@ -30,6 +30,7 @@ from typing import Callable, Sequence
 
 from hlo_common.interpreter import regions
 from hlo_common.interpreter.reducers import classify_reducer
+from hlo_common.interpreter.reduction import fast_reduction, finish_fast_reduction
 from hlo_common.interpreter.registry import HANDLERS
 from hlo_common.ir import HloComputation, HloInstruction
 from hlo_common.opcodes import OPCODES
@@ -67,6 +68,7 @@ class Plan:
         invariant = _invariant_instructions(order)
         folded = _folded_converts(order) if fold_converts else {}
         groups = regions.find_regions(order, invariant, exclude=folded)
+        fused = _attach_reductions(order, groups, folded) if fold_converts else set()
         nodes = _schedule(order, groups, invariant)
         slot = {id(instr): k for k, instr in enumerate(order)}
         for convert, source in folded.items():  # the reduce reads the convert's operand
@@ -74,14 +76,21 @@ class Plan:
         self.root_slot = slot[id(comp.root)]
         self.param_slots = [(i.parameter_number, slot[id(i)]) for i in order if i.opcode == "parameter"]
         raw: list[list] = []  # [handler, instr, operand slots, result slot, check, is_invariant]
-        hidden = len(order)
+        hidden = len(order)  # slots past the instructions': region results, fused reductions
+        partial: dict[int, int] = {}  # id(fused reduce) -> slot of its region's reduction
         for node in nodes:
             if isinstance(node, regions.Region):
                 ins = tuple(slot[id(i)] for i in node.inputs)
-                raw.append([node.run, node.members[-1], ins, hidden, False, node.invariant])
+                whole, hidden = hidden, hidden + 1
+                raw.append([node.run, node.members[-1], ins, whole, False, node.invariant])
                 for k, out in enumerate(node.outputs):
-                    raw.append([_Picker(k), out, (hidden,), slot[id(out)], False, node.invariant])
-                hidden += 1
+                    raw.append([_Picker(k), out, (whole,), slot[id(out)], False, node.invariant])
+                for k, r in enumerate(node.reductions, len(node.outputs)):  # into hidden slots
+                    raw.append([_Picker(k), r.reduce, (whole,), hidden, False, node.invariant])
+                    partial[id(r.reduce)], hidden = hidden, hidden + 1
+            elif id(node) in fused:  # the region reduced its input: combine with the init value
+                ops = (partial[id(node)], slot[id(node.operands[1])])
+                raw.append([_FinishReduction(node), node, ops, slot[id(node)], True, id(node) in invariant])
             elif node.opcode != "parameter" and id(node) not in folded:
                 ops = tuple(slot[id(op)] for op in node.operands)
                 raw.append([handler_for(node), node, ops, slot[id(node)], True, id(node) in invariant])
@@ -198,6 +207,47 @@ def _folded_converts(order: list[HloInstruction]) -> dict[int, HloInstruction]:
         if classify_reducer(instr.attrs["to_apply"]) is not None:
             folded[id(convert)] = convert.operands[0]
     return folded
+
+
+def _attach_reductions(order: list[HloInstruction], groups: list[regions.Region],
+                       folded: dict[int, HloInstruction]) -> set[int]:
+    """Give each region the fast-path reduces over trailing dims of its members (through a folded
+    convert too) whose slabs hold whole rows, so it computes them as it goes; returns their ids."""
+    region_of = {id(m): g for g in groups for m in g.members}
+    fused: set[int] = set()
+    absorbed: dict[int, set[int]] = {}
+    for instr in order:
+        if instr.opcode != "reduce" or len(instr.operands) != 2:
+            continue
+        ptype = instr.operands[0].shape.element_type
+        source = folded.get(id(instr.operands[0]), instr.operands[0])
+        region = region_of.get(id(source))
+        kind = classify_reducer(instr.attrs["to_apply"])
+        dims = tuple(sorted(int(d) for d in instr.attrs.get("dimensions") or ()))
+        if region is None or kind is None or ptype.is_pred or not region.can_reduce(dims):
+            continue
+        ufunc, wide = fast_reduction(kind, ptype)
+        region.reductions.append(regions.Reduction(instr, source, kind, dims, ufunc, wide))
+        absorbed.setdefault(id(region), set()).update({id(instr), id(instr.operands[0])})
+        fused.add(id(instr))
+    live = {id(i) for i in order}
+    for g in groups:
+        if id(g) in absorbed:
+            g.finish(live, order[-1], absorbed[id(g)])
+    return fused
+
+
+class _FinishReduction:
+    """The step of a reduce its region computed: the init value combined with the region's sum."""
+
+    __slots__ = ("kind", "ptype")
+
+    def __init__(self, instr: HloInstruction):
+        self.kind = classify_reducer(instr.attrs["to_apply"])
+        self.ptype = instr.operands[0].shape.element_type
+
+    def __call__(self, instr, operands, ev):
+        return finish_fast_reduction(self.kind, self.ptype, operands[1], operands[0])
 
 
 def _invariant_instructions(order: list[HloInstruction]) -> set[int]:

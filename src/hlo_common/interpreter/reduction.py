@@ -88,8 +88,18 @@ def _reduce_fast(kind: str, x: np.ndarray, init: np.ndarray, dims: tuple[int, ..
     if ptype.is_pred:
         red = np.logical_and if kind == "and" else np.logical_or
         return red(red.reduce(x, axis=dims), init)
-    # The accumulation dtype goes to numpy's reduction (`dtype=`), which widens the input block by
-    # block as it reads it instead of materializing a widened copy of the whole array.
+    ufunc, wide = fast_reduction(kind, ptype)
+    if kind in ("maximum", "minimum") and not x.size:
+        acc = np.broadcast_to(init.astype(wide), tuple(s for d, s in enumerate(x.shape) if d not in dims))
+        return to_element_type(acc, ptype)
+    return finish_fast_reduction(kind, ptype, init, _reduce_rows(ufunc, x, dims, wide))
+
+
+def fast_reduction(kind: str, ptype: PrimitiveType) -> tuple[np.ufunc, np.dtype]:
+    """(numpy ufunc, accumulation dtype) of a fast-path reduction of non-pred `ptype` values.
+
+    The accumulation dtype goes to numpy's reduction (`dtype=`), which widens the input block by
+    block as it reads it instead of materializing a widened copy of the whole array."""
     if ptype.is_integer:
         wide = np.dtype(np.uint64 if ptype.kind == "unsigned" and ptype.bits == 64 else np.int64)
     elif ptype.is_float and ptype.bits < 32:
@@ -98,13 +108,14 @@ def _reduce_fast(kind: str, x: np.ndarray, init: np.ndarray, dims: tuple[int, ..
         wide = np.dtype(np.float64)
     else:
         wide = ptype.np_dtype
-    iw = init.astype(wide)
-    ufunc = _UFUNCS[kind]
-    if kind in ("maximum", "minimum") and not x.size:
-        acc = np.broadcast_to(iw, tuple(s for d, s in enumerate(x.shape) if d not in dims))
-    else:
-        acc = ufunc(iw, _reduce_rows(ufunc, x, dims, wide))
-    return to_element_type(acc, ptype)
+    return _UFUNCS[kind], wide
+
+
+def finish_fast_reduction(kind: str, ptype: PrimitiveType, init: np.ndarray, partial: np.ndarray):
+    """The reduce's value from the reduction of its input (`partial`, in the accumulation dtype):
+    the init value combined once, then rounded or wrapped into the element type."""
+    ufunc, wide = fast_reduction(kind, ptype)
+    return to_element_type(ufunc(init.astype(wide), partial), ptype)
 
 
 _UFUNCS = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,

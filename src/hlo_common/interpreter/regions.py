@@ -17,7 +17,9 @@ slab:
 - other members run their handlers. A narrow-float value (bf16, f16, f8) read by handlers that
   widen their operands to f32 first (`WIDENING_OPCODES`) is widened once and the wide form is
   shared; a handler that needs bf16 operands gets them narrowed (exactly) from the wide form;
-- a broadcast scalar stays a one-element array (converted once), never a full slab.
+- a broadcast scalar stays a one-element array (converted once), never a full slab;
+- a reduce over trailing dims of a member (`Reduction`, attached by `plan.py` when every slab
+  holds whole rows) is computed slab by slab, so a member only reduced is never written out.
 
 Members join greedily in evaluation order; an instruction joins the region of one of its
 operands only if none of its other operands depends on that region (no cycle through an outside
@@ -66,10 +68,14 @@ class Region:
         self.members: list[HloInstruction] = []
         self.inputs: list[HloInstruction] = []
         self.outputs: list[HloInstruction] = []
+        self.reductions: list[Reduction] = []
         self._program: list[tuple] = []
 
-    def finish(self, live: set[int], root: HloInstruction) -> None:
-        """Work out inputs, outputs and the per-slab program once all members are known."""
+    def finish(self, live: set[int], root: HloInstruction, absorbed=frozenset()) -> None:
+        """Work out inputs, outputs and the per-slab program once all members are known; users
+        whose ids are in `absorbed` (reductions the region computes) do not make outputs."""
+        self.inputs = []
+        self._axis, self._step = chunking(self.dims)
         local = {id(m): k for k, m in enumerate(self.members)}
         for m in self.members:
             for op in m.operands:
@@ -77,17 +83,26 @@ class Region:
                     local[id(op)] = len(self.members) + len(self.inputs)
                     self.inputs.append(op)
         self.outputs = [m for m in self.members if m is root or any(
-            id(u) in live and id(u) not in local for u in m.users)]
+            id(u) in live and id(u) not in local and id(u) not in absorbed for u in m.users)]
+        self._reduction_slots = [local[id(r.member)] for r in self.reductions]
         n_members = len(self.members)
         self._input_slots = range(n_members, n_members + len(self.inputs))
         self._output_slots = [local[id(o)] for o in self.outputs]
         self._program, wide = _slab_program(self.members, local, set(self._output_slots))
         self._output_wide = [slot in wide for slot in self._output_slots]
 
+    def can_reduce(self, dims: tuple[int, ...]) -> bool:
+        """True when every slab holds whole rows of a reduction over trailing `dims`."""
+        rank = len(self.dims)
+        trailing = bool(dims) and dims == tuple(range(rank - len(dims), rank))
+        return trailing and dims[0] > chunking(self.dims)[0]
+
     def run(self, instr: HloInstruction, operands, ev: Any) -> tuple[np.ndarray, ...]:
-        """The region's outputs, computed slab by slab (a plan step handler)."""
+        """The region's outputs, then the reductions of its `reductions` (each in its accumulation
+        dtype, the init not applied yet), computed slab by slab (a plan step handler)."""
         dims = self.dims
         outs = [np.empty(dims, o.shape.element_type.np_dtype) for o in self.outputs]
+        partials = [np.empty(dims[:r.dims[0]], r.wide) for r in self.reductions]
         inputs = [_compact_broadcast(x, dims) for x in operands]
         n_values = len(self.members) + len(inputs)
 
@@ -101,9 +116,11 @@ class Region:
                     narrow.narrow_into(out[index], values[slot])
                 else:
                     out[index] = values[slot]
+            for r, partial, slot in zip(self.reductions, partials, self._reduction_slots):
+                r.reduce_slab(values[slot], index, partial)
 
-        parallel.for_each(slab, chunks(dims))
-        return tuple(outs)
+        parallel.for_each(slab, slabs(dims, self._axis, self._step))
+        return tuple(outs) + tuple(partials)
 
     def _run_slab(self, values: list, ev: Any) -> None:
         forms: dict[tuple[int, int], Any] = {}  # (slot, WIDEN | NARROW) -> that form of the value
@@ -230,14 +247,45 @@ def _where(instr: HloInstruction | None) -> str:
     return f"%{instr.name} ({instr.opcode}) in computation {comp}"
 
 
-def chunks(dims: tuple[int, ...]) -> Iterator[tuple]:
-    """Index tuples of slabs of about CHUNK_ELEMENTS elements covering an array of `dims`."""
+class Reduction:
+    """A reduce over trailing dims of a region member, computed slab by slab inside the region
+    (so the member need not be written out): `kind` and `wide` are the fast path's reducer and
+    accumulation dtype (`reduction.fast_reduction`). Each slab holds whole rows, and numpy reduces
+    a row the same way whatever else the array holds, so the values are those of one reduction
+    of the whole array."""
+
+    def __init__(self, reduce: HloInstruction, member: HloInstruction, kind: str, dims: tuple[int, ...],
+                 ufunc: np.ufunc, wide: np.dtype):
+        self.reduce, self.member, self.kind, self.dims = reduce, member, kind, dims
+        self.ufunc, self.wide = ufunc, wide
+
+    def reduce_slab(self, value: np.ndarray, index: tuple, partial: np.ndarray) -> None:
+        """Reduce the slab `index` of the member (`value`) into its rows of `partial`."""
+        shape = tuple(s.stop - s.start for s in index) + partial.shape[len(index):] + \
+            self.member.shape.dims[partial.ndim:]
+        if value.shape != shape:  # a member computed from broadcasts only
+            value = np.broadcast_to(value, shape)
+        self.ufunc.reduce(value, axis=self.dims, dtype=self.wide, out=partial[index[:self.dims[0]]])
+
+
+def chunking(dims: tuple[int, ...]) -> tuple[int, int]:
+    """(axis, step): slabs of about CHUNK_ELEMENTS elements cut `dims` along `axis` in steps of
+    `step`, taking every index of the dims after it and one index of each dim before it."""
     inner = 1
     axis = len(dims) - 1
     while axis > 0 and inner * dims[axis] <= CHUNK_ELEMENTS:
         inner *= dims[axis]
         axis -= 1
-    step = max(1, CHUNK_ELEMENTS // inner)
+    return axis, max(1, CHUNK_ELEMENTS // inner)
+
+
+def chunks(dims: tuple[int, ...]) -> Iterator[tuple]:
+    """Index tuples of slabs of about CHUNK_ELEMENTS elements covering an array of `dims`."""
+    return slabs(dims, *chunking(dims))
+
+
+def slabs(dims: tuple[int, ...], axis: int, step: int) -> Iterator[tuple]:
+    """Index tuples of the slabs `chunking` describes."""
     for outer in np.ndindex(*dims[:axis]):
         lead = tuple(slice(i, i + 1) for i in outer)  # slabs keep the rank (broadcasts stay aligned)
         for start in range(0, dims[axis], step):
