@@ -88,8 +88,9 @@ class Region:
         n_members = len(self.members)
         self._input_slots = range(n_members, n_members + len(self.inputs))
         self._output_slots = [local[id(o)] for o in self.outputs]
-        self._program, wide = _slab_program(self.members, local, set(self._output_slots))
+        self._program, wide, kernels = _slab_program(self.members, local, set(self._output_slots))
         self._output_wide = [slot in wide for slot in self._output_slots]
+        self._direct = {slot for slot in self._output_slots if slot in kernels and slot not in wide}
 
     def can_reduce(self, dims: tuple[int, ...]) -> bool:
         """True when every slab holds whole rows of a reduction over trailing `dims`."""
@@ -110,11 +111,14 @@ class Region:
             values: list[Any] = [None] * n_values
             for slot, (x, cut) in zip(self._input_slots, inputs):
                 values[slot] = x if cut is None else x[index] if cut is True else x[_cut(index, cut)]
-            self._run_slab(values, ev)
+            # kernels of plain-typed outputs write straight into the output arrays
+            targets = {slot: out[index] for out, slot in zip(outs, self._output_slots)
+                       if slot in self._direct}
+            self._run_slab(values, ev, targets)
             for out, slot, wide in zip(outs, self._output_slots, self._output_wide):
                 if wide:
                     narrow.narrow_into(out[index], values[slot])
-                else:
+                elif values[slot] is not targets.get(slot):
                     out[index] = values[slot]
             for r, partial, slot in zip(self.reductions, partials, self._reduction_slots):
                 r.reduce_slab(values[slot], index, partial)
@@ -122,14 +126,17 @@ class Region:
         parallel.for_each(slab, slabs(dims, self._axis, self._step))
         return tuple(outs) + tuple(partials)
 
-    def _run_slab(self, values: list, ev: Any) -> None:
+    def _run_slab(self, values: list, ev: Any, targets: dict[int, np.ndarray]) -> None:
+        """Run every member on one slab; `targets` gives members the array to write into."""
         forms: dict[tuple[int, int], Any] = {}  # (slot, WIDEN | NARROW) -> that form of the value
         member = None
         try:
             for k, (member, fn, slots, prep, donate, rounds) in enumerate(self._program):
                 ops = [values[s] if p == AS_IS else _form(values, forms, s, p)
                        for s, p in zip(slots, prep)]
-                out = values[donate] if donate >= 0 and _holds_result(values[donate], ops) else None
+                out = targets.get(k)
+                if out is None and donate >= 0 and _holds_result(values[donate], ops):
+                    out = values[donate]
                 value = fn(member, ops, out, ev)
                 values[k] = narrow.round_bf16_in_place(value) if rounds else value
         except InterpreterError:
@@ -166,9 +173,9 @@ def _form(values: list, forms: dict, slot: int, how: int) -> Any:
 
 
 def _slab_program(members: list[HloInstruction], local: dict[int, int], outputs: set[int]):
-    """(program, wide slots): per member (instr, fn, operand slots, how each is prepared, the slot
-    of the operand whose array it may write into or -1, whether it rounds to bf16); wide slots
-    hold bf16 values in f32 arrays."""
+    """(program, wide slots, kernel slots): per member (instr, fn, operand slots, how each is
+    prepared, the slot of the operand whose array it may write into or -1, whether it rounds to
+    bf16); wide slots hold bf16 values in f32 arrays; kernel slots are the members run as kernels."""
     kernels = [kernel_for(m) for m in members]
     wide = {k for k, (m, kern) in enumerate(zip(members, kernels))
             if kern is not None and m.shape.element_type.np_dtype == narrow.BF16}
@@ -194,7 +201,7 @@ def _slab_program(members: list[HloInstruction], local: dict[int, int], outputs:
                        and s not in outputs and s not in handler_read
                        and _compute_dtype(op, s in wide) == compute), -1)
         program.append((m, _member_call(m, kern), slots, prep, donate, kern.rounds))
-    return program, wide
+    return program, wide, {k for k, kern in enumerate(kernels) if kern is not None}
 
 
 def _how(operand: HloInstruction, is_wide: bool, widening: bool) -> int:
