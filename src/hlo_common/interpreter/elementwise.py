@@ -145,12 +145,31 @@ def _multiply(instr, operands, ev):
 
 def float_maximum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """maximum of floats: NaN propagates, and -0 < +0 (as XLA:CPU computes it)."""
+    if np.size(b) == 1 and np.size(a) > 1:  # relu's max(x, 0): one value to compare with
+        return _with_scalar(np.maximum, a, b, keep_sign_of_zero=bool(np.signbit(b)))
     return np.where(a == b, np.where(np.signbit(a), b, a), np.maximum(a, b))
 
 
 def float_minimum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """minimum of floats: NaN propagates, and -0 < +0."""
+    if np.size(b) == 1 and np.size(a) > 1:
+        return _with_scalar(np.minimum, a, b, keep_sign_of_zero=not np.signbit(b))
     return np.where(a == b, np.where(np.signbit(a), a, b), np.minimum(a, b))
+
+
+def _with_scalar(ufunc: np.ufunc, a: np.ndarray, b: np.ndarray, keep_sign_of_zero: bool) -> np.ndarray:
+    """`float_maximum` / `float_minimum` of an array and one value `b`, in one or three passes.
+
+    Where a == b the result must be a's value with the sign of zero settled by the -0 < +0 order;
+    numpy's own maximum / minimum may return either operand of a tie. A nonzero (or NaN) `b` ties
+    only with equal bits, so numpy's result is exact; a zero `b` ties with both zeros: the result
+    of maximum with -0 (minimum with +0) is then `a` itself, of maximum with +0 (minimum with -0)
+    is `b`."""
+    r = ufunc(a, b)
+    if b.reshape(()) != 0:
+        return r
+    np.copyto(r, a if keep_sign_of_zero else np.broadcast_to(b, r.shape), where=a == b)
+    return r
 
 
 @register("maximum")
