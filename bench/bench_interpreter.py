@@ -1,6 +1,6 @@
 """Interpreter speed against XLA:CPU on the bench set (a benchmark, never a test).
 
-    .venv/bin/python bench/bench_interpreter.py [--repeats 5] [--profile] [NAME | MODULE.hlo ...]
+    .venv/bin/python bench/bench_interpreter.py [--repeats 10] [--profile] [NAME | MODULE.hlo ...]
 
 For each module (default: the bench set, `bench/bench_set.py`; a name picks one of its modules,
 a path any module) it makes the arguments once from seed 0 (hlo-run's rule), compiles the module
@@ -121,8 +121,8 @@ def bench_module(path: Path, repeats: int) -> dict:
     if _has_half_floats(module):
         reference = XlaCpuExecutable.compile(text, allow_excess_precision=False).run(args)
     names = {m.path: m.name for m in bench_set.BENCH_SET}
-    return {"module": names.get(path.resolve(), path.stem), "elements": bench_set.largest_array(module), "interpreter": interp_s,
-            "xla": xla_s, "ratio": interp_s / xla_s, "interpreter_cpu": interp_cpu, "xla_cpu": xla_cpu,
+    return {"module": names.get(path.resolve(), path.stem), "elements": bench_set.largest_array(module),
+            "interpreter": interp_s, "xla": xla_s, "ratio": interp_s / xla_s, "interpreter_cpu": interp_cpu, "xla_cpu": xla_cpu,
             "max_err": _max_error(actual, expected), "agrees": _agreement(text, args, actual, reference),
             "module_obj": module, "args": args}
 
@@ -190,10 +190,19 @@ def print_table(rows: list[dict]) -> None:
               f"{r['max_err']:>11.3g}  {r['agrees']}")
 
 
+def _print_setting() -> None:
+    """What the figures depend on: the interpreter's threads and numpy's BLAS kernels."""
+    from hlo_common.interpreter import blas, parallel
+
+    core = blas.core_name() or "not OpenBLAS"
+    print(f"interpreter threads: {parallel.thread_count()} (set {parallel.ENV_THREADS}); numpy's OpenBLAS "
+          f"kernels: {core} (OPENBLAS_CORETYPE picks them)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="interpreter vs XLA:CPU wall time on the bench set")
     ap.add_argument("modules", nargs="*", help="bench set names or module files (default: the set)")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--profile", action="store_true")
     opts = ap.parse_args(argv)
     paths = _paths(opts.modules)
@@ -204,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # noqa: BLE001 - a benchmark reports and goes on
             print(f"{path.name}: failed: {type(exc).__name__}: {str(exc).splitlines()[0]}", file=sys.stderr)
     print_table(rows)
+    _print_setting()
     if opts.profile:
         for r in rows:
             print_profile(r)
