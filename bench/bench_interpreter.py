@@ -122,7 +122,8 @@ def bench_module(path: Path, repeats: int) -> dict:
         reference = XlaCpuExecutable.compile(text, allow_excess_precision=False).run(args)
     names = {m.path: m.name for m in bench_set.BENCH_SET}
     return {"module": names.get(path.resolve(), path.stem), "elements": bench_set.largest_array(module),
-            "interpreter": interp_s, "xla": xla_s, "ratio": interp_s / xla_s, "interpreter_cpu": interp_cpu, "xla_cpu": xla_cpu,
+            "interpreter": interp_s, "xla": xla_s, "ratio": interp_s / xla_s, "interpreter_cpu": interp_cpu,
+            "xla_cpu": xla_cpu,
             "max_err": _max_error(actual, expected), "agrees": _agreement(text, args, actual, reference),
             "module_obj": module, "args": args}
 
