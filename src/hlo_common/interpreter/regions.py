@@ -106,6 +106,7 @@ class Region:
         partials = [np.empty(dims[:r.dims[0]], r.wide) for r in self.reductions]
         inputs = [_compact_broadcast(x, dims) for x in operands]
         n_values = len(self.members) + len(inputs)
+        donors = self._donors([cut is True for _, cut in inputs])
 
         def slab(index: tuple) -> None:
             values: list[Any] = [None] * n_values
@@ -114,7 +115,7 @@ class Region:
             # kernels of plain-typed outputs write straight into the output arrays
             targets = {slot: out[index] for out, slot in zip(outs, self._output_slots)
                        if slot in self._direct}
-            self._run_slab(values, ev, targets)
+            self._run_slab(values, ev, targets, donors)
             for out, slot, wide in zip(outs, self._output_slots, self._output_wide):
                 if wide:
                     narrow.narrow_into(out[index], values[slot])
@@ -126,17 +127,29 @@ class Region:
         parallel.for_each(slab, slabs(dims, self._axis, self._step))
         return tuple(outs) + tuple(partials)
 
-    def _run_slab(self, values: list, ev: Any, targets: dict[int, np.ndarray]) -> None:
-        """Run every member on one slab; `targets` gives members the array to write into."""
+    def _donors(self, full_inputs: list[bool]) -> list[int]:
+        """Per member, the slot of the operand it may write into (-1: none): the program's choice
+        when that operand holds a whole slab (not a broadcast row or column), so the result fits."""
+        n = len(self.members)
+        full = [False] * n + full_inputs
+        donors = []
+        for k, (_, _, slots, _, donate, _) in enumerate(self._program):
+            full[k] = any(full[s] for s in slots)
+            donors.append(donate if donate >= 0 and full[donate] else -1)
+        return donors
+
+    def _run_slab(self, values: list, ev: Any, targets: dict[int, np.ndarray], donors: list[int]) -> None:
+        """Run every member on one slab; `targets` gives members the array to write into, else
+        `donors` the slot of an operand they may write into."""
         forms: dict[tuple[int, int], Any] = {}  # (slot, WIDEN | NARROW) -> that form of the value
         member = None
         try:
-            for k, (member, fn, slots, prep, donate, rounds) in enumerate(self._program):
+            for k, (member, fn, slots, prep, _, rounds) in enumerate(self._program):
                 ops = [values[s] if p == AS_IS else _form(values, forms, s, p)
                        for s, p in zip(slots, prep)]
                 out = targets.get(k)
-                if out is None and donate >= 0 and _holds_result(values[donate], ops):
-                    out = values[donate]
+                if out is None and donors[k] >= 0:
+                    out = values[donors[k]]
                 value = fn(member, ops, out, ev)
                 values[k] = narrow.round_bf16_in_place(value) if rounds else value
         except InterpreterError:
@@ -145,13 +158,6 @@ class Region:
             raise InterpreterError(f"{_where(member)}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - a failing member names itself
             raise InterpreterError(f"{_where(member)}: {type(exc).__name__}: {exc}") from exc
-
-
-def _holds_result(cand: np.ndarray, ops: list) -> bool:
-    """True when `cand` has the shape the operands broadcast to."""
-    shape = cand.shape
-    return all(o.shape == shape or (o.ndim == len(shape) and all(a in (b, 1) for a, b in zip(o.shape, shape)))
-               for o in ops)
 
 
 def _form(values: list, forms: dict, slot: int, how: int) -> Any:
