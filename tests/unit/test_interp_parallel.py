@@ -144,6 +144,7 @@ def test_reductions_computed_inside_a_region_equal_whole_array_reductions(monkey
 
     module = parse_module(FUSED)
     x = (RNG.standard_normal((4, 96, 1000)) * 3).astype(ml_dtypes.bfloat16)
+    monkeypatch.setattr(regions, "CHUNK_ELEMENTS", 1 << 16)  # slabs of 64 rows of 1000: dim 1 is cut
     ev = Evaluator()
     got = ev.evaluate(module, [x])
     region = next(s[0].__self__ for s in ev._plan(module.entry).variant_steps
@@ -163,6 +164,7 @@ def test_a_reduction_through_a_folded_convert_leaves_only_what_others_read(monke
     module = parse_module(text.replace("(f32[4,96], bf16[4], f32[4,1000]) tuple(s, m, col)",
                                        "(f32[4,96], bf16[4]) tuple(s, m)"))
     x = (RNG.standard_normal((4, 96, 1000)) * 3).astype(ml_dtypes.bfloat16)
+    monkeypatch.setattr(regions, "CHUNK_ELEMENTS", 1 << 16)  # slabs of 64 rows of 1000: dim 1 is cut
     ev = Evaluator()
     got = ev.evaluate(module, [x])
     region = next(s[0].__self__ for s in ev._plan(module.entry).variant_steps
