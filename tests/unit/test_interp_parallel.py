@@ -174,3 +174,28 @@ def test_a_reduction_through_a_folded_convert_leaves_only_what_others_read(monke
     monkeypatch.setattr(regions, "MIN_ELEMENTS", 1 << 62)
     monkeypatch.setattr(Evaluator, "fold_converts", False)
     assert [_bits(g) for g in got] == [_bits(w) for w in evaluate(module, [x])]
+
+
+def test_a_reduced_member_is_never_overwritten_by_a_later_member(monkeypatch):
+    # sq's last reader is pl, which could compute into sq's array (pl is not an output), but the
+    # region reduces sq after the slab's members ran: sq must keep its values.
+    from hlo_common.interpreter import regions
+
+    text = """
+    HloModule f
+    add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }
+    ENTRY e {
+      x = f32[512,1000] parameter(0)
+      sq = f32[512,1000] multiply(x, x)
+      pl = f32[512,1000] add(sq, x)
+      q = f32[512,1000] multiply(pl, x)
+      z = f32[] constant(0)
+      s = f32[512] reduce(sq, z), dimensions={1}, to_apply=add
+      ROOT t = (f32[512], f32[512,1000]) tuple(s, q)
+    }"""
+    module = parse_module(text)
+    x = RNG.standard_normal((512, 1000)).astype(np.float32)
+    s, q = evaluate(module, [x])
+    np.testing.assert_allclose(s, (x.astype(np.float64) ** 2).sum(axis=1), rtol=1e-5)
+    monkeypatch.setattr(regions, "MIN_ELEMENTS", 1 << 62)
+    assert [_bits(v) for v in (s, q)] == [_bits(v) for v in evaluate(module, [x])]

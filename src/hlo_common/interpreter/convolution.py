@@ -30,7 +30,7 @@ from hlo_common.interpreter.registry import register
 from hlo_common.interpreter.window import dilate_and_pad
 from hlo_common.ir import HloInstruction
 
-BLOCK_ELEMENTS = 1 << 21  # patch matrix elements per block (8 MiB of f32)
+BLOCK_ELEMENTS = 1 << 20  # patch matrix elements per block at most (4 MiB of f32)
 
 
 @register("convolution")
@@ -87,7 +87,8 @@ def convolve(instr: HloInstruction, lhs: np.ndarray, rhs: np.ndarray, window: Wi
     result = np.zeros((batch_groups, feature_groups, nb) + tuple(out_spatial) + (oq,),
                       np.result_type(lhs, rhs))
     per_image = groups * math.prod(out_spatial) * w.shape[1]
-    step = max(1, BLOCK_ELEMENTS // max(per_image, 1))
+    blocks = -(-nb // max(1, BLOCK_ELEMENTS // max(per_image, 1)))
+    step = -(-nb // max(blocks, 1))  # blocks of equal size, so threads finish together
     offsets = list(itertools.product(*(range(t) for t in taps)))
 
     def block(start: int) -> None:

@@ -88,7 +88,8 @@ class Region:
         n_members = len(self.members)
         self._input_slots = range(n_members, n_members + len(self.inputs))
         self._output_slots = [local[id(o)] for o in self.outputs]
-        self._program, wide, kernels = _slab_program(self.members, local, set(self._output_slots))
+        kept = set(self._output_slots) | set(self._reduction_slots)  # read after the members ran
+        self._program, wide, kernels = _slab_program(self.members, local, kept)
         self._output_wide = [slot in wide for slot in self._output_slots]
         self._direct = {slot for slot in self._output_slots if slot in kernels and slot not in wide}
 
@@ -178,10 +179,11 @@ def _form(values: list, forms: dict, slot: int, how: int) -> Any:
     return form
 
 
-def _slab_program(members: list[HloInstruction], local: dict[int, int], outputs: set[int]):
+def _slab_program(members: list[HloInstruction], local: dict[int, int], kept: set[int]):
     """(program, wide slots, kernel slots): per member (instr, fn, operand slots, how each is
     prepared, the slot of the operand whose array it may write into or -1, whether it rounds to
-    bf16); wide slots hold bf16 values in f32 arrays; kernel slots are the members run as kernels."""
+    bf16); wide slots hold bf16 values in f32 arrays; kernel slots are the members run as kernels.
+    Slots in `kept` (outputs, reduced members) are never written into."""
     kernels = [kernel_for(m) for m in members]
     wide = {k for k, (m, kern) in enumerate(zip(members, kernels))
             if kern is not None and m.shape.element_type.np_dtype == narrow.BF16}
@@ -204,7 +206,7 @@ def _slab_program(members: list[HloInstruction], local: dict[int, int], outputs:
         compute = _compute_dtype(m, k in wide)
         donate = next((s for op, s in zip(m.operands, slots)
                        if s < len(members) and kernels[s] is not None and last_read[s] == k
-                       and s not in outputs and s not in handler_read
+                       and s not in kept and s not in handler_read
                        and _compute_dtype(op, s in wide) == compute), -1)
         program.append((m, _member_call(m, kern), slots, prep, donate, kern.rounds))
     return program, wide, {k for k, kern in enumerate(kernels) if kern is not None}
