@@ -199,3 +199,21 @@ def test_a_reduced_member_is_never_overwritten_by_a_later_member(monkeypatch):
     np.testing.assert_allclose(s, (x.astype(np.float64) ** 2).sum(axis=1), rtol=1e-5)
     monkeypatch.setattr(regions, "MIN_ELEMENTS", 1 << 62)
     assert [_bits(v) for v in (s, q)] == [_bits(v) for v in evaluate(module, [x])]
+
+
+def test_a_forked_child_gets_its_own_threads(monkeypatch):
+    import multiprocessing
+
+    monkeypatch.setenv(parallel.ENV_THREADS, "2")
+    a = RNG.standard_normal((8, 256, 64)).astype(np.float32)
+    b = RNG.standard_normal((8, 64, 256)).astype(np.float32)
+    monkeypatch.setattr(numeric, "PARALLEL_WORK", 1)
+    want = numeric.matmul(a, b)  # the parent's pool exists now
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got = pool.apply_async(_matmul_in_child, (a, b)).get(timeout=60)  # hangs on the parent's pool
+    assert _bits(got) == _bits(want)
+
+
+def _matmul_in_child(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    numeric.PARALLEL_WORK = 1
+    return numeric.matmul(a, b)

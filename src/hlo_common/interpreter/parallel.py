@@ -31,6 +31,7 @@ T = TypeVar("T")
 
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
+_pool_pid = 0  # a forked child must not use its parent's pool (its threads did not survive the fork)
 _pool_lock = threading.Lock()
 _local = threading.local()
 
@@ -51,7 +52,9 @@ def thread_count() -> int:
 
 
 def _workers(n: int) -> ThreadPoolExecutor:
-    global _pool, _pool_size
+    global _pool, _pool_size, _pool_pid, _pool_lock
+    if _pool_pid != os.getpid():
+        _pool, _pool_size, _pool_pid, _pool_lock = None, 0, os.getpid(), threading.Lock()
     with _pool_lock:
         if _pool is None or _pool_size < n:
             if _pool is not None:
