@@ -97,8 +97,9 @@ class Evaluator:
     counter rng-get-and-update-state reads and advances (XLA starts it at 0x7012395).
     """
 
-    # Plans let a reduce read the operand of the widening convert it alone reads (plan.py); an
-    # evaluator that must see every instruction's value (hlo-run's bisector) turns this off.
+    # Plans let a reduce read the operand of the widening convert it alone reads, and compute a
+    # reduce of an elementwise region's member inside the region (plan.py); an evaluator that
+    # must see every instruction's value (hlo-run's bisector) turns both off.
     fold_converts = True
 
     def __init__(self, *, replica_id: int = 0, partition_id: int = 0, rng_seed: int = 0x5EED,
