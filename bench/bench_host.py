@@ -2,8 +2,7 @@
 
     .venv/bin/python bench/bench_host.py [--repeats 5] [--threads N] [--profile] [MODULE.hlo ...]
 
-For each module (default: testdata/gelu.hlo, testdata/fusion/layernorm_f32.hlo and
-testdata/transformer_layer.hlo) it runs the pipe the user runs,
+For each module (default: the bench set, `bench/bench_set.py`) it runs the pipe the user runs,
 
     hlo-opt m.hlo | hlo-codegen --target host | hlo-run --platform host
 
@@ -32,8 +31,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_MODULES = [ROOT / "testdata" / "gelu.hlo", ROOT / "testdata" / "fusion" / "layernorm_f32.hlo",
-                   ROOT / "testdata" / "transformer_layer.hlo"]
+sys.path.insert(0, str(ROOT / "bench"))
+import bench_set  # noqa: E402  (bench/ is not a package)
+
+DEFAULT_MODULES = bench_set.paths()
 # hlo-opt flags of the "unfused" variant: the gpu pipeline without its fusion passes (every op then
 # runs as its own wrapped_* kernel, as before fusion was written).
 UNFUSED_FLAGS = ["--disable-pass", "priority-fusion", "--disable-pass", "multi_output_fusion",

@@ -80,6 +80,8 @@ class TracingEvaluator(Evaluator):
     stands for the later ones.
     """
 
+    fold_converts = False  # every watched instruction is evaluated, a convert read by a reduce too
+
     def __init__(self, watched: list[HloInstruction], capture: tuple[HloInstruction, int] | None = None,
                  max_bytes: int = MAX_TRACE_BYTES):
         super().__init__()

@@ -290,3 +290,22 @@ def test_complex_division_recovers_infinities_like_c99():
     assert np.isinf(q[1].real)                         # nonzero / 0 is infinite
     assert np.isinf(q[2].real) and np.isinf(q[2].imag)  # infinite / finite is infinite
     np.testing.assert_allclose(q[3], (2 - 1j) / (1 + 1j), rtol=1e-6)
+
+
+@pytest.mark.parametrize("b_bits", [0, 0x80000000, 0x3F800000, 0xFF800000, 0x7FC00000, 0x80000001])
+def test_maximum_minimum_with_one_value_match_the_elementwise_rule(b_bits):
+    # relu's max(x, 0) takes a shortcut when one operand is a single value; it must give the
+    # general rule's bits: NaN payloads, infinities, subnormals and both zeros on either side.
+    from hlo_common.interpreter.elementwise import float_maximum, float_minimum
+
+    special = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000, 0x7F800001, 1,
+                        0x80000001, 0x3F800000, 0xBF800000], np.uint32)
+    noise = np.random.default_rng(5).integers(0, 1 << 32, 4000, dtype=np.uint64).astype(np.uint32)
+    a = np.concatenate([special, noise])
+    a = a.view(np.float32).reshape(3, -1)
+    b = np.array(b_bits, np.uint32).view(np.float32).reshape(1, 1)
+    with np.errstate(invalid="ignore"):
+        want_max = np.where(a == b, np.where(np.signbit(a), b, a), np.maximum(a, b))
+        want_min = np.where(a == b, np.where(np.signbit(a), a, b), np.minimum(a, b))
+        assert float_maximum(a, b).tobytes() == want_max.tobytes()
+        assert float_minimum(a, b).tobytes() == want_min.tobytes()

@@ -30,20 +30,40 @@ _controls: tuple | None = None
 _looked = False
 
 
-def _find_controls() -> tuple | None:
-    """(get, set) ctypes functions of the loaded OpenBLAS, or None."""
+def _openblas_libraries() -> list[ctypes.CDLL]:
+    """The OpenBLAS libraries this process has loaded (numpy's first)."""
     import numpy  # noqa: F401  (loads the BLAS library numpy links)
 
     try:
         with open("/proc/self/maps", encoding="utf-8") as f:
             paths = sorted({line.split()[-1] for line in f if "openblas" in line.lower() and "/" in line})
     except OSError:
-        return None
+        return []
+    libs = []
     for path in paths:
         try:
-            lib = ctypes.CDLL(path)
+            libs.append(ctypes.CDLL(path))
         except OSError:
             continue
+    return libs
+
+
+def core_name() -> str:
+    """The CPU kernel set OpenBLAS chose (e.g. "Haswell", "SkylakeX"; OPENBLAS_CORETYPE sets it when
+    the library starts), or "" when numpy's BLAS is not OpenBLAS."""
+    for lib in _openblas_libraries():
+        for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename",
+                     "openblas_get_corename64_", "openblas_get_corename"):
+            if hasattr(lib, name):
+                fn = getattr(lib, name)
+                fn.restype, fn.argtypes = ctypes.c_char_p, []
+                return fn().decode()
+    return ""
+
+
+def _find_controls() -> tuple | None:
+    """(get, set) ctypes functions of the loaded OpenBLAS, or None."""
+    for lib in _openblas_libraries():
         for get_name, set_name in _SYMBOLS:
             if hasattr(lib, get_name) and hasattr(lib, set_name):
                 get, put = getattr(lib, get_name), getattr(lib, set_name)

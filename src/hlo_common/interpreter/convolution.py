@@ -1,28 +1,36 @@
 """The interpreter's convolution handler (XLA's HloEvaluator::HandleConvolution, vectorized).
 
 Operands are converted to the result element type and accumulated like dot (f32 for bf16/f16,
-wrapping integers). The input is laid out as [batch, feature, spatial...] and the kernel as
-[out feature, in feature, spatial...] whatever `dim_labels` says; the input is base-dilated
-(`lhs_dilate`) and padded (negative padding crops), the kernel reversed where `rhs_reversal` asks,
-then each kernel offset adds one batched matmul over the input features:
+wrapping integers). The input is laid out channels-last, [batch, spatial..., feature], and the
+kernel as [spatial..., in feature, out feature] whatever `dim_labels` says; the input is
+base-dilated (`lhs_dilate`) and padded (negative padding crops), the kernel reversed where
+`rhs_reversal` asks. Then the convolution is one matrix product per block of output positions
+(im2col): each row of the patch matrix holds, for one output position, the input features under
+every kernel offset, and is multiplied by the kernel flattened the same way:
 
-    out[n, o, x] += in[n, c, x*stride + k*rhs_dilate] * kernel[o, c, k]     for every offset k
+    out[n, x, o] = sum over k, c of in[n, x*stride + k*rhs_dilate, c] * kernel[k, c, o]
 
 feature_group_count splits the input features and output features into groups that only see each
-other; batch_group_count splits the input batch the same way against the output features.
+other; batch_group_count splits the input batch the same way against the output features. Blocks
+of whole images (of about BLOCK_ELEMENTS patch elements, fixed by the shapes) run on the
+interpreter's threads (`parallel.py`).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
 from hlo_common.hlo.attributes import ConvDimensionNumbers, Window
+from hlo_common.interpreter import parallel
 from hlo_common.interpreter.numeric import to_accumulation, to_element_type, unsupported
 from hlo_common.interpreter.registry import register
 from hlo_common.interpreter.window import dilate_and_pad
 from hlo_common.hlo.ir import HloInstruction
+
+BLOCK_ELEMENTS = 1 << 20  # patch matrix elements per block at most (4 MiB of f32)
 
 
 @register("convolution")
@@ -37,13 +45,13 @@ def _convolution(instr: HloInstruction, operands, ev) -> np.ndarray:
     nsp = len(dnums.input_spatial)
     if len(window.dims) != nsp:
         raise unsupported(instr, f"window has {len(window.dims)} dims, dim_labels has {nsp} spatial dims")
-    lhs = lhs.transpose((dnums.input_batch, dnums.input_feature) + dnums.input_spatial)
-    rhs = rhs.transpose((dnums.kernel_output_feature, dnums.kernel_input_feature) + dnums.kernel_spatial)
+    lhs = lhs.transpose((dnums.input_batch,) + dnums.input_spatial + (dnums.input_feature,))
+    rhs = rhs.transpose(dnums.kernel_spatial + (dnums.kernel_input_feature, dnums.kernel_output_feature))
     out = convolve(instr, lhs, rhs, window, int(instr.attrs.get("feature_group_count", 1) or 1),
                    int(instr.attrs.get("batch_group_count", 1) or 1))
-    # out is [batch, feature, spatial...]; put each at its dim_labels position.
+    # out is [batch, spatial..., feature]; put each at its dim_labels position.
     perm = [0] * out.ndim
-    for canonical, pos in enumerate((dnums.output_batch, dnums.output_feature) + dnums.output_spatial):
+    for canonical, pos in enumerate((dnums.output_batch,) + dnums.output_spatial + (dnums.output_feature,)):
         perm[pos] = canonical
     out = out.transpose(perm)
     if out.shape != instr.shape.dims:
@@ -53,40 +61,59 @@ def _convolution(instr: HloInstruction, operands, ev) -> np.ndarray:
 
 def convolve(instr: HloInstruction, lhs: np.ndarray, rhs: np.ndarray, window: Window,
              feature_groups: int, batch_groups: int) -> np.ndarray:
-    """Convolution of canonical [N, C, S...] input with [O, I, K...] kernel -> [N', O, S'...]."""
-    n, c = lhs.shape[:2]
-    o, i = rhs.shape[:2]
+    """Convolution of channels-last [N, S..., C] input with [K..., I, O] kernel -> [N', S'..., O]."""
+    n, c = lhs.shape[0], lhs.shape[-1]
+    i, o = rhs.shape[-2:]
     if c % feature_groups or o % (feature_groups * batch_groups) or n % batch_groups:
         raise unsupported(instr, "group counts do not divide the batch / feature dimensions")
     if c // feature_groups != i:
         raise unsupported(instr, f"kernel input features {i} != input features {c} / {feature_groups}")
-    groups = feature_groups * batch_groups
-    nb, oq = n // batch_groups, o // groups
+    nsp = lhs.ndim - 2
     for k, wd in enumerate(window.dims):
         if wd.window_reversal:
-            rhs = np.flip(rhs, axis=2 + k)
-    padded, _ = dilate_and_pad(lhs, (None, None) + tuple(window.dims), np.zeros((), lhs.dtype))
+            rhs = np.flip(rhs, axis=k)
+    padded, _ = dilate_and_pad(lhs, (None,) + tuple(window.dims) + (None,), np.zeros((), lhs.dtype))
     out_spatial = []
     for k, wd in enumerate(window.dims):
-        span = (rhs.shape[2 + k] - 1) * wd.window_dilation + 1
-        size = padded.shape[2 + k] - span
+        span = (rhs.shape[k] - 1) * wd.window_dilation + 1
+        size = padded.shape[1 + k] - span
         out_spatial.append(0 if size < 0 else size // wd.stride + 1)
-    p = int(np.prod(out_spatial, dtype=np.int64))
-    # input as [B, Nb, G, Cg, S...] (one of B, G is 1); kernel as [B*G, Cg, Oq] per offset.
-    x = padded.reshape((batch_groups, nb, feature_groups, i) + padded.shape[2:])
-    w = rhs.reshape((batch_groups, feature_groups, oq, i) + rhs.shape[2:])
-    acc = np.zeros((groups, nb * p, oq), dtype=lhs.dtype)
-    for offset in itertools.product(*(range(s) for s in rhs.shape[2:])):
-        starts = [k * wd.window_dilation for k, wd in zip(offset, window.dims)]
-        sl = tuple(slice(s, s + (m - 1) * wd.stride + 1, wd.stride)
-                   for s, wd, m in zip(starts, window.dims, out_spatial))
-        patch = x[(Ellipsis,) + sl] if sl else x  # [B, Nb, G, Cg, S'...]
-        nsp = patch.ndim - 4
-        a = patch.transpose((0, 2, 1) + tuple(range(4, 4 + nsp)) + (3,)).reshape(groups, nb * p, i)
-        kern = w[(Ellipsis,) + offset].reshape(groups, oq, i).transpose(0, 2, 1)
-        acc += np.matmul(a, kern)
-    out = acc.reshape((batch_groups, feature_groups, nb) + tuple(out_spatial) + (oq,))
-    # -> [Nb, B, G, Oq, S'...] -> [Nb, O, S'...]
+    groups, nb, oq = feature_groups * batch_groups, n // batch_groups, o // (feature_groups * batch_groups)
+    # input as [B, Nb, S..., G, I] (one of B, G is 1); kernel as [B*G, K*I, Oq].
+    x = padded.reshape((batch_groups, nb) + padded.shape[1:-1] + (feature_groups, i))
+    taps = rhs.shape[:nsp]
+    w = rhs.reshape(taps + (i, batch_groups, feature_groups, oq))
+    w = w.transpose((nsp + 1, nsp + 2) + tuple(range(nsp)) + (nsp, nsp + 3)).reshape(groups, -1, oq)
+    result = np.zeros((batch_groups, feature_groups, nb) + tuple(out_spatial) + (oq,),
+                      np.result_type(lhs, rhs))
+    per_image = groups * math.prod(out_spatial) * w.shape[1]
+    blocks = -(-nb // max(1, BLOCK_ELEMENTS // max(per_image, 1)))
+    step = -(-nb // max(blocks, 1))  # blocks of equal size, so threads finish together
+    offsets = list(itertools.product(*(range(t) for t in taps)))
+
+    def block(start: int) -> None:
+        images = x[:, start:start + step]
+        patches = _patches(images, offsets, window, out_spatial)
+        product = np.matmul(patches, w)  # [B*G, images * positions, Oq]
+        result[:, :, start:start + step] = product.reshape(result[:, :, start:start + step].shape)
+
+    if result.size and w.shape[1]:
+        parallel.for_each(block, range(0, nb, step))
+    # [B, G, Nb, S'..., Oq] -> [Nb, S'..., B, G, Oq] = [Nb, S'..., O]
+    out = result.transpose((2,) + tuple(range(3, 3 + nsp)) + (0, 1, 3 + nsp))
+    return out.reshape((nb,) + tuple(out_spatial) + (o,))
+
+
+def _patches(x: np.ndarray, offsets: list[tuple], window: Window, out_spatial: list[int]) -> np.ndarray:
+    """The patch matrix [B*G, images * positions, K*I] of input block x [B, images, S..., G, I]."""
     nsp = len(out_spatial)
-    out = out.transpose((2, 0, 1, 3 + nsp) + tuple(range(3, 3 + nsp)))
-    return out.reshape((nb, o) + tuple(out_spatial))
+    b, images, g, i = x.shape[0], x.shape[1], x.shape[-2], x.shape[-1]
+    # [B, G, images, S'..., K, I]: one contiguous row of K*I values per output position
+    patches = np.empty((b, g, images) + tuple(out_spatial) + (len(offsets), i), x.dtype)
+    move = (0, 2 + nsp, 1) + tuple(range(2, 2 + nsp)) + (3 + nsp,)  # [B, images, S', G, I] to
+    # [B, G, images, S', I]
+    for j, offset in enumerate(offsets):
+        sl = tuple(slice(k * wd.window_dilation, k * wd.window_dilation + (m - 1) * wd.stride + 1, wd.stride)
+                   for k, wd, m in zip(offset, window.dims, out_spatial))
+        patches[..., j, :] = x[(slice(None), slice(None)) + sl].transpose(move)
+    return patches.reshape(b * g, images * math.prod(out_spatial), len(offsets) * i)

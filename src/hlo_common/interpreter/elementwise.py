@@ -143,22 +143,45 @@ def _multiply(instr, operands, ev):
     return down(np.logical_and(a, b) if et.is_pred else np.multiply(a, b), et)
 
 
+def float_maximum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """maximum of floats: NaN propagates, and -0 < +0 (as XLA:CPU computes it)."""
+    if np.size(b) == 1 and np.size(a) > 1:  # relu's max(x, 0): one value to compare with
+        return _with_scalar(np.maximum, a, b, keep_sign_of_zero=bool(np.signbit(b)))
+    return np.where(a == b, np.where(np.signbit(a), b, a), np.maximum(a, b))
+
+
+def float_minimum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """minimum of floats: NaN propagates, and -0 < +0."""
+    if np.size(b) == 1 and np.size(a) > 1:
+        return _with_scalar(np.minimum, a, b, keep_sign_of_zero=not np.signbit(b))
+    return np.where(a == b, np.where(np.signbit(a), a, b), np.minimum(a, b))
+
+
+def _with_scalar(ufunc: np.ufunc, a: np.ndarray, b: np.ndarray, keep_sign_of_zero: bool) -> np.ndarray:
+    """`float_maximum` / `float_minimum` of an array and one value `b`, in one or three passes.
+
+    Where a == b the result must be a's value with the sign of zero settled by the -0 < +0 order;
+    numpy's own maximum / minimum may return either operand of a tie. A nonzero (or NaN) `b` ties
+    only with equal bits, so numpy's result is exact; a zero `b` ties with both zeros: the result
+    of maximum with -0 (minimum with +0) is then `a` itself, of maximum with +0 (minimum with -0)
+    is `b`."""
+    r = ufunc(a, b)
+    if b.reshape(()) != 0:
+        return r
+    np.copyto(r, a if keep_sign_of_zero else np.broadcast_to(b, r.shape), where=a == b)
+    return r
+
+
 @register("maximum")
 def _maximum(instr, operands, ev):
     a, b, et = _binary(instr, operands)
-    r = np.maximum(a, b)  # propagates NaN
-    if et.is_float:  # -0 < +0 here, as XLA:CPU computes it
-        r = np.where(a == b, np.where(np.signbit(a), b, a), r)
-    return down(r, et)
+    return down(float_maximum(a, b) if et.is_float else np.maximum(a, b), et)
 
 
 @register("minimum")
 def _minimum(instr, operands, ev):
     a, b, et = _binary(instr, operands)
-    r = np.minimum(a, b)
-    if et.is_float:
-        r = np.where(a == b, np.where(np.signbit(a), a, b), r)
-    return down(r, et)
+    return down(float_minimum(a, b) if et.is_float else np.minimum(a, b), et)
 
 
 def _int_limits(et: PrimitiveType) -> tuple[int, int]:

@@ -97,6 +97,11 @@ class Evaluator:
     counter rng-get-and-update-state reads and advances (XLA starts it at 0x7012395).
     """
 
+    # Plans let a reduce read the operand of the widening convert it alone reads, and compute a
+    # reduce of an elementwise region's member inside the region (plan.py); an evaluator that
+    # must see every instruction's value (hlo-run's bisector) turns both off.
+    fold_converts = True
+
     def __init__(self, *, replica_id: int = 0, partition_id: int = 0, rng_seed: int = 0x5EED,
                  rng_state: int = 0x7012395):
         _import_handlers()
@@ -240,7 +245,7 @@ class Evaluator:
     def _plan(self, comp: HloComputation) -> Plan:
         plan = self._plans.get(id(comp))
         if plan is None or plan.is_stale(comp):
-            plan = self._plans[id(comp)] = Plan(comp, _plan_handler)
+            plan = self._plans[id(comp)] = Plan(comp, _plan_handler, self.fold_converts)
         return plan
 
     def _bind(self, plan: Plan, comp: HloComputation, args: Sequence[Any]) -> list:

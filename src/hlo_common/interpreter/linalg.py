@@ -4,7 +4,7 @@ Part of the reference interpreter (XLA's HloEvaluator role). Semantics follow Hl
 operands are converted to the result element type, products are accumulated in f32 for the narrow
 floats (bf16, f16, f8) and rounded once, integer dots wrap in two's complement, and the result
 dimensions are ordered batch, lhs non-contracting, rhs non-contracting. All handlers are
-vectorized (one BLAS matmul per dot); importing this module also registers the convolution and
+vectorized (BLAS matmuls, `numeric.matmul`); importing this module also registers the convolution and
 batch-norm handlers.
 
     %d = f32[2,3,5] dot(f32[2,3,4] a, f32[2,4,5] b), lhs_batch_dims={0}, rhs_batch_dims={0},

@@ -3,7 +3,9 @@
 XLA's HloEvaluator converts dot / convolution operands to the result element type and then
 accumulates in the type's "elementwise" type: f32 for the narrow floats (bf16, f16, f8...), the type
 itself for f32 / f64 / complex, and two's-complement wrapping arithmetic for integers. These
-helpers pick that accumulation dtype and bring accumulated values back to the element type.
+helpers pick that accumulation dtype and bring accumulated values back to the element type;
+`dot_general` / `matmul` multiply through BLAS, large products in blocks on the interpreter's
+threads.
 
     >>> accumulation_dtype(PRIMITIVE_TYPES["bf16"])
     dtype('float32')
@@ -21,6 +23,7 @@ from hlo_common.hlo.attributes import RawAttr
 from hlo_common.hlo.dtypes import PRIMITIVE_TYPES, PrimitiveType  # noqa: F401  (doctest namespace)
 from hlo_common.errors import InterpreterError
 from hlo_common.hlo.ir import HloInstruction
+from hlo_common.interpreter import parallel
 
 
 def accumulation_dtype(ptype: PrimitiveType) -> np.dtype:
@@ -97,6 +100,12 @@ def to_accumulation(values: np.ndarray, result: PrimitiveType) -> np.ndarray:
     return convert(values, result).astype(accumulation_dtype(result), copy=False)
 
 
+# Products of at least PARALLEL_WORK multiply-adds are split (see `matmul`).
+PARALLEL_WORK = 1 << 24
+BLOCK_ROWS = 256
+MAX_BLOCKS = 16
+
+
 def dot_general(lhs: np.ndarray, rhs: np.ndarray, lhs_batch, rhs_batch, lhs_contract,
                 rhs_contract) -> np.ndarray:
     """numpy dot_general on already-widened operands: result dims = batch, lhs free, rhs free.
@@ -111,9 +120,37 @@ def dot_general(lhs: np.ndarray, rhs: np.ndarray, lhs_batch, rhs_batch, lhs_cont
         lhs, rhs = lhs.astype(np.int64), rhs.astype(np.int64)
     a = _stacked_matrix(lhs, list(lhs_batch), lhs_free, list(lhs_contract))
     b = _stacked_matrix(rhs, list(rhs_batch), list(rhs_contract), rhs_free)
-    out = np.matmul(a, b)
+    out = matmul(a, b)
     dims = [lhs.shape[d] for d in (*lhs_batch, *lhs_free)] + [rhs.shape[d] for d in rhs_free]
     return out.reshape(dims)
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """np.matmul of [batch..., M, K] and [batch..., K, N] stacks; a large float product is split into
+    blocks that run on the interpreter's threads: along the first batch dim (each matrix is one
+    BLAS call anyway, so no value changes), else into blocks of BLOCK_ROWS rows (fixed by the
+    shape, so the values do not depend on the number of threads either)."""
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    batch = a.shape[:-2]
+    if a.dtype.kind not in "fc" or m * n * k * math.prod(batch) < PARALLEL_WORK or batch != b.shape[:-2]:
+        return np.matmul(a, b)
+    out = np.empty(batch + (m, n), np.result_type(a, b))
+    if batch and batch[0] > 1:
+        step = -(-batch[0] // MAX_BLOCKS)
+        blocks = [(slice(i, i + step),) for i in range(0, batch[0], step)]
+
+        def block(ix: tuple) -> None:
+            np.matmul(a[ix], b[ix], out=out[ix])
+    elif m >= 2 * BLOCK_ROWS:
+        blocks = [(Ellipsis, slice(i, i + BLOCK_ROWS), slice(None)) for i in range(0, m, BLOCK_ROWS)]
+
+        def block(ix: tuple) -> None:
+            np.matmul(a[ix], b, out=out[ix])
+    else:
+        return np.matmul(a, b)
+    parallel.for_each(block, blocks)
+    return out
 
 
 def _stacked_matrix(x: np.ndarray, batch: list[int], rows: list[int], cols: list[int]) -> np.ndarray:

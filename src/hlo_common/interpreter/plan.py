@@ -3,14 +3,17 @@
 A plan lists the computation's reachable instructions (dead code is never evaluated) as steps.
 Every value lives in a numbered slot; a step names its handler (resolved from the opcode table
 once), its operand slots, its result slot, the slots whose last use it is (freed right after
-it runs) and how its result is checked against the instruction's shape. Two rearrangements
+it runs) and how its result is checked against the instruction's shape. Three rearrangements
 keep repeated and large computations cheap without changing any value:
 
 - invariant steps (pure instructions that depend on no parameter: constants, iotas, a while
   body's `iota * iota`, ...) come first. From the plan's second run on, the invariant values the
   other steps read are taken from a cache instead of being recomputed;
 - runs of large elementwise instructions over one shape become one region step evaluated chunk
-  by chunk (`regions.py`); its outputs are unpacked into the members' slots by `_pick` steps.
+  by chunk (`regions.py`); its outputs are unpacked into the members' slots by `_pick` steps;
+- a convert that widens floats exactly (bf16 to f32, ...) and is read only by a reduce on numpy's
+  fast path is not evaluated: the reduce reads the convert's operand and widens each value as it
+  sums it (`_folded_converts`), instead of reading a widened copy of the whole array.
 
 A step is `(handler, instr, fetch, result slot, frees, check, dtype, dims, donate)`: `fetch(values)`
 gives the operand values, check is NO_CHECK, ARRAY_CHECK (dtype and dims given) or FULL_CHECK
@@ -26,6 +29,8 @@ from operator import itemgetter
 from typing import Callable, Sequence
 
 from hlo_common.interpreter import regions
+from hlo_common.interpreter.reducers import classify_reducer
+from hlo_common.interpreter.reduction import fast_reduction, finish_fast_reduction
 from hlo_common.interpreter.registry import HANDLERS
 from hlo_common.hlo.ir import HloComputation, HloInstruction
 from hlo_common.hlo.opcodes import OPCODES
@@ -37,6 +42,8 @@ _STRUCTURAL = frozenset({
     "parameter", "tuple", "get-tuple-element", "call", "while", "conditional", "opt-barrier",
     "add-dependency", "domain",
 })
+# Float types whose values f32 holds exactly (converts from them to f32 / f64 widen exactly).
+_EXACT_IN_F32 = frozenset({"bf16", "f16", "f32"})
 # Ops whose handler may write its result into operand 0 when the evaluator donates it.
 _DONATES = frozenset({"dynamic-update-slice", "scatter"})
 # Instructions whose value is not a function of their operands alone (or that talk to others).
@@ -52,27 +59,39 @@ class Plan:
     __slots__ = ("computation", "root", "size", "slots", "param_slots", "root_slot", "invariant_steps",
                  "variant_steps", "invariant_slots", "cache", "runs", "_order", "_elementwise")
 
-    def __init__(self, comp: HloComputation, handler_for: Callable[[HloInstruction], Callable]):
+    def __init__(self, comp: HloComputation, handler_for: Callable[[HloInstruction], Callable],
+                 fold_converts: bool = True):
         self.computation = comp  # keeps the computation alive while its id keys the plan cache
         self.root = comp.root
         self.size = len(comp.instructions)
         order = self._order = _reachable_post_order(comp)
         invariant = _invariant_instructions(order)
-        groups = regions.find_regions(order, invariant)
+        folded = _folded_converts(order) if fold_converts else {}
+        groups = regions.find_regions(order, invariant, exclude=folded)
+        fused = _attach_reductions(order, groups, folded) if fold_converts else set()
         nodes = _schedule(order, groups, invariant)
         slot = {id(instr): k for k, instr in enumerate(order)}
+        for convert, source in folded.items():  # the reduce reads the convert's operand
+            slot[convert] = slot[id(source)]
         self.root_slot = slot[id(comp.root)]
         self.param_slots = [(i.parameter_number, slot[id(i)]) for i in order if i.opcode == "parameter"]
         raw: list[list] = []  # [handler, instr, operand slots, result slot, check, is_invariant]
-        hidden = len(order)
+        hidden = len(order)  # slots past the instructions': region results, fused reductions
+        partial: dict[int, int] = {}  # id(fused reduce) -> slot of its region's reduction
         for node in nodes:
             if isinstance(node, regions.Region):
                 ins = tuple(slot[id(i)] for i in node.inputs)
-                raw.append([node.run, node.members[-1], ins, hidden, False, node.invariant])
+                whole, hidden = hidden, hidden + 1
+                raw.append([node.run, node.members[-1], ins, whole, False, node.invariant])
                 for k, out in enumerate(node.outputs):
-                    raw.append([_Picker(k), out, (hidden,), slot[id(out)], False, node.invariant])
-                hidden += 1
-            elif node.opcode != "parameter":
+                    raw.append([_Picker(k), out, (whole,), slot[id(out)], False, node.invariant])
+                for k, r in enumerate(node.reductions, len(node.outputs)):  # into hidden slots
+                    raw.append([_Picker(k), r.reduce, (whole,), hidden, False, node.invariant])
+                    partial[id(r.reduce)], hidden = hidden, hidden + 1
+            elif id(node) in fused:  # the region reduced its input: combine with the init value
+                ops = (partial[id(node)], slot[id(node.operands[1])])
+                raw.append([_FinishReduction(node), node, ops, slot[id(node)], True, id(node) in invariant])
+            elif node.opcode != "parameter" and id(node) not in folded:
                 ops = tuple(slot[id(op)] for op in node.operands)
                 raw.append([handler_for(node), node, ops, slot[id(node)], True, id(node) in invariant])
         self.slots = hidden
@@ -166,6 +185,69 @@ def _reachable_post_order(comp: HloComputation) -> list[HloInstruction]:
         order.remove(comp.root)
         order.append(comp.root)
     return order
+
+
+def _folded_converts(order: list[HloInstruction]) -> dict[int, HloInstruction]:
+    """id(convert) -> its operand, for each convert that widens floats exactly (bf16/f16 to f32 or
+    f64, f32 to f64) and is read only by a reduce that takes numpy's fast path: the reduce reads
+    the narrow values and widens them as it sums (the same values, without a widened copy)."""
+    live = {id(i) for i in order}
+    folded: dict[int, HloInstruction] = {}
+    for instr in order:
+        if instr.opcode != "reduce" or len(instr.operands) != 2 or instr.operands[0].opcode != "convert":
+            continue
+        convert = instr.operands[0]
+        src, dst = convert.operands[0].shape.element_type, convert.shape.element_type
+        if not (src.is_float and dst.is_float and src.bits < dst.bits and dst.bits in (32, 64)):
+            continue
+        if src.name not in _EXACT_IN_F32 or convert is order[-1] or instr.operands[1] is convert:
+            continue
+        if [u for u in convert.users if id(u) in live] != [instr]:
+            continue
+        if classify_reducer(instr.attrs["to_apply"]) is not None:
+            folded[id(convert)] = convert.operands[0]
+    return folded
+
+
+def _attach_reductions(order: list[HloInstruction], groups: list[regions.Region],
+                       folded: dict[int, HloInstruction]) -> set[int]:
+    """Give each region the fast-path reduces over trailing dims of its members (through a folded
+    convert too) whose slabs hold whole rows, so it computes them as it goes; returns their ids."""
+    region_of = {id(m): g for g in groups for m in g.members}
+    fused: set[int] = set()
+    absorbed: dict[int, set[int]] = {}
+    for instr in order:
+        if instr.opcode != "reduce" or len(instr.operands) != 2:
+            continue
+        ptype = instr.operands[0].shape.element_type
+        source = folded.get(id(instr.operands[0]), instr.operands[0])
+        region = region_of.get(id(source))
+        kind = classify_reducer(instr.attrs["to_apply"])
+        dims = tuple(sorted(int(d) for d in instr.attrs.get("dimensions") or ()))
+        if region is None or kind is None or ptype.is_pred or not region.can_reduce(dims):
+            continue
+        ufunc, wide = fast_reduction(kind, ptype)
+        region.reductions.append(regions.Reduction(instr, source, kind, dims, ufunc, wide))
+        absorbed.setdefault(id(region), set()).update({id(instr), id(instr.operands[0])})
+        fused.add(id(instr))
+    live = {id(i) for i in order}
+    for g in groups:
+        if id(g) in absorbed:
+            g.finish(live, order[-1], absorbed[id(g)])
+    return fused
+
+
+class _FinishReduction:
+    """The step of a reduce its region computed: the init value combined with the region's sum."""
+
+    __slots__ = ("kind", "ptype")
+
+    def __init__(self, instr: HloInstruction):
+        self.kind = classify_reducer(instr.attrs["to_apply"])
+        self.ptype = instr.operands[0].shape.element_type
+
+    def __call__(self, instr, operands, ev):
+        return finish_fast_reduction(self.kind, self.ptype, operands[1], operands[0])
 
 
 def _invariant_instructions(order: list[HloInstruction]) -> set[int]:

@@ -6,7 +6,9 @@ then the new elements), starting from N init values:
 - fast path (one input, a reducer `classify_reducer` recognises): numpy reductions. Sums and
   products of narrow floats (bf16, f16, f8) accumulate in f32 and round once, which is what
   XLA:CPU computes (HloEvaluator itself rounds after every step); f32 sums accumulate in f64;
-  integers wrap in two's complement exactly.
+  integers wrap in two's complement exactly. numpy widens the input as it reads it (`dtype=`),
+  and a large reduction over trailing dims runs in blocks of whole rows on the interpreter's
+  threads (`parallel.py`; each row is summed as by one numpy call, so no value changes).
 - general path: the reducer through `ev.map_computation`, vectorized over all output elements:
   in element order (row-major over the reduced dims: HloEvaluator's and XLA:CPU's order) for
   short reductions and for reducers that are not associative (`reducers.is_associative`, e.g. a
@@ -23,8 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo_common.hlo.dtypes import from_numpy_dtype
-from hlo_common.interpreter import window  # noqa: F401  (registers reduce-window, select-and-scatter)
+from hlo_common.hlo.dtypes import PrimitiveType
+from hlo_common.interpreter import parallel, window  # noqa: F401  (window registers reduce-window, ...)
 from hlo_common.interpreter.numeric import bool_attr, ints_attr, to_element_type, unsupported
 from hlo_common.interpreter.reducers import classify_reducer, is_associative
 from hlo_common.interpreter.registry import register
@@ -32,6 +34,9 @@ from hlo_common.hlo.ir import HloInstruction
 
 # Reductions at most this long run in element order; longer ones use a pairwise tree.
 SEQUENTIAL_LIMIT = 16
+# Fast-path reductions of at least PARALLEL_ELEMENTS inputs run in blocks of about BLOCK_ELEMENTS.
+PARALLEL_ELEMENTS = 1 << 19
+BLOCK_ELEMENTS = 1 << 18
 
 
 @register("reduce")
@@ -44,8 +49,8 @@ def _reduce(instr: HloInstruction, operands, ev):
         raise unsupported(instr, f"dimensions {list(dims)} out of range for rank {rank}")
     comp = instr.attrs["to_apply"]
     kind = classify_reducer(comp) if n == 1 else None
-    if kind is not None:
-        return _reduce_fast(kind, inputs[0], inits[0], dims)
+    if kind is not None:  # the input may be the narrower operand of a folded convert (plan.py)
+        return _reduce_fast(kind, inputs[0], inits[0], dims, instr.operands[0].shape.element_type)
     kept = [d for d in range(rank) if d not in dims]
     out_shape = tuple(inputs[0].shape[d] for d in kept)
     r = int(np.prod([inputs[0].shape[d] for d in dims], dtype=np.int64))
@@ -76,32 +81,63 @@ def _pairwise_tree(comp, flat: list[np.ndarray], ev) -> list[np.ndarray]:
     return [c[:, 0] for c in cur]
 
 
-def _reduce_fast(kind: str, x: np.ndarray, init: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
-    ptype = from_numpy_dtype(x.dtype)
+def _reduce_fast(kind: str, x: np.ndarray, init: np.ndarray, dims: tuple[int, ...],
+                 ptype: PrimitiveType) -> np.ndarray:
+    """The reduce of `x` as values of element type `ptype` (`x` may hold them in a narrower float
+    dtype: each value is widened exactly as it is read)."""
     if ptype.is_pred:
         red = np.logical_and if kind == "and" else np.logical_or
         return red(red.reduce(x, axis=dims), init)
+    ufunc, wide = fast_reduction(kind, ptype)
+    if kind in ("maximum", "minimum") and not x.size:
+        acc = np.broadcast_to(init.astype(wide), tuple(s for d, s in enumerate(x.shape) if d not in dims))
+        return to_element_type(acc, ptype)
+    return finish_fast_reduction(kind, ptype, init, _reduce_rows(ufunc, x, dims, wide))
+
+
+def fast_reduction(kind: str, ptype: PrimitiveType) -> tuple[np.ufunc, np.dtype]:
+    """(numpy ufunc, accumulation dtype) of a fast-path reduction of non-pred `ptype` values.
+
+    The accumulation dtype goes to numpy's reduction (`dtype=`), which widens the input block by
+    block as it reads it instead of materializing a widened copy of the whole array."""
     if ptype.is_integer:
-        wide = np.uint64 if ptype.kind == "unsigned" and ptype.bits == 64 else np.int64
-        xw, iw = x.astype(wide), init.astype(wide)
+        wide = np.dtype(np.uint64 if ptype.kind == "unsigned" and ptype.bits == 64 else np.int64)
     elif ptype.is_float and ptype.bits < 32:
-        xw, iw = x.astype(np.float32), init.astype(np.float32)
+        wide = np.dtype(np.float32)
     elif ptype.name == "f32" and kind == "add":  # sum in f64: at least as close as XLA's own f32 sum
-        xw, iw = x.astype(np.float64), init.astype(np.float64)
+        wide = np.dtype(np.float64)
     else:
-        xw, iw = x, init
-    if kind == "add":
-        acc = iw + np.add.reduce(xw, axis=dims)
-    elif kind == "multiply":
-        acc = iw * np.multiply.reduce(xw, axis=dims)
-    elif kind in ("maximum", "minimum"):
-        ufunc = np.maximum if kind == "maximum" else np.minimum
-        acc = ufunc(iw, ufunc.reduce(xw, axis=dims)) if x.size else np.broadcast_to(
-            iw, tuple(s for d, s in enumerate(x.shape) if d not in dims))
-    else:
-        ufunc = np.bitwise_and if kind == "and" else np.bitwise_or
-        acc = ufunc(iw, ufunc.reduce(xw, axis=dims))
-    return to_element_type(acc, ptype)
+        wide = ptype.np_dtype
+    return _UFUNCS[kind], wide
+
+
+def finish_fast_reduction(kind: str, ptype: PrimitiveType, init: np.ndarray, partial: np.ndarray):
+    """The reduce's value from the reduction of its input (`partial`, in the accumulation dtype):
+    the init value combined once, then rounded or wrapped into the element type."""
+    ufunc, wide = fast_reduction(kind, ptype)
+    return to_element_type(ufunc(init.astype(wide), partial), ptype)
+
+
+_UFUNCS = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
+           "and": np.bitwise_and, "or": np.bitwise_or}
+
+
+def _reduce_rows(ufunc: np.ufunc, x: np.ndarray, dims: tuple[int, ...], wide: np.dtype) -> np.ndarray:
+    """`ufunc.reduce(x, axis=dims, dtype=wide)`; when the reduced dims are the trailing ones of a
+    large array, blocks of its leading dim are reduced on the interpreter's threads (each row is
+    reduced exactly as by one call: the blocks are whole rows, fixed by the shape)."""
+    kept = x.ndim - len(dims)
+    if x.size < PARALLEL_ELEMENTS or kept == 0 or dims != tuple(range(kept, x.ndim)):
+        return ufunc.reduce(x, axis=dims, dtype=wide)
+    row = x.size // x.shape[0]
+    step = max(1, -(-BLOCK_ELEMENTS // row))
+    out = np.empty(x.shape[:kept], wide)
+
+    def block(start: int) -> None:
+        ufunc.reduce(x[start:start + step], axis=dims, dtype=wide, out=out[start:start + step])
+
+    parallel.for_each(block, range(0, x.shape[0], step))
+    return out
 
 
 @register("map")

@@ -4,14 +4,22 @@ A region is a set of instructions of one computation (an unfused entry computati
 loop fusion's body) that are elementwise over one big shape (copies, reshapes and broadcasts stay
 outside: they are views). The evaluation plan (`plan.py`) runs a region as one step: the
 region's inputs are sliced into slabs of about `CHUNK_ELEMENTS` elements and every member runs on
-each slab with its own handler, so temporaries stay in cache (as in the fused kernel XLA emits)
-and only the region's outputs (members read outside it, or the root) are written to full arrays.
-Each member still rounds its result into its element type exactly as whole-array evaluation
-does, so results are bit-identical. Two more savings inside a slab:
+each slab, so temporaries stay in cache (as in the fused kernel XLA emits) and only the region's
+outputs (members read outside it, or the root) are written to full arrays. Slabs are independent,
+so they run on the interpreter's threads (`parallel.py`). Each member still rounds its result into
+its element type exactly as whole-array evaluation does, so results are bit-identical. Inside a
+slab:
 
-- a narrow-float value (bf16, f16, f8) read by several members whose handlers widen their
-  operands to f32 first (`WIDENING_OPCODES`) is widened once and the wide form is shared;
-- a broadcast scalar stays a one-element array (converted once), never a full slab.
+- the common float ops (f32, f64, bf16) run as kernels (`region_kernels.py`): computed in f32
+  (f64) into the array of an operand that no other member reads after them (a temporary of the
+  slab, never an input), bf16 results rounded in place and kept in f32 ("wide", `narrow.py`), so
+  a chain of bf16 ops converts to and from bf16 only at the region's edges;
+- other members run their handlers. A narrow-float value (bf16, f16, f8) read by handlers that
+  widen their operands to f32 first (`WIDENING_OPCODES`) is widened once and the wide form is
+  shared; a handler that needs bf16 operands gets them narrowed (exactly) from the wide form;
+- a broadcast scalar stays a one-element array (converted once), never a full slab;
+- a reduce over trailing dims of a member (`Reduction`, attached by `plan.py` when every slab
+  holds whole rows) is computed slab by slab, so a member only reduced is never written out.
 
 Members join greedily in evaluation order; an instruction joins the region of one of its
 operands only if none of its other operands depends on that region (no cycle through an outside
@@ -26,12 +34,14 @@ from typing import Any, Iterator
 import numpy as np
 
 from hlo_common.errors import HloError, InterpreterError
+from hlo_common.interpreter import narrow, parallel
 from hlo_common.interpreter.arith import LOW_FLOAT_DTYPES, up
+from hlo_common.interpreter.region_kernels import kernel_for
 from hlo_common.interpreter.registry import HANDLERS
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
 
-CHUNK_ELEMENTS = 1 << 16
+CHUNK_ELEMENTS = 1 << 17  # 512 KiB of f32: a few temporaries fit in L2, and fewer numpy calls
 MIN_ELEMENTS = 1 << 17  # below this, whole-array evaluation is as fast
 _NOT_CHUNKABLE = frozenset({"rng", "rng-bit-generator", "rng-get-and-update-state"})
 
@@ -44,6 +54,8 @@ WIDENING_OPCODES = frozenset({
     "add", "subtract", "multiply", "divide", "remainder", "power", "atan2", "maximum", "minimum",
     "clamp", "compare", "convert",
 })
+# How a member gets an operand: as it is, widened to f32 (cached per slab), or narrowed to bf16.
+AS_IS, WIDEN, NARROW = 0, 1, 2
 
 
 class Region:
@@ -56,10 +68,14 @@ class Region:
         self.members: list[HloInstruction] = []
         self.inputs: list[HloInstruction] = []
         self.outputs: list[HloInstruction] = []
+        self.reductions: list[Reduction] = []
         self._program: list[tuple] = []
 
-    def finish(self, live: set[int], root: HloInstruction) -> None:
-        """Work out inputs, outputs and the per-slab program once all members are known."""
+    def finish(self, live: set[int], root: HloInstruction, absorbed=frozenset()) -> None:
+        """Work out inputs, outputs and the per-slab program once all members are known; users
+        whose ids are in `absorbed` (reductions the region computes) do not make outputs."""
+        self.inputs = []
+        self._axis, self._step = chunking(self.dims)
         local = {id(m): k for k, m in enumerate(self.members)}
         for m in self.members:
             for op in m.operands:
@@ -67,39 +83,76 @@ class Region:
                     local[id(op)] = len(self.members) + len(self.inputs)
                     self.inputs.append(op)
         self.outputs = [m for m in self.members if m is root or any(
-            id(u) in live and id(u) not in local for u in m.users)]
+            id(u) in live and id(u) not in local and id(u) not in absorbed for u in m.users)]
+        self._reduction_slots = [local[id(r.member)] for r in self.reductions]
         n_members = len(self.members)
-        self._program = [
-            (m, _member_handler(m), tuple(local[id(op)] for op in m.operands), m.opcode in WIDENING_OPCODES)
-            for m in self.members]
         self._input_slots = range(n_members, n_members + len(self.inputs))
         self._output_slots = [local[id(o)] for o in self.outputs]
+        kept = set(self._output_slots) | set(self._reduction_slots)  # read after the members ran
+        self._program, wide, kernels = _slab_program(self.members, local, kept)
+        self._output_wide = [slot in wide for slot in self._output_slots]
+        self._direct = {slot for slot in self._output_slots if slot in kernels and slot not in wide}
+
+    def can_reduce(self, dims: tuple[int, ...]) -> bool:
+        """True when every slab holds whole rows of a reduction over trailing `dims`."""
+        rank = len(self.dims)
+        trailing = bool(dims) and dims == tuple(range(rank - len(dims), rank))
+        return trailing and dims[0] > chunking(self.dims)[0]
 
     def run(self, instr: HloInstruction, operands, ev: Any) -> tuple[np.ndarray, ...]:
-        """The region's outputs, computed slab by slab (a plan step handler)."""
+        """The region's outputs, then the reductions of its `reductions` (each in its accumulation
+        dtype, the init not applied yet), computed slab by slab (a plan step handler)."""
         dims = self.dims
         outs = [np.empty(dims, o.shape.element_type.np_dtype) for o in self.outputs]
+        partials = [np.empty(dims[:r.dims[0]], r.wide) for r in self.reductions]
         inputs = [_compact_broadcast(x, dims) for x in operands]
-        sliced = [isinstance(x, np.ndarray) and x.shape == dims and x.ndim > 0 for x in inputs]
-        values: list[Any] = [None] * (len(self.members) + len(inputs))
-        for index in chunks(dims):
-            for slot, x, cut in zip(self._input_slots, inputs, sliced):
-                values[slot] = x[index] if cut else x
-            self._run_slab(values, ev)
-            for out, slot in zip(outs, self._output_slots):
-                out[index] = values[slot]
-        return tuple(outs)
+        n_values = len(self.members) + len(inputs)
+        donors = self._donors([cut is True for _, cut in inputs])
 
-    def _run_slab(self, values: list, ev: Any) -> None:
-        wide: dict[int, np.ndarray] = {}
+        def slab(index: tuple) -> None:
+            values: list[Any] = [None] * n_values
+            for slot, (x, cut) in zip(self._input_slots, inputs):
+                values[slot] = x if cut is None else x[index] if cut is True else x[_cut(index, cut)]
+            # kernels of plain-typed outputs write straight into the output arrays
+            targets = {slot: out[index] for out, slot in zip(outs, self._output_slots)
+                       if slot in self._direct}
+            self._run_slab(values, ev, targets, donors)
+            for out, slot, wide in zip(outs, self._output_slots, self._output_wide):
+                if wide:
+                    narrow.narrow_into(out[index], values[slot])
+                elif values[slot] is not targets.get(slot):
+                    out[index] = values[slot]
+            for r, partial, slot in zip(self.reductions, partials, self._reduction_slots):
+                r.reduce_slab(values[slot], index, partial)
+
+        parallel.for_each(slab, slabs(dims, self._axis, self._step))
+        return tuple(outs) + tuple(partials)
+
+    def _donors(self, full_inputs: list[bool]) -> list[int]:
+        """Per member, the slot of the operand it may write into (-1: none): the program's choice
+        when that operand holds a whole slab (not a broadcast row or column), so the result fits."""
+        n = len(self.members)
+        full = [False] * n + full_inputs
+        donors = []
+        for k, (_, _, slots, _, donate, _) in enumerate(self._program):
+            full[k] = any(full[s] for s in slots)
+            donors.append(donate if donate >= 0 and full[donate] else -1)
+        return donors
+
+    def _run_slab(self, values: list, ev: Any, targets: dict[int, np.ndarray], donors: list[int]) -> None:
+        """Run every member on one slab; `targets` gives members the array to write into, else
+        `donors` the slot of an operand they may write into."""
+        forms: dict[tuple[int, int], Any] = {}  # (slot, WIDEN | NARROW) -> that form of the value
         member = None
         try:
-            for k, (member, handler, slots, widening) in enumerate(self._program):
-                if widening:
-                    ops = [_wide(values, wide, s) for s in slots]
-                else:
-                    ops = [values[s] for s in slots]
-                values[k] = handler(member, ops, ev)
+            for k, (member, fn, slots, prep, _, rounds) in enumerate(self._program):
+                ops = [values[s] if p == AS_IS else _form(values, forms, s, p)
+                       for s, p in zip(slots, prep)]
+                out = targets.get(k)
+                if out is None and donors[k] >= 0:
+                    out = values[donors[k]]
+                value = fn(member, ops, out, ev)
+                values[k] = narrow.round_bf16_in_place(value) if rounds else value
         except InterpreterError:
             raise
         except HloError as exc:
@@ -108,28 +161,98 @@ class Region:
             raise InterpreterError(f"{_where(member)}: {type(exc).__name__}: {exc}") from exc
 
 
-def _wide(values: list, wide: dict[int, np.ndarray], slot: int) -> Any:
+def _form(values: list, forms: dict, slot: int, how: int) -> Any:
+    """The widened (f32) or narrowed (bf16) form of a slot's value, made once per slab."""
     x = values[slot]
-    if getattr(x, "dtype", None) not in LOW_FLOAT_DTYPES:
-        return x
-    w = wide.get(slot)
-    if w is None:
-        w = wide[slot] = up(x)
-    return w
+    key = (slot, how)
+    form = forms.get(key)
+    if form is None:
+        if how == NARROW:
+            form = narrow.narrow(x)
+        elif getattr(x, "dtype", None) == narrow.BF16:
+            form = narrow.widen(x)
+        elif getattr(x, "dtype", None) in LOW_FLOAT_DTYPES:
+            form = up(x)
+        else:
+            form = x
+        forms[key] = form
+    return form
 
 
-def _member_handler(instr: HloInstruction):
+def _slab_program(members: list[HloInstruction], local: dict[int, int], kept: set[int]):
+    """(program, wide slots, kernel slots): per member (instr, fn, operand slots, how each is
+    prepared, the slot of the operand whose array it may write into or -1, whether it rounds to
+    bf16); wide slots hold bf16 values in f32 arrays; kernel slots are the members run as kernels.
+    Slots in `kept` (outputs, reduced members) are never written into."""
+    kernels = [kernel_for(m) for m in members]
+    wide = {k for k, (m, kern) in enumerate(zip(members, kernels))
+            if kern is not None and m.shape.element_type.np_dtype == narrow.BF16}
+    last_read: dict[int, int] = {}
+    handler_read: set[int] = set()  # a handler may return its operand itself: never written into
+    for k, (m, kern) in enumerate(zip(members, kernels)):
+        for op in m.operands:
+            last_read[local[id(op)]] = k
+            if kern is None:
+                handler_read.add(local[id(op)])
+    program = []
+    for k, (m, kern) in enumerate(zip(members, kernels)):
+        slots = tuple(local[id(op)] for op in m.operands)
+        if kern is None:
+            widening = m.opcode in WIDENING_OPCODES
+            prep = tuple(_how(op, s in wide, widening) for op, s in zip(m.operands, slots))
+            program.append((m, _member_call(m, None), slots, prep, -1, False))
+            continue
+        prep = tuple(_how(op, s in wide, True) for op, s in zip(m.operands, slots))
+        compute = _compute_dtype(m, k in wide)
+        donate = next((s for op, s in zip(m.operands, slots)
+                       if s < len(members) and kernels[s] is not None and last_read[s] == k
+                       and s not in kept and s not in handler_read
+                       and _compute_dtype(op, s in wide) == compute), -1)
+        program.append((m, _member_call(m, kern), slots, prep, donate, kern.rounds))
+    return program, wide, {k for k, kern in enumerate(kernels) if kern is not None}
+
+
+def _how(operand: HloInstruction, is_wide: bool, widening: bool) -> int:
+    low = operand.shape.element_type.np_dtype in LOW_FLOAT_DTYPES
+    if widening:
+        return WIDEN if low and not is_wide else AS_IS
+    return NARROW if is_wide else AS_IS
+
+
+def _compute_dtype(instr: HloInstruction, is_wide: bool) -> np.dtype:
+    """The dtype of the array holding `instr`'s value in a slab."""
+    return np.dtype(np.float32) if is_wide else instr.shape.element_type.np_dtype
+
+
+def _member_call(instr: HloInstruction, kernel):
+    """What a slab calls for member `instr`: `fn(member, operands, out, ev)` runs its kernel (or,
+    without one, its handler, which ignores `out`)."""
+    if kernel is not None:
+        fn = kernel.fn
+        return lambda member, ops, out, ev: fn(ops, out)
     handler = HANDLERS.get(instr.opcode)
     if handler is None:
         raise InterpreterError(f"{_where(instr)}: the interpreter cannot evaluate opcode '{instr.opcode}'")
-    return handler
+    return lambda member, ops, out, ev: handler(member, ops, ev)
 
 
-def _compact_broadcast(x: Any, dims: tuple[int, ...]) -> Any:
-    """A broadcast scalar (all strides 0) as a one-element array of the same rank."""
-    if isinstance(x, np.ndarray) and x.ndim and x.shape == dims and not any(x.strides):
-        return x[(slice(0, 1),) * x.ndim]
-    return x
+def _compact_broadcast(x: Any, dims: tuple[int, ...]) -> tuple[Any, Any]:
+    """(x, how slabs cut it): a broadcast input with its repeated dims (stride 0) collapsed to
+    size 1, and None (nothing to cut: a scalar, or every dim collapsed), True (cut every dim) or
+    a tuple saying which dims to cut."""
+    if not isinstance(x, np.ndarray) or x.ndim == 0 or x.shape != dims:
+        return x, None
+    repeated = tuple(stride == 0 and size > 1 for stride, size in zip(x.strides, x.shape))
+    if not any(repeated):
+        return x, True
+    x = x[tuple(slice(0, 1) if r else slice(None) for r in repeated)]
+    if all(r or size == 1 for r, size in zip(repeated, dims)):
+        return x, None
+    return x, tuple(not r for r in repeated)
+
+
+def _cut(index: tuple, cut: tuple) -> tuple:
+    return tuple(i if c else slice(None) for i, c in zip(index, cut))
 
 
 def _where(instr: HloInstruction | None) -> str:
@@ -139,17 +262,49 @@ def _where(instr: HloInstruction | None) -> str:
     return f"%{instr.name} ({instr.opcode}) in computation {comp}"
 
 
-def chunks(dims: tuple[int, ...]) -> Iterator[tuple]:
-    """Index tuples of slabs of about CHUNK_ELEMENTS elements covering an array of `dims`."""
+class Reduction:
+    """A reduce over trailing dims of a region member, computed slab by slab inside the region
+    (so the member need not be written out): `kind` and `wide` are the fast path's reducer and
+    accumulation dtype (`reduction.fast_reduction`). Each slab holds whole rows, and numpy reduces
+    a row the same way whatever else the array holds, so the values are those of one reduction
+    of the whole array."""
+
+    def __init__(self, reduce: HloInstruction, member: HloInstruction, kind: str, dims: tuple[int, ...],
+                 ufunc: np.ufunc, wide: np.dtype):
+        self.reduce, self.member, self.kind, self.dims = reduce, member, kind, dims
+        self.ufunc, self.wide = ufunc, wide
+
+    def reduce_slab(self, value: np.ndarray, index: tuple, partial: np.ndarray) -> None:
+        """Reduce the slab `index` of the member (`value`) into its rows of `partial`."""
+        shape = tuple(s.stop - s.start for s in index) + partial.shape[len(index):] + \
+            self.member.shape.dims[partial.ndim:]
+        if value.shape != shape:  # a member computed from broadcasts only
+            value = np.broadcast_to(value, shape)
+        self.ufunc.reduce(value, axis=self.dims, dtype=self.wide, out=partial[index[:self.dims[0]]])
+
+
+def chunking(dims: tuple[int, ...]) -> tuple[int, int]:
+    """(axis, step): slabs of about CHUNK_ELEMENTS elements cut `dims` along `axis` in steps of
+    `step`, taking every index of the dims after it and one index of each dim before it."""
     inner = 1
     axis = len(dims) - 1
     while axis > 0 and inner * dims[axis] <= CHUNK_ELEMENTS:
         inner *= dims[axis]
         axis -= 1
-    step = max(1, CHUNK_ELEMENTS // inner)
+    return axis, max(1, CHUNK_ELEMENTS // inner)
+
+
+def chunks(dims: tuple[int, ...]) -> Iterator[tuple]:
+    """Index tuples of slabs of about CHUNK_ELEMENTS elements covering an array of `dims`."""
+    return slabs(dims, *chunking(dims))
+
+
+def slabs(dims: tuple[int, ...], axis: int, step: int) -> Iterator[tuple]:
+    """Index tuples of the slabs `chunking` describes."""
     for outer in np.ndindex(*dims[:axis]):
+        lead = tuple(slice(i, i + 1) for i in outer)  # slabs keep the rank (broadcasts stay aligned)
         for start in range(0, dims[axis], step):
-            yield outer + (slice(start, min(start + step, dims[axis])),)
+            yield lead + (slice(start, min(start + step, dims[axis])),)
 
 
 # -- finding regions ---------------------------------------------------------------------------------
@@ -169,14 +324,15 @@ def region_dims(instr: HloInstruction) -> tuple[int, ...] | None:
     return dims
 
 
-def find_regions(order: list[HloInstruction], invariant: set[int]) -> list[Region]:
-    """Regions of the instructions in `order` (a valid evaluation order ending with the root)."""
+def find_regions(order: list[HloInstruction], invariant: set[int], exclude=frozenset()) -> list[Region]:
+    """Regions of the instructions in `order` (a valid evaluation order ending with the root);
+    instructions whose ids are in `exclude` are never members."""
     region_of: dict[int, Region] = {}
     bit: dict[int, int] = {}  # id(region) -> its bit in the dependence masks
     deps: dict[int, int] = {}  # id(instr) -> bit mask of the regions it depends on
     found: list[Region] = []
     for instr in order:
-        dims = region_dims(instr)
+        dims = None if id(instr) in exclude else region_dims(instr)
         below = 0
         for op in instr.operands:
             below |= deps.get(id(op), 0)
