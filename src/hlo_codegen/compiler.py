@@ -16,6 +16,8 @@ Where it sits: behind `hlo-codegen` (the CLI) and `hlo_run`'s in-process compile
 2. buffer assignment (`buffer_assignment.assign_buffers`);
 3. thunk emission, with kernels emitted and lowered by the kernel backend for the target
    (`thunk_emitter`): PTX for `cuda` (checked into a cubin with nvJitLink), LLVM IR for `host`;
+   with `CompileOptions.cache_dir`, a kernel compiled before comes from the kernel cache
+   (`kernel_cache`), byte for byte what compiling it again gives;
 4. the manifest (`hlo_common.manifest.manifest`): allocations with constant bytes, entry signature,
    kernels, thunks, the module text.
 
@@ -53,6 +55,7 @@ DEFAULT_ARCH = "sm_90"
 class CompileOptions:
     target: str = "cuda"
     arch: str = DEFAULT_ARCH
+    cache_dir: str | None = None  # the kernel cache's directory (`kernel_cache`); None: no cache
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
@@ -176,10 +179,16 @@ def compile_module(module: HloModule, options: CompileOptions,
 
 
 def default_backend(options: CompileOptions) -> KernelBackend:
-    """The emitters + lowering of `hlo_codegen` for the target (imported on first use)."""
+    """The emitters + lowering of `hlo_codegen` for the target (imported on first use), behind
+    the kernel cache when `options.cache_dir` names one."""
     from hlo_codegen.kernel_backend import EmitterBackend
 
-    return EmitterBackend(options.target, options.arch)
+    backend = EmitterBackend(options.target, options.arch)
+    if options.cache_dir is None:
+        return backend
+    from hlo_codegen.kernel_cache import CachingBackend, KernelCache
+
+    return CachingBackend(backend, KernelCache(options.cache_dir))
 
 
 # -- manifest pieces ----------------------------------------------------------------------------------
