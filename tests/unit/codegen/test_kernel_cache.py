@@ -182,8 +182,8 @@ def test_dumps_are_the_same_with_the_cache(tmp_path):
 
     def dump(name, *args):
         d = tmp_path / name
-        result = CliRunner().invoke(cli, ["--target", "cuda", "--dump-to", str(d), "-o", str(tmp_path / "o.json"),
-                                          *args, str(src)], catch_exceptions=False)
+        args = ["--target", "cuda", "--dump-to", str(d), "-o", str(tmp_path / "o.json"), *args, str(src)]
+        result = CliRunner().invoke(cli, args, catch_exceptions=False)
         assert result.exit_code == 0, result.stderr
         return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
 
@@ -279,7 +279,8 @@ def test_a_hit_whose_new_name_already_occurs_in_the_kernel_compiles_instead(tmp_
 
 
 def test_a_kernel_name_inside_another_symbol_is_not_templated():
-    assert kernel_cache._template(".entry k(\n.param k_param_0\n", "k", "@") == ".entry @(\n.param @_param_0\n"
+    ptx = ".entry k(\n.param k_param_0\n"
+    assert kernel_cache._template(ptx, "k", "@") == ".entry @(\n.param @_param_0\n"
     assert kernel_cache._template("define void @k() {}\ndefine void @k.fn()", "k", "@") is None
 
 
