@@ -6,7 +6,7 @@ buffer slices they take) and the emitters / lowerings (`hlo_codegen.emitters`,
 kernel-IR `Kernel`, passing one argument id (the buffer slice) per operand and output so that
 arguments in the same slice become one parameter; it then lowers the kernel for the target:
 
-    cuda   lower_to_nvptx -> compile_to_ptx(arch) -> ptx_to_cubin(arch)   (nvJitLink validates)
+    cuda   lower_to_nvptx -> compile_to_ptx(arch) -> validate_ptx(arch)   (nvJitLink at -O0)
     host   lower_to_host: `void @name(ptr %args, i64 %block_begin, i64 %block_end)`
 
 and returns `CompiledKernel`s for the manifest with the dump artifacts (`kernel_ir.txt`, `ll`,
@@ -82,11 +82,11 @@ class EmitterBackend:
         ptx = llvm_ir = None
         if self.target == "cuda":
             from hlo_codegen.llvm import lower_to_nvptx
-            from hlo_codegen.ptx import compile_to_ptx, ptx_to_cubin
+            from hlo_codegen.ptx import compile_to_ptx, validate_ptx
 
             artifacts["ll"] = lower_to_nvptx(kernel)
             ptx = artifacts["ptx"] = compile_to_ptx(artifacts["ll"], self.arch)
-            ptx_to_cubin(ptx, self.arch)
+            validate_ptx(ptx, self.arch)
         else:
             from hlo_codegen.llvm import lower_to_host
 

@@ -7,8 +7,9 @@ libdevice functions a module calls (and those they call) are linked: `_libdevice
 them as bitcode, once per process for each set of names, so a math kernel no longer parses
 and optimizes the whole library (130 -> 9 ms for a tanh kernel; the PTX is the same). `ptx_to_cubin`
 links the PTX with nvJitLink for `--arch` (sm_90 by default); that is also how PTX is validated
-on machines without a GPU. cuda-bindings is imported lazily: without the `ptx` extra the error
-says what to install.
+on machines without a GPU (`validate_ptx`, what hlo-codegen runs on every kernel, links
+without optimization: its cubin is thrown away). cuda-bindings is imported lazily: without the
+`ptx` extra the error says what to install.
 
     ptx = compile_to_ptx(lower_to_nvptx(kernel), arch="sm_90")
     cubin = ptx_to_cubin(ptx, arch="sm_90")     # bytes of an ELF cubin
@@ -111,11 +112,14 @@ def _nvjitlink():
     return nvjitlink
 
 
-def ptx_to_cubin(ptx: str, arch: str = DEFAULT_ARCH) -> bytes:
-    """Link PTX into a cubin with nvJitLink (no GPU needed); raises PtxError with its log."""
+def ptx_to_cubin(ptx: str, arch: str = DEFAULT_ARCH, optimize: bool = True) -> bytes:
+    """Link PTX into a cubin with nvJitLink (no GPU needed); raises PtxError with its log.
+    `optimize=False` runs ptxas at -O0: the PTX is checked as thoroughly (syntax, types, what
+    `arch` supports, resource limits) in about 70 % of the time, for a cubin nobody runs."""
     _check_arch(arch)
     nvjitlink = _nvjitlink()
-    handle = nvjitlink.create(1, [f"-arch={arch}"])
+    options = [f"-arch={arch}"] + ([] if optimize else ["-O0"])
+    handle = nvjitlink.create(len(options), options)
     try:
         data = ptx.encode()
         nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "kernel.ptx")
@@ -129,6 +133,11 @@ def ptx_to_cubin(ptx: str, arch: str = DEFAULT_ARCH) -> bytes:
         raise PtxError(f"nvJitLink rejected the PTX for {arch}: {err}\n{log}") from None
     finally:
         nvjitlink.destroy(handle)
+
+
+def validate_ptx(ptx: str, arch: str = DEFAULT_ARCH) -> None:
+    """Raise PtxError when nvJitLink rejects `ptx` for `arch` (a link at -O0, cubin discarded)."""
+    ptx_to_cubin(ptx, arch, optimize=False)
 
 
 def _error_log(nvjitlink, handle) -> str:
