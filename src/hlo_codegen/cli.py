@@ -62,11 +62,14 @@ def _cache_dir(given: str | None, disabled: bool) -> str | None:
 
 def _compile(input_path: str | None, output_path: str | None, target: str, arch: str,
              dump_to: str | None, cache_dir: str | None = None) -> None:
+    # The compiler is imported before the input is read: behind `hlo-opt |`, that import
+    # happens while hlo-opt is still optimizing instead of after it.
     from hlo_common.hlo.parser import parse_module
 
-    from hlo_codegen.compiler import CompileOptions, compile_module
+    from hlo_codegen.compiler import CompileOptions, compile_module, preload
 
     options = CompileOptions(target=target, arch=arch, cache_dir=cache_dir)
+    preload(options)
     if dump_to is not None:
         from hlo_codegen.dump import prepare_dump_directory
 

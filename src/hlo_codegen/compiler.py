@@ -191,6 +191,28 @@ def default_backend(options: CompileOptions) -> KernelBackend:
     return CachingBackend(backend, KernelCache(options.cache_dir))
 
 
+def preload(options: CompileOptions) -> None:
+    """Import what compiling for `options` needs and start LLVM and nvJitLink, before the input
+    is there (the CLI calls it before reading stdin, so behind `hlo-opt |` this happens while
+    hlo-opt works). Failures are left for the compile itself to report."""
+    try:
+        prepare_pipeline()
+        import hlo_codegen.emitters  # noqa: F401
+        from hlo_codegen import kernel_backend  # noqa: F401
+        from hlo_codegen.llvm import lower_to_host, lower_to_nvptx  # noqa: F401
+
+        if options.cache_dir is not None:
+            from hlo_codegen.kernel_cache import code_version
+
+            code_version(options.target)
+        if options.target == "cuda":
+            from hlo_codegen.ptx import preload_ptx_tools
+
+            preload_ptx_tools(options.arch)
+    except Exception:  # noqa: BLE001 - an early start only; the compile reports real errors
+        pass
+
+
 # -- manifest pieces ----------------------------------------------------------------------------------
 def _slice(s) -> BufferSlice:
     return BufferSlice(s.index, s.offset, s.size)

@@ -53,6 +53,13 @@ def _target_machine(arch: str):
                                         features="", opt=3)
 
 
+def preload_ptx_tools(arch: str = DEFAULT_ARCH) -> None:
+    """Load LLVM's NVPTX target machine for `arch` and nvJitLink ahead of the first kernel."""
+    _check_arch(arch)
+    _target_machine(arch)
+    _nvjitlink()
+
+
 def compile_to_ptx(llvm_ir: str, arch: str = DEFAULT_ARCH, libdevice: str | None = None) -> str:
     """PTX text for an NVPTX module; `libdevice` defaults to `find_libdevice()` when needed."""
     _check_arch(arch)
