@@ -43,11 +43,13 @@ TOOL = "hlo-codegen"
 @click.option("--cache-dir", "cache_dir", metavar="DIR",
               help="The kernel cache (default: $HLO_TOOLCHAIN_CACHE_DIR, else ~/.cache/hlo-toolchain).")
 @click.option("--no-cache", "no_cache", is_flag=True, help="Compile every kernel; leave the cache alone.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), metavar="N",
+              help="Threads compiling PTX (default: one per CPU, at most 8).")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
-def cli(input_path, output_path, target, arch, dump_to, cache_dir, no_cache, debug) -> None:
+def cli(input_path, output_path, target, arch, dump_to, cache_dir, no_cache, jobs, debug) -> None:
     """Compile an HLO module (file or stdin) into a manifest for hlo-run."""
     run_command(TOOL, lambda: _compile(input_path, output_path, target, arch, dump_to,
-                                       _cache_dir(cache_dir, no_cache)), debug)
+                                       _cache_dir(cache_dir, no_cache), jobs), debug)
 
 
 def _cache_dir(given: str | None, disabled: bool) -> str | None:
@@ -61,14 +63,14 @@ def _cache_dir(given: str | None, disabled: bool) -> str | None:
 
 
 def _compile(input_path: str | None, output_path: str | None, target: str, arch: str,
-             dump_to: str | None, cache_dir: str | None = None) -> None:
+             dump_to: str | None, cache_dir: str | None = None, jobs: int | None = None) -> None:
     # The compiler is imported before the input is read: behind `hlo-opt |`, that import
     # happens while hlo-opt is still optimizing instead of after it.
     from hlo_common.hlo.parser import parse_module
 
     from hlo_codegen.compiler import CompileOptions, compile_module, preload
 
-    options = CompileOptions(target=target, arch=arch, cache_dir=cache_dir)
+    options = CompileOptions(target=target, arch=arch, cache_dir=cache_dir, jobs=jobs)
     preload(options)
     if dump_to is not None:
         from hlo_codegen.dump import prepare_dump_directory

@@ -15,7 +15,8 @@ Where it sits: behind `hlo-codegen` (the CLI) and `hlo_run`'s in-process compile
    again for copies that need kernels. On hlo-opt's output most of these change nothing;
 2. buffer assignment (`buffer_assignment.assign_buffers`);
 3. thunk emission, with kernels emitted and lowered by the kernel backend for the target
-   (`thunk_emitter`): PTX for `cuda` (checked into a cubin with nvJitLink), LLVM IR for `host`;
+   (`thunk_emitter`): PTX for `cuda` (checked into a cubin with nvJitLink; LLVM and nvJitLink
+   on a thread per CPU, `CompileOptions.jobs`), LLVM IR for `host`;
    with `CompileOptions.cache_dir`, a kernel compiled before comes from the kernel cache
    (`kernel_cache`), byte for byte what compiling it again gives;
 4. the manifest (`hlo_common.manifest.manifest`): allocations with constant bytes, entry signature,
@@ -56,6 +57,7 @@ class CompileOptions:
     target: str = "cuda"
     arch: str = DEFAULT_ARCH
     cache_dir: str | None = None  # the kernel cache's directory (`kernel_cache`); None: no cache
+    jobs: int | None = None  # threads compiling PTX (`kernel_backend`); None: one per CPU
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
@@ -168,7 +170,12 @@ def compile_module(module: HloModule, options: CompileOptions,
     assignment = assign_buffers(module)
     backend = backend if backend is not None else default_backend(options)
     emitter = ThunkEmitter(module, assignment, backend)
-    thunks = emitter.emit_entry()
+    try:
+        thunks = emitter.emit_entry()
+    except BaseException:
+        _finish(backend)  # a kernel still compiling that failed came first: its error is the one
+        raise
+    _finish(backend)
     manifest = Manifest(
         module_name=module.name, target=options.target, arch=options.manifest_arch,
         hlo=print_module(module), entry=entry_signature(module, assignment),
@@ -178,12 +185,20 @@ def compile_module(module: HloModule, options: CompileOptions,
     return CompileResult(module, assignment, manifest, emitter.kernels)
 
 
+def _finish(backend: KernelBackend) -> None:
+    """Let a backend that compiles on threads complete its kernels (`EmitterBackend.finish`)."""
+    finish = getattr(backend, "finish", None)
+    if finish is not None:
+        finish()
+
+
 def default_backend(options: CompileOptions) -> KernelBackend:
     """The emitters + lowering of `hlo_codegen` for the target (imported on first use), behind
     the kernel cache when `options.cache_dir` names one."""
-    from hlo_codegen.kernel_backend import EmitterBackend
+    from hlo_codegen.kernel_backend import EmitterBackend, default_jobs
 
-    backend = EmitterBackend(options.target, options.arch)
+    jobs = options.jobs if options.jobs is not None else default_jobs()
+    backend = EmitterBackend(options.target, options.arch, jobs)
     if options.cache_dir is None:
         return backend
     from hlo_codegen.kernel_cache import CachingBackend, KernelCache

@@ -2,7 +2,8 @@
 
 Where it sits: between the thunk emitter and the kernel backend (`kernel_backend.EmitterBackend`):
 `CachingBackend.compile` looks a fusion up before emitting it. A hit skips the fusion analysis,
-emission, lowering, LLVM's PTX generation and nvJitLink; a miss compiles and stores. XLA keeps
+emission, lowering, LLVM's PTX generation and nvJitLink; a miss compiles, and `finish` (once the
+kernels compiling on threads are complete) stores. XLA keeps
 a kernel cache across runs too (`--xla_gpu_kernel_cache_file`, `xla/service/gpu/kernel_reuse_cache.cc`);
 this one is a directory any number of processes share (`hlo-codegen --cache-dir`, `--no-cache`).
 
@@ -265,6 +266,7 @@ class CachingBackend:
         self.arch = inner.arch
         self._device_json = inner.device.to_json()
         self.hits = self.misses = self.stored = 0
+        self._to_store: list[tuple[str, list[CompiledKernel], list[tuple[str, str]]]] = []
 
     def compile(self, fusion: HloInstruction, args: list[KernelArgumentSpec],
                 unique_name: KernelNamer) -> list[CompiledKernel]:
@@ -279,11 +281,20 @@ class CachingBackend:
         self.misses += 1
         given: list[tuple[str, str]] = []
         kernels = self.inner.compile(fusion, args, _recording_namer(unique_name, reserved, given))
-        payload = _entry_payload(kernels, given)
-        if payload is not None:
-            self.cache.store(key, payload)
-            self.stored += 1
+        self._to_store.append((key, kernels, given))
         return kernels
+
+    def finish(self) -> None:
+        """Let the inner backend complete its kernels, then store the new entries."""
+        to_store, self._to_store = self._to_store, []
+        finish = getattr(self.inner, "finish", None)
+        if finish is not None:
+            finish()
+        for key, kernels, given in to_store:
+            payload = _entry_payload(kernels, given)
+            if payload is not None:
+                self.cache.store(key, payload)
+                self.stored += 1
 
 
 def _recording_namer(unique_name: KernelNamer, reserved: list[tuple[str, str]],

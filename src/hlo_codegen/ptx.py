@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 
 from hlo_codegen.llvm.libdevice import find_libdevice, read_libdevice
 from hlo_common.errors import HloError
@@ -31,8 +32,20 @@ class PtxError(HloError):
     """LLVM could not produce PTX, or nvJitLink rejected it (the log is in the message)."""
 
 
-@functools.lru_cache(maxsize=None)
+# compile_to_ptx may run on several threads at once (hlo-codegen compiles kernels in parallel): each
+# call parses into an LLVM context of its own, each thread has its own target machines, and what is
+# shared (LLVM's start-up, the libdevice subsets) is made under a lock.
+_LOCK = threading.RLock()
+_PER_THREAD = threading.local()
+
+
 def _llvm():
+    with _LOCK:
+        return _llvm_locked()
+
+
+@functools.lru_cache(maxsize=None)
+def _llvm_locked():
     import llvmlite.binding as llvm
 
     llvm.initialize_all_targets()
@@ -45,12 +58,18 @@ def _check_arch(arch: str) -> None:
         raise PtxError(f"bad GPU architecture '{arch}' (expected sm_XY, e.g. sm_90)")
 
 
-@functools.lru_cache(maxsize=None)
 def _target_machine(arch: str):
-    llvm = _llvm()
-    target = llvm.Target.from_triple("nvptx64-nvidia-cuda")
-    return target.create_target_machine(cpu=arch.rstrip("af") if arch.endswith(("a", "f")) else arch,
-                                        features="", opt=3)
+    """This thread's NVPTX target machine for `arch` (LLVM's are not shared between threads)."""
+    machines = getattr(_PER_THREAD, "machines", None)
+    if machines is None:
+        machines = _PER_THREAD.machines = {}
+    tm = machines.get(arch)
+    if tm is None:
+        llvm = _llvm()
+        target = llvm.Target.from_triple("nvptx64-nvidia-cuda")
+        tm = machines[arch] = target.create_target_machine(
+            cpu=arch.rstrip("af") if arch.endswith(("a", "f")) else arch, features="", opt=3)
+    return tm
 
 
 def preload_ptx_tools(arch: str = DEFAULT_ARCH) -> None:
@@ -64,8 +83,9 @@ def compile_to_ptx(llvm_ir: str, arch: str = DEFAULT_ARCH, libdevice: str | None
     """PTX text for an NVPTX module; `libdevice` defaults to `find_libdevice()` when needed."""
     _check_arch(arch)
     llvm = _llvm()
+    context = llvm.create_context()
     try:
-        module = llvm.parse_assembly(llvm_ir)
+        module = llvm.parse_assembly(llvm_ir, context=context)
         module.verify()
     except RuntimeError as err:
         raise PtxError(f"invalid NVPTX LLVM IR: {str(err).strip()}") from None
@@ -76,7 +96,7 @@ def compile_to_ptx(llvm_ir: str, arch: str = DEFAULT_ARCH, libdevice: str | None
             raise PtxError("the module calls libdevice functions but libdevice.10.bc was not found "
                            "(set CUDA_HOME or HLO_LIBDEVICE)")
         called = frozenset(re.findall(r"@(__nv_[A-Za-z0-9_]+)\(", llvm_ir))
-        lib = llvm.parse_bitcode(_libdevice_subset(str(path), called))
+        lib = llvm.parse_bitcode(_libdevice_subset(str(path), called), context=context)
         lib.triple = module.triple
         lib.data_layout = module.data_layout
         module.link_in(lib)
@@ -97,8 +117,13 @@ def compile_to_ptx(llvm_ir: str, arch: str = DEFAULT_ARCH, libdevice: str | None
 def _libdevice_subset(path: str, names: frozenset[str]) -> bytes:
     """Bitcode of the libdevice functions `names` and everything they use (GlobalDCE of the
     library with every other function made internal)."""
+    with _LOCK:
+        return _make_libdevice_subset(path, names)
+
+
+def _make_libdevice_subset(path: str, names: frozenset[str]) -> bytes:
     llvm = _llvm()
-    lib = llvm.parse_bitcode(read_libdevice(path))
+    lib = llvm.parse_bitcode(read_libdevice(path), context=llvm.create_context())
     for fn in lib.functions:
         if not fn.is_declaration and fn.name not in names:
             fn.linkage = "internal"

@@ -268,9 +268,11 @@ def test_a_hit_whose_new_name_already_occurs_in_the_kernel_compiles_instead(tmp_
         return unique
 
     first = backend.compile(fusion, [], namer(1))
+    backend.finish()  # entries are stored once the kernels are complete
     assert first[0].kernel.name == "foo_1" and backend.stored == 1
     taken.clear()
     second = backend.compile(fusion, [], namer(2))
+    backend.finish()
     # the entry would have renamed `foo_1` to `foo_2` beside another `foo_2`: compiled instead, under
     # the name the module already gave it (no name skipped)
     assert (backend.hits, backend.misses) == (0, 2)
