@@ -324,3 +324,13 @@ def test_codegen_in_a_subprocess_of_the_tests_gets_the_tests_cache(tmp_path):
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == os.environ["HLO_TOOLCHAIN_CACHE_DIR"]
+
+
+def test_hlo_run_compiling_hlo_text_uses_the_cache_of_its_environment(tmp_path):
+    src = tmp_path / "m.hlo"
+    src.write_text(MODULE)
+    env = dict(os.environ, HLO_TOOLCHAIN_CACHE_DIR=str(tmp_path / "cache"))
+    cmd = [sys.executable, "-m", "hlo_run.cli", "--platform", "host", "--no-hlo-passes", str(src)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert len(list((tmp_path / "cache" / "kernels").rglob("*.json"))) == 2
