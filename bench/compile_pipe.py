@@ -16,7 +16,9 @@ model modules of the corpus up to about 1,400 instructions; or the files given. 
            for an H100 without a GPU (`XLA_TARGET_CONFIG` names its GpuTargetConfigProto file)
 
 Each figure is the best wall time of `--runs` runs (the machine is shared: the minimum is the
-figure least disturbed by other work). The tools run with Python's bytecode cache on, as an
+figure least disturbed by other work); the CPU columns add user and system time of every process
+and thread of the cold pipe and of XLA's process (XLA compiles on several threads), a figure that
+other work on the machine disturbs less. The tools run with Python's bytecode cache on, as an
 installed package has it (`PYTHONDONTWRITEBYTECODE` is dropped; one untimed run writes it).
 `--keep-env` leaves the environment as it is (with `PYTHONDONTWRITEBYTECODE=1` and no `__pycache__`
 beside the sources, every run compiles the tools' Python afresh). `--tools DIR` times the
@@ -26,6 +28,7 @@ beside the sources, every run compiles the tools' Python afresh). `--tools DIR` 
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -55,6 +58,8 @@ class Row:
     cold: float | None = None
     warm: float | None = None
     xla: float | None = None
+    cold_cpu: float | None = None
+    xla_cpu: float | None = None
     note: str = ""
 
 
@@ -93,9 +98,15 @@ def tool_env(cache_dir: Path | None) -> dict[str, str]:
     return env
 
 
-def time_pipe(tools: Path, module: Path, out: Path, cache_dir: Path) -> float:
-    """Wall seconds of `hlo-opt module | hlo-codegen --target cuda -o out` (two processes)."""
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_pipe(tools: Path, module: Path, out: Path, cache_dir: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of `hlo-opt module | hlo-codegen --target cuda -o out` (two processes)."""
     env = tool_env(cache_dir)
+    cpu = _children_cpu()
     start = time.perf_counter()
     opt = subprocess.Popen([str(tools / "hlo-opt"), str(module)], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, env=env)
@@ -108,12 +119,13 @@ def time_pipe(tools: Path, module: Path, out: Path, cache_dir: Path) -> float:
     if opt.returncode != 0 or codegen.returncode != 0:
         message = (opt_err if opt.returncode else codegen.stderr).decode(errors="replace").strip()
         raise RuntimeError(message.splitlines()[-1] if message else "failed")
-    return elapsed
+    return elapsed, _children_cpu() - cpu
 
 
-def time_xla(module: Path) -> float:
-    """Wall seconds of a fresh process compiling `module` with XLA:GPU for an H100, no GPU."""
+def time_xla(module: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of a fresh process compiling `module` with XLA:GPU for an H100, no GPU."""
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    cpu = _children_cpu()
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, str(BENCH / "xla_compile_worker.py"), str(module)],
                           capture_output=True, env=env)
@@ -121,7 +133,7 @@ def time_xla(module: Path) -> float:
     line = proc.stdout.decode(errors="replace").strip()
     if proc.returncode != 0 or not line.startswith("ok "):
         raise RuntimeError(line or proc.stderr.decode(errors="replace").strip().splitlines()[-1])
-    return elapsed
+    return elapsed, _children_cpu() - cpu
 
 
 def measure(path: Path, tools: Path, runs: int, with_xla: bool, workdir: Path) -> Row:
@@ -134,12 +146,14 @@ def measure(path: Path, tools: Path, runs: int, with_xla: bool, workdir: Path) -
             colds.append(time_pipe(tools, path, out, cache))
             warms.append(time_pipe(tools, path, out, cache))
             shutil.rmtree(cache, ignore_errors=True)
-        row.cold, row.warm = min(colds), min(warms)
+        row.cold, row.warm = min(w for w, _ in colds), min(w for w, _ in warms)
+        row.cold_cpu = min(c for _, c in colds)
     except RuntimeError as exc:
         row.note = f"ours failed: {exc}"[:100]
     if with_xla:
         try:
-            row.xla = min(time_xla(path) for _ in range(runs))
+            times = [time_xla(path) for _ in range(runs)]
+            row.xla, row.xla_cpu = min(w for w, _ in times), min(c for _, c in times)
         except RuntimeError as exc:
             row.note = (row.note + f" XLA failed: {exc}")[:160]
     return row
@@ -152,11 +166,13 @@ def print_table(rows: list[Row]) -> None:
     def ratio(a: float | None, b: float | None) -> str:
         return f"{a / b:.2f}x" if a is not None and b else "n/a"
 
-    print("| module | instructions | ours cold | ours warm | XLA | cold/XLA | warm/XLA |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| module | instructions | ours cold | ours warm | XLA | cold/XLA | warm/XLA | CPU: ours cold | "
+          "CPU: XLA |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r.name} | {r.instructions:,} | {cell(r.cold)} | {cell(r.warm)} | {cell(r.xla)} | "
-              f"{ratio(r.cold, r.xla)} | {ratio(r.warm, r.xla)} |" + (f" {r.note}" if r.note else ""))
+              f"{ratio(r.cold, r.xla)} | {ratio(r.warm, r.xla)} | {cell(r.cold_cpu)} | {cell(r.xla_cpu)} |"
+              + (f" {r.note}" if r.note else ""))
 
 
 def run(paths: list[Path], tools: Path, runs: int, with_xla: bool) -> int:
