@@ -274,7 +274,10 @@ class CachingBackend:
         reserved: list[tuple[str, str]] = []
         payload = self.cache.load(key)
         if payload is not None:
-            kernels = _instantiate(payload, unique_name, reserved)
+            try:
+                kernels = _instantiate(payload, unique_name, reserved)
+            except (KeyError, TypeError, ValueError, AttributeError):  # well-formed JSON, wrong shape
+                kernels = None
             if kernels is not None:
                 self.hits += 1
                 return kernels

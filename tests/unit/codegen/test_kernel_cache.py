@@ -125,7 +125,7 @@ def test_a_name_inside_the_fusion_is_in_the_key(tmp_path):
     assert b"row_sum" in plain
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "checksum", "other key"])
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "checksum", "other key", "shape"])
 def test_a_damaged_entry_is_ignored_and_rewritten(tmp_path, damage):
     plain, _, _ = compile_with(MODULE, "host", tmp_path)
     entries = sorted((tmp_path / "kernels").rglob("*.json"))
@@ -141,6 +141,10 @@ def test_a_damaged_entry_is_ignored_and_rewritten(tmp_path, damage):
             raw = b""
         elif damage == "checksum":
             data["payload"]["kernels"][0]["grid"] = [7, 7, 7]
+            raw = json.dumps(data).encode()
+        elif damage == "shape":  # a checksum that holds over a payload missing its fields
+            del data["payload"]["kernels"][0]["texts"]
+            data["checksum"] = kernel_cache._checksum(data["payload"])
             raw = json.dumps(data).encode()
         else:
             data["key"] = "0" * 64
