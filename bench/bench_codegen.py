@@ -1,9 +1,15 @@
-"""hlo-codegen time per kernel, by phase (a benchmark, never a test).
+"""hlo-codegen's compile time: the pipe a user runs, cold and warm, against XLA; or per kernel, by
+phase (a benchmark, never a test).
 
-    .venv/bin/python bench/bench_codegen.py [--targets host,cuda] [--corpus 24] [--top 10]
+    .venv/bin/python bench/bench_codegen.py [--runs 3] [--tools DIR] [--no-xla] [--keep-env] [MODULE.hlo ...]
+    .venv/bin/python bench/bench_codegen.py --phases [--targets host,cuda] [--corpus 24] [--top 10]
                                             [--profile N] [MODULE.hlo ...]
 
-Modules: testdata/gelu.hlo, testdata/transformer_layer.hlo (or the files given) and every
+Without `--phases` it prints the table of `bench/compile_pipe.py`: `hlo-opt m.hlo | hlo-codegen
+--target cuda` with an empty and with a filled kernel cache, and XLA:GPU's deviceless compile of
+the same module in a fresh process.
+
+With `--phases`, modules: testdata/gelu.hlo, testdata/transformer_layer.hlo (or the files given) and every
 k-th corpus module, `--corpus` of them (0: none). Each goes through hlo-opt's gpu pipeline in
 this process (the raw text when that fails), then through `compile_module` for each target with
 a kernel backend that times every kernel's phases in CPU milliseconds of this process (less
@@ -39,6 +45,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
 DEFAULT_MODULES = [ROOT / "testdata" / "gelu.hlo", ROOT / "testdata" / "transformer_layer.hlo"]
 PHASES = {"host": ("emit", "optimize", "lower", "jit"), "cuda": ("emit", "optimize", "lower", "ptx", "cubin")}
 
@@ -239,13 +246,26 @@ def _lower_only(backend):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="hlo-codegen time per kernel and phase")
-    ap.add_argument("modules", nargs="*", type=Path, default=DEFAULT_MODULES)
+    ap = argparse.ArgumentParser(description="hlo-codegen's compile time: the pipe, or per kernel and phase")
+    ap.add_argument("modules", nargs="*", type=Path)
+    ap.add_argument("--phases", action="store_true", help="per kernel and phase, in this process")
+    ap.add_argument("--runs", type=int, default=3, help="pipe: best of this many runs")
+    ap.add_argument("--tools", type=Path, help="pipe: the directory holding hlo-opt and hlo-codegen")
+    ap.add_argument("--no-xla", action="store_true", help="pipe: leave out XLA's column")
+    ap.add_argument("--keep-env", action="store_true",
+                    help="pipe: run the tools in this environment as it is (PYTHONDONTWRITEBYTECODE kept)")
     ap.add_argument("--targets", default="host,cuda")
     ap.add_argument("--corpus", type=int, default=24, help="how many corpus modules (every k-th)")
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--profile", type=int, default=0, metavar="N")
     opts = ap.parse_args(argv)
+    if not opts.phases:
+        import compile_pipe
+        from compile_pipe import default_tools, run
+
+        compile_pipe.KEEP_ENV = opts.keep_env
+        return run(opts.modules, opts.tools or default_tools(), opts.runs, not opts.no_xla)
+    opts.modules = opts.modules or DEFAULT_MODULES
     _install_optimize_timer()
     sources = {p.name: p.read_text() for p in opts.modules}
     sources.update(sample_corpus(opts.corpus))

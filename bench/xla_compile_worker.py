@@ -1,10 +1,10 @@
 """Compiles many HLO modules with XLA:GPU for an H100 without a GPU, in one process (a helper of
 bench/launch_dims_vs_xla.py, run under a Python that has jax and its CUDA plugin).
 
-    /work/jaxgpu/bin/python bench/xla_compile_worker.py DUMP_DIR MODULE.hlo ...
+    /work/jaxgpu/bin/python bench/xla_compile_worker.py MODULE.hlo ...
 
-XLA_FLAGS must already hold `--xla_dump_to=DUMP_DIR` (set by the caller before this process
-starts: XLA reads its flags once). Each module is compiled with the recipe of
+For dumps, XLA_FLAGS must already hold `--xla_dump_to=DUMP_DIR` (set by the caller before this
+process starts: XLA reads its flags once). Each module is compiled with the recipe of
 `../shared/tools/xla_gpu_hlo.py`; XLA writes its optimized HLO, PTX and `thunk_sequence.txt`
 under DUMP_DIR, named after the module. One line per module on stdout: `ok PATH` or
 `error PATH: message` (a module XLA rejects does not stop the others).

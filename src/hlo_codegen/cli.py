@@ -5,7 +5,10 @@ The middle tool of `hlo-opt | hlo-codegen | hlo-run`. It reads HLO text from a f
 `--target cuda|host` (`hlo_codegen.compiler`) and writes the manifest to stdout or `-o` (whole
 or not at all). `--dump-to DIR` writes the module as compiled, the buffer assignment,
 `thunk_sequence.txt`, per kernel its kernel IR, `.ll` and `.ptx`, and the module after each
-pass of its prepare pipeline that changed it (`hlo_codegen.dump`).
+pass of its prepare pipeline that changed it (`hlo_codegen.dump`). Kernels compiled before come
+from the kernel cache (`hlo_codegen.kernel_cache`): `--cache-dir DIR` (default
+`$HLO_TOOLCHAIN_CACHE_DIR`, else `$XDG_CACHE_HOME/hlo-toolchain` or `~/.cache/hlo-toolchain`),
+`--no-cache` to compile every kernel.
 
     hlo-opt model.hlo | hlo-codegen --target host -o model.manifest.json
 
@@ -37,19 +40,38 @@ TOOL = "hlo-codegen"
                    "(sm_90: H100, sm_80: A100).")
 @click.option("--dump-to", "dump_to", metavar="DIR",
               help="Write the buffer assignment, thunk_sequence.txt and per-kernel IR, .ll, .ptx here.")
+@click.option("--cache-dir", "cache_dir", metavar="DIR",
+              help="The kernel cache (default: $HLO_TOOLCHAIN_CACHE_DIR, else ~/.cache/hlo-toolchain).")
+@click.option("--no-cache", "no_cache", is_flag=True, help="Compile every kernel; leave the cache alone.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), metavar="N",
+              help="Threads compiling PTX (default: one per CPU, at most 8).")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
-def cli(input_path, output_path, target, arch, dump_to, debug) -> None:
+def cli(input_path, output_path, target, arch, dump_to, cache_dir, no_cache, jobs, debug) -> None:
     """Compile an HLO module (file or stdin) into a manifest for hlo-run."""
-    run_command(TOOL, lambda: _compile(input_path, output_path, target, arch, dump_to), debug)
+    run_command(TOOL, lambda: _compile(input_path, output_path, target, arch, dump_to,
+                                       _cache_dir(cache_dir, no_cache), jobs), debug)
+
+
+def _cache_dir(given: str | None, disabled: bool) -> str | None:
+    if disabled:
+        return None
+    if given is not None:
+        return given
+    from hlo_codegen.kernel_cache import default_cache_dir
+
+    return str(default_cache_dir())
 
 
 def _compile(input_path: str | None, output_path: str | None, target: str, arch: str,
-             dump_to: str | None) -> None:
+             dump_to: str | None, cache_dir: str | None = None, jobs: int | None = None) -> None:
+    # The compiler is imported before the input is read: behind `hlo-opt |`, that import
+    # happens while hlo-opt is still optimizing instead of after it.
     from hlo_common.hlo.parser import parse_module
 
-    from hlo_codegen.compiler import CompileOptions, compile_module
+    from hlo_codegen.compiler import CompileOptions, compile_module, preload
 
-    options = CompileOptions(target=target, arch=arch)
+    options = CompileOptions(target=target, arch=arch, cache_dir=cache_dir, jobs=jobs)
+    preload(options)
     if dump_to is not None:
         from hlo_codegen.dump import prepare_dump_directory
 

@@ -15,7 +15,10 @@ Where it sits: behind `hlo-codegen` (the CLI) and `hlo_run`'s in-process compile
    again for copies that need kernels. On hlo-opt's output most of these change nothing;
 2. buffer assignment (`buffer_assignment.assign_buffers`);
 3. thunk emission, with kernels emitted and lowered by the kernel backend for the target
-   (`thunk_emitter`): PTX for `cuda` (checked into a cubin with nvJitLink), LLVM IR for `host`;
+   (`thunk_emitter`): PTX for `cuda` (checked into a cubin with nvJitLink; LLVM and nvJitLink
+   on a thread per CPU, `CompileOptions.jobs`), LLVM IR for `host`;
+   with `CompileOptions.cache_dir`, a kernel compiled before comes from the kernel cache
+   (`kernel_cache`), byte for byte what compiling it again gives;
 4. the manifest (`hlo_common.manifest.manifest`): allocations with constant bytes, entry signature,
    kernels, thunks, the module text.
 
@@ -53,6 +56,8 @@ DEFAULT_ARCH = "sm_90"
 class CompileOptions:
     target: str = "cuda"
     arch: str = DEFAULT_ARCH
+    cache_dir: str | None = None  # the kernel cache's directory (`kernel_cache`); None: no cache
+    jobs: int | None = None  # threads compiling PTX (`kernel_backend`); None: one per CPU
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
@@ -165,7 +170,12 @@ def compile_module(module: HloModule, options: CompileOptions,
     assignment = assign_buffers(module)
     backend = backend if backend is not None else default_backend(options)
     emitter = ThunkEmitter(module, assignment, backend)
-    thunks = emitter.emit_entry()
+    try:
+        thunks = emitter.emit_entry()
+    except BaseException:
+        _finish(backend)  # a kernel still compiling that failed came first: its error is the one
+        raise
+    _finish(backend)
     manifest = Manifest(
         module_name=module.name, target=options.target, arch=options.manifest_arch,
         hlo=print_module(module), entry=entry_signature(module, assignment),
@@ -175,11 +185,47 @@ def compile_module(module: HloModule, options: CompileOptions,
     return CompileResult(module, assignment, manifest, emitter.kernels)
 
 
-def default_backend(options: CompileOptions) -> KernelBackend:
-    """The emitters + lowering of `hlo_codegen` for the target (imported on first use)."""
-    from hlo_codegen.kernel_backend import EmitterBackend
+def _finish(backend: KernelBackend) -> None:
+    """Let a backend that compiles on threads complete its kernels (`EmitterBackend.finish`)."""
+    finish = getattr(backend, "finish", None)
+    if finish is not None:
+        finish()
 
-    return EmitterBackend(options.target, options.arch)
+
+def default_backend(options: CompileOptions) -> KernelBackend:
+    """The emitters + lowering of `hlo_codegen` for the target (imported on first use), behind
+    the kernel cache when `options.cache_dir` names one."""
+    from hlo_codegen.kernel_backend import EmitterBackend, default_jobs
+
+    jobs = options.jobs if options.jobs is not None else default_jobs()
+    backend = EmitterBackend(options.target, options.arch, jobs)
+    if options.cache_dir is None:
+        return backend
+    from hlo_codegen.kernel_cache import CachingBackend, KernelCache
+
+    return CachingBackend(backend, KernelCache(options.cache_dir))
+
+
+def preload(options: CompileOptions) -> None:
+    """Import what compiling for `options` needs and start LLVM and nvJitLink, before the input
+    is there (the CLI calls it before reading stdin, so behind `hlo-opt |` this happens while
+    hlo-opt works). Failures are left for the compile itself to report."""
+    try:
+        prepare_pipeline()
+        import hlo_codegen.emitters  # noqa: F401
+        from hlo_codegen import kernel_backend  # noqa: F401
+        from hlo_codegen.llvm import lower_to_host, lower_to_nvptx  # noqa: F401
+
+        if options.cache_dir is not None:
+            from hlo_codegen.kernel_cache import code_version
+
+            code_version(options.target)
+        if options.target == "cuda":
+            from hlo_codegen.ptx import preload_ptx_tools
+
+            preload_ptx_tools(options.arch)
+    except Exception:  # noqa: BLE001 - an early start only; the compile reports real errors
+        pass
 
 
 # -- manifest pieces ----------------------------------------------------------------------------------

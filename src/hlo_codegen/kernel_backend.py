@@ -6,14 +6,25 @@ buffer slices they take) and the emitters / lowerings (`hlo_codegen.emitters`,
 kernel-IR `Kernel`, passing one argument id (the buffer slice) per operand and output so that
 arguments in the same slice become one parameter; it then lowers the kernel for the target:
 
-    cuda   lower_to_nvptx -> compile_to_ptx(arch) -> ptx_to_cubin(arch)   (nvJitLink validates)
+    cuda   lower_to_nvptx -> compile_to_ptx(arch) -> validate_ptx(arch)   (nvJitLink at -O0)
     host   lower_to_host: `void @name(ptr %args, i64 %block_begin, i64 %block_end)`
 
 and returns `CompiledKernel`s for the manifest with the dump artifacts (`kernel_ir.txt`, `ll`,
 `ptx`). Every failure is a KernelEmissionError naming the kernel and the fusion.
+
+With `jobs` > 1 (what hlo-codegen runs with: one per CPU), the native half of a cuda kernel (LLVM's
+PTX generation and nvJitLink, which release the GIL) runs on a pool of threads while the next
+fusions are emitted, as XLA compiles kernels in parallel; `compile` then hands back kernels
+whose PTX is filled in by `finish`, which `compile_module` calls before it writes the manifest
+and before it reports any other error. The PTX is the same either way, and so is the error: the
+first failing kernel in module order.
 """
 
 from __future__ import annotations
+
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 
 from hlo_common.errors import HloError
 from hlo_common.gpu.device import H100, DeviceDescription, device_for_arch
@@ -42,6 +53,29 @@ def argument_ids(fusion: HloInstruction, args: list[KernelArgumentSpec]) -> list
             + [by_output[idx] for idx, s in fusion.shape.leaf_shapes() if s.is_array])
 
 
+def default_jobs() -> int:
+    """The CPUs this process may run on (at most 8: kernels are short)."""
+    try:
+        return max(1, min(8, len(os.sched_getaffinity(0))))
+    except (AttributeError, OSError):
+        return max(1, min(8, os.cpu_count() or 1))
+
+
+def _named(label: str, fusion_name: str, exc: BaseException) -> KernelEmissionError:
+    if isinstance(exc, HloError):
+        return KernelEmissionError(f"kernel {label} (fusion %{fusion_name}): {exc.one_line()}")
+    return KernelEmissionError(f"kernel {label} (fusion %{fusion_name}): internal error: "
+                               f"{type(exc).__name__}: {exc}")
+
+
+def _ptx(llvm_ir: str, arch: str) -> str:
+    from hlo_codegen.ptx import compile_to_ptx, validate_ptx
+
+    ptx = compile_to_ptx(llvm_ir, arch)
+    validate_ptx(ptx, arch)
+    return ptx
+
+
 def _preferred_name(fusion: HloInstruction, emitter) -> str:
     from hlo_codegen.emitters.base import kernel_name
 
@@ -52,10 +86,13 @@ class EmitterBackend:
     """The project's emitters and lowerings for one target. `arch` names the PTX target and the
     device the emitters size launches for (`device_for_arch`: sm_90 the H100, sm_80 the A100)."""
 
-    def __init__(self, target: str, arch: str = "sm_90"):
+    def __init__(self, target: str, arch: str = "sm_90", jobs: int = 1):
         self.target = target
         self.arch = arch
         self.device = device_for_arch(arch)
+        self.jobs = jobs
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: list[tuple[CompiledKernel, Future, str, str]] = []
 
     def compile(self, fusion: HloInstruction, args: list[KernelArgumentSpec],
                 unique_name: KernelNamer) -> list[CompiledKernel]:
@@ -68,29 +105,49 @@ class EmitterBackend:
             if len(kernel.params) != len(args):
                 raise HloError(f"the kernel takes {len(kernel.params)} parameters, the thunk passes "
                                f"{len(args)}")
-            return [self._lower(kernel, len(args))]
-        except HloError as exc:
-            raise KernelEmissionError(f"kernel {label} (fusion %{fusion.name}): {exc.one_line()}") from exc
+            compiled, future = self._lower(kernel, len(args))
         except Exception as exc:  # noqa: BLE001 - a bug below is still named by kernel
-            raise KernelEmissionError(f"kernel {label} (fusion %{fusion.name}): internal error: "
-                                      f"{type(exc).__name__}: {exc}") from exc
+            raise _named(label, fusion.name, exc) from exc
+        if future is not None:
+            self._pending.append((compiled, future, label, fusion.name))
+        return [compiled]
 
-    def _lower(self, kernel, num_args: int) -> CompiledKernel:
+    def finish(self) -> None:
+        """Wait for the kernels compiling on the pool and fill in their PTX; raise the first
+        failure in the order the kernels were asked for."""
+        pending, self._pending = self._pending, []
+        try:
+            for compiled, future, label, fusion_name in pending:
+                try:
+                    ptx = future.result()
+                except Exception as exc:  # noqa: BLE001 - named by kernel, as without the pool
+                    raise _named(label, fusion_name, exc) from exc
+                compiled.kernel = replace(compiled.kernel, ptx=ptx)
+                compiled.artifacts["ptx"] = ptx
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+                self._pool = None
+
+    def _lower(self, kernel, num_args: int) -> tuple[CompiledKernel, Future | None]:
         from hlo_codegen.kernel_ir import print_kernel
 
         artifacts = {"kernel_ir.txt": print_kernel(kernel)}
-        ptx = llvm_ir = None
+        ptx = llvm_ir = future = None
         if self.target == "cuda":
             from hlo_codegen.llvm import lower_to_nvptx
-            from hlo_codegen.ptx import compile_to_ptx, ptx_to_cubin
 
             artifacts["ll"] = lower_to_nvptx(kernel)
-            ptx = artifacts["ptx"] = compile_to_ptx(artifacts["ll"], self.arch)
-            ptx_to_cubin(ptx, self.arch)
+            if self.jobs > 1:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="ptx")
+                future = self._pool.submit(_ptx, artifacts["ll"], self.arch)
+            else:
+                ptx = artifacts["ptx"] = _ptx(artifacts["ll"], self.arch)
         else:
             from hlo_codegen.llvm import lower_to_host
 
             llvm_ir = artifacts["ll"] = lower_to_host(kernel)
         record = ManifestKernel(kernel.name, tuple(kernel.grid), tuple(kernel.block),
                                 kernel.shared_memory_bytes, num_args, ptx=ptx, llvm_ir=llvm_ir)
-        return CompiledKernel(record, tuple(range(num_args)), artifacts)
+        return CompiledKernel(record, tuple(range(num_args)), artifacts), future

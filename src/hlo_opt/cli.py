@@ -9,10 +9,10 @@ status 1 (2 for a usage error); `--debug` shows the traceback.
 
 from __future__ import annotations
 
-import difflib
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -23,9 +23,11 @@ from hlo_common.hlo.parser import parse_modules
 from hlo_common.hlo.printer import print_module
 from hlo_common.source import read_source
 from hlo_common.gpu.device import load_device
-from hlo_opt.dump import DumpOptions, ModuleDumper, prepare_dump_directory
 from hlo_common.hlo_pass.pass_base import PASS_REGISTRY
 from hlo_common.hlo_pass.pipeline import PassRunRecord, PipelineSequence, RunOptions, verify
+
+if TYPE_CHECKING:
+    from hlo_opt.dump import DumpOptions
 
 TOOL = "hlo-opt"
 MODULE_SEPARATOR = "\n// -----\n\n"
@@ -67,6 +69,8 @@ def list_passes_text() -> str:
 
 
 def _unknown_name_error(kind: str, name: str, candidates: list[str]) -> OptionError:
+    import difflib
+
     close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else \
         " (see --list-passes)"
@@ -117,7 +121,11 @@ def build_sequence(opts: OptOptions) -> PipelineSequence:
 def optimize_module(module: HloModule, index: int, sequence: PipelineSequence, opts: OptOptions,
                     dump: DumpOptions | None, run_options: RunOptions) -> str:
     """Dump, verify, run the passes on, verify and print one module of the input."""
-    dumper = ModuleDumper(dump, index, module.name) if dump is not None else None
+    dumper = None
+    if dump is not None:  # the dump module (and what it imports) only when dumping
+        from hlo_opt.dump import ModuleDumper
+
+        dumper = ModuleDumper(dump, index, module.name)
     if dumper is not None:
         dumper.dump(module, "before_optimizations")
     skip = module.is_scheduled and opts.passes is None
@@ -154,6 +162,8 @@ def run(opts: OptOptions) -> None:
                              device=device)
     dump = None
     if opts.dump_to is not None:
+        from hlo_opt.dump import DumpOptions, prepare_dump_directory
+
         dump = DumpOptions(Path(opts.dump_to), opts.dump_pass_re, opts.dump_format or ("text",))
         prepare_dump_directory(dump.directory)
     text, name = read_source(opts.input)

@@ -14,6 +14,10 @@ tools write their dumps there, under the names they always use (`module_0000.<na
 before_optimizations.txt`, `...after_optimizations.txt`, the buffer assignment,
 `thunk_sequence.txt`, per kernel its kernel IR, `.ll` and `.ptx`).
 
+hlo-codegen keeps its kernel cache as it does on the command line (`$HLO_TOOLCHAIN_CACHE_DIR`,
+else `~/.cache/hlo-toolchain`; the environment passes to it), so running a module again compiles
+only the kernels that changed.
+
 A tool is found next to the running Python (the same virtual environment) or on PATH; failing
 both, `python -m hlo_opt.cli` / `python -m hlo_codegen.cli` is used.
 

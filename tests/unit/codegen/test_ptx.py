@@ -13,7 +13,7 @@ import pytest
 from hlo_codegen.emitters import emit_kernel
 from hlo_codegen.llvm import lower_to_nvptx
 from hlo_codegen.llvm.libdevice import find_libdevice
-from hlo_codegen.ptx import PtxError, compile_to_ptx, ptx_to_cubin
+from hlo_codegen.ptx import PtxError, compile_to_ptx, ptx_to_cubin, validate_ptx
 from test_elemental_harness import fusion_of, gelu
 from test_lowering import reduction_kernel
 
@@ -90,3 +90,24 @@ def test_bad_inputs_raise_ptx_errors() -> None:
 def test_nvjitlink_rejects_bad_ptx_with_its_log() -> None:
     with pytest.raises(PtxError, match="nvJitLink rejected the PTX for sm_90"):
         ptx_to_cubin(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { bogus; }\n")
+
+
+@needs_nvjitlink
+def test_validation_without_optimization_rejects_what_the_optimizing_link_rejects() -> None:
+    # hlo-codegen checks every kernel with `validate_ptx` (ptxas at -O0): bad syntax, an
+    # instruction the architecture lacks, and more shared memory than a block may have all fail
+    head = ".version 8.0\n.target {arch}\n.address_size 64\n"
+    bad = {
+        "sm_90": ".visible .entry k() { bogus; }\n",
+        "sm_80": ".visible .entry k() { .reg .b32 %r<2>; mov.u32 %r1, %cluster_ctarank; ret; }\n",
+        "sm_90 ": ".shared .align 4 .b8 s[300000];\n.visible .entry k() { .reg .b32 %r<2>; "
+                  "mov.u32 %r1, s; st.shared.u32 [%r1], %r1; ret; }\n",
+    }
+    for arch, body in bad.items():
+        ptx = head.format(arch=arch.strip()) + body
+        with pytest.raises(PtxError, match="nvJitLink rejected"):
+            ptx_to_cubin(ptx, arch.strip())
+        with pytest.raises(PtxError, match="nvJitLink rejected"):
+            validate_ptx(ptx, arch.strip())
+    good = lower_to_nvptx(emit_kernel(fusion_of("f { p = f32[64] parameter(0) ROOT n = f32[64] negate(p) }")))
+    validate_ptx(compile_to_ptx(good))
