@@ -33,13 +33,13 @@ from dataclasses import dataclass
 
 from hlo_common.analysis.sharing import in_place_pairs
 from hlo_common.gpu.device import H100, DeviceDescription
-from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
 from hlo_common.gpu.ir_emission_utils import tiled_transpose_description
 from hlo_common.gpu.reduction_utils import (
     is_reduction_from_or_to_contiguous_dimensions, reduction_shared_memory_bytes,
 )
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
+from hlo_opt.gpu_model.fusion_analysis_cache import HloFusionAnalysisCache
 
 MAX_OPERANDS_AND_OUTPUTS_PER_FUSION = 96
 MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION = 8
@@ -125,37 +125,6 @@ def is_tiled_transpose(instr: HloInstruction) -> bool:
     return instr.opcode == "transpose" and tiled_transpose_description(instr) is not None
 
 
-class AnalysisCache:
-    """FusionAnalysis of instructions and of producer+consumer pairs, kept until `invalidate`
-    (XLA's HloFusionAnalysisCache). Keys are the instructions themselves, never iterated."""
-
-    def __init__(self, device: DeviceDescription = H100):
-        self.device = device
-        self._single: dict[HloInstruction, FusionAnalysis] = {}
-        self._pairs: dict[tuple[HloInstruction, HloInstruction], FusionAnalysis] = {}
-        self._pairs_of: dict[HloInstruction, list[tuple[HloInstruction, HloInstruction]]] = {}
-
-    def of(self, instr: HloInstruction) -> FusionAnalysis:
-        a = self._single.get(instr)
-        if a is None:
-            a = self._single[instr] = FusionAnalysis.of_instruction(instr, self.device)
-        return a
-
-    def of_pair(self, producer: HloInstruction, consumer: HloInstruction) -> FusionAnalysis:
-        key = (producer, consumer)
-        a = self._pairs.get(key)
-        if a is None:
-            a = self._pairs[key] = FusionAnalysis.of_producer_consumer(producer, consumer, self.device)
-            self._pairs_of.setdefault(producer, []).append(key)
-            self._pairs_of.setdefault(consumer, []).append(key)
-        return a
-
-    def invalidate(self, instr: HloInstruction) -> None:
-        self._single.pop(instr, None)
-        for key in self._pairs_of.pop(instr, ()):
-            self._pairs.pop(key, None)
-
-
 # -- the rules -----------------------------------------------------------------------------------------
 def producer_is_root(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
     comp = producer.parent
@@ -224,14 +193,14 @@ def both_significant_reduce(producer: HloInstruction, consumer: HloInstruction) 
 
 
 def reduction_becomes_loop(producer: HloInstruction, consumer: HloInstruction,
-                           cache: AnalysisCache | None = None) -> FusionDecision:
+                           cache: HloFusionAnalysisCache | None = None) -> FusionDecision:
     """A reduction fusion's epilogue must keep the reduction emitter (the fused analysis loop)."""
     if not any(i.opcode == "reduce" for i in fused_instructions(producer)):
         return ALLOW  # no reduce, no reduction emitter: spare the analysis
-    cache = cache or AnalysisCache()
-    if cache.of(producer).emitter_kind != "reduction":
+    cache = cache or HloFusionAnalysisCache()
+    if cache.get(producer).emitter_kind != "reduction":
         return ALLOW
-    if cache.of_pair(producer, consumer).emitter_kind in ("loop", "in_place_dynamic_update_slice"):
+    if cache.get_pair(producer, consumer).emitter_kind in ("loop", "in_place_dynamic_update_slice"):
         return FusionDecision.forbid("reduction_becomes_loop",
                                      "fusion into output of a reduce fusion would create a loop fusion")
     return ALLOW
@@ -418,14 +387,14 @@ RULES = (producer_is_root, not_fusible, consumer_is_lone_bitcast, scatter, both_
 
 
 def can_fuse(producer: HloInstruction, consumer: HloInstruction, device: DeviceDescription = H100,
-             cache: AnalysisCache | None = None) -> FusionDecision:
+             cache: HloFusionAnalysisCache | None = None) -> FusionDecision:
     """Every rule in XLA's order; the first that forbids decides. `cache` keeps fusion analyses
     between calls (priority fusion passes its own)."""
     for rule in RULES:
         if rule is shared_memory:
             decision = rule(producer, consumer, device)
         elif rule is reduction_becomes_loop:
-            decision = rule(producer, consumer, cache or AnalysisCache(device))
+            decision = rule(producer, consumer, cache or HloFusionAnalysisCache(device))
         else:
             decision = rule(producer, consumer)
         if not decision:

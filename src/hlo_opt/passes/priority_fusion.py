@@ -116,18 +116,6 @@ class DecisionLog:
         return "".join(line + "\n" for line in self.lines)
 
 
-class _ModelAnalyses:
-    """The performance model's fusion analyses, shared with `can_fuse` (one cache, not two; the
-    model's `invalidate` drops both)."""
-
-    def __init__(self, model):
-        self.of = model.analysis
-        self.of_pair = model.producer_consumer_analysis
-
-    def invalidate(self, instr: HloInstruction) -> None:
-        pass
-
-
 class _Queue:
     """The producers of one computation by priority (XLA's PriorityFusionQueue)."""
 
@@ -136,7 +124,7 @@ class _Queue:
         self.device = pass_.device or H100
         self.model = model
         self.log = log
-        self.analyses = _ModelAnalyses(model)
+        self.analyses = model.analyses  # the model's fusion analyses, shared with can_fuse
         self.heap: list[tuple[float, int, int, HloInstruction]] = []
         self.current: dict[HloInstruction, tuple[float, int]] = {}  # producer -> (priority, version)
         self.version = 0
@@ -241,8 +229,7 @@ class _Queue:
             per = self.can_fuse_cache.get(op)
             if per is not None:
                 per.pop(instr, None)
-        self.model.invalidate(instr)
-        self.analyses.invalidate(instr)
+        self.model.invalidate(instr)  # its estimates, costs and fusion analyses
 
 
 @register_pass
@@ -306,7 +293,7 @@ class PriorityFusion(HloPass):
                 if is_fusible_bitcast(consumer):
                     continue
                 consumer_name = consumer.name
-                kind = fusion_kind(queue.analyses.of_pair(producer, consumer))
+                kind = fusion_kind(queue.analyses.get_pair(producer, consumer))
                 queue.invalidate(consumer)
                 old_operands = set(consumer.operands)
                 fusion = self._fuse(editor, producer, consumer, kind, rule, prio)
@@ -348,7 +335,7 @@ class PriorityFusion(HloPass):
             for user in list(constant.users):
                 if constant.parent is None or not self._can_fuse_constant(constant, user):
                     continue
-                kind = fusion_kind(queue.analyses.of_pair(constant, user))
+                kind = fusion_kind(queue.analyses.get_pair(constant, user))
                 consumer_name = user.name
                 queue.invalidate(user)
                 fusion = self._fuse(editor, constant, user, kind, RULE_CONSTANT, -INF)
