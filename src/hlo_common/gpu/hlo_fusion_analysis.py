@@ -16,7 +16,7 @@ modules: heroes and tiled transposes (`ir_emission_utils`), reduction geometry
     ... ENTRY e { p = f32[128,1024] parameter(0) e = f32[128,1024] exponential(p)
     ...   c = f32[] constant(0) ROOT r = f32[128] reduce(e, c), dimensions={1}, to_apply=add }''')
     >>> a = FusionAnalysis.of_producer_consumer(m.entry.instruction("e"), m.entry.root)
-    >>> a.emitter_kind, fusion_kind(a), a.reduction.is_row, a.reduction.dims
+    >>> a.emitter_kind, fusion_kind_for_emitter(a), a.reduction.is_row, a.reduction.dims
     ('reduction', 'kInput', True, (1, 128, 1024))
 
 Emitter kinds (XLA's `GetEmitterFusionKind`, in order): a backend-config kind of a custom, Triton
@@ -27,7 +27,7 @@ tiled-transpose heroes -> "transpose"; several roots -> "loop"; a scatter root -
 sort root -> "sort"; a concatenate hero of at most 4 operands -> "concatenate"; else "loop". A
 "loop" whose roots are all (bitcasts of) dynamic-update-slices of a fusion input is reported as
 "in_place_dynamic_update_slice" (in XLA a sub-case of kLoop chosen in `GetFusionEmitter`);
-`fusion_kind` maps it to kLoop.
+`fusion_kind_for_emitter` maps it to kLoop.
 """
 
 from __future__ import annotations
@@ -487,7 +487,7 @@ def _leaf_elements(shape: Shape) -> int:
     return shape.num_elements
 
 
-def fusion_kind(analysis: FusionAnalysis) -> str:
+def fusion_kind_for_emitter(analysis: FusionAnalysis) -> str:
     """The HLO fusion kind priority fusion gives a fusion with this analysis (XLA's ChooseKind)."""
     kind = analysis.emitter_kind
     if kind in ("loop", "in_place_dynamic_update_slice"):
@@ -497,4 +497,4 @@ def fusion_kind(analysis: FusionAnalysis) -> str:
     return "kInput"
 
 
-__all__ = ["EMITTER_KINDS", "FusionAnalysis", "fusion_kind"]
+__all__ = ["EMITTER_KINDS", "FusionAnalysis", "fusion_kind_for_emitter"]

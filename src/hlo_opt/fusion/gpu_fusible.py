@@ -6,22 +6,24 @@ section d). Priority fusion asks `can_fuse`; the cost model decides the rest.
     >>> bool(decision), decision.rule, decision.reason
     (False, 'both_significant_reduce', 'both the producer and the consumer contain a reduce')
 
-One small function per rule, each returning `ALLOW` or a `FusionDecision` that names its rule and
-says why in one line, checked in XLA's order:
+One small function per rule, all with one signature, `rule(producer, consumer, ctx)` (`ctx` a
+`FusionContext`: the device and the fusion-analysis cache), each returning `ALLOW` or a
+`FusionDecision` named after the function that says why in one line; `can_fuse` checks them in
+XLA's order:
 
-| rule                         | XLA                                                          |
-|------------------------------|--------------------------------------------------------------|
-| producer_is_root             | CanFuse: not fusing into the output of the root              |
-| not_fusible                  | IsFusible (side effects, ops the emitters cannot fuse)       |
-| consumer_is_lone_bitcast     | CanFuseWithNativeEmitter: never fuse into a single bitcast   |
-| scatter                      | CanEmitInputFusedScatter                                     |
-| both_significant_reduce      | reduce (input/output >= 16) on both sides                    |
-| reduction_becomes_loop       | epilogue would turn a reduction fusion into a loop fusion    |
-| shared_memory                | FusionFitsInBudget: shared memory over 48 KiB per block      |
-| unnested_reductions          | FusionFitsInBudget: more than 8 unnested reductions          |
-| operand_limit                | FusionFitsInBudget: more than 96 operands + outputs          |
-| ir_size                      | ProducerConsumerMergedTooLarge: IR estimate over 10000       |
-| in_place                     | InstructionFusion::ShouldFuseInPlaceOp                       |
+| rule                               | XLA                                                    |
+|------------------------------------|--------------------------------------------------------|
+| producer_is_root                   | CanFuse: not fusing into the output of the root        |
+| not_fusible                        | IsFusible (side effects, ops the emitters cannot fuse) |
+| consumer_is_lone_bitcast           | CanFuseWithNativeEmitter: never into a lone bitcast   |
+| scatter_output_or_in_place_operand | CanEmitInputFusedScatter                               |
+| both_significant_reduce            | reduce (input/output >= 16) on both sides              |
+| reduction_becomes_loop             | epilogue would turn a reduction fusion into a loop     |
+| shared_memory                      | FusionFitsInBudget: over 48 KiB of shared memory      |
+| unnested_reductions                | FusionFitsInBudget: more than 8 unnested reductions    |
+| operand_limit                      | FusionFitsInBudget: more than 96 operands + outputs    |
+| ir_size_limit                      | ProducerConsumerMergedTooLarge: IR estimate over 10000 |
+| in_place                           | InstructionFusion::ShouldFuseInPlaceOp                 |
 
 Hero questions (unnested reductions, tiled transposes, emitter kinds) are answered by
 `hlo_common.gpu.hlo_fusion_analysis`, the same analysis hlo-codegen picks its emitters with.
@@ -76,6 +78,19 @@ class FusionDecision:
 ALLOW = FusionDecision()
 
 
+@dataclass
+class FusionContext:
+    """What the rules consult besides the two instructions: the device and the fusion analyses
+    (priority fusion passes the cost model's cache, so both see one analysis per instruction)."""
+
+    device: DeviceDescription = H100
+    analyses: HloFusionAnalysisCache | None = None
+
+    def __post_init__(self) -> None:
+        if self.analyses is None:
+            self.analyses = HloFusionAnalysisCache(self.device)
+
+
 # -- instruction queries -----------------------------------------------------------------------------
 def is_elementwise_instr(instr: HloInstruction) -> bool:
     return is_elementwise(instr.opcode)
@@ -89,7 +104,8 @@ def is_fusible_bitcast(instr: HloInstruction) -> bool:
     return a.is_array and b.is_array and a.element_type.bits == b.element_type.bits
 
 
-def fusion_kind(instr: HloInstruction) -> str | None:
+def fusion_kind_attr(instr: HloInstruction) -> str | None:
+    """The `kind=` of a fusion instruction (kLoop, kInput, ...); None for any other op."""
     return instr.attrs.get("kind") if instr.opcode == "fusion" else None
 
 
@@ -99,7 +115,7 @@ def is_fusible(instr: HloInstruction) -> bool:
     if op in NEVER_FUSIBLE:
         return False
     if op == "fusion":
-        return fusion_kind(instr) != "kCustom"
+        return fusion_kind_attr(instr) != "kCustom"
     if op not in ("map", "reduce", "reduce-window") and instr.has_side_effect:
         return False
     if op == "rng" and len(instr.users) > 1:
@@ -126,14 +142,15 @@ def is_tiled_transpose(instr: HloInstruction) -> bool:
 
 
 # -- the rules -----------------------------------------------------------------------------------------
-def producer_is_root(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+def producer_is_root(producer: HloInstruction, consumer: HloInstruction,
+                     ctx: FusionContext) -> FusionDecision:
     comp = producer.parent
     if comp is not None and comp.root is producer:
         return FusionDecision.forbid("producer_is_root", "not fusing into the output of the root instruction")
     return ALLOW
 
 
-def not_fusible(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+def not_fusible(producer: HloInstruction, consumer: HloInstruction, ctx: FusionContext) -> FusionDecision:
     if not is_fusible(producer):
         return FusionDecision.forbid("not_fusible", f"the producer ({producer.opcode}) is not fusible")
     if not is_fusible(consumer):
@@ -143,37 +160,43 @@ def not_fusible(producer: HloInstruction, consumer: HloInstruction) -> FusionDec
     return ALLOW
 
 
-def consumer_is_lone_bitcast(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+def consumer_is_lone_bitcast(producer: HloInstruction, consumer: HloInstruction,
+                             ctx: FusionContext) -> FusionDecision:
     if is_fusible_bitcast(consumer):
         return FusionDecision.forbid("consumer_is_lone_bitcast",
                                      "not fusing into a single bitcast as consumer")
     return ALLOW
 
 
-def _is_input_fusible_scatter(instr: HloInstruction) -> bool:
+def is_input_fusible_scatter(instr: HloInstruction) -> bool:
+    """A scatter, or an input fusion whose root is one (XLA's IsInputFusibleScatter)."""
     if instr.opcode == "scatter":
         return True
-    return (instr.opcode == "fusion" and fusion_kind(instr) == "kInput"
+    return (instr.opcode == "fusion" and fusion_kind_attr(instr) == "kInput"
             and instr.fused_computation().root.opcode == "scatter")
 
 
-def scatter(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+def scatter_output_or_in_place_operand(producer: HloInstruction, consumer: HloInstruction,
+                                       ctx: FusionContext) -> FusionDecision:
     """CanEmitInputFusedScatter: nothing fuses into a scatter's output, nor its in-place operand."""
-    if _is_input_fusible_scatter(producer):
-        return FusionDecision.forbid("scatter", "do not fuse into the output of scatter")
-    if not _is_input_fusible_scatter(consumer):
+    def forbid(reason: str) -> FusionDecision:
+        return FusionDecision.forbid("scatter_output_or_in_place_operand", reason)
+
+    if is_input_fusible_scatter(producer):
+        return forbid("do not fuse into the output of scatter")
+    if not is_input_fusible_scatter(consumer):
         return ALLOW
     if consumer.opcode == "fusion":
         updated = consumer.fused_computation().root.operands[0]
         if updated.opcode != "parameter":
-            return FusionDecision.forbid("scatter", "the scatter's operand is computed inside the fusion")
+            return forbid("the scatter's operand is computed inside the fusion")
         in_place = consumer.operands[updated.parameter_number]
     else:
         in_place = consumer.operands[0]
     if in_place is producer:
-        return FusionDecision.forbid("scatter", "do not fuse into the in-place operand of scatter")
+        return forbid("do not fuse into the in-place operand of scatter")
     if in_place in producer.operands:
-        return FusionDecision.forbid("scatter", "the producer uses the in-place operand of a scatter")
+        return forbid("the producer uses the in-place operand of a scatter")
     return ALLOW
 
 
@@ -185,7 +208,8 @@ def _contains_significant_reduce(instr: HloInstruction) -> bool:
     return False
 
 
-def both_significant_reduce(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+def both_significant_reduce(producer: HloInstruction, consumer: HloInstruction,
+                            ctx: FusionContext) -> FusionDecision:
     if _contains_significant_reduce(producer) and _contains_significant_reduce(consumer):
         return FusionDecision.forbid("both_significant_reduce",
                                      "both the producer and the consumer contain a reduce")
@@ -193,14 +217,13 @@ def both_significant_reduce(producer: HloInstruction, consumer: HloInstruction) 
 
 
 def reduction_becomes_loop(producer: HloInstruction, consumer: HloInstruction,
-                           cache: HloFusionAnalysisCache | None = None) -> FusionDecision:
+                           ctx: FusionContext) -> FusionDecision:
     """A reduction fusion's epilogue must keep the reduction emitter (the fused analysis loop)."""
     if not any(i.opcode == "reduce" for i in fused_instructions(producer)):
         return ALLOW  # no reduce, no reduction emitter: spare the analysis
-    cache = cache or HloFusionAnalysisCache()
-    if cache.get(producer).emitter_kind != "reduction":
+    if ctx.analyses.get(producer).emitter_kind != "reduction":
         return ALLOW
-    if cache.get_pair(producer, consumer).emitter_kind in ("loop", "in_place_dynamic_update_slice"):
+    if ctx.analyses.get_pair(producer, consumer).emitter_kind in ("loop", "in_place_dynamic_update_slice"):
         return FusionDecision.forbid("reduction_becomes_loop",
                                      "fusion into output of a reduce fusion would create a loop fusion")
     return ALLOW
@@ -218,8 +241,8 @@ def shared_memory_bytes(instr: HloInstruction) -> int:
     return total
 
 
-def shared_memory(producer: HloInstruction, consumer: HloInstruction,
-                  device: DeviceDescription = H100) -> FusionDecision:
+def shared_memory(producer: HloInstruction, consumer: HloInstruction, ctx: FusionContext) -> FusionDecision:
+    device = ctx.device
     used = shared_memory_bytes(producer) + shared_memory_bytes(consumer)
     if used > device.shared_memory_per_block:
         return FusionDecision.forbid("shared_memory", f"shared memory usage would be over the budget of "
@@ -231,7 +254,8 @@ def unnested_reduction_count(instr: HloInstruction) -> int:
     return sum(1 for node in fused_instructions(instr) if is_unnested_reduction(node))
 
 
-def unnested_reductions(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+def unnested_reductions(producer: HloInstruction, consumer: HloInstruction,
+                        ctx: FusionContext) -> FusionDecision:
     n = unnested_reduction_count(producer) + unnested_reduction_count(consumer)
     if n > MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION:
         return FusionDecision.forbid("unnested_reductions",
@@ -244,7 +268,7 @@ def _output_count(instr: HloInstruction) -> int:
     return len(instr.shape.tuple_shapes) if instr.shape.is_tuple else 1
 
 
-def operand_limit(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+def operand_limit(producer: HloInstruction, consumer: HloInstruction, ctx: FusionContext) -> FusionDecision:
     """The fused kernel's distinct operands plus outputs stay within ptxas' parameter budget."""
     operands = {}
     for op in list(consumer.operands) + list(producer.operands):
@@ -271,11 +295,11 @@ def producer_replication(producer: HloInstruction, consumer: HloInstruction) -> 
                       for i, op in enumerate(consumer.operands) if op is producer))
 
 
-def ir_size_limit(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+def ir_size_limit(producer: HloInstruction, consumer: HloInstruction, ctx: FusionContext) -> FusionDecision:
     merged = ir_size(producer) * producer_replication(producer, consumer) + ir_size(consumer)
     if merged > MAX_IR_SIZE:
-        return FusionDecision.forbid("ir_size", "the fusion would result in an overly large code duplication "
-                                                f"(IR size {merged} > {MAX_IR_SIZE})")
+        return FusionDecision.forbid("ir_size_limit", "the fusion would result in an overly large code "
+                                                      f"duplication (IR size {merged} > {MAX_IR_SIZE})")
     return ALLOW
 
 
@@ -327,7 +351,7 @@ def _slice_into_dus_is_safe(producer: HloInstruction, consumer: HloInstruction,
     return not _reaches(_fusion_param_of(consumer, producer), others)
 
 
-def in_place(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+def in_place(producer: HloInstruction, consumer: HloInstruction, ctx: FusionContext) -> FusionDecision:
     """ShouldFuseInPlaceOp: the consumer updates a buffer in place that the producer reads."""
     for operand_number, _index, out_index in in_place_pairs(consumer):
         buffer = consumer.operands[operand_number]
@@ -382,21 +406,18 @@ def in_place(producer: HloInstruction, consumer: HloInstruction) -> FusionDecisi
     return ALLOW
 
 
-RULES = (producer_is_root, not_fusible, consumer_is_lone_bitcast, scatter, both_significant_reduce,
-         reduction_becomes_loop, shared_memory, unnested_reductions, operand_limit, ir_size_limit, in_place)
+RULES = (producer_is_root, not_fusible, consumer_is_lone_bitcast, scatter_output_or_in_place_operand,
+         both_significant_reduce, reduction_becomes_loop, shared_memory, unnested_reductions, operand_limit,
+         ir_size_limit, in_place)
 
 
-def can_fuse(producer: HloInstruction, consumer: HloInstruction, device: DeviceDescription = H100,
-             cache: HloFusionAnalysisCache | None = None) -> FusionDecision:
-    """Every rule in XLA's order; the first that forbids decides. `cache` keeps fusion analyses
-    between calls (priority fusion passes its own)."""
+def can_fuse(producer: HloInstruction, consumer: HloInstruction,
+             ctx: FusionContext | None = None) -> FusionDecision:
+    """Every rule in XLA's order; the first that forbids decides. `ctx` (default: the H100, a
+    fresh analysis cache) keeps fusion analyses between calls (priority fusion passes its own)."""
+    ctx = ctx if ctx is not None else FusionContext()
     for rule in RULES:
-        if rule is shared_memory:
-            decision = rule(producer, consumer, device)
-        elif rule is reduction_becomes_loop:
-            decision = rule(producer, consumer, cache or HloFusionAnalysisCache(device))
-        else:
-            decision = rule(producer, consumer)
+        decision = rule(producer, consumer, ctx)
         if not decision:
             return decision
     return ALLOW

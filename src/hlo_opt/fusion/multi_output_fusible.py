@@ -70,8 +70,10 @@ from hlo_opt.fusion.gpu_fusible import (
     MAX_OPERANDS_AND_OUTPUTS_PER_FUSION,
     MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION,
     FusionDecision,
+    fusion_kind_attr,
     ir_size,
     is_fusible,
+    is_input_fusible_scatter,
     producer_replication,
     shared_memory_bytes,
     unnested_reduction_count,
@@ -99,12 +101,8 @@ def is_multi_output_fusion(instr: HloInstruction) -> bool:
     return instr.opcode == "fusion" and instr.fused_computation().root.opcode == "tuple"
 
 
-def _kind(instr: HloInstruction) -> str | None:
-    return instr.attrs.get("kind") if instr.opcode == "fusion" else None
-
-
 def is_custom_fusion(instr: HloInstruction) -> bool:
-    return _kind(instr) == "kCustom"
+    return fusion_kind_attr(instr) == "kCustom"
 
 
 def _root(fusion: HloInstruction) -> HloInstruction:
@@ -155,10 +153,6 @@ def is_input_fusible_transpose(instr: HloInstruction, cache: HeroCache | None = 
     return tiled_transpose_description(instr) is not None
 
 
-def is_input_fusible_scatter(instr: HloInstruction) -> bool:
-    return instr.opcode == "scatter" or (_kind(instr) == "kInput" and _root(instr).opcode == "scatter")
-
-
 def is_input_fusible(instr: HloInstruction, cache: HeroCache | None = None) -> bool:
     return is_fusible(instr) and (is_input_fusible_reduction(instr, cache) or is_input_fusible_scatter(instr)
                                   or is_input_fusible_transpose(instr, cache))
@@ -171,7 +165,7 @@ def is_universally_loop_fusible(instr: HloInstruction) -> bool:
     if op == "copy":
         return tiled_transpose_description(instr) is None
     if op == "fusion":
-        return _kind(instr) == "kLoop"
+        return fusion_kind_attr(instr) == "kLoop"
     if op == "bitcast":
         a, b = instr.shape, instr.operands[0].shape
         return a.is_array and b.is_array and a.element_type.bits == b.element_type.bits
@@ -203,7 +197,7 @@ def is_nestable_variadic_reduction(instr: HloInstruction) -> bool:
         return False
     if instr.opcode == "reduce":
         return not is_reduction_from_or_to_contiguous_dimensions(instr)
-    return _kind(instr) == "kLoop" and _root(instr).opcode == "reduce"
+    return fusion_kind_attr(instr) == "kLoop" and _root(instr).opcode == "reduce"
 
 
 def is_fusible_as_multi_output_fusion_root(instr: HloInstruction, cache: HeroCache | None = None) -> bool:
@@ -211,7 +205,7 @@ def is_fusible_as_multi_output_fusion_root(instr: HloInstruction, cache: HeroCac
     fusion; scatters and custom fusions may not."""
     return (is_fusible(instr) and not is_custom_fusion(instr)
             and (is_input_fusible_reduction(instr, cache) or is_input_fusible_transpose(instr, cache)
-                 or _kind(instr) == "kLoop" or is_elementwise(instr.opcode)))
+                 or fusion_kind_attr(instr) == "kLoop" or is_elementwise(instr.opcode)))
 
 
 def choose_fusion_kind(producer: HloInstruction, consumer: HloInstruction,
