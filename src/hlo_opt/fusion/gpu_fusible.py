@@ -7,7 +7,7 @@ section d). Priority fusion asks `can_fuse`; the cost model decides the rest.
     (False, 'both_significant_reduce', 'both the producer and the consumer contain a reduce')
 
 One small function per rule, all with one signature, `rule(producer, consumer, ctx)` (`ctx` a
-`FusionContext`: the device and the fusion-analysis cache), each returning `ALLOW` or a
+`FusionContext`: the device, the fusion-analysis cache and the cost analysis), each returning `ALLOW` or a
 `FusionDecision` named after the function that says why in one line; `can_fuse` checks them in
 XLA's order:
 
@@ -41,11 +41,11 @@ from hlo_common.gpu.reduction_utils import (
 )
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
+from hlo_opt.gpu_model.cost_analysis import MAX_IR_SIZE, GpuHloCostAnalysis
 from hlo_opt.gpu_model.fusion_analysis_cache import HloFusionAnalysisCache
 
 MAX_OPERANDS_AND_OUTPUTS_PER_FUSION = 96
 MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION = 8
-MAX_IR_SIZE = 10000
 SIGNIFICANT_REDUCTION_RATIO = 16
 
 # Non-elementwise ops the loop and input emitters can fuse (priority_fusion.cc's IsFusible).
@@ -80,15 +80,19 @@ ALLOW = FusionDecision()
 
 @dataclass
 class FusionContext:
-    """What the rules consult besides the two instructions: the device and the fusion analyses
-    (priority fusion passes the cost model's cache, so both see one analysis per instruction)."""
+    """What the rules consult besides the two instructions: the device, the fusion analyses and
+    the cost analysis (IR sizes). Priority fusion passes its cost model's, so the rules and the
+    model see one analysis and one cost figure per instruction."""
 
     device: DeviceDescription = H100
     analyses: HloFusionAnalysisCache | None = None
+    cost: GpuHloCostAnalysis | None = None
 
     def __post_init__(self) -> None:
         if self.analyses is None:
             self.analyses = HloFusionAnalysisCache(self.device)
+        if self.cost is None:
+            self.cost = GpuHloCostAnalysis(self.device)
 
 
 # -- instruction queries -----------------------------------------------------------------------------
@@ -281,25 +285,12 @@ def operand_limit(producer: HloInstruction, consumer: HloInstruction, ctx: Fusio
     return ALLOW
 
 
-def ir_size(instr: HloInstruction) -> int:
-    """The IR-size estimate of GpuHloCostAnalysis: one unit per computed instruction."""
-    return len(fused_instructions(instr))
-
-
-def producer_replication(producer: HloInstruction, consumer: HloInstruction) -> int:
-    """How many times the consumer's code reads the producer's value (its parameter's users)."""
-    if consumer.opcode != "fusion":
-        return 1
-    body = consumer.fused_computation()
-    return max(1, sum(len(body.parameter(i).users)
-                      for i, op in enumerate(consumer.operands) if op is producer))
-
-
 def ir_size_limit(producer: HloInstruction, consumer: HloInstruction, ctx: FusionContext) -> FusionDecision:
-    merged = ir_size(producer) * producer_replication(producer, consumer) + ir_size(consumer)
-    if merged > MAX_IR_SIZE:
+    """ProducerConsumerMergedTooLarge, as the cost analysis estimates IR sizes."""
+    if ctx.cost.producer_consumer_merged_too_large(producer, consumer):
+        merged = ctx.cost.merged_ir_size(producer, consumer)
         return FusionDecision.forbid("ir_size_limit", "the fusion would result in an overly large code "
-                                                      f"duplication (IR size {merged} > {MAX_IR_SIZE})")
+                                                      f"duplication (IR size {merged:g} > {MAX_IR_SIZE})")
     return ALLOW
 
 

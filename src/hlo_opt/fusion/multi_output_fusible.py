@@ -47,7 +47,8 @@ batch-norm backward: one kernel fewer). The pass follows the XLA it is measured 
 default; `multi_output_fusion(column_reduction_rule=True)` gives HEAD's behaviour.
 
 Hero queries come from `hlo_common.gpu.ir_emission_utils` (cached per fusion by `HeroCache`), budgets
-and IR sizes from `hlo_opt.fusion.gpu_fusible`. The edits that build multi-output fusions, and the
+from `hlo_opt.fusion.gpu_fusible`, IR sizes from the cost analysis (`hlo_opt.gpu_model.cost_analysis`,
+the IR-size check priority fusion uses too). The edits that build multi-output fusions, and the
 reachability the cycle checks ask, are in `hlo_opt.fusion.multi_output_editing`.
 """
 
@@ -66,21 +67,19 @@ from hlo_common.gpu.reduction_utils import (
 )
 from hlo_opt.fusion.gpu_fusible import (
     ALLOW,
-    MAX_IR_SIZE,
     MAX_OPERANDS_AND_OUTPUTS_PER_FUSION,
     MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION,
     FusionDecision,
     fusion_kind_attr,
-    ir_size,
     is_fusible,
     is_input_fusible_scatter,
-    producer_replication,
     shared_memory_bytes,
     unnested_reduction_count,
 )
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
 from hlo_common.hlo.shape import Shape
+from hlo_opt.gpu_model.cost_analysis import GpuHloCostAnalysis
 
 if TYPE_CHECKING:
     from hlo_opt.fusion.multi_output_editing import Reachability
@@ -367,12 +366,6 @@ def fusion_fits_in_budget(instr1: HloInstruction, instr2: HloInstruction, device
     return ALLOW
 
 
-def producer_consumer_merged_too_large(producer: HloInstruction, consumer: HloInstruction) -> bool:
-    """The IR-size estimate of the producer inside the consumer (read as often as the consumer
-    reads it) plus the consumer's own is over the limit (ProducerConsumerMergedTooLarge)."""
-    return ir_size(producer) * producer_replication(producer, consumer) + ir_size(consumer) > MAX_IR_SIZE
-
-
 def _unique_slice(parent: HloInstruction, instr: HloInstruction):
     """The one slice through which `instr` reads `parent` (FindUniqueSlice), or None."""
     if instr.opcode == "slice":
@@ -485,9 +478,11 @@ def _column_reduction_with_elementwise(sibling1: HloInstruction, sibling2: HloIn
 
 def producer_candidate_is_fusible(producer: HloInstruction, consumer: HloInstruction, reach: Reachability,
                                   device: DeviceDescription = H100, model=None,
-                                  cache: HeroCache | None = None) -> FusionDecision:
+                                  cache: HeroCache | None = None,
+                                  cost: GpuHloCostAnalysis | None = None) -> FusionDecision:
     """May `producer` be computed inside `consumer` and written out from there? `model` is a
-    GpuPerformanceModel (None: no cost check)."""
+    GpuPerformanceModel (None: no run-time check); IR sizes come from `cost`, else the model's
+    cost analysis, else a fresh one."""
     if not is_fusible_as_multi_output_fusion_root(consumer, cache):
         return _forbid("not_mof_root", "consumer not eligible as multi-output fusion root")
     if consumer.shape.is_tuple and not is_multi_output_fusion(consumer):
@@ -504,7 +499,9 @@ def producer_candidate_is_fusible(producer: HloInstruction, consumer: HloInstruc
     decision = fusion_fits_in_budget(producer, consumer, device, False)
     if not decision:
         return decision
-    if producer_consumer_merged_too_large(producer, consumer):
+    if cost is None:
+        cost = model.cost if model is not None else GpuHloCostAnalysis(device)
+    if cost.producer_consumer_merged_too_large(producer, consumer):
         return _forbid("ir_size", "will generate too large IR")
     if model is not None:
         t = model.estimate_run_times_for_multi_output_fusion(producer, consumer)

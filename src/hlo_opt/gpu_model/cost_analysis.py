@@ -2,8 +2,8 @@
 size of one instruction or fusion (XLA's `GpuHloCostAnalysis` over `HloCostAnalysis`, with
 `count_multiple_input_accesses` on, as priority fusion runs it).
 
-Where it sits: `hlo_opt.gpu_model.performance_model` reads these figures; priority fusion's
-IR-size rule reads `ir_size` / `producer_consumer_merged_too_large`. Sources:
+Where it sits: `hlo_opt.gpu_model.performance_model` reads these figures; the IR-size rules of
+priority and multi-output fusion read `producer_consumer_merged_too_large`. Sources:
 `xla/service/gpu/model/gpu_hlo_cost_analysis.cc`, `xla/service/hlo_cost_analysis.cc`.
 
 Rules, per instruction (figures are lazily computed and cached per instruction; `invalidate`):
@@ -177,9 +177,9 @@ class GpuHloCostAnalysis:
         rb = fused.eroots.get(b, {})
         return sum(fused.root_util[r] for r in fused.eroots.get(a, {}) if r in rb)
 
-    def producer_consumer_merged_too_large(self, producer: HloInstruction, consumer: HloInstruction) -> bool:
-        """IR(producer) x (times the consumer emits it) + IR(consumer) > 10000 (XLA's
-        ProducerConsumerMergedTooLarge)."""
+    def merged_ir_size(self, producer: HloInstruction, consumer: HloInstruction) -> float:
+        """IR(producer) x (times the consumer emits it) + IR(consumer): the IR estimate of
+        `producer` fused into `consumer`."""
         replication = 1.0
         if consumer.opcode == "fusion":
             fused = self.cost(consumer).fused
@@ -188,7 +188,12 @@ class GpuHloCostAnalysis:
             for i, o in enumerate(consumer.operands):
                 if o is producer:
                     replication += fused.ir.get(comp.parameter(i), 0.0)
-        return self.cost(producer).ir_size * replication + self.cost(consumer).ir_size > MAX_IR_SIZE
+        return self.cost(producer).ir_size * replication + self.cost(consumer).ir_size
+
+    def producer_consumer_merged_too_large(self, producer: HloInstruction, consumer: HloInstruction) -> bool:
+        """The merged IR estimate is over 10000 (XLA's ProducerConsumerMergedTooLarge; the one IR-size
+        check of the fusion passes)."""
+        return self.merged_ir_size(producer, consumer) > MAX_IR_SIZE
 
     # -- per-op rules ----------------------------------------------------------------------------
     def _elementwise_flops(self, opcode: str, shape: Shape) -> float:

@@ -125,7 +125,7 @@ class _Queue:
         self.model = model
         self.log = log
         self.analyses = model.analyses  # the model's fusion analyses, shared with can_fuse
-        self.context = FusionContext(self.device, self.analyses)
+        self.context = FusionContext(self.device, self.analyses, model.cost)
         self.heap: list[tuple[float, int, int, HloInstruction]] = []
         self.current: dict[HloInstruction, tuple[float, int]] = {}  # producer -> (priority, version)
         self.version = 0

@@ -257,36 +257,44 @@ def test_operand_limit():
     assert_allows(gf.operand_limit, _wide_consumer(93), "x", "f")
 
 
-def test_ir_size():
-    # the producer's body (2001 ops) read by 5 users inside the consumer: 2001*5 + 6 > 10000
-    n = 2000
-    pbody = "\n".join(f"  a{i} = f32[8] negate(a{i - 1})" if i else "  a0 = f32[8] negate(q)"
-                      for i in range(n))
-    def text(readers):
-        uses = "\n".join(f"  use{i} = f32[8] abs(r)" for i in range(readers))
-        acc = ["  v0 = f32[8] add(use0, use0)"]
-        acc += [f"  v{i} = f32[8] add(v{i - 1}, use{i})" for i in range(1, readers)]
-        return f"""
+def _ir_size_case(slices: int) -> str:
+    """A 62-op elementwise producer fusion read by a consumer fusion through `slices` slices."""
+    chain = " ".join(f"e{i} = f32[256] exponential(e{i - 1})" for i in range(1, 60))
+    sl = " ".join(f"sl{i} = f32[1] slice(q), slice={{[{i}:{i + 1}]}}" for i in range(slices))
+    return f"""
 HloModule m
-pc {{
-  q = f32[8] parameter(0)
-{pbody}
-  ROOT z = f32[8] abs(a{n - 1})
-}}
-cc {{
-  r = f32[8] parameter(0)
-{uses}
-{chr(10).join(acc[:-1])}
-  ROOT {acc[-1].strip()}
-}}
-ENTRY e {{
-  p = f32[8] parameter(0)
-  prod = f32[8] fusion(p), kind=kLoop, calls=pc
-  ROOT cons = f32[8] fusion(prod), kind=kLoop, calls=cc
-}}
+f {{ p = f32[256] parameter(0) e0 = f32[256] exponential(p) {chain}
+  ROOT r = f32[256] add(e59, p) }}
+g {{ q = f32[256] parameter(0) {sl}
+  ROOT c = f32[{slices}] concatenate({", ".join(f"sl{i}" for i in range(slices))}), dimensions={{0}} }}
+ENTRY e {{ x = f32[256] parameter(0)
+  prod = f32[256] fusion(x), kind=kLoop, calls=f
+  ROOT cons = f32[{slices}] fusion(prod), kind=kLoop, calls=g }}
 """
-    assert_forbids("ir_size_limit", text(5), "prod", "cons")
-    assert_allows(gf.ir_size_limit, text(4), "prod", "cons")
+
+
+def test_ir_size_limit():
+    # the cost analysis' IR sizes (XLA's ProducerConsumerMergedTooLarge): the producer (62) is
+    # emitted once per slice reading it; 62 * 200 + 402 > 10000, 62 * 150 + 302 is not
+    assert_forbids("ir_size_limit", _ir_size_case(200), "prod", "cons")
+    assert_allows(gf.ir_size_limit, _ir_size_case(150), "prod", "cons")
+    # 300 elementwise reads of the producer inside one kernel emit it once (the count of the
+    # parameter's users, 300, would have said 62 * 300 > 10000)
+    uses = " ".join(f"use{i} = f32[256] abs(q)" for i in range(300))
+    acc = " ".join(f"v{i} = f32[256] add(v{i - 1}, use{i})" for i in range(1, 300))
+    elementwise = _ir_size_case(1).replace(
+        "ROOT c = f32[1] concatenate(sl0), dimensions={0}",
+        f"{uses} v0 = f32[256] add(use0, use0) {acc} ROOT c = f32[256] negate(v299)").replace(
+        "ROOT cons = f32[1]", "ROOT cons = f32[256]")
+    assert_allows(gf.ir_size_limit, elementwise, "prod", "cons")
+
+
+def test_ir_size_limit_is_the_cost_analysis_check():
+    # one IR-size check: the rule forbids exactly where the cost model's estimate is too large
+    for slices in (150, 200):
+        p, c = _pair(_ir_size_case(slices), "prod", "cons")
+        ctx = gf.FusionContext()
+        assert bool(gf.ir_size_limit(p, c, ctx)) != ctx.cost.producer_consumer_merged_too_large(p, c)
 
 
 DUS = """
