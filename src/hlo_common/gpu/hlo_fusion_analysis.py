@@ -43,8 +43,7 @@ from hlo_common.gpu.launch_dimensions import (
     loop_launch, loop_unroll_factor, normalization_launch, normalization_row_dims, smallest_bit_width,
 )
 from hlo_common.gpu.reduction_utils import (
-    MIN_THREADS_X_ROW_REDUCTION, ReductionDimensions, is_real_reduction_hero,
-    is_reduction_from_or_to_contiguous_dimensions, reduction_dimensions, reduction_shared_memory_bytes,
+    MIN_THREADS_X_ROW_REDUCTION, ReductionDimensions, is_real_reduction_hero, reduction_dimensions,
 )
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.shape import Shape
@@ -97,7 +96,6 @@ class FusionAnalysis:
         self.smallest_output_bits = smallest_bit_width([r.shape for r in self.roots])
         self.emitter_kind = self._kind()
         self._launch: tuple[int, int] | None = None
-        self._shmem: int | None = None
 
     # constructors
     @classmethod
@@ -442,31 +440,6 @@ class FusionAnalysis:
             for i, d in enumerate(dims[:-1]):
                 blocks *= -(-d // tile) if i in (len(dims) - 2, second) else d
         return max(blocks, 1), threads
-
-    # shared memory
-    def shared_memory_bytes(self) -> int:
-        """Shared memory the fusion's kernel budgets (XLA's SharedMemoryUsage: unnested
-        reductions and tiled transposes)."""
-        if self._shmem is None:
-            total = 0
-            warp = self.device.threads_per_warp
-            for node in self.adaptor.post_order():
-                if node.opcode == "reduce" and is_reduction_from_or_to_contiguous_dimensions(node, warp):
-                    total += reduction_shared_memory_bytes(node)
-                elif node.opcode in ("transpose", "copy"):  # a layout-changing copy is one too
-                    desc = tiled_transpose_description(node)
-                    if desc is not None:
-                        total += desc.shmem_usage
-                elif node.opcode == "fusion":  # a nested fusion (rare)
-                    total += FusionAnalysis.of_fusion(node, self.device).shared_memory_bytes()
-            self._shmem = total
-        return self._shmem
-
-    def num_unnested_reductions(self) -> int:
-        """Reduction roots the reduction emitter would emit (for the 8-output limit)."""
-        warp = self.device.threads_per_warp
-        return sum(1 for r, h in zip(self.roots, self.heroes)
-                   if h.opcode == "reduce" and is_reduction_from_or_to_contiguous_dimensions(h, warp))
 
     def __repr__(self) -> str:
         return f"FusionAnalysis({self.emitter_kind}, roots={[r.name for r in self.roots]}, " \

@@ -25,8 +25,9 @@ XLA's order:
 | ir_size_limit                      | ProducerConsumerMergedTooLarge: IR estimate over 10000 |
 | in_place                           | InstructionFusion::ShouldFuseInPlaceOp                 |
 
-Hero questions (unnested reductions, tiled transposes, emitter kinds) are answered by
-`hlo_common.gpu.hlo_fusion_analysis`, the same analysis hlo-codegen picks its emitters with.
+The budgets' two counts, `shared_memory_usage` and `num_unnested_reductions` (XLA's), are the
+ones multi-output fusion checks too. Emitter kinds come from `hlo_common.gpu.hlo_fusion_analysis`
+(through the context's cache), the same analysis hlo-codegen picks its emitters with.
 """
 
 from __future__ import annotations
@@ -136,13 +137,33 @@ def fused_instructions(instr: HloInstruction) -> list[HloInstruction]:
     return [instr]
 
 
-def is_unnested_reduction(instr: HloInstruction) -> bool:
+def is_unnested_reduction(instr: HloInstruction, device: DeviceDescription = H100) -> bool:
     """XLA's IsReductionFromOrToContiguousDimensions: a reduce the reduction emitter takes."""
-    return instr.opcode == "reduce" and is_reduction_from_or_to_contiguous_dimensions(instr)
+    return instr.opcode == "reduce" and is_reduction_from_or_to_contiguous_dimensions(
+        instr, device.threads_per_warp)
 
 
-def is_tiled_transpose(instr: HloInstruction) -> bool:
-    return instr.opcode == "transpose" and tiled_transpose_description(instr) is not None
+# -- budgets (FusionFitsInBudget's two counts, the ones priority and multi-output fusion share) --------
+def shared_memory_usage(instr: HloInstruction, device: DeviceDescription = H100) -> int:
+    """XLA's SharedMemoryUsage (gpu_fusible.cc), the shared memory the fusion budget counts: a
+    fusion sums its instructions (nested fusions included), an unnested reduce budgets its tile
+    for the widest vector (`reduction_shared_memory_bytes`), a tiled transpose (a transpose or
+    layout-changing copy the transpose emitter tiles) its shared tile, any other op nothing. The
+    kernels hlo-codegen emits stay within it (the tests check every testdata fusion)."""
+    if instr.opcode == "fusion":
+        return sum(shared_memory_usage(i, device) for i in instr.fused_computation().instructions)
+    if is_unnested_reduction(instr, device):
+        return reduction_shared_memory_bytes(instr)
+    desc = tiled_transpose_description(instr)
+    return desc.shmem_usage if desc is not None else 0
+
+
+def num_unnested_reductions(instr: HloInstruction, device: DeviceDescription = H100) -> int:
+    """XLA's NumUnnestedReductions: the reduces of `instr` the reduction emitter takes (a fusion's,
+    nested fusions included); more than 8 in one kernel risk spilling."""
+    if instr.opcode == "fusion":
+        return sum(num_unnested_reductions(i, device) for i in instr.fused_computation().instructions)
+    return 1 if is_unnested_reduction(instr, device) else 0
 
 
 # -- the rules -----------------------------------------------------------------------------------------
@@ -233,34 +254,18 @@ def reduction_becomes_loop(producer: HloInstruction, consumer: HloInstruction,
     return ALLOW
 
 
-def shared_memory_bytes(instr: HloInstruction) -> int:
-    """XLA's SharedMemoryUsage: reduction and transpose tiles of `instr` (or its fused body)."""
-    total = 0
-    for node in fused_instructions(instr):
-        if is_unnested_reduction(node):
-            total += reduction_shared_memory_bytes(node)
-        elif node.opcode == "transpose":
-            desc = tiled_transpose_description(node)
-            total += desc.shmem_usage if desc is not None else 0
-    return total
-
-
 def shared_memory(producer: HloInstruction, consumer: HloInstruction, ctx: FusionContext) -> FusionDecision:
-    device = ctx.device
-    used = shared_memory_bytes(producer) + shared_memory_bytes(consumer)
-    if used > device.shared_memory_per_block:
+    budget = ctx.device.shared_memory_per_block
+    used = shared_memory_usage(producer, ctx.device) + shared_memory_usage(consumer, ctx.device)
+    if used > budget:
         return FusionDecision.forbid("shared_memory", f"shared memory usage would be over the budget of "
-                                                      f"{device.shared_memory_per_block}B ({used}B)")
+                                                      f"{budget}B ({used}B)")
     return ALLOW
-
-
-def unnested_reduction_count(instr: HloInstruction) -> int:
-    return sum(1 for node in fused_instructions(instr) if is_unnested_reduction(node))
 
 
 def unnested_reductions(producer: HloInstruction, consumer: HloInstruction,
                         ctx: FusionContext) -> FusionDecision:
-    n = unnested_reduction_count(producer) + unnested_reduction_count(consumer)
+    n = num_unnested_reductions(producer, ctx.device) + num_unnested_reductions(consumer, ctx.device)
     if n > MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION:
         return FusionDecision.forbid("unnested_reductions",
                                      f"over {MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION} unnested reductions "

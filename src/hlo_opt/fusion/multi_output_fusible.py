@@ -73,8 +73,8 @@ from hlo_opt.fusion.gpu_fusible import (
     fusion_kind_attr,
     is_fusible,
     is_input_fusible_scatter,
-    shared_memory_bytes,
-    unnested_reduction_count,
+    num_unnested_reductions,
+    shared_memory_usage,
 )
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
@@ -343,11 +343,11 @@ def fusion_fits_in_budget(instr1: HloInstruction, instr2: HloInstruction, device
                           is_consumer_producer_fusion: bool = False) -> FusionDecision:
     """XLA's FusionFitsInBudget for a multi-output fusion of `instr1` and `instr2`: shared memory,
     unnested reductions, and operands plus the outputs of both (both stay outputs)."""
-    used = shared_memory_bytes(instr1) + shared_memory_bytes(instr2)
+    used = shared_memory_usage(instr1, device) + shared_memory_usage(instr2, device)
     if used > device.shared_memory_per_block:
         return _forbid("shared_memory", f"shared memory usage would be over the budget of "
                                         f"{device.shared_memory_per_block}B ({used}B)")
-    n = unnested_reduction_count(instr1) + unnested_reduction_count(instr2)
+    n = num_unnested_reductions(instr1, device) + num_unnested_reductions(instr2, device)
     if n > MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION:
         return _forbid("unnested_reductions", f"over {MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION} "
                                               f"unnested reductions in fusion ({n})")

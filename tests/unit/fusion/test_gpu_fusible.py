@@ -185,7 +185,7 @@ ENTRY e {
     small = replace(H100, shared_memory_per_block=16384)
     assert_forbids("shared_memory", text, "n", "col", device=small)
     assert_allows(gf.shared_memory, text, "n", "col")
-    assert gf.shared_memory_bytes(_pair(text, "n", "col")[1]) == 16896
+    assert gf.shared_memory_usage(_pair(text, "n", "col")[1]) == 16896
 
 
 def _many_reductions(n: int) -> str:
@@ -219,7 +219,7 @@ def test_unnested_reductions():
     text9 = _many_reductions(9)
     text8 = _many_reductions(8)
     p9, c9 = _pair(text9, "x", "f")
-    assert gf.unnested_reduction_count(c9) == 9
+    assert gf.num_unnested_reductions(c9) == 9
     ctx = gf.FusionContext()
     assert not gf.unnested_reductions(p9, c9, ctx)
     assert gf.unnested_reductions(p9, c9, ctx).rule == "unnested_reductions"
