@@ -21,6 +21,7 @@ import re
 from collections import deque
 
 from hlo_common.errors import HloError
+from hlo_common.hlo.graph import depth_first
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
 from hlo_common.hlo.shape import Shape
@@ -110,16 +111,8 @@ def is_elementwise_on_operand(instr: HloInstruction, operand_number: int) -> boo
     op = instr.opcode
     if op == "fusion":
         param = instr.fused_computation().parameter(operand_number)
-        work, seen = [param], {id(param)}
-        while work:
-            node = work.pop()
-            for user in node.users:
-                if not is_elementwise(user.opcode) or user.opcode == "copy":
-                    return False
-                if id(user) not in seen:
-                    seen.add(id(user))
-                    work.append(user)
-        return True
+        return all(is_elementwise(user.opcode) and user.opcode != "copy"
+                   for node in depth_first([param], lambda n: n.users) for user in node.users)
     if op == "dynamic-update-slice":
         return operand_number == 0
     if op == "bitcast-convert":

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
+from hlo_common.hlo.graph import depth_first
 from hlo_common.hlo.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule
 
 # Opcodes whose called computations run as control flow (XLA's CallContext::kControlFlow); all
@@ -249,17 +250,10 @@ def topological_order(comp: HloComputation) -> list[HloInstruction]:
 
 
 def global_computations(module: HloModule) -> list[HloComputation]:
-    """The entry and every computation it runs as control flow (while, conditional, call)."""
-    out: list[HloComputation] = []
-    seen: set[int] = set()
-    work = [module.entry]
-    while work:
-        comp = work.pop()
-        if id(comp) in seen:
-            continue
-        seen.add(id(comp))
-        out.append(comp)
-        for instr in comp.instructions:
-            if instr.opcode in GLOBAL_CONTROL_FLOW:
-                work.extend(reversed(instr.called_computations()))
-    return out
+    """The entry and every computation it runs as control flow (while, conditional, call), depth
+    first from the last control-flow instruction's callees (the order the passes have always had)."""
+    def callees(comp: HloComputation) -> list[HloComputation]:
+        return [c for i in reversed(comp.instructions) if i.opcode in GLOBAL_CONTROL_FLOW
+                for c in i.called_computations()]
+
+    return list(depth_first([module.entry], callees))

@@ -21,6 +21,7 @@ import itertools
 import re
 from typing import Any, Iterator
 
+from hlo_common.hlo.graph import depth_first, post_order
 from hlo_common.hlo.ir_edit import ComputationEditing, InstructionEditing, ModuleEditing
 from hlo_common.hlo.shape import Shape
 
@@ -456,25 +457,7 @@ class HloComputation(ComputationEditing):
     def _compute_post_order(self) -> list[HloInstruction]:
         if self._in_valid_order():
             return list(self.instructions)
-        visited: set[int] = set()
-        order: list[HloInstruction] = []
-        for start in self.instructions:
-            if id(start) in visited:
-                continue
-            stack = [(start, False)]
-            while stack:
-                node, expanded = stack.pop()
-                if expanded:
-                    order.append(node)
-                    continue
-                if id(node) in visited:
-                    continue
-                visited.add(id(node))
-                stack.append((node, True))
-                for dep in reversed(node.operands + node.control_predecessors):
-                    if id(dep) not in visited:
-                        stack.append((dep, False))
-        return order
+        return post_order(self.instructions, lambda node: node.operands + node.control_predecessors)
 
     def _in_valid_order(self) -> bool:
         """Does every instruction come after its operands and control predecessors? (One pass:
@@ -566,43 +549,13 @@ class HloModule(ModuleEditing):
 
     def computation_post_order(self) -> list[HloComputation]:
         """Callees before callers, entry last; unreachable computations keep their place first."""
-        seen: set[int] = set()
-        order: list[HloComputation] = []
-
-        def visit(c: HloComputation) -> None:
-            stack = [(c, False)]
-            while stack:
-                node, done = stack.pop()
-                if done:
-                    order.append(node)
-                    continue
-                if id(node) in seen:
-                    continue
-                seen.add(id(node))
-                stack.append((node, True))
-                callees = [cc for i in node.instructions if not _COMPUTATION_ATTR_KEYS.isdisjoint(i.attrs)
-                           for cc in i.called_computations()]
-                for cc in reversed(callees):
-                    if id(cc) not in seen:
-                        stack.append((cc, False))
-
-        for c in self.computations:
-            if c is not self.entry:
-                visit(c)
+        starts = [c for c in self.computations if c is not self.entry]
         if self.entry is not None:
-            visit(self.entry)
-        return order
+            starts.append(self.entry)
+        return post_order(starts, _callees)
 
     def remove_unreachable_computations(self) -> bool:
-        reachable: set[int] = set()
-        stack = [self.entry]
-        while stack:
-            c = stack.pop()
-            if id(c) in reachable:
-                continue
-            reachable.add(id(c))
-            stack.extend(cc for i in c.instructions if not _COMPUTATION_ATTR_KEYS.isdisjoint(i.attrs)
-                         for cc in i.called_computations())
+        reachable = {id(c) for c in depth_first([self.entry], _callees)}
         before = len(self.computations)
         self.computations = [c for c in self.computations if id(c) in reachable]
         return len(self.computations) != before
@@ -612,6 +565,13 @@ class HloModule(ModuleEditing):
 
     def __repr__(self) -> str:
         return f"<HloModule {self.name}: {len(self.computations)} computations>"
+
+
+def _callees(comp: HloComputation) -> list[HloComputation]:
+    """The computations `comp`'s instructions call, in instruction order (skipping, fast, the
+    instructions with no computation attribute)."""
+    return [cc for i in comp.instructions if not _COMPUTATION_ATTR_KEYS.isdisjoint(i.attrs)
+            for cc in i.called_computations()]
 
 
 def clone_module(module: HloModule) -> HloModule:

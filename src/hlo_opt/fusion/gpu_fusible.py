@@ -40,6 +40,7 @@ from hlo_common.gpu.ir_emission_utils import tiled_transpose_description
 from hlo_common.gpu.reduction_utils import (
     is_reduction_from_or_to_contiguous_dimensions, reduction_shared_memory_bytes,
 )
+from hlo_common.hlo.graph import depth_first
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
 from hlo_opt.gpu_model.cost_analysis import MAX_IR_SIZE, GpuHloCostAnalysis
@@ -321,16 +322,7 @@ def _real_operand(owner: HloInstruction, node: HloInstruction) -> HloInstruction
 
 def _reaches(start: HloInstruction, targets: list[HloInstruction]) -> bool:
     wanted = {id(t) for t in targets}
-    work, seen = [start], {id(start)}
-    while work:
-        node = work.pop()
-        if id(node) in wanted:
-            return True
-        for user in node.users:
-            if id(user) not in seen:
-                seen.add(id(user))
-                work.append(user)
-    return False
+    return any(id(node) in wanted for node in depth_first([start], lambda node: node.users))
 
 
 def _fusion_param_of(consumer: HloInstruction, producer: HloInstruction) -> HloInstruction:
