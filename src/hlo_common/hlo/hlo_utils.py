@@ -139,6 +139,17 @@ def shardings_compatible(old: HloInstruction, new: HloInstruction) -> bool:
     return old.sharding is None or new.sharding is None or old.sharding == new.sharding
 
 
+def inherit_attributes(old: HloInstruction, new: HloInstruction) -> None:
+    """What a replacement takes over from the instruction it replaces (XLA's ReplaceInstruction):
+    metadata when it has no op_name, frontend attributes and sharding when it has none."""
+    if not any(k == "op_name" for k, _ in new.metadata):
+        new.metadata = list(old.metadata) or new.metadata
+    if not new.frontend_attributes:
+        new.frontend_attributes = list(old.frontend_attributes)
+    if new.sharding is None:
+        new.sharding = old.sharding
+
+
 def replace_instruction(old: HloInstruction, new: HloInstruction, preserve_sharding: bool = True) -> bool:
     """XLA's HloComputation::ReplaceInstruction: every use of `old` (and the root slot) reads `new`,
     then `old` and its newly dead operands are removed. Declines (returns False) when both carry
@@ -146,12 +157,7 @@ def replace_instruction(old: HloInstruction, new: HloInstruction, preserve_shard
     """
     if preserve_sharding and not shardings_compatible(old, new):
         return False
-    if not any(k == "op_name" for k, _ in new.metadata):
-        new.metadata = list(old.metadata) or new.metadata
-    if not new.frontend_attributes:
-        new.frontend_attributes = list(old.frontend_attributes)
-    if new.sharding is None:
-        new.sharding = old.sharding
+    inherit_attributes(old, new)
     comp = old.parent
     old.replace_all_uses_with(new)
     if is_safely_removable(old):
