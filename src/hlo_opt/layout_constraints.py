@@ -83,6 +83,23 @@ class _Slot:
         self.value, self.mandatory, self.changes = value, mandatory, 0
 
 
+def _constrain(slots: dict, key, value, mandatory: bool, same) -> bool:
+    """Record `value` in the slot `key`: a first constraint sets it; the same layout again can only
+    make it mandatory; a different one replaces it only when mandatory, at most _MAX_CHANGES
+    times. Whether the slot changed (and its users must be visited again)."""
+    cur = slots.get(key)
+    if cur is None:
+        slots[key] = _Slot(value, mandatory)
+        return True
+    if same(cur.value):
+        cur.mandatory |= mandatory
+        return False
+    if not mandatory or cur.changes >= _MAX_CHANGES:
+        return False
+    cur.value, cur.mandatory, cur.changes = value, True, cur.changes + 1
+    return True
+
+
 class LayoutAssignment:
     """Assigns a layout to every array value of the non-embedded computations of a module."""
 
@@ -193,33 +210,13 @@ class LayoutAssignment:
 
     # -- constraints ----------------------------------------------------------------------------------
     def set_buffer(self, instr: HloInstruction, idx: tuple, m2m, mandatory: bool) -> None:
-        key = (id(instr), idx)
         m2m = tuple(m2m)
-        cur = self.buf.get(key)
-        if cur is not None:
-            if cur.value == m2m:
-                cur.mandatory |= mandatory
-                return
-            if not mandatory or cur.changes >= _MAX_CHANGES:
-                return
-            cur.value, cur.mandatory, cur.changes = m2m, True, cur.changes + 1
-        else:
-            self.buf[key] = _Slot(m2m, mandatory)
-        self.work.appendleft(("buf", instr, idx))
+        if _constrain(self.buf, (id(instr), idx), m2m, mandatory, lambda cur: cur == m2m):
+            self.work.appendleft(("buf", instr, idx))
 
     def set_operand(self, user: HloInstruction, k: int, shape: Shape, mandatory: bool) -> None:
-        key = (id(user), k)
-        cur = self.opc.get(key)
-        if cur is not None:
-            if same_m2m(cur.value, shape):
-                cur.mandatory |= mandatory
-                return
-            if not mandatory or cur.changes >= _MAX_CHANGES:
-                return
-            cur.value, cur.mandatory, cur.changes = shape, True, cur.changes + 1
-        else:
-            self.opc[key] = _Slot(shape, mandatory)
-        self.work.appendleft(("op", user, k))
+        if _constrain(self.opc, (id(user), k), shape, mandatory, lambda cur: same_m2m(cur, shape)):
+            self.work.appendleft(("op", user, k))
 
     def set_operand_layout(self, user: HloInstruction, k: int, m2m, mandatory: bool = True) -> None:
         self.set_operand(user, k, with_minor_to_major(user.operands[k].shape, m2m), mandatory)
