@@ -115,13 +115,18 @@ def fusion_kind_attr(instr: HloInstruction) -> str | None:
     return instr.attrs.get("kind") if instr.opcode == "fusion" else None
 
 
+def is_custom_fusion(instr: HloInstruction) -> bool:
+    """A kCustom fusion (library calls, Triton, cuDNN, our normalization kernels): never fused."""
+    return fusion_kind_attr(instr) == "kCustom"
+
+
 def is_fusible(instr: HloInstruction) -> bool:
     """XLA's HloInstruction::IsFusible plus priority fusion's list of what its emitters fuse."""
     op = instr.opcode
     if op in NEVER_FUSIBLE:
         return False
     if op == "fusion":
-        return fusion_kind_attr(instr) != "kCustom"
+        return not is_custom_fusion(instr)
     if op not in ("map", "reduce", "reduce-window") and instr.has_side_effect:
         return False
     if op == "rng" and len(instr.users) > 1:
@@ -344,54 +349,77 @@ def in_place(producer: HloInstruction, consumer: HloInstruction, ctx: FusionCont
     for operand_number, _index, out_index in in_place_pairs(consumer):
         buffer = consumer.operands[operand_number]
         if consumer.operands.count(buffer) > 1:
-            return FusionDecision.forbid("in_place", "the consumer is an in-place operation that has an "
-                                                     "additional operand with the in-place buffer's value")
+            return _forbid_in_place("the consumer is an in-place operation that has an additional operand "
+                                    "with the in-place buffer's value")
         if buffer is not producer and buffer not in producer.operands:
             continue
         producer_ops = _non_elementwise(producer)
         if len(producer_ops) > 1:
-            return FusionDecision.forbid("in_place", "producer fusion has multiple non-elementwise ops")
+            return _forbid_in_place("producer fusion has multiple non-elementwise ops")
         if not producer_ops:
-            if consumer.opcode != "fusion" or producer not in consumer.operands:
-                return ALLOW
-            root = consumer.fused_computation().root
-            target = root.operands[out_index[0]] if root.opcode == "tuple" and out_index else root
-            others = [i for i in _non_elementwise(consumer) if i is not target]
-            if _reaches(_fusion_param_of(consumer, producer), others):
-                return FusionDecision.forbid("in_place", "non-elementwise ops in the consumer lead to an "
-                                                         "in-place conflict after fusion")
-            return ALLOW
-        dus_ops = [i for i in fused_instructions(consumer) if i.opcode == "dynamic-update-slice"]
-        if not dus_ops:
-            return ALLOW
-        if len(dus_ops) > 1:
-            return FusionDecision.forbid("in_place", "multiple dynamic-update-slice ops")
-        dus, op = dus_ops[0], producer_ops[0]
-        starts = [_real_operand(consumer, s) for s in dus.operands[2:]]
-        if op.opcode == "slice":
-            if op.shape != dus.operands[1].shape:
-                return FusionDecision.forbid("in_place", "slice shape differs from the update of the DUS")
-            slice_starts = [lo for lo, _hi, _st in op.attrs["slice"].dims]
-            strides = [st for _lo, _hi, st in op.attrs["slice"].dims]
-            if any(_constant_value(s) != lo or st != 1 for s, lo, st in zip(starts, slice_starts, strides)):
-                return FusionDecision.forbid("in_place", "DUS and slice index mismatch")
-        elif op.opcode == "dynamic-slice":
-            if op.shape != dus.operands[1].shape:
-                return FusionDecision.forbid("in_place",
-                                             "dynamic-slice shape differs from the update of the DUS")
-            for ds_start, dus_start in zip(op.operands[1:], starts):
-                a, b = _real_operand(producer, ds_start), dus_start
-                ca, cb = _constant_value(a), _constant_value(b)
-                if ca != cb or (ca is None and a is not b):
-                    return FusionDecision.forbid("in_place", "DUS and dynamic-slice index mismatch")
-        else:
-            return FusionDecision.forbid("in_place", f"unrecognized in-place update with a {op.opcode} "
-                                                     "producer reading the in-place buffer")
-        if not _slice_into_dus_is_safe(producer, consumer, dus):
-            return FusionDecision.forbid("in_place", "fusing the slice into the DUS would also fuse another "
-                                                     "non-elementwise op reading the DUS buffer")
-        return ALLOW
+            return _elementwise_producer_in_place(producer, consumer, out_index)
+        return _producer_slice_into_dus(producer, consumer, producer_ops[0])
     return ALLOW
+
+
+def _forbid_in_place(reason: str) -> FusionDecision:
+    return FusionDecision.forbid("in_place", reason)
+
+
+def _elementwise_producer_in_place(producer: HloInstruction, consumer: HloInstruction,
+                                   out_index: tuple[int, ...]) -> FusionDecision:
+    """An elementwise producer conflicts only through another non-elementwise op of the consumer
+    that reads its value besides the in-place update."""
+    if consumer.opcode != "fusion" or producer not in consumer.operands:
+        return ALLOW
+    root = consumer.fused_computation().root
+    target = root.operands[out_index[0]] if root.opcode == "tuple" and out_index else root
+    others = [i for i in _non_elementwise(consumer) if i is not target]
+    if _reaches(_fusion_param_of(consumer, producer), others):
+        return _forbid_in_place("non-elementwise ops in the consumer lead to an in-place conflict after "
+                                "fusion")
+    return ALLOW
+
+
+def _producer_slice_into_dus(producer: HloInstruction, consumer: HloInstruction,
+                             op: HloInstruction) -> FusionDecision:
+    """A producer whose one non-elementwise op `op` reads the buffer a DUS of the consumer
+    updates: safe when `op` is a slice or dynamic-slice of exactly the region the DUS writes."""
+    dus_ops = [i for i in fused_instructions(consumer) if i.opcode == "dynamic-update-slice"]
+    if not dus_ops:
+        return ALLOW
+    if len(dus_ops) > 1:
+        return _forbid_in_place("multiple dynamic-update-slice ops")
+    dus = dus_ops[0]
+    if op.opcode not in ("slice", "dynamic-slice"):
+        return _forbid_in_place(f"unrecognized in-place update with a {op.opcode} producer reading the "
+                                "in-place buffer")
+    if op.shape != dus.operands[1].shape:
+        return _forbid_in_place(f"{op.opcode} shape differs from the update of the DUS")
+    starts = [_real_operand(consumer, s) for s in dus.operands[2:]]
+    same = _slice_at(op, starts) if op.opcode == "slice" else _dynamic_slice_at(op, producer, starts)
+    if not same:
+        return _forbid_in_place(f"DUS and {op.opcode} index mismatch")
+    if not _slice_into_dus_is_safe(producer, consumer, dus):
+        return _forbid_in_place("fusing the slice into the DUS would also fuse another non-elementwise op "
+                                "reading the DUS buffer")
+    return ALLOW
+
+
+def _slice_at(slice_: HloInstruction, starts: list[HloInstruction]) -> bool:
+    """A unit-stride slice starting at the constant indices `starts`."""
+    dims = slice_.attrs["slice"].dims
+    return all(_constant_value(s) == lo and st == 1 for s, (lo, _hi, st) in zip(starts, dims))
+
+
+def _dynamic_slice_at(ds: HloInstruction, producer: HloInstruction, starts: list[HloInstruction]) -> bool:
+    """A dynamic-slice (of `producer`) starting at the same constants or the same values as `starts`."""
+    for ds_start, dus_start in zip(ds.operands[1:], starts):
+        a = _real_operand(producer, ds_start)
+        ca, cb = _constant_value(a), _constant_value(dus_start)
+        if ca != cb or (ca is None and a is not dus_start):
+            return False
+    return True
 
 
 RULES = (producer_is_root, not_fusible, consumer_is_lone_bitcast, scatter_output_or_in_place_operand,
