@@ -295,45 +295,13 @@ class FusionAnalysis:
         if len(roots) == 1:
             return [list(roots)]
         warp = self.device.threads_per_warp
-        parent = list(range(len(roots)))
-
-        def find(i: int) -> int:
-            while parent[i] != i:
-                parent[i] = parent[parent[i]]
-                i = parent[i]
-            return i
-
-        def union(i: int, j: int) -> None:
-            a, b = find(i), find(j)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
-
+        groups = _DisjointSets(len(roots))
         is_reduction = [h.opcode == "reduce" and is_real_reduction_hero(r, h, warp)
                         for r, h in zip(roots, self.heroes)]
         non_reduction = [k for k, red in enumerate(is_reduction) if not red]
         for k in non_reduction[1:]:
-            union(non_reduction[0], k)
-        adaptor = self.adaptor
-        reached: dict[HloInstruction, list[int]] = {}
-        order: list[HloInstruction] = []
-        for k, root in enumerate(roots):
-            seen = {root}
-            queue = [root]
-            i = 0
-            while i < len(queue):
-                node = queue[i]
-                i += 1
-                if node not in reached:
-                    reached[node] = []
-                    order.append(node)
-                reached[node].append(k)
-                if adaptor.contains(node):
-                    for o in adaptor.operands(node):
-                        if o not in seen:
-                            seen.add(o)
-                            queue.append(o)
-        for node in order:
-            ks = reached[node]
+            groups.union(non_reduction[0], k)
+        for node, ks in _roots_reaching(self.adaptor, roots):
             if len(ks) < 2:
                 continue
             cheap = _is_broadcasted_constant_or_scalar(node)
@@ -345,11 +313,11 @@ class FusionAnalysis:
                 picked.append(k)
                 added_reduce |= is_reduction[k]
             for k in picked[1:]:
-                union(picked[0], k)
-        groups: dict[int, list[HloInstruction]] = {}
+                groups.union(picked[0], k)
+        by_group: dict[int, list[HloInstruction]] = {}
         for k, root in enumerate(roots):
-            groups.setdefault(find(k), []).append(root)
-        return [groups[g] for g in sorted(groups)]
+            by_group.setdefault(groups.find(k), []).append(root)
+        return [by_group[g] for g in sorted(by_group)]
 
     def _reduction_launch(self) -> tuple[int, int]:
         blocks, threads = self._reduction_launch_x()
@@ -444,6 +412,47 @@ class FusionAnalysis:
     def __repr__(self) -> str:
         return f"FusionAnalysis({self.emitter_kind}, roots={[r.name for r in self.roots]}, " \
                f"heroes={[h.name for h in self.heroes]})"
+
+
+class _DisjointSets:
+    """Union-find over 0..n-1; a set is named by its smallest member."""
+
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+
+    def find(self, i: int) -> int:
+        parent = self.parent
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def union(self, i: int, j: int) -> None:
+        a, b = self.find(i), self.find(j)
+        if a != b:
+            self.parent[max(a, b)] = min(a, b)
+
+
+def _roots_reaching(adaptor: FusionAdaptor,
+                    roots: list[HloInstruction]) -> list[tuple[HloInstruction, list[int]]]:
+    """Every node the roots reach towards their operands (fusion inputs included, not walked
+    through), with the numbers of the roots reaching it, in order of first visit (breadth first
+    from each root in turn)."""
+    reached: dict[HloInstruction, list[int]] = {}
+    for k, root in enumerate(roots):
+        seen = {root}
+        queue = [root]
+        i = 0
+        while i < len(queue):
+            node = queue[i]
+            i += 1
+            reached.setdefault(node, []).append(k)
+            if adaptor.contains(node):
+                for o in adaptor.operands(node):
+                    if o not in seen:
+                        seen.add(o)
+                        queue.append(o)
+    return list(reached.items())
 
 
 def _is_broadcasted_constant_or_scalar(instr: HloInstruction) -> bool:
