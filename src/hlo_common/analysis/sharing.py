@@ -127,18 +127,21 @@ def _shapes_equal(a: Shape, b: Shape) -> bool:
     return a == b
 
 
+def _buffer_fits(operand: Shape, output: Shape) -> bool:
+    """The operand's buffer can hold the output: the same shape, or arrays of as many elements of
+    the same byte size."""
+    if operand == output:
+        return True
+    return (operand.is_array and output.is_array and operand.num_elements == output.num_elements
+            and operand.element_type.byte_size == output.element_type.byte_size)
+
+
 def fusion_can_share_buffer_hint(fusion: HloInstruction, operand: HloInstruction, user_index: Index) -> bool:
     """XLA:GPU's FusionCanShareBufferHint, without the reduction-emitter exception: the fusion
     parameter must reach the output only through elementwise ops, bitcasts, and as operand 0 of a
     DUS/scatter root (a DS reading exactly the DUS's slice is allowed)."""
-    user_sub = fusion.shape.subshape(user_index)
-    if operand.shape != user_sub:
-        if not (operand.shape.is_array and user_sub.is_array):
-            return False
-        if operand.shape.num_elements != user_sub.num_elements:
-            return False
-        if operand.shape.element_type.byte_size != user_sub.element_type.byte_size:
-            return False
+    if not _buffer_fits(operand.shape, fusion.shape.subshape(user_index)):
+        return False
     if fusion.operands.count(operand) != 1:
         return False
     comp = fusion.fused_computation()
