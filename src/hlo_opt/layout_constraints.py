@@ -31,8 +31,8 @@ from typing import Iterator
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.shape import Shape
 from hlo_opt.layout_util import (
-    align_layouts, copy_to_layout, default_m2m, filter_layout_to_dims, inverse_permutation,
-    reshape_is_bitcast, same_m2m, true_rank, with_minor_to_major,
+    array_leaves, copy_to_layout, default_m2m, filter_layout_to_dims, inverse_permutation,
+    replace_leaf_layouts, reshape_bitcast_layout, same_m2m, subshape_or_none, true_rank, with_minor_to_major,
 )
 
 # XLA's LayoutAssignment::InstructionCanChangeLayout() == false: operands of the same rank as the
@@ -59,21 +59,6 @@ PINNED_OPCODES = frozenset({
 })
 LIBRARY_CALL_PREFIXES = ("__cublas", "__cudnn")
 _MAX_CHANGES = 2  # a slot's layout is replaced at most this many times
-
-
-def array_leaves(shape: Shape) -> list[tuple[tuple[int, ...], Shape]]:
-    return [(idx, s) for idx, s in shape.leaf_shapes() if s.is_array]
-
-
-def replace_leaf_layouts(shape: Shape, layouts: dict[tuple[int, ...], tuple[int, ...]],
-                         prefix: tuple[int, ...] = ()) -> Shape:
-    if shape.is_tuple:
-        return Shape.tuple_of(replace_leaf_layouts(s, layouts, prefix + (i,))
-                              for i, s in enumerate(shape.tuple_shapes))
-    m2m = layouts.get(prefix)
-    if m2m is None or not shape.is_array or tuple(m2m) == shape.minor_to_major:
-        return shape
-    return with_minor_to_major(shape, m2m)
 
 
 class _Slot:
@@ -281,7 +266,7 @@ class LayoutAssignment:
             for d, didx in self.defs_of(instr, idx):
                 if (id(d), didx) in self.buf or (d.opcode == "reduce" and d.shape.is_tuple):
                     continue
-                target = _subshape_or_none(d.shape, didx)
+                target = subshape_or_none(d.shape, didx)
                 if target is not None and target.is_array and target.rank == leaf.rank:
                     self.set_buffer(d, didx, leaf.minor_to_major, mandatory)
 
@@ -485,30 +470,3 @@ class LayoutAssignment:
         if result is not None and not same_m2m(root.shape, result):
             self.comp.root = copy_to_layout(root, result)
             self.changed = True
-
-
-def reshape_bitcast_layout(known: Shape, other: Shape) -> tuple | None:
-    """The layout of `other` (one side of a reshape) that makes the reshape from `known` (the
-    other side, with its layout) a bitcast. As XLA's layout assignment: when `known` has the
-    default layout and the default layout of `other` makes a bitcast, that one (so size-1 dims
-    stay where the default puts them: f32[8,16]{1,0} -> f32[8,1,16]{2,1,0}, as XLA:GPU assigns
-    it, not {2,0,1}); likewise the same layout when both have the same rank; else
-    ShapeUtil::AlignLayouts against `other`'s default layout."""
-    default = other.with_default_layouts()
-    if known.minor_to_major == default_m2m(known.rank) and reshape_is_bitcast(known, default):
-        return default.minor_to_major
-    if known.rank == other.rank and known.rank > 0:
-        same = with_minor_to_major(other, known.minor_to_major)
-        if reshape_is_bitcast(known, same):
-            return same.minor_to_major
-    aligned = align_layouts(known, default)
-    return aligned.minor_to_major if aligned is not None else None
-
-
-def _subshape_or_none(shape: Shape, idx: tuple) -> Shape | None:
-    for i in idx:
-        if not shape.is_tuple or i >= len(shape.tuple_shapes):
-            return None
-        shape = shape.tuple_shapes[i]
-    return shape
-
