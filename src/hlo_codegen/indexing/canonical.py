@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from hlo_codegen.indexing.affine import (
-    ADD, CONST, FLOORDIV, MOD, MUL, AffineExpr, const, fold_binary,
+    ADD, CONST, FLOORDIV, MOD, MUL, AffineExpr, const, fold_binary, visit_summands,
 )
 
 
@@ -55,14 +55,7 @@ def base_and_coeff(expr: AffineExpr) -> tuple[AffineExpr, int]:
 
 
 def _terms(expr: AffineExpr, out: list[tuple[AffineExpr, int]]) -> None:
-    stack = [expr]
-    while stack:
-        e = stack.pop()
-        if e.kind == ADD:
-            stack.append(e.rhs)
-            stack.append(e.lhs)
-        else:
-            out.append(base_and_coeff(e))
+    out.extend(base_and_coeff(e) for e in visit_summands(expr))
 
 
 def _canon_add(lhs: AffineExpr, rhs: AffineExpr, memo) -> AffineExpr:
