@@ -15,7 +15,7 @@ computation at the end (`HloComputation.remove_instructions`).
 from __future__ import annotations
 
 from hlo_common.hlo.ir import HloComputation, HloInstruction
-from hlo_common.hlo.hlo_utils import has_side_effect, relay_control_dependencies
+from hlo_common.hlo.hlo_utils import has_side_effect, inherit_attributes, relay_control_dependencies
 
 
 class DeferredRemoval:
@@ -27,12 +27,7 @@ class DeferredRemoval:
     def replace(self, old: HloInstruction, new: HloInstruction) -> None:
         """XLA's ReplaceInstruction minus the immediate removal: metadata, frontend attributes and
         sharding move to `new` where it has none, control dependencies are relayed."""
-        if not any(k == "op_name" for k, _ in new.metadata):
-            new.metadata = list(old.metadata) or new.metadata
-        if not new.frontend_attributes:
-            new.frontend_attributes = list(old.frontend_attributes)
-        if new.sharding is None:
-            new.sharding = old.sharding
+        inherit_attributes(old, new)
         relay_control_dependencies(old, new)
         old.replace_all_uses_with(new)
         self.forget(old)

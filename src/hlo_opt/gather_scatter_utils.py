@@ -80,3 +80,17 @@ def start_scalars(vector: HloInstruction, operand_rank: int, dim_map: Sequence[i
             zero = zero or make_constant(vector.parent, np.zeros((), et.np_dtype), et)
             starts.append(zero)
     return starts
+
+
+def batch_and_offset_permutation(offset_dims: Sequence[int], output_rank: int) -> list[int]:
+    """The transpose that takes a gather result laid out [batch dims..., offset dims...] to the
+    gather's output order, where `offset_dims` are the offset dims' places."""
+    perm, batch, offset = [], 0, output_rank - len(offset_dims)
+    for i in range(output_rank):
+        if i in offset_dims:
+            perm.append(offset)
+            offset += 1
+        else:
+            perm.append(batch)
+            batch += 1
+    return perm

@@ -31,8 +31,8 @@ from typing import Iterator
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.shape import Shape
 from hlo_opt.layout_util import (
-    align_layouts, copy_to_layout, default_m2m, filter_layout_to_dims, inverse_permutation,
-    reshape_is_bitcast, same_m2m, true_rank, with_minor_to_major,
+    array_leaves, copy_to_layout, default_m2m, filter_layout_to_dims, inverse_permutation,
+    replace_leaf_layouts, reshape_bitcast_layout, same_m2m, subshape_or_none, true_rank, with_minor_to_major,
 )
 
 # XLA's LayoutAssignment::InstructionCanChangeLayout() == false: operands of the same rank as the
@@ -61,26 +61,28 @@ LIBRARY_CALL_PREFIXES = ("__cublas", "__cudnn")
 _MAX_CHANGES = 2  # a slot's layout is replaced at most this many times
 
 
-def array_leaves(shape: Shape) -> list[tuple[tuple[int, ...], Shape]]:
-    return [(idx, s) for idx, s in shape.leaf_shapes() if s.is_array]
-
-
-def replace_leaf_layouts(shape: Shape, layouts: dict[tuple[int, ...], tuple[int, ...]],
-                         prefix: tuple[int, ...] = ()) -> Shape:
-    if shape.is_tuple:
-        return Shape.tuple_of(replace_leaf_layouts(s, layouts, prefix + (i,))
-                              for i, s in enumerate(shape.tuple_shapes))
-    m2m = layouts.get(prefix)
-    if m2m is None or not shape.is_array or tuple(m2m) == shape.minor_to_major:
-        return shape
-    return with_minor_to_major(shape, m2m)
-
-
 class _Slot:
     __slots__ = ("value", "mandatory", "changes")
 
     def __init__(self, value, mandatory: bool):
         self.value, self.mandatory, self.changes = value, mandatory, 0
+
+
+def _constrain(slots: dict, key, value, mandatory: bool, same) -> bool:
+    """Record `value` in the slot `key`: a first constraint sets it; the same layout again can only
+    make it mandatory; a different one replaces it only when mandatory, at most _MAX_CHANGES
+    times. Whether the slot changed (and its users must be visited again)."""
+    cur = slots.get(key)
+    if cur is None:
+        slots[key] = _Slot(value, mandatory)
+        return True
+    if same(cur.value):
+        cur.mandatory |= mandatory
+        return False
+    if not mandatory or cur.changes >= _MAX_CHANGES:
+        return False
+    cur.value, cur.mandatory, cur.changes = value, True, cur.changes + 1
+    return True
 
 
 class LayoutAssignment:
@@ -193,33 +195,13 @@ class LayoutAssignment:
 
     # -- constraints ----------------------------------------------------------------------------------
     def set_buffer(self, instr: HloInstruction, idx: tuple, m2m, mandatory: bool) -> None:
-        key = (id(instr), idx)
         m2m = tuple(m2m)
-        cur = self.buf.get(key)
-        if cur is not None:
-            if cur.value == m2m:
-                cur.mandatory |= mandatory
-                return
-            if not mandatory or cur.changes >= _MAX_CHANGES:
-                return
-            cur.value, cur.mandatory, cur.changes = m2m, True, cur.changes + 1
-        else:
-            self.buf[key] = _Slot(m2m, mandatory)
-        self.work.appendleft(("buf", instr, idx))
+        if _constrain(self.buf, (id(instr), idx), m2m, mandatory, lambda cur: cur == m2m):
+            self.work.appendleft(("buf", instr, idx))
 
     def set_operand(self, user: HloInstruction, k: int, shape: Shape, mandatory: bool) -> None:
-        key = (id(user), k)
-        cur = self.opc.get(key)
-        if cur is not None:
-            if same_m2m(cur.value, shape):
-                cur.mandatory |= mandatory
-                return
-            if not mandatory or cur.changes >= _MAX_CHANGES:
-                return
-            cur.value, cur.mandatory, cur.changes = shape, True, cur.changes + 1
-        else:
-            self.opc[key] = _Slot(shape, mandatory)
-        self.work.appendleft(("op", user, k))
+        if _constrain(self.opc, (id(user), k), shape, mandatory, lambda cur: same_m2m(cur, shape)):
+            self.work.appendleft(("op", user, k))
 
     def set_operand_layout(self, user: HloInstruction, k: int, m2m, mandatory: bool = True) -> None:
         self.set_operand(user, k, with_minor_to_major(user.operands[k].shape, m2m), mandatory)
@@ -284,7 +266,7 @@ class LayoutAssignment:
             for d, didx in self.defs_of(instr, idx):
                 if (id(d), didx) in self.buf or (d.opcode == "reduce" and d.shape.is_tuple):
                     continue
-                target = _subshape_or_none(d.shape, didx)
+                target = subshape_or_none(d.shape, didx)
                 if target is not None and target.is_array and target.rank == leaf.rank:
                     self.set_buffer(d, didx, leaf.minor_to_major, mandatory)
 
@@ -488,30 +470,3 @@ class LayoutAssignment:
         if result is not None and not same_m2m(root.shape, result):
             self.comp.root = copy_to_layout(root, result)
             self.changed = True
-
-
-def reshape_bitcast_layout(known: Shape, other: Shape) -> tuple | None:
-    """The layout of `other` (one side of a reshape) that makes the reshape from `known` (the
-    other side, with its layout) a bitcast. As XLA's layout assignment: when `known` has the
-    default layout and the default layout of `other` makes a bitcast, that one (so size-1 dims
-    stay where the default puts them: f32[8,16]{1,0} -> f32[8,1,16]{2,1,0}, as XLA:GPU assigns
-    it, not {2,0,1}); likewise the same layout when both have the same rank; else
-    ShapeUtil::AlignLayouts against `other`'s default layout."""
-    default = other.with_default_layouts()
-    if known.minor_to_major == default_m2m(known.rank) and reshape_is_bitcast(known, default):
-        return default.minor_to_major
-    if known.rank == other.rank and known.rank > 0:
-        same = with_minor_to_major(other, known.minor_to_major)
-        if reshape_is_bitcast(known, same):
-            return same.minor_to_major
-    aligned = align_layouts(known, default)
-    return aligned.minor_to_major if aligned is not None else None
-
-
-def _subshape_or_none(shape: Shape, idx: tuple) -> Shape | None:
-    for i in idx:
-        if not shape.is_tuple or i >= len(shape.tuple_shapes):
-            return None
-        shape = shape.tuple_shapes[i]
-    return shape
-

@@ -292,3 +292,45 @@ def byte_size(shape: Shape) -> int:
 
 def product(values: Iterable[int]) -> int:
     return math.prod(values)
+
+
+def array_leaves(shape: Shape) -> list[tuple[tuple[int, ...], Shape]]:
+    return [(idx, s) for idx, s in shape.leaf_shapes() if s.is_array]
+
+
+def replace_leaf_layouts(shape: Shape, layouts: dict[tuple[int, ...], tuple[int, ...]],
+                         prefix: tuple[int, ...] = ()) -> Shape:
+    if shape.is_tuple:
+        return Shape.tuple_of(replace_leaf_layouts(s, layouts, prefix + (i,))
+                              for i, s in enumerate(shape.tuple_shapes))
+    m2m = layouts.get(prefix)
+    if m2m is None or not shape.is_array or tuple(m2m) == shape.minor_to_major:
+        return shape
+    return with_minor_to_major(shape, m2m)
+
+
+def reshape_bitcast_layout(known: Shape, other: Shape) -> tuple | None:
+    """The layout of `other` (one side of a reshape) that makes the reshape from `known` (the
+    other side, with its layout) a bitcast. As XLA's layout assignment: when `known` has the
+    default layout and the default layout of `other` makes a bitcast, that one (so size-1 dims
+    stay where the default puts them: f32[8,16]{1,0} -> f32[8,1,16]{2,1,0}, as XLA:GPU assigns
+    it, not {2,0,1}); likewise the same layout when both have the same rank; else
+    ShapeUtil::AlignLayouts against `other`'s default layout."""
+    default = other.with_default_layouts()
+    if known.minor_to_major == default_m2m(known.rank) and reshape_is_bitcast(known, default):
+        return default.minor_to_major
+    if known.rank == other.rank and known.rank > 0:
+        same = with_minor_to_major(other, known.minor_to_major)
+        if reshape_is_bitcast(known, same):
+            return same.minor_to_major
+    aligned = align_layouts(known, default)
+    return aligned.minor_to_major if aligned is not None else None
+
+
+def subshape_or_none(shape: Shape, idx: tuple) -> Shape | None:
+    """The subshape of `shape` at tuple index `idx`, None where `shape` has no such element."""
+    for i in idx:
+        if not shape.is_tuple or i >= len(shape.tuple_shapes):
+            return None
+        shape = shape.tuple_shapes[i]
+    return shape

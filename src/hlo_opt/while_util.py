@@ -79,12 +79,7 @@ def remove_tuple_indices(while_op: HloInstruction, keep: list[int], inner: dict[
         new_init = make_tuple(comp, [init.operands[i] for i in keep])
     else:
         new_init = make_tuple(comp, [make_gte(init, i) for i in keep])
-    new_while = HloInstruction(comp.unique_name(while_op.name), "while", new_shape, [new_init],
-                               {"condition": cond, "body": body})
-    new_while.metadata = list(while_op.metadata)
-    new_while.frontend_attributes = list(while_op.frontend_attributes)
-    new_while.backend_config_data = while_op.backend_config_data
-    comp.add_instruction(new_while)
+    new_while = _add_while_like(while_op, new_shape, new_init, cond, body)
     elements = []
     for i in range(len(old_shape.tuple_shapes)):
         source = i if i in new_index else (outer_alias or {}).get(i)
@@ -185,12 +180,21 @@ def merge_induction_variables(while_op: HloInstruction, type_name: str,
     if added:
         zero = comp.add_new_instruction("constant", [], scalar, literal=np.zeros((), dtype))
         new_init = make_tuple(comp, list(init.operands) + [zero])
-    new_while = HloInstruction(comp.unique_name(while_op.name), "while", new_shape, [new_init],
-                               {"condition": cond, "body": new_body})
+    new_while = _add_while_like(while_op, new_shape, new_init, cond, new_body)
+    replace_instruction(while_op, _old_form(comp, new_while, old_shape, ivs, counter),
+                        preserve_sharding=False)
+    return new_while
+
+
+def _add_while_like(while_op: HloInstruction, shape: Shape, init: HloInstruction, cond: HloComputation,
+                    body: HloComputation) -> HloInstruction:
+    """A new while of `shape` over `init`, running `cond` and `body`, beside `while_op` in its
+    computation, named after it and keeping its metadata, frontend attributes and backend config."""
+    comp = while_op.parent
+    new_while = HloInstruction(comp.unique_name(while_op.name), "while", shape, [init],
+                               {"condition": cond, "body": body})
     new_while.metadata = list(while_op.metadata)
     new_while.frontend_attributes = list(while_op.frontend_attributes)
     new_while.backend_config_data = while_op.backend_config_data
     comp.add_instruction(new_while)
-    replace_instruction(while_op, _old_form(comp, new_while, old_shape, ivs, counter),
-                        preserve_sharding=False)
     return new_while

@@ -73,12 +73,12 @@ def translate(argv: list[str], warn=None) -> list[str]:
     """`argv` with run_hlo_module's flags rewritten as hlo-run's (see the module docstring)."""
     warn = warn or (lambda text: print(f"hlo-run: warning: {text}", file=sys.stderr))
     out: list[str] = []
-    k = 0
-    while k < len(argv):
-        arg = argv[k]
-        k += 1
+    args = _Args(argv)
+    while args.k < len(argv):
+        arg = argv[args.k]
+        args.k += 1
         if arg == "--":
-            out.extend(argv[k - 1:])
+            out.extend(argv[args.k - 1:])
             break
         if not arg.startswith("--"):
             out.append(arg)
@@ -87,51 +87,62 @@ def translate(argv: list[str], warn=None) -> list[str]:
         if "_" not in name and name not in ("platform", "reference-platform"):
             out.append(arg)
             continue
-
-        def take_value() -> str:
-            nonlocal k
-            if value is not None:
-                return value
-            if k >= len(argv):
-                raise XlaFlagError(f"--{name} needs a value")
-            k += 1
-            return argv[k - 1]
-
-        def take_bool() -> bool:
-            nonlocal k
-            if value is not None:
-                return _bool(name, value)
-            if k < len(argv) and argv[k].strip().lower() in _TRUE:
-                k += 1
-                return _TRUE[argv[k - 1].strip().lower()]
-            return True
-
-        if name == "platform":
-            out += ["--platform", _platform(take_value(), PLATFORM_NAMES)]
-        elif name in ("reference_platform", "reference-platform"):
-            out += ["--reference-platform", _platform(take_value(), REFERENCE_NAMES)]
-        elif name == "input_module":
-            out.append(take_value())
-        elif name == "input_format":
-            fmt = take_value().strip().lower()
-            if fmt in ("pb", "pbtxt"):
-                raise XlaFlagError(f"--input_format={fmt}: hlo-run reads HLO text only, not HloProto; "
-                                   "dump the module as text (XLA_FLAGS=--xla_dump_hlo_as_text) and "
-                                   "run that file")
-            if fmt != "hlo":
-                raise XlaFlagError(f"--input_format={fmt}: expected hlo (pb and pbtxt are not read)")
-        elif name in _VALUE_FLAGS:
-            out += [_VALUE_FLAGS[name], take_value()]
-        elif name in _BOOL_FLAGS:
-            on, off = _BOOL_FLAGS[name]
-            flag = on if take_bool() else off
-            if flag is not None:
-                out.append(flag)
-        elif name.startswith("xla_"):
-            warn(f"ignoring XLA debug option --{name} (hlo-run does not read it)")
-        else:
-            out.append(arg)  # click names it as an unknown option
+        out += _translate_flag(arg, name, value, args, warn)
     return out
+
+
+class _Args:
+    """The argument list and the position of the next one, for flags that take theirs."""
+
+    def __init__(self, argv: list[str]):
+        self.argv, self.k = argv, 0
+
+    def value(self, name: str, value: str | None) -> str:
+        """The flag's value: after `=`, else the next argument."""
+        if value is not None:
+            return value
+        if self.k >= len(self.argv):
+            raise XlaFlagError(f"--{name} needs a value")
+        self.k += 1
+        return self.argv[self.k - 1]
+
+    def boolean(self, name: str, value: str | None) -> bool:
+        """The flag's truth: after `=`, else the next argument when it is one, else true."""
+        if value is not None:
+            return _bool(name, value)
+        if self.k < len(self.argv) and self.argv[self.k].strip().lower() in _TRUE:
+            self.k += 1
+            return _TRUE[self.argv[self.k - 1].strip().lower()]
+        return True
+
+
+def _translate_flag(arg: str, name: str, value: str | None, args: _Args, warn) -> list[str]:
+    """hlo-run's arguments for one run_hlo_module flag `arg` (its value taken from `args`)."""
+    if name == "platform":
+        return ["--platform", _platform(args.value(name, value), PLATFORM_NAMES)]
+    if name in ("reference_platform", "reference-platform"):
+        return ["--reference-platform", _platform(args.value(name, value), REFERENCE_NAMES)]
+    if name == "input_module":
+        return [args.value(name, value)]
+    if name == "input_format":
+        fmt = args.value(name, value).strip().lower()
+        if fmt in ("pb", "pbtxt"):
+            raise XlaFlagError(f"--input_format={fmt}: hlo-run reads HLO text only, not HloProto; "
+                               "dump the module as text (XLA_FLAGS=--xla_dump_hlo_as_text) and "
+                               "run that file")
+        if fmt != "hlo":
+            raise XlaFlagError(f"--input_format={fmt}: expected hlo (pb and pbtxt are not read)")
+        return []
+    if name in _VALUE_FLAGS:
+        return [_VALUE_FLAGS[name], args.value(name, value)]
+    if name in _BOOL_FLAGS:
+        on, off = _BOOL_FLAGS[name]
+        flag = on if args.boolean(name, value) else off
+        return [] if flag is None else [flag]
+    if name.startswith("xla_"):
+        warn(f"ignoring XLA debug option --{name} (hlo-run does not read it)")
+        return []
+    return [arg]  # click names it as an unknown option
 
 
 def _platform(value: str, names: dict[str, str]) -> str:

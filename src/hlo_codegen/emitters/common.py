@@ -77,14 +77,20 @@ class ThreadIds:
 
     def for_map(self, m: IndexingMap) -> tuple[IndexingMap, list[Value]]:
         """`m` (over the six thread dims) without its unused dims, and the id values it takes."""
-        used: set[int] = set()
-        for e in list(m.results) + list(m.constraints):
-            used |= e.used_dims()
-        keep = sorted(used)
-        repl = [dim(keep.index(i)) if i in used else None for i in range(m.num_dims)]
-        out = IndexingMap([e.replace(repl) for e in m.results], [m.dim_vars[i] for i in keep], m.range_vars,
-                          m.rt_vars, [(e.replace(repl), r) for e, r in m.constraints.items()])
+        out, keep = drop_unused_dims(m)
         return out, [self[i] for i in keep]
+
+
+def drop_unused_dims(m: IndexingMap) -> tuple[IndexingMap, list[int]]:
+    """`m` without the dimensions no result or constraint uses, and the kept dimension numbers."""
+    used: set[int] = set()
+    for e in list(m.results) + list(m.constraints):
+        used |= e.used_dims()
+    keep = sorted(used)
+    repl = [dim(keep.index(i)) if i in used else None for i in range(m.num_dims)]
+    out = IndexingMap([e.replace(repl) for e in m.results], [m.dim_vars[i] for i in keep], m.range_vars,
+                      m.rt_vars, [(e.replace(repl), r) for e, r in m.constraints.items()])
+    return out, keep
 
 
 def packing(shape: Shape) -> int:

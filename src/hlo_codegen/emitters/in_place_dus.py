@@ -28,13 +28,8 @@ from hlo_codegen.indexing import LaunchDimensions
 from hlo_codegen.kernel_ir.builder import IRBuilder
 from hlo_codegen.kernel_ir.ir import Kernel, Value
 from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
+from hlo_common.gpu.ir_emission_utils import strip_bitcasts
 from hlo_common.hlo.ir import HloInstruction
-
-
-def strip_bitcasts(instr: HloInstruction) -> HloInstruction:
-    while instr.opcode == "bitcast":
-        instr = instr.operands[0]
-    return instr
 
 
 class InPlaceDynamicUpdateSliceFusion(SimpleEmitter):

@@ -43,7 +43,9 @@ from hlo_codegen.elemental.emitter import leaf_shapes, same_layout
 from hlo_codegen.emitters.base import (
     EmitterError, KernelEmitter, add_kernel_params, fusion_roots, output_shapes,
 )
-from hlo_codegen.emitters.common import FusedValues, ThreadIds, deep_recursion, linear_index, loop_over_shape
+from hlo_codegen.emitters.common import (
+    FusedValues, ThreadIds, deep_recursion, drop_unused_dims, linear_index, loop_over_shape,
+)
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo, loop_fusion_unroll_factor, loop_launch_dimensions
 from hlo_codegen.indexing import (
     IndexingMap, LaunchDimensions, bitcast_map, default_thread_id_indexing_map, dim, logical_to_linear, sym,
@@ -61,18 +63,6 @@ _NOT_ELEMENTAL_HINT = {
     "reduce": "reduction", "scatter": "scatter", "sort": "sort", "dot": "gemm/triton",
     "convolution": "convolution", "reduce-window": "reduce-window", "select-and-scatter": "scatter",
 }
-
-
-def drop_unused_dims(m: IndexingMap) -> tuple[IndexingMap, list[int]]:
-    """`m` without the dimensions no result or constraint uses, and the kept dimension numbers."""
-    used: set[int] = set()
-    for e in list(m.results) + list(m.constraints):
-        used |= e.used_dims()
-    keep = sorted(used)
-    repl = [dim(keep.index(i)) if i in used else None for i in range(m.num_dims)]
-    out = IndexingMap([e.replace(repl) for e in m.results], [m.dim_vars[i] for i in keep], m.range_vars,
-                      m.rt_vars, [(e.replace(repl), r) for e, r in m.constraints.items()])
-    return out, keep
 
 
 def _check_elemental(fusion_name: str, computation: HloComputation) -> None:

@@ -32,6 +32,7 @@ after float normalization the sums of bf16 modules are f32 already.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from hlo_codegen.elemental.convert import down
 from hlo_codegen.elemental.emitter import value_type
@@ -144,13 +145,23 @@ class NormalizationFusion(SimpleEmitter):
         return self._launch
 
     def build(self, kernel: Kernel, params: KernelParams) -> None:
-        n = self.dims[-1]
-        rows = math.prod(self.dims[:-1])
-        T, R, E = self.threads, self.rows_per_block, self.slots
-        warps = T // WARP
         values = FusedValues(kernel, self.computation, params, [])
         b = IRBuilder(kernel)
-        ids = ThreadIds(b, self._launch)
+        row = self._thread_row(b, ThreadIds(b, self._launch))
+        injected: dict[int, list[Value]] = {}
+        contexts = [EpilogueContext(values.elemental, b, injected) for _ in range(self.slots)]
+        several_warps = self.threads // WARP > 1
+        row.lane = b.binary("remui", row.tx, b.index(WARP)) if several_warps else row.tx
+        row.warp = b.binary("divui", row.tx, b.index(WARP)) if several_warps else b.index(0)
+        for k_red, reduce in enumerate(self.reduces):
+            injected[id(reduce)] = [self._reduce_row(kernel, values, b, row, contexts, k_red, reduce)]
+        self._store_row(b, row, contexts, params.output_buffers[0])
+
+    def _thread_row(self, b: IRBuilder, ids: ThreadIds) -> _ThreadRow:
+        """The row a thread row works on (clamped to the last one, with its mask when the rows do
+        not fill the blocks) and the columns of the thread's slots (clamped, masked past n)."""
+        n, rows = self.dims[-1], math.prod(self.dims[:-1])
+        T, R = self.threads, self.rows_per_block
         tx = ids[0]
         ty = ids[1] if R > 1 else b.index(0)
         row = b.binary("addi", b.binary("muli", ids[3], b.index(R)), ty)
@@ -160,7 +171,7 @@ class NormalizationFusion(SimpleEmitter):
             row = b.binary("minsi", row, b.index(rows - 1))
         row_idx = delinearize_values(b, row, list(self.dims[:-1]))
         cols, col_ok = [], []
-        for k in range(E):
+        for k in range(self.slots):
             col = b.binary("addi", tx, b.index(k * T)) if k else tx
             if (k + 1) * T > n:
                 col_ok.append(b.cmpi("slt", col, b.index(n)))
@@ -168,58 +179,77 @@ class NormalizationFusion(SimpleEmitter):
             else:
                 col_ok.append(None)
             cols.append(col)
-        injected: dict[int, list[Value]] = {}
-        contexts = [EpilogueContext(values.elemental, b, injected) for _ in range(E)]
-        lane = b.binary("remui", tx, b.index(WARP)) if warps > 1 else tx
-        warp = b.binary("divui", tx, b.index(WARP)) if warps > 1 else b.index(0)
+        return _ThreadRow(tx, ty, row, row_ok, row_idx, cols, col_ok)
 
-        for k_red, reduce in enumerate(self.reduces):
-            red = _Reducer(kernel, values, reduce)
-            acc, has = None, None
-            for k in range(E):
-                x = red.widen(b, contexts[k].emit(reduce.operands[0], row_idx + [cols[k]])[0])
-                ok = col_ok[k]
-                if acc is None:
-                    acc, has = x, (ok if ok is not None else b.constant(1, "i1"))
-                    continue
-                both = red.combine(b, acc, x)
-                if ok is None:
-                    acc = both
-                    has = b.constant(1, "i1")
-                else:
-                    # a masked slot keeps the accumulator (slots beyond the end are the last ones)
-                    acc = b.select(ok, both, acc)
-            warp_total = b.shuffle_reduce(red.flagged, [acc, has])[0]
-            shared = f"norm_partials{k_red}"
-            kernel.buffers.append(Buffer(shared, "shared", red.acc, R * warps))
-            base = b.binary("muli", ty, b.index(warps)) if R > 1 else b.index(0)
-            lane0 = b.cmpi("eq", lane, b.index(0))
+    def _reduce_row(self, kernel: Kernel, values: FusedValues, b: IRBuilder, row: _ThreadRow,
+                    contexts: list[EpilogueContext], k_red: int, reduce: HloInstruction) -> Value:
+        """One row reduction: each thread folds its slots, each warp shuffles, warp totals meet
+        in shared memory; every thread gets the row's value (with the init folded in)."""
+        red = _Reducer(kernel, values, reduce)
+        acc, has = None, None
+        for k in range(self.slots):
+            x = red.widen(b, contexts[k].emit(reduce.operands[0], row.row_idx + [row.cols[k]])[0])
+            ok = row.col_ok[k]
+            if acc is None:
+                acc, has = x, (ok if ok is not None else b.constant(1, "i1"))
+                continue
+            both = red.combine(b, acc, x)
+            if ok is None:
+                acc = both
+                has = b.constant(1, "i1")
+            else:
+                # a masked slot keeps the accumulator (slots beyond the end are the last ones)
+                acc = b.select(ok, both, acc)
+        warp_total = b.shuffle_reduce(red.flagged, [acc, has])[0]
+        warps = self.threads // WARP
+        shared = f"norm_partials{k_red}"
+        kernel.buffers.append(Buffer(shared, "shared", red.acc, self.rows_per_block * warps))
+        base = b.binary("muli", row.ty, b.index(warps)) if self.rows_per_block > 1 else b.index(0)
+        lane0 = b.cmpi("eq", row.lane, b.index(0))
 
-            def write(v=warp_total, base=base, shared=shared):
-                b.store(shared, v, b.binary("addi", base, warp))
-                return []
+        def write():
+            b.store(shared, warp_total, b.binary("addi", base, row.warp))
+            return []
 
-            b.if_(lane0, [], write)
-            b.sync_threads()
-            total = None
-            for w in range(warps):
-                v = b.load(shared, b.binary("addi", base, b.index(w)), red.acc)
-                total = v if total is None else red.combine(b, total, v)
-            init = red.widen(b, contexts[0].emit(reduce.operands[1], [])[0])
-            injected[id(reduce)] = [red.narrow(b, red.combine(b, init, total))]
+        b.if_(lane0, [], write)
+        b.sync_threads()
+        total = None
+        for w in range(warps):
+            v = b.load(shared, b.binary("addi", base, b.index(w)), red.acc)
+            total = v if total is None else red.combine(b, total, v)
+        init = red.widen(b, contexts[0].emit(reduce.operands[1], [])[0])
+        return red.narrow(b, red.combine(b, init, total))
 
-        out = params.output_buffers[0]
+    def _store_row(self, b: IRBuilder, row: _ThreadRow, contexts: list[EpilogueContext], out) -> None:
+        """The root at every slot of the row, stored where the row and the column are in range."""
+        n = self.dims[-1]
         root = self.computation.root
-        for k in range(E):
-            v = contexts[k].emit(root, row_idx + [cols[k]])[0]
-            linear = b.binary("addi", b.binary("muli", row, b.index(n)), cols[k])
-            ok = col_ok[k]
-            if row_ok is not None:
-                ok = row_ok if ok is None else b.binary("andi", ok, row_ok)
+        for k in range(self.slots):
+            v = contexts[k].emit(root, row.row_idx + [row.cols[k]])[0]
+            linear = b.binary("addi", b.binary("muli", row.row, b.index(n)), row.cols[k])
+            ok = row.col_ok[k]
+            if row.row_ok is not None:
+                ok = row.row_ok if ok is None else b.binary("andi", ok, row.row_ok)
             if ok is None:
                 b.store(out, v, linear)
             else:
                 b.if_(ok, [], lambda v=v, linear=linear: (b.store(out, v, linear), [])[1])
 
+
+@dataclass
+class _ThreadRow:
+    """What one thread row of a block works with: its thread ids, its row (clamped) with its mask
+    (None: always in range) and index, the columns of its slots with their masks, and its lane and
+    warp in the row."""
+
+    tx: Value
+    ty: Value
+    row: Value
+    row_ok: Value | None
+    row_idx: list[Value]
+    cols: list[Value]
+    col_ok: list[Value | None]
+    lane: Value | None = None
+    warp: Value | None = None
 
 __all__ = ["NormalizationFusion"]

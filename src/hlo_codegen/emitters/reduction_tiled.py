@@ -251,47 +251,11 @@ class TiledReductionFusion(ReductionFusion):
         lanes = self.lanes
         starts = [self._starts(b, values, h) for h in hs]
         inits = [x for st in starts for _ in range(lanes) for x in st]
-        outer_sizes, index_of, plain = self._per_thread_map()
-        nsym = len(outer_sizes)
-        S = [sym(k) for k in range(nsym)]
-        base = index_of(S, const(0))
-        grid = [Variable(Interval(0, n - 1)) for n in self._launch.threads_xyz() + self._launch.blocks_xyz()]
-        full = IndexingMap(base, grid, [Variable(Interval(0, n - 1)) for n in outer_sizes], (), plain)
-        used: set[int] = set()
-        for e in list(full.results) + list(full.constraints):
-            used |= e.used_dims()
-        used_dims = sorted(used)
-        outer, dims = ids.for_map(full)
-        nd = len(used_dims)
-        repl = [dim(used_dims.index(i)) if i in used else None for i in range(6)]
-        exprs = [e.replace(repl, [sym(0)] + [dim(nd + k) for k in range(nsym)])
-                 for e in index_of([sym(1 + k) for k in range(nsym)], sym(0))]
-        inner = IndexingMap(exprs, [Variable(grid[i].bounds) for i in used_dims]
-                            + [Variable(Interval(0, n - 1)) for n in outer_sizes],
-                            [Variable(Interval(0, self.vector - 1))])
+        outer, dims, inner = self._thread_loop_maps(ids)
 
         def outer_body(syms, idx, iters):
             def body(s, idx3, accs):
-                accs = list(accs)
-                k = 0
-                for h in hs:
-                    xs = self._read(b, values, h, list(idx3))
-                    for j in range(lanes):  # column kernels: one accumulator per vector lane
-                        cur = accs[k:k + h.n]
-                        new = h.acc.combine(b, cur, xs)
-                        if lanes > 1:
-                            hit = b.cmpi("eq", s[0], b.index(j))
-                            new = [b.select(hit, n_, c_) for n_, c_ in zip(new, cur)]
-                        accs[k:k + h.n] = new
-                        k += h.n
-                for root, buffers, shapes in sides:
-                    at = b.apply_indexing(bitcast_map(self.shape3d, shapes[0]), list(idx3)) \
-                        if shapes[0].rank else []
-                    vals = values.at(b, root, at)
-                    linear = linear_index(b, shapes[0], at)
-                    for name, val in zip(buffers, vals):
-                        b.store(name, val, linear)
-                return accs
+                return self._accumulate(b, values, hs, sides, s, list(idx3), list(accs))
 
             return b.loop(inner, list(dims) + list(syms), list(iters), body,
                           attrs={"vectorize": self.vector} if self.vector > 1 else None)
@@ -314,6 +278,52 @@ class TiledReductionFusion(ReductionFusion):
             per.append([accs[k + j * h.n:k + (j + 1) * h.n] for j in range(lanes)])
             k += lanes * h.n
         getattr(self, f"_finish_{self.variant}")(kernel, b, ids, values, g, hs, per)
+
+    def _thread_loop_maps(self, ids: ThreadIds) -> tuple[IndexingMap, list[Value], IndexingMap]:
+        """A thread's loops over its share of the reduced tile: the outer map over the thread dims
+        it uses (with those ids), and the inner map from them, the outer symbols and a vector lane
+        to the 3-d index of the reduction input."""
+        outer_sizes, index_of, plain = self._per_thread_map()
+        nsym = len(outer_sizes)
+        base = index_of([sym(k) for k in range(nsym)], const(0))
+        grid = [Variable(Interval(0, n - 1)) for n in self._launch.threads_xyz() + self._launch.blocks_xyz()]
+        full = IndexingMap(base, grid, [Variable(Interval(0, n - 1)) for n in outer_sizes], (), plain)
+        used: set[int] = set()
+        for e in list(full.results) + list(full.constraints):
+            used |= e.used_dims()
+        used_dims = sorted(used)
+        outer, dims = ids.for_map(full)
+        nd = len(used_dims)
+        repl = [dim(used_dims.index(i)) if i in used else None for i in range(6)]
+        exprs = [e.replace(repl, [sym(0)] + [dim(nd + k) for k in range(nsym)])
+                 for e in index_of([sym(1 + k) for k in range(nsym)], sym(0))]
+        inner = IndexingMap(exprs, [Variable(grid[i].bounds) for i in used_dims]
+                            + [Variable(Interval(0, n - 1)) for n in outer_sizes],
+                            [Variable(Interval(0, self.vector - 1))])
+        return outer, dims, inner
+
+    def _accumulate(self, b: IRBuilder, values: FusedValues, hs: list[_Hero], sides: list, lane: list[Value],
+                    idx3: list[Value], accs: list[Value]) -> list[Value]:
+        """One element of the tile: every hero folds it into its accumulators (column kernels keep
+        one per vector lane), the side outputs store it."""
+        k = 0
+        for h in hs:
+            xs = self._read(b, values, h, idx3)
+            for j in range(self.lanes):
+                cur = accs[k:k + h.n]
+                new = h.acc.combine(b, cur, xs)
+                if self.lanes > 1:
+                    hit = b.cmpi("eq", lane[0], b.index(j))
+                    new = [b.select(hit, n_, c_) for n_, c_ in zip(new, cur)]
+                accs[k:k + h.n] = new
+                k += h.n
+        for root, buffers, shapes in sides:
+            at = b.apply_indexing(bitcast_map(self.shape3d, shapes[0]), idx3) if shapes[0].rank else []
+            vals = values.at(b, root, at)
+            linear = linear_index(b, shapes[0], at)
+            for name, val in zip(buffers, vals):
+                b.store(name, val, linear)
+        return accs
 
     def _read(self, b, values, h: _Hero, idx3) -> list[Value]:
         out = []

@@ -46,6 +46,7 @@ from hlo_codegen.emitters.common import (
     linear_index, packing, sequential_loop, strided_loop,
 )
 from hlo_codegen.emitters.launch import H100, GpuDeviceInfo, loop_launch_dimensions
+from hlo_codegen.emitters.scatter_sorted import WARPS_PER_BLOCK, SortedIndicesScatter
 from hlo_codegen.indexing import IndexingMap, LaunchDimensions, Variable, compose_indexing_maps, dim, sym
 from hlo_codegen.indexing.affine import const
 from hlo_codegen.indexing.interval import Interval
@@ -58,7 +59,6 @@ from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.shape import Shape
 
 INIT_THREADS = 256
-WARPS_PER_BLOCK = 4  # XLA's sorted-indices variant: 4 warps per block
 MAX_ACCUMULATORS = 32  # its per-thread accumulator elements (beyond: the distributed-updates variant)
 # A combiner whose root is one of these ops on (current, update) is one native atomic.
 _NATIVE = {"add": {"float": "addf", "signed": "addi", "unsigned": "addi"},
@@ -307,88 +307,8 @@ class ScatterFusion(SimpleEmitter):
         b.loop(first, first_dims, [], thread, index_hints=[f"s{i}" for i in range(first.num_results)])
 
     def _emit_sorted(self, b: IRBuilder, ids: ThreadIds, values: FusedValues, out: str) -> None:
-        """XLA's distributed-indices variant: warp w takes slices [w*K, w*K + K) in order (sorted
-        indices), each lane `vector` elements per 32*vector of the slice; updates of equal
-        indices are combined in registers with the combiner and written with one atomic per
-        element when the index changes (and at the end)."""
-        per_warp, v = self.sorted_plan
-        sc, upd, shape = self.scatter, self.upd_shape, self.out_shape
-        num_slices, window = upd.dims[0], list(upd.dims[1:])
-        per_slice, warp = math.prod(window), self.device.threads_per_warp
-        indices = sc.operands[self.n]
-        ivl = indices.shape.dims[1]
-        signed = indices.shape.element_type.kind != "unsigned"
-        t = value_type(shape)
-        combiner = values.scalar_function(sc.attrs["to_apply"])
-        th, bl = ids[0], ids[3]
-        nt, nb = self._launch.threads_xyz()[0], self._launch.blocks_xyz()[0]
-        grid = [Variable(Interval(0, nt - 1)), Variable(Interval(0, nb - 1))]
-        lane = b.apply_indexing(IndexingMap([dim(0) % warp], grid[:1]), [th])[0]
-        first = (dim(1) * WARPS_PER_BLOCK + dim(0).floordiv(warp)) * per_warp
-        slices = IndexingMap([first + sym(0)], grid, [Variable(Interval(0, per_warp - 1))], (),
-                             [(first + sym(0), Interval(0, num_slices - 1))])
-        iters = -(-per_slice // (warp * v))
-        elements = []  # (in-slice linear index value, always valid?) per accumulator element
-        for it in range(iters):
-            for k in range(v):
-                m = IndexingMap([dim(0) * v + it * v * warp + k], [Variable(Interval(0, warp - 1))])
-                valid = (warp - 1) * v + it * v * warp + k < per_slice
-                elements.append((b.apply_indexing(m, [lane])[0], valid))
-        lin_map = IndexingMap(delinearize(window, dim(0)), [Variable(Interval(0, per_slice - 1))])
-
-        def guarded(e: tuple[Value, bool], then, otherwise) -> Value:
-            if e[1]:
-                return then()
-            ok = b.cmpi("ult", e[0], b.index(per_slice))
-            return b.if_(ok, [t], lambda: [then()], lambda: [otherwise()])[0]
-
-        def flush(offsets: list[Value], acc: list[Value]) -> list[Value]:
-            for e, a in zip(elements, acc):
-                def write(e=e, a=a) -> Value:
-                    inner = b.apply_indexing(lin_map, [e[0]])
-                    target = [b.binary("addi", offsets[i], inner[i]) if i < ivl else inner[i]
-                              for i in range(shape.rank)]
-                    b.atomic_rmw(out, linear_index(b, shape, target), a, combiner, self.atomic_kind)
-                    return a
-                guarded(e, write, lambda a=a: a)
-            return []
-
-        def body(syms, idx, it_vals):
-            j, slice_id = syms[0], idx[0]
-            prev, inb, acc = it_vals[:ivl], it_vals[ivl], it_vals[ivl + 1:]
-            new = [b.cast("index_cast" if signed else "index_castui",
-                          values.at(b, indices, [slice_id, b.index(i)])[0], "index") for i in range(ivl)]
-            changed = None
-            for p, q in zip(prev, new):
-                ne = b.cmpi("ne", p, q)
-                changed = ne if changed is None else b.binary("ori", changed, ne)
-            not_first = b.cmpi("ne", j, b.index(0))
-            must_flush = b.binary("andi", not_first, b.binary("andi", changed, inb))
-            b.if_(must_flush, [], lambda: flush(prev, acc))
-            in_bounds = None
-            for i in range(ivl):
-                c = b.cmpi("ule", new[i], b.index(shape.dims[i] - window[i]))
-                in_bounds = c if in_bounds is None else b.binary("andi", in_bounds, c)
-            new_inb = b.select(changed, in_bounds, inb)
-
-            def accumulate() -> list[Value]:
-                out_acc = []
-                for e, a in zip(elements, acc):
-                    def take(e=e, a=a) -> Value:
-                        at = [slice_id] + b.apply_indexing(lin_map, [e[0]])
-                        u = values.at(b, sc.operands[self.n + 1], at)[0]
-                        combined = b.call(combiner, [a, u])[0]
-                        return b.select(changed, u, combined)
-                    out_acc.append(guarded(e, take, lambda a=a: a))
-                return out_acc
-
-            acc = b.if_(new_inb, [t] * len(acc), accumulate, lambda: list(acc))
-            return new + [new_inb] + acc
-
-        zero = b.constant(0.0 if shape.element_type.is_float else 0, t)
-        inits = [b.index(-1)] * ivl + [b.constant(False, "i1")] + [zero] * len(elements)
-        res = b.loop(slices, [th, bl], inits, body, symbol_hints=["index_id"], index_hints=["slice"])
-        b.if_(res[ivl], [], lambda: flush(res[:ivl], res[ivl + 1:]))
+        """XLA's distributed-indices variant (scatter_sorted.py)."""
+        SortedIndicesScatter(self, b, ids, values, out).emit()
 
     def _emit_init(self, b: IRBuilder, ids: ThreadIds, values: FusedValues, params: KernelParams) -> None:
         shape, per = self.out_shape, self.per_thread

@@ -296,61 +296,76 @@ class TransposeFusion(SimpleEmitter):
             tiles[id(hero)] = f"tile{k}"
             kernel.buffers.append(Buffer(f"tile{k}", "shared", hero.operands[0].shape.element_type.name,
                                          g.tile_elements))
-        et = self.heroes[0].operands[0].shape.element_type.name
-        normalized = Shape.array(et, g.in_dims)
-        to_operand = {id(h): bitcast_map(normalized, h.operands[0].shape) for h in self.heroes}
-        rank = len(g.in_dims)
-
-        def operand_index(hero, idx):
-            shape = hero.operands[0].shape
-            return b.apply_indexing(to_operand[id(hero)], list(idx[:rank])) if shape.rank else []
-
-        def read(syms, idx, iters):
-            slot = idx[rank]
-            for hero in self.owners():
-                b.store(tiles[id(hero)], values.at(b, hero.operands[0], operand_index(hero, idx))[0], slot)
-            if side:
-                op_shape = self.heroes[0].operands[0].shape
-                op_idx = operand_index(self.heroes[0], idx)
-                stores = []
-                for root, buffers, shapes in side:
-                    r_idx = b.apply_indexing(bitcast_map(op_shape, shapes[0]), op_idx) \
-                        if shapes[0].rank else []
-                    vals = values.at(b, root, r_idx)
-                    stores.extend((name, v, linear_index(b, shape, r_idx))
-                                  for v, name, shape in zip(vals, buffers, shapes))
-                for name, v, at in stores:
-                    b.store(name, v, at)
-            return []
-
-        hints = [f"i{d}" for d in range(rank)] + ["slot"]
-        if g.vector_reads:
-            m = g.thread_map(True).remove_unused_symbols()
-            emit_thread_loop(b, m, th, g.vector, lambda idx: read(None, idx, None))
-        else:
-            b.loop(g.thread_map(True), th, [], read, index_hints=hints)
+        copy = _TileCopy(self, b, values, tiles, outputs, side)
+        hints = [f"i{d}" for d in range(copy.rank)] + ["slot"]
+        self._tile_loop(b, th, True, copy.read, hints)
         b.sync_threads()
+        self._tile_loop(b, th, False, copy.write, hints)
 
-        def write(syms, idx, iters):
-            slot = idx[rank]
-            loaded: dict[int, Value] = {}
-            for hero in self.heroes:
-                owner = self.owner[id(hero)]
-                if id(owner) not in loaded:
-                    loaded[id(owner)] = b.load(tiles[id(owner)], slot, value_type(owner.operands[0].shape))
-                v = loaded[id(owner)]
-                in_idx = operand_index(hero, idx)
-                out_idx = [in_idx[p] for p in _permutation(hero)]
-                for root, buffers, shapes in outputs:
-                    if self.hero_of.get(id(root)) is not hero:
-                        continue
-                    vals, root_idx = emit_epilogue(values.elemental, b, hero, root, [v], out_idx)
-                    for val, name, shape in zip(vals, buffers, shapes):
-                        b.store(name, val, linear_index(b, shape, root_idx))
-            return []
-
-        if g.vector_writes:
-            m = g.thread_map(False).remove_unused_symbols()
-            emit_thread_loop(b, m, th, g.vector, lambda idx: write(None, idx, None))
+    def _tile_loop(self, b: IRBuilder, th: list[Value], reading: bool, body, hints: list[str]) -> None:
+        """The thread loop over the tile, reading the input (or writing the output) as vectors
+        where the geometry allows."""
+        g = self.geometry
+        if g.vector_reads if reading else g.vector_writes:
+            m = g.thread_map(reading).remove_unused_symbols()
+            emit_thread_loop(b, m, th, g.vector, lambda idx: body(None, idx, None))
         else:
-            b.loop(g.thread_map(False), th, [], write, index_hints=hints)
+            b.loop(g.thread_map(reading), th, [], body, index_hints=hints)
+
+
+class _TileCopy:
+    """The two phases of a tiled transpose kernel, as loop bodies: `read` stores each owner
+    hero's operand into its shared tile (and writes the side outputs, which need no transpose),
+    `write` loads the tile transposed and stores every hero's roots through their epilogues."""
+
+    def __init__(self, emitter: TransposeFusion, b: IRBuilder, values: FusedValues, tiles: dict[int, str],
+                 outputs: list, side: list):
+        self.e, self.b, self.values, self.tiles = emitter, b, values, tiles
+        self.outputs, self.side = outputs, side
+        g = emitter.geometry
+        self.rank = len(g.in_dims)
+        et = emitter.heroes[0].operands[0].shape.element_type.name
+        normalized = Shape.array(et, g.in_dims)
+        self.to_operand = {id(h): bitcast_map(normalized, h.operands[0].shape) for h in emitter.heroes}
+
+    def operand_index(self, hero: HloInstruction, idx: list[Value]) -> list[Value]:
+        shape = hero.operands[0].shape
+        return self.b.apply_indexing(self.to_operand[id(hero)], list(idx[:self.rank])) if shape.rank else []
+
+    def read(self, syms, idx, iters):
+        b, values = self.b, self.values
+        slot = idx[self.rank]
+        for hero in self.e.owners():
+            value = values.at(b, hero.operands[0], self.operand_index(hero, idx))[0]
+            b.store(self.tiles[id(hero)], value, slot)
+        if self.side:
+            op_shape = self.e.heroes[0].operands[0].shape
+            op_idx = self.operand_index(self.e.heroes[0], idx)
+            stores = []
+            for root, buffers, shapes in self.side:
+                r_idx = b.apply_indexing(bitcast_map(op_shape, shapes[0]), op_idx) if shapes[0].rank else []
+                vals = values.at(b, root, r_idx)
+                stores.extend((name, v, linear_index(b, shape, r_idx))
+                              for v, name, shape in zip(vals, buffers, shapes))
+            for name, v, at in stores:
+                b.store(name, v, at)
+        return []
+
+    def write(self, syms, idx, iters):
+        b, e = self.b, self.e
+        slot = idx[self.rank]
+        loaded: dict[int, Value] = {}
+        for hero in e.heroes:
+            owner = e.owner[id(hero)]
+            if id(owner) not in loaded:
+                loaded[id(owner)] = b.load(self.tiles[id(owner)], slot, value_type(owner.operands[0].shape))
+            v = loaded[id(owner)]
+            in_idx = self.operand_index(hero, idx)
+            out_idx = [in_idx[p] for p in _permutation(hero)]
+            for root, buffers, shapes in self.outputs:
+                if e.hero_of.get(id(root)) is not hero:
+                    continue
+                vals, root_idx = emit_epilogue(self.values.elemental, b, hero, root, [v], out_idx)
+                for val, name, shape in zip(vals, buffers, shapes):
+                    b.store(name, val, linear_index(b, shape, root_idx))
+        return []

@@ -211,15 +211,7 @@ class AffineExpr:
             return dims[self.value]
         if k == SYMBOL:
             return symbols[self.value]
-        a = self.lhs.evaluate(dims, symbols)
-        b = self.rhs.evaluate(dims, symbols)
-        if k == ADD:
-            return a + b
-        if k == MUL:
-            return a * b
-        if k == FLOORDIV:
-            return a // b
-        return a % b
+        return fold_binary(k, self.lhs.evaluate(dims, symbols), self.rhs.evaluate(dims, symbols))
 
     # -- printing ----------------------------------------------------------------------------
     def to_string(self, dim_names: Sequence[str] | None = None,
@@ -293,6 +285,18 @@ def make_binary(kind: int, lhs: AffineExpr, rhs: AffineExpr) -> AffineExpr:
     if kind == FLOORDIV:
         return lhs.floordiv(rhs)
     return lhs % rhs
+
+
+def fold_binary(kind: int, a, b):
+    """The value of a binary expression of `kind` on values `a` and `b` (ints or numpy arrays;
+    floor division and modulo, as affine expressions mean them)."""
+    if kind == ADD:
+        return a + b
+    if kind == MUL:
+        return a * b
+    if kind == FLOORDIV:
+        return a // b
+    return a % b
 
 
 def _rebuild(e: AffineExpr, lhs: AffineExpr, rhs: AffineExpr) -> AffineExpr:

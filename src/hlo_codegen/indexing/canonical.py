@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from hlo_codegen.indexing.affine import (
-    ADD, CONST, FLOORDIV, MOD, MUL, AffineExpr, const,
+    ADD, CONST, FLOORDIV, MOD, MUL, AffineExpr, const, fold_binary, visit_summands,
 )
 
 
@@ -36,23 +36,13 @@ def _canon(expr: AffineExpr, memo: dict[AffineExpr, AffineExpr]) -> AffineExpr:
     lhs, rhs = _canon(expr.lhs, memo), _canon(expr.rhs, memo)
     kind = expr.kind
     if lhs.kind == CONST and rhs.kind == CONST:
-        out = const(_fold(kind, lhs.value, rhs.value))
+        out = const(fold_binary(kind, lhs.value, rhs.value))
     else:
         if kind in (ADD, MUL) and rhs < lhs:
             lhs, rhs = rhs, lhs
         out = _CANON[kind](lhs, rhs, memo)
     memo[expr] = out
     return out
-
-
-def _fold(kind: int, a: int, b: int) -> int:
-    if kind == ADD:
-        return a + b
-    if kind == MUL:
-        return a * b
-    if kind == FLOORDIV:
-        return a // b
-    return a % b
 
 
 def base_and_coeff(expr: AffineExpr) -> tuple[AffineExpr, int]:
@@ -65,14 +55,7 @@ def base_and_coeff(expr: AffineExpr) -> tuple[AffineExpr, int]:
 
 
 def _terms(expr: AffineExpr, out: list[tuple[AffineExpr, int]]) -> None:
-    stack = [expr]
-    while stack:
-        e = stack.pop()
-        if e.kind == ADD:
-            stack.append(e.rhs)
-            stack.append(e.lhs)
-        else:
-            out.append(base_and_coeff(e))
+    out.extend(base_and_coeff(e) for e in visit_summands(expr))
 
 
 def _canon_add(lhs: AffineExpr, rhs: AffineExpr, memo) -> AffineExpr:

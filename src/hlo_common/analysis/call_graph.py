@@ -20,6 +20,7 @@ graph, as XLA's `CallGraph` and `GatherComputationsByAllocationType` give them:
 from __future__ import annotations
 
 from hlo_common.errors import HloError
+from hlo_common.hlo.graph import post_order
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 
 GLOBAL = "global"
@@ -52,28 +53,10 @@ def branch_computations(instr: HloInstruction) -> list[HloComputation]:
 def xla_instruction_post_order(comp: HloComputation) -> list[HloInstruction]:
     """XLA's `MakeInstructionPostOrder`: DFS from each user-less instruction in text order,
     first operand first, control predecessors before operands."""
-    order: list[HloInstruction] = []
-    state: dict[int, int] = {}  # id -> 1 visiting, 2 visited
-    for start in comp.instructions:
-        if start.users:
-            continue
-        stack = [start]
-        while stack:
-            node = stack[-1]
-            st = state.get(id(node))
-            if st is not None:
-                stack.pop()
-                if st == 1:
-                    state[id(node)] = 2
-                    order.append(node)
-                continue
-            state[id(node)] = 1
-            for op in reversed(node.operands):
-                if id(op) not in state:
-                    stack.append(op)
-            for op in node.control_predecessors:
-                if id(op) not in state:
-                    stack.append(op)
+    def deps(node: HloInstruction) -> list[HloInstruction]:  # visited last to first
+        return list(reversed(node.control_predecessors)) + node.operands
+
+    order = post_order([i for i in comp.instructions if not i.users], deps)
     if len(order) != len(comp.instructions):  # unreachable cycles cannot happen in valid HLO
         seen = {id(i) for i in order}
         order.extend(i for i in comp.instructions if id(i) not in seen)
@@ -87,31 +70,14 @@ def xla_computation_post_order(module: HloModule) -> list[HloComputation]:
     for comp in module.computations:
         for instr in comp.instructions:
             called.update(id(c) for c in xla_called_computations(instr))
-    order: list[HloComputation] = []
+
+    def callees(comp: HloComputation) -> list[HloComputation]:
+        return [c for i in comp.instructions for c in xla_called_computations(i)]
+
     added: set[int] = set()
-
-    def visit(comp: HloComputation) -> None:
-        stack = [(comp, False)]
-        while stack:
-            node, done = stack.pop()
-            if done:
-                order.append(node)
-                continue
-            if id(node) in added:
-                continue
-            added.add(id(node))
-            stack.append((node, True))
-            callees = [c for i in node.instructions for c in xla_called_computations(i)]
-            for c in reversed(callees):
-                if id(c) not in added:
-                    stack.append((c, False))
-
-    for comp in module.computations:
-        if id(comp) not in called:
-            visit(comp)
-    for comp in module.computations:  # computations only reachable through cycles (invalid HLO)
-        if id(comp) not in added:
-            visit(comp)
+    order = post_order([c for c in module.computations if id(c) not in called], callees, added)
+    # computations only reachable through cycles (invalid HLO)
+    order += post_order(module.computations, callees, added)
     return order
 
 

@@ -21,6 +21,7 @@ import re
 from collections import deque
 
 from hlo_common.errors import HloError
+from hlo_common.hlo.graph import depth_first
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
 from hlo_common.hlo.shape import Shape
@@ -110,16 +111,8 @@ def is_elementwise_on_operand(instr: HloInstruction, operand_number: int) -> boo
     op = instr.opcode
     if op == "fusion":
         param = instr.fused_computation().parameter(operand_number)
-        work, seen = [param], {id(param)}
-        while work:
-            node = work.pop()
-            for user in node.users:
-                if not is_elementwise(user.opcode) or user.opcode == "copy":
-                    return False
-                if id(user) not in seen:
-                    seen.add(id(user))
-                    work.append(user)
-        return True
+        return all(is_elementwise(user.opcode) and user.opcode != "copy"
+                   for node in depth_first([param], lambda n: n.users) for user in node.users)
     if op == "dynamic-update-slice":
         return operand_number == 0
     if op == "bitcast-convert":
@@ -134,18 +127,21 @@ def _shapes_equal(a: Shape, b: Shape) -> bool:
     return a == b
 
 
+def _buffer_fits(operand: Shape, output: Shape) -> bool:
+    """The operand's buffer can hold the output: the same shape, or arrays of as many elements of
+    the same byte size."""
+    if operand == output:
+        return True
+    return (operand.is_array and output.is_array and operand.num_elements == output.num_elements
+            and operand.element_type.byte_size == output.element_type.byte_size)
+
+
 def fusion_can_share_buffer_hint(fusion: HloInstruction, operand: HloInstruction, user_index: Index) -> bool:
     """XLA:GPU's FusionCanShareBufferHint, without the reduction-emitter exception: the fusion
     parameter must reach the output only through elementwise ops, bitcasts, and as operand 0 of a
     DUS/scatter root (a DS reading exactly the DUS's slice is allowed)."""
-    user_sub = fusion.shape.subshape(user_index)
-    if operand.shape != user_sub:
-        if not (operand.shape.is_array and user_sub.is_array):
-            return False
-        if operand.shape.num_elements != user_sub.num_elements:
-            return False
-        if operand.shape.element_type.byte_size != user_sub.element_type.byte_size:
-            return False
+    if not _buffer_fits(operand.shape, fusion.shape.subshape(user_index)):
+        return False
     if fusion.operands.count(operand) != 1:
         return False
     comp = fusion.fused_computation()

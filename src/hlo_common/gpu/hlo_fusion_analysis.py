@@ -16,7 +16,7 @@ modules: heroes and tiled transposes (`ir_emission_utils`), reduction geometry
     ... ENTRY e { p = f32[128,1024] parameter(0) e = f32[128,1024] exponential(p)
     ...   c = f32[] constant(0) ROOT r = f32[128] reduce(e, c), dimensions={1}, to_apply=add }''')
     >>> a = FusionAnalysis.of_producer_consumer(m.entry.instruction("e"), m.entry.root)
-    >>> a.emitter_kind, fusion_kind(a), a.reduction.is_row, a.reduction.dims
+    >>> a.emitter_kind, fusion_kind_for_emitter(a), a.reduction.is_row, a.reduction.dims
     ('reduction', 'kInput', True, (1, 128, 1024))
 
 Emitter kinds (XLA's `GetEmitterFusionKind`, in order): a backend-config kind of a custom, Triton
@@ -27,7 +27,7 @@ tiled-transpose heroes -> "transpose"; several roots -> "loop"; a scatter root -
 sort root -> "sort"; a concatenate hero of at most 4 operands -> "concatenate"; else "loop". A
 "loop" whose roots are all (bitcasts of) dynamic-update-slices of a fusion input is reported as
 "in_place_dynamic_update_slice" (in XLA a sub-case of kLoop chosen in `GetFusionEmitter`);
-`fusion_kind` maps it to kLoop.
+`fusion_kind_for_emitter` maps it to kLoop.
 """
 
 from __future__ import annotations
@@ -43,8 +43,7 @@ from hlo_common.gpu.launch_dimensions import (
     loop_launch, loop_unroll_factor, normalization_launch, normalization_row_dims, smallest_bit_width,
 )
 from hlo_common.gpu.reduction_utils import (
-    MIN_THREADS_X_ROW_REDUCTION, ReductionDimensions, is_real_reduction_hero,
-    is_reduction_from_or_to_contiguous_dimensions, reduction_dimensions, reduction_shared_memory_bytes,
+    MIN_THREADS_X_ROW_REDUCTION, ReductionDimensions, is_real_reduction_hero, reduction_dimensions,
 )
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.shape import Shape
@@ -97,7 +96,6 @@ class FusionAnalysis:
         self.smallest_output_bits = smallest_bit_width([r.shape for r in self.roots])
         self.emitter_kind = self._kind()
         self._launch: tuple[int, int] | None = None
-        self._shmem: int | None = None
 
     # constructors
     @classmethod
@@ -297,45 +295,13 @@ class FusionAnalysis:
         if len(roots) == 1:
             return [list(roots)]
         warp = self.device.threads_per_warp
-        parent = list(range(len(roots)))
-
-        def find(i: int) -> int:
-            while parent[i] != i:
-                parent[i] = parent[parent[i]]
-                i = parent[i]
-            return i
-
-        def union(i: int, j: int) -> None:
-            a, b = find(i), find(j)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
-
+        groups = _DisjointSets(len(roots))
         is_reduction = [h.opcode == "reduce" and is_real_reduction_hero(r, h, warp)
                         for r, h in zip(roots, self.heroes)]
         non_reduction = [k for k, red in enumerate(is_reduction) if not red]
         for k in non_reduction[1:]:
-            union(non_reduction[0], k)
-        adaptor = self.adaptor
-        reached: dict[HloInstruction, list[int]] = {}
-        order: list[HloInstruction] = []
-        for k, root in enumerate(roots):
-            seen = {root}
-            queue = [root]
-            i = 0
-            while i < len(queue):
-                node = queue[i]
-                i += 1
-                if node not in reached:
-                    reached[node] = []
-                    order.append(node)
-                reached[node].append(k)
-                if adaptor.contains(node):
-                    for o in adaptor.operands(node):
-                        if o not in seen:
-                            seen.add(o)
-                            queue.append(o)
-        for node in order:
-            ks = reached[node]
+            groups.union(non_reduction[0], k)
+        for node, ks in _roots_reaching(self.adaptor, roots):
             if len(ks) < 2:
                 continue
             cheap = _is_broadcasted_constant_or_scalar(node)
@@ -347,11 +313,11 @@ class FusionAnalysis:
                 picked.append(k)
                 added_reduce |= is_reduction[k]
             for k in picked[1:]:
-                union(picked[0], k)
-        groups: dict[int, list[HloInstruction]] = {}
+                groups.union(picked[0], k)
+        by_group: dict[int, list[HloInstruction]] = {}
         for k, root in enumerate(roots):
-            groups.setdefault(find(k), []).append(root)
-        return [groups[g] for g in sorted(groups)]
+            by_group.setdefault(groups.find(k), []).append(root)
+        return [by_group[g] for g in sorted(by_group)]
 
     def _reduction_launch(self) -> tuple[int, int]:
         blocks, threads = self._reduction_launch_x()
@@ -443,34 +409,50 @@ class FusionAnalysis:
                 blocks *= -(-d // tile) if i in (len(dims) - 2, second) else d
         return max(blocks, 1), threads
 
-    # shared memory
-    def shared_memory_bytes(self) -> int:
-        """Shared memory the fusion's kernel budgets (XLA's SharedMemoryUsage: unnested
-        reductions and tiled transposes)."""
-        if self._shmem is None:
-            total = 0
-            warp = self.device.threads_per_warp
-            for node in self.adaptor.post_order():
-                if node.opcode == "reduce" and is_reduction_from_or_to_contiguous_dimensions(node, warp):
-                    total += reduction_shared_memory_bytes(node)
-                elif node.opcode in ("transpose", "copy"):  # a layout-changing copy is one too
-                    desc = tiled_transpose_description(node)
-                    if desc is not None:
-                        total += desc.shmem_usage
-                elif node.opcode == "fusion":  # a nested fusion (rare)
-                    total += FusionAnalysis.of_fusion(node, self.device).shared_memory_bytes()
-            self._shmem = total
-        return self._shmem
-
-    def num_unnested_reductions(self) -> int:
-        """Reduction roots the reduction emitter would emit (for the 8-output limit)."""
-        warp = self.device.threads_per_warp
-        return sum(1 for r, h in zip(self.roots, self.heroes)
-                   if h.opcode == "reduce" and is_reduction_from_or_to_contiguous_dimensions(h, warp))
-
     def __repr__(self) -> str:
         return f"FusionAnalysis({self.emitter_kind}, roots={[r.name for r in self.roots]}, " \
                f"heroes={[h.name for h in self.heroes]})"
+
+
+class _DisjointSets:
+    """Union-find over 0..n-1; a set is named by its smallest member."""
+
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+
+    def find(self, i: int) -> int:
+        parent = self.parent
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def union(self, i: int, j: int) -> None:
+        a, b = self.find(i), self.find(j)
+        if a != b:
+            self.parent[max(a, b)] = min(a, b)
+
+
+def _roots_reaching(adaptor: FusionAdaptor,
+                    roots: list[HloInstruction]) -> list[tuple[HloInstruction, list[int]]]:
+    """Every node the roots reach towards their operands (fusion inputs included, not walked
+    through), with the numbers of the roots reaching it, in order of first visit (breadth first
+    from each root in turn)."""
+    reached: dict[HloInstruction, list[int]] = {}
+    for k, root in enumerate(roots):
+        seen = {root}
+        queue = [root]
+        i = 0
+        while i < len(queue):
+            node = queue[i]
+            i += 1
+            reached.setdefault(node, []).append(k)
+            if adaptor.contains(node):
+                for o in adaptor.operands(node):
+                    if o not in seen:
+                        seen.add(o)
+                        queue.append(o)
+    return list(reached.items())
 
 
 def _is_broadcasted_constant_or_scalar(instr: HloInstruction) -> bool:
@@ -487,7 +469,7 @@ def _leaf_elements(shape: Shape) -> int:
     return shape.num_elements
 
 
-def fusion_kind(analysis: FusionAnalysis) -> str:
+def fusion_kind_for_emitter(analysis: FusionAnalysis) -> str:
     """The HLO fusion kind priority fusion gives a fusion with this analysis (XLA's ChooseKind)."""
     kind = analysis.emitter_kind
     if kind in ("loop", "in_place_dynamic_update_slice"):
@@ -497,4 +479,4 @@ def fusion_kind(analysis: FusionAnalysis) -> str:
     return "kInput"
 
 
-__all__ = ["EMITTER_KINDS", "FusionAnalysis", "fusion_kind"]
+__all__ = ["EMITTER_KINDS", "FusionAnalysis", "fusion_kind_for_emitter"]

@@ -173,14 +173,21 @@ def packed_transpose_tiles(dims: tuple[int, ...], perm: tuple[int, ...], bits: i
     return (a, t1, t2), (tile_a, tile_t1, tile_t2)
 
 
+def transpose_permutation(instr: HloInstruction) -> tuple[int, ...] | None:
+    """The logical permutation of a transpose, the identity for a layout-changing copy (which
+    moves data as the physical transpose of its layouts), None for any other op."""
+    if instr.opcode == "transpose":
+        return tuple(instr.attrs["dimensions"])
+    if instr.opcode == "copy" and instr.shape.is_array and instr.shape != instr.operands[0].shape:
+        return tuple(range(instr.shape.rank))
+    return None
+
+
 def tiled_transpose_description(instr: HloInstruction) -> TransposeDescription | None:
     """XLA's GetDescriptionForTiledTransposeEmitter: a transpose the shared-memory tiled (or
     packed) transpose emitter handles; a layout-changing copy counts as its physical transpose."""
-    if instr.opcode == "transpose":
-        perm = instr.attrs["dimensions"]
-    elif instr.opcode == "copy" and instr.shape.is_array and instr.shape != instr.operands[0].shape:
-        perm = tuple(range(instr.shape.rank))
-    else:
+    perm = transpose_permutation(instr)
+    if perm is None:
         return None
     operand = instr.operands[0].shape
     if not operand.is_array:
@@ -304,5 +311,5 @@ __all__ = [
     "HERO_SEARCH_OPCODES", "TransposeDescription", "element_bit_width", "find_non_trivial_hero",
     "is_intermediate", "is_reshape_or_transpose_bitcast", "normalized_transpose", "packed_transpose_tiles",
     "physical_dims", "reshape_is_bitcast", "tiled_transpose_description", "transpose_is_bitcast",
-    "fusion_roots", "is_dus_root", "strip_bitcasts",
+    "fusion_roots", "is_dus_root", "strip_bitcasts", "transpose_permutation",
 ]

@@ -118,12 +118,13 @@ def is_real_reduction_hero(root: HloInstruction, hero: HloInstruction, warp: int
 
 def reduction_shared_memory_bytes(reduce: HloInstruction) -> int:
     """What XLA's SharedMemoryUsage budgets for one unnested reduce: 32 elements for a row
-    reduction, 4 x 32 x 33 for a column reduction, per variadic output."""
-    size = reduce.operands[0].shape.element_type.byte_size
-    n = len(reduce.shape.tuple_shapes) if reduce.shape.is_tuple else 1
+    reduction (one per warp), 4 x 32 x 33 for a column reduction (the tile at the widest vector),
+    per input of a variadic reduce (their element sizes summed, as XLA)."""
+    inputs = reduce.operands[:len(reduce.operands) // 2]
+    size = sum(op.shape.element_type.byte_size for op in inputs)
     if reduction_dimensions(reduce).is_row:
-        return 32 * size * n
-    return 4 * 32 * 33 * size * n
+        return 32 * size
+    return 4 * 32 * 33 * size
 
 
 __all__ = [

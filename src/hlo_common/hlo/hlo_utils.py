@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
+from hlo_common.hlo.graph import depth_first
 from hlo_common.hlo.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule
 
 # Opcodes whose called computations run as control flow (XLA's CallContext::kControlFlow); all
@@ -138,6 +139,17 @@ def shardings_compatible(old: HloInstruction, new: HloInstruction) -> bool:
     return old.sharding is None or new.sharding is None or old.sharding == new.sharding
 
 
+def inherit_attributes(old: HloInstruction, new: HloInstruction) -> None:
+    """What a replacement takes over from the instruction it replaces (XLA's ReplaceInstruction):
+    metadata when it has no op_name, frontend attributes and sharding when it has none."""
+    if not any(k == "op_name" for k, _ in new.metadata):
+        new.metadata = list(old.metadata) or new.metadata
+    if not new.frontend_attributes:
+        new.frontend_attributes = list(old.frontend_attributes)
+    if new.sharding is None:
+        new.sharding = old.sharding
+
+
 def replace_instruction(old: HloInstruction, new: HloInstruction, preserve_sharding: bool = True) -> bool:
     """XLA's HloComputation::ReplaceInstruction: every use of `old` (and the root slot) reads `new`,
     then `old` and its newly dead operands are removed. Declines (returns False) when both carry
@@ -145,12 +157,7 @@ def replace_instruction(old: HloInstruction, new: HloInstruction, preserve_shard
     """
     if preserve_sharding and not shardings_compatible(old, new):
         return False
-    if not any(k == "op_name" for k, _ in new.metadata):
-        new.metadata = list(old.metadata) or new.metadata
-    if not new.frontend_attributes:
-        new.frontend_attributes = list(old.frontend_attributes)
-    if new.sharding is None:
-        new.sharding = old.sharding
+    inherit_attributes(old, new)
     comp = old.parent
     old.replace_all_uses_with(new)
     if is_safely_removable(old):
@@ -249,17 +256,10 @@ def topological_order(comp: HloComputation) -> list[HloInstruction]:
 
 
 def global_computations(module: HloModule) -> list[HloComputation]:
-    """The entry and every computation it runs as control flow (while, conditional, call)."""
-    out: list[HloComputation] = []
-    seen: set[int] = set()
-    work = [module.entry]
-    while work:
-        comp = work.pop()
-        if id(comp) in seen:
-            continue
-        seen.add(id(comp))
-        out.append(comp)
-        for instr in comp.instructions:
-            if instr.opcode in GLOBAL_CONTROL_FLOW:
-                work.extend(reversed(instr.called_computations()))
-    return out
+    """The entry and every computation it runs as control flow (while, conditional, call), depth
+    first from the last control-flow instruction's callees (the order the passes have always had)."""
+    def callees(comp: HloComputation) -> list[HloComputation]:
+        return [c for i in reversed(comp.instructions) if i.opcode in GLOBAL_CONTROL_FLOW
+                for c in i.called_computations()]
+
+    return list(depth_first([module.entry], callees))

@@ -140,18 +140,9 @@ class LiteralParsing(Scanner):
                 continue
             if tok == "{":
                 depth += 1
-                if depth > rank:
-                    raise self.error(f"expects a nested array of rank {rank}, but sees a deeper one", pos)
-                if depth > 1:
-                    counts[depth - 2] += 1
-                    if counts[depth - 2] > dims[depth - 2]:
-                        raise self.error(f"expects {dims[depth - 2]} elements in dimension {depth - 2}, "
-                                         "but sees more", pos)
+                self._open_level(depth, counts, dims, pos)
             elif tok == "}":
-                if counts[depth - 1] != dims[depth - 1]:
-                    raise self.error(f"expects {dims[depth - 1]} elements in dimension {depth - 1}, "
-                                     f"but sees {counts[depth - 1]}", pos)
-                counts[depth - 1] = 0
+                self._close_level(depth, counts, dims, pos)
                 depth -= 1
                 if depth == 0:
                     self.pos = m.end()
@@ -179,6 +170,23 @@ class LiteralParsing(Scanner):
                 tokens.append(tok)
                 positions.append(pos)
         raise self.error("unterminated literal: missing '}'", self.pos)
+
+    def _open_level(self, depth: int, counts: list[int], dims: tuple[int, ...], pos: int) -> None:
+        """A '{' opening nesting level `depth`: one more element of the level above."""
+        if depth > len(dims):
+            raise self.error(f"expects a nested array of rank {len(dims)}, but sees a deeper one", pos)
+        if depth > 1:
+            counts[depth - 2] += 1
+            if counts[depth - 2] > dims[depth - 2]:
+                raise self.error(f"expects {dims[depth - 2]} elements in dimension {depth - 2}, "
+                                 "but sees more", pos)
+
+    def _close_level(self, depth: int, counts: list[int], dims: tuple[int, ...], pos: int) -> None:
+        """A '}' closing nesting level `depth`: it must have held all its elements."""
+        if counts[depth - 1] != dims[depth - 1]:
+            raise self.error(f"expects {dims[depth - 1]} elements in dimension {depth - 1}, "
+                             f"but sees {counts[depth - 1]}", pos)
+        counts[depth - 1] = 0
 
     def _check_minor(self, counts: list[int], dims: tuple[int, ...], pos: int) -> None:
         if counts[-1] > dims[-1]:

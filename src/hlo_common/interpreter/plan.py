@@ -32,6 +32,7 @@ from hlo_common.interpreter import regions
 from hlo_common.interpreter.reducers import classify_reducer
 from hlo_common.interpreter.reduction import fast_reduction, finish_fast_reduction
 from hlo_common.interpreter.registry import HANDLERS
+from hlo_common.hlo.graph import depth_first
 from hlo_common.hlo.ir import HloComputation, HloInstruction
 from hlo_common.hlo.opcodes import OPCODES
 
@@ -172,14 +173,7 @@ class _Picker:
 
 def _reachable_post_order(comp: HloComputation) -> list[HloInstruction]:
     """Post order of the instructions the root depends on, ending with the root."""
-    live: set[int] = set()
-    stack = [comp.root]
-    while stack:
-        instr = stack.pop()
-        if id(instr) in live:
-            continue
-        live.add(id(instr))
-        stack.extend(instr.operands)
+    live = {id(i) for i in depth_first([comp.root], lambda i: i.operands)}
     order = [i for i in comp.post_order() if id(i) in live]
     if order and order[-1] is not comp.root:  # control successors may follow the root
         order.remove(comp.root)

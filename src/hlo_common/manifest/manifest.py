@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hlo_common.errors import HloParseError
+from hlo_common.manifest.json_reader import JsonReader, ManifestError
 from hlo_common.manifest.thunks import (
-    BufferSlice, GemmThunk, JsonReader, KernelThunk, ManifestError, SequentialThunk, Thunk, thunk_from_json,
-    walk,
+    BufferSlice, GemmThunk, KernelThunk, SequentialThunk, Thunk, thunk_from_json, walk,
 )
 from hlo_common.hlo.shape import Shape
 

@@ -27,11 +27,11 @@ gives kInput to transposes its tiled transpose emitter takes).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Callable
 
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
+from hlo_common.hlo.hlo_utils import NameUniquer
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.passes._support import global_computations
 
@@ -48,8 +48,6 @@ XLA_WRAPPED_OPCODES = frozenset({
 })
 INPUT_FUSION_OPCODES = frozenset({"reduce", "scatter"})
 
-_NUMERIC_SUFFIX = re.compile(r"^(.*)\.(\d+)$")
-
 
 def must_wrap_instruction(instr: HloInstruction) -> bool:
     """XLA's FusionWrapper::MustWrapInstruction: is the opcode one it wraps?"""
@@ -61,42 +59,20 @@ def choose_fusion_kind(instr: HloInstruction) -> str:
     return "kInput" if instr.opcode in INPUT_FUSION_OPCODES else "kLoop"
 
 
-class _Names:
-    """Module-wide unique names with one counter per stem, so n wraps of one opcode cost O(n)."""
-
-    def __init__(self, taken: set[str]):
-        self.taken = taken
-        self.next: dict[str, int] = {}
-
-    def unique(self, base: str) -> str:
-        if base not in self.taken:
-            self.taken.add(base)
-            return base
-        m = _NUMERIC_SUFFIX.match(base)
-        stem = m.group(1) if m else base
-        k = self.next.get(stem, 1)
-        while f"{stem}.{k}" in self.taken:
-            k += 1
-        self.next[stem] = k + 1
-        name = f"{stem}.{k}"
-        self.taken.add(name)
-        return name
-
-
 def wrap_instruction(instr: HloInstruction, kind: str | None = None) -> HloInstruction:
     """Put `instr` (of a global computation) into a fusion of its own that takes its place; the
     fused computation goes just before the caller in the module's list. Returns the fusion."""
     comp = instr.parent
     module = comp.parent
-    instr_names = _Names({i.name for c in module.computations for i in c.instructions})
-    comp_names = _Names({c.name for c in module.computations})
+    instr_names = NameUniquer({i.name for c in module.computations for i in c.instructions})
+    comp_names = NameUniquer({c.name for c in module.computations})
     fusion, body = _wrap(instr, kind, instr_names, comp_names)
     module.computations.insert(module.computations.index(comp), body)
     return fusion
 
 
-def _wrap(instr: HloInstruction, kind: str | None, instr_names: _Names,
-          comp_names: _Names) -> tuple[HloInstruction, HloComputation]:
+def _wrap(instr: HloInstruction, kind: str | None, instr_names: NameUniquer,
+          comp_names: NameUniquer) -> tuple[HloInstruction, HloComputation]:
     """The fusion of `instr` and its computation, which the caller puts into the module's list."""
     comp = instr.parent
     module = comp.parent
@@ -134,8 +110,8 @@ class FusionWrapper(HloPass):
                 if instr.opcode != "fusion" and rule(instr)]
         if not todo:
             return False
-        instr_names = _Names({i.name for c in module.computations for i in c.instructions})
-        comp_names = _Names({c.name for c in module.computations})
+        instr_names = NameUniquer({i.name for c in module.computations for i in c.instructions})
+        comp_names = NameUniquer({c.name for c in module.computations})
         new_bodies: dict[int, list[HloComputation]] = {}
         for comp, instr in todo:
             _, body = _wrap(instr, None, instr_names, comp_names)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hlo_common.hlo.graph import depth_first
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.hlo.hlo_utils import NameUniquer, clone_instruction, replace_instruction
@@ -30,16 +31,12 @@ from hlo_common.passes._support import global_computations
 
 def _fused_closure(module: HloModule, globals_: list[HloComputation]) -> list[HloComputation]:
     """Every computation reachable from a fusion of a global computation, callees first."""
-    global_ids = {id(c) for c in globals_}
-    reachable: set[int] = set()
-    work = [c for g in globals_ for i in g.instructions if i.opcode == "fusion"
-            for c in i.called_computations()]
-    while work:
-        comp = work.pop()
-        if id(comp) in reachable or id(comp) in global_ids:
-            continue
-        reachable.add(id(comp))
-        work.extend(c for i in comp.instructions for c in i.called_computations())
+    fused = [c for g in globals_ for i in g.instructions if i.opcode == "fusion"
+             for c in i.called_computations()]
+    # the global computations count as seen: the walk neither takes nor crosses them
+    walk = depth_first(fused, lambda comp: [c for i in comp.instructions for c in i.called_computations()],
+                       visited={id(c) for c in globals_})
+    reachable = {id(c) for c in walk}
     return [c for c in module.computation_post_order() if id(c) in reachable]
 
 

@@ -6,25 +6,28 @@ section d). Priority fusion asks `can_fuse`; the cost model decides the rest.
     >>> bool(decision), decision.rule, decision.reason
     (False, 'both_significant_reduce', 'both the producer and the consumer contain a reduce')
 
-One small function per rule, each returning `ALLOW` or a `FusionDecision` that names its rule and
-says why in one line, checked in XLA's order:
+One small function per rule, all with one signature, `rule(producer, consumer, ctx)` (`ctx` a
+`FusionContext`: the device, the fusion-analysis cache and the cost analysis), each returning `ALLOW` or a
+`FusionDecision` named after the function that says why in one line; `can_fuse` checks them in
+XLA's order:
 
-| rule                         | XLA                                                          |
-|------------------------------|--------------------------------------------------------------|
-| producer_is_root             | CanFuse: not fusing into the output of the root              |
-| not_fusible                  | IsFusible (side effects, ops the emitters cannot fuse)       |
-| consumer_is_lone_bitcast     | CanFuseWithNativeEmitter: never fuse into a single bitcast   |
-| scatter                      | CanEmitInputFusedScatter                                     |
-| both_significant_reduce      | reduce (input/output >= 16) on both sides                    |
-| reduction_becomes_loop       | epilogue would turn a reduction fusion into a loop fusion    |
-| shared_memory                | FusionFitsInBudget: shared memory over 48 KiB per block      |
-| unnested_reductions          | FusionFitsInBudget: more than 8 unnested reductions          |
-| operand_limit                | FusionFitsInBudget: more than 96 operands + outputs          |
-| ir_size                      | ProducerConsumerMergedTooLarge: IR estimate over 10000       |
-| in_place                     | InstructionFusion::ShouldFuseInPlaceOp                       |
+| rule                               | XLA                                                    |
+|------------------------------------|--------------------------------------------------------|
+| producer_is_root                   | CanFuse: not fusing into the output of the root        |
+| not_fusible                        | IsFusible (side effects, ops the emitters cannot fuse) |
+| consumer_is_lone_bitcast           | CanFuseWithNativeEmitter: never into a lone bitcast   |
+| scatter_output_or_in_place_operand | CanEmitInputFusedScatter                               |
+| both_significant_reduce            | reduce (input/output >= 16) on both sides              |
+| reduction_becomes_loop             | epilogue would turn a reduction fusion into a loop     |
+| shared_memory                      | FusionFitsInBudget: over 48 KiB of shared memory      |
+| unnested_reductions                | FusionFitsInBudget: more than 8 unnested reductions    |
+| operand_limit                      | FusionFitsInBudget: more than 96 operands + outputs    |
+| ir_size_limit                      | ProducerConsumerMergedTooLarge: IR estimate over 10000 |
+| in_place                           | InstructionFusion::ShouldFuseInPlaceOp                 |
 
-Hero questions (unnested reductions, tiled transposes, emitter kinds) are answered by
-`hlo_common.gpu.hlo_fusion_analysis`, the same analysis hlo-codegen picks its emitters with.
+The budgets' two counts, `shared_memory_usage` and `num_unnested_reductions` (XLA's), are the
+ones multi-output fusion checks too. Emitter kinds come from `hlo_common.gpu.hlo_fusion_analysis`
+(through the context's cache), the same analysis hlo-codegen picks its emitters with.
 """
 
 from __future__ import annotations
@@ -33,17 +36,18 @@ from dataclasses import dataclass
 
 from hlo_common.analysis.sharing import in_place_pairs
 from hlo_common.gpu.device import H100, DeviceDescription
-from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
 from hlo_common.gpu.ir_emission_utils import tiled_transpose_description
 from hlo_common.gpu.reduction_utils import (
     is_reduction_from_or_to_contiguous_dimensions, reduction_shared_memory_bytes,
 )
+from hlo_common.hlo.graph import depth_first
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
+from hlo_opt.gpu_model.cost_analysis import MAX_IR_SIZE, GpuHloCostAnalysis
+from hlo_opt.gpu_model.fusion_analysis_cache import HloFusionAnalysisCache
 
 MAX_OPERANDS_AND_OUTPUTS_PER_FUSION = 96
 MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION = 8
-MAX_IR_SIZE = 10000
 SIGNIFICANT_REDUCTION_RATIO = 16
 
 # Non-elementwise ops the loop and input emitters can fuse (priority_fusion.cc's IsFusible).
@@ -76,6 +80,23 @@ class FusionDecision:
 ALLOW = FusionDecision()
 
 
+@dataclass
+class FusionContext:
+    """What the rules consult besides the two instructions: the device, the fusion analyses and
+    the cost analysis (IR sizes). Priority fusion passes its cost model's, so the rules and the
+    model see one analysis and one cost figure per instruction."""
+
+    device: DeviceDescription = H100
+    analyses: HloFusionAnalysisCache | None = None
+    cost: GpuHloCostAnalysis | None = None
+
+    def __post_init__(self) -> None:
+        if self.analyses is None:
+            self.analyses = HloFusionAnalysisCache(self.device)
+        if self.cost is None:
+            self.cost = GpuHloCostAnalysis(self.device)
+
+
 # -- instruction queries -----------------------------------------------------------------------------
 def is_elementwise_instr(instr: HloInstruction) -> bool:
     return is_elementwise(instr.opcode)
@@ -89,8 +110,14 @@ def is_fusible_bitcast(instr: HloInstruction) -> bool:
     return a.is_array and b.is_array and a.element_type.bits == b.element_type.bits
 
 
-def fusion_kind(instr: HloInstruction) -> str | None:
+def fusion_kind_attr(instr: HloInstruction) -> str | None:
+    """The `kind=` of a fusion instruction (kLoop, kInput, ...); None for any other op."""
     return instr.attrs.get("kind") if instr.opcode == "fusion" else None
+
+
+def is_custom_fusion(instr: HloInstruction) -> bool:
+    """A kCustom fusion (library calls, Triton, cuDNN, our normalization kernels): never fused."""
+    return fusion_kind_attr(instr) == "kCustom"
 
 
 def is_fusible(instr: HloInstruction) -> bool:
@@ -99,7 +126,7 @@ def is_fusible(instr: HloInstruction) -> bool:
     if op in NEVER_FUSIBLE:
         return False
     if op == "fusion":
-        return fusion_kind(instr) != "kCustom"
+        return not is_custom_fusion(instr)
     if op not in ("map", "reduce", "reduce-window") and instr.has_side_effect:
         return False
     if op == "rng" and len(instr.users) > 1:
@@ -116,55 +143,45 @@ def fused_instructions(instr: HloInstruction) -> list[HloInstruction]:
     return [instr]
 
 
-def is_unnested_reduction(instr: HloInstruction) -> bool:
+def is_unnested_reduction(instr: HloInstruction, device: DeviceDescription = H100) -> bool:
     """XLA's IsReductionFromOrToContiguousDimensions: a reduce the reduction emitter takes."""
-    return instr.opcode == "reduce" and is_reduction_from_or_to_contiguous_dimensions(instr)
+    return instr.opcode == "reduce" and is_reduction_from_or_to_contiguous_dimensions(
+        instr, device.threads_per_warp)
 
 
-def is_tiled_transpose(instr: HloInstruction) -> bool:
-    return instr.opcode == "transpose" and tiled_transpose_description(instr) is not None
+# -- budgets (FusionFitsInBudget's two counts, the ones priority and multi-output fusion share) --------
+def shared_memory_usage(instr: HloInstruction, device: DeviceDescription = H100) -> int:
+    """XLA's SharedMemoryUsage (gpu_fusible.cc), the shared memory the fusion budget counts: a
+    fusion sums its instructions (nested fusions included), an unnested reduce budgets its tile
+    for the widest vector (`reduction_shared_memory_bytes`), a tiled transpose (a transpose or
+    layout-changing copy the transpose emitter tiles) its shared tile, any other op nothing. The
+    kernels hlo-codegen emits stay within it (the tests check every testdata fusion)."""
+    if instr.opcode == "fusion":
+        return sum(shared_memory_usage(i, device) for i in instr.fused_computation().instructions)
+    if is_unnested_reduction(instr, device):
+        return reduction_shared_memory_bytes(instr)
+    desc = tiled_transpose_description(instr)
+    return desc.shmem_usage if desc is not None else 0
 
 
-class AnalysisCache:
-    """FusionAnalysis of instructions and of producer+consumer pairs, kept until `invalidate`
-    (XLA's HloFusionAnalysisCache). Keys are the instructions themselves, never iterated."""
-
-    def __init__(self, device: DeviceDescription = H100):
-        self.device = device
-        self._single: dict[HloInstruction, FusionAnalysis] = {}
-        self._pairs: dict[tuple[HloInstruction, HloInstruction], FusionAnalysis] = {}
-        self._pairs_of: dict[HloInstruction, list[tuple[HloInstruction, HloInstruction]]] = {}
-
-    def of(self, instr: HloInstruction) -> FusionAnalysis:
-        a = self._single.get(instr)
-        if a is None:
-            a = self._single[instr] = FusionAnalysis.of_instruction(instr, self.device)
-        return a
-
-    def of_pair(self, producer: HloInstruction, consumer: HloInstruction) -> FusionAnalysis:
-        key = (producer, consumer)
-        a = self._pairs.get(key)
-        if a is None:
-            a = self._pairs[key] = FusionAnalysis.of_producer_consumer(producer, consumer, self.device)
-            self._pairs_of.setdefault(producer, []).append(key)
-            self._pairs_of.setdefault(consumer, []).append(key)
-        return a
-
-    def invalidate(self, instr: HloInstruction) -> None:
-        self._single.pop(instr, None)
-        for key in self._pairs_of.pop(instr, ()):
-            self._pairs.pop(key, None)
+def num_unnested_reductions(instr: HloInstruction, device: DeviceDescription = H100) -> int:
+    """XLA's NumUnnestedReductions: the reduces of `instr` the reduction emitter takes (a fusion's,
+    nested fusions included); more than 8 in one kernel risk spilling."""
+    if instr.opcode == "fusion":
+        return sum(num_unnested_reductions(i, device) for i in instr.fused_computation().instructions)
+    return 1 if is_unnested_reduction(instr, device) else 0
 
 
 # -- the rules -----------------------------------------------------------------------------------------
-def producer_is_root(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+def producer_is_root(producer: HloInstruction, consumer: HloInstruction,
+                     ctx: FusionContext) -> FusionDecision:
     comp = producer.parent
     if comp is not None and comp.root is producer:
         return FusionDecision.forbid("producer_is_root", "not fusing into the output of the root instruction")
     return ALLOW
 
 
-def not_fusible(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+def not_fusible(producer: HloInstruction, consumer: HloInstruction, ctx: FusionContext) -> FusionDecision:
     if not is_fusible(producer):
         return FusionDecision.forbid("not_fusible", f"the producer ({producer.opcode}) is not fusible")
     if not is_fusible(consumer):
@@ -174,37 +191,43 @@ def not_fusible(producer: HloInstruction, consumer: HloInstruction) -> FusionDec
     return ALLOW
 
 
-def consumer_is_lone_bitcast(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+def consumer_is_lone_bitcast(producer: HloInstruction, consumer: HloInstruction,
+                             ctx: FusionContext) -> FusionDecision:
     if is_fusible_bitcast(consumer):
         return FusionDecision.forbid("consumer_is_lone_bitcast",
                                      "not fusing into a single bitcast as consumer")
     return ALLOW
 
 
-def _is_input_fusible_scatter(instr: HloInstruction) -> bool:
+def is_input_fusible_scatter(instr: HloInstruction) -> bool:
+    """A scatter, or an input fusion whose root is one (XLA's IsInputFusibleScatter)."""
     if instr.opcode == "scatter":
         return True
-    return (instr.opcode == "fusion" and fusion_kind(instr) == "kInput"
+    return (instr.opcode == "fusion" and fusion_kind_attr(instr) == "kInput"
             and instr.fused_computation().root.opcode == "scatter")
 
 
-def scatter(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+def scatter_output_or_in_place_operand(producer: HloInstruction, consumer: HloInstruction,
+                                       ctx: FusionContext) -> FusionDecision:
     """CanEmitInputFusedScatter: nothing fuses into a scatter's output, nor its in-place operand."""
-    if _is_input_fusible_scatter(producer):
-        return FusionDecision.forbid("scatter", "do not fuse into the output of scatter")
-    if not _is_input_fusible_scatter(consumer):
+    def forbid(reason: str) -> FusionDecision:
+        return FusionDecision.forbid("scatter_output_or_in_place_operand", reason)
+
+    if is_input_fusible_scatter(producer):
+        return forbid("do not fuse into the output of scatter")
+    if not is_input_fusible_scatter(consumer):
         return ALLOW
     if consumer.opcode == "fusion":
         updated = consumer.fused_computation().root.operands[0]
         if updated.opcode != "parameter":
-            return FusionDecision.forbid("scatter", "the scatter's operand is computed inside the fusion")
+            return forbid("the scatter's operand is computed inside the fusion")
         in_place = consumer.operands[updated.parameter_number]
     else:
         in_place = consumer.operands[0]
     if in_place is producer:
-        return FusionDecision.forbid("scatter", "do not fuse into the in-place operand of scatter")
+        return forbid("do not fuse into the in-place operand of scatter")
     if in_place in producer.operands:
-        return FusionDecision.forbid("scatter", "the producer uses the in-place operand of a scatter")
+        return forbid("the producer uses the in-place operand of a scatter")
     return ALLOW
 
 
@@ -216,7 +239,8 @@ def _contains_significant_reduce(instr: HloInstruction) -> bool:
     return False
 
 
-def both_significant_reduce(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+def both_significant_reduce(producer: HloInstruction, consumer: HloInstruction,
+                            ctx: FusionContext) -> FusionDecision:
     if _contains_significant_reduce(producer) and _contains_significant_reduce(consumer):
         return FusionDecision.forbid("both_significant_reduce",
                                      "both the producer and the consumer contain a reduce")
@@ -224,46 +248,30 @@ def both_significant_reduce(producer: HloInstruction, consumer: HloInstruction) 
 
 
 def reduction_becomes_loop(producer: HloInstruction, consumer: HloInstruction,
-                           cache: AnalysisCache | None = None) -> FusionDecision:
+                           ctx: FusionContext) -> FusionDecision:
     """A reduction fusion's epilogue must keep the reduction emitter (the fused analysis loop)."""
     if not any(i.opcode == "reduce" for i in fused_instructions(producer)):
         return ALLOW  # no reduce, no reduction emitter: spare the analysis
-    cache = cache or AnalysisCache()
-    if cache.of(producer).emitter_kind != "reduction":
+    if ctx.analyses.get(producer).emitter_kind != "reduction":
         return ALLOW
-    if cache.of_pair(producer, consumer).emitter_kind in ("loop", "in_place_dynamic_update_slice"):
+    if ctx.analyses.get_pair(producer, consumer).emitter_kind in ("loop", "in_place_dynamic_update_slice"):
         return FusionDecision.forbid("reduction_becomes_loop",
                                      "fusion into output of a reduce fusion would create a loop fusion")
     return ALLOW
 
 
-def shared_memory_bytes(instr: HloInstruction) -> int:
-    """XLA's SharedMemoryUsage: reduction and transpose tiles of `instr` (or its fused body)."""
-    total = 0
-    for node in fused_instructions(instr):
-        if is_unnested_reduction(node):
-            total += reduction_shared_memory_bytes(node)
-        elif node.opcode == "transpose":
-            desc = tiled_transpose_description(node)
-            total += desc.shmem_usage if desc is not None else 0
-    return total
-
-
-def shared_memory(producer: HloInstruction, consumer: HloInstruction,
-                  device: DeviceDescription = H100) -> FusionDecision:
-    used = shared_memory_bytes(producer) + shared_memory_bytes(consumer)
-    if used > device.shared_memory_per_block:
+def shared_memory(producer: HloInstruction, consumer: HloInstruction, ctx: FusionContext) -> FusionDecision:
+    budget = ctx.device.shared_memory_per_block
+    used = shared_memory_usage(producer, ctx.device) + shared_memory_usage(consumer, ctx.device)
+    if used > budget:
         return FusionDecision.forbid("shared_memory", f"shared memory usage would be over the budget of "
-                                                      f"{device.shared_memory_per_block}B ({used}B)")
+                                                      f"{budget}B ({used}B)")
     return ALLOW
 
 
-def unnested_reduction_count(instr: HloInstruction) -> int:
-    return sum(1 for node in fused_instructions(instr) if is_unnested_reduction(node))
-
-
-def unnested_reductions(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
-    n = unnested_reduction_count(producer) + unnested_reduction_count(consumer)
+def unnested_reductions(producer: HloInstruction, consumer: HloInstruction,
+                        ctx: FusionContext) -> FusionDecision:
+    n = num_unnested_reductions(producer, ctx.device) + num_unnested_reductions(consumer, ctx.device)
     if n > MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION:
         return FusionDecision.forbid("unnested_reductions",
                                      f"over {MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION} unnested reductions "
@@ -275,7 +283,7 @@ def _output_count(instr: HloInstruction) -> int:
     return len(instr.shape.tuple_shapes) if instr.shape.is_tuple else 1
 
 
-def operand_limit(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+def operand_limit(producer: HloInstruction, consumer: HloInstruction, ctx: FusionContext) -> FusionDecision:
     """The fused kernel's distinct operands plus outputs stay within ptxas' parameter budget."""
     operands = {}
     for op in list(consumer.operands) + list(producer.operands):
@@ -288,25 +296,12 @@ def operand_limit(producer: HloInstruction, consumer: HloInstruction) -> FusionD
     return ALLOW
 
 
-def ir_size(instr: HloInstruction) -> int:
-    """The IR-size estimate of GpuHloCostAnalysis: one unit per computed instruction."""
-    return len(fused_instructions(instr))
-
-
-def producer_replication(producer: HloInstruction, consumer: HloInstruction) -> int:
-    """How many times the consumer's code reads the producer's value (its parameter's users)."""
-    if consumer.opcode != "fusion":
-        return 1
-    body = consumer.fused_computation()
-    return max(1, sum(len(body.parameter(i).users)
-                      for i, op in enumerate(consumer.operands) if op is producer))
-
-
-def ir_size_limit(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
-    merged = ir_size(producer) * producer_replication(producer, consumer) + ir_size(consumer)
-    if merged > MAX_IR_SIZE:
-        return FusionDecision.forbid("ir_size", "the fusion would result in an overly large code duplication "
-                                                f"(IR size {merged} > {MAX_IR_SIZE})")
+def ir_size_limit(producer: HloInstruction, consumer: HloInstruction, ctx: FusionContext) -> FusionDecision:
+    """ProducerConsumerMergedTooLarge, as the cost analysis estimates IR sizes."""
+    if ctx.cost.producer_consumer_merged_too_large(producer, consumer):
+        merged = ctx.cost.merged_ir_size(producer, consumer)
+        return FusionDecision.forbid("ir_size_limit", "the fusion would result in an overly large code "
+                                                      f"duplication (IR size {merged:g} > {MAX_IR_SIZE})")
     return ALLOW
 
 
@@ -332,16 +327,7 @@ def _real_operand(owner: HloInstruction, node: HloInstruction) -> HloInstruction
 
 def _reaches(start: HloInstruction, targets: list[HloInstruction]) -> bool:
     wanted = {id(t) for t in targets}
-    work, seen = [start], {id(start)}
-    while work:
-        node = work.pop()
-        if id(node) in wanted:
-            return True
-        for user in node.users:
-            if id(user) not in seen:
-                seen.add(id(user))
-                work.append(user)
-    return False
+    return any(id(node) in wanted for node in depth_first([start], lambda node: node.users))
 
 
 def _fusion_param_of(consumer: HloInstruction, producer: HloInstruction) -> HloInstruction:
@@ -358,76 +344,96 @@ def _slice_into_dus_is_safe(producer: HloInstruction, consumer: HloInstruction,
     return not _reaches(_fusion_param_of(consumer, producer), others)
 
 
-def in_place(producer: HloInstruction, consumer: HloInstruction) -> FusionDecision:
+def in_place(producer: HloInstruction, consumer: HloInstruction, ctx: FusionContext) -> FusionDecision:
     """ShouldFuseInPlaceOp: the consumer updates a buffer in place that the producer reads."""
     for operand_number, _index, out_index in in_place_pairs(consumer):
         buffer = consumer.operands[operand_number]
         if consumer.operands.count(buffer) > 1:
-            return FusionDecision.forbid("in_place", "the consumer is an in-place operation that has an "
-                                                     "additional operand with the in-place buffer's value")
+            return _forbid_in_place("the consumer is an in-place operation that has an additional operand "
+                                    "with the in-place buffer's value")
         if buffer is not producer and buffer not in producer.operands:
             continue
         producer_ops = _non_elementwise(producer)
         if len(producer_ops) > 1:
-            return FusionDecision.forbid("in_place", "producer fusion has multiple non-elementwise ops")
+            return _forbid_in_place("producer fusion has multiple non-elementwise ops")
         if not producer_ops:
-            if consumer.opcode != "fusion" or producer not in consumer.operands:
-                return ALLOW
-            root = consumer.fused_computation().root
-            target = root.operands[out_index[0]] if root.opcode == "tuple" and out_index else root
-            others = [i for i in _non_elementwise(consumer) if i is not target]
-            if _reaches(_fusion_param_of(consumer, producer), others):
-                return FusionDecision.forbid("in_place", "non-elementwise ops in the consumer lead to an "
-                                                         "in-place conflict after fusion")
-            return ALLOW
-        dus_ops = [i for i in fused_instructions(consumer) if i.opcode == "dynamic-update-slice"]
-        if not dus_ops:
-            return ALLOW
-        if len(dus_ops) > 1:
-            return FusionDecision.forbid("in_place", "multiple dynamic-update-slice ops")
-        dus, op = dus_ops[0], producer_ops[0]
-        starts = [_real_operand(consumer, s) for s in dus.operands[2:]]
-        if op.opcode == "slice":
-            if op.shape != dus.operands[1].shape:
-                return FusionDecision.forbid("in_place", "slice shape differs from the update of the DUS")
-            slice_starts = [lo for lo, _hi, _st in op.attrs["slice"].dims]
-            strides = [st for _lo, _hi, st in op.attrs["slice"].dims]
-            if any(_constant_value(s) != lo or st != 1 for s, lo, st in zip(starts, slice_starts, strides)):
-                return FusionDecision.forbid("in_place", "DUS and slice index mismatch")
-        elif op.opcode == "dynamic-slice":
-            if op.shape != dus.operands[1].shape:
-                return FusionDecision.forbid("in_place",
-                                             "dynamic-slice shape differs from the update of the DUS")
-            for ds_start, dus_start in zip(op.operands[1:], starts):
-                a, b = _real_operand(producer, ds_start), dus_start
-                ca, cb = _constant_value(a), _constant_value(b)
-                if ca != cb or (ca is None and a is not b):
-                    return FusionDecision.forbid("in_place", "DUS and dynamic-slice index mismatch")
-        else:
-            return FusionDecision.forbid("in_place", f"unrecognized in-place update with a {op.opcode} "
-                                                     "producer reading the in-place buffer")
-        if not _slice_into_dus_is_safe(producer, consumer, dus):
-            return FusionDecision.forbid("in_place", "fusing the slice into the DUS would also fuse another "
-                                                     "non-elementwise op reading the DUS buffer")
-        return ALLOW
+            return _elementwise_producer_in_place(producer, consumer, out_index)
+        return _producer_slice_into_dus(producer, consumer, producer_ops[0])
     return ALLOW
 
 
-RULES = (producer_is_root, not_fusible, consumer_is_lone_bitcast, scatter, both_significant_reduce,
-         reduction_becomes_loop, shared_memory, unnested_reductions, operand_limit, ir_size_limit, in_place)
+def _forbid_in_place(reason: str) -> FusionDecision:
+    return FusionDecision.forbid("in_place", reason)
 
 
-def can_fuse(producer: HloInstruction, consumer: HloInstruction, device: DeviceDescription = H100,
-             cache: AnalysisCache | None = None) -> FusionDecision:
-    """Every rule in XLA's order; the first that forbids decides. `cache` keeps fusion analyses
-    between calls (priority fusion passes its own)."""
+def _elementwise_producer_in_place(producer: HloInstruction, consumer: HloInstruction,
+                                   out_index: tuple[int, ...]) -> FusionDecision:
+    """An elementwise producer conflicts only through another non-elementwise op of the consumer
+    that reads its value besides the in-place update."""
+    if consumer.opcode != "fusion" or producer not in consumer.operands:
+        return ALLOW
+    root = consumer.fused_computation().root
+    target = root.operands[out_index[0]] if root.opcode == "tuple" and out_index else root
+    others = [i for i in _non_elementwise(consumer) if i is not target]
+    if _reaches(_fusion_param_of(consumer, producer), others):
+        return _forbid_in_place("non-elementwise ops in the consumer lead to an in-place conflict after "
+                                "fusion")
+    return ALLOW
+
+
+def _producer_slice_into_dus(producer: HloInstruction, consumer: HloInstruction,
+                             op: HloInstruction) -> FusionDecision:
+    """A producer whose one non-elementwise op `op` reads the buffer a DUS of the consumer
+    updates: safe when `op` is a slice or dynamic-slice of exactly the region the DUS writes."""
+    dus_ops = [i for i in fused_instructions(consumer) if i.opcode == "dynamic-update-slice"]
+    if not dus_ops:
+        return ALLOW
+    if len(dus_ops) > 1:
+        return _forbid_in_place("multiple dynamic-update-slice ops")
+    dus = dus_ops[0]
+    if op.opcode not in ("slice", "dynamic-slice"):
+        return _forbid_in_place(f"unrecognized in-place update with a {op.opcode} producer reading the "
+                                "in-place buffer")
+    if op.shape != dus.operands[1].shape:
+        return _forbid_in_place(f"{op.opcode} shape differs from the update of the DUS")
+    starts = [_real_operand(consumer, s) for s in dus.operands[2:]]
+    same = _slice_at(op, starts) if op.opcode == "slice" else _dynamic_slice_at(op, producer, starts)
+    if not same:
+        return _forbid_in_place(f"DUS and {op.opcode} index mismatch")
+    if not _slice_into_dus_is_safe(producer, consumer, dus):
+        return _forbid_in_place("fusing the slice into the DUS would also fuse another non-elementwise op "
+                                "reading the DUS buffer")
+    return ALLOW
+
+
+def _slice_at(slice_: HloInstruction, starts: list[HloInstruction]) -> bool:
+    """A unit-stride slice starting at the constant indices `starts`."""
+    dims = slice_.attrs["slice"].dims
+    return all(_constant_value(s) == lo and st == 1 for s, (lo, _hi, st) in zip(starts, dims))
+
+
+def _dynamic_slice_at(ds: HloInstruction, producer: HloInstruction, starts: list[HloInstruction]) -> bool:
+    """A dynamic-slice (of `producer`) starting at the same constants or the same values as `starts`."""
+    for ds_start, dus_start in zip(ds.operands[1:], starts):
+        a = _real_operand(producer, ds_start)
+        ca, cb = _constant_value(a), _constant_value(dus_start)
+        if ca != cb or (ca is None and a is not dus_start):
+            return False
+    return True
+
+
+RULES = (producer_is_root, not_fusible, consumer_is_lone_bitcast, scatter_output_or_in_place_operand,
+         both_significant_reduce, reduction_becomes_loop, shared_memory, unnested_reductions, operand_limit,
+         ir_size_limit, in_place)
+
+
+def can_fuse(producer: HloInstruction, consumer: HloInstruction,
+             ctx: FusionContext | None = None) -> FusionDecision:
+    """Every rule in XLA's order; the first that forbids decides. `ctx` (default: the H100, a
+    fresh analysis cache) keeps fusion analyses between calls (priority fusion passes its own)."""
+    ctx = ctx if ctx is not None else FusionContext()
     for rule in RULES:
-        if rule is shared_memory:
-            decision = rule(producer, consumer, device)
-        elif rule is reduction_becomes_loop:
-            decision = rule(producer, consumer, cache or AnalysisCache(device))
-        else:
-            decision = rule(producer, consumer)
+        decision = rule(producer, consumer, ctx)
         if not decision:
             return decision
     return ALLOW

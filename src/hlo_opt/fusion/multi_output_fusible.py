@@ -46,8 +46,9 @@ column reduction with elementwise users of its operand (e.g. the three users of 
 batch-norm backward: one kernel fewer). The pass follows the XLA it is measured against by
 default; `multi_output_fusion(column_reduction_rule=True)` gives HEAD's behaviour.
 
-Hero queries come from `hlo_common.gpu.ir_emission_utils` (cached per fusion by `HeroCache`), budgets
-and IR sizes from `hlo_opt.fusion.gpu_fusible`. The edits that build multi-output fusions, and the
+Hero queries come from `hlo_opt.fusion.multi_output_heroes` (cached per fusion by `HeroCache`), budgets
+from `hlo_opt.fusion.gpu_fusible`, IR sizes from the cost analysis (`hlo_opt.gpu_model.cost_analysis`,
+the IR-size check priority fusion uses too). The edits that build multi-output fusions, and the
 reachability the cycle checks ask, are in `hlo_opt.fusion.multi_output_editing`.
 """
 
@@ -57,28 +58,28 @@ from typing import TYPE_CHECKING
 
 from hlo_common.analysis.sharing import in_place_pairs
 from hlo_common.gpu.device import H100, DeviceDescription
-from hlo_common.gpu.ir_emission_utils import (
-    find_non_trivial_hero, fusion_roots, is_intermediate, is_reshape_or_transpose_bitcast, reshape_is_bitcast,
-    tiled_transpose_description, transpose_is_bitcast,
-)
-from hlo_common.gpu.reduction_utils import (
-    is_real_reduction_hero, is_reduction_from_or_to_contiguous_dimensions, reduction_dimensions,
-)
+from hlo_common.gpu.ir_emission_utils import tiled_transpose_description, transpose_is_bitcast
+from hlo_common.gpu.reduction_utils import is_reduction_from_or_to_contiguous_dimensions
 from hlo_opt.fusion.gpu_fusible import (
     ALLOW,
-    MAX_IR_SIZE,
     MAX_OPERANDS_AND_OUTPUTS_PER_FUSION,
     MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION,
     FusionDecision,
-    ir_size,
+    fusion_kind_attr,
+    is_custom_fusion,
     is_fusible,
-    producer_replication,
-    shared_memory_bytes,
-    unnested_reduction_count,
+    is_input_fusible_scatter,
+    num_unnested_reductions,
+    shared_memory_usage,
 )
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
 from hlo_common.hlo.shape import Shape
+from hlo_opt.fusion.multi_output_heroes import (
+    HeroCache, get_real_hero_for_multi_output_fusion, is_column_reduction_hero, is_input_fusible_reduction,
+    is_input_fusible_transpose, shapes_compatible_for_multi_output_fusion,
+)
+from hlo_opt.gpu_model.cost_analysis import GpuHloCostAnalysis
 
 if TYPE_CHECKING:
     from hlo_opt.fusion.multi_output_editing import Reachability
@@ -99,64 +100,12 @@ def is_multi_output_fusion(instr: HloInstruction) -> bool:
     return instr.opcode == "fusion" and instr.fused_computation().root.opcode == "tuple"
 
 
-def _kind(instr: HloInstruction) -> str | None:
-    return instr.attrs.get("kind") if instr.opcode == "fusion" else None
-
-
-def is_custom_fusion(instr: HloInstruction) -> bool:
-    return _kind(instr) == "kCustom"
-
-
 def _root(fusion: HloInstruction) -> HloInstruction:
     return fusion.fused_computation().root
 
 
 def is_effective_scalar(shape: Shape) -> bool:
     return shape.is_array and all(d == 1 for d in shape.dims)
-
-
-class HeroCache:
-    """(root, hero) pairs of fusions, computed once per fusion until `invalidate` (XLA's
-    FusionInfoCache role): the pass asks about the same fusions for every operand they share."""
-
-    def __init__(self):
-        self._heroes: dict[int, tuple[HloInstruction, list]] = {}  # the fusion kept alive with them
-
-    def heroes(self, fusion: HloInstruction) -> list[tuple[HloInstruction, HloInstruction]]:
-        entry = self._heroes.get(id(fusion))
-        if entry is None:
-            entry = self._heroes[id(fusion)] = (fusion, _compute_heroes(fusion))
-        return entry[1]
-
-    def invalidate(self, instr: HloInstruction) -> None:
-        self._heroes.pop(id(instr), None)
-
-
-def _compute_heroes(fusion: HloInstruction) -> list[tuple[HloInstruction, HloInstruction]]:
-    return [(root, find_non_trivial_hero(root)) for root in fusion_roots(fusion)]
-
-
-def _heroes(fusion: HloInstruction, cache: HeroCache | None) -> list[tuple[HloInstruction, HloInstruction]]:
-    return cache.heroes(fusion) if cache is not None else _compute_heroes(fusion)
-
-
-def is_input_fusible_reduction(instr: HloInstruction, cache: HeroCache | None = None) -> bool:
-    """A reduce the reduction emitter takes, or a fusion with such a hero (IsInputFusibleReduction)."""
-    if instr.opcode == "fusion":
-        return any(is_real_reduction_hero(root, hero) for root, hero in _heroes(instr, cache))
-    return is_reduction_from_or_to_contiguous_dimensions(instr)
-
-
-def is_input_fusible_transpose(instr: HloInstruction, cache: HeroCache | None = None) -> bool:
-    if instr.opcode == "bitcast" or is_custom_fusion(instr):
-        return False
-    if instr.opcode == "fusion":
-        return any(tiled_transpose_description(hero) is not None for _, hero in _heroes(instr, cache))
-    return tiled_transpose_description(instr) is not None
-
-
-def is_input_fusible_scatter(instr: HloInstruction) -> bool:
-    return instr.opcode == "scatter" or (_kind(instr) == "kInput" and _root(instr).opcode == "scatter")
 
 
 def is_input_fusible(instr: HloInstruction, cache: HeroCache | None = None) -> bool:
@@ -171,7 +120,7 @@ def is_universally_loop_fusible(instr: HloInstruction) -> bool:
     if op == "copy":
         return tiled_transpose_description(instr) is None
     if op == "fusion":
-        return _kind(instr) == "kLoop"
+        return fusion_kind_attr(instr) == "kLoop"
     if op == "bitcast":
         a, b = instr.shape, instr.operands[0].shape
         return a.is_array and b.is_array and a.element_type.bits == b.element_type.bits
@@ -203,7 +152,7 @@ def is_nestable_variadic_reduction(instr: HloInstruction) -> bool:
         return False
     if instr.opcode == "reduce":
         return not is_reduction_from_or_to_contiguous_dimensions(instr)
-    return _kind(instr) == "kLoop" and _root(instr).opcode == "reduce"
+    return fusion_kind_attr(instr) == "kLoop" and _root(instr).opcode == "reduce"
 
 
 def is_fusible_as_multi_output_fusion_root(instr: HloInstruction, cache: HeroCache | None = None) -> bool:
@@ -211,115 +160,13 @@ def is_fusible_as_multi_output_fusion_root(instr: HloInstruction, cache: HeroCac
     fusion; scatters and custom fusions may not."""
     return (is_fusible(instr) and not is_custom_fusion(instr)
             and (is_input_fusible_reduction(instr, cache) or is_input_fusible_transpose(instr, cache)
-                 or _kind(instr) == "kLoop" or is_elementwise(instr.opcode)))
+                 or fusion_kind_attr(instr) == "kLoop" or is_elementwise(instr.opcode)))
 
 
 def choose_fusion_kind(producer: HloInstruction, consumer: HloInstruction,
                        cache: HeroCache | None = None) -> str:
     """kInput when either side needs an input emitter (reduction, transpose, scatter), else kLoop."""
     return "kInput" if is_input_fusible(consumer, cache) or is_input_fusible(producer, cache) else "kLoop"
-
-
-def get_real_hero_for_multi_output_fusion(instr: HloInstruction,
-                                          cache: HeroCache | None = None) -> HloInstruction:
-    """The op whose shape constrains a multi-output fusion: a real reduction or tiled transpose
-    hero of a root when there is one, else the root (the first output of a multi-output one)."""
-    if instr.opcode != "fusion":
-        return instr
-    heroes = _heroes(instr, cache)  # the root, or the root tuple's operands, with their heroes
-    for node, hero in heroes:
-        if is_real_reduction_hero(node, hero) or tiled_transpose_description(hero) is not None:
-            return hero
-    return heroes[0][0]
-
-
-def is_column_reduction_hero(hero: HloInstruction) -> bool:
-    return (is_reduction_from_or_to_contiguous_dimensions(hero)
-            and not reduction_dimensions(hero).is_row)
-
-
-def _as_fusion(instr: HloInstruction) -> HloInstruction | None:
-    return instr if instr.opcode == "fusion" else None
-
-
-def _path_of_intermediates(param: HloInstruction) -> bool:
-    """From `param` to the root through single-user intermediate ops only."""
-    if len(param.users) != 1:
-        return False
-    node = param.users[0]
-    while node.users:
-        if not is_intermediate(node) or len(node.users) > 1:
-            return False
-        node = node.users[0]
-    return True
-
-
-def fusion_heroes_are_compatible(hero1: HloInstruction, hero2: HloInstruction,
-                                 fusion1: HloInstruction | None = None,
-                                 fusion2: HloInstruction | None = None) -> FusionDecision:
-    """The heroes (of the fusions `fusion1` / `fusion2` when they are fused) can share a kernel."""
-    reduce1 = is_reduction_from_or_to_contiguous_dimensions(hero1)
-    reduce2 = is_reduction_from_or_to_contiguous_dimensions(hero2)
-    tr1 = tiled_transpose_description(hero1)
-    tr2 = tiled_transpose_description(hero2)
-    nested1 = hero1.opcode == "transpose" and tr1 is None
-    nested2 = hero2.opcode == "transpose" and tr2 is None
-    if reduce1 and reduce2 and reduction_dimensions(hero1) != reduction_dimensions(hero2):
-        return _forbid("heroes", "tiled reductions with different shapes")
-    if tr1 is not None and tr2 is not None and not tr1.equivalent(tr2):
-        return _forbid("heroes", "tiled transposes with different shapes")
-    if ((tr1 is not None or reduce1) and nested2) or (nested1 and (tr2 is not None or reduce2)):
-        return _forbid("heroes", "multi-output fusion of a nested transpose with an unnested hero op")
-    if (tr1 is not None and reduce2) or (reduce1 and tr2 is not None):
-        return _forbid("heroes", "multi-output fusion of a transpose and a reduction")
-    if tr1 is not None or tr2 is not None:
-        if fusion1 is not None and fusion2 is not None:
-            for tr, producer, consumer in ((tr1, fusion1, fusion2), (tr2, fusion2, fusion1)):
-                if tr is None or producer not in consumer.operands:
-                    continue
-                param = consumer.fused_computation().parameter(consumer.operands.index(producer))
-                if not _path_of_intermediates(param):
-                    return _forbid("heroes", "tiled transpose would become untiled")
-                break
-    return ALLOW
-
-
-def _loop_shape(hero: HloInstruction) -> Shape:
-    """The shape a multi-output kernel loops over for this hero: a reduction's or tiled
-    transpose's input, else the hero's own shape. (XLA looks for the hero of `hero` inside a
-    fusion again; a real hero is its own hero, and a root without one has no tiled transpose.)"""
-    if is_reduction_from_or_to_contiguous_dimensions(hero) or tiled_transpose_description(hero) is not None:
-        return hero.operands[0].shape
-    return hero.shape
-
-
-def shapes_compatible_for_multi_output_fusion(instr1: HloInstruction, instr2: HloInstruction,
-                                              cache: HeroCache | None = None) -> FusionDecision:
-    """One kernel loops over one shape: the heroes agree and their loop shapes are equal up to
-    element type, or bitcasts of each other."""
-    hero1 = get_real_hero_for_multi_output_fusion(instr1, cache)
-    hero2 = get_real_hero_for_multi_output_fusion(instr2, cache)
-    decision = fusion_heroes_are_compatible(hero1, hero2, _as_fusion(instr1), _as_fusion(instr2))
-    if not decision:
-        return decision
-    l1, l2 = _loop_shape(hero1), _loop_shape(hero2)
-    if not _equal_ignoring_element_type(l1, l2) and (
-            l1.is_tuple or l2.is_tuple or not _reshape_or_transpose_bitcast(l1, l2)):
-        return _forbid("loop_shapes", "different loop shapes")
-    return ALLOW
-
-
-def _reshape_or_transpose_bitcast(a: Shape, b: Shape) -> bool:
-    """ShapeUtil::IsReshapeOrTransposeBitcast ignoring element types: a bitcast reshape, or the
-    same elements in the same physical order."""
-    return reshape_is_bitcast(a, b) or is_reshape_or_transpose_bitcast(a, b)
-
-
-def _equal_ignoring_element_type(a: Shape, b: Shape) -> bool:
-    if a.is_tuple or b.is_tuple:
-        return (a.is_tuple and b.is_tuple and len(a.tuple_shapes) == len(b.tuple_shapes)
-                and all(_equal_ignoring_element_type(x, y) for x, y in zip(a.tuple_shapes, b.tuple_shapes)))
-    return a.dims == b.dims and a.minor_to_major == b.minor_to_major
 
 
 def is_producer_multi_output_fusible(producer: HloInstruction) -> FusionDecision:
@@ -350,11 +197,11 @@ def fusion_fits_in_budget(instr1: HloInstruction, instr2: HloInstruction, device
                           is_consumer_producer_fusion: bool = False) -> FusionDecision:
     """XLA's FusionFitsInBudget for a multi-output fusion of `instr1` and `instr2`: shared memory,
     unnested reductions, and operands plus the outputs of both (both stay outputs)."""
-    used = shared_memory_bytes(instr1) + shared_memory_bytes(instr2)
+    used = shared_memory_usage(instr1, device) + shared_memory_usage(instr2, device)
     if used > device.shared_memory_per_block:
         return _forbid("shared_memory", f"shared memory usage would be over the budget of "
                                         f"{device.shared_memory_per_block}B ({used}B)")
-    n = unnested_reduction_count(instr1) + unnested_reduction_count(instr2)
+    n = num_unnested_reductions(instr1, device) + num_unnested_reductions(instr2, device)
     if n > MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION:
         return _forbid("unnested_reductions", f"over {MAX_UNNESTED_REDUCTION_OUTPUTS_PER_FUSION} "
                                               f"unnested reductions in fusion ({n})")
@@ -371,12 +218,6 @@ def fusion_fits_in_budget(instr1: HloInstruction, instr2: HloInstruction, device
                                         f"is larger than allowed budget per fusion "
                                         f"({MAX_OPERANDS_AND_OUTPUTS_PER_FUSION})")
     return ALLOW
-
-
-def producer_consumer_merged_too_large(producer: HloInstruction, consumer: HloInstruction) -> bool:
-    """The IR-size estimate of the producer inside the consumer (read as often as the consumer
-    reads it) plus the consumer's own is over the limit (ProducerConsumerMergedTooLarge)."""
-    return ir_size(producer) * producer_replication(producer, consumer) + ir_size(consumer) > MAX_IR_SIZE
 
 
 def _unique_slice(parent: HloInstruction, instr: HloInstruction):
@@ -491,9 +332,11 @@ def _column_reduction_with_elementwise(sibling1: HloInstruction, sibling2: HloIn
 
 def producer_candidate_is_fusible(producer: HloInstruction, consumer: HloInstruction, reach: Reachability,
                                   device: DeviceDescription = H100, model=None,
-                                  cache: HeroCache | None = None) -> FusionDecision:
+                                  cache: HeroCache | None = None,
+                                  cost: GpuHloCostAnalysis | None = None) -> FusionDecision:
     """May `producer` be computed inside `consumer` and written out from there? `model` is a
-    GpuPerformanceModel (None: no cost check)."""
+    GpuPerformanceModel (None: no run-time check); IR sizes come from `cost`, else the model's
+    cost analysis, else a fresh one."""
     if not is_fusible_as_multi_output_fusion_root(consumer, cache):
         return _forbid("not_mof_root", "consumer not eligible as multi-output fusion root")
     if consumer.shape.is_tuple and not is_multi_output_fusion(consumer):
@@ -510,7 +353,9 @@ def producer_candidate_is_fusible(producer: HloInstruction, consumer: HloInstruc
     decision = fusion_fits_in_budget(producer, consumer, device, False)
     if not decision:
         return decision
-    if producer_consumer_merged_too_large(producer, consumer):
+    if cost is None:
+        cost = model.cost if model is not None else GpuHloCostAnalysis(device)
+    if cost.producer_consumer_merged_too_large(producer, consumer):
         return _forbid("ir_size", "will generate too large IR")
     if model is not None:
         t = model.estimate_run_times_for_multi_output_fusion(producer, consumer)

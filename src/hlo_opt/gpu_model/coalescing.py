@@ -21,7 +21,7 @@ heuristic elsewhere. Here, documented simplification, every fusion kind uses XLA
 from __future__ import annotations
 
 from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
-from hlo_common.gpu.ir_emission_utils import physical_dims
+from hlo_common.gpu.ir_emission_utils import physical_dims, transpose_permutation
 from hlo_common.gpu.reduction_utils import is_reduction_from_or_to_contiguous_dimensions
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
@@ -29,11 +29,8 @@ from hlo_common.hlo.opcodes import is_elementwise
 
 def transposes_minor_dimension(instr: HloInstruction) -> bool:
     """The op reads its operand along a different physical minor dimension than it writes."""
-    if instr.opcode == "transpose":
-        perm = instr.attrs["dimensions"]
-    elif instr.opcode == "copy" and instr.shape.is_array and instr.shape != instr.operands[0].shape:
-        perm = tuple(range(instr.shape.rank))
-    else:
+    perm = transpose_permutation(instr)
+    if perm is None:
         return False
     out, operand = instr.shape, instr.operands[0].shape
     out_dims = [d for d in physical_dims(out) if out.dims[d] != 1]

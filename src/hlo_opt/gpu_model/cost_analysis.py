@@ -2,8 +2,8 @@
 size of one instruction or fusion (XLA's `GpuHloCostAnalysis` over `HloCostAnalysis`, with
 `count_multiple_input_accesses` on, as priority fusion runs it).
 
-Where it sits: `hlo_opt.gpu_model.performance_model` reads these figures; priority fusion's
-IR-size rule reads `ir_size` / `producer_consumer_merged_too_large`. Sources:
+Where it sits: `hlo_opt.gpu_model.performance_model` reads these figures; the IR-size rules of
+priority and multi-output fusion read `producer_consumer_merged_too_large`. Sources:
 `xla/service/gpu/model/gpu_hlo_cost_analysis.cc`, `xla/service/hlo_cost_analysis.cc`.
 
 Rules, per instruction (figures are lazily computed and cached per instruction; `invalidate`):
@@ -177,9 +177,9 @@ class GpuHloCostAnalysis:
         rb = fused.eroots.get(b, {})
         return sum(fused.root_util[r] for r in fused.eroots.get(a, {}) if r in rb)
 
-    def producer_consumer_merged_too_large(self, producer: HloInstruction, consumer: HloInstruction) -> bool:
-        """IR(producer) x (times the consumer emits it) + IR(consumer) > 10000 (XLA's
-        ProducerConsumerMergedTooLarge)."""
+    def merged_ir_size(self, producer: HloInstruction, consumer: HloInstruction) -> float:
+        """IR(producer) x (times the consumer emits it) + IR(consumer): the IR estimate of
+        `producer` fused into `consumer`."""
         replication = 1.0
         if consumer.opcode == "fusion":
             fused = self.cost(consumer).fused
@@ -188,7 +188,12 @@ class GpuHloCostAnalysis:
             for i, o in enumerate(consumer.operands):
                 if o is producer:
                     replication += fused.ir.get(comp.parameter(i), 0.0)
-        return self.cost(producer).ir_size * replication + self.cost(consumer).ir_size > MAX_IR_SIZE
+        return self.cost(producer).ir_size * replication + self.cost(consumer).ir_size
+
+    def producer_consumer_merged_too_large(self, producer: HloInstruction, consumer: HloInstruction) -> bool:
+        """The merged IR estimate is over 10000 (XLA's ProducerConsumerMergedTooLarge; the one IR-size
+        check of the fusion passes)."""
+        return self.merged_ir_size(producer, consumer) > MAX_IR_SIZE
 
     # -- per-op rules ----------------------------------------------------------------------------
     def _elementwise_flops(self, opcode: str, shape: Shape) -> float:
@@ -210,158 +215,200 @@ class GpuHloCostAnalysis:
         return f
 
     def _op_cost(self, instr: HloInstruction) -> InstrCost:
-        op = instr.opcode
-        ops = instr.operands
-        n = len(ops)
-        util = [1.0] * n
-        obytes = [shape_bytes(o.shape) for o in ops]
-        out = shape_bytes(instr.shape)
-        flops = 0.0
-        if op in _NO_BYTES:
-            return InstrCost(0.0, 0, [0] * n, util)
+        n = len(instr.operands)
+        if instr.opcode in _NO_BYTES:
+            return InstrCost(0.0, 0, [0] * n, [1.0] * n)
+        fig = _OpFigures(instr)
         if _is_elementwise(instr):
-            if op not in ("copy", "bitcast"):
-                flops = self._elementwise_flops(op, instr.shape)
-        elif op == "broadcast":
-            if self.count_multiple_input_accesses and ops[0].shape.num_elements:
-                util[0] = instr.shape.num_elements / ops[0].shape.num_elements
-                obytes[0] = round(obytes[0] * util[0])
-        elif op == "reduce":
-            out_el = _first_array(instr.shape).num_elements
-            red = _first_array(ops[0].shape).num_elements - out_el
-            flops = red * self._computation_flops(instr.attrs["to_apply"])
-            for i in range(n // 2, n):  # init values: read once per output element
-                obytes[i] = out_el * shape_bytes(ops[i].shape)
-                util[i] = float(out_el)
-        elif op == "reduce-window":
-            window = instr.attrs.get("window")
-            wsize = math.prod(d.size for d in window.dims) if window is not None else 1
-            out_el = _first_array(instr.shape).num_elements
-            flops = out_el * (wsize - 1) * self._computation_flops(instr.attrs["to_apply"])
-            for i in range(n // 2):
-                in_el = ops[i].shape.num_elements
-                obytes[i] = out_el * wsize * ops[i].shape.element_type.byte_size
-                util[i] = out_el * wsize / in_el if in_el else 0.0
-        elif op in ("slice", "dynamic-slice", "gather"):
-            in_el = ops[0].shape.num_elements
-            obytes[0] = shape_bytes(instr.shape)
-            util[0] = instr.shape.num_elements / in_el if in_el else 0.0
-        elif op == "dynamic-update-slice":
-            upd = ops[1].shape
-            out_el = instr.shape.num_elements
-            obytes[0] = 0
-            util[0] = (out_el - upd.num_elements) / out_el if out_el else 0.0
-            out = shape_bytes(upd)
-        elif op == "scatter":
-            k = (n - 1) // 2
-            updates = ops[k + 1:]
-            upd_bytes = sum(shape_bytes(u.shape) for u in updates)
-            for i in range(k):
-                obytes[i] = shape_bytes(updates[i].shape)
-                in_el = ops[i].shape.num_elements
-                util[i] = updates[i].shape.num_elements / in_el if in_el else 0.0
-            out = upd_bytes
-            flops = updates[0].shape.num_elements * self._computation_flops(instr.attrs["to_apply"])
-        elif op == "concatenate":
-            # a compare and a branch per element; 400 when operand 0 ends off a warp boundary along
-            # a non-major concatenated dim (XLA's tuned warp-divergence penalty)
-            dim = instr.attrs["dimensions"][0]
-            misaligned = dim > 0 and ops[0].shape.dims[dim] & (WARP - 1)
-            flops = (CONCAT_MISALIGNED_FLOPS_PER_ELEMENT if misaligned else CONCAT_FLOPS_PER_ELEMENT) * \
-                instr.shape.num_elements
-        elif op == "dot":
-            lhs = ops[0].shape
-            contracting = math.prod(lhs.dims[d] for d in instr.attrs.get("lhs_contracting_dims", ()))
-            flops = 2 * _first_array(instr.shape).num_elements * contracting
-        elif op == "convolution":
-            rhs = ops[1].shape
-            labels = instr.attrs.get("dim_labels")
-            out_features = _conv_output_features(rhs, labels)
-            flops = 2 * _first_array(instr.shape).num_elements * (rhs.num_elements // max(out_features, 1))
-        elif op == "sort":
-            n_el = _first_array(ops[0].shape).num_elements
-            flops = n_el * max(1, math.ceil(math.log2(max(n_el, 2))))
-        elif op == "custom-call":
-            target = instr.attrs.get("custom_call_target", "")
-            target = getattr(target, "value", target)
-            if isinstance(target, str) and (target.startswith("__cublas") or target.startswith("__cudnn")):
-                if instr.shape.is_tuple:
-                    out = shape_bytes(instr.shape.tuple_shapes[0])
-        return InstrCost(flops, out, obytes, util)
+            if instr.opcode not in ("copy", "bitcast"):
+                fig.flops = self._elementwise_flops(instr.opcode, instr.shape)
+        else:
+            rule = _OP_RULES.get(instr.opcode)
+            if rule is not None:
+                rule(self, instr, fig)
+        return InstrCost(fig.flops, fig.out, fig.obytes, fig.util)
 
     # -- fusions ---------------------------------------------------------------------------------
     def _fusion_cost(self, fusion: HloInstruction) -> InstrCost:
         comp = fusion.fused_computation()
         self._fusion_of[comp] = fusion
         order = list(reversed(comp.post_order()))
-        root = comp.root
-        fc = FusedCost()
-        fc.root = root
-        local = {i: self._op_cost(i) for i in order}
-        util = fc.util
-        ir = fc.ir
-        eroots = fc.eroots
-        root_util = fc.root_util
-        root_ir: dict[HloInstruction, float] = {}
-        for i in order:
-            util[i] = 0.0
-            ir[i] = 0.0
-            eroots[i] = {}
-            root_util[i] = 0.0
-        root_util[root] = 1.0
-        root_ir[root] = 1.0
-        eroots[root][root] = None
-        # a root dynamic-update-slice (or one per output) is in place: operand 0 is not read
-        in_place = set()
-        for r in (root.operands if root.opcode == "tuple" else [root]):
-            if r.opcode == "dynamic-update-slice":
-                in_place.add(r)
-        flops = 0.0
-        ir_total = 0.0
-        for i in order:
-            u = 0.0
-            t = 0.0
-            for r in eroots[i]:
-                u += root_util[r]
-                t += root_ir.get(r, 0.0)
-            util[i] = u
-            ir[i] = t
-            flops += u * local[i].flops
-            ir_total += t
-            elementwise = _is_elementwise(i) or i.opcode in ("tuple", "get-tuple-element")
-            for k, o in enumerate(i.operands):
-                if elementwise:
-                    eroots[o].update(eroots[i])
-                    continue
-                eroots[o][o] = None
-                ou = u * (0.0 if (i in in_place and k == 0) else local[i].operand_util[k])
-                n_el = leaf_elements(o.shape)
-                ou = 0.0 if n_el == 0 else math.ceil(round(ou * n_el, 6)) / n_el
-                root_util[o] += ou
-                root_ir[o] = root_ir.get(o, 0.0) + t
-        # outputs
-        out_bytes = 0
-        leaves = list(root.operands) if root.opcode == "tuple" else [root]
-        if root.opcode != "tuple" and root.shape.is_tuple:
-            out_bytes = shape_bytes(root.shape)
-        else:
-            for leaf in leaves:
-                if leaf.opcode == "dynamic-update-slice":
-                    out_bytes += shape_bytes(leaf.operands[1].shape)
-                else:
-                    out_bytes += shape_bytes(leaf.shape)
-        params = comp.parameters
+        fc, flops, ir_total = _fusion_utilizations(order, comp.root, {i: self._op_cost(i) for i in order})
         obytes = []
         outil = []
-        for p in params:
-            u = util.get(p, 0.0)
+        for p in comp.parameters:
+            u = fc.util.get(p, 0.0)
             if not self.count_multiple_input_accesses:
                 u = min(u, 1.0)
             obytes.append(round(shape_bytes(p.shape) * u))
-            outil.append(util.get(p, 0.0))
+            outil.append(fc.util.get(p, 0.0))
         consts = sum(shape_bytes(i.shape) for i in order
                      if i.opcode == "constant" and i.shape.is_array and i.shape.num_elements > 1)
-        return InstrCost(flops, out_bytes, obytes, outil, consts, ir_total, fc)
+        return InstrCost(flops, _fusion_output_bytes(comp.root), obytes, outil, consts, ir_total, fc)
+
+
+def _fusion_utilizations(order: list[HloInstruction], root: HloInstruction,
+                         local: dict[HloInstruction, InstrCost]) -> tuple[FusedCost, float, float]:
+    """XLA's FusionCalculateUtilizations over a fused computation in reverse post order: from
+    the root (utilization 1, emitted once) towards the parameters, elementwise users pass their
+    use roots on, others multiply by their operand utilization (rounded up to whole elements).
+    (per-instruction figures, flops, IR size)."""
+    fc = FusedCost()
+    fc.root = root
+    util, ir, eroots, root_util = fc.util, fc.ir, fc.eroots, fc.root_util
+    root_ir: dict[HloInstruction, float] = {}
+    for i in order:
+        util[i] = ir[i] = root_util[i] = 0.0
+        eroots[i] = {}
+    root_util[root] = root_ir[root] = 1.0
+    eroots[root][root] = None
+    # a root dynamic-update-slice (or one per output) is in place: operand 0 is not read
+    in_place = {r for r in (root.operands if root.opcode == "tuple" else [root])
+                if r.opcode == "dynamic-update-slice"}
+    flops = ir_total = 0.0
+    for i in order:
+        u = t = 0.0
+        for r in eroots[i]:
+            u += root_util[r]
+            t += root_ir.get(r, 0.0)
+        util[i], ir[i] = u, t
+        flops += u * local[i].flops
+        ir_total += t
+        elementwise = _is_elementwise(i) or i.opcode in ("tuple", "get-tuple-element")
+        for k, o in enumerate(i.operands):
+            if elementwise:
+                eroots[o].update(eroots[i])
+                continue
+            eroots[o][o] = None
+            ou = u * (0.0 if (i in in_place and k == 0) else local[i].operand_util[k])
+            n_el = leaf_elements(o.shape)
+            ou = 0.0 if n_el == 0 else math.ceil(round(ou * n_el, 6)) / n_el
+            root_util[o] += ou
+            root_ir[o] = root_ir.get(o, 0.0) + t
+    return fc, flops, ir_total
+
+
+def _fusion_output_bytes(root: HloInstruction) -> int:
+    """Bytes a fusion writes: each output whole, a root dynamic-update-slice only its update."""
+    if root.opcode != "tuple" and root.shape.is_tuple:
+        return shape_bytes(root.shape)
+    leaves = list(root.operands) if root.opcode == "tuple" else [root]
+    return sum(shape_bytes(leaf.operands[1].shape if leaf.opcode == "dynamic-update-slice" else leaf.shape)
+               for leaf in leaves)
+
+
+class _OpFigures:
+    """The figures of one op while its rule fills them in: every operand read whole once and the
+    output written whole, no flops, until the rule says otherwise."""
+
+    __slots__ = ("flops", "out", "obytes", "util")
+
+    def __init__(self, instr: HloInstruction):
+        self.flops = 0.0
+        self.out = shape_bytes(instr.shape)
+        self.obytes = [shape_bytes(o.shape) for o in instr.operands]
+        self.util = [1.0] * len(instr.operands)
+
+
+def _broadcast(ca: GpuHloCostAnalysis, instr: HloInstruction, fig: _OpFigures) -> None:
+    operand = instr.operands[0]
+    if ca.count_multiple_input_accesses and operand.shape.num_elements:
+        fig.util[0] = instr.shape.num_elements / operand.shape.num_elements
+        fig.obytes[0] = round(fig.obytes[0] * fig.util[0])
+
+
+def _reduce(ca: GpuHloCostAnalysis, instr: HloInstruction, fig: _OpFigures) -> None:
+    ops, n = instr.operands, len(instr.operands)
+    out_el = _first_array(instr.shape).num_elements
+    reduced = _first_array(ops[0].shape).num_elements - out_el
+    fig.flops = reduced * ca._computation_flops(instr.attrs["to_apply"])
+    for i in range(n // 2, n):  # init values: read once per output element
+        fig.obytes[i] = out_el * shape_bytes(ops[i].shape)
+        fig.util[i] = float(out_el)
+
+
+def _reduce_window(ca: GpuHloCostAnalysis, instr: HloInstruction, fig: _OpFigures) -> None:
+    ops = instr.operands
+    window = instr.attrs.get("window")
+    wsize = math.prod(d.size for d in window.dims) if window is not None else 1
+    out_el = _first_array(instr.shape).num_elements
+    fig.flops = out_el * (wsize - 1) * ca._computation_flops(instr.attrs["to_apply"])
+    for i in range(len(ops) // 2):
+        in_el = ops[i].shape.num_elements
+        fig.obytes[i] = out_el * wsize * ops[i].shape.element_type.byte_size
+        fig.util[i] = out_el * wsize / in_el if in_el else 0.0
+
+
+def _slicing(ca: GpuHloCostAnalysis, instr: HloInstruction, fig: _OpFigures) -> None:
+    """slice, dynamic-slice, gather: operand 0 read as much as the output."""
+    in_el = instr.operands[0].shape.num_elements
+    fig.obytes[0] = shape_bytes(instr.shape)
+    fig.util[0] = instr.shape.num_elements / in_el if in_el else 0.0
+
+
+def _dynamic_update_slice(ca: GpuHloCostAnalysis, instr: HloInstruction, fig: _OpFigures) -> None:
+    """In place: operand 0 is not read, only the update is written."""
+    update = instr.operands[1].shape
+    out_el = instr.shape.num_elements
+    fig.obytes[0] = 0
+    fig.util[0] = (out_el - update.num_elements) / out_el if out_el else 0.0
+    fig.out = shape_bytes(update)
+
+
+def _scatter(ca: GpuHloCostAnalysis, instr: HloInstruction, fig: _OpFigures) -> None:
+    ops = instr.operands
+    k = (len(ops) - 1) // 2
+    updates = ops[k + 1:]
+    for i in range(k):
+        fig.obytes[i] = shape_bytes(updates[i].shape)
+        in_el = ops[i].shape.num_elements
+        fig.util[i] = updates[i].shape.num_elements / in_el if in_el else 0.0
+    fig.out = sum(shape_bytes(u.shape) for u in updates)
+    fig.flops = updates[0].shape.num_elements * ca._computation_flops(instr.attrs["to_apply"])
+
+
+def _concatenate(ca: GpuHloCostAnalysis, instr: HloInstruction, fig: _OpFigures) -> None:
+    # a compare and a branch per element; 400 when operand 0 ends off a warp boundary along a
+    # non-major concatenated dim (XLA's tuned warp-divergence penalty)
+    dim = instr.attrs["dimensions"][0]
+    misaligned = dim > 0 and instr.operands[0].shape.dims[dim] & (WARP - 1)
+    per_element = CONCAT_MISALIGNED_FLOPS_PER_ELEMENT if misaligned else CONCAT_FLOPS_PER_ELEMENT
+    fig.flops = per_element * instr.shape.num_elements
+
+
+def _dot(ca: GpuHloCostAnalysis, instr: HloInstruction, fig: _OpFigures) -> None:
+    lhs = instr.operands[0].shape
+    contracting = math.prod(lhs.dims[d] for d in instr.attrs.get("lhs_contracting_dims", ()))
+    fig.flops = 2 * _first_array(instr.shape).num_elements * contracting
+
+
+def _convolution(ca: GpuHloCostAnalysis, instr: HloInstruction, fig: _OpFigures) -> None:
+    rhs = instr.operands[1].shape
+    out_features = _conv_output_features(rhs, instr.attrs.get("dim_labels"))
+    fig.flops = 2 * _first_array(instr.shape).num_elements * (rhs.num_elements // max(out_features, 1))
+
+
+def _sort(ca: GpuHloCostAnalysis, instr: HloInstruction, fig: _OpFigures) -> None:
+    n_el = _first_array(instr.operands[0].shape).num_elements
+    fig.flops = n_el * max(1, math.ceil(math.log2(max(n_el, 2))))
+
+
+def _custom_call(ca: GpuHloCostAnalysis, instr: HloInstruction, fig: _OpFigures) -> None:
+    """A cuBLAS / cuDNN call writes its result, not its workspace (the tuple's second leaf)."""
+    target = instr.attrs.get("custom_call_target", "")
+    target = getattr(target, "value", target)
+    if isinstance(target, str) and target.startswith(("__cublas", "__cudnn")) and instr.shape.is_tuple:
+        fig.out = shape_bytes(instr.shape.tuple_shapes[0])
+
+
+# The per-op rules of HloCostAnalysis / GpuHloCostAnalysis for non-elementwise ops (see the module
+# docstring); an op without one reads its operands and writes its output once, with no flops.
+_OP_RULES = {
+    "broadcast": _broadcast, "reduce": _reduce, "reduce-window": _reduce_window, "slice": _slicing,
+    "dynamic-slice": _slicing, "gather": _slicing, "dynamic-update-slice": _dynamic_update_slice,
+    "scatter": _scatter, "concatenate": _concatenate, "dot": _dot, "convolution": _convolution,
+    "sort": _sort, "custom-call": _custom_call,
+}
 
 
 def _conv_output_features(rhs: Shape, labels) -> int:

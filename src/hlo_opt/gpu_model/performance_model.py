@@ -4,7 +4,9 @@ consumers, and of a producer-consumer multi-output fusion (XLA's `GpuPerformance
 
 Where it sits: hlo-opt's priority fusion ranks producers by `estimate_run_times` and
 multi-output fusion checks `estimate_run_times_for_multi_output_fusion`; one model per pass run,
-figures cached per instruction and per (producer, consumer) pair until `invalidate`.
+figures cached per instruction and per (producer, consumer) pair until `invalidate`. Its fusion
+analyses come from one `HloFusionAnalysisCache` (`analyses`), which the pass shares with the
+legality rules.
 
     >>> from hlo_common.hlo.ir import parse_module
     >>> m = parse_module("ENTRY e { p = f32[1024,1024] parameter(0) ROOT n = f32[1024,1024] negate(p) }")
@@ -25,9 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hlo_common.gpu.device import DeviceDescription, H100
-from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis
 from hlo_opt.gpu_model.coalescing import coalesced_inputs
 from hlo_opt.gpu_model.cost_analysis import GpuHloCostAnalysis, shape_bytes
+from hlo_opt.gpu_model.fusion_analysis_cache import HloFusionAnalysisCache
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
 
@@ -60,49 +62,35 @@ class RunTimes:
 
 
 class GpuPerformanceModel:
-    """See the module docstring. `cost_analysis` may be shared (or given an op profile)."""
+    """See the module docstring. `cost_analysis` may be shared (or given an op profile), and so
+    may `analyses`."""
 
-    def __init__(self, device: DeviceDescription = H100, cost_analysis: GpuHloCostAnalysis | None = None):
+    def __init__(self, device: DeviceDescription = H100, cost_analysis: GpuHloCostAnalysis | None = None,
+                 analyses: HloFusionAnalysisCache | None = None):
         self.device = device
         self.cost = cost_analysis if cost_analysis is not None else GpuHloCostAnalysis(device)
+        self.analyses = analyses if analyses is not None else HloFusionAnalysisCache(device)
         self._instr: dict[HloInstruction, EstimateRunTimeData] = {}
         self._fused: dict[HloInstruction, dict[HloInstruction, EstimateRunTimeData]] = {}
-        self._analysis: dict[HloInstruction, FusionAnalysis] = {}
-        self._pc_analysis: dict[HloInstruction, dict[HloInstruction, FusionAnalysis]] = {}
         d = device
         self._bw = float(d.memory_bandwidth)
         self._per_block_bw = d.clock_rate_ghz * 1e9 * d.memory_transactions_per_clock
         self._l1_total = d.l1_cache_size_per_SM * d.core_count
 
     # -- caches ----------------------------------------------------------------------------------
-    def analysis(self, instr: HloInstruction) -> FusionAnalysis:
-        a = self._analysis.get(instr)
-        if a is None:
-            a = self._analysis[instr] = FusionAnalysis.of_instruction(instr, self.device)
-        return a
-
-    def producer_consumer_analysis(self, producer: HloInstruction,
-                                   consumer: HloInstruction) -> FusionAnalysis:
-        per = self._pc_analysis.setdefault(producer, {})
-        a = per.get(consumer)
-        if a is None:
-            a = per[consumer] = FusionAnalysis.of_producer_consumer(producer, consumer, self.device)
-        return a
-
     def invalidate(self, instr: HloInstruction) -> None:
-        """Forget every figure of `instr` (changed or new), as producer and as consumer."""
+        """Forget every figure of `instr` (changed or new), as producer and as consumer: its
+        estimates, its costs and its fusion analyses."""
         self._instr.pop(instr, None)
-        self._analysis.pop(instr, None)
         self.cost.invalidate(instr)
+        self.analyses.invalidate(instr)
         self._fused.pop(instr, None)
-        self._pc_analysis.pop(instr, None)
         for op in instr.operands:
             if op.opcode == "get-tuple-element":
                 op = op.operands[0]
-            for cache in (self._fused, self._pc_analysis):
-                per = cache.get(op)
-                if per is not None:
-                    per.pop(instr, None)
+            per = self._fused.get(op)
+            if per is not None:
+                per.pop(instr, None)
 
     # -- building blocks (GpuPerformanceModelBase) ------------------------------------------------
     def _cap(self, bandwidth: float, num_blocks: int) -> float:
@@ -199,7 +187,7 @@ class GpuPerformanceModel:
         if data is not None:
             return data
         cost = self.cost.cost(instr)
-        analysis = self.analysis(instr)
+        analysis = self.analyses.get(instr)
         blocks, threads = analysis.launch_dimensions()
         compute = self.compute_time(cost.flops, blocks, threads)
         coalesced = coalesced_inputs(analysis)
@@ -230,7 +218,7 @@ class GpuPerformanceModel:
         p_rt = self.estimate_instruction(producer)
         c_rt = self.estimate_instruction(consumer)
         util = self.operand_utilization(consumer, producer)
-        analysis = self.producer_consumer_analysis(producer, consumer)
+        analysis = self.analyses.get_pair(producer, consumer)
         blocks, threads = analysis.launch_dimensions()
         flops = p_rt.flops * util + c_rt.flops
         compute = self.compute_time(flops, blocks, threads)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hlo_common.hlo.graph import depth_first
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.shape import Shape
 from hlo_common.hlo.hlo_creation_utils import make_broadcast, make_gte, make_select, make_tuple
@@ -59,18 +60,11 @@ def set_branch(cond: HloInstruction, k: int, comp: HloComputation) -> None:
 
 
 def calls_channel_instructions(instr: HloInstruction) -> bool:
-    work = list(instr.called_computations())
-    seen: set[int] = set()
-    while work:
-        comp = work.pop()
-        if id(comp) in seen:
-            continue
-        seen.add(id(comp))
-        for i in comp.instructions:
-            if i.opcode in CHANNEL_OPCODES:
-                return True
-            work.extend(i.called_computations())
-    return False
+    def callees(comp: HloComputation) -> list[HloComputation]:
+        return [c for i in comp.instructions for c in i.called_computations()]
+
+    return any(i.opcode in CHANNEL_OPCODES
+               for comp in depth_first(instr.called_computations(), callees) for i in comp.instructions)
 
 
 def _gte_users_only(cond: HloInstruction) -> bool:

@@ -21,32 +21,8 @@ reference interpreter evaluates it (`hlo_common/interpreter/gemm.py`).
     g = (f32[64,32]{1,0}, s8[4194304]{0}) custom-call(a, b, v), custom_call_target="__cublas$lt$matmul",
         backend_config={... "epilogue":"BIAS_RELU" ...}
 
-THE CUSTOM CALL (what thunk emission and the interpreter read; all fields always written):
-- target `__cublas$lt$matmul` (cuBLASLt) or `__cublas$gemm` (legacy); operands `(lhs, rhs)`, then
-  `c` when beta != 0, then the bias vector for BIAS* epilogues;
-- result `(out, [aux,] s8[W]{0})`: element 0 is the GEMM result, aux the pre-activation values of
-  a *_AUX epilogue, the last a scratch workspace of W bytes: 4 MiB for cuBLASLt calls,
-  min(32 MiB, total operand bytes) for legacy ones (its contents mean nothing; the interpreter
-  gives zeros); with a matrix bias, `output_to_operand_aliasing={{0}: (2, {})}`: out is written
-  over c (always for legacy calls; for cuBLASLt only when c may be overwritten, see below);
-- out = alpha * dot(lhs, rhs) + beta * c, computed as the `dot` with the same dimension numbers
-  would be (operands converted to the result type, accumulated in f32 for 16-bit floats), then
-  rounded once to out's element type (c's element type when an `add(convert(gemm), c)` was folded);
-- matrix layouts come from the shapes: lhs, rhs and out must each lie in memory as
-  [batch][rows][cols] or [batch][cols][rows] (XLA's MatrixLayout; layout-assignment ensures it);
-- backend_config is XLA's GpuBackendConfig as JSON:
-  `{"operation_queue_id":"0","wait_on_operation_queues":[],"gemm_backend_config":{...},
-  "force_earliest_schedule":false}` with gemm_backend_config fields, in this order:
-  `alpha_real`, `alpha_imag` (numbers; alpha = alpha_real + i*alpha_imag, imag only for complex),
-  `beta` (number: 0, or 1 once a bias was folded), `dot_dimension_numbers`
-  (`lhs_contracting_dimensions`, `rhs_contracting_dimensions`, `lhs_batch_dimensions`,
-  `rhs_batch_dimensions`: lists of int64 as strings, the dot's), `precision_config`
-  (`operand_precision`: two of DEFAULT/HIGH/HIGHEST; `algorithm`: ALG_UNSET or the dot's
-  `ALG_...`), `epilogue` (DEFAULT, or on cuBLASLt calls BIAS, RELU, BIAS_RELU, GELU, BIAS_GELU,
-  GELU_AUX, BIAS_GELU_AUX),
-  `lhs_stride`, `rhs_stride` (elements between consecutive batch matrices for a batched dot:
-  the product of the two dims after the batch dims, or of the one for a vector; strings),
-  `grad_x`, `grad_y` (the dot's frontend attributes), `damax_output`, `is_fp8` (false).
+The custom call's format (targets, operands, result, backend config) is documented in
+`hlo_opt.matmul_utils`, with the type tables and the matrix-multiplication queries.
 
 What is rewritten (XLA's non-FP8 path, H100):
 - a dot with one contracting and one free dim per operand beyond the batch dims (or a
@@ -95,207 +71,17 @@ from hlo_common.hlo.shape import Shape
 from hlo_common.hlo.hlo_creation_utils import non_fusion_computations
 from hlo_opt.hlo_evaluation import try_evaluate
 from hlo_opt.layout_util import byte_size, same_m2m
+from hlo_opt.matmul_utils import (
+    CLASSICAL_EMITTER_TYPES, EPILOGUE_FUSION_TYPES, F8_TYPES, GEMM_TARGET, HOPPER_WORKSPACE_BYTES,
+    LEGACY_CUBLAS_TYPES, LT_MAX_BATCH_COUNT, LT_TARGET, LT_WORKSPACE_BYTES, MAX_BIAS_BYTES, dot_dims,
+    element_type, gemm_backend_config, gemm_config, gemm_name, is_cublaslt, is_gemm, is_matrix_multiplication,
+    is_matrix_vector_multiplication, is_rank2_transpose, json_number, lt_types_supported,
+    too_small_for_rewriting,
+)
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-
-GEMM_TARGET = "__cublas$gemm"
-LT_TARGET = "__cublas$lt$matmul"
-HOPPER_WORKSPACE_BYTES = 32 * 1024 * 1024
-# cuBLASLt calls get a fixed workspace: 4 MiB in every XLA:GPU H100 module of testdata/fusion/xla.
-LT_WORKSPACE_BYTES = 4 * 1024 * 1024
-LT_MAX_BATCH_COUNT = 65535  # XLA: cuBLASLt batch counts stay below 2^16
-MAX_BIAS_BYTES = 8 * 1024 * 1024  # XLA: kMaxMaterializeBiasBytes
-_F8 = ("f8e3m4", "f8e4m3", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz")
-_MATMUL_TYPES = frozenset(_F8 + ("f16", "bf16", "f32", "f64", "c64", "c128"))
-_MATVEC_TYPES = frozenset(("f8e4m3fn", "f8e5m2", "f16", "bf16", "f32", "f64", "c64", "c128"))
-_CLASSICAL_EMITTER_TYPES = frozenset(("f16", "f32", "bf16"))
-# XLA's TypesAreSupportedByLegacyCublas table, collapsed to (lhs, rhs, output) element types.
-LEGACY_CUBLAS_TYPES = frozenset({
-    ("f16", "f16", "f16"), ("s8", "s8", "s32"), ("bf16", "bf16", "bf16"), ("bf16", "bf16", "f32"),
-    ("f16", "f16", "f32"), ("s8", "s8", "f32"), ("f32", "f32", "f32"), ("c64", "c64", "c64"),
-    ("f64", "f64", "f64"), ("c128", "c128", "c128"),
-})
-# XLA's TypesAreSupportedByCublasLt, CUDA rows without FP8 (FP8 GEMMs become f16 dots here).
-CUBLASLT_TYPES = LEGACY_CUBLAS_TYPES | {("s8", "s8", "s8")}
-# Algorithms cuBLAS or cuBLASLt implement (XLA's algorithm_util::IsSupportedByCublasOrCublasLt).
-CUBLASLT_ALGORITHMS = frozenset({
-    "ALG_UNSET", "ALG_DOT_F16_F16_F32", "ALG_DOT_BF16_BF16_F32", "ALG_DOT_F32_F32_F32",
-    "ALG_DOT_F64_F64_F64", "ALG_DOT_TF32_TF32_F32", "ALG_DOT_ANY_F8_ANY_F8_F32",
-    "ALG_DOT_ANY_F8_ANY_F8_F32_FAST_ACCUM",
-})
-# XLA's SupportsEpilogueFusion: result types cuBLASLt fuses a bias or an activation into.
-EPILOGUE_FUSION_TYPES = frozenset({"f8e4m3fn", "f8e5m2", "f16", "bf16", "f32", "f64"})
-_SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
-# 128 machine epsilons of the constant's type: how near a GELU constant must be (XLA's BcastConstScalarNear).
-_NEAR_EPSILON = {"f16": 128 * 2.0 ** -10, "bf16": 128 * 2.0 ** -7, "f32": 128 * 2.0 ** -23,
-                 "f64": 128 * 2.0 ** -52}
-
-
-def _type(instr: HloInstruction) -> str:
-    return instr.shape.element_type.name
-
-
-def _dims(dot: HloInstruction, key: str) -> tuple[int, ...]:
-    return tuple(int(v) for v in dot.attrs.get(key, ()))
-
-
-def is_gemm(instr: HloInstruction) -> bool:
-    """A legacy cuBLAS GEMM or a cuBLASLt matmul (XLA's GemmOrCublasLtMatmul)."""
-    return instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") in (GEMM_TARGET, LT_TARGET)
-
-
-def is_cublaslt(instr: HloInstruction) -> bool:
-    return instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") == LT_TARGET
-
-
-def _canonical_ranks(dot: HloInstruction, lhs_extra: int, rhs_extra: int, out_extra: int) -> bool:
-    nb = len(_dims(dot, "lhs_batch_dims"))
-    lhs, rhs = dot.operands
-    return (lhs.shape.rank == nb + lhs_extra and rhs.shape.rank == nb + rhs_extra
-            and dot.shape.rank == nb + out_extra
-            and lhs.shape.num_elements > 0 and rhs.shape.num_elements > 0)
-
-
-def _type_allowed(dot: HloInstruction, types: frozenset) -> bool:
-    out = _type(dot)
-    s8_operands = _type(dot.operands[0]) == "s8" and _type(dot.operands[1]) == "s8"
-    return out in types or (out == "s32" and s8_operands)
-
-
-def is_matrix_multiplication(dot: HloInstruction) -> bool:
-    return dot.opcode == "dot" and _type_allowed(dot, _MATMUL_TYPES) and _canonical_ranks(dot, 2, 2, 2)
-
-
-def is_matrix_vector_multiplication(dot: HloInstruction) -> bool:
-    return dot.opcode == "dot" and _type_allowed(dot, _MATVEC_TYPES) and (
-        _canonical_ranks(dot, 2, 1, 1) or _canonical_ranks(dot, 1, 2, 1))
-
-
-def too_small_for_rewriting(dot: HloInstruction, threshold: int) -> bool:
-    """XLA's IsMatrixMultiplicationTooSmallForRewriting."""
-    lhs, rhs = dot.operands
-    lb, rb = _dims(dot, "lhs_batch_dims"), _dims(dot, "rhs_batch_dims")
-    lc, rc = _dims(dot, "lhs_contracting_dims"), _dims(dot, "rhs_contracting_dims")
-    contracting = int(np.prod([lhs.shape.dims[d] for d in lc]))
-    lhs_free = int(np.prod([s for d, s in enumerate(lhs.shape.dims) if d not in lb and d not in lc]))
-    rhs_free = int(np.prod([s for d, s in enumerate(rhs.shape.dims) if d not in rb and d not in rc]))
-    return (lhs_free + rhs_free) * contracting < threshold
-
-
-def is_rank2_transpose(instr: HloInstruction) -> bool:
-    return instr.opcode == "transpose" and tuple(instr.attrs["dimensions"]) == (1, 0)
-
-
-def _number(v: float) -> int | float:
-    return int(v) if float(v).is_integer() else float(v)
-
-
-def _frontend_flag(instr: HloInstruction, key: str) -> bool:
-    return any(k == key and v.strip('"') == "true" for k, v in instr.frontend_attributes)
-
-
-def gemm_backend_config(dot: HloInstruction) -> dict:
-    """GemmBackendConfig of a freshly rewritten dot (alpha 1, beta 0), inside a GpuBackendConfig."""
-    nb = len(_dims(dot, "lhs_batch_dims"))
-    strides = []
-    for op in dot.operands:
-        d = op.shape.dims
-        strides.append(str(d[nb] if op.shape.rank == nb + 1 else d[nb] * d[nb + 1]))
-    precision = [str(p).upper() for p in dot.attrs.get("operand_precision", ())] or ["DEFAULT", "DEFAULT"]
-    algorithm = dot.attrs.get("algorithm")
-    gemm = {
-        "alpha_real": 1, "alpha_imag": 0, "beta": 0,
-        "dot_dimension_numbers": {key: [str(v) for v in _dims(dot, attr)] for key, attr in (
-            ("lhs_contracting_dimensions", "lhs_contracting_dims"),
-            ("rhs_contracting_dimensions", "rhs_contracting_dims"),
-            ("lhs_batch_dimensions", "lhs_batch_dims"), ("rhs_batch_dimensions", "rhs_batch_dims"))},
-        "precision_config": {"operand_precision": precision,
-                             "algorithm": "ALG_" + str(algorithm).upper() if algorithm else "ALG_UNSET"},
-        "epilogue": "DEFAULT", "lhs_stride": strides[0], "rhs_stride": strides[1],
-        "grad_x": _frontend_flag(dot, "grad_x"), "grad_y": _frontend_flag(dot, "grad_y"),
-        "damax_output": False, "is_fp8": False,
-    }
-    old = dot.backend_config_data if isinstance(dot.backend_config_data, dict) else {}
-    return {"operation_queue_id": str(old.get("operation_queue_id", "0")),
-            "wait_on_operation_queues": list(old.get("wait_on_operation_queues", [])),
-            "gemm_backend_config": gemm,
-            "force_earliest_schedule": bool(old.get("force_earliest_schedule", False))}
-
-
-def gemm_config(instr: HloInstruction) -> dict:
-    return instr.backend_config_data["gemm_backend_config"]
-
-
-def gemm_name(config: dict, target: str = GEMM_TARGET) -> str:
-    """XLA's SetName: cublas-lt-matmul, or cublas-gemm / cublas-batch-gemm for legacy calls."""
-    if target == LT_TARGET:
-        return "cublas-lt-matmul"
-    ddn = config["gemm_backend_config"]["dot_dimension_numbers"]
-    batched = ddn["lhs_batch_dimensions"] or ddn["rhs_batch_dimensions"]
-    return "cublas-batch-gemm" if batched else "cublas-gemm"
-
-
-def _scalar_constant(instr: HloInstruction) -> complex | None:
-    if instr.opcode != "constant" or instr.literal is None or instr.shape.num_elements != 1:
-        return None
-    value = np.asarray(instr.literal).reshape(-1)[0]
-    return complex(value) if np.iscomplexobj(value) else complex(float(value))
-
-
-def _bcast_scalar(instr: HloInstruction, value: float, near: bool = False) -> bool:
-    """broadcast(constant scalar) equal to `value` (or, with `near`, within 128 epsilons of its type)."""
-    if instr.opcode != "broadcast":
-        return False
-    c = _scalar_constant(instr.operands[0])
-    if c is None or c.imag != 0:
-        return False
-    if not near:
-        return c.real == value
-    eps = _NEAR_EPSILON.get(_type(instr))
-    return eps is not None and abs(c.real - value) < abs(c.real + value) * eps
-
-
-def _both_orders(instr: HloInstruction):
-    """The operand pairs of a commutative binary op, as XLA's *AnyOrder patterns try them."""
-    a, b = instr.operands
-    return ((a, b), (b, a))
-
-
-def _one_user(instr: HloInstruction) -> bool:
-    return len(instr.users) == 1
-
-
-def _is_multiply_of(instr: HloInstruction, first, second) -> bool:
-    """multiply(first', second') in either order, each side checked by a predicate."""
-    return instr.opcode == "multiply" and any(first(a) and second(b) for a, b in _both_orders(instr))
-
-
-def is_approximate_gelu_cdf(cdf: HloInstruction, x: HloInstruction) -> bool:
-    """cdf == 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x * x * x))), the inner products and
-    sums used by nothing else (XLA's GELU pattern in GemmRewriter::HandleMultiply)."""
-    def is_x(v):
-        return v is x
-
-    def cube(v):
-        return _one_user(v) and _is_multiply_of(
-            v, is_x, lambda w: _one_user(w) and _is_multiply_of(w, is_x, is_x))
-
-    def scaled_cube(v):
-        return _one_user(v) and _is_multiply_of(v, lambda w: _bcast_scalar(w, 0.044715, near=True), cube)
-
-    def inner(v):
-        return _one_user(v) and v.opcode == "add" and any(
-            is_x(a) and scaled_cube(b) for a, b in _both_orders(v))
-
-    def tanh_arg(v):
-        return _one_user(v) and _is_multiply_of(
-            v, lambda w: _bcast_scalar(w, _SQRT_2_OVER_PI, near=True), inner)
-
-    def one_plus_tanh(v):
-        return v.opcode == "add" and any(
-            _bcast_scalar(a, 1.0) and b.opcode == "tanh" and _one_user(b) and tanh_arg(b.operands[0])
-            for a, b in _both_orders(v))
-
-    return _is_multiply_of(cdf, lambda w: _bcast_scalar(w, 0.5), one_plus_tanh)
+from hlo_opt.gemm_patterns import (
+    both_orders, is_approximate_gelu_cdf, is_broadcast_scalar, one_user, scalar_constant, vector_bias_operand,
+)
 
 
 class GemmRewriterVisitor:
@@ -320,11 +106,11 @@ class GemmRewriterVisitor:
             return
         if "sparsity" in dot.attrs:
             return
-        if too_small_for_rewriting(dot, self.threshold) and _type(dot) in _CLASSICAL_EMITTER_TYPES:
+        if too_small_for_rewriting(dot, self.threshold) and element_type(dot) in CLASSICAL_EMITTER_TYPES:
             return
         if any(is_rank2_transpose(op) for op in dot.operands):
             return
-        if _type(dot.operands[0]) in _F8 and _type(dot.operands[1]) in _F8:
+        if element_type(dot.operands[0]) in F8_TYPES and element_type(dot.operands[1]) in F8_TYPES:
             dot = self._f8_dot_as_f16(dot)
         operands = list(dot.operands)
         if str(dot.attrs.get("algorithm", "")).lower() == "dot_bf16_bf16_f32":
@@ -344,12 +130,13 @@ class GemmRewriterVisitor:
     def _gemm_target(self, dot: HloInstruction, operands: list[HloInstruction], config: dict) -> str:
         """XLA's GetNonFp8GemmCustomCallTarget: cuBLASLt when enabled and it supports the GEMM (no
         s8 operands, a supported type combination and algorithm, fewer than 2^16 batches)."""
-        if not self.enable_cublaslt or any(_type(op) == "s8" for op in operands):
+        if not self.enable_cublaslt or any(element_type(op) == "s8" for op in operands):
             return GEMM_TARGET
-        if not lt_types_supported(_type(operands[0]), _type(operands[1]), _type(dot), config):
+        types = (element_type(operands[0]), element_type(operands[1]), element_type(dot))
+        if not lt_types_supported(*types, config):
             return GEMM_TARGET
         lhs = operands[0].shape
-        batch = int(np.prod([lhs.dims[d] for d in _dims(dot, "lhs_batch_dims")]))
+        batch = int(np.prod([lhs.dims[d] for d in dot_dims(dot, "lhs_batch_dims")]))
         return GEMM_TARGET if batch > LT_MAX_BATCH_COUNT else LT_TARGET
 
     def _convert(self, op: HloInstruction, etype: str, before: HloInstruction) -> HloInstruction:
@@ -358,16 +145,16 @@ class GemmRewriterVisitor:
 
     def _f8_dot_as_f16(self, dot: HloInstruction) -> HloInstruction:
         """XLA's TurnF8DotIntoF16Dot: f16 (bf16 for a bf16 result) operands, f8 results converted back."""
-        etype = "bf16" if _type(dot) == "bf16" else "f16"
+        etype = "bf16" if element_type(dot) == "bf16" else "f16"
         operands = [self._convert(op, etype, dot) for op in dot.operands]
-        if _type(dot) not in _F8:
+        if element_type(dot) not in F8_TYPES:
             new = dot.clone(new_operands=operands, name=dot.name)
             self.comp.add_instruction(new, before=dot)
             self.comp.replace_instruction(dot, new)
             return new
         new = dot.clone(new_operands=operands, shape=dot.shape.with_element_type("f16"), name=dot.name)
         self.comp.add_instruction(new, before=dot)
-        self.comp.replace_instruction(dot, self._convert(new, _type(dot), dot))
+        self.comp.replace_instruction(dot, self._convert(new, element_type(dot), dot))
         return new
 
     # -- alpha ---------------------------------------------------------------------------------------
@@ -376,20 +163,20 @@ class GemmRewriterVisitor:
             if not (is_gemm(gemm) and gemm.shape.is_array and len(gemm.users) == 1
                     and bcast.opcode == "broadcast" and len(bcast.users) == 1):
                 continue
-            scalar = _scalar_constant(bcast.operands[0])
-            if scalar is None or _type(gemm) == "s32":
+            scalar = scalar_constant(bcast.operands[0])
+            if scalar is None or element_type(gemm) == "s32":
                 return
             cfg = gemm_config(gemm)
             if cfg["beta"] != 0:
                 return
             alpha = scalar * complex(cfg["alpha_real"], cfg["alpha_imag"])
-            cfg["alpha_real"], cfg["alpha_imag"] = _number(alpha.real), _number(alpha.imag)
+            cfg["alpha_real"], cfg["alpha_imag"] = json_number(alpha.real), json_number(alpha.imag)
             self.comp.replace_instruction(mul, gemm)
             self.changed = True
             return
-        for x, cdf in _both_orders(mul):
+        for x, cdf in both_orders(mul):
             wrapper, gemm = (x, x.operands[0]) if x.opcode in ("slice", "bitcast") else (None, x)
-            if is_cublaslt(gemm) and gemm.shape.is_array and _one_user(cdf) \
+            if is_cublaslt(gemm) and gemm.shape.is_array and one_user(cdf) \
                     and is_approximate_gelu_cdf(cdf, x):
                 self.fuse_gelu(mul, gemm, wrapper)
                 return
@@ -397,11 +184,11 @@ class GemmRewriterVisitor:
     # -- activations -------------------------------------------------------------------------------
     def handle_maximum(self, mx: HloInstruction) -> None:
         """maximum(cuBLASLt matmul, or a slice or bitcast of one, broadcast(0)) -> RELU epilogue."""
-        for x, zeros in _both_orders(mx):
-            if not _one_user(x) or not _bcast_scalar(zeros, 0.0):
+        for x, zeros in both_orders(mx):
+            if not one_user(x) or not is_broadcast_scalar(zeros, 0.0):
                 continue
             wrapper, gemm = (x, x.operands[0]) if x.opcode in ("slice", "bitcast") else (None, x)
-            if is_cublaslt(gemm) and gemm.shape.is_array and _one_user(gemm):
+            if is_cublaslt(gemm) and gemm.shape.is_array and one_user(gemm):
                 self._set_activation(mx, gemm, wrapper, {"DEFAULT": "RELU", "BIAS": "BIAS_RELU"})
                 return
 
@@ -417,7 +204,7 @@ class GemmRewriterVisitor:
             self._set_activation(mul, gemm, wrapper, names)
             return
         epilogue = names.get(gemm_config(gemm)["epilogue"])
-        if epilogue is None or _type(gemm) not in EPILOGUE_FUSION_TYPES:
+        if epilogue is None or element_type(gemm) not in EPILOGUE_FUSION_TYPES:
             return
         shape = Shape.tuple_of([gemm.shape, gemm.shape])
         new = self.comp.add_instruction(gemm.clone(shape=shape, name=gemm_name({}, LT_TARGET)), before=mul)
@@ -432,7 +219,7 @@ class GemmRewriterVisitor:
                         names: dict[str, str]) -> None:
         """XLA's FuseReluActivation / FuseGeluActivation without aux: the matmul with the new
         epilogue (re-applying the slice or bitcast) replaces `instr`."""
-        if _type(gemm) not in EPILOGUE_FUSION_TYPES:
+        if element_type(gemm) not in EPILOGUE_FUSION_TYPES:
             return
         epilogue = names.get(gemm_config(gemm)["epilogue"])
         if epilogue is None:
@@ -446,8 +233,8 @@ class GemmRewriterVisitor:
 
     # -- matrix bias -------------------------------------------------------------------------------
     def handle_add(self, add: HloInstruction) -> None:
-        for x, bcast in _both_orders(add):
-            matched = _vector_bias_operand(x, bcast)
+        for x, bcast in both_orders(add):
+            matched = vector_bias_operand(x, bcast)
             if matched is not None and self.fuse_vector_bias(add, bcast, *matched):
                 return
         add = self._broadcast_bias_of_batched_matmul(add)
@@ -457,16 +244,16 @@ class GemmRewriterVisitor:
             gemm = x if is_gemm(x) else (x.operands[0] if converted else None)
             if gemm is None or not is_gemm(gemm) or len(gemm.users) != 1 or bias.opcode == "broadcast":
                 continue
-            a, b, out = _type(gemm.operands[0]), _type(gemm.operands[1]), _type(add)
+            a, b, out = element_type(gemm.operands[0]), element_type(gemm.operands[1]), element_type(add)
             supported = lt_types_supported(a, b, out, gemm_config(gemm)) if is_cublaslt(gemm) \
                 else (a, b, out) in LEGACY_CUBLAS_TYPES
-            consumers_ok = _type(add) == _type(gemm) or not add.users or (
+            consumers_ok = element_type(add) == element_type(gemm) or not add.users or (
                 len(add.users) == 1 and add.users[0].opcode == "tuple" and not add.users[0].users)
             if supported and consumers_ok:
                 self.fuse_matrix_bias(add, bias, gemm)
                 return
         for x, bias in (add.operands, reversed(add.operands)):
-            if bias.opcode == "broadcast" or _type(bias) in _F8:
+            if bias.opcode == "broadcast" or element_type(bias) in F8_TYPES:
                 continue
             bitcast = slc = None
             node = x
@@ -483,14 +270,14 @@ class GemmRewriterVisitor:
         """XLA's FuseVectorBiasAdd: add(matmul, broadcast(v)) -> matmul(..., v) with epilogue BIAS,
         when v spans exactly the result's column (rhs free) dims and those are its most minor
         physical dims, in v's own minor-to-major order."""
-        if _type(gemm) not in EPILOGUE_FUSION_TYPES:
+        if element_type(gemm) not in EPILOGUE_FUSION_TYPES:
             return False
         bias = bcast.operands[0]
         cfg = gemm_config(gemm)
         ddn = cfg["dot_dimension_numbers"]
         num_cols = gemm.operands[1].shape.rank - len(ddn["rhs_batch_dimensions"]) \
             - len(ddn["rhs_contracting_dimensions"])
-        if not _one_user(gemm) or cfg["epilogue"] != "DEFAULT" or bias.shape.rank != num_cols:
+        if not one_user(gemm) or cfg["epilogue"] != "DEFAULT" or bias.shape.rank != num_cols:
             return False
         bdims = [int(d) for d in bcast.attrs.get("dimensions", ())]
         out_m2m = (bitcast or gemm).shape.minor_to_major
@@ -510,18 +297,12 @@ class GemmRewriterVisitor:
     def _broadcast_bias_of_batched_matmul(self, add: HloInstruction) -> HloInstruction:
         """add(bitcast(matmul), broadcast(v)) -> bitcast(add(matmul, bitcast(broadcast(v)))), so
         the broadcast is fused as a matrix bias (cuBLASLt matmuls only, as XLA)."""
-        for bc, bcast in _both_orders(add):
-            if bc.opcode == "bitcast" and _one_user(bc) and is_cublaslt(bc.operands[0]) \
-                    and _one_user(bc.operands[0]) and bcast.opcode == "broadcast" and _one_user(bcast):
+        for bc, bcast in both_orders(add):
+            if bc.opcode == "bitcast" and one_user(bc) and is_cublaslt(bc.operands[0]) \
+                    and one_user(bc.operands[0]) and bcast.opcode == "broadcast" and one_user(bcast):
                 gemm = bc.operands[0]
-                new_bias = self.comp.add_new_instruction("bitcast", [bcast], gemm.shape.with_element_type(
-                    bcast.shape.element_type), before=add)
-                new_add = self.comp.add_new_instruction("add", [gemm, new_bias], gemm.shape, name=add.name,
-                                                        before=add)
-                back = self.comp.add_new_instruction("bitcast", [new_add], add.shape, before=add)
-                self.comp.replace_instruction(add, back)
-                self.changed = True
-                return new_add
+                return self._add_in_gemm_shape(add, gemm, bcast,
+                                               gemm.shape.with_element_type(bcast.shape.element_type))
         return add
 
     def _hoist_bitcast(self, add: HloInstruction) -> HloInstruction:
@@ -530,19 +311,25 @@ class GemmRewriterVisitor:
             if bc.opcode == "bitcast" and len(bc.users) == 1 and is_gemm(bc.operands[0]) \
                     and len(bc.operands[0].users) == 1 and bias.opcode != "broadcast":
                 gemm = bc.operands[0]
-                new_bias = self.comp.add_new_instruction("bitcast", [bias], gemm.shape, before=add)
-                new_add = self.comp.add_new_instruction("add", [gemm, new_bias], gemm.shape, name=add.name,
-                                                        before=add)
-                back = self.comp.add_new_instruction("bitcast", [new_add], add.shape, before=add)
-                self.comp.replace_instruction(add, back)
-                self.changed = True
-                return new_add
+                return self._add_in_gemm_shape(add, gemm, bias, gemm.shape)
         return add
+
+    def _add_in_gemm_shape(self, add: HloInstruction, gemm: HloInstruction, bias: HloInstruction,
+                           bias_shape: Shape) -> HloInstruction:
+        """add(bitcast(gemm), bias) -> bitcast(add(gemm, bitcast(bias))): the add in the gemm's own
+        shape, where the bias can be fused; returns the new add."""
+        new_bias = self.comp.add_new_instruction("bitcast", [bias], bias_shape, before=add)
+        new_add = self.comp.add_new_instruction("add", [gemm, new_bias], gemm.shape, name=add.name,
+                                                before=add)
+        back = self.comp.add_new_instruction("bitcast", [new_add], add.shape, before=add)
+        self.comp.replace_instruction(add, back)
+        self.changed = True
+        return new_add
 
     def fuse_matrix_bias(self, add: HloInstruction, bias: HloInstruction, gemm: HloInstruction,
                          bitcast: HloInstruction | None = None, slc: HloInstruction | None = None) -> None:
         target = (bitcast or slc or gemm).shape
-        if bias.shape.dims != target.dims or not same_m2m(bias.shape, target) or _type(gemm) == "s32":
+        if bias.shape.dims != target.dims or not same_m2m(bias.shape, target) or element_type(gemm) == "s32":
             return
         if slc is not None and any(s != 0 or st != 1 for s, _l, st in slc.attrs["slice"].dims):
             return
@@ -641,29 +428,6 @@ def _has_workspace(call: HloInstruction) -> bool:
         return False
     last = call.shape.tuple_shapes[-1]
     return last.is_array and last.element_type.name == "s8"
-
-
-def lt_types_supported(a: str, b: str, out: str, config: dict) -> bool:
-    """XLA's TypesAreSupportedByCublasLt (CUDA, no FP8): the type combination and the algorithm."""
-    algorithm = config.get("precision_config", {}).get("algorithm", "ALG_UNSET")
-    return (a, b, out) in CUBLASLT_TYPES and algorithm in CUBLASLT_ALGORITHMS
-
-
-def _vector_bias_operand(x: HloInstruction, bcast: HloInstruction):
-    """(matmul, slice, bitcast) when x is OptionalBitcast(OptionalSlice(cuBLASLt matmul)), each
-    with one user, and bcast a broadcast (XLA's vector-bias pattern in HandleAdd); else None."""
-    if bcast.opcode != "broadcast" or not _one_user(x):
-        return None
-    node, bitcast, slc = x, None, None
-    if node.opcode == "bitcast":
-        bitcast, node = node, node.operands[0]
-        if not _one_user(node):
-            return None
-    if node.opcode == "slice":
-        slc, node = node, node.operands[0]
-    if not is_cublaslt(node) or not node.shape.is_array or not _one_user(node):
-        return None
-    return node, slc, bitcast
 
 
 @register_pass

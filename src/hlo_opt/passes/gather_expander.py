@@ -23,7 +23,9 @@ import numpy as np
 
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.shape import Shape
-from hlo_opt.gather_scatter_utils import elide_degenerate_dims, index_vector, start_scalars
+from hlo_opt.gather_scatter_utils import (
+    batch_and_offset_permutation, elide_degenerate_dims, index_vector, start_scalars,
+)
 from hlo_common.hlo.hlo_creation_utils import make_broadcast, make_constant, make_reshape, make_transpose
 from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
@@ -43,15 +45,7 @@ def gather_is_broadcast(gather: HloInstruction) -> bool:
 
 
 def permute_batch_and_offset_dims(result: HloInstruction, offset_dims, output_rank: int) -> HloInstruction:
-    perm, batch, offset = [], 0, output_rank - len(offset_dims)
-    for i in range(output_rank):
-        if i in offset_dims:
-            perm.append(offset)
-            offset += 1
-        else:
-            perm.append(batch)
-            batch += 1
-    return make_transpose(result, perm)
+    return make_transpose(result, batch_and_offset_permutation(offset_dims, output_rank))
 
 
 @register_pass

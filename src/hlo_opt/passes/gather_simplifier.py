@@ -26,8 +26,10 @@ import numpy as np
 
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.shape import Shape
-from hlo_opt.gather_scatter_utils import elide_degenerate_dims, expand_first_dim_into_n_dims, \
-    transform_start_indices
+from hlo_opt.gather_scatter_utils import (
+    batch_and_offset_permutation, elide_degenerate_dims, expand_first_dim_into_n_dims,
+    transform_start_indices,
+)
 from hlo_common.hlo.hlo_creation_utils import make_broadcast, make_constant, make_transpose
 from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
@@ -40,18 +42,6 @@ def is_simplified_gather(gather: HloInstruction) -> bool:
         return False
     return gather.operands[1].shape.rank == 2 and a.get("index_vector_dim") == 1 \
         and not a.get("collapsed_slice_dims") and offset[0] == 1 and offset[-1] == len(offset)
-
-
-def _output_permutation(offset_dims, n_batch: int) -> list[int]:
-    perm, offset_next, batch_next = [], n_batch, 0
-    for i in range(n_batch + len(offset_dims)):
-        if i in offset_dims:
-            perm.append(offset_next)
-            offset_next += 1
-        else:
-            perm.append(batch_next)
-            batch_next += 1
-    return perm
 
 
 @register_pass
@@ -92,4 +82,5 @@ class GatherSimplifier(OpExpanderPass):
             result = expand_first_dim_into_n_dims(result, batch_dims)
         elif not batch_dims:
             result = elide_degenerate_dims(result, [0])
-        return make_transpose(result, _output_permutation(offset_dims, len(batch_dims)))
+        rank = len(batch_dims) + len(offset_dims)
+        return make_transpose(result, batch_and_offset_permutation(offset_dims, rank))

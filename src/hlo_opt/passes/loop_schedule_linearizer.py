@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hlo_common.analysis.dataflow import HloDataflowAnalysis
+from hlo_common.hlo.graph import depth_first
 from hlo_common.hlo.ir import HloInstruction, HloModule
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 
@@ -37,16 +38,8 @@ _ASYNC_COLLECTIVE = frozenset({
 
 def _reaches(source: HloInstruction, target: HloInstruction) -> bool:
     """Is there a path of users / control successors from `source` to `target`?"""
-    stack, seen = [source], {id(source)}
-    while stack:
-        node = stack.pop()
-        if node is target:
-            return True
-        for nxt in node.users + node.control_successors:
-            if id(nxt) not in seen:
-                seen.add(id(nxt))
-                stack.append(nxt)
-    return False
+    return any(node is target
+               for node in depth_first([source], lambda node: node.users + node.control_successors))
 
 
 def _linearize_loop(df: HloDataflowAnalysis, w: HloInstruction) -> bool:

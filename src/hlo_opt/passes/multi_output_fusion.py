@@ -38,6 +38,7 @@ from hlo_opt.fusion.fusion_utils import FusionEditor, verify_fusion_step
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_opt.fusion.multi_output_editing import MultiOutputEditor, Reachability
+from hlo_opt.gpu_model.cost_analysis import GpuHloCostAnalysis
 from hlo_opt.fusion.multi_output_fusible import (
     HeroCache,
     can_fuse_siblings,
@@ -119,11 +120,14 @@ class _Run:
         self.log = log
         self.reach = Reachability(comp)
         self.cache = HeroCache()
+        # IR sizes for the IR-size rule: the model's cost analysis, or one of the run's own
+        self.cost = model.cost if model is not None else GpuHloCostAnalysis(device)
         self.column_rule = False
 
     def _invalidate(self, *instrs: HloInstruction) -> None:
         for instr in instrs:
             self.cache.invalidate(instr)
+            self.cost.invalidate(instr)
             if self.model is not None:
                 self.model.invalidate(instr)
 
@@ -188,7 +192,7 @@ class _Run:
         candidates = []
         for consumer in users:
             decision = producer_candidate_is_fusible(producer, consumer, self.reach, self.device, self.model,
-                                                     self.cache)
+                                                     self.cache, self.cost)
             if decision:
                 candidates.append(consumer)
             else:

@@ -6,7 +6,9 @@ XLA runs its Triton softmax rewriter. The fusions it makes are kCustom with back
 `{"fusion_backend_config":{"kind":"__norm"}}`; `hlo_common.gpu.hlo_fusion_analysis` gives them the
 "normalization" emitter kind, priority fusion and multi-output fusion leave kCustom fusions alone,
 and hlo-codegen emits them with `hlo_codegen.emitters.normalization` (one block, or one warp, per
-row; the row stays in registers; reductions through warp shuffles and shared memory).
+row; the row stays in registers; reductions through warp shuffles and shared memory). The
+recognition of diamonds, row shapes and side inputs is in `hlo_opt.fusion.normalization_diamonds`;
+this file decides which groups become fusions, and builds them.
 
 What it recognises (the "diamond" of XLA's rewriter), over full arrays of dims D whose last dim is
 the minor one (default layout) and rows of n = D[-1] elements:
@@ -79,225 +81,14 @@ back, and variadic reduces are left to priority fusion.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from hlo_opt.fusion.fusion_utils import FusionEditor
+from hlo_opt.fusion.normalization_diamonds import MAX_ROW_ELEMENTS, Group, Rows, diamond, row_reduction_dims
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_common.interpreter.reducers import classify_reducer
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.hlo.opcodes import is_elementwise
 
 NORMALIZATION_KIND = "__norm"
-MAX_ROW_ELEMENTS = 8192
-_REDUCERS = ("add", "multiply", "maximum", "minimum")
-_NOT_FUSED = ("rng", "rng-bit-generator", "rng-get-and-update-state")
-
-
-def _default_layout(shape) -> bool:
-    return shape.is_array and tuple(shape.minor_to_major) == tuple(range(shape.rank - 1, -1, -1))
-
-
-def _nonunit(dims) -> tuple[int, ...]:
-    return tuple(d for d in dims if d != 1)
-
-
-def row_reduction_dims(instr: HloInstruction) -> tuple[int, ...] | None:
-    """D (the reduced input's dims) when `instr` is a row reduction this pass fuses, else None."""
-    if instr.opcode != "reduce" or len(instr.operands) != 2 or not instr.shape.is_array:
-        return None
-    x, init = instr.operands
-    shape = x.shape
-    if not shape.is_array or shape.rank < 1 or not _default_layout(shape):
-        return None
-    if list(instr.attrs["dimensions"]) != [shape.rank - 1]:
-        return None
-    n = shape.dims[-1]
-    if n < 2 or n > MAX_ROW_ELEMENTS:
-        return None
-    if init.opcode != "constant" or init.shape.rank != 0:
-        return None
-    if classify_reducer(instr.attrs["to_apply"]) not in _REDUCERS:
-        return None
-    if not instr.shape.element_type.is_float:
-        return None
-    return tuple(shape.dims)
-
-
-class _Rows:
-    """Shape classes relative to full dims D: full arrays, row arrays (one value per row)."""
-
-    def __init__(self, dims: tuple[int, ...]):
-        self.dims = dims
-        self.rows = math.prod(dims[:-1])
-        self.row_key = _nonunit(dims[:-1])
-
-    def full(self, instr: HloInstruction) -> bool:
-        s = instr.shape
-        return s.is_array and tuple(s.dims) == self.dims and _default_layout(s)
-
-    def row(self, instr: HloInstruction) -> bool:
-        s = instr.shape
-        return (s.is_array and s.num_elements == self.rows and _nonunit(s.dims) == self.row_key
-                and _default_layout(s))
-
-    def elementwise(self, instr: HloInstruction) -> bool:
-        return (is_elementwise(instr.opcode) and instr.opcode not in _NOT_FUSED
-                and not instr.has_side_effect and (self.full(instr) or self.row(instr)))
-
-    def member(self, instr: HloInstruction) -> bool:
-        """An op the emitter computes per row element or per row."""
-        op = instr.opcode
-        if self.elementwise(instr):
-            return True
-        if op == "reduce":
-            return row_reduction_dims(instr) == self.dims
-        if op in ("reshape", "bitcast"):
-            return self.row(instr) and self.row(instr.operands[0])
-        if op == "broadcast":
-            src = instr.operands[0]
-            if self.row(instr) and (self.row(src) or src.shape.rank == 0):
-                return True
-            return self.full(instr) and self._row_broadcast(instr)
-        return False
-
-    def _row_broadcast(self, instr: HloInstruction) -> bool:
-        src = instr.operands[0]
-        return (len(self.dims) - 1 not in instr.attrs["dimensions"] and self.row(src))
-
-    def side_input(self, instr: HloInstruction) -> bool:
-        """Cheap values the group clones in: scalar constants and broadcasts into a full or row
-        array of anything (a constant, the scale vector along the last dim)."""
-        if instr.opcode == "constant":
-            return instr.shape.is_array and instr.shape.rank == 0
-        if instr.opcode == "broadcast":
-            return self.full(instr) or self.row(instr)
-        return False
-
-
-def _full_ancestors(x: HloInstruction, rows: _Rows, limit: int = 16) -> list[HloInstruction]:
-    """`x` and the full-shape values it is computed from by full-shape elementwise ops."""
-    out, stack, seen = [], [x], {id(x)}
-    while stack and len(out) < limit:
-        node = stack.pop()
-        if not rows.full(node):
-            continue
-        out.append(node)
-        if rows.elementwise(node):
-            for op in node.operands:
-                if id(op) not in seen:
-                    seen.add(id(op))
-                    stack.append(op)
-    return out
-
-
-def _between(source: HloInstruction, sink: HloInstruction, rows: _Rows) -> list[HloInstruction] | None:
-    """The member ops on paths from `source` (exclusive) to `sink` (inclusive), or None when a
-    path goes through an op the emitter cannot compute."""
-    reaches: dict[int, bool] = {}
-    order: list[HloInstruction] = []
-    stack: list[tuple[HloInstruction, int]] = [(sink, 0)]
-    visiting = {id(sink)}
-    while stack:
-        node, k = stack.pop()
-        if node is source:
-            reaches[id(node)] = True
-            continue
-        if not rows.member(node):
-            reaches[id(node)] = False
-            continue
-        if k < len(node.operands):
-            stack.append((node, k + 1))
-            op = node.operands[k]
-            if id(op) not in visiting:
-                visiting.add(id(op))
-                stack.append((op, 0))
-            continue
-        reaches[id(node)] = any(reaches.get(id(op), False) for op in node.operands)
-        order.append(node)
-    return [n for n in order if reaches[id(n)]]
-
-
-def _diamond(reduce: HloInstruction, rows: _Rows) -> list[HloInstruction] | None:
-    """The members of the diamond(s) `reduce` heads: from their common input to each full-shape
-    elementwise op that combines the broadcast-back reduction with that input."""
-    sources = _full_ancestors(reduce.operands[0], rows)
-    source_ids = {id(s) for s in sources}
-    found: list[HloInstruction] = []
-    stack, seen = [reduce], {id(reduce)}
-    while stack:  # forward over row ops to the broadcasts back
-        node = stack.pop()
-        for user in node.users:
-            if id(user) in seen or not rows.member(user):
-                continue
-            seen.add(id(user))
-            if user.opcode == "broadcast" and rows.full(user):
-                for combine in user.users:
-                    if not (rows.elementwise(combine) and rows.full(combine)):
-                        continue
-                    for other in combine.operands:
-                        if other is user:
-                            continue
-                        common = next((a for a in _full_ancestors(other, rows) if id(a) in source_ids),
-                                      None)
-                        if common is None:
-                            continue
-                        members = _between(common, combine, rows)
-                        if members and any(m is reduce for m in members):
-                            found.extend(members)
-            elif rows.row(user):
-                stack.append(user)
-    return found or None
-
-
-_INDEX_ONLY_LIMIT = 16
-
-
-def _index_only(instr: HloInstruction, max_parameter_elements: int = 0) -> list[HloInstruction]:
-    """The ops computing `instr` when they are only iotas, constants, broadcasts and elementwise
-    ops of those and of parameters with fewer than `max_parameter_elements` elements (at most
-    _INDEX_ONLY_LIMIT ops; the parameters are not among them), else []."""
-    out, stack, seen = [], [instr], {id(instr)}
-    while stack:
-        node = stack.pop()
-        op = node.opcode
-        if op == "parameter" and node.shape.is_array and node.shape.num_elements < max_parameter_elements:
-            continue
-        if not (op in ("iota", "constant", "broadcast") or (is_elementwise(op) and op not in _NOT_FUSED)):
-            return []
-        if op == "constant" and node.shape.num_elements > 1:
-            return []
-        out.append(node)
-        if len(out) > _INDEX_ONLY_LIMIT:
-            return []
-        for o in node.operands:
-            if id(o) not in seen:
-                seen.add(id(o))
-                stack.append(o)
-    return out
-
-
-@dataclass
-class _Group:
-    rows: _Rows
-    members: dict[int, HloInstruction]
-    cloned: set[int] = field(default_factory=set)  # cheap values cloned in (may have outside users)
-
-    def add(self, instr: HloInstruction) -> None:
-        self.members[id(instr)] = instr
-
-    def __contains__(self, instr: HloInstruction) -> bool:
-        return id(instr) in self.members
-
-    def clone_side_input(self, op: HloInstruction) -> None:
-        """Take in a side input (a scalar constant, a broadcast) as a clone, with what such a
-        broadcast reads when that is computed from iotas, constants and smaller parameters."""
-        self.add(op)
-        self.cloned.add(id(op))
-        if op.opcode == "broadcast":
-            for inner in _index_only(op.operands[0], op.shape.num_elements):
-                self.add(inner)
-                self.cloned.add(id(inner))
 
 
 @register_pass
@@ -321,17 +112,17 @@ class NormalizationFusion(HloPass):
     def _run_on_computation(self, comp: HloComputation, editor: FusionEditor) -> bool:
         order = comp.post_order()
         position = {id(n): i for i, n in enumerate(order)}
-        groups: list[_Group] = []
+        groups: list[Group] = []
         owner: dict[int, int] = {}
         for instr in order:
             dims = row_reduction_dims(instr)
             if dims is None or dims[-1] > self.max_row_elements or id(instr) in owner:
                 continue
-            rows = _Rows(dims)
-            members = _diamond(instr, rows)
+            rows = Rows(dims)
+            members = diamond(instr, rows)
             if members is None:
                 continue
-            group = _Group(rows, {})
+            group = Group(rows, {})
             for m in members:
                 group.add(m)
             groups.append(group)
@@ -351,7 +142,7 @@ class NormalizationFusion(HloPass):
                 changed |= self._fuse_recomputing(group, comp, editor, position, owner)
         return changed
 
-    def _fuse_recomputing(self, group: _Group, comp: HloComputation, editor: FusionEditor,
+    def _fuse_recomputing(self, group: Group, comp: HloComputation, editor: FusionEditor,
                           position: dict[int, int], owner: dict[int, int]) -> bool:
         """A group with several outputs: one fusion per full-shape output (its *cone*, the group
         members it is computed from), cloning what the cones share (see the module docstring).
@@ -360,7 +151,7 @@ class NormalizationFusion(HloPass):
         which keeps that reduce in a kernel of its own anyway); declining one may decline more.
         The latest root first, so that a root another cone clones is still in place."""
         outputs = self._outputs(group)
-        cones: list[tuple[HloInstruction, _Group, HloInstruction]] = []
+        cones: list[tuple[HloInstruction, Group, HloInstruction]] = []
         for out in outputs:
             cone = self._cone(group, out) if group.rows.full(out) else None
             if cone is None:
@@ -392,7 +183,7 @@ class NormalizationFusion(HloPass):
         return changed
 
     @staticmethod
-    def _acyclic(cone: _Group, root: HloInstruction) -> bool:
+    def _acyclic(cone: Group, root: HloInstruction) -> bool:
         """Whether fusing `cone` keeps the graph acyclic when what it shares is cloned: only its
         root is replaced (the other members stay for their other users), so a cycle needs a value
         the fusion reads that is computed from the root."""
@@ -409,10 +200,10 @@ class NormalizationFusion(HloPass):
         return True
 
     @staticmethod
-    def _cone(group: _Group, root: HloInstruction) -> _Group | None:
+    def _cone(group: Group, root: HloInstruction) -> Group | None:
         """The members of `group` that `root` is computed from (through members only), as a group
         of its own; None when it holds no reduce."""
-        cone = _Group(group.rows, {}, set(group.cloned))
+        cone = Group(group.rows, {}, set(group.cloned))
         stack = [root]
         cone.add(root)
         while stack:
@@ -426,7 +217,7 @@ class NormalizationFusion(HloPass):
         return cone
 
     @staticmethod
-    def _grow_cone(group: _Group, cone: _Group, root: HloInstruction,
+    def _grow_cone(group: Group, cone: Group, root: HloInstruction,
                    owner: dict[int, int]) -> HloInstruction:
         """Downwards, as `_grow` does for a group: while the root's one user outside the group is a
         full-shape elementwise op of no group whose other operands are scalar constants or
@@ -449,7 +240,7 @@ class NormalizationFusion(HloPass):
                     cone.clone_side_input(op)
             root = user
 
-    def _recompute_pays(self, cone: _Group, root: HloInstruction) -> bool:
+    def _recompute_pays(self, cone: Group, root: HloInstruction) -> bool:
         """Whether recomputing what `cone` shares with other users costs no extra full-array read:
         every reduce the fusion clones (one read outside the cone, or an operand of such a value)
         reads only full-shape inputs that the fusion reads anyway, on the way from its root to
@@ -492,7 +283,7 @@ class NormalizationFusion(HloPass):
         return all(full_inputs([r.operands[0]], through_reduce=True) <= anyway for r in cloned_reduces)
 
     @staticmethod
-    def _merge_owned(groups: list[_Group], owner: dict[int, int], gi: int) -> None:
+    def _merge_owned(groups: list[Group], owner: dict[int, int], gi: int) -> None:
         """Give group `gi` every node it shares with earlier groups (their members move over)."""
         group = groups[gi]
         for key in list(group.members):
@@ -506,7 +297,7 @@ class NormalizationFusion(HloPass):
         for key in group.members:
             owner[key] = gi
 
-    def _grow(self, group: _Group, groups: list[_Group], owner: dict[int, int], gi: int) -> None:
+    def _grow(self, group: Group, groups: list[Group], owner: dict[int, int], gi: int) -> None:
         rows = group.rows
         changed = True
         while changed:
@@ -553,7 +344,7 @@ class NormalizationFusion(HloPass):
         return instr.opcode == "constant" or (instr.opcode == "broadcast" and
                                               instr.operands[0].opcode in ("constant", "parameter"))
 
-    def _outputs(self, group: _Group) -> list[HloInstruction]:
+    def _outputs(self, group: Group) -> list[HloInstruction]:
         out = []
         for node in group.members.values():
             if id(node) in group.cloned or self._duplicable(node):
@@ -562,7 +353,7 @@ class NormalizationFusion(HloPass):
                 out.append(node)
         return out
 
-    def _single_output(self, group: _Group, comp: HloComputation) -> HloInstruction | None:
+    def _single_output(self, group: Group, comp: HloComputation) -> HloInstruction | None:
         outputs = self._outputs(group)
         if len(outputs) != 1 or not group.rows.full(outputs[0]):
             return None
@@ -571,7 +362,7 @@ class NormalizationFusion(HloPass):
         return outputs[0]
 
     @staticmethod
-    def _convex(group: _Group, comp: HloComputation) -> bool:
+    def _convex(group: Group, comp: HloComputation) -> bool:
         """No value outside the group is computed from a group node and read by the group."""
         outside = [op for n in group.members.values() for op in n.operands if op not in group]
         memo: dict[int, bool] = {}
@@ -598,7 +389,7 @@ class NormalizationFusion(HloPass):
         return True
 
     @staticmethod
-    def _fuse(group: _Group, root: HloInstruction, comp: HloComputation, editor: FusionEditor,
+    def _fuse(group: Group, root: HloInstruction, comp: HloComputation, editor: FusionEditor,
               position: dict[int, int]) -> None:
         fusion = editor.wrap_in_fusion(root, "kCustom")
         fusion.backend_config_data = {"fusion_backend_config": {"kind": NORMALIZATION_KIND}}

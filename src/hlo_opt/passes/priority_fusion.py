@@ -50,10 +50,10 @@ import math
 from dataclasses import dataclass, field
 
 from hlo_common.gpu.device import H100, DeviceDescription
-from hlo_common.gpu.hlo_fusion_analysis import fusion_kind
+from hlo_common.gpu.hlo_fusion_analysis import fusion_kind_for_emitter
 from hlo_opt.fusion.fusion_utils import FusionEditor, verify_fusion_step
-from hlo_opt.fusion.gpu_fusible import (ALLOW, FusionDecision, can_fuse, is_fusible,
-                                    is_fusible_bitcast, scatter)
+from hlo_opt.fusion.gpu_fusible import (ALLOW, FusionContext, FusionDecision, can_fuse, is_fusible,
+                                        is_fusible_bitcast, scatter_output_or_in_place_operand)
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.hlo.hlo_utils import CONTROL_FLOW_CALLERS
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
@@ -116,18 +116,6 @@ class DecisionLog:
         return "".join(line + "\n" for line in self.lines)
 
 
-class _ModelAnalyses:
-    """The performance model's fusion analyses, shared with `can_fuse` (one cache, not two; the
-    model's `invalidate` drops both)."""
-
-    def __init__(self, model):
-        self.of = model.analysis
-        self.of_pair = model.producer_consumer_analysis
-
-    def invalidate(self, instr: HloInstruction) -> None:
-        pass
-
-
 class _Queue:
     """The producers of one computation by priority (XLA's PriorityFusionQueue)."""
 
@@ -136,7 +124,8 @@ class _Queue:
         self.device = pass_.device or H100
         self.model = model
         self.log = log
-        self.analyses = _ModelAnalyses(model)
+        self.analyses = model.analyses  # the model's fusion analyses, shared with can_fuse
+        self.context = FusionContext(self.device, self.analyses, model.cost)
         self.heap: list[tuple[float, int, int, HloInstruction]] = []
         self.current: dict[HloInstruction, tuple[float, int]] = {}  # producer -> (priority, version)
         self.version = 0
@@ -148,7 +137,7 @@ class _Queue:
         per = self.can_fuse_cache.setdefault(producer, {})
         decision = per.get(consumer)
         if decision is None:
-            decision = per[consumer] = can_fuse(producer, consumer, self.device, self.analyses)
+            decision = per[consumer] = can_fuse(producer, consumer, self.context)
         return decision
 
     def can_fuse_with_all_non_bitcast_users(self, producer: HloInstruction) -> FusionDecision:
@@ -241,8 +230,7 @@ class _Queue:
             per = self.can_fuse_cache.get(op)
             if per is not None:
                 per.pop(instr, None)
-        self.model.invalidate(instr)
-        self.analyses.invalidate(instr)
+        self.model.invalidate(instr)  # its estimates, costs and fusion analyses
 
 
 @register_pass
@@ -306,7 +294,7 @@ class PriorityFusion(HloPass):
                 if is_fusible_bitcast(consumer):
                     continue
                 consumer_name = consumer.name
-                kind = fusion_kind(queue.analyses.of_pair(producer, consumer))
+                kind = fusion_kind_for_emitter(queue.analyses.get_pair(producer, consumer))
                 queue.invalidate(consumer)
                 old_operands = set(consumer.operands)
                 fusion = self._fuse(editor, producer, consumer, kind, rule, prio)
@@ -346,9 +334,9 @@ class PriorityFusion(HloPass):
         changed = False
         for constant in [i for i in comp.instructions if is_small_constant(i)]:
             for user in list(constant.users):
-                if constant.parent is None or not self._can_fuse_constant(constant, user):
+                if constant.parent is None or not self._can_fuse_constant(constant, user, queue):
                     continue
-                kind = fusion_kind(queue.analyses.of_pair(constant, user))
+                kind = fusion_kind_for_emitter(queue.analyses.get_pair(constant, user))
                 consumer_name = user.name
                 queue.invalidate(user)
                 fusion = self._fuse(editor, constant, user, kind, RULE_CONSTANT, -INF)
@@ -359,8 +347,9 @@ class PriorityFusion(HloPass):
         return changed
 
     @staticmethod
-    def _can_fuse_constant(constant: HloInstruction, user: HloInstruction) -> bool:
-        return bool(scatter(constant, user)) and is_fusible(user)
+    def _can_fuse_constant(constant: HloInstruction, user: HloInstruction, queue: _Queue) -> bool:
+        """XLA fuses a small constant into every fusible user but a scatter's in-place operand."""
+        return bool(scatter_output_or_in_place_operand(constant, user, queue.context)) and is_fusible(user)
 
     # -- checks and output --------------------------------------------------------------------------
     def _verify_step(self, fusion: HloInstruction, names: tuple[str, str], rule: str, prio: float) -> None:

@@ -20,6 +20,7 @@ import heapq
 
 from hlo_common.analysis.call_graph import xla_instruction_post_order
 from hlo_common.analysis.schedule_memory import ComputationMemory, callee_peak
+from hlo_common.hlo.graph import post_order
 from hlo_common.hlo.ir import HloComputation, HloInstruction
 
 _ALWAYS_FIRST = (1 << 62, 1 << 62)
@@ -146,32 +147,12 @@ def dfs_schedule(comp: HloComputation, model: ComputationMemory,
     def order_key(i: HloInstruction):
         return (-extra_users[id(i)], -total_sizes[id(i)], i.name)
 
-    sequence: list[HloInstruction] = []
-    visited: set[int] = set()
+    def deps(node: HloInstruction) -> list[HloInstruction]:  # the first in order is visited first
+        return sorted(_unique(node.operands + node.control_predecessors), key=order_key)
+
     roots = [i for i in comp.instructions
              if not i.users and not i.control_successors and i is not comp.root] + [comp.root]
-    for root in roots:
-        _dfs_post_order(root, order_key, visited, sequence)
-    return sequence
-
-
-def _dfs_post_order(root: HloInstruction, order_key, visited: set[int], out: list[HloInstruction]) -> None:
-    if id(root) in visited:
-        return
-    stack: list[tuple[HloInstruction, bool]] = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            out.append(node)
-            continue
-        if id(node) in visited:
-            continue
-        visited.add(id(node))
-        stack.append((node, True))
-        deps = [d for d in _unique(node.operands + node.control_predecessors) if id(d) not in visited]
-        deps.sort(key=order_key)
-        for dep in reversed(deps):  # the first in order is visited first
-            stack.append((dep, False))
+    return post_order(roots, deps)
 
 
 def post_order_schedule(comp: HloComputation, model: ComputationMemory | None = None,

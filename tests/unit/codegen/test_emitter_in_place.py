@@ -12,7 +12,7 @@ import pytest
 from corpus_lib import CORPUS_DIR as CORPUS
 from emitter_testlib import check, fusion_of, index_aware_args, run_on_host
 from hlo_codegen.emitters import emit_kernel, emitter_kind, get_fusion_emitter
-from hlo_codegen.emitters.in_place_dus import strip_bitcasts
+from hlo_common.gpu.ir_emission_utils import strip_bitcasts
 from hlo_codegen.emitters.base import fusion_roots
 from hlo_codegen.kernel_ir import print_kernel
 

@@ -3,6 +3,7 @@ the nearby case XLA allows. HLO text in, decision out."""
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import replace
 
 import pytest
@@ -28,11 +29,8 @@ def _pair(text: str, producer: str, consumer: str):
 
 def _decide(text, producer, consumer, rule=None, device=H100):
     p, c = _pair(text, producer, consumer)
-    if rule is None:
-        return gf.can_fuse(p, c, device)
-    if rule is gf.shared_memory:
-        return rule(p, c, device)
-    return rule(p, c)
+    ctx = gf.FusionContext(device)
+    return gf.can_fuse(p, c, ctx) if rule is None else rule(p, c, ctx)
 
 
 def assert_forbids(rule_name, text, producer, consumer, device=H100):
@@ -121,10 +119,10 @@ ENTRY e {
 """
 
 
-def test_scatter():
-    assert_forbids("scatter", SCATTER, "op", "s")  # the in-place operand
-    assert_forbids("scatter", SCATTER, "s", "after")  # the scatter's output
-    assert_allows(gf.scatter, SCATTER, "upd", "s")  # the updates may be fused
+def test_scatter_output_or_in_place_operand():
+    assert_forbids("scatter_output_or_in_place_operand", SCATTER, "op", "s")  # the in-place operand
+    assert_forbids("scatter_output_or_in_place_operand", SCATTER, "s", "after")  # the scatter's output
+    assert_allows(gf.scatter_output_or_in_place_operand, SCATTER, "upd", "s")  # the updates may be fused
     assert gf.can_fuse(*_pair(SCATTER, "upd", "s"))
 
 
@@ -187,7 +185,7 @@ ENTRY e {
     small = replace(H100, shared_memory_per_block=16384)
     assert_forbids("shared_memory", text, "n", "col", device=small)
     assert_allows(gf.shared_memory, text, "n", "col")
-    assert gf.shared_memory_bytes(_pair(text, "n", "col")[1]) == 16896
+    assert gf.shared_memory_usage(_pair(text, "n", "col")[1]) == 16896
 
 
 def _many_reductions(n: int) -> str:
@@ -221,11 +219,12 @@ def test_unnested_reductions():
     text9 = _many_reductions(9)
     text8 = _many_reductions(8)
     p9, c9 = _pair(text9, "x", "f")
-    assert gf.unnested_reduction_count(c9) == 9
-    assert not gf.unnested_reductions(p9, c9)
-    assert gf.unnested_reductions(p9, c9).rule == "unnested_reductions"
+    assert gf.num_unnested_reductions(c9) == 9
+    ctx = gf.FusionContext()
+    assert not gf.unnested_reductions(p9, c9, ctx)
+    assert gf.unnested_reductions(p9, c9, ctx).rule == "unnested_reductions"
     p8, c8 = _pair(text8, "x", "f")
-    assert gf.unnested_reductions(p8, c8)
+    assert gf.unnested_reductions(p8, c8, ctx)
 
 
 def _wide_consumer(n: int) -> str:
@@ -258,36 +257,44 @@ def test_operand_limit():
     assert_allows(gf.operand_limit, _wide_consumer(93), "x", "f")
 
 
-def test_ir_size():
-    # the producer's body (2001 ops) read by 5 users inside the consumer: 2001*5 + 6 > 10000
-    n = 2000
-    pbody = "\n".join(f"  a{i} = f32[8] negate(a{i - 1})" if i else "  a0 = f32[8] negate(q)"
-                      for i in range(n))
-    def text(readers):
-        uses = "\n".join(f"  use{i} = f32[8] abs(r)" for i in range(readers))
-        acc = ["  v0 = f32[8] add(use0, use0)"]
-        acc += [f"  v{i} = f32[8] add(v{i - 1}, use{i})" for i in range(1, readers)]
-        return f"""
+def _ir_size_case(slices: int) -> str:
+    """A 62-op elementwise producer fusion read by a consumer fusion through `slices` slices."""
+    chain = " ".join(f"e{i} = f32[256] exponential(e{i - 1})" for i in range(1, 60))
+    sl = " ".join(f"sl{i} = f32[1] slice(q), slice={{[{i}:{i + 1}]}}" for i in range(slices))
+    return f"""
 HloModule m
-pc {{
-  q = f32[8] parameter(0)
-{pbody}
-  ROOT z = f32[8] abs(a{n - 1})
-}}
-cc {{
-  r = f32[8] parameter(0)
-{uses}
-{chr(10).join(acc[:-1])}
-  ROOT {acc[-1].strip()}
-}}
-ENTRY e {{
-  p = f32[8] parameter(0)
-  prod = f32[8] fusion(p), kind=kLoop, calls=pc
-  ROOT cons = f32[8] fusion(prod), kind=kLoop, calls=cc
-}}
+f {{ p = f32[256] parameter(0) e0 = f32[256] exponential(p) {chain}
+  ROOT r = f32[256] add(e59, p) }}
+g {{ q = f32[256] parameter(0) {sl}
+  ROOT c = f32[{slices}] concatenate({", ".join(f"sl{i}" for i in range(slices))}), dimensions={{0}} }}
+ENTRY e {{ x = f32[256] parameter(0)
+  prod = f32[256] fusion(x), kind=kLoop, calls=f
+  ROOT cons = f32[{slices}] fusion(prod), kind=kLoop, calls=g }}
 """
-    assert_forbids("ir_size", text(5), "prod", "cons")
-    assert_allows(gf.ir_size_limit, text(4), "prod", "cons")
+
+
+def test_ir_size_limit():
+    # the cost analysis' IR sizes (XLA's ProducerConsumerMergedTooLarge): the producer (62) is
+    # emitted once per slice reading it; 62 * 200 + 402 > 10000, 62 * 150 + 302 is not
+    assert_forbids("ir_size_limit", _ir_size_case(200), "prod", "cons")
+    assert_allows(gf.ir_size_limit, _ir_size_case(150), "prod", "cons")
+    # 300 elementwise reads of the producer inside one kernel emit it once (the count of the
+    # parameter's users, 300, would have said 62 * 300 > 10000)
+    uses = " ".join(f"use{i} = f32[256] abs(q)" for i in range(300))
+    acc = " ".join(f"v{i} = f32[256] add(v{i - 1}, use{i})" for i in range(1, 300))
+    elementwise = _ir_size_case(1).replace(
+        "ROOT c = f32[1] concatenate(sl0), dimensions={0}",
+        f"{uses} v0 = f32[256] add(use0, use0) {acc} ROOT c = f32[256] negate(v299)").replace(
+        "ROOT cons = f32[1]", "ROOT cons = f32[256]")
+    assert_allows(gf.ir_size_limit, elementwise, "prod", "cons")
+
+
+def test_ir_size_limit_is_the_cost_analysis_check():
+    # one IR-size check: the rule forbids exactly where the cost model's estimate is too large
+    for slices in (150, 200):
+        p, c = _pair(_ir_size_case(slices), "prod", "cons")
+        ctx = gf.FusionContext()
+        assert bool(gf.ir_size_limit(p, c, ctx)) != ctx.cost.producer_consumer_merged_too_large(p, c)
 
 
 DUS = """
@@ -321,6 +328,14 @@ def test_in_place():
 @pytest.mark.parametrize("rule", gf.RULES)
 def test_every_rule_is_exercised(rule):
     assert rule.__name__ in {
-        "producer_is_root", "not_fusible", "consumer_is_lone_bitcast", "scatter", "both_significant_reduce",
-        "reduction_becomes_loop", "shared_memory", "unnested_reductions", "operand_limit",
-        "ir_size_limit", "in_place"}
+        "producer_is_root", "not_fusible", "consumer_is_lone_bitcast", "scatter_output_or_in_place_operand",
+        "both_significant_reduce", "reduction_becomes_loop", "shared_memory", "unnested_reductions",
+        "operand_limit", "ir_size_limit", "in_place"}
+
+
+@pytest.mark.parametrize("rule", gf.RULES, ids=lambda r: r.__name__)
+def test_every_rule_has_the_one_signature(rule):
+    # can_fuse calls each rule alike: no rule needs a special case
+    params = inspect.signature(rule).parameters
+    assert list(params) == ["producer", "consumer", "ctx"]
+    assert all(p.default is inspect.Parameter.empty for p in params.values())

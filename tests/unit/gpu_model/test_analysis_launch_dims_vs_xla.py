@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hlo_common.gpu.device import H100
-from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis, fusion_kind
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis, fusion_kind_for_emitter
 from hlo_common.hlo.ir import parse_module
 
 DATA = Path(__file__).parent / "xla_h100"
@@ -92,12 +92,12 @@ def test_kinds_of_xla_fusions():
 
 
 def test_fusion_kinds_match_xla():
-    """fusion_kind of the analysis equals the kind XLA gave each of its 33 fusions."""
+    """fusion_kind_for_emitter of the analysis equals the kind XLA gave each of its 33 fusions."""
     checked = 0
     for path in sorted(DATA.glob("*.after_optimizations.hlo")):
         for c in parse_module(path.read_text()).computations:
             for i in c.instructions:
                 if i.opcode == "fusion":
-                    assert fusion_kind(FusionAnalysis.of_fusion(i)) == str(i.attrs["kind"]), i.name
+                    assert fusion_kind_for_emitter(FusionAnalysis.of_fusion(i)) == str(i.attrs["kind"]), i.name
                     checked += 1
     assert checked == 33

@@ -26,7 +26,7 @@ import pytest
 
 from pass_testlib import check_numerics, check_pass, check_unchanged, run_pass
 
-from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis, fusion_kind
+from hlo_common.gpu.hlo_fusion_analysis import FusionAnalysis, fusion_kind_for_emitter
 from hlo_common.hlo_pass.pipeline import RunOptions
 from hlo_common.hlo.parser import parse_module
 
@@ -117,7 +117,7 @@ def test_softmax_becomes_one_custom_fusion():
     check_numerics(SOFTMAX, module)
     fusion = _norm_fusions(module)[0]
     analysis = FusionAnalysis.of_fusion(fusion)
-    assert analysis.emitter_kind == "normalization" and fusion_kind(analysis) == "kCustom"
+    assert analysis.emitter_kind == "normalization" and fusion_kind_for_emitter(analysis) == "kCustom"
 
 
 @pytest.mark.parametrize("text", [LAYERNORM_3D, RMSNORM_BF16], ids=["layernorm_3d", "rmsnorm_bf16"])

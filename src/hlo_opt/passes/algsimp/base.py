@@ -24,7 +24,7 @@ import numpy as np
 from hlo_common.hlo.dtypes import PRED, PrimitiveType
 from hlo_common.hlo.ir import HloComputation, HloInstruction
 from hlo_common.hlo.shape import Shape
-from hlo_common.hlo.hlo_utils import has_side_effect
+from hlo_common.hlo.hlo_utils import has_side_effect, inherit_attributes
 
 if TYPE_CHECKING:
     from hlo_opt.passes.algebraic_simplifier import AlgebraicSimplifier
@@ -148,12 +148,7 @@ class Rewriter:
         if new.parent is None:
             self.comp.add_instruction(new)
             self.created.append(new)
-        if not any(k == "op_name" for k, _ in new.metadata):
-            new.metadata = list(old.metadata) or new.metadata
-        if not new.frontend_attributes:
-            new.frontend_attributes = list(old.frontend_attributes)
-        if new.sharding is None:
-            new.sharding = old.sharding
+        inherit_attributes(old, new)
         old.replace_all_uses_with(new)
         self.drop_if_dead(old)
         return True
