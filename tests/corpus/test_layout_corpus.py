@@ -20,9 +20,9 @@ Runs the modules those tiers run, less the ones with no layout freedom (no entry
 `pipeline` / `codegen` (they fail whatever the layouts). A failing variant is listed under its
 tier in expected_failures.txt, `codegen-layout` lines with `host:` / `cuda:` parts as `codegen`'s;
 a listed variant that passes fails its test. The default run takes a seeded sample of the
-non-slow variants (DEFAULT_PIPELINE and DEFAULT_PIPE of them, dots and convolutions first); the
-rest are `slow`. Regenerate the lines (every variant, one worker, each variant killed after
-HARD_LIMIT_S) with
+non-slow variants (DEFAULT_PIPELINE and DEFAULT_PIPE of them, one per module, half of them from
+modules with a dot or a convolution); the rest are `slow`. Regenerate the lines (every variant,
+one worker, each variant killed after HARD_LIMIT_S) with
 
     .venv/bin/python tests/corpus/test_layout_corpus.py --update [--modules ID...] [--jobs 1]
 """
@@ -62,10 +62,16 @@ def _interesting(module_id: str, text: str) -> tuple[bool, bool]:
 
 
 def _sampled(rows: list[tuple[str, str, int, bool, bool]], count: int) -> set[str]:
-    """`count` variant ids of the non-slow rows: dots and convolutions first, then by crc32."""
-    fast = [r for r in rows if not r[3]]
-    fast.sort(key=lambda r: (not r[4], zlib.crc32(f"{r[0]}@{r[2]}".encode())))
-    return {f"{r[0]}@{r[2]}" for r in fast[:count]}
+    """`count` variant ids of the non-slow rows, one variant per module (chosen by crc32), half of
+    them from modules with a dot or a convolution, in crc32 order."""
+    def crc(text: str) -> int:
+        return zlib.crc32(text.encode())
+
+    fast = sorted((r for r in rows if not r[3] and r[2] == crc(r[0]) % VARIANTS),
+                  key=lambda r: crc(f"{r[0]}@{r[2]}"))
+    library = [r for r in fast if r[4]][:count // 2]
+    others = [r for r in fast if not r[4]][:count - len(library)]
+    return {f"{r[0]}@{r[2]}" for r in library + others}
 
 
 def _variants(modules, listed: set[str], count: int) -> tuple[tuple[str, str, int, str, bool], ...]:

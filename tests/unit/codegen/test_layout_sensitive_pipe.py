@@ -74,7 +74,8 @@ def test_the_interpreter_gives_xla_cpus_answer(name):
     pytest.importorskip("jax", reason="XLA:CPU runs through jax (the test extra)")
     module = parse_module(CASES[name], name)
     args = make_fake_arguments(module, 0)
-    assert_matches(evaluate(module, args), run_hlo_text(CASES[name], args), F32_BOUND, "interpreter vs XLA:CPU")
+    want = run_hlo_text(CASES[name], args)
+    assert_matches(evaluate(module, args), want, F32_BOUND, "interpreter vs XLA:CPU")
 
 
 def variant(name: str, k: int | None) -> tuple[str, int | None]:

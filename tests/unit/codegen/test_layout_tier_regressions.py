@@ -1,0 +1,46 @@
+"""Bugs the layout tier (`tests/corpus/test_layout_corpus.py`) found, each reduced to a module that
+failed before its fix, run through hlo-opt and the host pipe against the interpreter."""
+
+from __future__ import annotations
+
+import pytest
+from test_layout_sensitive_pipe import HOST_BOUND, assert_matches, compile_for, optimize, run_host
+
+from hlo_common.interpreter.evaluator import evaluate
+from hlo_common.parser import parse_module
+from hlo_run.inputs import make_fake_arguments
+
+# import_async.hlo#4 with a column-major parameter: layout-assignment kept the copy-start's
+# tuple as written ({1,0}) while its operand became {0,1}, and hlo-codegen refused a copy-start
+# that "changes the layout"; the same for an async-start, whose call then disagreed with its
+# operand ("layouts must match across control flow").
+COPY_START = """HloModule copy_start, entry_computation_layout={(f32[128,32]{0,1})->f32[128,32]{0,1}}
+ENTRY main {
+  p = f32[128,32]{0,1} parameter(0)
+  cs = (f32[128,32], f32[128,32], u32[]) copy-start(p), cross_program_prefetch_index=0
+  ROOT cd = f32[128,32] copy-done(cs)
+}
+"""
+ASYNC_START = """HloModule async_start, entry_computation_layout={(f32[8,16]{0,1})->f32[8,16]{0,1}}
+wrapped {
+  p = f32[8,16] parameter(0)
+  ROOT n = f32[8,16] negate(p)
+}
+ENTRY main {
+  a = f32[8,16]{0,1} parameter(0)
+  s = ((f32[8,16]), f32[8,16], s32[]) async-start(a), calls=wrapped
+  ROOT d = f32[8,16] async-done(s)
+}
+"""
+
+
+@pytest.mark.parametrize("text, op, alias", [(COPY_START, "copy-start", (1,)),
+                                              (ASYNC_START, "async-start", (0, 0))])
+def test_an_async_start_reads_its_operand_in_the_layout_its_result_aliases(text, op, alias):
+    optimized = parse_module(optimize(text, op, None))
+    (start,) = [i for i in optimized.entry.instructions if i.opcode == op]
+    assert start.operands[0].shape.minor_to_major == start.shape.subshape(alias).minor_to_major
+    module = parse_module(text)
+    args = make_fake_arguments(module, 0)
+    manifest = compile_for(optimize(text, op, None), op, "host")
+    assert_matches(run_host(manifest, args, op), evaluate(module, args), HOST_BOUND, "host pipe")
