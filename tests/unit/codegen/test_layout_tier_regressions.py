@@ -44,3 +44,43 @@ def test_an_async_start_reads_its_operand_in_the_layout_its_result_aliases(text,
     args = make_fake_arguments(module, 0)
     manifest = compile_for(optimize(text, op, None), op, "host")
     assert_matches(run_host(manifest, args, op), evaluate(module, args), HOST_BOUND, "host pipe")
+
+
+# launch_dimensions.hlo#6 with permuted parameters: a transpose fusion of the corpus adds a {0,1}
+# value to {1,0} ones; once layout-assignment fed it a kernel's result (a copy) instead of an
+# entry parameter, buffer assignment let the fusion write over that operand, which it reads
+# through a layout-changing bitcast, so later elements read clobbered ones (2e6 of 4e6 wrong).
+SHARE_THROUGH_TRANSPOSING_BITCAST = """HloModule share, is_scheduled=true
+neg {
+  p = f32[64,64]{1,0} parameter(0)
+  ROOT n = f32[64,64]{1,0} negate(p)
+}
+fused_add {
+  p0 = f32[64,64]{1,0} parameter(0)
+  bc = f32[64,64]{0,1} bitcast(p0)
+  p1 = f32[64,64]{1,0} parameter(1)
+  ROOT add = f32[64,64]{1,0} add(bc, p1)
+}
+ENTRY main {
+  a = f32[64,64]{1,0} parameter(0)
+  b = f32[64,64]{1,0} parameter(1)
+  n = f32[64,64]{1,0} fusion(a), kind=kLoop, calls=neg
+  ROOT f = f32[64,64]{1,0} fusion(n, b), kind=kLoop, calls=fused_add
+}
+"""
+
+
+def test_a_fusion_does_not_write_over_an_operand_it_reads_in_another_memory_order():
+    from hlo_common.analysis.sharing import fusion_can_share_buffer_hint
+
+    text = SHARE_THROUGH_TRANSPOSING_BITCAST
+    module = parse_module(text)
+    n, f = (module.entry.instruction(name) for name in ("n", "f"))
+    assert not fusion_can_share_buffer_hint(f, n, ())
+    args = make_fake_arguments(module, 0)
+    manifest = compile_for(text, "share", "host")
+    assert_matches(run_host(manifest, args, "share"), evaluate(module, args), HOST_BOUND, "host pipe")
+    # the same fusion without the bitcast may share (the check is no broader than it must be)
+    same_order = parse_module(text.replace("f32[64,64]{0,1} bitcast", "f32[64,64]{1,0} bitcast"))
+    f2, n2 = same_order.entry.instruction("f"), same_order.entry.instruction("n")
+    assert fusion_can_share_buffer_hint(f2, n2, ())
