@@ -4,8 +4,8 @@ column-major and batched results, bitcast-producing reshapes and transposes, red
 non-default layouts, concatenate / slice / pad / dynamic-update-slice / scatter / gather, a
 convolution, while and conditional with non-default parameter layouts).
 
-Each module as written is first checked on XLA:CPU against the interpreter (the reference's
-reference). Then, as written and as layout variants (`tests/layout_variants.py`: permuted entry
+Each module, as written and as variant 1, is first checked on XLA:CPU against the interpreter
+(the reference's reference). Then, as written and as layout variants (`tests/layout_variants.py`: permuted entry
 layouts plus layout-assignment's `vary_layouts_seed` knob):
 
     hlo-opt (gpu pipeline, verifier after every pass)    interpreter after == interpreter before
@@ -67,14 +67,16 @@ def assert_matches(got, want, bound: float, what: str) -> None:
     assert comparison.ok, f"{what}: {comparison.one_line()}"
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_the_interpreter_gives_xla_cpus_answer(name):
+@pytest.mark.parametrize("name, k", [(name, k) for name in sorted(CASES) for k in (None, 1)])
+def test_the_interpreter_gives_xla_cpus_answer(name, k):
+    """The module as written and its variant 1 (permuted entry layouts) before optimization."""
     from hlo_run.xla_cpu import run_hlo_text
 
     pytest.importorskip("jax", reason="XLA:CPU runs through jax (the test extra)")
-    module = parse_module(CASES[name], name)
+    text, _ = variant(name, k)
+    module = parse_module(text, name)
     args = make_fake_arguments(module, 0)
-    want = run_hlo_text(CASES[name], args)
+    want = run_hlo_text(text, args)
     assert_matches(evaluate(module, args), want, F32_BOUND, "interpreter vs XLA:CPU")
 
 
