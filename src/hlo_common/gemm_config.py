@@ -76,9 +76,9 @@ def matrix_layout(shape: Shape, batch: list[int], rows: list[int], cols: list[in
     n_rows, n_cols = _prod(dims[d] for d in rows), _prod(dims[d] for d in cols)
     n_batch = _prod(dims[d] for d in batch)
     if physical in (b + r + c, r + b + c):
-        order, minor, major = "row_major", n_cols, n_rows
+        order, minor = "row_major", n_cols
     elif physical in (b + c + r, c + b + r):
-        order, minor, major = "column_major", n_rows, n_cols
+        order, minor = "column_major", n_rows
     else:
         return None
     if physical[:len(b)] == b:  # batch most major: matrices one after another
