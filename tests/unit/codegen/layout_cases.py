@@ -31,45 +31,52 @@ GELU = """
   g = f32[64,8] multiply(a, t4)"""
 
 
-def gemm_epilogue(name: str, activation: str) -> str:
-    """dot -> f32[64,8] with a bias along dim 0 and an activation, transposed at the root: layout
-    assignment makes the dot column-major, so the bias runs along its minor dim."""
-    body = {"BIAS": "  g = f32[64,8] copy(a)",
-            "BIAS_RELU": "  k0 = f32[] constant(0)\n  z = f32[64,8] broadcast(k0), dimensions={}\n"
-                         "  g = f32[64,8] maximum(a, z)",
-            "BIAS_GELU": GELU}[activation]
+def gemm_epilogue(name: str, activation: str, bias: bool = True) -> str:
+    """dot -> f32[64,8] with a bias along dim 0 (or none) and an activation, transposed at the
+    root: layout assignment makes the dot column-major, so the bias runs along its minor dim."""
+    body = {"": "  g = f32[64,8] copy(a)",
+            "RELU": "  k0 = f32[] constant(0)\n  z = f32[64,8] broadcast(k0), dimensions={}\n"
+                    "  g = f32[64,8] maximum(a, z)",
+            "GELU": GELU}[activation]
+    add = ("  b = f32[64] parameter(2)\n  bb = f32[64,8] broadcast(b), dimensions={0}\n"
+           "  a = f32[64,8] add(d, bb)") if bias else "  a = f32[64,8] copy(d)"
     return f"""HloModule {name}
 ENTRY main {{
   w = f32[64,16] parameter(0)
   x = f32[8,16] parameter(1)
-  b = f32[64] parameter(2)
   d = f32[64,8] dot(w, x), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}
-  bb = f32[64,8] broadcast(b), dimensions={{0}}
-  a = f32[64,8] add(d, bb)
+{add}
 {body}
   ROOT t = f32[8,64] transpose(g), dimensions={{1,0}}
 }}
 """
 
 
+def gemm_batched(name: str, result_layout: str, bias_dim: int) -> str:
+    """A batched dot f32[4,32,8] plus a bias along `bias_dim`, the sum wanted in `result_layout`
+    (the knob of layout-assignment moves the dot into each layout cuBLAS can write:
+    test_layout_sensitive_pipe.py)."""
+    size = (4, 32, 8)[bias_dim]
+    return f"""HloModule {name}
+ENTRY main {{
+  a = f32[4,32,16]{{2,1,0}} parameter(0)
+  b = f32[4,16,8]{{1,2,0}} parameter(1)
+  v = f32[{size}] parameter(2)
+  d = f32[4,32,8] dot(a, b), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}},
+    rhs_contracting_dims={{1}}
+  vb = f32[4,32,8] broadcast(v), dimensions={{{bias_dim}}}
+  ROOT s = f32[4,32,8]{result_layout} add(d, vb)
+}}
+"""
+
+
 CASES: dict[str, str] = {
-    "gemm_bias_colmajor": gemm_epilogue("gemm_bias_colmajor", "BIAS"),
-    "gemm_bias_relu_colmajor": gemm_epilogue("gemm_bias_relu_colmajor", "BIAS_RELU"),
-    "gemm_bias_gelu_colmajor": gemm_epilogue("gemm_bias_gelu_colmajor", "BIAS_GELU"),
-    # a batched dot with its bias along the rows, the result wanted with the batch most minor
-    # but one (a transpose the dot's layout makes a bitcast)
-    "gemm_batched_bias": """HloModule gemm_batched_bias
-ENTRY main {
-  a = f32[4,32,16]{2,1,0} parameter(0)
-  b = f32[4,16,8]{1,2,0} parameter(1)
-  v = f32[8] parameter(2)
-  d = f32[4,32,8] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0},
-    rhs_contracting_dims={1}
-  vb = f32[4,32,8] broadcast(v), dimensions={2}
-  s = f32[4,32,8] add(d, vb)
-  ROOT t = f32[32,4,8] transpose(s), dimensions={1,0,2}
-}
-""",
+    "gemm_bias_colmajor": gemm_epilogue("gemm_bias_colmajor", ""),
+    "gemm_bias_relu_colmajor": gemm_epilogue("gemm_bias_relu_colmajor", "RELU"),
+    "gemm_bias_gelu_colmajor": gemm_epilogue("gemm_bias_gelu_colmajor", "GELU"),
+    "gemm_relu_colmajor": gemm_epilogue("gemm_relu_colmajor", "RELU", bias=False),
+    "gemm_gelu_colmajor": gemm_epilogue("gemm_gelu_colmajor", "GELU", bias=False),
+    "gemm_batched_bias": gemm_batched("gemm_batched_bias", "{2,1,0}", 2),
     # reshapes that merge and split dims of column-major values: bitcasts, or transposes + bitcasts
     "reshape_permuted": """HloModule reshape_permuted
 ENTRY main {
@@ -199,16 +206,18 @@ def _has(pattern: str):
     return lambda text: re.search(pattern, text) is not None
 
 
-def _lt_epilogue(epilogue: str):
-    # the cuBLASLt call's result is column-major ({0,1}) and carries the epilogue
-    return _has(r'\(f32\[64,8\]\{0,1\}, s8\[\d+\]\{0\}\) custom-call\([^\n]*"epilogue":"' + epilogue + '"')
+def _lt_epilogue(epilogue: str, shape: str = r"f32\[64,8\]\{0,1\}"):
+    # the cuBLASLt call's result has the layout and carries the epilogue
+    return _has(r"\(" + shape + r', s8\[\d+\]\{0\}\) custom-call\([^\n]*"epilogue":"' + epilogue + '"')
 
 
 WITNESS = {
     "gemm_bias_colmajor": _lt_epilogue("BIAS"),
     "gemm_bias_relu_colmajor": _lt_epilogue("BIAS_RELU"),
     "gemm_bias_gelu_colmajor": _lt_epilogue("BIAS_GELU"),
-    "gemm_batched_bias": _has(r'custom_call_target="__cublas\$(lt\$matmul|gemm)"'),
+    "gemm_relu_colmajor": _lt_epilogue("RELU"),
+    "gemm_gelu_colmajor": _lt_epilogue("GELU"),
+    "gemm_batched_bias": _lt_epilogue("BIAS", r"f32\[4,32,8\]\{2,1,0\}"),
     "reshape_permuted": _has(r"bitcast\("),
     "transpose_permuted": _has(r"bitcast\("),
     "reduce_permuted": _has(r"kind=kInput"),

@@ -1,12 +1,13 @@
 """The layout tier in small: hand-written modules (`layout_cases.py`) aimed at each pass that
-rewrites according to layouts (the GEMM rewriter's BIAS / BIAS_RELU / BIAS_GELU epilogues on
-column-major and batched results, bitcast-producing reshapes and transposes, reductions over
+rewrites according to layouts (the GEMM rewriter's BIAS / RELU / GELU / BIAS_RELU / BIAS_GELU
+epilogues on column-major results, a batched BIAS in every layout the dot can take,
+bitcast-producing reshapes and transposes, reductions over
 non-default layouts, concatenate / slice / pad / dynamic-update-slice / scatter / gather, a
 convolution, while and conditional with non-default parameter layouts).
 
 Each module, as written and as variant 1, is first checked on XLA:CPU against the interpreter
-(the reference's reference). Then, as written and as layout variants (`tests/layout_variants.py`: permuted entry
-layouts plus layout-assignment's `vary_layouts_seed` knob):
+(the reference's reference). Then, as written and as layout variants (`tests/layout_variants.py`:
+permuted entry layouts plus layout-assignment's `vary_layouts_seed` knob):
 
     hlo-opt (gpu pipeline, verifier after every pass)    interpreter after == interpreter before
       | hlo-codegen --target host | hlo-run --platform host    == the interpreter on the input
@@ -17,6 +18,7 @@ variant 1; variants 0 and 2 are `slow`."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -24,7 +26,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from layout_cases import CASES, WITNESS  # noqa: E402
+from layout_cases import CASES, WITNESS, gemm_batched  # noqa: E402
 from layout_variants import pipeline_overrides, variant_text  # noqa: E402
 
 from hlo_common.interpreter.evaluator import evaluate  # noqa: E402
@@ -110,3 +112,29 @@ def test_cuda_ptx_links(name, k):
     # hlo-codegen --target cuda links every kernel's PTX for sm_90 with nvJitLink as it compiles
     manifest = compile_for(optimize(text, name, seed), name, "cuda")
     assert manifest.target == "cuda" and manifest.thunks.thunks
+
+
+LT_CALL = re.compile(r'\(f32\[4,32,8\]\{([\d,]+)\}, s8\[\d+\]\{0\}\) custom-call\([^\n]*"epilogue":"(\w+)"')
+
+
+@pytest.mark.parametrize("bias_dim", [1, 2])
+def test_a_batched_bias_epilogue_in_every_layout_the_dot_can_take(bias_dim):
+    """The knob puts the batched dot into each non-default layout cuBLAS can write ((B,C,R),
+    (R,B,C), (C,B,R) major to minor); the rewriter fuses the bias exactly when it runs along the
+    result's most minor dim (XLA's FuseVectorBiasAdd), and the host pipe gives the interpreter's
+    answer in each."""
+    text = gemm_batched(f"gemm_batched_bias{bias_dim}", "{2,1,0}", bias_dim)
+    module = parse_module(text)
+    args = make_fake_arguments(module, 0)
+    want = evaluate(module, args)
+    reached = {}
+    for seed in range(12):
+        optimized = optimize(text, "b", seed)
+        layout, epilogue = LT_CALL.search(optimized).groups()
+        if layout not in reached:
+            reached[layout] = epilogue
+            manifest = compile_for(optimized, "b", "host")
+            assert_matches(run_host(manifest, args, "b"), want, HOST_BOUND, f"host pipe, dot {{{layout}}}")
+    assert set(reached) == {"1,2,0", "2,0,1", "1,0,2"}
+    assert {layout for layout, e in reached.items() if e == "BIAS"} == \
+        {m for m in reached if int(m.split(",")[0]) == bias_dim}
