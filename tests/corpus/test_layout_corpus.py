@@ -47,7 +47,7 @@ from layout_variants import has_layout_freedom, pipeline_overrides, variant_text
 PIPELINE_TIER, PIPE_TIER = "pipeline-layout", "codegen-layout"
 VARIANTS = 3
 DEFAULT_PIPELINE = 300  # variants of the default run, pipeline tier
-DEFAULT_PIPE = 60  # and pipe tier (host and cuda)
+DEFAULT_PIPE = 100  # and pipe tier (host and cuda)
 HARD_LIMIT_S = 240  # --update kills a worker whose variant (pipeline + host + cuda) runs past this
 
 
