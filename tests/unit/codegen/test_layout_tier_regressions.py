@@ -8,6 +8,7 @@ from test_layout_sensitive_pipe import HOST_BOUND, assert_matches, compile_for, 
 
 from hlo_common.interpreter.evaluator import evaluate
 from hlo_common.parser import parse_module
+from hlo_common.printer import print_module
 from hlo_run.inputs import make_fake_arguments
 
 # import_async.hlo#4 with a column-major parameter: layout-assignment kept the copy-start's
@@ -84,3 +85,28 @@ def test_a_fusion_does_not_write_over_an_operand_it_reads_in_another_memory_orde
     same_order = parse_module(text.replace("f32[64,64]{0,1} bitcast", "f32[64,64]{1,0} bitcast"))
     f2, n2 = same_order.entry.instruction("f"), same_order.entry.instruction("n")
     assert fusion_can_share_buffer_hint(f2, n2, ())
+
+
+# transpose_10_s4.hlo with a column-major parameter: layout normalization and layout-assignment
+# rebuilt layouts without the `E(4)` element size, so a packed s4 value (2048 bytes) was bitcast to
+# an unpacked one (4096 bytes) and hlo-run refused the manifest ("copy from 2048 bytes into 4096").
+PACKED_S4 = """HloModule packed_s4, entry_computation_layout={(s4[64,64]{0,1:E(4)})->s4[64,64]{1,0:E(4)}}
+ENTRY main {
+  p = s4[64,64]{0,1:E(4)} parameter(0)
+  ROOT t = s4[64,64]{1,0:E(4)} transpose(p), dimensions={1,0}
+}
+"""
+
+
+def test_a_packed_sub_byte_value_stays_packed_through_layout_changes():
+    from hlo_common.layout_bytes import array_to_bytes
+
+    optimized = parse_module(optimize(PACKED_S4, "packed_s4", None))
+    for instr in optimized.entry.instructions:
+        if instr.shape.is_array and instr.shape.element_type.name == "s4":
+            assert instr.shape.layout.element_size_in_bits == 4, instr.name
+    module = parse_module(PACKED_S4)
+    args = make_fake_arguments(module, 0)
+    assert len(array_to_bytes(args[0], module.entry.parameters[0].shape)) == 2048
+    manifest = compile_for(print_module(optimized), "packed_s4", "host")
+    assert_matches(run_host(manifest, args, "packed_s4"), evaluate(module, args), HOST_BOUND, "host pipe")
