@@ -45,7 +45,7 @@ from corpus_lib import EXPECTED_FAILURES, corpus_available, expected_failures  #
 from layout_variants import has_layout_freedom, pipeline_overrides, variant_text  # noqa: E402
 
 PIPELINE_TIER, PIPE_TIER = "pipeline-layout", "codegen-layout"
-VARIANTS = 3
+VARIANTS = 6
 DEFAULT_PIPELINE = 300  # variants of the default run, pipeline tier
 DEFAULT_PIPE = 100  # and pipe tier (host and cuda)
 HARD_LIMIT_S = 240  # --update kills a worker whose variant (pipeline + host + cuda) runs past this
