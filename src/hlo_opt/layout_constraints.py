@@ -405,6 +405,14 @@ class LayoutAssignment:
             return self._conditional_layout(instr, orig_ops[0])
         if op == "custom-call" and "operand_layout_constraints" in instr.attrs:
             return list(instr.attrs["operand_layout_constraints"]), out
+        # Async starts keep the operands in their result (XLA's points-to analysis): element {1}
+        # of copy-start, element {0} (a tuple of the operands) of async-start. Their layouts are
+        # the ones the operands must have, whatever layouts the producers were given.
+        if op == "copy-start" and out.is_tuple and len(out.tuple_shapes) > 1:
+            return [out.tuple_shapes[1]], out
+        if op == "async-start" and out.is_tuple and out.tuple_shapes[0].is_tuple \
+                and len(out.tuple_shapes[0].tuple_shapes) == len(orig_ops):
+            return list(out.tuple_shapes[0].tuple_shapes), out
         return orig_ops, out
 
     def _conditional_layout(self, instr: HloInstruction, pred: Shape) -> tuple[list[Shape], Shape]:

@@ -55,9 +55,17 @@ def physical_order(shape: Shape) -> tuple[int, ...]:
     return tuple(reversed(shape.minor_to_major))
 
 
+def _element_size(shape: Shape) -> tuple[tuple[str, str], ...]:
+    """The `E(n)` extra of a layout (sub-byte elements packed n bits each), which no reordering of
+    the dims changes (XLA keeps element_size_in_bits through MakeShapeWithDescendingLayout...)."""
+    layout = shape.layout
+    return tuple((k, v) for k, v in layout.extras if k == "E") if layout is not None else ()
+
+
 def with_minor_to_major(shape: Shape, minor_to_major: Sequence[int]) -> Shape:
-    """`shape` (an array) with this layout; extras of the old layout (tiles, E(n)) are dropped."""
-    return replace(shape, layout=Layout(tuple(int(d) for d in minor_to_major)))
+    """`shape` (an array) with this layout; tiles of the old layout are dropped, its element size
+    (`E(n)`) is kept: a packed s4 value stays packed."""
+    return replace(shape, layout=Layout(tuple(int(d) for d in minor_to_major), _element_size(shape)))
 
 
 def with_major_to_minor(shape: Shape, major_to_minor: Sequence[int]) -> Shape:
@@ -86,7 +94,8 @@ def same_m2m(a: Shape, b: Shape) -> bool:
 def normalized(shape: Shape) -> Shape:
     """The default-layout shape with the same physical layout (its dims in physical order)."""
     order = physical_order(shape)
-    return Shape(shape.element_type, tuple(shape.dims[d] for d in order), Layout.default(shape.rank), None,
+    layout = Layout(Layout.default(shape.rank).minor_to_major, _element_size(shape))
+    return Shape(shape.element_type, tuple(shape.dims[d] for d in order), layout, None,
                  tuple(shape.dynamic[d] for d in order) if shape.dynamic else ("",) * shape.rank)
 
 
@@ -106,9 +115,9 @@ def delete_dimensions(shape: Shape, dims: Iterable[int]) -> Shape:
     keep = [d for d in range(shape.rank) if d not in gone]
     renumber = {d: k for k, d in enumerate(keep)}
     m2m = [renumber[d] for d in shape.minor_to_major if d not in gone]
-    out = Shape(shape.element_type, tuple(shape.dims[d] for d in keep), Layout(tuple(m2m)), None,
-                tuple(shape.dynamic[d] for d in keep) if shape.dynamic else ("",) * len(keep))
-    return out
+    layout = Layout(tuple(m2m), _element_size(shape))
+    return Shape(shape.element_type, tuple(shape.dims[d] for d in keep), layout, None,
+                 tuple(shape.dynamic[d] for d in keep) if shape.dynamic else ("",) * len(keep))
 
 
 def drop_degenerate_dimensions(shape: Shape) -> Shape:

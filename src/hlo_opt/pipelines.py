@@ -194,26 +194,30 @@ def pipeline_pass_names(specs: tuple[PipelineSpec, ...] = GPU_PIPELINES) -> list
     return sorted(names)
 
 
-def build_pass(spec: PassSpec):
-    """The pass object for `spec`, or None when the pass is planned but not written yet."""
+def build_pass(spec: PassSpec, overrides: dict[str, dict[str, Any]] | None = None):
+    """The pass object for `spec`, or None when the pass is planned but not written yet.
+    `overrides` maps a pass name to options that replace or add to the spec's."""
     cls = PASS_REGISTRY.get(spec.name)
     if cls is None:
         if spec.name not in PLANNED_PASSES:
             raise KeyError(f"pipeline names unknown pass '{spec.name}' (neither registered nor planned)")
         return None
+    options = dict(spec.options) | (overrides or {}).get(spec.name, {})
     try:
-        instance = cls(**dict(spec.options))
+        instance = cls(**options)
     except TypeError as exc:
-        raise TypeError(f"pipelines.py gives pass '{spec.name}' options {dict(spec.options)} that "
+        raise TypeError(f"pipelines.py gives pass '{spec.name}' options {options} that "
                         f"{cls.__name__} does not accept: {exc}") from exc
     return HloPassFix(instance) if spec.fixed_point else instance
 
 
-def build_pipeline(spec: PipelineSpec) -> HloPassPipeline | HloPassFix | None:
+def build_pipeline(spec: PipelineSpec, overrides: dict[str, dict[str, Any]] | None = None
+                   ) -> HloPassPipeline | HloPassFix | None:
     """The runnable pipeline for `spec`; planned passes are left out, empty pipelines dropped."""
     pipeline = HloPassPipeline(spec.name)
     for item in spec.items:
-        built = build_pipeline(item) if isinstance(item, PipelineSpec) else build_pass(item)
+        built = (build_pipeline(item, overrides) if isinstance(item, PipelineSpec)
+                 else build_pass(item, overrides))
         if built is not None:
             pipeline.add_pass(built)
     if not pipeline.passes:
@@ -221,14 +225,16 @@ def build_pipeline(spec: PipelineSpec) -> HloPassPipeline | HloPassFix | None:
     return HloPassFix(pipeline) if spec.fixed_point else pipeline
 
 
-def build_gpu_pipeline() -> PipelineSequence:
-    """`--pipeline gpu`: every top-level pipeline that has at least one implemented pass."""
+def build_gpu_pipeline(overrides: dict[str, dict[str, Any]] | None = None) -> PipelineSequence:
+    """`--pipeline gpu`: every top-level pipeline that has at least one implemented pass.
+    `overrides`: {pass name: options} for every use of that pass (tests turn on test knobs so,
+    e.g. {"layout-assignment": {"vary_layouts_seed": 3}})."""
     from hlo_opt.passes import load_all_passes
 
     load_all_passes()
     sequence = PipelineSequence("gpu")
     for spec in GPU_PIPELINES:
-        built = build_pipeline(spec)
+        built = build_pipeline(spec, overrides)
         if built is not None:
             sequence.pipelines.append(built)
     return sequence

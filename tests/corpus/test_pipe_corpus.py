@@ -105,8 +105,9 @@ def _one_line(exc: BaseException) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def optimized_text(module_id: str, text: str) -> str:
-    """What `hlo-opt m.hlo` prints (the GPU pipeline; a scheduled module is left alone)."""
+def optimized_text(module_id: str, text: str, knob_seed: int | None = None) -> str:
+    """What `hlo-opt m.hlo` prints (the GPU pipeline; a scheduled module is left alone);
+    `knob_seed`: layout-assignment's vary_layouts_seed (the layout tier's variants)."""
     from hlo_common.hlo.parser import parse_module
     from hlo_common.hlo.printer import print_module
     from hlo_common.hlo_pass.pipeline import RunOptions, verify
@@ -115,7 +116,8 @@ def optimized_text(module_id: str, text: str) -> str:
     module = parse_module(text, module_id)
     verify(module, "verification failed in the input")
     if not module.is_scheduled:
-        build_gpu_pipeline().run_with(module, RunOptions())
+        overrides = None if knob_seed is None else {"layout-assignment": {"vary_layouts_seed": knob_seed}}
+        build_gpu_pipeline(overrides).run_with(module, RunOptions())
         verify(module, "verification failed after pipeline 'gpu'")
     return print_module(module)
 

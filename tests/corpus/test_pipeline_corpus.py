@@ -161,15 +161,16 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) <= 220 else text[:217] + "..."
 
 
-def run_pipeline(module) -> None:
+def run_pipeline(module, overrides: dict | None = None) -> None:
     from hlo_common.hlo_pass.pipeline import RunOptions
     from hlo_opt.pipelines import build_gpu_pipeline
 
-    build_gpu_pipeline().run_with(module, RunOptions(verify_each=True))
+    build_gpu_pipeline(overrides).run_with(module, RunOptions(verify_each=True))
 
 
-def check_module(module_id: str, text: str) -> Outcome:
-    """Interpreter before, the verified pipeline, print and parse, interpreter after, compare."""
+def check_module(module_id: str, text: str, overrides: dict | None = None) -> Outcome:
+    """Interpreter before, the verified pipeline, print and parse, interpreter after, compare.
+    `overrides`: pass options for build_gpu_pipeline (the layout tier's knob)."""
     from hlo_common.errors import HloError
     from hlo_common.interpreter.evaluator import evaluate
     from hlo_common.hlo.parser import parse_module
@@ -194,7 +195,7 @@ def check_module(module_id: str, text: str) -> Outcome:
     except Exception as exc:  # noqa: BLE001 - the reference cannot run the input
         return Outcome("not-runnable", f"interpreter on the input: {_one_line(exc)}")
     try:
-        with_time_limit(lambda: run_pipeline(module), PIPELINE_LIMIT_S)
+        with_time_limit(lambda: run_pipeline(module, overrides), PIPELINE_LIMIT_S)
         optimized = parse_module(print_module(module), f"{module_id} (optimized)")
     except TimeLimit:
         return Outcome("fail", f"the pipeline takes over {PIPELINE_LIMIT_S} s")

@@ -136,10 +136,22 @@ def _buffer_fits(operand: Shape, output: Shape) -> bool:
             and operand.element_type.byte_size == output.element_type.byte_size)
 
 
+def _same_memory_order(operand: Shape, result: Shape) -> bool:
+    """Whether an op that reads `operand` at the logical index it writes `result` (elementwise,
+    a scatter or DUS input) also reads the physical offset it writes: same layout. XLA can assume
+    it after layout normalization; a fusion written by hand (or a scheduled input) may add a
+    {0,1} value to a {1,0} one, and then writing over the operand would clobber unread elements."""
+    if not (operand.is_array and result.is_array) or operand.dims != result.dims:
+        return True  # not read element for element (a DUS update, a dynamic-slice): judged below
+    return [d for d in operand.minor_to_major if operand.dims[d] != 1] == \
+        [d for d in result.minor_to_major if result.dims[d] != 1]
+
+
 def fusion_can_share_buffer_hint(fusion: HloInstruction, operand: HloInstruction, user_index: Index) -> bool:
     """XLA:GPU's FusionCanShareBufferHint, without the reduction-emitter exception: the fusion
     parameter must reach the output only through elementwise ops, bitcasts, and as operand 0 of a
-    DUS/scatter root (a DS reading exactly the DUS's slice is allowed)."""
+    DUS/scatter root (a DS reading exactly the DUS's slice is allowed); and, beyond XLA, each op on
+    the path but bitcasts and tuples must keep the memory order (`_same_memory_order`)."""
     if not _buffer_fits(operand.shape, fusion.shape.subshape(user_index)):
         return False
     if fusion.operands.count(operand) != 1:
@@ -160,6 +172,8 @@ def fusion_can_share_buffer_hint(fusion: HloInstruction, operand: HloInstruction
                 visited.add(id(user))
                 queue.append(user)
             k = user.operands.index(node)
+            if user.opcode not in ("bitcast", "tuple") and not _same_memory_order(node.shape, user.shape):
+                return False
             if user is root and user.opcode == "scatter":
                 n_inputs = len(user.shape.tuple_shapes) if user.shape.is_tuple else 1
                 if k < n_inputs and user.operands.count(node) == 1:

@@ -6,8 +6,8 @@ which share it (XLA: `GemmConfig::For` in `xla/service/gpu/matmul_utils.cc`). A 
 holds the HLO semantics (shapes, dot dimension numbers, alpha, beta, epilogue) and one
 `MatrixLayout` per operand: cuBLAS multiplies `batch` matrices of `rows x cols`, each row- or
 column-major, so the dims of each operand must sit in memory as [batch dims][row dims][col dims]
-(or [batch][col][row]), each group contiguous and in the order of the dimension numbers
-(size-1 dims may be anywhere).
+(or [batch][col][row], or with the batch between the two), each group contiguous and in the
+order of the dimension numbers (size-1 dims may be anywhere).
 
     lhs f32[2,3]{1,0} . rhs f32[3,4]{0,1}  (contract lhs 1 with rhs 0)
       lhs: batch 1, rows 2 (M), cols 3 (K), row_major
@@ -22,7 +22,7 @@ tuple whose last element may be an s8 workspace.
 Which GEMMs become GemmThunks: those hlo-run's cuBLAS call (`hlo_run/cublas.py`, one
 `cublasGemmStridedBatchedEx`) can run exactly as the reference computes them
 (`hlo_common.interpreter.gemm_semantics`): a type combination of `CUBLAS_TYPES` (XLA's
-TypesAreSupportedByLegacyCublas), operands and result in [batch, rows, cols] order, a c operand
+TypesAreSupportedByLegacyCublas), operands and result in a memory order MatrixLayout takes, a c operand
 of exactly the result's shape and layout (cuBLAS overwrites it in place), the DEFAULT epilogue
 (hlo-run calls no cuBLASLt), no amax output, no algorithm that rounds f32 operands to 16 bits,
 and for s8 operands XLA's int8 rules: every row and column count of the two operands a
@@ -63,7 +63,9 @@ def _prod(values) -> int:
 
 
 def matrix_layout(shape: Shape, batch: list[int], rows: list[int], cols: list[int]) -> MatrixLayout | None:
-    """The cuBLAS view of `shape` with these logical dim groups, or None when memory order forbids."""
+    """The cuBLAS view of `shape` with these logical dim groups, or None when memory order forbids.
+    As XLA's MatrixLayout::For, the batch may also sit between rows and cols ([rows][batch][cols]
+    or [cols][batch][rows]): then a matrix's leading dim strides over the batch too."""
     dims = shape.dims
     physical = [d for d in reversed(shape.minor_to_major) if dims[d] != 1]
 
@@ -73,14 +75,15 @@ def matrix_layout(shape: Shape, batch: list[int], rows: list[int], cols: list[in
     b, r, c = keep(batch), keep(rows), keep(cols)
     n_rows, n_cols = _prod(dims[d] for d in rows), _prod(dims[d] for d in cols)
     n_batch = _prod(dims[d] for d in batch)
-    if physical == b + r + c:
-        order = "row_major"
-    elif physical == b + c + r:
-        order = "column_major"
+    if physical in (b + r + c, r + b + c):
+        order, minor = "row_major", n_cols
+    elif physical in (b + c + r, c + b + r):
+        order, minor = "column_major", n_rows
     else:
         return None
-    leading = n_cols if order == "row_major" else n_rows
-    return MatrixLayout(n_batch, n_rows, n_cols, order, max(1, leading), n_rows * n_cols)
+    if physical[:len(b)] == b:  # batch most major: matrices one after another
+        return MatrixLayout(n_batch, n_rows, n_cols, order, max(1, minor), n_rows * n_cols)
+    return MatrixLayout(n_batch, n_rows, n_cols, order, max(1, n_batch * minor), minor)
 
 
 def _free_dims(rank: int, batch, contracting) -> list[int]:

@@ -31,10 +31,17 @@ GPU constraints (mandatory unless said otherwise):
 Declines nothing; modules whose bitcasts, fusions and library calls already carry layouts keep
 those layouts (XLA would reject bitcasts here). Returns whether any layout changed or copy was
 added.
+
+Test knob `vary_layouts_seed` (None, the default, changes nothing): every dot's result takes a
+seeded choice among the other layouts cuBLAS can write (those a user could ask for and XLA's
+SetDotLayout would grant), and every convolution takes a seeded one of the two layout triples
+XLA's cuDNN heuristic picks (NCHW or NHWC for input, filter and output), so that the passes after
+this one meet results in layouts the corpus seldom has (tests/corpus/test_layout_corpus.py).
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
@@ -72,7 +79,49 @@ def dot_can_support_layout(dot: HloInstruction, shape: Shape) -> bool:
                             tuple(range(nb + lhs_nc, rank)))
 
 
+def supported_dot_layouts(dot: HloInstruction) -> list[tuple[int, ...]]:
+    """Every minor-to-major order of the dot's result that cuBLAS can write: the batch, lhs-free and
+    rhs-free groups each contiguous and in order, in any group order DotCanSupportShapeWithLayout
+    accepts (at most four)."""
+    lb, _rb, lc, _rc = dot_dims(dot)
+    nb, rank = len(lb), dot.shape.rank
+    lhs_nc = dot.operands[0].shape.rank - len(lc) - nb
+    groups = (tuple(range(nb)), tuple(range(nb, nb + lhs_nc)), tuple(range(nb + lhs_nc, rank)))
+    out: list[tuple[int, ...]] = []
+    for order in ((0, 1, 2), (0, 2, 1), (1, 0, 2), (2, 0, 1), (1, 2, 0), (2, 1, 0)):
+        m2m = tuple(reversed(sum((groups[g] for g in order), ())))
+        if m2m not in out and dot_can_support_layout(dot, with_minor_to_major(dot.shape, m2m)):
+            out.append(m2m)
+    return out
+
+
+def cudnn_conv_layouts(conv: HloInstruction, nhwc: bool) -> tuple[tuple[int, ...], ...]:
+    """(input, filter, output) minor-to-major orders of XLA's kAllNHWC or kAllNCHW triple
+    (StreamExecutorConvLayoutsToXlaLayouts): batch / output feature most major, then the feature
+    dim and the spatial dims in order, the feature most minor for NHWC."""
+    dn = conv.attrs["dim_labels"]
+
+    def m2m(major: int, feature: int, spatial: tuple[int, ...]) -> tuple[int, ...]:
+        rest = (*spatial, feature) if nhwc else (feature, *spatial)
+        return tuple(reversed((major, *rest)))
+
+    return (m2m(dn.input_batch, dn.input_feature, dn.input_spatial),
+            m2m(dn.kernel_output_feature, dn.kernel_input_feature, dn.kernel_spatial),
+            m2m(dn.output_batch, dn.output_feature, dn.output_spatial))
+
+
 class _GpuLayoutAssignment(LayoutAssignment):
+    def __init__(self, module: HloModule, vary_layouts_seed: int | None = None):
+        super().__init__(module)
+        self.vary_layouts_seed = vary_layouts_seed
+
+    def _varied(self, instr: HloInstruction) -> random.Random | None:
+        """The knob's generator for one dot or convolution (None when the knob is off); seeded by
+        the instruction's name, so the choice does not depend on PYTHONHASHSEED."""
+        if self.vary_layouts_seed is None:
+            return None
+        return random.Random(f"{self.vary_layouts_seed}/{instr.name}")
+
     def instruction_can_change_layout(self, instr: HloInstruction) -> bool:
         if instr.opcode == "custom-call" and str(instr.attrs.get("custom_call_target", "")) in (
                 TOPK_TARGET, *MEMORY_PLACEMENT_TARGETS):
@@ -106,6 +155,13 @@ class _GpuLayoutAssignment(LayoutAssignment):
                 self._minor_contracting(dot, k, batch, contracting, free)
             elif batch or len(contracting) > 1 or len(free) > 1:
                 self._dot_operand(dot, k, batch, contracting, free)
+        rng = self._varied(dot)
+        if rng is not None:
+            default = default_m2m(dot.shape.rank)
+            others = [m2m for m2m in supported_dot_layouts(dot) if m2m != default]
+            if others:
+                self.set_instruction_layout(dot, with_minor_to_major(dot.shape, rng.choice(others)))
+                return
         if lb or len(nc[0]) > 1 or len(nc[1]) > 1:
             self._dot_layout(dot)
 
@@ -147,6 +203,16 @@ class _GpuLayoutAssignment(LayoutAssignment):
         shape = with_major_to_minor(dot.shape, transpose.attrs["dimensions"])
         if dot_can_support_layout(dot, shape):
             self.set_operand_layout(transpose, 0, shape.minor_to_major)
+
+    def _convolution(self, conv: HloInstruction) -> None:
+        """Only with the knob: one of the cuDNN layout triples (XLA's AddBackendConstraintsTocuDNNConv)."""
+        rng = self._varied(conv)
+        if rng is None or not conv.shape.is_array:
+            return
+        lhs, rhs, out = cudnn_conv_layouts(conv, nhwc=rng.random() < 0.5)
+        self.set_operand_layout(conv, 0, lhs)
+        self.set_operand_layout(conv, 1, rhs)
+        self.set_instruction_layout(conv, with_minor_to_major(conv.shape, out))
 
     # -- other library-backed ops ---------------------------------------------------------------
     def _fft(self, fft: HloInstruction) -> None:
@@ -200,6 +266,7 @@ class _GpuLayoutAssignment(LayoutAssignment):
 
 _BACKEND_CONSTRAINTS = {
     "dot": _GpuLayoutAssignment._dot,
+    "convolution": _GpuLayoutAssignment._convolution,
     "transpose": _GpuLayoutAssignment._transpose,
     "fft": _GpuLayoutAssignment._fft,
     "sort": _GpuLayoutAssignment._sort,
@@ -218,6 +285,7 @@ class GpuLayoutAssignment(HloPass):
     """Assigns layouts to every value (GPU constraints), inserting copies where uses disagree."""
 
     name = "layout-assignment"
+    vary_layouts_seed: int | None = None  # test knob (module docstring); None: XLA's choices
 
     def run(self, module: HloModule) -> bool:
-        return _GpuLayoutAssignment(module).run()
+        return _GpuLayoutAssignment(module, self.vary_layouts_seed).run()

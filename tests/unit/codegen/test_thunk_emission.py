@@ -94,7 +94,9 @@ ENTRY e { a = bf16[5,2,3] parameter(0) b = bf16[5,3,4] parameter(1)
     assert g.config.output_matrix.batch == 5 and g.config.lhs_matrix.batch_stride == 6
     for text in ("ENTRY e { a = s32[2,3] parameter(0) b = s32[3,4] parameter(1)\n"
                  "ROOT d = s32[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0} }",
-                 "ENTRY e { a = f32[2,5,3]{2,1,0} parameter(0) b = f32[5,3,4] parameter(1)\n"
+                 # the batch dim (1) most minor: no MatrixLayout (a batch between the rows and
+                 # the contracting dim, {2,1,0}, is one, as in XLA)
+                 "ENTRY e { a = f32[2,5,3]{1,2,0} parameter(0) b = f32[5,3,4] parameter(1)\n"
                  "ROOT d = f32[5,2,4] dot(a, b), lhs_batch_dims={1}, rhs_batch_dims={0},"
                  " lhs_contracting_dims={2}, rhs_contracting_dims={1} }"):
         result, backend = compile_text("HloModule m\n" + text)
