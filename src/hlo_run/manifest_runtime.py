@@ -84,6 +84,18 @@ class Device(abc.ABC):
     def synchronize(self) -> None:
         pass
 
+    def write_array(self, buffer: Any, value: Any, shape: Shape) -> None:
+        """Write a logical array at the start of `buffer` in the shape's physical layout."""
+        data = array_to_bytes(value, shape)
+        if data:
+            self.write(buffer, 0, data)
+
+    def read_array(self, buffer: Any, offset: int, size: int, shape: Shape, own: bool) -> np.ndarray:
+        """The logical array of `size` bytes at `offset` in `buffer`. `own=False` lets a device
+        hand back a view of its memory (the caller then owns the buffer; the host does that)."""
+        raw = self.read(buffer, offset, size) if size else b""
+        return bytes_to_array(raw, shape)
+
     def timer(self) -> Callable[[], float]:
         start = time.perf_counter()
         return lambda: time.perf_counter() - start
@@ -193,16 +205,19 @@ class ManifestExecutable(Executable):
             value, shape = args[a.parameter_number], self.parameter_shapes[a.parameter_number]
             for i in a.parameter_shape_index:
                 value, shape = value[i], shape.tuple_shapes[i]
-            data = array_to_bytes(value, shape)
-            if data:
-                self.device.write(buffers[a.index], 0, data)
+            self.device.write_array(buffers[a.index], value, shape)
 
     def _results(self, buffers: dict[int, Any]) -> Any:
         leaves = {}
+        seen: set[int] = set()
         for out in self.manifest.entry.outputs:
             s = out.slice
-            raw = self.device.read(buffers[s.allocation], s.offset, s.size) if s.size else b""
-            leaves[out.shape_index] = bytes_to_array(raw, self.manifest.shape(out.shape))
+            # A result may be a view of its run's buffer, unless that buffer outlives the run
+            # (a constant) or another result shares its allocation.
+            own = s.allocation in self.constants or s.allocation in seen
+            seen.add(s.allocation)
+            leaves[out.shape_index] = self.device.read_array(buffers[s.allocation], s.offset, s.size,
+                                                             self.manifest.shape(out.shape), own)
         return _assemble(self.result_shape, (), leaves)
 
     def pointer(self, s: BufferSlice) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from hlo_common.manifest.layout_bytes import array_to_bytes, bytes_to_array
+from hlo_common.manifest.layout_bytes import array_over, array_to_bytes, bytes_to_array, write_array_into
 from hlo_common.manifest.manifest import ManifestKernel, Manifest
 from hlo_common.manifest.thunks import GemmThunk, KernelThunk
 from hlo_run.backends import Backend, Executable, Program
@@ -87,6 +87,15 @@ class HostDevice(Device):
 
     def read(self, buffer: np.ndarray, offset: int, size: int) -> bytes:
         return buffer[offset:offset + size].tobytes()
+
+    def write_array(self, buffer: np.ndarray, value, shape) -> None:
+        write_array_into(buffer, value, shape)  # one copy: no bytes object in between
+
+    def read_array(self, buffer: np.ndarray, offset: int, size: int, shape, own: bool) -> np.ndarray:
+        """A view of the run's buffer where the layout allows (each run allocates afresh, so the
+        result keeps its memory), else a copy."""
+        out = array_over(buffer[offset:offset + size], shape)
+        return out.copy() if own and out.base is not None else out
 
     def load_kernel(self, kernel: ManifestKernel) -> Any:
         from hlo_run.host_kernel import load_host_kernel, opt_level_for
