@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from hlo_common.manifest.layout_bytes import array_over, array_to_bytes, bytes_to_array, write_array_into
+from hlo_common.manifest.layout_bytes import array_over, write_array_into
 from hlo_common.manifest.manifest import ManifestKernel, Manifest
 from hlo_common.manifest.thunks import GemmThunk, KernelThunk
 from hlo_run.backends import Backend, Executable, Program
@@ -116,15 +116,17 @@ class HostDevice(Device):
         shapes = _gemm_shapes(cfg, thunk.bias.size if thunk.bias else 0)
         sizes = {"lhs": thunk.lhs.size, "rhs": thunk.rhs.size, "c": thunk.c and thunk.c.size,
                  "bias": thunk.bias and thunk.bias.size}
-        values = {role: bytes_to_array(_view(pointers[role], sizes[role]), shapes[role])
+        values = {role: array_over(_view(pointers[role], sizes[role]), shapes[role])
                   for role in ("lhs", "rhs", "c", "bias") if role in pointers}
+        out_bytes = _view(pointers["output"], thunk.output.size)
+        target = array_over(out_bytes, shapes["output"])  # a view of the buffer where the layout allows
         from hlo_common.interpreter import blas
 
         with blas.single_threaded():  # as the interpreter: spinning BLAS threads on busy cores cost 10x
             out = run_gemm(cfg, shapes["output"], values["lhs"], values["rhs"], values.get("c"),
-                           values.get("bias"))
-        data = array_to_bytes(out, shapes["output"])
-        ctypes.memmove(pointers["output"], data, len(data))
+                           values.get("bias"), out=target if target.base is not None else None)
+        if out is not target:
+            write_array_into(out_bytes, out, shapes["output"])
 
     def copy(self, dst: int, src: int, size: int) -> None:
         ctypes.memmove(dst, src, size)
