@@ -109,9 +109,11 @@ def conv_channels_last(x: np.ndarray, w: np.ndarray, strides: tuple[int, ...], d
     C-contiguous. Every output row (one N and all spatial indices but the last) is one range."""
     nsp = x.ndim - 2
     spans = [(k - 1) * d + 1 for k, d in zip(w.shape[:nsp], dilations)]
-    want = (x.shape[0], *((s - span) // st + 1 for s, span, st in zip(x.shape[1:-1], spans, strides)), w.shape[-1])
-    if w.shape[-2] != x.shape[-1] or out.shape != want or not (x.flags.c_contiguous and out.flags.c_contiguous):
-        raise ValueError(f"conv: shapes {x.shape} * {w.shape} -> {out.shape} do not match (or not contiguous)")
+    want = (x.shape[0], *(max(0, (s - span) // st + 1) for s, span, st in zip(x.shape[1:-1], spans, strides)),
+            w.shape[-1])
+    contiguous = x.flags.c_contiguous and out.flags.c_contiguous
+    if w.shape[-2] != x.shape[-1] or out.shape != want or not contiguous:
+        raise ValueError(f"conv: shapes {x.shape} * {w.shape} -> {out.shape} do not match (or are strided)")
     if nsp == 0:  # no spatial dims: one output pixel per image
         x, w, out = x[:, None], w[None], out[:, None]
         strides, dilations, nsp = (1,), (1,), 1
@@ -126,9 +128,9 @@ def conv_channels_last(x: np.ndarray, w: np.ndarray, strides: tuple[int, ...], d
     xs = [st // 4 for st in x.strides]  # element strides of [N, S..., C]
     taps = np.array([sum(t * d * xs[1 + i] for i, (t, d) in enumerate(zip(tap, dilations)))
                      for tap in itertools.product(*(range(k) for k in w.shape[:nsp]))], np.int64)
+    outer = list(itertools.product(range(out.shape[0]), *(range(q) for q in out.shape[1:-2])))
     rows = np.array([n * xs[0] + sum(i * s * xs[1 + d] for d, (i, s) in enumerate(zip(idx, strides)))
-                     for n in range(out.shape[0]) for idx in itertools.product(*(range(q) for q in out.shape[1:-2]))],
-                    np.int64)
+                     for n, *idx in outer], np.int64)
     bp = pack_panels(w.reshape(-1, o), nr)
     lda = strides[-1] * xs[-2]
     px, pt, pr, pb, po = x.ctypes.data, taps.ctypes.data, rows.ctypes.data, bp.ctypes.data, out.ctypes.data

@@ -37,7 +37,7 @@ def tile(avx512: bool) -> tuple[int, int]:
 def _microkernel(mr: int, nr: int) -> list[str]:
     """`@mk(a, lda, taps, ntaps, cin, bp, c, ldc, mv, nv, accum)`: one mr x nr tile (mv, nv: the
     valid rows and columns; accum: add to C instead of overwriting it)."""
-    acc = [(i, j) for i in range(mr) for j in range((nr // 16))]
+    acc = [(i, j) for i in range(mr) for j in range(nr // 16)]
     out = ["define internal void @mk(ptr noalias %a, i64 %lda, ptr noalias %taps, i64 %ntaps, i64 %cin, "
            "ptr noalias %bp, ptr noalias %c, i64 %ldc, i64 %mv, i64 %nv, i1 %accum) alwaysinline {",
            "entry:"]
@@ -52,19 +52,23 @@ def _microkernel(mr: int, nr: int) -> list[str]:
     out += ["  br label %kl", "kl:", "  %k = phi i64 [0, %tap], [%k1, %kl]"]
     out += [f"  %p{i}_{j} = phi {_VF} [%s{i}_{j}, %tap], [%n{i}_{j}, %kl]" for i, j in acc]
     out += [f"  %bo = mul i64 %k, {nr}"]
-    for j in range((nr // 16)):
+    for j in range(nr // 16):
         out += [f"  %bq{j} = getelementptr float, ptr %bt, i64 %bo",
                 f"  %bv{j}p = getelementptr float, ptr %bq{j}, i64 {16 * j}",
                 f"  %b{j} = load {_VF}, ptr %bv{j}p, align 4"]
     for i in range(mr):
-        out += [f"  %aq{i} = getelementptr float, ptr %at{i}, i64 %k", f"  %as{i} = load float, ptr %aq{i}, align 4",
+        out += [f"  %aq{i} = getelementptr float, ptr %at{i}, i64 %k",
+        f"  %as{i} = load float, ptr %aq{i}, align 4",
                 f"  %ai{i} = insertelement {_VF} poison, float %as{i}, i64 0",
                 f"  %av{i} = shufflevector {_VF} %ai{i}, {_VF} poison, <16 x i32> zeroinitializer"]
         out += [f"  %n{i}_{j} = call {_VF} @llvm.fmuladd.v16f32({_VF} %av{i}, {_VF} %b{j}, {_VF} %p{i}_{j})"
-                for j in range((nr // 16))]
-    out += ["  %k1 = add i64 %k, 1", "  %kmore = icmp slt i64 %k1, %cin", "  br i1 %kmore, label %kl, label %tap_end",
-            "tap_end:", f"  %tstep = mul i64 %cin, {nr}", "  %bnext = getelementptr float, ptr %bt, i64 %tstep",
-            "  %t1 = add i64 %t, 1", "  %tmore = icmp slt i64 %t1, %ntaps", "  br i1 %tmore, label %tap, label %store",
+                for j in range(nr // 16)]
+    out += ["  %k1 = add i64 %k, 1", "  %kmore = icmp slt i64 %k1, %cin",
+    "  br i1 %kmore, label %kl, label %tap_end",
+            "tap_end:", f"  %tstep = mul i64 %cin, {nr}",
+            "  %bnext = getelementptr float, ptr %bt, i64 %tstep",
+            "  %t1 = add i64 %t, 1", "  %tmore = icmp slt i64 %t1, %ntaps",
+            "  br i1 %tmore, label %tap, label %store",
             "store:"]
     return out + _store_tile(mr, nr) + ["}"]
 
@@ -72,8 +76,9 @@ def _microkernel(mr: int, nr: int) -> list[str]:
 def _store_tile(mr: int, nr: int) -> list[str]:
     lanes = ", ".join(f"i64 {lane}" for lane in range(16))
     out = []
-    for j in range((nr // 16)):
-        out += [f"  %rem{j} = sub i64 %nv, {16 * j}", f"  %rs{j} = insertelement <16 x i64> poison, i64 %rem{j}, i64 0",
+    for j in range(nr // 16):
+        out += [f"  %rem{j} = sub i64 %nv, {16 * j}",
+        f"  %rs{j} = insertelement <16 x i64> poison, i64 %rem{j}, i64 0",
                 f"  %rv{j} = shufflevector <16 x i64> %rs{j}, <16 x i64> poison, <16 x i32> zeroinitializer",
                 f"  %mask{j} = icmp slt <16 x i64> <{lanes}>, %rv{j}"]
     out.append("  br label %row0")
@@ -81,14 +86,15 @@ def _store_tile(mr: int, nr: int) -> list[str]:
         nxt = f"%row{i + 1}" if i + 1 < mr else "%done"
         out += [f"row{i}:", f"  br i1 %ok{i}, label %st{i}, label %done", f"st{i}:",
                 f"  %co{i} = mul i64 {i}, %ldc", f"  %cr{i} = getelementptr float, ptr %c, i64 %co{i}"]
-        for j in range((nr // 16)):
+        for j in range(nr // 16):
             q = f"%cq{i}_{j}"
             out += [f"  {q} = getelementptr float, ptr %cr{i}, i64 {16 * j}",
-                    f"  %old{i}_{j} = call {_VF} @llvm.masked.load.v16f32.p0(ptr {q}, i32 4, <16 x i1> %mask{j}, "
-                    f"{_VF} zeroinitializer)",
+                    f"  %old{i}_{j} = call {_VF} @llvm.masked.load.v16f32.p0(ptr {q}, i32 4, "
+                    f"<16 x i1> %mask{j}, {_VF} zeroinitializer)",
                     f"  %sum{i}_{j} = fadd {_VF} %old{i}_{j}, %n{i}_{j}",
                     f"  %w{i}_{j} = select i1 %accum, {_VF} %sum{i}_{j}, {_VF} %n{i}_{j}",
-                    f"  call void @llvm.masked.store.v16f32.p0({_VF} %w{i}_{j}, ptr {q}, i32 4, <16 x i1> %mask{j})"]
+                    f"  call void @llvm.masked.store.v16f32.p0({_VF} %w{i}_{j}, ptr {q}, i32 4, "
+                    f"<16 x i1> %mask{j})"]
         out.append(f"  br label {nxt}")
     return out + ["done:", "  ret void"]
 
@@ -104,7 +110,7 @@ def _gemm(mr: int, nr: int) -> list[str]:
         "  %krest = sub i64 %k, %kb", f"  %kc0 = icmp slt i64 %krest, {KC}",
         f"  %kc = select i1 %kc0, i64 %krest, i64 {KC}",
         "  %accum = icmp ne i64 %kb, 0",
-        f"  %bkoff0 = mul i64 %kb, %npan", f"  %bkoff = mul i64 %bkoff0, {nr}",
+        "  %bkoff0 = mul i64 %kb, %npan", f"  %bkoff = mul i64 %bkoff0, {nr}",
         "  %bk = getelementptr float, ptr %bp, i64 %bkoff",
         "  %ak = getelementptr float, ptr %a, i64 %kb",
         "  br label %j_loop",
@@ -120,11 +126,14 @@ def _gemm(mr: int, nr: int) -> list[str]:
         "  %cp = getelementptr float, ptr %cr, i64 %j", "  %mv = sub i64 %m, %i",
         "  call void @mk(ptr %ap, i64 %lda, ptr @zero_tap, i64 1, i64 %kc, ptr %bpp, ptr %cp, i64 %ldc, "
         "i64 %mv, i64 %nv, i1 %accum)",
-        f"  %i1 = add i64 %i, {mr}", "  %imore = icmp slt i64 %i1, %m", "  br i1 %imore, label %i_loop, label %j_next",
+        f"  %i1 = add i64 %i, {mr}", "  %imore = icmp slt i64 %i1, %m",
+        "  br i1 %imore, label %i_loop, label %j_next",
         "j_next:",
-        f"  %j1 = add i64 %j, {nr}", "  %jmore = icmp slt i64 %j1, %n", "  br i1 %jmore, label %j_loop, label %kb_next",
+        f"  %j1 = add i64 %j, {nr}", "  %jmore = icmp slt i64 %j1, %n",
+        "  br i1 %jmore, label %j_loop, label %kb_next",
         "kb_next:",
-        "  %kb1 = add i64 %kb, %kc", "  %kbmore = icmp slt i64 %kb1, %k", "  br i1 %kbmore, label %kb_loop, label %out",
+        "  %kb1 = add i64 %kb, %kc", "  %kbmore = icmp slt i64 %kb1, %k",
+        "  br i1 %kbmore, label %kb_loop, label %out",
         "out:", "  ret void", "}",
     ]
 
@@ -151,14 +160,18 @@ def _conv_rows(mr: int, nr: int) -> list[str]:
         "w_loop:",
         "  %w = phi i64 [0, %j_loop], [%w1, %w_loop]",
         "  %xo = mul i64 %w, %lda", "  %xw = getelementptr float, ptr %xr, i64 %xo",
-        "  %oo = mul i64 %w, %ldc", "  %ow = getelementptr float, ptr %oj, i64 %oo", "  %mv = sub i64 %wo, %w",
+        "  %oo = mul i64 %w, %ldc", "  %ow = getelementptr float, ptr %oj, i64 %oo",
+        "  %mv = sub i64 %wo, %w",
         "  call void @mk(ptr %xw, i64 %lda, ptr %taps, i64 %ntaps, i64 %cin, ptr %bpp, ptr %ow, i64 %ldc, "
         "i64 %mv, i64 %nv, i1 false)",
-        f"  %w1 = add i64 %w, {mr}", "  %wmore = icmp slt i64 %w1, %wo", "  br i1 %wmore, label %w_loop, label %j_next",
+        f"  %w1 = add i64 %w, {mr}", "  %wmore = icmp slt i64 %w1, %wo",
+        "  br i1 %wmore, label %w_loop, label %j_next",
         "j_next:",
-        f"  %j1 = add i64 %j, {nr}", "  %jmore = icmp slt i64 %j1, %n", "  br i1 %jmore, label %j_loop, label %r_next",
+        f"  %j1 = add i64 %j, {nr}", "  %jmore = icmp slt i64 %j1, %n",
+        "  br i1 %jmore, label %j_loop, label %r_next",
         "r_next:",
-        "  %r1n = add i64 %r, 1", "  %rmore = icmp slt i64 %r1n, %r1", "  br i1 %rmore, label %r_loop, label %out_done",
+        "  %r1n = add i64 %r, 1", "  %rmore = icmp slt i64 %r1n, %r1",
+        "  br i1 %rmore, label %r_loop, label %out_done",
         "out_done:", "  ret void", "}",
     ]
 

@@ -67,7 +67,8 @@ def _conv_reference(x, w, strides, dilations):
     out_sp = [(s - span) // st + 1 for s, span, st in zip(x.shape[1:-1], spans, strides)]
     out = np.zeros((x.shape[0], *out_sp, w.shape[-1]))
     for tap in itertools.product(*(range(k) for k in w.shape[:nsp])):
-        sl = tuple(slice(t * d, t * d + (o - 1) * st + 1, st) for t, d, o, st in zip(tap, dilations, out_sp, strides))
+        sl = tuple(slice(t * d, t * d + (o - 1) * st + 1, st)
+                   for t, d, o, st in zip(tap, dilations, out_sp, strides))
         out += np.einsum("n...c,co->n...o", x[(slice(None),) + sl].astype(np.float64), w[tap])
     return out
 

@@ -30,7 +30,8 @@ F = "float"
 _EXP_TAYLOR = [1.0 / math.factorial(k) for k in range(8, -1, -1)]
 _EXPM1_TAYLOR = [1.0 / math.factorial(k) for k in range(9, 1, -1)]  # r^2/2! .. r^9/9!, over r^2
 _LOG_SERIES = [2.0 / (2 * k + 1) for k in range(6, 0, -1)]  # 2z/3 + 2z^2/5 + ... + 2z^6/13
-_ERF_TAYLOR = [2.0 / math.sqrt(math.pi) * (-1) ** k / (math.factorial(k) * (2 * k + 1)) for k in range(12, -1, -1)]
+_ERF_TAYLOR = [2.0 / math.sqrt(math.pi) * (-1) ** k / (math.factorial(k) * (2 * k + 1))
+               for k in range(12, -1, -1)]
 ERF_SPLIT, ERFCX_LO, ERFCX_HI = 0.9, 0.9, 4.0
 # erfcx(x) = exp(x^2) erfc(x) on [0.9, 4]: Chebyshev interpolant (64 nodes, degree 13) in powers of
 # u, highest first; max error 5.3e-10, i.e. below 2.4e-10 on erf (tests refit it with scipy).

@@ -3,7 +3,9 @@
 Where it sits: behind `hlo-run --platform host`. Device memory is numpy byte buffers (aligned to
 the allocation's alignment); kernels are the manifest's LLVM IR, JIT-compiled by
 `hlo_run.host_kernel` and run block by block; GemmThunks use `hlo_run.host_gemm` (the
-interpreter's dot semantics); copies and memsets are `ctypes.memmove` / numpy fills. A program
+interpreter's dot semantics), ConvolutionThunks `hlo_run.host_conv` (its convolution's), both
+computing with the host's own f32 GEMM and convolution (`hlo_run.host_blas`); copies and
+memsets are `ctypes.memmove` / numpy fills. A program
 given as HLO text is compiled first by `hlo-codegen --target host` (`hlo_run.compile_hook`).
 """
 
@@ -16,7 +18,7 @@ import numpy as np
 
 from hlo_common.manifest.layout_bytes import array_over, write_array_into
 from hlo_common.manifest.manifest import ManifestKernel, Manifest
-from hlo_common.manifest.thunks import GemmThunk, KernelThunk
+from hlo_common.manifest.thunks import ConvolutionThunk, GemmThunk, KernelThunk
 from hlo_run.backends import Backend, Executable, Program
 from hlo_run.compile_hook import manifest_for
 from hlo_run.manifest_runtime import Device, ManifestExecutable
@@ -128,6 +130,15 @@ class HostDevice(Device):
         if out is not target:
             write_array_into(out_bytes, out, shapes["output"])
 
+    def convolution(self, thunk: ConvolutionThunk, pointers: dict[str, int]) -> None:
+        from hlo_run.host_conv import run_convolution
+
+        cfg = thunk.config
+        lhs = array_over(_view(pointers["input"], thunk.input.size), _shape(cfg.input_shape))
+        rhs = array_over(_view(pointers["filter"], thunk.filter.size), _shape(cfg.filter_shape))
+        run_convolution(cfg, _shape(cfg.output_shape), lhs, rhs, _view(pointers["output"], thunk.output.size),
+                        thunk.profile_annotation)
+
     def copy(self, dst: int, src: int, size: int) -> None:
         ctypes.memmove(dst, src, size)
 
@@ -146,17 +157,20 @@ def _volume(dims) -> int:
 _SHAPE_CACHE: dict[str, Any] = {}
 
 
+def _shape(text: str):
+    """A manifest shape text, parsed once."""
+    from hlo_common.manifest.manifest import parse_shape_text
+
+    s = _SHAPE_CACHE.get(text)
+    if s is None:
+        s = _SHAPE_CACHE[text] = parse_shape_text(text, "thunk")
+    return s
+
+
 def _gemm_shapes(cfg, bias_bytes: int = 0) -> dict[str, Any]:
     """The shapes the host reads a GemmThunk's buffers with; the bias is a flat vector in memory
     order (its buffer's element count), which `run_gemm` adds along the output's minor elements."""
-    from hlo_common.manifest.manifest import parse_shape_text
-
-    def shape(text: str):
-        s = _SHAPE_CACHE.get(text)
-        if s is None:
-            s = _SHAPE_CACHE[text] = parse_shape_text(text, "gemm")
-        return s
-
+    shape = _shape
     out = shape(cfg.output_shape)
     bias = out.with_dims((bias_bytes // max(1, out.element_type.byte_size),)) if out.is_array else out
     return {"lhs": shape(cfg.lhs_shape), "rhs": shape(cfg.rhs_shape), "output": out, "c": out, "bias": bias}
