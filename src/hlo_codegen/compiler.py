@@ -169,7 +169,7 @@ def compile_module(module: HloModule, options: CompileOptions,
     verify(module, "hlo-codegen's prepare passes left invalid HLO")
     assignment = assign_buffers(module)
     backend = backend if backend is not None else default_backend(options)
-    emitter = ThunkEmitter(module, assignment, backend)
+    emitter = ThunkEmitter(module, assignment, backend, convolution_thunks=options.target == "host")
     try:
         thunks = emitter.emit_entry()
     except BaseException:

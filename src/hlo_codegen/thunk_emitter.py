@@ -6,7 +6,9 @@ global computation, in schedule order (the buffer assignment's order), becomes z
 thunks, by the kind `fusion_wrapper.classify` gives it:
 
     fusion             KernelThunk(s) from the kernel backend; a broadcast of a constant is a
-                       MemsetThunk, a fusion that only forwards a parameter's bytes a CopyThunk
+                       MemsetThunk, a fusion that only forwards a parameter's bytes a CopyThunk;
+                       for the host target a lone convolution (`wrapped_convolution`) is a
+                       ConvolutionThunk, a library call, as XLA:GPU calls cuDNN
     dot / __cublas$*   GemmThunk (gemm_fallback split cuBLASLt epilogues into a GEMM call + a fusion,
                        and made the calls cuBLAS cannot run fusions)
     copy (same bytes)  CopyThunk (nothing when source and destination are one slice)
@@ -41,8 +43,8 @@ from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.printer import print_instruction
 from hlo_common.manifest.manifest import ManifestKernel
 from hlo_common.manifest.thunks import (
-    BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelArgument, KernelThunk, MemsetThunk,
-    RngGetAndUpdateStateThunk, SequentialThunk, Thunk, WhileThunk,
+    BufferSlice, ConditionalThunk, ConvolutionConfig, ConvolutionThunk, CopyThunk, GemmThunk, KernelArgument,
+    KernelThunk, MemsetThunk, RngGetAndUpdateStateThunk, SequentialThunk, Thunk, WhileThunk,
 )
 
 from hlo_codegen.buffer_assignment import BufferAssignment
@@ -125,8 +127,10 @@ def sanitize_kernel_name(name: str) -> str:
 class ThunkEmitter:
     """Builds the thunk tree of `module`; compiled kernels are collected in `kernels`."""
 
-    def __init__(self, module: HloModule, assignment: BufferAssignment, backend: KernelBackend):
+    def __init__(self, module: HloModule, assignment: BufferAssignment, backend: KernelBackend,
+                 convolution_thunks: bool = False):
         self.module = module
+        self.convolution_thunks = convolution_thunks  # lone convolutions as ConvolutionThunks
         self.ba = assignment
         self.backend = backend
         self.kernels: dict[str, CompiledKernel] = {}
@@ -213,6 +217,9 @@ class ThunkEmitter:
         if source is not None:
             src, dst = _slice(self.ba, instr.operands[source]), _slice(self.ba, instr)
             return [] if src == dst else [CopyThunk(instr.name, src, dst)]
+        conv = _wrapped_convolution(instr) if self.convolution_thunks else None
+        if conv is not None:
+            return [self._convolution(instr, conv)]
         args = kernel_arguments(instr, self.ba)
         key = kernel_reuse_key(instr, args)
         compiled = self._reuse.get(key)
@@ -230,6 +237,18 @@ class ThunkEmitter:
                           for i in ck.arg_indices)
             thunks.append(KernelThunk(instr.name, k.name, kargs, k.grid, k.block, k.shared_bytes))
         return thunks
+
+    def _convolution(self, fusion: HloInstruction, conv: HloInstruction) -> ConvolutionThunk:
+        """The ConvolutionThunk of a fusion whose root is `conv` of two of its parameters."""
+        inp, ker = (fusion.operands[op.parameter_number] for op in conv.operands)
+        window = conv.attrs.get("window")
+        config = ConvolutionConfig(
+            "forward", inp.shape.to_string(), ker.shape.to_string(), fusion.shape.to_string(),
+            str(window).strip("{}") if window is not None else "", str(conv.attrs["dim_labels"]),
+            int(conv.attrs.get("feature_group_count", 1) or 1),
+            int(conv.attrs.get("batch_group_count", 1) or 1))
+        return ConvolutionThunk(fusion.name, config, _slice(self.ba, inp), _slice(self.ba, ker),
+                                _slice(self.ba, fusion))
 
     def _unique_kernel_name(self, preferred: str) -> str:
         base = sanitize_kernel_name(preferred)
@@ -314,6 +333,16 @@ def _memset_value(fusion: HloInstruction) -> int | None:
     if len(raw) not in (1, 2, 4) or root.shape.byte_size() % 4:
         return None
     return int.from_bytes(raw * (4 // len(raw)), "little")
+
+
+def _wrapped_convolution(fusion: HloInstruction) -> HloInstruction | None:
+    """The convolution a fusion only wraps (its root, of two of its parameters), else None."""
+    root = fusion.fused_computation().root
+    if root.opcode != "convolution" or "dim_labels" not in root.attrs or not fusion.shape.is_array:
+        return None
+    if not all(op.opcode == "parameter" for op in root.operands) or len(root.operands) != 2:
+        return None
+    return root
 
 
 def _memcpy_source(fusion: HloInstruction) -> int | None:

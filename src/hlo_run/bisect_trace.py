@@ -16,8 +16,8 @@ from hlo_common.interpreter.evaluator import Evaluator
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.manifest.manifest import Manifest
 from hlo_common.manifest.thunks import (
-    BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelThunk, MemsetThunk, SequentialThunk,
-    Thunk, WhileThunk,
+    BufferSlice, ConditionalThunk, ConvolutionThunk, CopyThunk, GemmThunk, KernelThunk, MemsetThunk,
+    SequentialThunk, Thunk, WhileThunk,
 )
 from hlo_run.compare import LeafComparison
 
@@ -170,7 +170,7 @@ def thunk_groups(manifest: Manifest, module: HloModule) -> dict[int, Group]:
 
 
 def _leaf(t: Thunk) -> bool:
-    return isinstance(t, (KernelThunk, GemmThunk, CopyThunk, MemsetThunk))
+    return isinstance(t, (KernelThunk, GemmThunk, ConvolutionThunk, CopyThunk, MemsetThunk))
 
 
 def _output_slices(group: Group, manifest: Manifest) -> list[tuple[tuple[int, ...], BufferSlice, str]]:
@@ -181,6 +181,8 @@ def _output_slices(group: Group, manifest: Manifest) -> list[tuple[tuple[int, ..
     if isinstance(last, GemmThunk):
         index = (0,) if instr.shape.is_tuple else ()
         return [(index, last.output, last.config.output_shape)]
+    if isinstance(last, ConvolutionThunk):
+        return [((), last.output, last.config.output_shape)]
     if isinstance(last, (CopyThunk, MemsetThunk)):
         if instr.shape.is_tuple:
             return []
@@ -216,6 +218,10 @@ def _operand_slices(group: Group) -> list[tuple[BufferSlice, str]] | None:
         if len(instr.operands) != 2:
             return None
         return [(t.lhs, t.config.lhs_shape), (t.rhs, t.config.rhs_shape)]
+    if isinstance(t, ConvolutionThunk):
+        if len(instr.operands) != 2:
+            return None
+        return [(t.input, t.config.input_shape), (t.filter, t.config.filter_shape)]
     if isinstance(t, CopyThunk):
         return [(t.source, instr.operands[0].shape.to_string())] if len(instr.operands) == 1 else None
     if isinstance(t, MemsetThunk):
@@ -243,7 +249,8 @@ def _what(group: Group) -> str:
     kernels = group.kernels
     if kernels:
         return f"kernel{'s' if len(kernels) > 1 else ''} {', '.join(kernels)}"
-    return {GemmThunk: "gemm", CopyThunk: "copy", MemsetThunk: "memset"}.get(type(group.thunks[-1]), "thunk")
+    return {GemmThunk: "gemm", ConvolutionThunk: "convolution", CopyThunk: "copy",
+            MemsetThunk: "memset"}.get(type(group.thunks[-1]), "thunk")
 
 
 def _unique(items: list[HloInstruction]) -> list[HloInstruction]:

@@ -4,7 +4,11 @@ Where it sits: hlo-run's host platform (`backends/host.py`) calls `run_gemm` for
 the cuda platform uses cuBLAS instead. What a GEMM computes (operand conversion, f32
 accumulation for 16-bit floats, alpha, beta * c, the bias and activation epilogues, one rounding)
 is defined once in `hlo_common.interpreter.gemm_semantics`, which the interpreter's
-`__cublas$gemm` handler uses too, so a host GemmThunk and the interpreter agree bit for bit:
+`__cublas$gemm` handler uses too. The matrix product itself is the host's own f32 GEMM
+(`host_blas.sgemm`, about twice numpy's OpenBLAS on one core) whenever it accumulates in f32
+(f32, bf16 and f16 results): such a result differs from the interpreter's (numpy's BLAS) only by
+the summation order, as cuBLAS's does. Other types (f64, complex, integers) keep numpy's product,
+and agree with the interpreter bit for bit.
 
     >>> run_gemm(thunk.config, out_shape, lhs, rhs, c, bias)      # doctest: +SKIP
     (logical numpy arrays in, the logical result out)
@@ -14,9 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo_common.interpreter.gemm_semantics import GemmSemantics, evaluate_gemm
+from hlo_common.interpreter.gemm_semantics import ALGORITHM_OPERAND_TYPES, GemmSemantics, evaluate_gemm
+from hlo_common.interpreter.numeric import accumulation_dtype, dot_general
 from hlo_common.manifest.thunks import GemmConfig
 from hlo_common.hlo.shape import Shape
+from hlo_run.host_blas import sgemm
 
 
 def semantics_of(cfg: GemmConfig) -> GemmSemantics:
@@ -25,9 +31,38 @@ def semantics_of(cfg: GemmConfig) -> GemmSemantics:
                          cfg.rhs_contracting_dims, cfg.alpha_real, cfg.alpha_imag, cfg.beta, cfg.epilogue)
 
 
+def host_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """[batch..., M, K] x [batch..., K, N] stacks of f32 through `sgemm` (one call per matrix)."""
+    shape = a.shape[:-1] + b.shape[-1:]
+    if out is None:
+        out = np.empty(shape, np.float32)
+    for index in np.ndindex(*shape[:-2]):
+        sgemm(a[index], b[index], out[index])
+    return out
+
+
 def run_gemm(cfg: GemmConfig, out_shape: Shape, lhs: np.ndarray, rhs: np.ndarray, c: np.ndarray | None = None,
-             bias: np.ndarray | None = None) -> np.ndarray:
+             bias: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """The GEMM's result as a logical array of `out_shape` (c is read only when beta != 0; `bias` is
-    the bias buffer as a flat vector in memory order)."""
-    return evaluate_gemm(semantics_of(cfg), out_shape.element_type, lhs, rhs, c if cfg.beta != 0 else None,
-                         bias, out_shape.minor_to_major).result
+    the bias buffer as a flat vector in memory order). `out` (optional: a C-contiguous logical view
+    of the output buffer) receives a plain product directly, as BLAS writes it."""
+    sem = semantics_of(cfg)
+    f32 = accumulation_dtype(out_shape.element_type) == np.float32
+    product = host_product if f32 else None
+    if out is not None and _plain_product(sem, out_shape, lhs, rhs, out):
+        return dot_general(lhs, rhs, *sem.dims, out=out, product=product)
+    return evaluate_gemm(sem, out_shape.element_type, lhs, rhs, c if cfg.beta != 0 else None,
+                         bias, out_shape.minor_to_major, product=product).result
+
+
+def _plain_product(sem: GemmSemantics, out_shape: Shape, lhs: np.ndarray, rhs: np.ndarray,
+                   out: np.ndarray) -> bool:
+    """True when the GEMM is only the product (alpha 1, no c, no epilogue, no operand rounding) of
+    operands already in the accumulation type, which is the result type: then `evaluate_gemm`
+    would return dot_general's array unchanged, so the product may go straight into `out`."""
+    acc = accumulation_dtype(out_shape.element_type)
+    return (sem.alpha == 1 and sem.beta == 0 and sem.epilogue == "DEFAULT"
+            and sem.algorithm not in ALGORITHM_OPERAND_TYPES and out_shape.element_type.is_float
+            and acc == out_shape.element_type.np_dtype == lhs.dtype == rhs.dtype == out.dtype
+            and out.flags.c_contiguous and not np.may_share_memory(out, lhs)
+            and not np.may_share_memory(out, rhs))

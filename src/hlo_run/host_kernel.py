@@ -38,7 +38,7 @@ import os
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -183,31 +183,56 @@ class HostKernel:
 
     def launch(self, pointers: Sequence[int], num_blocks: int, threads: int | None = None,
                nbytes: int | None = None) -> None:
-        """Run blocks [0, num_blocks) on buffers at these addresses. `threads` (default:
-        `threads_for(nbytes)`, nbytes being the bytes the arguments span) run contiguous ranges,
-        CHUNKS_PER_THREAD ranges per thread taken in turn, so that a thread the OS holds back on a
-        busy machine delays the launch less."""
+        """Run blocks [0, num_blocks) on buffers at these addresses, on `threads` (default:
+        `threads_for(nbytes)`, nbytes being the bytes the arguments span; see `run_ranges`)."""
         args = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
-        threads = min(threads_for(nbytes) if threads is None else threads, num_blocks)
-        if threads <= 1:
-            self._fn(args, 0, num_blocks)
-            return
-        chunks = min(num_blocks, threads * CHUNKS_PER_THREAD)
-        bounds = [num_blocks * k // chunks for k in range(chunks + 1)]
-        taken = itertools.count()  # next() on a count is atomic under the GIL
+        threads = threads_for(nbytes) if threads is None else threads
+        run_ranges(f"kernel @{self.name}", lambda lo, hi: self._fn(args, lo, hi), num_blocks, threads)
 
-        def work_off() -> None:
-            for i in iter(taken.__next__, None):
-                if i >= chunks:
-                    return
-                self._fn(args, bounds[i], bounds[i + 1])
 
-        futures = [_thread_pool(threads - 1).submit(work_off) for _ in range(threads - 1)]
+def run_ranges(what: str, call: Callable[[int, int], None], total: int, threads: int) -> None:
+    """call(lo, hi) over contiguous ranges covering [0, total), on up to `threads` threads (the
+    shared pool and this one). Each thread takes ranges in turn, CHUNKS_PER_THREAD per thread,
+    so that a thread the OS holds back on a busy machine delays the whole less. The ranges are
+    independent (a kernel's blocks write disjoint outputs), so their split changes no result.
+    An exception in any range (e.g. Ctrl-C in this thread) stops the handing out of ranges; the
+    ranges already running finish, then it is raised here, `what` naming the failed call."""
+    threads = min(threads, total)
+    if threads <= 1:
+        if total > 0:
+            call(0, total)
+        return
+    chunks = min(total, threads * CHUNKS_PER_THREAD)
+    bounds = [total * k // chunks for k in range(chunks + 1)]
+    taken = itertools.count()  # next() on a count is atomic under the GIL
+    failed: list[BaseException] = []
+
+    def work_off() -> None:
+        for i in iter(taken.__next__, None):
+            if i >= chunks or failed:
+                return
+            try:
+                call(bounds[i], bounds[i + 1])
+            except BaseException as exc:  # noqa: BLE001 - recorded, raised in the caller
+                failed.append(exc)
+                return
+
+    futures = [_thread_pool(threads - 1).submit(work_off) for _ in range(threads - 1)]
+    try:
+        work_off()  # this thread takes ranges too
+    except BaseException as exc:  # noqa: BLE001 - Ctrl-C between two ranges: stop the others
+        failed.append(exc)
+    while futures:  # wait even when interrupted: the other threads write into the caller's buffers
         try:
-            work_off()  # this thread takes ranges too
-        finally:
-            for f in futures:
-                f.result()
+            futures[-1].result()
+            futures.pop()
+        except BaseException as exc:  # noqa: BLE001 - Ctrl-C while waiting: stop, keep waiting
+            failed.append(exc)
+    if failed:
+        exc = failed[0]
+        if isinstance(exc, (KeyboardInterrupt, HloError)):
+            raise exc
+        raise HostKernelError(f"{what} failed in a block range: {type(exc).__name__}: {exc}") from exc
 
 
 def load_host_kernel(llvm_ir: str, name: str, opt_level: int = 2) -> HostKernel:

@@ -7,6 +7,7 @@ with the device calls behind a small `Device` interface:
     allocate(size, alignment) -> Buffer     write(buffer, offset, bytes)    read(buffer, offset, size)
     load_kernel(ManifestKernel) -> handle   launch(handle, KernelThunk, [pointer per argument])
     gemm(GemmThunk, pointers)               copy(dst, src, size)            memset32(dst, size, value)
+    convolution(ConvolutionThunk, pointers) (only where the platform's manifests have them: host)
     timer() -> a callable giving seconds since it was made (events on the GPU, perf_counter on host)
 
 Constants are uploaded once at load; every run allocates the other allocations afresh (entry
@@ -16,9 +17,9 @@ slice. The 128-bit random-number state that rng-get-and-update-state thunks read
 starts at XLA's initial value on every run, as in a freshly loaded XLA executable and in the
 interpreter, so repeated runs (`--iterations`) agree. Per-thunk times of the last run (summed
 over loop iterations) are kept for `--iterations`.
-An `observer` (`executable.observer = fn`) is called with every kernel, gemm, copy, memset and
-rng-state thunk right after it ran, and `observer_before` right before, while the run's buffers
-are live (`read_slice` reads one): `hlo-run --find-first-mismatch` (`hlo_run.bisect`) reads
+An `observer` (`executable.observer = fn`) is called with every kernel, gemm, convolution, copy,
+memset and rng-state thunk right after it ran, and `observer_before` right before, while the run's
+buffers are live (`read_slice` reads one): `hlo-run --find-first-mismatch` (`hlo_run.bisect`) reads
 operands before and compares each output with the interpreter after.
 Runs longer than a second show a rich progress bar on stderr when stderr is a terminal.
 """
@@ -36,8 +37,8 @@ from hlo_common.errors import HloError
 from hlo_common.manifest.layout_bytes import array_to_bytes, bytes_to_array
 from hlo_common.manifest.manifest import Allocation, ManifestKernel, Manifest
 from hlo_common.manifest.thunks import (
-    RNG_INITIAL_STATE, BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelThunk, MemsetThunk,
-    RngGetAndUpdateStateThunk, SequentialThunk, Thunk, WhileThunk, thunk_labels,
+    RNG_INITIAL_STATE, BufferSlice, ConditionalThunk, ConvolutionThunk, CopyThunk, GemmThunk, KernelThunk,
+    MemsetThunk, RngGetAndUpdateStateThunk, SequentialThunk, Thunk, WhileThunk, thunk_labels,
 )
 from hlo_common.hlo.shape import Shape
 from hlo_run.backends import Executable
@@ -81,8 +82,23 @@ class Device(abc.ABC):
     @abc.abstractmethod
     def memset32(self, dst: int, size: int, value: int) -> None: ...
 
+    def convolution(self, thunk: ConvolutionThunk, pointers: dict[str, int]) -> None:
+        raise HloError(f"the {self.name} platform cannot run convolution thunks")
+
     def synchronize(self) -> None:
         pass
+
+    def write_array(self, buffer: Any, value: Any, shape: Shape) -> None:
+        """Write a logical array at the start of `buffer` in the shape's physical layout."""
+        data = array_to_bytes(value, shape)
+        if data:
+            self.write(buffer, 0, data)
+
+    def read_array(self, buffer: Any, offset: int, size: int, shape: Shape, own: bool) -> np.ndarray:
+        """The logical array of `size` bytes at `offset` in `buffer`. `own=False` lets a device
+        hand back a view of its memory (the caller then owns the buffer; the host does that)."""
+        raw = self.read(buffer, offset, size) if size else b""
+        return bytes_to_array(raw, shape)
 
     def timer(self) -> Callable[[], float]:
         start = time.perf_counter()
@@ -116,7 +132,8 @@ class ManifestExecutable(Executable):
         self.observer: Callable[[Thunk], None] | None = None
         self.observer_before: Callable[[Thunk], None] | None = None
         self._dispatch: dict[type, Callable[[Thunk], None]] = {
-            KernelThunk: self._kernel, GemmThunk: self._gemm, CopyThunk: self._copy,
+            KernelThunk: self._kernel, GemmThunk: self._gemm, ConvolutionThunk: self._convolution,
+            CopyThunk: self._copy,
             MemsetThunk: self._memset, RngGetAndUpdateStateThunk: self._rng_state, WhileThunk: self._while,
             ConditionalThunk: self._conditional,
             SequentialThunk: self._sequence,
@@ -193,16 +210,19 @@ class ManifestExecutable(Executable):
             value, shape = args[a.parameter_number], self.parameter_shapes[a.parameter_number]
             for i in a.parameter_shape_index:
                 value, shape = value[i], shape.tuple_shapes[i]
-            data = array_to_bytes(value, shape)
-            if data:
-                self.device.write(buffers[a.index], 0, data)
+            self.device.write_array(buffers[a.index], value, shape)
 
     def _results(self, buffers: dict[int, Any]) -> Any:
         leaves = {}
+        seen: set[int] = set()
         for out in self.manifest.entry.outputs:
             s = out.slice
-            raw = self.device.read(buffers[s.allocation], s.offset, s.size) if s.size else b""
-            leaves[out.shape_index] = bytes_to_array(raw, self.manifest.shape(out.shape))
+            # A result may be a view of its run's buffer, unless that buffer outlives the run
+            # (a constant) or another result shares its allocation.
+            own = s.allocation in self.constants or s.allocation in seen
+            seen.add(s.allocation)
+            leaves[out.shape_index] = self.device.read_array(buffers[s.allocation], s.offset, s.size,
+                                                             self.manifest.shape(out.shape), own)
         return _assemble(self.result_shape, (), leaves)
 
     def pointer(self, s: BufferSlice) -> int:
@@ -251,6 +271,10 @@ class ManifestExecutable(Executable):
         roles = {"lhs": thunk.lhs, "rhs": thunk.rhs, "output": thunk.output, "c": thunk.c, "bias": thunk.bias,
                  "workspace": thunk.workspace}
         self.device.gemm(thunk, {k: self.pointer(s) for k, s in roles.items() if s is not None})
+
+    def _convolution(self, thunk: ConvolutionThunk) -> None:
+        roles = {"input": thunk.input, "filter": thunk.filter, "output": thunk.output}
+        self.device.convolution(thunk, {k: self.pointer(s) for k, s in roles.items()})
 
     def _copy(self, thunk: CopyThunk) -> None:
         if thunk.source.size:

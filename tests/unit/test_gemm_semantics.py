@@ -134,7 +134,9 @@ def test_bad_configs_name_the_call(config, operands, message):
 
 
 @pytest.mark.parametrize("epilogue", ["DEFAULT", "BIAS", "RELU", "BIAS_GELU"])
-def test_interpreter_and_host_gemm_thunk_agree_bit_for_bit(epilogue):
+def test_interpreter_and_host_gemm_thunk_agree(epilogue):
+    """The same semantics; the f32 product is the host's own GEMM (host_blas), so the results may
+    differ by the summation order only."""
     has_bias = epilogue.startswith("BIAS")
     config = {"alpha_real": -0.75, "alpha_imag": 0, "beta": 1, "dot_dimension_numbers": DDN,
               "epilogue": epilogue}
@@ -147,4 +149,4 @@ def test_interpreter_and_host_gemm_thunk_agree_bit_for_bit(epilogue):
     cfg = build_gemm_config(call.operands[0].shape, call.operands[1].shape, out, ((), (), (1,), (0,)),
                             (-0.75, 0.0), 1.0, epilogue)
     host = run_gemm(cfg, out, args[0], args[1], args[2], args[3] if has_bias else None)
-    np.testing.assert_array_equal(host, interpreted)
+    np.testing.assert_allclose(host, interpreted, rtol=1e-6, atol=1e-6)

@@ -217,11 +217,11 @@ def add_bias(acc: np.ndarray, out_minor_to_major: tuple[int, ...] | None, bias: 
 def evaluate_gemm(sem: GemmSemantics, out_type: PrimitiveType, lhs: np.ndarray, rhs: np.ndarray,
                   c: np.ndarray | None = None, bias: np.ndarray | None = None,
                   out_minor_to_major: tuple[int, ...] | None = None,
-                  bias_minor_to_major: tuple[int, ...] | None = None) -> GemmValues:
+                  bias_minor_to_major: tuple[int, ...] | None = None, product=None) -> GemmValues:
     """The GEMM on logical numpy arrays (the module docstring's formula); the layouts (None:
-    row-major) say where the bias goes."""
+    row-major) say where the bias goes; `product` is dot_general's matrix product (None: numpy's)."""
     a, b = (_operand(x, out_type, sem.algorithm) for x in (lhs, rhs))
-    acc = dot_general(a, b, *sem.dims)
+    acc = dot_general(a, b, *sem.dims, product=product)
     alpha = sem.alpha
     if alpha != 1:
         acc = acc * np.asarray(alpha if acc.dtype.kind == "c" else alpha.real, acc.dtype)

@@ -107,12 +107,15 @@ MAX_BLOCKS = 16
 
 
 def dot_general(lhs: np.ndarray, rhs: np.ndarray, lhs_batch, rhs_batch, lhs_contract,
-                rhs_contract) -> np.ndarray:
+                rhs_contract, out: np.ndarray | None = None, product=None) -> np.ndarray:
     """numpy dot_general on already-widened operands: result dims = batch, lhs free, rhs free.
 
     Batch dims stay separate axes of one stacked `np.matmul` (no copy to merge them); the free
     and contracting dims are merged into one matrix per operand, as a view whenever the layout
-    allows, and copied only when BLAS could not read the matrix with its strides.
+    allows, and copied only when BLAS could not read the matrix with its strides. `out` (a
+    C-contiguous array of the result's dims and dtype, e.g. hlo-run's host output buffer)
+    receives the result in place of a new array; `product(a, b, out)` (default: `matmul`) does
+    the stacked matrix product (hlo-run's host passes its own GEMM).
     """
     lhs_free = [d for d in range(lhs.ndim) if d not in lhs_batch and d not in lhs_contract]
     rhs_free = [d for d in range(rhs.ndim) if d not in rhs_batch and d not in rhs_contract]
@@ -120,12 +123,12 @@ def dot_general(lhs: np.ndarray, rhs: np.ndarray, lhs_batch, rhs_batch, lhs_cont
         lhs, rhs = lhs.astype(np.int64), rhs.astype(np.int64)
     a = _stacked_matrix(lhs, list(lhs_batch), lhs_free, list(lhs_contract))
     b = _stacked_matrix(rhs, list(rhs_batch), list(rhs_contract), rhs_free)
-    out = matmul(a, b)
     dims = [lhs.shape[d] for d in (*lhs_batch, *lhs_free)] + [rhs.shape[d] for d in rhs_free]
-    return out.reshape(dims)
+    target = None if out is None else out.reshape(a.shape[:-1] + b.shape[-1:])
+    return (product or matmul)(a, b, target).reshape(dims)
 
 
-def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """np.matmul of [batch..., M, K] and [batch..., K, N] stacks; a large float product is split into
     blocks that run on the interpreter's threads: along the first batch dim (each matrix is one
     BLAS call anyway, so no value changes), else into blocks of BLOCK_ROWS rows (fixed by the
@@ -134,8 +137,9 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     n = b.shape[-1]
     batch = a.shape[:-2]
     if a.dtype.kind not in "fc" or m * n * k * math.prod(batch) < PARALLEL_WORK or batch != b.shape[:-2]:
-        return np.matmul(a, b)
-    out = np.empty(batch + (m, n), np.result_type(a, b))
+        return np.matmul(a, b, out=out)
+    if out is None:
+        out = np.empty(batch + (m, n), np.result_type(a, b))
     if batch and batch[0] > 1:
         step = -(-batch[0] // MAX_BLOCKS)
         blocks = [(slice(i, i + step),) for i in range(0, batch[0], step)]
@@ -148,7 +152,7 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         def block(ix: tuple) -> None:
             np.matmul(a[ix], b, out=out[ix])
     else:
-        return np.matmul(a, b)
+        return np.matmul(a, b, out=out)
     parallel.for_each(block, blocks)
     return out
 

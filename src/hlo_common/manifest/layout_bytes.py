@@ -93,3 +93,30 @@ def bytes_to_array(data, shape: Shape) -> np.ndarray:
     if shape.rank > 1:
         return np.ascontiguousarray(np.transpose(physical, np.argsort(perm)))
     return physical.copy()
+
+
+def write_array_into(dest: np.ndarray, value, shape: Shape) -> None:
+    """Write the logical array `value` into `dest`, a writable uint8 array over a buffer's bytes,
+    in the physical layout: what `array_to_bytes` gives, copied once instead of twice."""
+    bits = _packed_bits(shape)
+    if bits:
+        data = array_to_bytes(value, shape)
+        dest[:len(data)] = np.frombuffer(data, np.uint8)
+        return
+    dtype = shape.element_type.np_dtype
+    perm = _physical_perm(shape)
+    count = shape.num_elements * dtype.itemsize
+    target = dest[:count].view(dtype).reshape([shape.dims[d] for d in perm])
+    arr = np.asarray(value, dtype=dtype)
+    if arr.shape != tuple(shape.dims):
+        arr = np.broadcast_to(arr, shape.dims)
+    np.copyto(target, np.transpose(arr, perm) if shape.rank > 1 else arr)
+
+
+def array_over(data: np.ndarray, shape: Shape) -> np.ndarray:
+    """The logical array held by `data` (a uint8 array over a buffer's bytes): a view of it where
+    the layout is the default one, else a copy (as `bytes_to_array`)."""
+    if _packed_bits(shape) or list(shape.minor_to_major) != list(range(shape.rank - 1, -1, -1)):
+        return bytes_to_array(data, shape)
+    dtype = shape.element_type.np_dtype
+    return data[:shape.num_elements * dtype.itemsize].view(dtype).reshape(shape.dims)

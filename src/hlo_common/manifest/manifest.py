@@ -39,7 +39,7 @@ from typing import Any
 from hlo_common.errors import HloParseError
 from hlo_common.manifest.json_reader import JsonReader, ManifestError
 from hlo_common.manifest.thunks import (
-    BufferSlice, GemmThunk, KernelThunk, SequentialThunk, Thunk, thunk_from_json, walk,
+    BufferSlice, ConvolutionThunk, GemmThunk, KernelThunk, SequentialThunk, Thunk, thunk_from_json, walk,
 )
 from hlo_common.hlo.shape import Shape
 
@@ -252,6 +252,9 @@ class Manifest:
                 self.shape(thunk.config.lhs_shape, where)
                 self.shape(thunk.config.rhs_shape, where)
                 self.shape(thunk.config.output_shape, where)
+            elif isinstance(thunk, ConvolutionThunk):
+                for text in (thunk.config.input_shape, thunk.config.filter_shape, thunk.config.output_shape):
+                    self.shape(text, where)
 
     def check_slice(self, s: BufferSlice, where: str) -> None:
         if s.allocation >= len(self.allocations):

@@ -1,4 +1,5 @@
 """The thunks of a manifest: what `hlo-run` executes, as plain data (XLA's `Thunk` kinds).
+# size: the manifest's thunk schema, one dataclass per XLA thunk kind; it reads best whole.
 
 Part of the manifest schema (`hlo_common.manifest`): `hlo-codegen`'s thunk emitter builds these,
 `hlo-run` walks them. Every thunk is a dataclass with `to_json()` and a `from_json` that checks
@@ -8,6 +9,9 @@ Buffers are named by `BufferSlice`s (allocation index, byte offset, byte size), 
 
     KernelThunk       kernel name, launch dims, shared bytes, argument slices (read/written)
     GemmThunk         lhs/rhs/output (and optional c / bias / workspace) slices + a GemmConfig
+    ConvolutionThunk  input/filter/output slices + a ConvolutionConfig (the HLO convolution's
+                      window, dim_labels, group counts and shapes): a library call, as XLA:GPU's
+                      ConvolutionThunk calls cuDNN (hlo-codegen emits it for the host target)
     CopyThunk         device-to-device copy of `size` bytes
     MemsetThunk       kMemzero (value 0) or kMemset32BitValue (a repeated 32-bit pattern)
     RngGetAndUpdateStateThunk  writes the 128-bit random-number state into a 16-byte slice and
@@ -235,6 +239,74 @@ class GemmThunk:
         return [s for s in all_slices if s is not None]
 
 
+CONVOLUTION_KINDS = ("forward",)
+
+
+@dataclass(frozen=True)
+class ConvolutionConfig:
+    """What a convolution computes, as HLO says it: `kind` (XLA's CudnnConvKind; "forward" is
+    HLO's `convolution`), the shapes with layouts, `window` and `dim_labels` in HLO's text form
+    (e.g. "size=3x3 pad=1_1x1_1" and "b01f_01io->b01f") and the group counts."""
+
+    kind: str
+    input_shape: str
+    filter_shape: str
+    output_shape: str
+    window: str
+    dim_labels: str
+    feature_group_count: int = 1
+    batch_group_count: int = 1
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "input_shape": self.input_shape, "filter_shape": self.filter_shape,
+                "output_shape": self.output_shape, "window": self.window, "dim_labels": self.dim_labels,
+                "feature_group_count": self.feature_group_count, "batch_group_count": self.batch_group_count}
+
+    @staticmethod
+    def from_json(r: JsonReader) -> ConvolutionConfig:
+        from hlo_common.hlo.attributes import ConvDimensionNumbers, Window
+
+        cfg = ConvolutionConfig(r.str("kind"), r.str("input_shape"), r.str("filter_shape"),
+                                r.str("output_shape"), r.str("window"), r.str("dim_labels"),
+                                r.int("feature_group_count", minimum=1),
+                                r.int("batch_group_count", minimum=1))
+        if cfg.kind not in CONVOLUTION_KINDS:
+            raise ManifestError(f"{r.path}.kind: unknown convolution kind {cfg.kind!r}")
+        for key, parse in (("window", Window.parse), ("dim_labels", ConvDimensionNumbers.parse)):
+            try:
+                parse(getattr(cfg, key))
+            except ValueError as err:
+                raise ManifestError(f"{r.path}.{key}: {err}") from None
+        return cfg
+
+
+@dataclass(frozen=True)
+class ConvolutionThunk:
+    profile_annotation: str
+    config: ConvolutionConfig
+    input: BufferSlice
+    filter: BufferSlice
+    output: BufferSlice
+    kind = "kConvolution"
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "profile_annotation": self.profile_annotation,
+                "config": self.config.to_json(), "input": self.input.to_json(),
+                "filter": self.filter.to_json(), "output": self.output.to_json()}
+
+    @staticmethod
+    def from_json(r: JsonReader) -> ConvolutionThunk:
+        return ConvolutionThunk(r.str("profile_annotation"), ConvolutionConfig.from_json(r.obj("config")),
+                                _slice(r, "input"), _slice(r, "filter"), _slice(r, "output"))
+
+    def describe(self) -> str:
+        return (f"profile_annotation={self.profile_annotation}, input={self.input}, filter={self.filter}, "
+                f"out={self.output}")
+
+    def slices(self) -> list[BufferSlice]:
+        return [self.input, self.filter, self.output]
+
+
 @dataclass(frozen=True)
 class CopyThunk:
     profile_annotation: str
@@ -423,12 +495,13 @@ class ConditionalThunk:
         return [(f"branch_{i}", b) for i, b in enumerate(self.branches)]
 
 
-Thunk = Union[KernelThunk, GemmThunk, CopyThunk, MemsetThunk, RngGetAndUpdateStateThunk, WhileThunk,
-              ConditionalThunk, SequentialThunk]
+Thunk = Union[KernelThunk, GemmThunk, ConvolutionThunk, CopyThunk, MemsetThunk, RngGetAndUpdateStateThunk,
+              WhileThunk, ConditionalThunk, SequentialThunk]
 
 THUNK_KINDS: dict[str, Callable[[JsonReader], Thunk]] = {
     "kKernel": KernelThunk.from_json,
     "kGemm": GemmThunk.from_json,
+    "kConvolution": ConvolutionThunk.from_json,
     "kCopy": CopyThunk.from_json,
     "kMemzero": MemsetThunk.from_json,
     "kMemset32BitValue": MemsetThunk.from_json,

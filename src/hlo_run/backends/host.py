@@ -3,7 +3,9 @@
 Where it sits: behind `hlo-run --platform host`. Device memory is numpy byte buffers (aligned to
 the allocation's alignment); kernels are the manifest's LLVM IR, JIT-compiled by
 `hlo_run.host_kernel` and run block by block; GemmThunks use `hlo_run.host_gemm` (the
-interpreter's dot semantics); copies and memsets are `ctypes.memmove` / numpy fills. A program
+interpreter's dot semantics), ConvolutionThunks `hlo_run.host_conv` (its convolution's), both
+computing with the host's own f32 GEMM and convolution (`hlo_run.host_blas`); copies and
+memsets are `ctypes.memmove` / numpy fills. A program
 given as HLO text is compiled first by `hlo-codegen --target host` (`hlo_run.compile_hook`).
 """
 
@@ -14,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from hlo_common.manifest.layout_bytes import array_to_bytes, bytes_to_array
+from hlo_common.manifest.layout_bytes import array_over, write_array_into
 from hlo_common.manifest.manifest import ManifestKernel, Manifest
-from hlo_common.manifest.thunks import GemmThunk, KernelThunk
+from hlo_common.manifest.thunks import ConvolutionThunk, GemmThunk, KernelThunk
 from hlo_run.backends import Backend, Executable, Program
 from hlo_run.compile_hook import manifest_for
 from hlo_run.manifest_runtime import Device, ManifestExecutable
@@ -88,6 +90,15 @@ class HostDevice(Device):
     def read(self, buffer: np.ndarray, offset: int, size: int) -> bytes:
         return buffer[offset:offset + size].tobytes()
 
+    def write_array(self, buffer: np.ndarray, value, shape) -> None:
+        write_array_into(buffer, value, shape)  # one copy: no bytes object in between
+
+    def read_array(self, buffer: np.ndarray, offset: int, size: int, shape, own: bool) -> np.ndarray:
+        """A view of the run's buffer where the layout allows (each run allocates afresh, so the
+        result keeps its memory), else a copy."""
+        out = array_over(buffer[offset:offset + size], shape)
+        return out.copy() if own and out.base is not None else out
+
     def load_kernel(self, kernel: ManifestKernel) -> Any:
         from hlo_run.host_kernel import load_host_kernel, opt_level_for
 
@@ -107,15 +118,26 @@ class HostDevice(Device):
         shapes = _gemm_shapes(cfg, thunk.bias.size if thunk.bias else 0)
         sizes = {"lhs": thunk.lhs.size, "rhs": thunk.rhs.size, "c": thunk.c and thunk.c.size,
                  "bias": thunk.bias and thunk.bias.size}
-        values = {role: bytes_to_array(_view(pointers[role], sizes[role]), shapes[role])
+        values = {role: array_over(_view(pointers[role], sizes[role]), shapes[role])
                   for role in ("lhs", "rhs", "c", "bias") if role in pointers}
+        out_bytes = _view(pointers["output"], thunk.output.size)
+        target = array_over(out_bytes, shapes["output"])  # a view of the buffer where the layout allows
         from hlo_common.interpreter import blas
 
         with blas.single_threaded():  # as the interpreter: spinning BLAS threads on busy cores cost 10x
             out = run_gemm(cfg, shapes["output"], values["lhs"], values["rhs"], values.get("c"),
-                           values.get("bias"))
-        data = array_to_bytes(out, shapes["output"])
-        ctypes.memmove(pointers["output"], data, len(data))
+                           values.get("bias"), out=target if target.base is not None else None)
+        if out is not target:
+            write_array_into(out_bytes, out, shapes["output"])
+
+    def convolution(self, thunk: ConvolutionThunk, pointers: dict[str, int]) -> None:
+        from hlo_run.host_conv import run_convolution
+
+        cfg = thunk.config
+        lhs = array_over(_view(pointers["input"], thunk.input.size), _shape(cfg.input_shape))
+        rhs = array_over(_view(pointers["filter"], thunk.filter.size), _shape(cfg.filter_shape))
+        run_convolution(cfg, _shape(cfg.output_shape), lhs, rhs, _view(pointers["output"], thunk.output.size),
+                        thunk.profile_annotation)
 
     def copy(self, dst: int, src: int, size: int) -> None:
         ctypes.memmove(dst, src, size)
@@ -135,17 +157,20 @@ def _volume(dims) -> int:
 _SHAPE_CACHE: dict[str, Any] = {}
 
 
+def _shape(text: str):
+    """A manifest shape text, parsed once."""
+    from hlo_common.manifest.manifest import parse_shape_text
+
+    s = _SHAPE_CACHE.get(text)
+    if s is None:
+        s = _SHAPE_CACHE[text] = parse_shape_text(text, "thunk")
+    return s
+
+
 def _gemm_shapes(cfg, bias_bytes: int = 0) -> dict[str, Any]:
     """The shapes the host reads a GemmThunk's buffers with; the bias is a flat vector in memory
     order (its buffer's element count), which `run_gemm` adds along the output's minor elements."""
-    from hlo_common.manifest.manifest import parse_shape_text
-
-    def shape(text: str):
-        s = _SHAPE_CACHE.get(text)
-        if s is None:
-            s = _SHAPE_CACHE[text] = parse_shape_text(text, "gemm")
-        return s
-
+    shape = _shape
     out = shape(cfg.output_shape)
     bias = out.with_dims((bias_bytes // max(1, out.element_type.byte_size),)) if out.is_array else out
     return {"lhs": shape(cfg.lhs_shape), "rhs": shape(cfg.rhs_shape), "output": out, "c": out, "bias": bias}

@@ -103,7 +103,8 @@ def test_host_lowering_spills_only_what_crosses_phases() -> None:
 ; CHECK: blocks:
 """)
     # x (phase 0) is spilled for phase 3; thread ids and constants are recomputed.
-    assert ir.count("alloca [64 x float]") == 4  # x, the shuffle operand, its result and its scratch
+    assert ir.count("alloca [64 x float]") == 3  # x, the shuffle operand and its result
+    assert ir.count("alloca [80 x float]") == 1  # the shuffle's scratch, with 16 spare slots
     assert "alloca [64 x i64]" not in ir
 
 

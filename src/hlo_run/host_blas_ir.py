@@ -1,0 +1,187 @@
+"""The LLVM IR of the host's f32 GEMM and convolution kernels (hlo_run.host_blas JITs it).
+
+Where it sits: `host_blas` compiles `blas_module()` once per process with `host_kernel` and calls
+its two functions through ctypes. Both are built on one register-blocked microkernel, as BLIS
+and XLA:CPU's GEMM libraries build theirs: an MR x NR tile of C (MR rows, NR columns, NR/16
+vectors of 16 floats: 24 accumulators for 12 x 32, which fills the AVX-512 register file with
+the B vectors and one broadcast) accumulates sum_k A[i, k] * B[k, j] with one FMA per vector per
+k, where A's rows are `lda` floats apart and B is packed: NR consecutive floats per k. The k
+loop runs over `taps` (offsets added to every A row) and `cin` values per tap, so the same
+microkernel does a GEMM (one tap, cin = K) and a direct convolution (A rows are output pixels
+of one image row, the taps are the kernel's window offsets into the padded channels-last input,
+cin its input features); B is then the kernel as [taps * cin, output features]. Partial tiles
+(fewer rows or columns) read a valid row instead and skip their stores (masked for columns).
+
+    void @gemm(ptr a, i64 lda, ptr bp, i64 k, ptr c, i64 ldc, i64 m, i64 n)
+        C[m, n] = A[m, k] B[k, n] in K blocks of KC (bp: B packed per block and panel)
+    void @conv_rows(ptr x, i64 lda, ptr taps, i64 ntaps, i64 cin, ptr rowbase, i64 r0, i64 r1,
+                    i64 wo, ptr bp, ptr out, i64 ldc, i64 rowstride, i64 n)
+        output rows [r0, r1): out[r * rowstride + w * ldc + o] for w < wo, o < n
+
+The sums run in a fixed order (K blocks, then k ascending, one FMA each), so a result never
+depends on how rows are split over threads. No external symbols: only LLVM intrinsics.
+"""
+
+from __future__ import annotations
+
+KC = 256  # K block of `gemm` (a packed B block of KC x NR floats is 32 KiB, in L1 while reused)
+_VF = "<16 x float>"
+
+
+def tile(avx512: bool) -> tuple[int, int]:
+    """(MR, NR) for the host: 12 x 32 with 32 vector registers of 16 floats (24 accumulators, 2 B
+    vectors, a broadcast); 6 x 16 with 16 of 8 floats (each <16 x float> takes two)."""
+    return (12, 32) if avx512 else (6, 16)
+
+
+def _microkernel(mr: int, nr: int) -> list[str]:
+    """`@mk(a, lda, taps, ntaps, cin, bp, c, ldc, mv, nv, accum)`: one mr x nr tile (mv, nv: the
+    valid rows and columns; accum: add to C instead of overwriting it)."""
+    acc = [(i, j) for i in range(mr) for j in range(nr // 16)]
+    out = ["define internal void @mk(ptr noalias %a, i64 %lda, ptr noalias %taps, i64 %ntaps, i64 %cin, "
+           "ptr noalias %bp, ptr noalias %c, i64 %ldc, i64 %mv, i64 %nv, i1 %accum) alwaysinline {",
+           "entry:"]
+    for i in range(mr):  # rows past mv read row 0 (always valid) and are not stored
+        out += [f"  %ok{i} = icmp slt i64 {i}, %mv", f"  %ri{i} = select i1 %ok{i}, i64 {i}, i64 0",
+                f"  %ro{i} = mul i64 %ri{i}, %lda", f"  %ap{i} = getelementptr float, ptr %a, i64 %ro{i}"]
+    out += ["  br label %tap", "tap:", "  %t = phi i64 [0, %entry], [%t1, %tap_end]",
+            "  %bt = phi ptr [%bp, %entry], [%bnext, %tap_end]"]
+    out += [f"  %s{i}_{j} = phi {_VF} [zeroinitializer, %entry], [%n{i}_{j}, %tap_end]" for i, j in acc]
+    out += ["  %offp = getelementptr i64, ptr %taps, i64 %t", "  %off = load i64, ptr %offp"]
+    out += [f"  %at{i} = getelementptr float, ptr %ap{i}, i64 %off" for i in range(mr)]
+    out += ["  br label %kl", "kl:", "  %k = phi i64 [0, %tap], [%k1, %kl]"]
+    out += [f"  %p{i}_{j} = phi {_VF} [%s{i}_{j}, %tap], [%n{i}_{j}, %kl]" for i, j in acc]
+    out += [f"  %bo = mul i64 %k, {nr}"]
+    for j in range(nr // 16):
+        out += [f"  %bq{j} = getelementptr float, ptr %bt, i64 %bo",
+                f"  %bv{j}p = getelementptr float, ptr %bq{j}, i64 {16 * j}",
+                f"  %b{j} = load {_VF}, ptr %bv{j}p, align 4"]
+    for i in range(mr):
+        out += [f"  %aq{i} = getelementptr float, ptr %at{i}, i64 %k",
+        f"  %as{i} = load float, ptr %aq{i}, align 4",
+                f"  %ai{i} = insertelement {_VF} poison, float %as{i}, i64 0",
+                f"  %av{i} = shufflevector {_VF} %ai{i}, {_VF} poison, <16 x i32> zeroinitializer"]
+        out += [f"  %n{i}_{j} = call {_VF} @llvm.fmuladd.v16f32({_VF} %av{i}, {_VF} %b{j}, {_VF} %p{i}_{j})"
+                for j in range(nr // 16)]
+    out += ["  %k1 = add i64 %k, 1", "  %kmore = icmp slt i64 %k1, %cin",
+    "  br i1 %kmore, label %kl, label %tap_end",
+            "tap_end:", f"  %tstep = mul i64 %cin, {nr}",
+            "  %bnext = getelementptr float, ptr %bt, i64 %tstep",
+            "  %t1 = add i64 %t, 1", "  %tmore = icmp slt i64 %t1, %ntaps",
+            "  br i1 %tmore, label %tap, label %store",
+            "store:"]
+    return out + _store_tile(mr, nr) + ["}"]
+
+
+def _store_tile(mr: int, nr: int) -> list[str]:
+    lanes = ", ".join(f"i64 {lane}" for lane in range(16))
+    out = []
+    for j in range(nr // 16):
+        out += [f"  %rem{j} = sub i64 %nv, {16 * j}",
+        f"  %rs{j} = insertelement <16 x i64> poison, i64 %rem{j}, i64 0",
+                f"  %rv{j} = shufflevector <16 x i64> %rs{j}, <16 x i64> poison, <16 x i32> zeroinitializer",
+                f"  %mask{j} = icmp slt <16 x i64> <{lanes}>, %rv{j}"]
+    out.append("  br label %row0")
+    for i in range(mr):
+        nxt = f"%row{i + 1}" if i + 1 < mr else "%done"
+        out += [f"row{i}:", f"  br i1 %ok{i}, label %st{i}, label %done", f"st{i}:",
+                f"  %co{i} = mul i64 {i}, %ldc", f"  %cr{i} = getelementptr float, ptr %c, i64 %co{i}"]
+        for j in range(nr // 16):
+            q = f"%cq{i}_{j}"
+            out += [f"  {q} = getelementptr float, ptr %cr{i}, i64 {16 * j}",
+                    f"  %old{i}_{j} = call {_VF} @llvm.masked.load.v16f32.p0(ptr {q}, i32 4, "
+                    f"<16 x i1> %mask{j}, {_VF} zeroinitializer)",
+                    f"  %sum{i}_{j} = fadd {_VF} %old{i}_{j}, %n{i}_{j}",
+                    f"  %w{i}_{j} = select i1 %accum, {_VF} %sum{i}_{j}, {_VF} %n{i}_{j}",
+                    f"  call void @llvm.masked.store.v16f32.p0({_VF} %w{i}_{j}, ptr {q}, i32 4, "
+                    f"<16 x i1> %mask{j})"]
+        out.append(f"  br label {nxt}")
+    return out + ["done:", "  ret void"]
+
+
+def _gemm(mr: int, nr: int) -> list[str]:
+    return [
+        "define void @gemm(ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %m, i64 %n) {",
+        "entry:",
+        f"  %npan0 = add i64 %n, {nr - 1}", f"  %npan = udiv i64 %npan0, {nr}",
+        "  br label %kb_loop",
+        "kb_loop:",
+        "  %kb = phi i64 [0, %entry], [%kb1, %kb_next]",
+        "  %krest = sub i64 %k, %kb", f"  %kc0 = icmp slt i64 %krest, {KC}",
+        f"  %kc = select i1 %kc0, i64 %krest, i64 {KC}",
+        "  %accum = icmp ne i64 %kb, 0",
+        "  %bkoff0 = mul i64 %kb, %npan", f"  %bkoff = mul i64 %bkoff0, {nr}",
+        "  %bk = getelementptr float, ptr %bp, i64 %bkoff",
+        "  %ak = getelementptr float, ptr %a, i64 %kb",
+        "  br label %j_loop",
+        "j_loop:",
+        "  %j = phi i64 [0, %kb_loop], [%j1, %j_next]",
+        f"  %pan = udiv i64 %j, {nr}", f"  %pst = mul i64 %kc, {nr}", "  %poff = mul i64 %pan, %pst",
+        "  %bpp = getelementptr float, ptr %bk, i64 %poff", "  %nv = sub i64 %n, %j",
+        "  br label %i_loop",
+        "i_loop:",
+        "  %i = phi i64 [0, %j_loop], [%i1, %i_loop]",
+        "  %arow = mul i64 %i, %lda", "  %ap = getelementptr float, ptr %ak, i64 %arow",
+        "  %crow = mul i64 %i, %ldc", "  %cr = getelementptr float, ptr %c, i64 %crow",
+        "  %cp = getelementptr float, ptr %cr, i64 %j", "  %mv = sub i64 %m, %i",
+        "  call void @mk(ptr %ap, i64 %lda, ptr @zero_tap, i64 1, i64 %kc, ptr %bpp, ptr %cp, i64 %ldc, "
+        "i64 %mv, i64 %nv, i1 %accum)",
+        f"  %i1 = add i64 %i, {mr}", "  %imore = icmp slt i64 %i1, %m",
+        "  br i1 %imore, label %i_loop, label %j_next",
+        "j_next:",
+        f"  %j1 = add i64 %j, {nr}", "  %jmore = icmp slt i64 %j1, %n",
+        "  br i1 %jmore, label %j_loop, label %kb_next",
+        "kb_next:",
+        "  %kb1 = add i64 %kb, %kc", "  %kbmore = icmp slt i64 %kb1, %k",
+        "  br i1 %kbmore, label %kb_loop, label %out",
+        "out:", "  ret void", "}",
+    ]
+
+
+def _conv_rows(mr: int, nr: int) -> list[str]:
+    return [
+        "define void @conv_rows(ptr %x, i64 %lda, ptr %taps, i64 %ntaps, i64 %cin, ptr %rowbase, i64 %r0, "
+        "i64 %r1, i64 %wo, ptr %bp, ptr %out, i64 %ldc, i64 %rowstride, i64 %n) {",
+        "entry:",
+        "  %kt = mul i64 %ntaps, %cin", f"  %pst = mul i64 %kt, {nr}",
+        "  %any = icmp slt i64 %r0, %r1", "  br i1 %any, label %r_loop, label %out_done",
+        "r_loop:",
+        "  %r = phi i64 [%r0, %entry], [%r1n, %r_next]",
+        "  %rbp = getelementptr i64, ptr %rowbase, i64 %r", "  %rb = load i64, ptr %rbp",
+        "  %xr = getelementptr float, ptr %x, i64 %rb",
+        "  %oro = mul i64 %r, %rowstride", "  %orow = getelementptr float, ptr %out, i64 %oro",
+        "  br label %j_loop",
+        "j_loop:",
+        "  %j = phi i64 [0, %r_loop], [%j1, %j_next]",
+        f"  %pan = udiv i64 %j, {nr}", "  %poff = mul i64 %pan, %pst",
+        "  %bpp = getelementptr float, ptr %bp, i64 %poff", "  %nv = sub i64 %n, %j",
+        "  %oj = getelementptr float, ptr %orow, i64 %j",
+        "  br label %w_loop",
+        "w_loop:",
+        "  %w = phi i64 [0, %j_loop], [%w1, %w_loop]",
+        "  %xo = mul i64 %w, %lda", "  %xw = getelementptr float, ptr %xr, i64 %xo",
+        "  %oo = mul i64 %w, %ldc", "  %ow = getelementptr float, ptr %oj, i64 %oo",
+        "  %mv = sub i64 %wo, %w",
+        "  call void @mk(ptr %xw, i64 %lda, ptr %taps, i64 %ntaps, i64 %cin, ptr %bpp, ptr %ow, i64 %ldc, "
+        "i64 %mv, i64 %nv, i1 false)",
+        f"  %w1 = add i64 %w, {mr}", "  %wmore = icmp slt i64 %w1, %wo",
+        "  br i1 %wmore, label %w_loop, label %j_next",
+        "j_next:",
+        f"  %j1 = add i64 %j, {nr}", "  %jmore = icmp slt i64 %j1, %n",
+        "  br i1 %jmore, label %j_loop, label %r_next",
+        "r_next:",
+        "  %r1n = add i64 %r, 1", "  %rmore = icmp slt i64 %r1n, %r1",
+        "  br i1 %rmore, label %r_loop, label %out_done",
+        "out_done:", "  ret void", "}",
+    ]
+
+
+def blas_module(mr: int, nr: int) -> str:
+    """The module's LLVM IR text for an mr x nr tile (target triple and data layout are set by the JIT)."""
+    head = [
+        f"declare {_VF} @llvm.fmuladd.v16f32({_VF}, {_VF}, {_VF})",
+        f"declare {_VF} @llvm.masked.load.v16f32.p0(ptr, i32, <16 x i1>, {_VF})",
+        f"declare void @llvm.masked.store.v16f32.p0({_VF}, ptr, i32, <16 x i1>)",
+        "@zero_tap = private constant [1 x i64] zeroinitializer",
+    ]
+    return "\n".join(head + _microkernel(mr, nr) + _gemm(mr, nr) + _conv_rows(mr, nr)) + "\n"

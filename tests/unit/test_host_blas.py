@@ -1,0 +1,91 @@
+"""The host's own f32 GEMM and direct convolution (hlo_run.host_blas), against float64 references:
+partial tiles, strided operands, K blocks, every window option the convolution takes, and the
+same bits with one thread as with several (the split never changes a sum's order)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from hlo_run.host_blas import conv_channels_last, sgemm
+from hlo_run.host_blas_ir import KC
+
+RNG = np.random.default_rng(3)
+
+
+def _rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _close(got: np.ndarray, want: np.ndarray, k: int) -> None:
+    """An f32 sum of k products of standard normals: off by rounding only (a wrong index is off by ~1)."""
+    assert not np.isnan(got).any()
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * (k + 1))
+
+
+@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (5, 3, 7), (13, 33, 31), (12, 32, 32), (25, 2 * KC + 5, 65),
+                                     (200, 17, 3), (97, 300, 130)])
+def test_sgemm_matches_float64(m, k, n):
+    a, b = _rand(m, k), _rand(k, n)
+    out = np.full((m, n), np.nan, np.float32)
+    sgemm(a, b, out)
+    _close(out, a.astype(np.float64) @ b, k)
+
+
+def test_sgemm_reads_strided_operands_and_writes_a_strided_view():
+    a, b = _rand(40, 70)[:, ::2], _rand(50, 35).T  # a: column stride 2; b: transposed
+    big = np.full((60, 80), -1.0, np.float32)
+    out = big[5:45, 10:60]  # rows 80 floats apart
+    sgemm(a, b, out)
+    _close(out, a.astype(np.float64) @ b, 35)
+    assert (big[:5] == -1).all() and (big[:, :10] == -1).all() and (big[:, 60:] == -1).all()
+    with pytest.raises(ValueError, match="shapes"):
+        sgemm(a, b, big[:40, :49])
+
+
+def test_sgemm_of_empty_dims():
+    out = np.full((3, 4), 7.0, np.float32)
+    sgemm(np.zeros((3, 0), np.float32), np.zeros((0, 4), np.float32), out)
+    assert (out == 0).all()
+    sgemm(np.zeros((0, 5), np.float32), np.zeros((5, 4), np.float32), np.zeros((0, 4), np.float32))
+
+
+def test_sgemm_same_bits_on_one_and_many_threads():
+    a, b = _rand(1000, 300), _rand(300, 90)
+    one, many = np.empty((1000, 90), np.float32), np.empty((1000, 90), np.float32)
+    sgemm(a, b, one, threads=1)
+    sgemm(a, b, many, threads=4)
+    assert np.array_equal(one, many)
+
+
+def _conv_reference(x, w, strides, dilations):
+    """Direct sum over the window, float64: x [N, S..., C] already padded, w [K..., C, O]."""
+    nsp = x.ndim - 2
+    spans = [(k - 1) * d + 1 for k, d in zip(w.shape[:nsp], dilations)]
+    out_sp = [(s - span) // st + 1 for s, span, st in zip(x.shape[1:-1], spans, strides)]
+    out = np.zeros((x.shape[0], *out_sp, w.shape[-1]))
+    for tap in itertools.product(*(range(k) for k in w.shape[:nsp])):
+        sl = tuple(slice(t * d, t * d + (o - 1) * st + 1, st)
+                   for t, d, o, st in zip(tap, dilations, out_sp, strides))
+        out += np.einsum("n...c,co->n...o", x[(slice(None),) + sl].astype(np.float64), w[tap])
+    return out
+
+
+@pytest.mark.parametrize("x_shape, w_shape, strides, dilations", [
+    ((2, 10, 10, 8), (3, 3, 8, 16), (1, 1), (1, 1)),
+    ((2, 11, 9, 5), (3, 2, 5, 40), (2, 1), (1, 2)),  # odd sizes, partial tiles both ways
+    ((3, 30, 7), (5, 7, 33), (3,), (2,)),  # 1-d
+    ((1, 6, 5, 4, 3), (2, 2, 2, 3, 17), (1, 2, 1), (2, 1, 1)),  # 3-d
+    ((4, 3), (3, 20), (), ()),  # no spatial dims
+])
+def test_direct_convolution_matches_float64(x_shape, w_shape, strides, dilations):
+    x, w = _rand(*x_shape), _rand(*w_shape)
+    want = _conv_reference(x, w, strides, dilations)
+    out = np.full(want.shape, np.nan, np.float32)
+    conv_channels_last(x, w, strides, dilations, out)
+    _close(out, want, int(np.prod(w_shape[:-1])))
+    one = np.empty_like(out)
+    conv_channels_last(x, w, strides, dilations, one, threads=1)
+    assert np.array_equal(one, out)
