@@ -16,12 +16,11 @@ the traceback.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from hlo_common.cli_util import run_command, write_file_atomically
+from hlo_common.cli_util import run_command, write_output
 from hlo_common.source import read_source
 
 TOOL = "hlo-codegen"
@@ -66,12 +65,7 @@ def _compile(input_path: str | None, output_path: str | None, target: str, arch:
         from hlo_codegen.dump import write_dumps
 
         write_dumps(Path(dump_to), result, options, prepare)
-    data = result.manifest.to_bytes()
-    if output_path is None or output_path == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-    else:
-        write_file_atomically(output_path, data)
+    write_output(output_path, result.manifest.to_bytes())
 
 
 def main(argv: list[str] | None = None) -> None:

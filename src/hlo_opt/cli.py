@@ -144,7 +144,7 @@ def run(opts: OptOptions) -> None:
 
     load_all_passes()
     if opts.list_passes:
-        sys.stdout.write(list_passes_text())
+        write_output(None, list_passes_text())
         return
     device = load_device(opts.device)  # validated now; the fusion passes' cost model uses it
     sequence = build_sequence(opts)
