@@ -133,7 +133,13 @@ class XlaFlagsCommand(click.Command):
 def cli(input_path, platform, inputs_path, seed, output_path, print_literals, reference_platform,
         abs_error_bound, rel_error_bound, iterations, hlo_passes, dump_to, large_float_range,
         find_first_mismatch, mismatch_dir, split_input_file, debug) -> None:
-    """Run an HLO module (file or stdin) and compare it with a reference, like run_hlo_module."""
+    """Run an HLO module (file or stdin) and compare it with a reference, like run_hlo_module.
+
+    A manifest is executable code, like a shared library: run only manifests you trust. Its
+    sha256 guards against corruption, not tampering. Before any kernel runs, each one is checked
+    against what hlo-codegen emits (host LLVM IR may call only LLVM intrinsics, PTX only its own
+    functions; argument counts and launch limits must match its signature and the device).
+    """
     platform = (platform or default_platform()).lower()
     reference = (reference_platform or ("none" if platform == "interpreter" else "interpreter")).lower()
     options = RunOptions(platform, reference, inputs_path, seed, output_path, print_literals,

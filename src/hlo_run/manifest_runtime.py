@@ -105,6 +105,9 @@ class ManifestExecutable(Executable):
         self.parameter_shapes = manifest.parameter_shapes()
         self.result_shape = manifest.result_shape()
         self.labels = {id(t): label for t, label in thunk_labels(manifest.thunks)}
+        from hlo_run.kernel_check import check_manifest_kernels
+
+        check_manifest_kernels(manifest, self.name)  # before any kernel is loaded, let alone run
         prepare = getattr(device, "prepare", None)  # optional: a device may look at the launches first
         if prepare is not None:
             prepare(manifest)
