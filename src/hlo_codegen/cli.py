@@ -20,10 +20,21 @@ from pathlib import Path
 
 import click
 
-from hlo_common.cli_util import run_command, write_output
+from hlo_common.cli_util import click_main, run_command, write_output
 from hlo_common.source import read_source
 
 TOOL = "hlo-codegen"
+
+
+def _check_arch(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A usage error (exit 2) for an architecture the lowering cannot compile for: LLVM aborted
+    the process on some (`Cannot select: intrinsic llvm.nvvm.shfl.sync.down.i32`, exit 134)."""
+    from hlo_codegen.ptx import arch_problem
+
+    problem = arch_problem(value)
+    if problem is not None:
+        raise click.BadParameter(problem, ctx, param)
+    return value
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -31,7 +42,7 @@ TOOL = "hlo-codegen"
 @click.option("-o", "--output", "output_path", metavar="PATH", help="The manifest (default: stdout).")
 @click.option("--target", type=click.Choice(["cuda", "host"]), default="cuda", show_default=True,
               help="cuda: PTX kernels and cuBLAS gemms; host: LLVM IR kernels run on the CPU.")
-@click.option("--arch", default="sm_90", show_default=True,
+@click.option("--arch", default="sm_90", show_default=True, callback=_check_arch,
               help="GPU architecture for PTX and cubin, and the device launches are sized for "
                    "(sm_90: H100, sm_80: A100).")
 @click.option("--dump-to", "dump_to", metavar="DIR",
@@ -69,8 +80,8 @@ def _compile(input_path: str | None, output_path: str | None, target: str, arch:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point (`hlo-codegen`)."""
-    cli.main(args=argv, prog_name=TOOL)
+    """Console-script entry point (`hlo-codegen`): usage errors are one line, exit status 2."""
+    click_main(cli, TOOL, argv)
 
 
 if __name__ == "__main__":

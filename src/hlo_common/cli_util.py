@@ -105,6 +105,23 @@ def cli_errors(tool: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return decorate
 
 
+def click_main(command: Any, tool: str, argv: list[str] | None = None) -> NoReturn:
+    """A tool's console entry point: run the click `command`; a usage error (a bad flag value, an
+    unknown option) is one line `<tool>: error: ...` and exit status 2, as every other error is
+    one line; `--help` and the command's own exit status pass through."""
+    import click
+
+    try:
+        status = command.main(args=argv, prog_name=tool, standalone_mode=False)
+    except click.UsageError as exc:
+        print(f"{tool}: error: {exc.format_message()}", file=sys.stderr)
+        sys.exit(2)
+    except click.Abort:
+        print(f"{tool}: error: aborted", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(status if isinstance(status, int) else 0)
+
+
 def fail(tool: str, message: str) -> NoReturn:
     """Print `<tool>: error: <message>` and exit 1 (for checks made by the CLI itself)."""
     print(f"{tool}: error: {message}", file=sys.stderr)

@@ -400,12 +400,14 @@ def find_first_mismatch(program, options, args: list[Any]) -> bool:
     click.echo(f"Interpreting the optimized module {module.name}, keeping the values of "
                f"{len(watched)} instruction(s)...", err=True)
     tracer = TracingEvaluator(watched)
+    tracer.max_while_iterations = options.max_while_iterations
     expected = _interpret_manifest_module(tracer, module, args, groups)
     if tracer.truncated:
         click.echo(f"note: the kept values passed {MAX_TRACE_BYTES >> 30} GiB; later thunks are not "
                    "compared", err=True)
     click.echo(f"Running {program.name} on {platform}, comparing each thunk's output...", err=True)
     executable = ManifestExecutable(manifest, _device(platform), program.name)
+    executable.max_while_iterations = options.max_while_iterations
     observer = _Observer(executable, groups, tracer, options)
     executable.observer = observer
     executable.observer_before = observer.before

@@ -323,6 +323,7 @@ class _Parser(AttributeParsing):
                              name_pos)
         self.expect("=", f"after instruction name '{name}'")
         instr = self.instruction_body(name, comp, scope, allow_attributes=True)
+        instr.source = (self.source_text, name_pos)
         scope[name] = instr
         return instr, is_root
 
@@ -347,6 +348,7 @@ class _Parser(AttributeParsing):
             raise self.error(f"cannot infer the shape of opcode '{wrapped or opcode}': write the shape "
                              "before the opcode", op_pos)
         instr = HloInstruction(name, opcode, shape)
+        instr.source = (self.source_text, op_pos)
         self.operands(instr, scope, comp)
         seen: set[str] = set()
         while allow_attributes and self.accept(","):

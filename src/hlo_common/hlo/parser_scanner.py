@@ -36,12 +36,30 @@ _WS_START = frozenset(" \t\n\r\f\v/")
 MAX_NESTING = 200  # deeper tuples / braces are rejected instead of exhausting the stack
 
 
+class SourceText:
+    """The text a module was parsed from: each parsed instruction keeps (SourceText, offset) as
+    `source`, so that a later message (a run-time limit, the verifier) can say FILE:LINE:COL."""
+
+    __slots__ = ("text", "filename", "line_offset")
+
+    def __init__(self, text: str, filename: str, line_offset: int):
+        self.text = text
+        self.filename = filename
+        self.line_offset = line_offset
+
+    def place(self, pos: int) -> str:
+        line_start = self.text.rfind("\n", 0, pos) + 1
+        line = self.text.count("\n", 0, pos) + 1 + self.line_offset
+        return f"{self.filename}:{line}:{pos - line_start + 1}"
+
+
 class Scanner:
     def __init__(self, text: str, filename: str, line_offset: int = 0):
         self.text = text
         self.filename = filename
         self.line_offset = line_offset
         self.pos = 0
+        self.source_text = SourceText(text, filename, line_offset)
 
     # -- errors ---------------------------------------------------------------------------------
     def error(self, message: str, pos: int | None = None) -> HloParseError:
