@@ -56,6 +56,7 @@ def cli(input_path, output_path, target, arch, dump_to, debug) -> None:
 def _compile(input_path: str | None, output_path: str | None, target: str, arch: str,
              dump_to: str | None) -> None:
     from hlo_common.hlo.parser import parse_module
+    from hlo_common.hlo_pass.pipeline import verify
 
     from hlo_codegen.compiler import CompileOptions, compile_module
 
@@ -66,6 +67,7 @@ def _compile(input_path: str | None, output_path: str | None, target: str, arch:
         prepare_dump_directory(Path(dump_to))
     text, name = read_source(input_path)
     module = parse_module(text, name)
+    verify(module, "verification failed in the input")  # else a bad input reads as a bug of the passes
     prepare = None
     if dump_to is not None:
         from hlo_codegen.dump import PrepareDumps
