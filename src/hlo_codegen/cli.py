@@ -19,15 +19,25 @@ the traceback.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from hlo_common.cli_util import run_command, write_file_atomically
+from hlo_common.cli_util import click_main, run_command, write_output
 from hlo_common.source import read_source
 
 TOOL = "hlo-codegen"
+
+
+def _check_arch(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A usage error (exit 2) for an architecture the lowering cannot compile for: LLVM aborted
+    the process on some (`Cannot select: intrinsic llvm.nvvm.shfl.sync.down.i32`, exit 134)."""
+    from hlo_codegen.ptx import arch_problem
+
+    problem = arch_problem(value)
+    if problem is not None:
+        raise click.BadParameter(problem, ctx, param)
+    return value
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -35,7 +45,7 @@ TOOL = "hlo-codegen"
 @click.option("-o", "--output", "output_path", metavar="PATH", help="The manifest (default: stdout).")
 @click.option("--target", type=click.Choice(["cuda", "host"]), default="cuda", show_default=True,
               help="cuda: PTX kernels and cuBLAS gemms; host: LLVM IR kernels run on the CPU.")
-@click.option("--arch", default="sm_90", show_default=True,
+@click.option("--arch", default="sm_90", show_default=True, callback=_check_arch,
               help="GPU architecture for PTX and cubin, and the device launches are sized for "
                    "(sm_90: H100, sm_80: A100).")
 @click.option("--dump-to", "dump_to", metavar="DIR",
@@ -67,6 +77,7 @@ def _compile(input_path: str | None, output_path: str | None, target: str, arch:
     # The compiler is imported before the input is read: behind `hlo-opt |`, that import
     # happens while hlo-opt is still optimizing instead of after it.
     from hlo_common.hlo.parser import parse_module
+    from hlo_common.hlo_pass.pipeline import verify
 
     from hlo_codegen.compiler import CompileOptions, compile_module, preload
 
@@ -78,6 +89,7 @@ def _compile(input_path: str | None, output_path: str | None, target: str, arch:
         prepare_dump_directory(Path(dump_to))
     text, name = read_source(input_path)
     module = parse_module(text, name)
+    verify(module, "verification failed in the input")  # else a bad input reads as a bug of the passes
     prepare = None
     if dump_to is not None:
         from hlo_codegen.dump import PrepareDumps
@@ -88,17 +100,12 @@ def _compile(input_path: str | None, output_path: str | None, target: str, arch:
         from hlo_codegen.dump import write_dumps
 
         write_dumps(Path(dump_to), result, options, prepare)
-    data = result.manifest.to_bytes()
-    if output_path is None or output_path == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-    else:
-        write_file_atomically(output_path, data)
+    write_output(output_path, result.manifest.to_bytes())
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point (`hlo-codegen`)."""
-    cli.main(args=argv, prog_name=TOOL)
+    """Console-script entry point (`hlo-codegen`): usage errors are one line, exit status 2."""
+    click_main(cli, TOOL, argv)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,14 @@ from hlo_common.errors import HloError
 
 DEFAULT_ARCH = "sm_90"
 _ARCH = re.compile(r"^sm_(\d+)([af]?)$")
+# What the NVPTX lowering and nvJitLink can both produce: the warp shuffles (`shfl.sync`) need
+# Turing or newer (LLVM cannot select them below; sm_35..sm_61 aborted inside LLVM), CUDA 13's
+# nvJitLink no longer links Volta (sm_70, sm_72), and the `a` / `f` feature sets exist only where
+# listed. `hlo-codegen --arch` refuses anything else as a usage error, before LLVM sees it.
+SUPPORTED_ARCHS = (
+    "sm_75", "sm_80", "sm_86", "sm_87", "sm_88", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a",
+    "sm_100f", "sm_103", "sm_103a", "sm_110", "sm_120", "sm_120a", "sm_121", "sm_121a",
+)
 
 
 class PtxError(HloError):
@@ -53,9 +61,19 @@ def _llvm_locked():
     return llvm
 
 
-def _check_arch(arch: str) -> None:
+def arch_problem(arch: str) -> str | None:
+    """Why `arch` cannot be compiled for (None when it can)."""
     if not _ARCH.match(arch):
-        raise PtxError(f"bad GPU architecture '{arch}' (expected sm_XY, e.g. sm_90)")
+        return f"bad GPU architecture '{arch}' (expected sm_XY, e.g. sm_90)"
+    if arch not in SUPPORTED_ARCHS:
+        return f"GPU architecture '{arch}' is not supported (supported: {', '.join(SUPPORTED_ARCHS)})"
+    return None
+
+
+def _check_arch(arch: str) -> None:
+    problem = arch_problem(arch)
+    if problem is not None:
+        raise PtxError(problem)
 
 
 def _target_machine(arch: str):

@@ -5,7 +5,9 @@ excerpt with a caret for parse errors) to stderr and exits 1; an unexpected exce
 one-line internal error, also exit 1; a usage error is click's business (exit 2); the Python
 traceback appears only with `--debug`. Output files are written to a temporary file in the same
 directory and renamed into place, so a failure never leaves a half-written file; an existing
-device or FIFO (`-o /dev/null`) is written through instead, never replaced.
+device or FIFO (`-o /dev/null`) is written through instead, never replaced. Standard output is
+written whole or the command fails, and SIGTERM / SIGHUP unwind like ^C, removing temporary files
+on the way (`hlo_common.cli_stdio`).
 
     @click.command()
     @click.option("--debug", is_flag=True)
@@ -18,13 +20,15 @@ from __future__ import annotations
 
 import functools
 import os
+import secrets
 import stat
 import sys
-import tempfile
 import traceback
 from pathlib import Path
 from typing import Any, Callable, NoReturn, TextIO
 
+from hlo_common.cli_stdio import SignalExit, StdoutError, flush_stdout, guarded_stdout, stop_signals_raise, \
+    write_stdout
 from hlo_common.errors import HloError, OutputError
 
 _MAX_MESSAGE = 400
@@ -59,18 +63,27 @@ def report_error(tool: str, exc: BaseException, debug: bool = False, stream: Tex
 
 
 def run_command(tool: str, body: Callable[[], Any], debug: bool = False) -> Any:
-    """Run a command body; turn every failure into a message and exit status 1 (130 for ^C).
+    """Run a command body; turn every failure into a message and exit status 1 (130 for ^C, 128 + n
+    for SIGTERM and SIGHUP, after the body's cleanups ran).
 
-    Click's own exceptions (usage errors, `--help`) and SystemExit pass through untouched."""
+    Standard output is flushed before the body counts as done, so a closed pipe or a full device
+    is the command's one-line error whatever the buffering (`hlo_common.cli_stdio`). Click's own
+    exceptions (usage errors, `--help`) and SystemExit pass through untouched."""
     try:
-        return body()
+        with stop_signals_raise(), guarded_stdout():
+            result = body()
+            flush_stdout()
+            return result
     except SystemExit:
         raise
     except KeyboardInterrupt:
         print(f"{tool}: interrupted", file=sys.stderr)
         sys.exit(130)
+    except SignalExit as exc:
+        print(f"{tool}: stopped by {exc.name}", file=sys.stderr)
+        sys.exit(128 + exc.signum)
     except BrokenPipeError:
-        _silence_stdout()
+        report_error(tool, StdoutError("cannot write to standard output: the reader closed the pipe"))
         sys.exit(1)
     except Exception as exc:  # noqa: BLE001 - nothing but one line may reach the user
         if _is_click_exception(exc):
@@ -92,6 +105,23 @@ def cli_errors(tool: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return decorate
 
 
+def click_main(command: Any, tool: str, argv: list[str] | None = None) -> NoReturn:
+    """A tool's console entry point: run the click `command`; a usage error (a bad flag value, an
+    unknown option) is one line `<tool>: error: ...` and exit status 2, as every other error is
+    one line; `--help` and the command's own exit status pass through."""
+    import click
+
+    try:
+        status = command.main(args=argv, prog_name=tool, standalone_mode=False)
+    except click.UsageError as exc:
+        print(f"{tool}: error: {exc.format_message()}", file=sys.stderr)
+        sys.exit(2)
+    except click.Abort:
+        print(f"{tool}: error: aborted", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(status if isinstance(status, int) else 0)
+
+
 def fail(tool: str, message: str) -> NoReturn:
     """Print `<tool>: error: <message>` and exit 1 (for checks made by the CLI itself)."""
     print(f"{tool}: error: {message}", file=sys.stderr)
@@ -104,15 +134,6 @@ def _is_click_exception(exc: BaseException) -> bool:
     except ImportError:  # pragma: no cover - click is a dependency
         return False
     return isinstance(exc, (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort))
-
-
-def _silence_stdout() -> None:
-    """After the reader of stdout went away, stop Python from complaining at exit."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
-        pass
 
 
 # -- output ---------------------------------------------------------------------------------------
@@ -135,12 +156,17 @@ def write_file_atomically(path: str | os.PathLike, data: str | bytes, encoding: 
     if st is not None and not stat.S_ISREG(st.st_mode):
         _write_through(path, target, st, payload)
         return
+    _replace_whole(path, target, payload)
+
+
+def _replace_whole(path, target: Path, payload: bytes) -> None:
+    """The regular-file rule: a temporary file beside the target, synced, renamed over it. Its
+    name is chosen before it exists, so that whatever interrupts the write (an error, ^C, SIGTERM
+    turned into SignalExit) finds it and removes it."""
     directory = target.parent if str(target.parent) else Path(".")
+    tmp = directory / f".{target.name}.{secrets.token_hex(6)}.tmp"
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise OutputError(f"cannot write '{path}': {_reason(exc)}") from None
-    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(payload)
             f.flush()
@@ -148,13 +174,18 @@ def write_file_atomically(path: str | os.PathLike, data: str | bytes, encoding: 
         os.chmod(tmp, _mode_for(target))
         os.replace(tmp, target)
     except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        if not isinstance(exc, FileExistsError):  # else the name is someone else's (48 random bits)
+            _remove_quietly(tmp)
         if isinstance(exc, OSError):
             raise OutputError(f"cannot write '{path}': {_reason(exc)}") from None
         raise
+
+
+def _remove_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _write_through(path, target: Path, st: os.stat_result, payload: bytes) -> None:
@@ -172,13 +203,12 @@ def _write_through(path, target: Path, st: os.stat_result, payload: bytes) -> No
         raise OutputError(f"cannot write '{path}': {_reason(exc)}") from None
 
 
-def write_output(path: str | os.PathLike | None, text: str) -> None:
-    """Write `text` to stdout (`path` None or `-`) or atomically to the file `path`."""
+def write_output(path: str | os.PathLike | None, data: str | bytes) -> None:
+    """Write `data` to stdout (`path` None or `-`) whole, or atomically to the file `path`."""
     if path is None or str(path) == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        write_stdout(data)
         return
-    write_file_atomically(path, text)
+    write_file_atomically(path, data)
 
 
 def _mode_for(target: Path) -> int:

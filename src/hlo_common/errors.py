@@ -44,17 +44,19 @@ class HloParseError(HloError):
 class VerificationError(HloError):
     """A module that breaks an IR invariant; names the computation and instruction."""
 
-    def __init__(self, message: str, computation: str | None = None, instruction: str | None = None):
+    def __init__(self, message: str, computation: str | None = None, instruction: str | None = None,
+                 place: str | None = None):
         self.message = message
         self.computation = computation
         self.instruction = instruction
+        self.place = place  # FILE:LINE:COL of the instruction when it was parsed from text
         where = ""
         if computation is not None:
             where = f"in computation {computation}"
             if instruction is not None:
                 where += f", instruction %{instruction}"
             where += ": "
-        super().__init__(where + message)
+        super().__init__((f"{place}: " if place else "") + where + message)
 
 
 class InterpreterError(HloError):

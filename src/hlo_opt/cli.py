@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hlo_common.cli_util import run_command, write_output
+from hlo_common.cli_util import click_main, run_command, write_output
 from hlo_common.errors import HloError
 from hlo_common.hlo.ir import HloModule
 from hlo_common.hlo.parser import parse_modules
@@ -152,7 +152,7 @@ def run(opts: OptOptions) -> None:
 
     load_all_passes()
     if opts.list_passes:
-        sys.stdout.write(list_passes_text())
+        write_output(None, list_passes_text())
         return
     device = load_device(opts.device)  # validated now; the fusion passes' cost model uses it
     sequence = build_sequence(opts)
@@ -203,14 +203,7 @@ def hlo_opt_command(**kwargs) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: click's usage errors become one line and exit status 2."""
-    try:
-        hlo_opt_command.main(args=argv, prog_name=TOOL, standalone_mode=False)
-    except click.UsageError as exc:
-        print(f"{TOOL}: error: {exc.format_message()}", file=sys.stderr)
-        sys.exit(2)
-    except click.Abort:
-        print(f"{TOOL}: error: aborted", file=sys.stderr)
-        sys.exit(1)
+    click_main(hlo_opt_command, TOOL, argv)
 
 
 if __name__ == "__main__":

@@ -150,6 +150,7 @@ def find_first_mismatch(program, options, args: list[Any]) -> bool:
     click.echo(f"Interpreting the optimized module {module.name}, keeping the values of "
                f"{len(watched)} instruction(s)...", err=True)
     tracer = TracingEvaluator(watched)
+    tracer.max_while_iterations = options.max_while_iterations
     expected = _interpret_manifest_module(tracer, module, args, groups)
     if tracer.truncated:
         click.echo(f"note: the kept values passed {MAX_TRACE_BYTES >> 30} GiB; later thunks are not "
@@ -189,6 +190,7 @@ def _run_observed(manifest, name: str, platform: str, groups: dict[int, Group], 
     from hlo_run.manifest_runtime import ManifestExecutable
 
     executable = ManifestExecutable(manifest, _device(platform), name)
+    executable.max_while_iterations = options.max_while_iterations
     observer = _Observer(executable, groups, tracer, options)
     executable.observer = observer
     executable.observer_before = observer.before

@@ -22,6 +22,7 @@ report; progress, timings, warnings and errors go to stderr. Exit codes: 0 succe
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 import time
@@ -31,7 +32,7 @@ from typing import Any
 import click
 import numpy as np
 
-from hlo_common.cli_util import report_error, run_command
+from hlo_common.cli_util import click_main, report_error, run_command
 from hlo_common.errors import HloError, HloParseError, InputError
 from hlo_common.interpreter.registry import TOKEN
 from hlo_common.hlo.literal import format_literal
@@ -43,6 +44,30 @@ from hlo_run.compare import compare_values
 TOOL = "hlo-run"
 
 PLATFORMS = ("cuda", "host", "interpreter")
+MAX_ITERATIONS = 1_000_000  # --iterations: beyond this a typo, not a measurement
+MAX_WHILE_LIMIT = 1 << 62
+MAX_SEED = (1 << 64) - 1
+
+
+class FiniteBound(click.ParamType):
+    """A finite error bound >= 0: NaN would disable the comparison, infinity accept anything."""
+
+    name = "float"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            number = value
+        else:
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number) or number < 0:
+            self.fail(f"{value} is not a finite number >= 0", param, ctx)
+        return number
+
+
+FINITE_BOUND = FiniteBound()
 REFERENCE_PLATFORMS = ("interpreter", "xla-cpu", "host", "cuda", "none")
 
 
@@ -77,6 +102,7 @@ class RunOptions:
     large_float_range: bool = False
     find_first_mismatch: bool = False
     mismatch_dir: str | None = None
+    max_while_iterations: int | None = None
 
 
 class XlaFlagsCommand(click.Command):
@@ -100,7 +126,7 @@ class XlaFlagsCommand(click.Command):
                    "XLA: --platform=CUDA|gpu|Host|cpu|Interpreter.")
 @click.option("--inputs", "inputs_path", metavar="FILE.npz",
               help="Arguments named arg0..argN-1 in entry-parameter order.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True,
               help="Seed of the random arguments when --inputs is not given (rule: see README).")
 @click.option("--output", "output_path", metavar="FILE.npz",
               help="Write the results as out0..outM-1 (the leaves of a tuple result, in order).")
@@ -108,12 +134,16 @@ class XlaFlagsCommand(click.Command):
 @click.option("--reference-platform", type=click.Choice(REFERENCE_PLATFORMS, case_sensitive=False),
               help="Compare with this platform (default: interpreter, or none when running on it). "
                    "XLA: --reference_platform= (empty: none, default: interpreter).")
-@click.option("--abs-error-bound", type=click.FloatRange(min=0), default=None,
+@click.option("--abs-error-bound", type=FINITE_BOUND, default=None,
               help="Default: fitted to each output's type (f32 1e-3, bf16/f16 2e-2, f8 2 eps, ints exact).")
-@click.option("--rel-error-bound", type=click.FloatRange(min=0), default=None,
+@click.option("--rel-error-bound", type=FINITE_BOUND, default=None,
               help="Default: fitted to each output's type, as --abs-error-bound.")
-@click.option("--iterations", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--iterations", type=click.IntRange(min=1, max=MAX_ITERATIONS), default=1, show_default=True,
               help="Run N times and report the times.")
+@click.option("--max-while-iterations", type=click.IntRange(min=0, max=MAX_WHILE_LIMIT), default=None,
+              metavar="N", help="End the run with an error naming the loop when a while loop's condition "
+                                "still holds after N iterations, on every platform (default: no limit; "
+                                "XLA:CPU as reference has none).")
 @click.option("--hlo-passes/--no-hlo-passes", default=True, show_default=True,
               help="Optimize HLO text with hlo-opt's gpu pipeline before compiling it for cuda or "
                    "host (XLA: --run_test_hlo_passes); already scheduled modules are never optimized.")
@@ -131,14 +161,20 @@ class XlaFlagsCommand(click.Command):
               help="Treat `// -----` lines as separators between modules.")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
 def cli(input_path, platform, inputs_path, seed, output_path, print_literals, reference_platform,
-        abs_error_bound, rel_error_bound, iterations, hlo_passes, dump_to, large_float_range,
-        find_first_mismatch, mismatch_dir, split_input_file, debug) -> None:
-    """Run an HLO module (file or stdin) and compare it with a reference, like run_hlo_module."""
+        abs_error_bound, rel_error_bound, iterations, max_while_iterations, hlo_passes, dump_to,
+        large_float_range, find_first_mismatch, mismatch_dir, split_input_file, debug) -> None:
+    """Run an HLO module (file or stdin) and compare it with a reference, like run_hlo_module.
+
+    A manifest is executable code, like a shared library: run only manifests you trust. Its
+    sha256 guards against corruption, not tampering. Before any kernel runs, each one is checked
+    against what hlo-codegen emits (host LLVM IR may call only LLVM intrinsics, PTX only its own
+    functions; argument counts and launch limits must match its signature and the device).
+    """
     platform = (platform or default_platform()).lower()
     reference = (reference_platform or ("none" if platform == "interpreter" else "interpreter")).lower()
     options = RunOptions(platform, reference, inputs_path, seed, output_path, print_literals,
                          abs_error_bound, rel_error_bound, iterations, hlo_passes, dump_to,
-                         large_float_range, find_first_mismatch, mismatch_dir)
+                         large_float_range, find_first_mismatch, mismatch_dir, max_while_iterations)
     if find_first_mismatch and platform == "interpreter":
         raise click.UsageError("--find-first-mismatch compares the kernels of --platform cuda or host "
                                "with the interpreter; choose one of those platforms")
@@ -159,8 +195,8 @@ def _run_input(input_path: str | None, options: RunOptions, split: bool, debug: 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point (`hlo-run`)."""
-    cli.main(args=argv, prog_name=TOOL)
+    """Console-script entry point (`hlo-run`): usage errors are one line, exit status 2."""
+    click_main(cli, TOOL, argv)
 
 
 def load_programs(text: str, name: str, split: bool) -> list[Program]:
@@ -231,7 +267,7 @@ def run_program(program: Program, options: RunOptions) -> bool:
             from hlo_run.bisect import find_first_mismatch
 
             return find_first_mismatch(program, options, args)
-        result = _run_on(options.platform, program, args, options.iterations)
+        result = _run_on(options.platform, program, args, options.iterations, options.max_while_iterations)
         if options.print_literals:
             echo_literal("** Result **", result, program.result_shape)
         if options.output:
@@ -244,7 +280,8 @@ def run_program(program: Program, options: RunOptions) -> bool:
         raise
     except HloError as exc:
         line = exc.one_line()
-        prefix = "" if line.startswith(f"{program.name}: ") else f"{program.name}: "
+        named = line.startswith(program.name) and line[len(program.name):len(program.name) + 1] in (":", " ")
+        prefix = "" if named else f"{program.name}: "  # `name: ...`, `name:12:3: ...`, `name (module m)...`
         raise ProgramError(prefix + line) from exc
     return True
 
@@ -260,11 +297,14 @@ def make_arguments(program: Program, options: RunOptions) -> list[Any]:
     return make_fake_arguments(program.module, options.seed, large_float_range=options.large_float_range)
 
 
-def _run_on(platform: str, program: Program, args: list[Any], iterations: int) -> Any:
+def _run_on(platform: str, program: Program, args: list[Any], iterations: int,
+            max_while_iterations: int | None = None) -> Any:
     backend = get_backend(platform)
     click.echo(f"Running HLO module {program.name} with runner {platform}...", err=True)
     start = time.perf_counter()
     executable = backend.load(program)
+    executable.max_while_iterations = max_while_iterations
+    executable.source_module = program.module
     times = []
     result = None
     for _ in range(iterations):
@@ -292,7 +332,10 @@ def _check_against_reference(program: Program, options: RunOptions, args: list[A
     reference = get_backend(options.reference)
     click.echo(f"Running HLO module {program.name} with reference runner {options.reference}...", err=True)
     start = time.perf_counter()
-    expected = reference.load(program).run(args)
+    executable = reference.load(program)
+    executable.max_while_iterations = options.max_while_iterations
+    executable.source_module = program.module
+    expected = executable.run(args)
     click.echo(f"... compiled and ran in {time.perf_counter() - start:.4f}s.", err=True)
     if options.print_literals:
         echo_literal(f"** Result with reference runner {options.reference} **", expected,

@@ -39,6 +39,7 @@ OPT_TOOL = "hlo-opt"
 CODEGEN_TOOL = "hlo-codegen"
 _MODULES = {OPT_TOOL: "hlo_opt.cli", CODEGEN_TOOL: "hlo_codegen.cli"}
 TIMEOUT_S = 3600
+STOP_GRACE_S = 5
 
 
 class CompileError(HloError):
@@ -61,17 +62,39 @@ def codegen_command() -> list[str]:
 
 
 def run_tool(tool: str, args: list[str], data: bytes, name: str) -> bytes:
-    """Run `tool args -` on `data`; its stdout, or CompileError with its error line."""
+    """Run `tool args -` on `data`; its stdout, or CompileError with its error line. Whatever
+    stops hlo-run meanwhile (^C, SIGTERM) stops the tool with SIGTERM first, so that it removes
+    its own temporary files (a dump being written) before it ends."""
     cmd = tool_command(tool) + args + ["-"]
     try:
-        proc = subprocess.run(cmd, input=data, capture_output=True, timeout=TIMEOUT_S)
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
         raise CompileError(f"{name}: cannot start {tool}: {exc.strerror or exc}") from None
+    try:
+        out, err = proc.communicate(data, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
+        _stop(proc)
         raise CompileError(f"{name}: {tool} did not finish in {TIMEOUT_S} s") from None
+    except BaseException:
+        _stop(proc)
+        raise
     if proc.returncode != 0:
-        raise CompileError(f"{name}: {_tool_message(tool, proc.stderr)}")
-    return proc.stdout
+        raise CompileError(f"{name}: {_tool_message(tool, err)}")
+    return out
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM, a few seconds to clean up, then SIGKILL."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
 
 
 def optimize_text(hlo_text: str, name: str, dump_to: str | None = None) -> str:

@@ -43,8 +43,6 @@ from hlo_common.manifest.thunks import (
 from hlo_common.hlo.shape import Shape
 from hlo_run.backends import Executable
 
-MAX_WHILE_ITERATIONS = 1 << 31
-
 
 class ThunkError(HloError):
     """A failure while running a thunk (names the thunk)."""
@@ -121,6 +119,9 @@ class ManifestExecutable(Executable):
         self.parameter_shapes = manifest.parameter_shapes()
         self.result_shape = manifest.result_shape()
         self.labels = {id(t): label for t, label in thunk_labels(manifest.thunks)}
+        from hlo_run.kernel_check import check_manifest_kernels
+
+        check_manifest_kernels(manifest, self.name)  # before any kernel is loaded, let alone run
         prepare = getattr(device, "prepare", None)  # optional: a device may look at the launches first
         if prepare is not None:
             prepare(manifest)
@@ -128,6 +129,7 @@ class ManifestExecutable(Executable):
         self.constants = {a.index: self._upload_constant(a) for a in manifest.allocations
                           if a.kind == "constant"}
         self._times: dict[int, float] = {}
+        self.max_while_iterations: int | None = None  # hlo-run --max-while-iterations
         self._progress: _Progress | None = None
         self.observer: Callable[[Thunk], None] | None = None
         self.observer_before: Callable[[Thunk], None] | None = None
@@ -294,15 +296,40 @@ class ManifestExecutable(Executable):
         return np.frombuffer(raw, dtype=dtype)[0]
 
     def _while(self, thunk: WhileThunk) -> None:
-        for _ in range(MAX_WHILE_ITERATIONS):
+        limit = self.max_while_iterations
+        done = 0
+        while True:
             self._sequence(thunk.condition)
             if not self._read_scalar(thunk.predicate, np.bool_):
                 return
+            if limit is not None and done >= limit:
+                name = thunk.profile_annotation
+                raise ThunkError(f"{self._place(name)}: while %{name} reached --max-while-iterations={limit} "
+                                 "and its condition still holds")
             self._sequence(thunk.body)
+            done += 1
             if self._progress is not None:
                 self._progress.refresh()
-        raise ThunkError(f"{self.name}: while loop {thunk.profile_annotation} ran "
-                         f"{MAX_WHILE_ITERATIONS} times")
+
+    def _place(self, instruction: str) -> str:
+        """FILE:LINE:COL of the instruction in the module the user gave (`source_module`) when it
+        has one of that name, else its line in the manifest's HLO (the module as compiled)."""
+        import re
+
+        from hlo_common.hlo.hlo_utils import instruction_place
+
+        if self.source_module is not None:
+            for comp in self.source_module.computations:
+                try:
+                    instr = comp.instruction(instruction)
+                except KeyError:
+                    continue
+                if instr.opcode == "while" and instr.source is not None:
+                    return instruction_place(instr)
+        text = self.manifest.hlo
+        m = re.search(rf"^[ \t]*(?:ROOT[ \t]+)?%?({re.escape(instruction)})[ \t]*=", text, re.M)
+        where = f"{self.name}: in the compiled module {self.manifest.module_name}"
+        return where if m is None else f"{where}, line {text.count(chr(10), 0, m.start(1)) + 1}"
 
     def _conditional(self, thunk: ConditionalThunk) -> None:
         n = len(thunk.branches)

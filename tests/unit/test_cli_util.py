@@ -256,3 +256,88 @@ def test_hlo_opt_to_a_device_of_our_own_keeps_it_a_device(tmp_path: Path):
     bad = subprocess.run([opt, str(src), "-o", str(full)], capture_output=True, text=True)
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
     assert bad.stderr.strip() == f"hlo-opt: error: cannot write '{full}': No space left on device"
+
+
+# -- stop signals and standard output ---------------------------------------------------------------
+def test_sigterm_during_a_write_removes_the_temporary_file(tmp_path: Path, monkeypatch):
+    import signal
+
+    from hlo_common.cli_stdio import SignalExit, stop_signals_raise
+
+    target = tmp_path / "out.hlo"
+    target.write_text("old")
+    real_fsync = os.fsync
+
+    def fsync_then_signal(fd):  # the signal lands while the temporary file is complete but not renamed
+        real_fsync(fd)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(os, "fsync", fsync_then_signal)
+    with pytest.raises(SignalExit) as info, stop_signals_raise():
+        write_file_atomically(target, "x" * 1_000_000)
+    assert info.value.signum == signal.SIGTERM
+    assert os.listdir(tmp_path) == ["out.hlo"] and target.read_text() == "old"
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # given back after the body
+
+
+@pytest.mark.parametrize("name, code", [("SIGTERM", 143), ("SIGHUP", 129)])
+def test_run_command_turns_a_stop_signal_into_its_exit_status(name: str, code: int, capsys):
+    import signal
+
+    sig = getattr(signal, name)
+    with pytest.raises(SystemExit) as info:
+        run_command("toy", lambda: os.kill(os.getpid(), sig) or sum(range(10)))
+    assert info.value.code == code
+    assert capsys.readouterr().err == f"toy: stopped by {name}\n"
+
+
+def test_an_ignored_hangup_stays_ignored(capsys):
+    import signal
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+    try:
+        assert run_command("toy", lambda: os.kill(os.getpid(), signal.SIGHUP) or 5) == 5
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+def _big_module(path: Path, ops: int = 3000) -> Path:
+    lines = ["HloModule big", "ENTRY e {", "  p = f32[8] parameter(0)"]
+    lines += [f"  a{i} = f32[8] add({'p' if i == 0 else f'a{i - 1}'}, p)" for i in range(ops)]
+    lines += [f"  ROOT r = f32[8] negate(a{ops - 1})", "}"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+def test_a_reader_that_closes_early_is_an_error_whatever_the_buffering(tmp_path: Path, unbuffered: str):
+    import subprocess
+    import sys
+
+    src = _big_module(tmp_path / "big.hlo")
+    opt = str(Path(sys.executable).parent / "hlo-opt")
+    env = dict(os.environ, PYTHONUNBUFFERED=unbuffered)
+    proc = subprocess.Popen([opt, str(src), "--pipeline", "none"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    assert proc.stdout.read(100).startswith(b"HloModule big")
+    proc.stdout.close()  # as `| head -c 100` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 1
+    assert err == "hlo-opt: error: cannot write to standard output: the reader closed the pipe\n"
+
+
+def test_stdout_on_a_full_device_of_our_own_is_one_line(tmp_path: Path):
+    import subprocess
+    import sys
+
+    full = tmp_path / "full"
+    _mknod_char(full, 1, 7)
+    src = tmp_path / "m.hlo"
+    src.write_text("ENTRY e { p = f32[4] parameter(0) ROOT n = f32[4] negate(p) }")
+    for tool, args in (("hlo-opt", []), ("hlo-codegen", ["--target", "host"])):
+        with open(full, "wb") as out:
+            proc = subprocess.run([str(Path(sys.executable).parent / tool), str(src), *args], stdout=out,
+                                  stderr=subprocess.PIPE, text=True)
+        assert proc.returncode == 1
+        assert proc.stderr == f"{tool}: error: cannot write to standard output: No space left on device\n"

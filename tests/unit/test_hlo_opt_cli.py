@@ -231,9 +231,9 @@ def test_verification_failure_before_a_pass(tmp_path, capsys):
     bad = tmp_path / "bad.hlo"
     bad.write_text("HloModule m\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT n = f32[3] negate(p)\n}\n")
     code, _, err = run([str(bad), "--passes", "dce"], capsys)
-    assert_one_line_error(code, err,
-                          r"verification failed before pass 'dce' \(pipeline 'transforms_pipeline'\): "
-                          r".*instruction %n")
+    assert_one_line_error(code, err,  # the place of the parsed instruction comes first
+                          re.escape(str(bad)) + r":4:8: verification failed before pass 'dce' "
+                          r"\(pipeline 'transforms_pipeline'\): .*instruction %n")
 
 
 def test_verification_failure_after_a_pass(hlo_file, tmp_path, capsys, test_passes):
@@ -241,11 +241,12 @@ def test_verification_failure_after_a_pass(hlo_file, tmp_path, capsys, test_pass
     args = [str(hlo_file), "--passes", "dce,test-breaker,cse", "--verify-each", "-o", str(target)]
     code, _, err = run(args, capsys)
     assert_one_line_error(code, err,
-                          r"verification failed after pass 'test-breaker' \(pipeline 'transforms_pipeline'\)")
+                          r"\S+:\d+:\d+: verification failed after pass 'test-breaker' "
+                          r"\(pipeline 'transforms_pipeline'\)")
     assert not target.exists()
     code, _, err = run([str(hlo_file), "--passes", "test-breaker"], capsys)
     assert_one_line_error(code, err,
-                          r"verification failed after pipeline 'transforms_pipeline' "
+                          r"\S+:\d+:\d+: verification failed after pipeline 'transforms_pipeline' "
                           r"\(rerun with --verify-each")
 
 

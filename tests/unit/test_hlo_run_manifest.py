@@ -135,7 +135,7 @@ def test_a_kernel_that_does_not_compile_is_named():
     result, _ = compile_text("HloModule m\nENTRY e { p = f32[4] parameter(0) ROOT n = f32[4] negate(p) }",
                              backend=FakeKernelBackend())
     manifest = load_manifest(result.manifest.to_bytes(), "m.json")
-    message = "m.json: cannot load kernel wrapped_negate: kernel @wrapped_negate is not defined"
+    message = "m.json: kernel wrapped_negate: its LLVM IR does not define @wrapped_negate"
     with pytest.raises(HloError, match=message):
         ManifestExecutable(manifest, HostDevice(), "m.json")
 

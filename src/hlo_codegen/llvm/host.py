@@ -32,6 +32,8 @@ this took the run from 0.66 to 0.125 CPU seconds.
 
 from __future__ import annotations
 
+from hlo_common.manifest.kernel_symbols import host_may_declare
+
 from hlo_codegen.kernel_ir.ir import OP_SPECS, Kernel, Op, Value
 from hlo_codegen.kernel_ir.verifier import verify_kernel
 from hlo_codegen.llvm.lowering import (
@@ -180,6 +182,10 @@ class _KernelLowering:
         f.ret()
         del rl
         inline_helpers(self.ml.module)
+        outside = sorted(n for n in self.ml.module.declarations if not host_may_declare(n))
+        if outside:  # hlo-run would refuse the kernel (hlo_common.manifest.kernel_symbols)
+            raise LoweringError(f"kernel @{k.name}: the host lowering declared @{outside[0]}, which is "
+                                "not in hlo_common.manifest.kernel_symbols")
         return self.ml.text()
 
     def _region(self) -> RegionLowering:

@@ -97,6 +97,8 @@ def load_device(spec: str) -> DeviceDescription:
         raise InputError(f"cannot read device file '{spec}': {exc}") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{spec}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise InputError(f"{spec}: JSON nested too deeply for a device description") from None
     return device_from_dict(data, spec)
 
 

@@ -55,6 +55,7 @@ class HloInstruction(InstructionEditing):
         self.literal: Any = None
         self.literal_unknown = False  # `{...}` constant: values were not in the text
         self.parameter_number: int | None = None
+        self.source: tuple | None = None  # (parser_scanner.SourceText, offset) when parsed from text
         self.unique_id = next(_ids)
         for op in operands:
             self.append_operand(op)

@@ -263,3 +263,12 @@ def global_computations(module: HloModule) -> list[HloComputation]:
                 for c in i.called_computations()]
 
     return list(depth_first([module.entry], callees))
+
+
+def instruction_place(instr: HloInstruction) -> str:
+    """Where a message should point for `instr`: FILE:LINE:COL when it was parsed from text (its
+    name), else the computation it is in."""
+    source = getattr(instr, "source", None)
+    if source is not None:
+        return source[0].place(source[1])
+    return f"computation {instr.parent.name}" if instr.parent is not None else "(no place)"

@@ -85,6 +85,7 @@ class _Parser(AttributeParsing):
         self.computations: dict[str, HloComputation] = {}
         self.pending_inline: list[HloComputation] = []
         self.depth = 0
+        self.open_computations: set[str] = set()  # being parsed: a call of one of them is a cycle
         self._root_pos = 0
         self.single: HloComputation | None = None  # the computation of a single-instruction text
 
@@ -120,7 +121,18 @@ class _Parser(AttributeParsing):
         if not mod.name:
             mod.name = f"module_{mod.entry.name}"
         self._check_entry_layout()
+        self._check_call_depth(mod)
         return mod
+
+    def _check_call_depth(self, module: HloModule) -> None:
+        from hlo_common.hlo.call_depth import MAX_CALL_DEPTH, too_deep_call
+
+        instr = too_deep_call(module)
+        if instr is not None:
+            pos = instr.source[1] if instr.source is not None else self.pos
+            raise self.error(f"computations nest more than {MAX_CALL_DEPTH} deep: %{instr.name} calls level "
+                             f"{MAX_CALL_DEPTH + 1} of a chain of calls, while loops and conditionals "
+                             f"(the limit is {MAX_CALL_DEPTH})", pos)
 
     def _at_single_instruction(self) -> bool:
         """Text that starts like an instruction (`x = ...` or a shape), not like a computation."""
@@ -261,6 +273,7 @@ class _Parser(AttributeParsing):
         start = self.pos
         comp = HloComputation(name)
         self.computations[name] = comp
+        self.open_computations.add(name)
         self.depth += 1
         if self.depth > MAX_NESTING:
             raise self.error("computations nested too deeply")
@@ -277,6 +290,7 @@ class _Parser(AttributeParsing):
                     raise self.error(f"computation '{name}' has more than one ROOT", self._root_pos)
                 root = instr
         inline, self.pending_inline = self.pending_inline, saved_inline
+        self.open_computations.discard(name)
         self.depth -= 1
         if not comp.instructions:
             raise self.error(f"computation '{name}' has no instructions", start)
@@ -323,6 +337,7 @@ class _Parser(AttributeParsing):
                              name_pos)
         self.expect("=", f"after instruction name '{name}'")
         instr = self.instruction_body(name, comp, scope, allow_attributes=True)
+        instr.source = (self.source_text, name_pos)
         scope[name] = instr
         return instr, is_root
 
@@ -347,6 +362,7 @@ class _Parser(AttributeParsing):
             raise self.error(f"cannot infer the shape of opcode '{wrapped or opcode}': write the shape "
                              "before the opcode", op_pos)
         instr = HloInstruction(name, opcode, shape)
+        instr.source = (self.source_text, op_pos)
         self.operands(instr, scope, comp)
         seen: set[str] = set()
         while allow_attributes and self.accept(","):

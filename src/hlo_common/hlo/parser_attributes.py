@@ -164,6 +164,9 @@ class AttributeParsing(LiteralParsing):
         if n not in self.computations:
             raise self.error(f"computation '{n}' is not defined (a called computation must be defined "
                              "before its caller, or written inline)", pos)
+        if n in self.open_computations:
+            raise self.error(f"{key}={n} calls computation '{n}' from inside itself; HLO has no recursion",
+                             pos)
         return self.computations[n]
 
     # -- typed values -------------------------------------------------------------------------------

@@ -36,12 +36,48 @@ _WS_START = frozenset(" \t\n\r\f\v/")
 MAX_NESTING = 200  # deeper tuples / braces are rejected instead of exhausting the stack
 
 
+MAX_ARRAY_BYTES = (1 << 63) - 1
+
+
+def array_size_problem(shape: Shape) -> str | None:
+    """Why an array shape cannot exist: more bytes than an int64 counts (XLA's ValidateShape
+    refuses a shape whose size may overflow int64_t). Dynamic `?` dimensions count as 0."""
+    if not shape.is_array:
+        return None
+    elements = 1
+    for d in shape.dims:
+        elements *= max(d, 0)
+    nbytes = (elements * shape.element_type.bits + 7) // 8
+    if nbytes > MAX_ARRAY_BYTES:
+        return (f"shape {shape.to_string(print_layout=False)} holds {nbytes} bytes; an array may hold at "
+                "most 2^63-1 bytes")
+    return None
+
+
+class SourceText:
+    """The text a module was parsed from: each parsed instruction keeps (SourceText, offset) as
+    `source`, so that a later message (a run-time limit, the verifier) can say FILE:LINE:COL."""
+
+    __slots__ = ("text", "filename", "line_offset")
+
+    def __init__(self, text: str, filename: str, line_offset: int):
+        self.text = text
+        self.filename = filename
+        self.line_offset = line_offset
+
+    def place(self, pos: int) -> str:
+        line_start = self.text.rfind("\n", 0, pos) + 1
+        line = self.text.count("\n", 0, pos) + 1 + self.line_offset
+        return f"{self.filename}:{line}:{pos - line_start + 1}"
+
+
 class Scanner:
     def __init__(self, text: str, filename: str, line_offset: int = 0):
         self.text = text
         self.filename = filename
         self.line_offset = line_offset
         self.pos = 0
+        self.source_text = SourceText(text, filename, line_offset)
 
     # -- errors ---------------------------------------------------------------------------------
     def error(self, message: str, pos: int | None = None) -> HloParseError:
@@ -280,7 +316,11 @@ class Scanner:
             return Shape(etype, (), None, None, ())
         if layout is None:
             layout = Layout.default(len(dims))
-        return Shape(etype, tuple(dims), layout, None, tuple(dyn))
+        shape = Shape(etype, tuple(dims), layout, None, tuple(dyn))
+        problem = array_size_problem(shape)
+        if problem is not None:
+            raise self.error(problem, start)
+        return shape
 
     def _dimensions(self, start: int) -> tuple[list[int], list[str]]:
         dims: list[int] = []

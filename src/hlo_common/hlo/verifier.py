@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from hlo_common.errors import VerificationError
 from hlo_common.hlo.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.opcodes import OPCODES
+from hlo_common.hlo.parser_scanner import array_size_problem
 from hlo_common.hlo.shape import Shape
 from hlo_common.hlo.shape_inference import InferenceContext, infer_shape
 from hlo_common.hlo.shape_inference._base import describe
@@ -92,8 +93,10 @@ def verify_computation(comp: HloComputation, module: HloModule | None = None, *,
 
 
 def _err(message: str, comp: HloComputation | None, instr: HloInstruction | None = None):
+    source = getattr(instr, "source", None)
     return VerificationError(message, comp.name if comp is not None else None,
-                             instr.name if instr is not None else None)
+                             instr.name if instr is not None else None,
+                             source[0].place(source[1]) if source is not None else None)
 
 
 class _ModuleVerifier:
@@ -104,6 +107,7 @@ class _ModuleVerifier:
         comps = module.computations if module is not None else []
         self.comp_ids = {id(c) for c in comps}
         self._good_layouts: set[tuple[tuple[int, ...], int]] = set()
+        self._sized: dict[int, Shape] = {}  # id -> shape whose arrays fit in int64 bytes
 
     # -- module level -------------------------------------------------------------------------------
     def run(self) -> None:
@@ -282,6 +286,12 @@ class _ModuleVerifier:
                        comp, instr)
         if instr.shape is None:
             raise _err("found no shape, expected one", comp, instr)
+        if id(instr.shape) not in self._sized:
+            for _, leaf in instr.shape.leaf_shapes():
+                problem = array_size_problem(leaf)
+                if problem is not None:
+                    raise _err(problem, comp, instr)
+            self._sized[id(instr.shape)] = instr.shape  # kept, so that the id stays unique
         self._verify_layout(comp, instr, instr.shape)
         self._verify_called(comp, instr)
         inferred = infer_shape(instr, self.ctx)

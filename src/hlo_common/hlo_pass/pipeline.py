@@ -59,7 +59,10 @@ def verify(module: HloModule, where: str) -> None:
     try:
         verify_module(module)
     except VerificationError as exc:
-        raise VerificationError(f"{where}: {exc}") from exc
+        text = str(exc)
+        if exc.place and text.startswith(f"{exc.place}: "):  # FILE:LINE:COL first, as parse errors
+            raise VerificationError(f"{where}: {text[len(exc.place) + 2:]}", place=exc.place) from exc
+        raise VerificationError(f"{where}: {text}") from exc
 
 
 def run_leaf_pass(p: HloPass, module: HloModule, pipeline_name: str, options: RunOptions) -> bool:

@@ -27,14 +27,30 @@ def _fusion(instr, operands, ev):
     return ev.call_fusion(instr, operands)
 
 
+class WhileLimitReached(InterpreterError):
+    """A while loop ran `--max-while-iterations` times and still wanted more."""
+
+
+def while_limit_error(instr, limit: int) -> WhileLimitReached:
+    from hlo_common.hlo.hlo_utils import instruction_place
+
+    return WhileLimitReached(f"{instruction_place(instr)}: while %{instr.name} reached "
+                             f"--max-while-iterations={limit} and its condition still holds")
+
+
 @register("while")
 def _while(instr, operands, ev):
     condition, body = instr.attrs["condition"], instr.attrs["body"]
     state = operands[0]
+    limit = ev.max_while_iterations
+    done = 0
     while bool(ev.call(condition, (state,))):
+        if limit is not None and done >= limit:
+            raise while_limit_error(instr, limit)
         args = [state]
         state = None  # the body owns the state: a buffer it updates for the last time is reused
         state = ev.call_owned(body, args)
+        done += 1
     return state
 
 

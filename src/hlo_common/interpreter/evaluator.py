@@ -103,8 +103,9 @@ class Evaluator:
     fold_converts = True
 
     def __init__(self, *, replica_id: int = 0, partition_id: int = 0, rng_seed: int = 0x5EED,
-                 rng_state: int = 0x7012395):
+                 rng_state: int = 0x7012395, max_while_iterations: int | None = None):
         _import_handlers()
+        self.max_while_iterations = max_while_iterations  # None: loops run until their condition fails
         self.replica_id = replica_id
         self.partition_id = partition_id
         self.rng_seed = rng_seed

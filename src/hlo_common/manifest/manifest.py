@@ -334,6 +334,9 @@ def load_manifest(data: str | bytes, name: str = "<manifest>") -> Manifest:
         return _load(data)
     except ManifestError as exc:
         raise ManifestError(f"{name}: {exc.one_line()}") from None
+    except RecursionError:  # 5,000 nested JSON arrays, or thunks nested as deep
+        raise ManifestError(f"{name}: nested too deeply (JSON values or thunks deeper than the reader's "
+                            "recursion limit); hlo-codegen never writes such a manifest") from None
 
 
 def _load(data: str | bytes) -> Manifest:

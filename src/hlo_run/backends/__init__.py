@@ -65,7 +65,12 @@ class Program:
 
 
 class Executable(abc.ABC):
-    """A program prepared for one platform; `run` may be called many times."""
+    """A program prepared for one platform; `run` may be called many times. A while loop whose
+    condition still holds after `max_while_iterations` iterations (None: no limit) ends the run
+    with an error naming it (`hlo-run --max-while-iterations`; XLA:CPU through jax has no limit)."""
+
+    max_while_iterations: int | None = None
+    source_module: HloModule | None = None  # the module as the user gave it, to name places in
 
     @abc.abstractmethod
     def run(self, args: Sequence[Any]) -> Any:

@@ -18,7 +18,8 @@ class InterpreterExecutable(Executable):
     def run(self, args: Sequence[Any]) -> Any:
         from hlo_common.interpreter.evaluator import Evaluator
 
-        return Evaluator().evaluate(self.program.module, list(args))
+        evaluator = Evaluator(max_while_iterations=self.max_while_iterations)
+        return evaluator.evaluate(self.program.module, list(args))
 
 
 class InterpreterBackend(Backend):
