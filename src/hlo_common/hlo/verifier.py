@@ -22,6 +22,7 @@ from hlo_common.hlo.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction,
 from hlo_common.hlo.opcodes import OPCODES
 from hlo_common.hlo.parser_scanner import array_size_problem
 from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.sharding import ShardingError
 from hlo_common.hlo.shape_inference import InferenceContext, infer_shape
 from hlo_common.hlo.shape_inference._base import describe
 
@@ -301,6 +302,17 @@ class _ModuleVerifier:
         if not self.opts.allow_mixed_precision and instr.opcode not in _MIXED_PRECISION_OK:
             self._verify_single_precision(comp, instr)
         self._verify_pairing(comp, instr)
+        if instr.sharding is not None:
+            self._verify_sharding(comp, instr)
+
+    def _verify_sharding(self, comp: HloComputation, instr: HloInstruction) -> None:
+        """XLA's HloSharding::Validate against the shape, and against the device count when the
+        module states num_partitions."""
+        devices = self.ctx.num_partitions if self.ctx.num_partitions > 1 else None
+        try:
+            instr.sharding.validate(instr.shape, devices)
+        except ShardingError as exc:
+            raise _err(f"invalid sharding: {exc}", comp, instr) from None
 
     def _verify_layout(self, comp, instr, shape: Shape) -> None:
         if shape.tuple_shapes is not None:
