@@ -6,9 +6,8 @@ filter), each as jax lowers it (`NAME.hlo`) and as XLA:GPU optimizes it for an H
     python testdata/cudnn/make_modules.py --xla-gpu-target H100.txtpb   # write both forms
     python testdata/cudnn/make_modules.py --check                      # the .hlo files are current
 
-The XLA:GPU form needs jax's CUDA plugin of the same version (jax-cuda12-plugin and
-jax-cuda12-pjrt) and a GpuTargetConfigProto text file (XLA's
-xla/backends/gpu/target_config/specs/h100_sxm.txtpb); no GPU: the compile is deviceless. The
+The XLA:GPU form is testdata/xla_gpu_compile.py's deviceless compile (jax's CUDA plugin and a
+GpuTargetConfigProto text file; no GPU). The
 tests (tests/unit/interpreter/test_cudnn_conv.py) run the XLA:GPU form on the interpreter and the
 jax form on XLA:CPU with the same inputs.
 """
@@ -92,23 +91,6 @@ def _hlo_text(fn, args) -> str:
     return jax.jit(fn).lower(*args).compiler_ir("hlo").as_hlo_text()
 
 
-def _xla_gpu_text(hlo_text: str, target: str) -> str:
-    from jax._src.interpreters import mlir as jmlir
-    from jax._src.lib import _jax, xla_client as xc
-    from jax._src.lib.mlir import ir
-    from jax.experimental import topologies
-
-    topo = topologies.get_topology_desc(platform="cuda", target_config=Path(target).read_text(),
-                                        topology="1x1x1")
-    dev = topo.devices[0]
-    hlo = xc.hlo.hlo_module_from_text(hlo_text)
-    mlir_bytes = _jax.mlir.hlo_to_stablehlo(hlo.as_serialized_hlo_module_proto())
-    with jmlir.make_ir_context():
-        exe = dev.client.compile(ir.Module.parse(mlir_bytes), executable_devices=_jax.DeviceList((dev,)),
-                                 compile_options=xc.CompileOptions())
-    return exe.hlo_modules()[0].to_string()
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="fail when a checked-in .hlo differs")
@@ -125,7 +107,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         path.write_text(text)
         if opts.xla_gpu_target:
-            (HERE / f"{name}.xla_gpu.hlo").write_text(_xla_gpu_text(text, opts.xla_gpu_target))
+            sys.path.insert(0, str(HERE.parent))
+            from xla_gpu_compile import xla_gpu_text
+
+            (HERE / f"{name}.xla_gpu.hlo").write_text(xla_gpu_text(text, opts.xla_gpu_target))
     if stale:
         print("stale: " + ", ".join(stale), file=sys.stderr)
         return 1
