@@ -1,8 +1,8 @@
-"""The planting step of bench/bisect_walkthrough.sh (the README's bug-report walkthrough): its
+"""The planting step of bench/bisect_walkthrough.sh (the bug-report walkthrough of docs/bisector.md): its
 plant_bound_bug.py, taken from the script as written, picks the first kernel that computes an xor
 with more than one thread per block, lowers that kernel's thread-loop bound by one and nothing
 else, and hlo-run --find-first-mismatch then blames that kernel at the last element of each block,
-which is what the README says of it."""
+which is what docs/bisector.md says of it."""
 
 from __future__ import annotations
 
