@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 sys.path.insert(0, str(ROOT / "bench"))
 DEFAULT_MODULES = [ROOT / "testdata" / "gelu.hlo", ROOT / "testdata" / "transformer_layer.hlo"]
 PHASES = {"host": ("emit", "optimize", "lower", "jit"), "cuda": ("emit", "optimize", "lower", "ptx", "cubin")}

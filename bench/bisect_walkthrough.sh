@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The README's walkthrough "a module from a bug report, bisected to one kernel" (under "hlo-run as
-# run_hlo_module"), run for real: every command is printed as `$ ...` followed by its output, so
-# the README section is refreshed by pasting what this prints.
+# The walkthrough "a module from a bug report, bisected to one kernel" of docs/bisector.md, run for
+# real: every command is printed as `$ ...` followed by its output, so that section is refreshed by
+# pasting what this prints.
 #
 #     bench/bisect_walkthrough.sh            # from the repository root
 #     WALKTHROUGH_KEEP=1 bench/bisect_walkthrough.sh   # keep the temp directory (its path on stderr)

@@ -66,7 +66,7 @@ class Row:
 def default_modules(workdir: Path) -> list[Path]:
     """The module files of the table (the generated ones written to `workdir`)."""
     sys.path.insert(0, str(BENCH))
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))
     from corpus_lib import CORPUS_DIR
     from make_transformer_stack import transformer_stack
 

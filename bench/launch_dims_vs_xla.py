@@ -26,7 +26,7 @@ kernel grid block shared_bytes`, grid and block as `x,y,z` from XLA's `thunk_seq
 shared memory being the dynamic bytes of the thunk plus the static `.shared` arrays the kernel's
 PTX entry declares (XLA's emitters allocate their shared memory statically). A module XLA rejects
 gets one line `module - error: message`. The file is committed so that the test
-(`tests/unit/codegen/test_launch_dims_vs_xla.py`) runs without the CUDA plugin.
+(`tests/unit/hlo_codegen/test_launch_dims_vs_xla.py`) runs without the CUDA plugin.
 
 The comparison takes the number of blocks, the threads per block (products: XLA's emitters use
 only the x dimension, ours also y) and the shared-memory bytes. The default mode prints one line

@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))  # for `corpus_lib`
+sys.path.insert(0, str(Path(__file__).parent / "helpers"))  # the shared test helpers (docs/testing.md)
 
 # hlo-codegen caches kernels under the user's cache directory unless told otherwise
 # (`hlo_codegen.kernel_cache`). Every compile the tests make, in this process or in a tool they

@@ -127,7 +127,7 @@ class XlaFlagsCommand(click.Command):
 @click.option("--inputs", "inputs_path", metavar="FILE.npz",
               help="Arguments named arg0..argN-1 in entry-parameter order.")
 @click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True,
-              help="Seed of the random arguments when --inputs is not given (rule: see README).")
+              help="Seed of the random arguments when --inputs is not given (rule: see docs/tools.md).")
 @click.option("--output", "output_path", metavar="FILE.npz",
               help="Write the results as out0..outM-1 (the leaves of a tuple result, in order).")
 @click.option("--print-literals", is_flag=True, help="Print arguments and results in XLA literal syntax.")

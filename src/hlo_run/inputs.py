@@ -4,7 +4,7 @@ In the spirit of XLA's `MakeFakeArguments` (xla/tests/test_utils.cc), which run_
 values are random but chosen so that the module means something, and the same seed gives the
 same arrays on every machine.
 
-The rule (also in the README):
+The rule (also in docs/tools.md):
 
 - Each entry parameter `i` gets its own generator, `numpy.random.default_rng([seed, i])` (PCG64
   seeded through a SeedSequence of the two numbers), so argument `i` does not depend on the sizes

@@ -25,7 +25,7 @@ from hlo_common.errors import HloError, HloParseError, InterpreterError
 from hlo_common.hlo.parser import parse_module
 from hlo_codegen.buffer_assignment import assign_buffers, check_buffer_assignment, insert_copies
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "unit" / "buffer_assignment"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 from ba_memory_sim import run_and_compare  # noqa: E402
 
 TIER = "buffer-assignment"

@@ -1,5 +1,5 @@
 """Corpus tiers `pipeline-layout` and `codegen-layout`: the pipeline and pipe tiers again, on
-layout variants of every runnable module (`tests/layout_variants.py`).
+layout variants of every runnable module (`tests/helpers/layout_variants.py`).
 
 A variant `<module id>@<k>` (k = 0 .. VARIANTS-1) gives every entry parameter and result leaf of
 rank >= 2 a seeded permuted layout (through the parameters' shapes and entry_computation_layout)
@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 import test_pipe_corpus as pipe  # noqa: E402
 import test_pipeline_corpus as pipeline  # noqa: E402
 from corpus_lib import EXPECTED_FAILURES, corpus_available, expected_failures  # noqa: E402

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from corpus_lib import corpus_modules, expected_failures, require_corpus
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "passes"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 
 from hlo_common.errors import HloError  # noqa: E402
 from hlo_common.hlo.parser import parse_module  # noqa: E402

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 from corpus_lib import (  # noqa: E402
     EXPECTED_FAILURES, corpus_available, corpus_modules, expected_failures, largest_array_elements, slow_notes,
 )

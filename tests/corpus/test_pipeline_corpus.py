@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 from corpus_lib import (  # noqa: E402
     CORPUS_DIR, EXPECTED_FAILURES, ROOT, corpus_available, corpus_modules, expected_failures,
     largest_array_elements, slow_notes)

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # corpus_lib
+sys.path.insert(0, str(HERE.parent / "helpers"))  # corpus_lib
 
 from corpus_lib import EXPECTED_FAILURES, corpus_modules  # noqa: E402
 

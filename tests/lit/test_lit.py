@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for filecheck_util
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))  # filecheck_util
 
 from filecheck_util import run_filecheck  # noqa: E402
 

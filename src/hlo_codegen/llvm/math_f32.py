@@ -10,7 +10,7 @@ The shape is XLA:CPU's (xla/service/cpu/llvm_ir_runtime.cc: exp as Cody-Waite re
 and a polynomial scaled by 2^n built from the exponent bits; log from the exponent field and a
 polynomial of the mantissa; tanh clamped where it is +-1), but every step runs in double and the
 result is rounded to f32 once. Polynomial errors are below 2^-30 relative, so results stay within
-the project's f32 bound (1 ulp of the correctly rounded value, tests/unit/codegen/
+the project's f32 bound (1 ulp of the correctly rounded value, tests/unit/hlo_codegen/llvm/
 test_lowering_math.py; about 0.5 ulp in fact) where XLA's f32 polynomials are several ulp off and
 flush subnormals. Degrees: exp - Taylor to r^8 on |r| <= ln2/2; expm1 - the same reduction,
 r + r^2 (Taylor to r^9 / 9!); tanh - expm1(2|x|) / (expm1(2|x|) + 2); log - log(1 + f) = 2s +

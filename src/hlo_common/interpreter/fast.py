@@ -15,7 +15,8 @@ registered one:
 - get-tuple-element reads its index once; a broadcast of a scalar into at most
   `SMALL_BROADCAST` elements is materialized (cheaper than a broadcast view).
 
-`tests/unit/test_interp_fast.py` checks each against the general handler on edge values.
+`tests/unit/hlo_common/interpreter/test_interp_fast.py` checks each against the general handler on
+edge values.
 """
 
 from __future__ import annotations

@@ -15,8 +15,9 @@ the f32 bits instead of through a bf16 array:
   subnormal grid). A NaN would not survive the carry, so an array holding one is rounded through
   ml_dtypes instead, which turns every NaN into the quiet NaN 0x7FC0 / 0xFFC0 with its sign.
 
-The result is bit for bit the value `array.astype(bfloat16)` gives (`tests/unit/test_interp_narrow.py`
-checks every one of the 2^32 f32 bit patterns).
+The result is bit for bit the value `array.astype(bfloat16)` gives
+(`tests/unit/hlo_common/interpreter/test_interp_narrow.py` checks every one of the 2^32 f32 bit
+patterns).
 
     >>> a = np.array([1.00390625, 1.01171875, 3.4e38], np.float32)  # a tie to even, one up, overflow
     >>> round_bf16_in_place(a).tolist()
