@@ -16,13 +16,15 @@ and agree with the interpreter bit for bit.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from hlo_common.interpreter.gemm_semantics import ALGORITHM_OPERAND_TYPES, GemmSemantics, evaluate_gemm
 from hlo_common.interpreter.numeric import accumulation_dtype, dot_general
 from hlo_common.manifest.thunks import GemmConfig
 from hlo_common.hlo.shape import Shape
-from hlo_run.host_blas import sgemm
+from hlo_run.host_blas import sgemm, sgemm_batched
 
 
 def semantics_of(cfg: GemmConfig) -> GemmSemantics:
@@ -32,12 +34,18 @@ def semantics_of(cfg: GemmConfig) -> GemmSemantics:
 
 
 def host_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """[batch..., M, K] x [batch..., K, N] stacks of f32 through `sgemm` (one call per matrix)."""
+    """[batch..., M, K] x [batch..., K, N] stacks of f32 through `sgemm_batched` (the matrices of a
+    batch split over the host threads together)."""
     shape = a.shape[:-1] + b.shape[-1:]
     if out is None:
         out = np.empty(shape, np.float32)
-    for index in np.ndindex(*shape[:-2]):
-        sgemm(a[index], b[index], out[index])
+    if not out.flags.c_contiguous:  # a view of the batch would be a copy: one call per matrix
+        for index in np.ndindex(*shape[:-2]):
+            sgemm(a[index], b[index], out[index])
+        return out
+    batch = math.prod(shape[:-2])
+    sgemm_batched(a.reshape(batch, *a.shape[-2:]), b.reshape(batch, *b.shape[-2:]),
+                  out.reshape(batch, *shape[-2:]))
     return out
 
 

@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
-from hlo_run.host_blas import conv_channels_last, sgemm
+from hlo_run.host_blas import conv_channels_last, sgemm, sgemm_batched
 from hlo_run.host_blas_ir import KC
 
 RNG = np.random.default_rng(3)
@@ -58,6 +58,21 @@ def test_sgemm_same_bits_on_one_and_many_threads():
     sgemm(a, b, one, threads=1)
     sgemm(a, b, many, threads=4)
     assert np.array_equal(one, many)
+
+
+def test_sgemm_batched_splits_every_matrix_the_same_on_any_thread_count():
+    """A batch of products split into row tiles of all matrices at once: each matrix equals its own
+    product (a tile range that crosses from one matrix into the next must not mix them), whatever
+    the thread count; a strided batch (every other matrix of a stack) reads and writes in place."""
+    a, b = _rand(6, 37, 20), _rand(6, 20, 45)
+    big = np.full((6, 37, 50), -1.0, np.float32)
+    one = np.empty((3, 37, 45), np.float32)
+    sgemm_batched(a[::2], b[::2], one, threads=1)
+    sgemm_batched(a[::2], b[::2], big[::2, :, :45], threads=4)
+    for i in range(3):
+        _close(one[i], a[2 * i].astype(np.float64) @ b[2 * i], 20)
+    assert np.array_equal(big[::2, :, :45], one)
+    assert (big[1::2] == -1).all() and (big[:, :, 45:] == -1).all()
 
 
 def _conv_reference(x, w, strides, dilations):

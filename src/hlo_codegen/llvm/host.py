@@ -311,7 +311,10 @@ class _KernelLowering:
             src = f.binop("add", t, LV(I64, str(d)))
             ok = f.binop("and", f.icmp("slt", f.binop("add", lane, LV(I64, str(d))), LV(I64, "32")),
                          f.icmp("slt", src, LV(I64, str(n))))
-            mine = [_load(f, ty, f.gep(_mem_type(ty), s, t)) for ty, s in zip(types, scratch)]
+            # A thread's own value comes from its own slot (written only by this iteration), the
+            # partner's from the copy: two arrays, so LLVM sees no value carried between
+            # iterations (one array made d = 1 a recurrence, vectorized with a scalar tail).
+            mine = [_load(f, ty, f.gep(_mem_type(ty), c, t)) for ty, c in zip(types, cur)]
             # Slot t + d may be a spare slot never written: its value is dropped by the select.
             other = [f.select(ok, _load(f, ty, f.gep(_mem_type(ty), s, src)), m)
                      for ty, s, m in zip(types, scratch, mine)]
