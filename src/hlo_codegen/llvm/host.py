@@ -288,8 +288,12 @@ class _KernelLowering:
             return []
 
         loop.for_range(0, n - 1, [], init, hint="t", loop_md=loop_id)
+        lane0 = lane0_only(self.kernel, op)
         while distance >= 1:
-            self._shuffle_step(op, reducer, cur, scratch, distance)
+            if lane0:
+                self._shuffle_step_lane0(op, reducer, cur, distance)
+            else:
+                self._shuffle_step(op, reducer, cur, scratch, distance)
             distance //= 2
 
     def _shuffle_step(self, op: Op, reducer, cur: list[LV], scratch: list[LV], d: int) -> None:
@@ -318,12 +322,7 @@ class _KernelLowering:
             # Slot t + d may be a spare slot never written: its value is dropped by the select.
             other = [f.select(ok, _load(f, ty, f.gep(_mem_type(ty), s, src)), m)
                      for ty, s, m in zip(types, scratch, mine)]
-            args = [self.buffers[b.name] for b in self.kernel.params] + mine + other
-            ret = types[0] if len(types) == 1 else "{ " + ", ".join(types) + " }"
-            out = f.call(ret, self.ml.symbols[reducer.name], args)
-            vals = [out] if len(types) == 1 else [f.extractvalue(ty, out, i) for i, ty in enumerate(types)]
-            for ty, c, v in zip(types, cur, vals):
-                _store(f, v, f.gep(_mem_type(ty), c, t))
+            self._reduce_into(reducer, types, mine, other, cur, t)
             return []
 
         for body in (copy, combine):
@@ -333,6 +332,87 @@ class _KernelLowering:
                 loop.for_range(0, n - 1, [], body, hint="t", loop_md=loop_id)
             finally:
                 f.access_group = None
+
+
+    def _reduce_into(self, reducer, types: list[str], mine: list[LV], other: list[LV], cur: list[LV],
+                     t: LV) -> None:
+        """cur[t] = reducer(mine, other), for each of the shuffle's values."""
+        f = self.fn
+        args = [self.buffers[b.name] for b in self.kernel.params] + mine + other
+        ret = types[0] if len(types) == 1 else "{ " + ", ".join(types) + " }"
+        out = f.call(ret, self.ml.symbols[reducer.name], args)
+        vals = [out] if len(types) == 1 else [f.extractvalue(ty, out, i) for i, ty in enumerate(types)]
+        for ty, c, v in zip(types, cur, vals):
+            _store(f, v, f.gep(_mem_type(ty), c, t))
+
+    def _shuffle_step_lane0(self, op: Op, reducer, cur: list[LV], d: int) -> None:
+        """The step by d where only lane 0 of each warp is read afterwards (`lane0_only`): lane 0's
+        final value depends on lanes [0, d) after this step, which read lanes [0, 2d) before it,
+        so only those are computed (31 lanes a warp over all steps, not 5 x 32). Lanes [0, d)
+        are written and [d, 2d) read, so no copy is needed and the lanes are independent."""
+        f = self.fn
+        types = [llvm_type(r.type) for r in op.results]
+        loop = self._region()
+
+        def lane(w: LV, i: LV) -> None:
+            t = f.binop("add", f.binop("mul", w, LV(I64, "32")), i)
+            src = f.binop("add", t, LV(I64, str(d)))
+            mine = [_load(f, ty, f.gep(_mem_type(ty), c, t)) for ty, c in zip(types, cur)]
+            other = [_load(f, ty, f.gep(_mem_type(ty), c, src)) for ty, c in zip(types, cur)]
+            self._reduce_into(reducer, types, mine, other, cur, t)
+
+        def warp(w: LV, iters: list[LV]) -> list[LV]:
+            group, loop_id = self._parallel_loop()
+            f.access_group = group
+            try:
+                loop.for_range(0, d - 1, [], lambda i, _: lane(w, i) or [], hint="l", loop_md=loop_id)
+            finally:
+                f.access_group = None
+            return []
+
+        loop.for_range(0, self.kernel.num_threads // 32 - 1, [], warp, hint="w")
+
+
+def lane0_only(kernel: Kernel, op: Op) -> bool:
+    """True when every use of the shuffle_reduce `op`'s results is inside the then-branch of an
+    `if` whose condition proves the thread is lane 0 of its warp: `th_x == 0` or
+    `th_x % (32 k) == 0`, in a block whose x size and thread count are multiples of 32 (the
+    reduction emitters' "lane 0 writes the warp's partial" pattern)."""
+    if kernel.block[0] % 32 or kernel.num_threads % 32 or int(op.attrs.get("max_distance", 16)) > 16:
+        return False
+    defs = {id(r): o for o in kernel.body.walk() for r in o.results}
+    results = {id(r) for r in op.results}
+
+    def is_op(v: Value, name: str, **attrs) -> Op | None:
+        o = defs.get(id(v))
+        ok = o is not None and o.name == name and all(o.attrs.get(k) == a for k, a in attrs.items())
+        return o if ok else None
+
+    def lane_zero(v: Value) -> bool:  # x is a multiple of 32 when v == 0
+        if is_op(v, "thread_id", dim="x"):
+            return True
+        rem = is_op(v, "remui")
+        const = rem and is_op(rem.operands[1], "constant")
+        return bool(const and is_op(rem.operands[0], "thread_id", dim="x")
+                    and isinstance(const.attrs.get("value"), int) and const.attrs["value"] % 32 == 0
+                    and const.attrs["value"] > 0)
+
+    def says_lane0(cond: Value) -> bool:
+        cmp = is_op(cond, "cmpi", predicate="eq")
+        return bool(cmp) and any(is_op(z, "constant", value=0) and lane_zero(x)
+                                 for x, z in (cmp.operands, cmp.operands[::-1]))
+
+    def uses_only_guarded(block, guarded: bool) -> bool:
+        for o in block.ops:
+            if not guarded and any(id(v) in results for v in o.operands):
+                return False
+            for i, region in enumerate(o.regions):
+                inner = guarded or (o.name == "if" and i == 0 and says_lane0(o.operands[0]))
+                if not uses_only_guarded(region, inner):
+                    return False
+        return True
+
+    return uses_only_guarded(kernel.body, False)
 
 
 def lower_to_host(kernel: Kernel, verify: bool = True) -> str:

@@ -5,6 +5,8 @@ host launcher, and lowering errors.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -12,14 +14,16 @@ from filecheck_util import check_text
 from hlo_codegen.indexing import parse_indexing_map
 from hlo_codegen.kernel_ir import Buffer, FunctionBuilder, IRBuilder, Kernel, parse_kernel, print_kernel
 from hlo_codegen.llvm import LoweringError, lower_to_host, lower_to_nvptx
+from hlo_codegen.llvm.host import lane0_only
 from hlo_run.host_kernel import HostKernelError, compile_host_module, load_host_kernel
 
 THREADS, BLOCKS = 64, 3
 
 
-def reduction_kernel(etype: str = "f32") -> Kernel:
+def reduction_kernel(etype: str = "f32", lanes_out: bool = True) -> Kernel:
     """Per block: x*2 through shared memory in reverse order, a warp shuffle sum, warp sums
-    through shared memory again, thread 0 adds them. Writes every lane's shuffle result too."""
+    through shared memory again, thread 0 adds them. Writes every lane's shuffle result too
+    (unless not `lanes_out`: then only lane 0, `th_x % 32 == 0`, reads it, as the emitters do)."""
     t = {"f32": "f32", "s32": "i32"}[etype]
     k = Kernel("block_sum", (BLOCKS, 1, 1), (THREADS, 1, 1))
     k.buffers += [Buffer("arg0", "param", etype, THREADS * BLOCKS),
@@ -40,8 +44,11 @@ def reduction_kernel(etype: str = "f32") -> Kernel:
     on_th = f"domain: d0 in [0, {THREADS - 1}]"
     mirror = b.apply_indexing(parse_indexing_map(f"(d0) -> ({THREADS - 1} - d0), {on_th}"), [th])[0]
     (r,) = b.shuffle_reduce(add.function, [b.load("tile", mirror, t)])
-    b.store("arg1", r, flat)
-    lane = b.apply_indexing(parse_indexing_map(f"(d0) -> (d0 mod 32), {on_th}"), [th])[0]
+    if lanes_out:
+        b.store("arg1", r, flat)
+        lane = b.apply_indexing(parse_indexing_map(f"(d0) -> (d0 mod 32), {on_th}"), [th])[0]
+    else:
+        lane = b.binary("remui", th, b.index(32))
     warp = b.apply_indexing(parse_indexing_map(f"(d0) -> (d0 floordiv 32), {on_th}"), [th])[0]
     b.if_(b.cmpi("eq", lane, b.index(0)), [], lambda: (b.store("warps", r, warp), [])[1])
     b.sync_threads()
@@ -83,6 +90,25 @@ def test_host_phases_match_gpu_shuffle_semantics(etype: str) -> None:
     want_lanes, want_totals = emulate(x)
     np.testing.assert_array_equal(lanes, want_lanes)  # the same tree: bitwise equal floats
     np.testing.assert_array_equal(totals, want_totals)
+
+
+def test_host_shuffle_computes_only_lane_0_when_only_lane_0_reads_it() -> None:
+    """When every use of a shuffle's result is under `th_x % 32 == 0`, the host computes only the
+    lanes lane 0 depends on (lanes [0, d) at step d): same totals, bit for bit, as the full tree."""
+    guarded, full = reduction_kernel("f32", lanes_out=False), reduction_kernel("f32")
+    shuffle = next(op for op in guarded.body.ops if op.name == "shuffle_reduce")
+    assert lane0_only(guarded, shuffle)
+    assert not lane0_only(full, next(op for op in full.body.ops if op.name == "shuffle_reduce"))
+    ir = lower_to_host(guarded)
+    lane_loops = re.compile(r"^l_loop[.0-9]*:", re.M)  # one loop over lanes [0, d) per step
+    assert len(lane_loops.findall(ir)) == 5 and not lane_loops.findall(lower_to_host(full))
+    x = (np.random.default_rng(4).standard_normal(THREADS * BLOCKS) * 100).astype(np.float32)
+    lanes, totals = np.zeros_like(x), np.zeros(BLOCKS, x.dtype)
+    load_host_kernel(ir, guarded.name)([x, lanes, totals], BLOCKS)
+    np.testing.assert_array_equal(totals, emulate(x)[1])
+    wide = reduction_kernel("f32", lanes_out=False)
+    wide.block = (16, 4, 1)  # lane 0 of a warp is no longer th_x % 32 == 0
+    assert not lane0_only(wide, next(op for op in wide.body.ops if op.name == "shuffle_reduce"))
 
 
 def test_host_kernel_splits_blocks_across_threads() -> None:
