@@ -26,7 +26,7 @@ def _close(got: np.ndarray, want: np.ndarray, k: int) -> None:
 
 
 @pytest.mark.parametrize("m, k, n", [(1, 1, 1), (5, 3, 7), (13, 33, 31), (12, 32, 32), (25, 2 * KC + 5, 65),
-                                     (200, 17, 3), (97, 300, 130)])
+                                     (200, 17, 3), (97, 300, 130), (50, 2 * KC + 7, 128)])
 def test_sgemm_matches_float64(m, k, n):
     a, b = _rand(m, k), _rand(k, n)
     out = np.full((m, n), np.nan, np.float32)
@@ -52,9 +52,10 @@ def test_sgemm_of_empty_dims():
     sgemm(np.zeros((0, 5), np.float32), np.zeros((5, 4), np.float32), np.zeros((0, 4), np.float32))
 
 
-def test_sgemm_same_bits_on_one_and_many_threads():
-    a, b = _rand(1000, 300), _rand(300, 90)
-    one, many = np.empty((1000, 90), np.float32), np.empty((1000, 90), np.float32)
+@pytest.mark.parametrize("k, n", [(300, 90), (2 * KC + 7, 128)])  # B packed on one thread; on several
+def test_sgemm_same_bits_on_one_and_many_threads(k, n):
+    a, b = _rand(1000, k), _rand(k, n)
+    one, many = np.empty((1000, n), np.float32), np.empty((1000, n), np.float32)
     sgemm(a, b, one, threads=1)
     sgemm(a, b, many, threads=4)
     assert np.array_equal(one, many)
