@@ -57,19 +57,25 @@ def run_gemm(cfg: GemmConfig, out_shape: Shape, lhs: np.ndarray, rhs: np.ndarray
     sem = semantics_of(cfg)
     f32 = accumulation_dtype(out_shape.element_type) == np.float32
     product = host_product if f32 else None
-    if out is not None and _plain_product(sem, out_shape, lhs, rhs, out):
-        return dot_general(lhs, rhs, *sem.dims, out=out, product=product)
+    if out is not None and _plain_product(sem, out_shape, lhs, rhs, out, beta_ok=True):
+        if sem.beta == 0:
+            return dot_general(lhs, rhs, *sem.dims, out=out, product=product)
+        if c is not None and c.dtype == out.dtype and c.shape == out.shape:
+            # alpha 1, beta 1: evaluate_gemm's acc + 1 * c, the same one rounding, with no
+            # temporaries beyond the product (c is usually the output buffer itself)
+            return np.add(dot_general(lhs, rhs, *sem.dims, product=product), c, out=out)
     return evaluate_gemm(sem, out_shape.element_type, lhs, rhs, c if cfg.beta != 0 else None,
                          bias, out_shape.minor_to_major, product=product).result
 
 
 def _plain_product(sem: GemmSemantics, out_shape: Shape, lhs: np.ndarray, rhs: np.ndarray,
-                   out: np.ndarray) -> bool:
-    """True when the GEMM is only the product (alpha 1, no c, no epilogue, no operand rounding) of
-    operands already in the accumulation type, which is the result type: then `evaluate_gemm`
-    would return dot_general's array unchanged, so the product may go straight into `out`."""
+                   out: np.ndarray, beta_ok: bool = False) -> bool:
+    """True when the GEMM is only the product (alpha 1, no c - or c added with beta 1 when
+    `beta_ok` -, no epilogue, no operand rounding) of operands already in the accumulation type,
+    which is the result type: then `evaluate_gemm` would return dot_general's array unchanged
+    (plus c), so the result may go straight into `out`."""
     acc = accumulation_dtype(out_shape.element_type)
-    return (sem.alpha == 1 and sem.beta == 0 and sem.epilogue == "DEFAULT"
+    return (sem.alpha == 1 and (sem.beta == 0 or (beta_ok and sem.beta == 1)) and sem.epilogue == "DEFAULT"
             and sem.algorithm not in ALGORITHM_OPERAND_TYPES and out_shape.element_type.is_float
             and acc == out_shape.element_type.np_dtype == lhs.dtype == rhs.dtype == out.dtype
             and out.flags.c_contiguous and not np.may_share_memory(out, lhs)
