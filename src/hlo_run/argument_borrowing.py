@@ -20,8 +20,8 @@ from hlo_common.hlo.shape import Shape
 from hlo_common.manifest.layout_bytes import array_over
 from hlo_common.manifest.manifest import Allocation, Manifest
 from hlo_common.manifest.thunks import (
-    ConditionalThunk, ConvolutionThunk, CopyThunk, GemmThunk, KernelThunk, MemsetThunk, RngGetAndUpdateStateThunk,
-    SequentialThunk, WhileThunk, walk,
+    ConditionalThunk, ConvolutionThunk, CopyThunk, GemmThunk, KernelThunk, MemsetThunk,
+    RngGetAndUpdateStateThunk, SequentialThunk, WhileThunk, walk,
 )
 
 

@@ -76,7 +76,8 @@ def _direct(sem: GemmSemantics, out_shape: Shape, lhs: np.ndarray, rhs: np.ndarr
     operand rounding, of operands already in the accumulation type, which is the result type:
     then `evaluate_gemm` computes exactly those steps, and they may run in `out`."""
     acc = accumulation_dtype(out_shape.element_type)
-    c_ok = sem.beta == 0 or (sem.beta == 1 and c is not None and c.dtype == out.dtype and c.shape == out.shape)
+    c_ok = sem.beta == 0 or (sem.beta == 1 and c is not None and c.dtype == out.dtype
+                             and c.shape == out.shape)
     return (c_ok and complex(sem.alpha).imag == 0 and sem.epilogue == "DEFAULT"
             and sem.algorithm not in ALGORITHM_OPERAND_TYPES and out_shape.element_type.is_float
             and acc == out_shape.element_type.np_dtype == lhs.dtype == rhs.dtype == out.dtype

@@ -131,7 +131,8 @@ class ManifestExecutable(Executable):
         from hlo_run.argument_borrowing import read_only_parameters
 
         # Parameter allocations whose argument the device may use in place (no copy; the host).
-        self.borrowable = read_only_parameters(manifest) if getattr(device, "borrows_arguments", False) else set()
+        borrows = getattr(device, "borrows_arguments", False)
+        self.borrowable = read_only_parameters(manifest) if borrows else set()
         self._times: dict[int, float] = {}
         self.max_while_iterations: int | None = None  # hlo-run --max-while-iterations
         self._progress: _Progress | None = None

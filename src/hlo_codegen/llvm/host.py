@@ -263,7 +263,8 @@ class _KernelLowering:
         bx, by, bz = self.kernel.block
         loop = self._region()
         if bx < NEST_MIN_X or by * bz == 1:
-            loop.for_range(0, bx * by * bz - 1, [], lambda t, _: body(t, None) or [], hint="t", loop_md=loop_id)
+            loop.for_range(0, bx * by * bz - 1, [], lambda t, _: body(t, None) or [], hint="t",
+                           loop_md=loop_id)
             return
         # A 2-d or 3-d block as a loop over its rows (y, z) around a loop over x: the thread id x
         # is then the inner induction variable, so loads indexed by it are consecutive and the
