@@ -12,8 +12,8 @@ polynomial of the mantissa; tanh clamped where it is +-1), but every step runs i
 result is rounded to f32 once. Polynomials are Horner steps of one fused multiply-add each
 (llvm.fma: half the vector instructions of a multiply and an add, one rounding less). Polynomial
 errors are below 2^-30 relative, so results stay within the project's f32 bound (1 ulp of the
-correctly rounded value, tests/unit/codegen/test_lowering_math.py; about 0.5 ulp in fact) where XLA's f32 polynomials are several ulp off and
-flush subnormals. Degrees: exp - Taylor to r^8 on |r| <= ln2/2; expm1 - the same reduction,
+correctly rounded value, tests/unit/codegen/test_lowering_math.py; about 0.5 ulp in fact)
+where XLA's f32 polynomials are several ulp off and flush subnormals. Degrees: exp - Taylor to r^8 on |r| <= ln2/2; expm1 - the same reduction,
 r + r^2 (Taylor to r^9 / 9!); tanh - expm1(2|x|) / (expm1(2|x|) + 2); log - log(1 + f) = 2s +
 2s^3/3 + ... to s^13 with s = f / (2 + f), |s| <= 0.1716; erf - x P(x^2) (Taylor to x^25) below
 0.9, 1 - exp(-x^2) erfcx(x) above, erfcx by a degree-13 Chebyshev interpolant on [0.9, 4] in
