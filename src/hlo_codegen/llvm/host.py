@@ -125,6 +125,7 @@ class _KernelLowering:
     def __init__(self, kernel: Kernel):
         self.kernel = kernel
         self.ml = ModuleLowering(kernel, HostTarget())
+        self.ml.narrow_exps = narrow_exps(kernel)
         self.ml.lower_functions()
         self.phases = _phases(kernel)
         self.def_phase: dict[int, int] = {}
@@ -394,6 +395,30 @@ class _KernelLowering:
             return []
 
         loop.for_range(0, self.kernel.num_threads // 32 - 1, [], warp, hint="w")
+
+
+_NARROW = ("bf16", "f16")
+
+
+def narrow_exps(kernel: Kernel) -> set[int]:
+    """ids of the kernel body's f32 `exp` ops whose operand is widened from bf16/f16 and whose
+    every use rounds the result to bf16/f16: computed in f32 arithmetic (math_narrow.py)."""
+    ops = list(kernel.body.walk())
+    defs = {id(r): o for o in ops for r in o.results}
+    users: dict[int, list[Op]] = {}
+    for o in ops:
+        for v in o.operands:
+            users.setdefault(id(v), []).append(o)
+    out = set()
+    for o in ops:
+        if o.name != "exp" or o.results[0].type != "f32":
+            continue
+        src = defs.get(id(o.operands[0]))
+        uses = users.get(id(o.results[0]), [])
+        if (src is not None and src.name == "extf" and src.operands[0].type in _NARROW and uses
+                and all(u.name == "truncf" and u.results[0].type in _NARROW for u in uses)):
+            out.add(id(o))
+    return out
 
 
 def lane0_only(kernel: Kernel, op: Op) -> bool:
