@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from hlo_codegen.llvm.text import LV, LLFunction, LLModule
+from hlo_codegen.llvm.text import LV, LLModule
 
 F = "float"
 NAME = "__hlo_exp_narrow_f32"
