@@ -158,9 +158,9 @@ class CudaTimers:
         exe = ManifestExecutable(result.manifest, self.device, "bench")
         # The body of ManifestExecutable.run without upload and download: buffers bound once,
         # then only the thunk sequence between the events.
-        buffers = exe._allocate()
+        buffers, borrowed = exe._allocate(args)
         try:
-            exe._bind(buffers, args)
+            exe._bind(buffers, args, borrowed)
             exe.buffers = buffers
             exe.bases = {i: self.device.address(b) for i, b in buffers.items()}
             exe._times = {}
@@ -185,7 +185,7 @@ class CudaTimers:
             return median_time(once, self.runs)
         finally:
             for i, b in buffers.items():
-                if i not in exe.constants:
+                if i not in exe.constants and i not in borrowed:
                     self.device.release(b)
 
     def xla(self, text: str, args: list) -> float:

@@ -25,7 +25,7 @@ import numpy as np
 
 from hlo_run.host_blas_ir import KC, blas_module, tile
 
-ROW_BLOCK = 96  # rows of C per thread range of a GEMM (A's rows then stay in L2 over a K block)
+ROW_TILES = 8  # MR-row tiles of C per microkernel sweep (96 rows: A's rows then stay in L2 over a K block)
 _I64 = ctypes.c_int64
 _P = ctypes.c_void_p
 _GEMM = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _P, _I64, _I64, _I64)
@@ -51,53 +51,100 @@ def _threads(work: int) -> int:
     return threads_for(work)
 
 
-def pack_panels(b: np.ndarray, nr: int, kc: int | None = None) -> np.ndarray:
+def pack_panels(b: np.ndarray, nr: int, kc: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """B [k, n] as the microkernel reads it: per K block of kc rows (all of k when None), the
-    NR-column panels one after another, each kc x nr floats (columns past n are zeros)."""
+    NR-column panels one after another, each kc x nr floats (columns past n are zeros). One copy
+    pass when n is a multiple of nr (the padded copy only otherwise); into `out` when given."""
     k, n = b.shape
     npan = -(-n // nr)
-    padded = np.zeros((k, npan * nr), np.float32)
-    padded[:, :n] = b
+    if n % nr:
+        padded = np.zeros((k, npan * nr), np.float32)
+        padded[:, :n] = b
+        b = padded
     kc = kc or max(k, 1)
-    out = np.empty(k * npan * nr, np.float32)
+    out = np.empty(k * npan * nr, np.float32) if out is None else out
     for k0 in range(0, k, kc):
         rows = min(kc, k - k0)
         block = out[k0 * npan * nr:(k0 + rows) * npan * nr].reshape(npan, rows, nr)
-        block[...] = padded[k0:k0 + rows].reshape(rows, npan, nr).transpose(1, 0, 2)
+        block[...] = b[k0:k0 + rows].reshape(rows, npan, nr).transpose(1, 0, 2)
     return out
 
 
+def _pack_all(b: np.ndarray, nr: int, per: int, threads: int) -> np.ndarray:
+    """Every matrix of the stack b [B, k, n] packed (`pack_panels`, K blocks of KC), one after
+    another (`per` floats each); the matrices' K blocks are packed on the host threads (numpy
+    copies release the GIL), as packing a large B took a tenth of its product's time."""
+    nb, k, n = b.shape
+    bp = np.empty(nb * per, np.float32)
+    blocks = -(-k // KC)
+    if n % nr or nb * blocks == 1:
+        for i in range(nb):
+            pack_panels(b[i], nr, KC, bp[i * per:(i + 1) * per])
+        return bp
+    npan = n // nr
+
+    def pack(lo: int, hi: int) -> None:
+        for u in range(lo, hi):
+            i, k0 = u // blocks, (u % blocks) * KC
+            rows = min(KC, k - k0)
+            start = i * per + k0 * npan * nr
+            block = bp[start:start + rows * npan * nr].reshape(npan, rows, nr)
+            block[...] = b[i, k0:k0 + rows].reshape(rows, npan, nr).transpose(1, 0, 2)
+
+    from hlo_run.host_kernel import run_ranges
+
+    run_ranges("packing the host GEMM's B", pack, nb * blocks, threads if k * n >= 1 << 16 else 1)
+    return bp
+
+
 def _rows_readable(x: np.ndarray) -> bool:
-    """A float32 matrix whose rows are whole floats apart and whose columns are adjacent."""
-    return x.dtype == np.float32 and x.strides[1] == 4 and x.strides[0] % 4 == 0 and x.strides[0] >= 0
+    """A float32 matrix (or stack of them) whose rows are whole floats apart and whose columns are
+    adjacent."""
+    return x.dtype == np.float32 and x.strides[-1] == 4 and all(s % 4 == 0 and s >= 0 for s in x.strides)
 
 
 def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None) -> None:
     """out = a @ b for float32 matrices a [m, k], b [k, n], out [m, n] (out may be a strided view)."""
-    m, k = a.shape
-    n = b.shape[1]
-    if b.shape[0] != k or out.shape != (m, n):
+    if a.ndim != 2 or b.ndim != 2 or out.ndim != 2:
+        raise ValueError(f"sgemm: shapes {a.shape} x {b.shape} -> {out.shape} are not matrices")
+    sgemm_batched(a[None], b[None], out[None], threads)
+
+
+def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None) -> None:
+    """out[i] = a[i] @ b[i] for float32 stacks a [B, m, k], b [B, k, n], out [B, m, n]. The work
+    is split into MR-row tiles of every matrix, all of them over the host threads at once (a
+    batch of small products keeps both cores busy; a single product is split evenly to a tile)."""
+    nb, m, k = a.shape
+    n = b.shape[-1]
+    if b.shape[:2] != (nb, k) or out.shape != (nb, m, n):
         raise ValueError(f"sgemm: shapes {a.shape} x {b.shape} -> {out.shape} do not match")
-    if m == 0 or n == 0:
+    if nb == 0 or m == 0 or n == 0:
         return
     if k == 0:
         out[...] = 0
         return
-    target = out if _rows_readable(out) else np.empty((m, n), np.float32)
+    target = out if _rows_readable(out) else np.empty((nb, m, n), np.float32)
     a = a if _rows_readable(a) else np.ascontiguousarray(a, np.float32)
-    _, nr, gemm, _, _ = _kernels()
-    bp = pack_panels(b, nr, KC)
-    lda, ldc = a.strides[0] // 4, target.strides[0] // 4
+    mr, nr, gemm, _, _ = _kernels()
+    threads = threads if threads is not None else _threads(4 * nb * (m * k + k * n + m * n))
+    per = k * -(-n // nr) * nr
+    bp = _pack_all(b, nr, per, threads)
+    (sa, lda), (sc, ldc) = (s // 4 for s in a.strides[:2]), (s // 4 for s in target.strides[:2])
     pa, pc, pb = a.ctypes.data, target.ctypes.data, bp.ctypes.data
+    tiles = -(-m // mr)
 
-    def rows(lo: int, hi: int) -> None:
-        r0, r1 = lo * ROW_BLOCK, min(hi * ROW_BLOCK, m)
-        gemm(pa + 4 * r0 * lda, lda, pb, k, pc + 4 * r0 * ldc, ldc, r1 - r0, n)
+    def run(lo: int, hi: int) -> None:
+        while lo < hi:  # calls of at most ROW_TILES tiles of one matrix (its A rows stay in L2)
+            i, t0 = divmod(lo, tiles)
+            t1 = min(hi - i * tiles, tiles, t0 + ROW_TILES)
+            r0, r1 = t0 * mr, min(t1 * mr, m)
+            gemm(pa + 4 * (i * sa + r0 * lda), lda, pb + 4 * i * per, k, pc + 4 * (i * sc + r0 * ldc), ldc,
+                 r1 - r0, n)
+            lo = i * tiles + t1
 
     from hlo_run.host_kernel import run_ranges
 
-    run_ranges("the host GEMM", rows, -(-m // ROW_BLOCK),
-               threads if threads is not None else _threads(4 * (m * k + k * n + m * n)))
+    run_ranges("the host GEMM", run, nb * tiles, threads)
     if target is not out:
         out[...] = target
 

@@ -74,28 +74,34 @@ def _microkernel(mr: int, nr: int) -> list[str]:
 
 
 def _store_tile(mr: int, nr: int) -> list[str]:
+    """Store the accumulators (masked columns, valid rows only): added to C's old values when
+    %accum, else written over them without reading C (a K block after the first adds; the first
+    must not pay for reading an output it overwrites, 16 MiB on the bench's MLP)."""
     lanes = ", ".join(f"i64 {lane}" for lane in range(16))
     out = []
     for j in range(nr // 16):
         out += [f"  %rem{j} = sub i64 %nv, {16 * j}",
-        f"  %rs{j} = insertelement <16 x i64> poison, i64 %rem{j}, i64 0",
+                f"  %rs{j} = insertelement <16 x i64> poison, i64 %rem{j}, i64 0",
                 f"  %rv{j} = shufflevector <16 x i64> %rs{j}, <16 x i64> poison, <16 x i32> zeroinitializer",
                 f"  %mask{j} = icmp slt <16 x i64> <{lanes}>, %rv{j}"]
-    out.append("  br label %row0")
-    for i in range(mr):
-        nxt = f"%row{i + 1}" if i + 1 < mr else "%done"
-        out += [f"row{i}:", f"  br i1 %ok{i}, label %st{i}, label %done", f"st{i}:",
-                f"  %co{i} = mul i64 {i}, %ldc", f"  %cr{i} = getelementptr float, ptr %c, i64 %co{i}"]
-        for j in range(nr // 16):
-            q = f"%cq{i}_{j}"
-            out += [f"  {q} = getelementptr float, ptr %cr{i}, i64 {16 * j}",
-                    f"  %old{i}_{j} = call {_VF} @llvm.masked.load.v16f32.p0(ptr {q}, i32 4, "
-                    f"<16 x i1> %mask{j}, {_VF} zeroinitializer)",
-                    f"  %sum{i}_{j} = fadd {_VF} %old{i}_{j}, %n{i}_{j}",
-                    f"  %w{i}_{j} = select i1 %accum, {_VF} %sum{i}_{j}, {_VF} %n{i}_{j}",
-                    f"  call void @llvm.masked.store.v16f32.p0({_VF} %w{i}_{j}, ptr {q}, i32 4, "
-                    f"<16 x i1> %mask{j})"]
-        out.append(f"  br label {nxt}")
+    out.append("  br i1 %accum, label %arow0, label %wrow0")
+    for path, adds in (("a", True), ("w", False)):
+        for i in range(mr):
+            nxt = f"%{path}row{i + 1}" if i + 1 < mr else "%done"
+            out += [f"{path}row{i}:", f"  br i1 %ok{i}, label %{path}st{i}, label %done", f"{path}st{i}:",
+                    f"  %{path}co{i} = mul i64 {i}, %ldc",
+                    f"  %{path}cr{i} = getelementptr float, ptr %c, i64 %{path}co{i}"]
+            for j in range(nr // 16):
+                q, value = f"%{path}cq{i}_{j}", f"%n{i}_{j}"
+                out.append(f"  {q} = getelementptr float, ptr %{path}cr{i}, i64 {16 * j}")
+                if adds:
+                    value = f"%sum{i}_{j}"
+                    out += [f"  %old{i}_{j} = call {_VF} @llvm.masked.load.v16f32.p0(ptr {q}, i32 4, "
+                            f"<16 x i1> %mask{j}, {_VF} zeroinitializer)",
+                            f"  {value} = fadd {_VF} %old{i}_{j}, %n{i}_{j}"]
+                out.append(f"  call void @llvm.masked.store.v16f32.p0({_VF} {value}, ptr {q}, i32 4, "
+                           f"<16 x i1> %mask{j})")
+            out.append(f"  br label {nxt}")
     return out + ["done:", "  ret void"]
 
 

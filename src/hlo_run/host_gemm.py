@@ -16,13 +16,15 @@ and agree with the interpreter bit for bit.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from hlo_common.interpreter.gemm_semantics import ALGORITHM_OPERAND_TYPES, GemmSemantics, evaluate_gemm
 from hlo_common.interpreter.numeric import accumulation_dtype, dot_general
 from hlo_common.manifest.thunks import GemmConfig
 from hlo_common.hlo.shape import Shape
-from hlo_run.host_blas import sgemm
+from hlo_run.host_blas import sgemm, sgemm_batched
 
 
 def semantics_of(cfg: GemmConfig) -> GemmSemantics:
@@ -32,12 +34,18 @@ def semantics_of(cfg: GemmConfig) -> GemmSemantics:
 
 
 def host_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """[batch..., M, K] x [batch..., K, N] stacks of f32 through `sgemm` (one call per matrix)."""
+    """[batch..., M, K] x [batch..., K, N] stacks of f32 through `sgemm_batched` (the matrices of a
+    batch split over the host threads together)."""
     shape = a.shape[:-1] + b.shape[-1:]
     if out is None:
         out = np.empty(shape, np.float32)
-    for index in np.ndindex(*shape[:-2]):
-        sgemm(a[index], b[index], out[index])
+    if not out.flags.c_contiguous:  # a view of the batch would be a copy: one call per matrix
+        for index in np.ndindex(*shape[:-2]):
+            sgemm(a[index], b[index], out[index])
+        return out
+    batch = math.prod(shape[:-2])
+    sgemm_batched(a.reshape(batch, *a.shape[-2:]), b.reshape(batch, *b.shape[-2:]),
+                  out.reshape(batch, *shape[-2:]))
     return out
 
 
@@ -49,19 +57,28 @@ def run_gemm(cfg: GemmConfig, out_shape: Shape, lhs: np.ndarray, rhs: np.ndarray
     sem = semantics_of(cfg)
     f32 = accumulation_dtype(out_shape.element_type) == np.float32
     product = host_product if f32 else None
-    if out is not None and _plain_product(sem, out_shape, lhs, rhs, out):
-        return dot_general(lhs, rhs, *sem.dims, out=out, product=product)
+    if out is not None and _direct(sem, out_shape, lhs, rhs, out, c):
+        # evaluate_gemm's steps (acc * alpha, then + c), each the same numpy operation in the
+        # result type, in the output buffer: no temporaries beyond the product, no copy back
+        # (c, when read, is usually the output buffer itself: a plain product cannot go there)
+        alpha = np.asarray(sem.alpha.real, out.dtype)
+        acc = dot_general(lhs, rhs, *sem.dims, out=out if sem.beta == 0 else None, product=product)
+        if sem.alpha != 1:
+            acc = np.multiply(acc, alpha, out=acc)  # the product array: out, or a fresh one when c is read
+        return acc if sem.beta == 0 else np.add(acc, c, out=out)
     return evaluate_gemm(sem, out_shape.element_type, lhs, rhs, c if cfg.beta != 0 else None,
                          bias, out_shape.minor_to_major, product=product).result
 
 
-def _plain_product(sem: GemmSemantics, out_shape: Shape, lhs: np.ndarray, rhs: np.ndarray,
-                   out: np.ndarray) -> bool:
-    """True when the GEMM is only the product (alpha 1, no c, no epilogue, no operand rounding) of
-    operands already in the accumulation type, which is the result type: then `evaluate_gemm`
-    would return dot_general's array unchanged, so the product may go straight into `out`."""
+def _direct(sem: GemmSemantics, out_shape: Shape, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray,
+            c: np.ndarray | None) -> bool:
+    """True when the GEMM is alpha * product (+ c with beta 1), real alpha, no epilogue, no
+    operand rounding, of operands already in the accumulation type, which is the result type:
+    then `evaluate_gemm` computes exactly those steps, and they may run in `out`."""
     acc = accumulation_dtype(out_shape.element_type)
-    return (sem.alpha == 1 and sem.beta == 0 and sem.epilogue == "DEFAULT"
+    c_ok = sem.beta == 0 or (sem.beta == 1 and c is not None and c.dtype == out.dtype
+                             and c.shape == out.shape)
+    return (c_ok and complex(sem.alpha).imag == 0 and sem.epilogue == "DEFAULT"
             and sem.algorithm not in ALGORITHM_OPERAND_TYPES and out_shape.element_type.is_float
             and acc == out_shape.element_type.np_dtype == lhs.dtype == rhs.dtype == out.dtype
             and out.flags.c_contiguous and not np.may_share_memory(out, lhs)

@@ -128,6 +128,11 @@ class ManifestExecutable(Executable):
         self.kernels = {name: self._load_kernel(k) for name, k in sorted(manifest.kernels.items())}
         self.constants = {a.index: self._upload_constant(a) for a in manifest.allocations
                           if a.kind == "constant"}
+        from hlo_run.argument_borrowing import read_only_parameters
+
+        # Parameter allocations whose argument the device may use in place (no copy; the host).
+        borrows = getattr(device, "borrows_arguments", False)
+        self.borrowable = read_only_parameters(manifest) if borrows else set()
         self._times: dict[int, float] = {}
         self.max_while_iterations: int | None = None  # hlo-run --max-while-iterations
         self._progress: _Progress | None = None
@@ -158,9 +163,9 @@ class ManifestExecutable(Executable):
     def run(self, args: Sequence[Any]) -> Any:
         if len(args) != len(self.parameter_shapes):
             raise HloError(f"{self.name}: {len(args)} arguments for {len(self.parameter_shapes)} parameters")
-        buffers = self._allocate()
+        buffers, borrowed = self._allocate(args)
         try:
-            self._bind(buffers, args)
+            self._bind(buffers, args, borrowed)
             self.buffers = buffers
             self.bases = {i: self.device.address(b) for i, b in buffers.items()}
             self._times = {}
@@ -175,7 +180,7 @@ class ManifestExecutable(Executable):
             return self._results(buffers)
         finally:
             for i, b in buffers.items():
-                if i not in self.constants:
+                if i not in self.constants and i not in borrowed:
                     self.device.release(b)
 
     def close(self) -> None:
@@ -189,11 +194,21 @@ class ManifestExecutable(Executable):
         timed = sorted(self._times.items(), key=lambda kv: self.labels[kv[0]])
         return [(self.labels[k], v) for k, v in timed]
 
-    def _allocate(self) -> dict[int, Any]:
-        out = dict(self.constants)
+    def _allocate(self, args: Sequence[Any]) -> tuple[dict[int, Any], set[int]]:
+        """The run's buffers, and the indices of those that are borrowed arguments."""
+        from hlo_run.argument_borrowing import borrowed_buffer
+
+        out, borrowed = dict(self.constants), set()
         for a in self.manifest.allocations:
             if a.kind == "constant":
                 continue
+            if a.index in self.borrowable:
+                value, shape = self._argument(a, args)
+                buffer = borrowed_buffer(value, shape, a)
+                if buffer is not None:
+                    out[a.index] = buffer
+                    borrowed.add(a.index)
+                    continue
             try:
                 out[a.index] = self.device.allocate(a.size, a.alignment)
             except MemoryError:
@@ -203,16 +218,18 @@ class ManifestExecutable(Executable):
                 total = sum(x.size for x in self.manifest.allocations)
                 raise ThunkError(f"allocation {a.index} ({_bytes_text(a.size)}) does not fit "
                                  f"in memory; the program's buffers take {_bytes_text(total)}") from None
-        return out
+        return out, borrowed
 
-    def _bind(self, buffers: dict[int, Any], args: Sequence[Any]) -> None:
+    def _argument(self, a: Allocation, args: Sequence[Any]) -> tuple[Any, Shape]:
+        value, shape = args[a.parameter_number], self.parameter_shapes[a.parameter_number]
+        for i in a.parameter_shape_index:
+            value, shape = value[i], shape.tuple_shapes[i]
+        return value, shape
+
+    def _bind(self, buffers: dict[int, Any], args: Sequence[Any], borrowed: set[int]) -> None:
         for a in self.manifest.allocations:
-            if a.kind != "parameter":
-                continue
-            value, shape = args[a.parameter_number], self.parameter_shapes[a.parameter_number]
-            for i in a.parameter_shape_index:
-                value, shape = value[i], shape.tuple_shapes[i]
-            self.device.write_array(buffers[a.index], value, shape)
+            if a.kind == "parameter" and a.index not in borrowed:
+                self.device.write_array(buffers[a.index], *self._argument(a, args))
 
     def _results(self, buffers: dict[int, Any]) -> Any:
         leaves = {}

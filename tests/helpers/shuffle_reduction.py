@@ -13,9 +13,10 @@ from hlo_codegen.kernel_ir import Buffer, FunctionBuilder, IRBuilder, Kernel
 THREADS, BLOCKS = 64, 3
 
 
-def reduction_kernel(etype: str = "f32") -> Kernel:
+def reduction_kernel(etype: str = "f32", lanes_out: bool = True) -> Kernel:
     """Per block: x*2 through shared memory in reverse order, a warp shuffle sum, warp sums
-    through shared memory again, thread 0 adds them. Writes every lane's shuffle result too."""
+    through shared memory again, thread 0 adds them. Writes every lane's shuffle result too
+    (unless not `lanes_out`: then only lane 0, `th_x % 32 == 0`, reads it, as the emitters do)."""
     t = {"f32": "f32", "s32": "i32"}[etype]
     k = Kernel("block_sum", (BLOCKS, 1, 1), (THREADS, 1, 1))
     k.buffers += [Buffer("arg0", "param", etype, THREADS * BLOCKS),
@@ -36,8 +37,11 @@ def reduction_kernel(etype: str = "f32") -> Kernel:
     on_th = f"domain: d0 in [0, {THREADS - 1}]"
     mirror = b.apply_indexing(parse_indexing_map(f"(d0) -> ({THREADS - 1} - d0), {on_th}"), [th])[0]
     (r,) = b.shuffle_reduce(add.function, [b.load("tile", mirror, t)])
-    b.store("arg1", r, flat)
-    lane = b.apply_indexing(parse_indexing_map(f"(d0) -> (d0 mod 32), {on_th}"), [th])[0]
+    if lanes_out:
+        b.store("arg1", r, flat)
+        lane = b.apply_indexing(parse_indexing_map(f"(d0) -> (d0 mod 32), {on_th}"), [th])[0]
+    else:
+        lane = b.binary("remui", th, b.index(32))
     warp = b.apply_indexing(parse_indexing_map(f"(d0) -> (d0 floordiv 32), {on_th}"), [th])[0]
     b.if_(b.cmpi("eq", lane, b.index(0)), [], lambda: (b.store("warps", r, warp), [])[1])
     b.sync_threads()
@@ -51,6 +55,7 @@ def reduction_kernel(etype: str = "f32") -> Kernel:
 
     b.if_(b.cmpi("eq", th, b.index(0)), [], total)
     return k
+
 
 
 def emulate(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -50,6 +50,7 @@ INLINE_MAX_INSTRUCTIONS = 400  # straight-line helper functions up to this size 
 # Kernels with more thread phases than this (a bitonic sort has ~50) keep plain thread loops:
 # vectorizing every phase tripled their JIT time (0.66 -> 1.6 s) to halve a ~50 ms run.
 MAX_PARALLEL_PHASES = 8
+NEST_MIN_X = 16  # thread phases of blocks at least this wide in x (and 2-d or 3-d) loop over x inside
 
 
 class HostTarget(Target):
@@ -124,6 +125,7 @@ class _KernelLowering:
     def __init__(self, kernel: Kernel):
         self.kernel = kernel
         self.ml = ModuleLowering(kernel, HostTarget())
+        self.ml.narrow_exps = narrow_exps(kernel)
         self.ml.lower_functions()
         self.phases = _phases(kernel)
         self.def_phase: dict[int, int] = {}
@@ -220,9 +222,10 @@ class _KernelLowering:
     def _slot(self, v: Value, t: LV) -> LV:
         return self.fn.gep(_mem_type(llvm_type(v.type)), self.spills[id(v)], t)
 
-    def _enter_thread(self, t: LV, phase: int, needed: list[Value]) -> RegionLowering:
+    def _enter_thread(self, t: LV, phase: int, needed: list[Value], ids: dict[str, LV] | None = None
+                      ) -> RegionLowering:
         rl = self._region()
-        rl.ids = dict(self.block_ids, **self._delinearize(t, self.kernel.block, "th"))
+        rl.ids = dict(self.block_ids, **(ids or self._delinearize(t, self.kernel.block, "th")))
         for v in needed:
             self._materialize(rl, v, t, phase)
         return rl
@@ -246,10 +249,10 @@ class _KernelLowering:
         if sum(ops[0].name != "shuffle_reduce" for ops in self.phases) <= MAX_PARALLEL_PHASES:
             group, loop_id = parallel_loop_metadata(self.ml.module)
 
-        def body(t: LV, iters: list[LV]) -> list[LV]:
+        def body(t: LV, ids: dict[str, LV] | None) -> None:
             self.fn.access_group = group
             try:
-                rl = self._enter_thread(t, p, needed)
+                rl = self._enter_thread(t, p, needed, ids)
                 for op in ops:
                     rl.lower_op(op)
                     for r in op.results:
@@ -257,10 +260,31 @@ class _KernelLowering:
                             _store(self.fn, rl.v(r), self._slot(r, t))
             finally:
                 self.fn.access_group = None
+
+        bx, by, bz = self.kernel.block
+        loop = self._region()
+        if bx < NEST_MIN_X or by * bz == 1:
+            loop.for_range(0, bx * by * bz - 1, [], lambda t, _: body(t, None) or [], hint="t",
+                           loop_md=loop_id)
+            return
+        # A 2-d or 3-d block as a loop over its rows (y, z) around a loop over x: the thread id x
+        # is then the inner induction variable, so loads indexed by it are consecutive and the
+        # vectorizer runs lanes of x (a flat loop over t = x + bx * y made x = t mod bx: gathers).
+        f = self.fn
+
+        def row(yz: LV, iters: list[LV]) -> list[LV]:
+            ids = {"th_y": f.binop("urem", yz, LV(I64, str(by))) if by > 1 else LV(I64, "0"),
+                   "th_z": f.binop("udiv", yz, LV(I64, str(by))) if bz > 1 else LV(I64, "0")}
+            base = f.binop("mul", yz, LV(I64, str(bx)))
+
+            def lane(x: LV, _: list[LV]) -> list[LV]:
+                body(f.binop("add", base, x), dict(ids, th_x=x))
+                return []
+
+            loop.for_range(0, bx - 1, [], lane, hint="tx", loop_md=loop_id)
             return []
 
-        RegionLowering.for_range(self._region(), 0, self.kernel.num_threads - 1, [], body, hint="t",
-                                 loop_md=loop_id)
+        loop.for_range(0, by * bz - 1, [], row, hint="tyz")
 
     def _parallel_loop(self) -> tuple[str, str]:
         return parallel_loop_metadata(self.ml.module)
@@ -288,8 +312,12 @@ class _KernelLowering:
             return []
 
         loop.for_range(0, n - 1, [], init, hint="t", loop_md=loop_id)
+        lane0 = lane0_only(self.kernel, op)
         while distance >= 1:
-            self._shuffle_step(op, reducer, cur, scratch, distance)
+            if lane0:
+                self._shuffle_step_lane0(op, reducer, cur, distance)
+            else:
+                self._shuffle_step(op, reducer, cur, scratch, distance)
             distance //= 2
 
     def _shuffle_step(self, op: Op, reducer, cur: list[LV], scratch: list[LV], d: int) -> None:
@@ -311,16 +339,14 @@ class _KernelLowering:
             src = f.binop("add", t, LV(I64, str(d)))
             ok = f.binop("and", f.icmp("slt", f.binop("add", lane, LV(I64, str(d))), LV(I64, "32")),
                          f.icmp("slt", src, LV(I64, str(n))))
-            mine = [_load(f, ty, f.gep(_mem_type(ty), s, t)) for ty, s in zip(types, scratch)]
+            # A thread's own value comes from its own slot (written only by this iteration), the
+            # partner's from the copy: two arrays, so LLVM sees no value carried between
+            # iterations (one array made d = 1 a recurrence, vectorized with a scalar tail).
+            mine = [_load(f, ty, f.gep(_mem_type(ty), c, t)) for ty, c in zip(types, cur)]
             # Slot t + d may be a spare slot never written: its value is dropped by the select.
             other = [f.select(ok, _load(f, ty, f.gep(_mem_type(ty), s, src)), m)
                      for ty, s, m in zip(types, scratch, mine)]
-            args = [self.buffers[b.name] for b in self.kernel.params] + mine + other
-            ret = types[0] if len(types) == 1 else "{ " + ", ".join(types) + " }"
-            out = f.call(ret, self.ml.symbols[reducer.name], args)
-            vals = [out] if len(types) == 1 else [f.extractvalue(ty, out, i) for i, ty in enumerate(types)]
-            for ty, c, v in zip(types, cur, vals):
-                _store(f, v, f.gep(_mem_type(ty), c, t))
+            self._reduce_into(reducer, types, mine, other, cur, t)
             return []
 
         for body in (copy, combine):
@@ -330,6 +356,111 @@ class _KernelLowering:
                 loop.for_range(0, n - 1, [], body, hint="t", loop_md=loop_id)
             finally:
                 f.access_group = None
+
+
+    def _reduce_into(self, reducer, types: list[str], mine: list[LV], other: list[LV], cur: list[LV],
+                     t: LV) -> None:
+        """cur[t] = reducer(mine, other), for each of the shuffle's values."""
+        f = self.fn
+        args = [self.buffers[b.name] for b in self.kernel.params] + mine + other
+        ret = types[0] if len(types) == 1 else "{ " + ", ".join(types) + " }"
+        out = f.call(ret, self.ml.symbols[reducer.name], args)
+        vals = [out] if len(types) == 1 else [f.extractvalue(ty, out, i) for i, ty in enumerate(types)]
+        for ty, c, v in zip(types, cur, vals):
+            _store(f, v, f.gep(_mem_type(ty), c, t))
+
+    def _shuffle_step_lane0(self, op: Op, reducer, cur: list[LV], d: int) -> None:
+        """The step by d where only lane 0 of each warp is read afterwards (`lane0_only`): lane 0's
+        final value depends on lanes [0, d) after this step, which read lanes [0, 2d) before it,
+        so only those are computed (31 lanes a warp over all steps, not 5 x 32). Lanes [0, d)
+        are written and [d, 2d) read, so no copy is needed and the lanes are independent."""
+        f = self.fn
+        types = [llvm_type(r.type) for r in op.results]
+        loop = self._region()
+
+        def lane(w: LV, i: LV) -> None:
+            t = f.binop("add", f.binop("mul", w, LV(I64, "32")), i)
+            src = f.binop("add", t, LV(I64, str(d)))
+            mine = [_load(f, ty, f.gep(_mem_type(ty), c, t)) for ty, c in zip(types, cur)]
+            other = [_load(f, ty, f.gep(_mem_type(ty), c, src)) for ty, c in zip(types, cur)]
+            self._reduce_into(reducer, types, mine, other, cur, t)
+
+        def warp(w: LV, iters: list[LV]) -> list[LV]:
+            group, loop_id = self._parallel_loop()
+            f.access_group = group
+            try:
+                loop.for_range(0, d - 1, [], lambda i, _: lane(w, i) or [], hint="l", loop_md=loop_id)
+            finally:
+                f.access_group = None
+            return []
+
+        loop.for_range(0, self.kernel.num_threads // 32 - 1, [], warp, hint="w")
+
+
+_NARROW = ("bf16", "f16")
+
+
+def narrow_exps(kernel: Kernel) -> set[int]:
+    """ids of the kernel body's f32 `exp` ops whose operand is widened from bf16/f16 and whose
+    every use rounds the result to bf16/f16: computed in f32 arithmetic (math_narrow.py)."""
+    ops = list(kernel.body.walk())
+    defs = {id(r): o for o in ops for r in o.results}
+    users: dict[int, list[Op]] = {}
+    for o in ops:
+        for v in o.operands:
+            users.setdefault(id(v), []).append(o)
+    out = set()
+    for o in ops:
+        if o.name != "exp" or o.results[0].type != "f32":
+            continue
+        src = defs.get(id(o.operands[0]))
+        uses = users.get(id(o.results[0]), [])
+        if (src is not None and src.name == "extf" and src.operands[0].type in _NARROW and uses
+                and all(u.name == "truncf" and u.results[0].type in _NARROW for u in uses)):
+            out.add(id(o))
+    return out
+
+
+def lane0_only(kernel: Kernel, op: Op) -> bool:
+    """True when every use of the shuffle_reduce `op`'s results is inside the then-branch of an
+    `if` whose condition proves the thread is lane 0 of its warp: `th_x == 0` or
+    `th_x % (32 k) == 0`, in a block whose x size and thread count are multiples of 32 (the
+    reduction emitters' "lane 0 writes the warp's partial" pattern)."""
+    if kernel.block[0] % 32 or kernel.num_threads % 32 or int(op.attrs.get("max_distance", 16)) > 16:
+        return False
+    defs = {id(r): o for o in kernel.body.walk() for r in o.results}
+    results = {id(r) for r in op.results}
+
+    def is_op(v: Value, name: str, **attrs) -> Op | None:
+        o = defs.get(id(v))
+        ok = o is not None and o.name == name and all(o.attrs.get(k) == a for k, a in attrs.items())
+        return o if ok else None
+
+    def lane_zero(v: Value) -> bool:  # x is a multiple of 32 when v == 0
+        if is_op(v, "thread_id", dim="x"):
+            return True
+        rem = is_op(v, "remui")
+        const = rem and is_op(rem.operands[1], "constant")
+        return bool(const and is_op(rem.operands[0], "thread_id", dim="x")
+                    and isinstance(const.attrs.get("value"), int) and const.attrs["value"] % 32 == 0
+                    and const.attrs["value"] > 0)
+
+    def says_lane0(cond: Value) -> bool:
+        cmp = is_op(cond, "cmpi", predicate="eq")
+        return bool(cmp) and any(is_op(z, "constant", value=0) and lane_zero(x)
+                                 for x, z in (cmp.operands, cmp.operands[::-1]))
+
+    def uses_only_guarded(block, guarded: bool) -> bool:
+        for o in block.ops:
+            if not guarded and any(id(v) in results for v in o.operands):
+                return False
+            for i, region in enumerate(o.regions):
+                inner = guarded or (o.name == "if" and i == 0 and says_lane0(o.operands[0]))
+                if not uses_only_guarded(region, inner):
+                    return False
+        return True
+
+    return uses_only_guarded(kernel.body, False)
 
 
 def lower_to_host(kernel: Kernel, verify: bool = True) -> str:

@@ -129,6 +129,14 @@ class MathBuilder:
             acc = self.add(self.mul(acc, x), self.c(c))
         return acc
 
+    def fma_horner(self, x: LV, coeffs: list[float]) -> LV:
+        """`horner` with each step one fused multiply-add (llvm.fma: one rounding, the same on every
+        target): half the instructions of the vectorized f32 forms, and no less accurate."""
+        acc = self.c(coeffs[0])
+        for c in coeffs[1:]:
+            acc = self.intr("fma", acc, x, self.c(c))
+        return acc
+
     def pow2(self, k: LV) -> LV:
         """2**k for an i64 k in the normal range."""
         f = self.f

@@ -6,17 +6,18 @@ functions, whose f64 accuracy costs degree-13 polynomials, divisions and calls b
 branches, no calls), so it is inlined into the kernel and the host's loop vectorizer runs it on a
 vector of threads.
 
-The shape is XLA:CPU's (xla/service/cpu/llvm_ir_runtime.cc: exp as Cody-Waite reduction by ln 2
-and a polynomial scaled by 2^n built from the exponent bits; log from the exponent field and a
+The shape is XLA:CPU's (xla/service/cpu/llvm_ir_runtime.cc: exp as Cody-Waite reduction by ln 2 and
+a polynomial scaled by 2^n built from the exponent bits; log from the exponent field and a
 polynomial of the mantissa; tanh clamped where it is +-1), but every step runs in double and the
-result is rounded to f32 once. Polynomial errors are below 2^-30 relative, so results stay within
-the project's f32 bound (1 ulp of the correctly rounded value, tests/unit/hlo_codegen/llvm/
-test_lowering_math.py; about 0.5 ulp in fact) where XLA's f32 polynomials are several ulp off and
-flush subnormals. Degrees: exp - Taylor to r^8 on |r| <= ln2/2; expm1 - the same reduction,
-r + r^2 (Taylor to r^9 / 9!); tanh - expm1(2|x|) / (expm1(2|x|) + 2); log - log(1 + f) = 2s +
-2s^3/3 + ... to s^13 with s = f / (2 + f), |s| <= 0.1716; erf - x P(x^2) (Taylor to x^25) below
-0.9, 1 - exp(-x^2) erfcx(x) above, erfcx by a degree-13 Chebyshev interpolant on [0.9, 4] in
-powers of u = (x - 2.45) / 1.55 (erf rounds to 1 beyond 4).
+result is rounded to f32 once. Polynomials are Horner steps of one fused multiply-add each
+(llvm.fma: half the vector instructions of a multiply and an add, one rounding less). Polynomial
+errors are below 2^-30 relative, so results stay within the project's f32 bound (1 ulp of the
+correctly rounded value, tests/unit/hlo_codegen/llvm/test_lowering_math.py; about 0.5 ulp in fact) where
+XLA's f32 polynomials are several ulp off and flush subnormals. Degrees: exp - Taylor to r^8 on |r|
+<= ln2/2; expm1 - the same reduction, r + r^2 (Taylor to r^9 / 9!); tanh - expm1(2|x|) /
+(expm1(2|x|) + 2); log - log(1 + f) = 2s + 2s^3/3 + ... to s^13 with s = f / (2 + f), |s| <= 0.1716;
+erf - x P(x^2) (Taylor to x^25) below 0.9, 1 - exp(-x^2) erfcx(x) above, erfcx by a degree-13
+Chebyshev interpolant on [0.9, 4] in powers of u = (x - 2.45) / 1.55 (erf rounds to 1 beyond 4).
 """
 
 from __future__ import annotations
@@ -54,13 +55,13 @@ def _reduce_ln2(m: MathBuilder, x: LV) -> tuple[LV, LV]:
 def _exp(m: MathBuilder, x: LV) -> LV:
     xc = m.min(m.max(x, m.c(-110.0)), m.c(90.0))  # e^-110 and e^90 round to 0 and inf in f32
     r, scale = _reduce_ln2(m, xc)
-    return m.sel(m.isnan(x), x, m.mul(m.horner(r, _EXP_TAYLOR), scale))
+    return m.sel(m.isnan(x), x, m.mul(m.fma_horner(r, _EXP_TAYLOR), scale))
 
 
 def _expm1(m: MathBuilder, x: LV) -> LV:
     xc = m.min(m.max(x, m.c(-40.0)), m.c(90.0))  # expm1(-40) is -1 in f32
     r, scale = _reduce_ln2(m, xc)
-    em1 = m.add(r, m.mul(m.mul(r, r), m.horner(r, _EXPM1_TAYLOR)))  # e^r - 1, exact near 0
+    em1 = m.add(r, m.mul(m.mul(r, r), m.fma_horner(r, _EXPM1_TAYLOR)))  # e^r - 1, exact near 0
     res = m.add(m.mul(scale, em1), m.sub(scale, m.c(1.0)))  # 2^k (e^r - 1) + (2^k - 1)
     return m.sel(m.or_(m.isnan(x), m.eq(x, m.c(0.0))), x, res)  # NaN, and -0 keeps its sign
 
@@ -84,7 +85,7 @@ def _log(m: MathBuilder, x: LV) -> LV:
     fr = m.sub(mant, m.c(1.0))
     s = m.div(fr, m.add(m.c(2.0), fr))
     z = m.mul(s, s)
-    log1pf = m.sub(fr, m.mul(s, m.sub(fr, m.mul(z, m.horner(z, _LOG_SERIES)))))
+    log1pf = m.sub(fr, m.mul(s, m.sub(fr, m.mul(z, m.fma_horner(z, _LOG_SERIES)))))
     res = m.add(m.mul(f.cast("sitofp", e, D), m.c(LN2)), log1pf)
     res = m.sel(m.eq(x, m.c(math.inf)), x, res)
     res = m.sel(m.eq(x, m.c(0.0)), m.c(-math.inf), res)
@@ -94,10 +95,10 @@ def _log(m: MathBuilder, x: LV) -> LV:
 
 def _erf(m: MathBuilder, x: LV) -> LV:
     a = m.abs(x)
-    small = m.mul(a, m.horner(m.mul(a, a), _ERF_TAYLOR))
+    small = m.mul(a, m.fma_horner(m.mul(a, a), _ERF_TAYLOR))
     ac = m.min(m.max(a, m.c(ERFCX_LO)), m.c(ERFCX_HI))
     u = m.mul(m.sub(ac, m.c((ERFCX_HI + ERFCX_LO) / 2)), m.c(2.0 / (ERFCX_HI - ERFCX_LO)))
-    tail = m.sub(m.c(1.0), m.mul(_exp(m, m.neg(m.mul(ac, ac))), m.horner(u, ERFCX_POLY)))
+    tail = m.sub(m.c(1.0), m.mul(_exp(m, m.neg(m.mul(ac, ac))), m.fma_horner(u, ERFCX_POLY)))
     r = m.sel(m.lt(a, m.c(ERF_SPLIT)), small, tail)
     return m.sel(m.isnan(x), x, m.copysign(r, x))
 

@@ -38,6 +38,7 @@ _EMPTY = np.zeros(1, np.uint8)  # stands for a zero-sized argument (the kernel n
 
 class HostDevice(Device):
     name = "host"
+    borrows_arguments = True  # read-only arguments are used in place (hlo_run.argument_borrowing)
 
     def __init__(self, guard_bytes: int = GUARD_BYTES):
         self.guard_bytes = guard_bytes

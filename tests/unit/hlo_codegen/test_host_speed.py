@@ -182,3 +182,37 @@ def _run_in_child(x: np.ndarray) -> np.ndarray:
     out = np.zeros_like(x)
     load_host_kernel(lower_to_host(kernel), kernel.name)([x, out], 4, threads=2)
     return out
+
+
+# Blocks of 32 x 2 x 2 threads; each thread loads one float, and after a barrier (the value is
+# carried across it in a per-thread array) stores it transposed: out[x * 4 + y * 2 + z].
+NESTED = """
+#map0 = (th_x, th_y, th_z, bl_x) -> (th_x + th_y * 32 + th_z * 64 + bl_x * 128), domain: th_x in [0, 31], th_y in [0, 1], th_z in [0, 1], bl_x in [0, 3]
+#map1 = (th_x, th_y, th_z, bl_x) -> (th_x * 4 + th_y * 2 + th_z + bl_x * 128), domain: th_x in [0, 31], th_y in [0, 1], th_z in [0, 1], bl_x in [0, 3]
+kernel @nested grid = [4, 1, 1] block = [32, 2, 2] {
+  param @arg0 : f32[512]
+  param @arg1 : f32[512] written
+  %th_x = thread_id {dim = x, range = [0, 31]} : index
+  %th_y = thread_id {dim = y, range = [0, 1]} : index
+  %th_z = thread_id {dim = z, range = [0, 1]} : index
+  %bl_x = block_id {dim = x, range = [0, 3]} : index
+  %0 = apply_indexing #map0 %th_x, %th_y, %th_z, %bl_x : index
+  %1 = load @arg0 %0 : f32
+  sync_threads
+  %2 = apply_indexing #map1 %th_x, %th_y, %th_z, %bl_x : index
+  store @arg1 %1, %2
+}
+"""
+
+
+def test_a_multi_dimensional_block_loops_over_x_innermost() -> None:
+    """Thread phases of a 32 x 2 x 2 block are a loop over (y, z) around a loop over x (x is then
+    the vectorized induction variable); every thread still gets its own x, y and z."""
+    kernel = parse_kernel(NESTED)
+    ir = lower_to_host(kernel)
+    assert "tx_loop" in ir and "tyz_loop" in ir
+    x = np.arange(512, dtype=np.float32)
+    out = np.full(512, -1, np.float32)
+    load_host_kernel(ir, "nested")([x, out], 4)
+    want = x.reshape(4, 2, 2, 32).transpose(0, 3, 2, 1).reshape(-1)  # [bl, z, y, x] -> [bl, x, y, z]
+    np.testing.assert_array_equal(out, want)

@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
-from hlo_run.host_blas import conv_channels_last, sgemm
+from hlo_run.host_blas import conv_channels_last, sgemm, sgemm_batched
 from hlo_run.host_blas_ir import KC
 
 RNG = np.random.default_rng(3)
@@ -26,7 +26,7 @@ def _close(got: np.ndarray, want: np.ndarray, k: int) -> None:
 
 
 @pytest.mark.parametrize("m, k, n", [(1, 1, 1), (5, 3, 7), (13, 33, 31), (12, 32, 32), (25, 2 * KC + 5, 65),
-                                     (200, 17, 3), (97, 300, 130)])
+                                     (200, 17, 3), (97, 300, 130), (50, 2 * KC + 7, 128)])
 def test_sgemm_matches_float64(m, k, n):
     a, b = _rand(m, k), _rand(k, n)
     out = np.full((m, n), np.nan, np.float32)
@@ -52,12 +52,28 @@ def test_sgemm_of_empty_dims():
     sgemm(np.zeros((0, 5), np.float32), np.zeros((5, 4), np.float32), np.zeros((0, 4), np.float32))
 
 
-def test_sgemm_same_bits_on_one_and_many_threads():
-    a, b = _rand(1000, 300), _rand(300, 90)
-    one, many = np.empty((1000, 90), np.float32), np.empty((1000, 90), np.float32)
+@pytest.mark.parametrize("k, n", [(300, 90), (2 * KC + 7, 128)])  # B packed on one thread; on several
+def test_sgemm_same_bits_on_one_and_many_threads(k, n):
+    a, b = _rand(1000, k), _rand(k, n)
+    one, many = np.empty((1000, n), np.float32), np.empty((1000, n), np.float32)
     sgemm(a, b, one, threads=1)
     sgemm(a, b, many, threads=4)
     assert np.array_equal(one, many)
+
+
+def test_sgemm_batched_splits_every_matrix_the_same_on_any_thread_count():
+    """A batch of products split into row tiles of all matrices at once: each matrix equals its own
+    product (a tile range that crosses from one matrix into the next must not mix them), whatever
+    the thread count; a strided batch (every other matrix of a stack) reads and writes in place."""
+    a, b = _rand(6, 37, 20), _rand(6, 20, 45)
+    big = np.full((6, 37, 50), -1.0, np.float32)
+    one = np.empty((3, 37, 45), np.float32)
+    sgemm_batched(a[::2], b[::2], one, threads=1)
+    sgemm_batched(a[::2], b[::2], big[::2, :, :45], threads=4)
+    for i in range(3):
+        _close(one[i], a[2 * i].astype(np.float64) @ b[2 * i], 20)
+    assert np.array_equal(big[::2, :, :45], one)
+    assert (big[1::2] == -1).all() and (big[:, :, 45:] == -1).all()
 
 
 def _conv_reference(x, w, strides, dilations):

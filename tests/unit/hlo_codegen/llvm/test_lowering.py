@@ -5,6 +5,8 @@ host launcher, and lowering errors.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,7 @@ from filecheck_util import check_text
 from hlo_codegen.indexing import parse_indexing_map
 from hlo_codegen.kernel_ir import Buffer, FunctionBuilder, IRBuilder, Kernel, parse_kernel, print_kernel
 from hlo_codegen.llvm import LoweringError, lower_to_host, lower_to_nvptx
+from hlo_codegen.llvm.host import lane0_only
 from hlo_run.host_kernel import HostKernelError, compile_host_module, load_host_kernel
 from shuffle_reduction import BLOCKS, THREADS, emulate, reduction_kernel
 
@@ -27,6 +30,25 @@ def test_host_phases_match_gpu_shuffle_semantics(etype: str) -> None:
     want_lanes, want_totals = emulate(x)
     np.testing.assert_array_equal(lanes, want_lanes)  # the same tree: bitwise equal floats
     np.testing.assert_array_equal(totals, want_totals)
+
+
+def test_host_shuffle_computes_only_lane_0_when_only_lane_0_reads_it() -> None:
+    """When every use of a shuffle's result is under `th_x % 32 == 0`, the host computes only the
+    lanes lane 0 depends on (lanes [0, d) at step d): same totals, bit for bit, as the full tree."""
+    guarded, full = reduction_kernel("f32", lanes_out=False), reduction_kernel("f32")
+    shuffle = next(op for op in guarded.body.ops if op.name == "shuffle_reduce")
+    assert lane0_only(guarded, shuffle)
+    assert not lane0_only(full, next(op for op in full.body.ops if op.name == "shuffle_reduce"))
+    ir = lower_to_host(guarded)
+    lane_loops = re.compile(r"^l_loop[.0-9]*:", re.M)  # one loop over lanes [0, d) per step
+    assert len(lane_loops.findall(ir)) == 5 and not lane_loops.findall(lower_to_host(full))
+    x = (np.random.default_rng(4).standard_normal(THREADS * BLOCKS) * 100).astype(np.float32)
+    lanes, totals = np.zeros_like(x), np.zeros(BLOCKS, x.dtype)
+    load_host_kernel(ir, guarded.name)([x, lanes, totals], BLOCKS)
+    np.testing.assert_array_equal(totals, emulate(x)[1])
+    wide = reduction_kernel("f32", lanes_out=False)
+    wide.block = (16, 4, 1)  # lane 0 of a warp is no longer th_x % 32 == 0
+    assert not lane0_only(wide, next(op for op in wide.body.ops if op.name == "shuffle_reduce"))
 
 
 def test_host_kernel_splits_blocks_across_threads() -> None:
