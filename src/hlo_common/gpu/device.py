@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from hlo_common.errors import InputError
+from hlo_common.source import read_bytes
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,9 @@ def device_for_arch(arch: str) -> DeviceDescription:
     return H100
 
 
+MAX_DEVICE_FILE_BYTES = 1 << 20
+
+
 def load_device(spec: str) -> DeviceDescription:
     """A built-in name (any case) or the path of a JSON file; errors are InputErrors."""
     if spec.lower() in BUILTIN_DEVICES:
@@ -91,9 +95,10 @@ def load_device(spec: str) -> DeviceDescription:
     if not path.exists():
         raise InputError(f"unknown device '{spec}': expected one of {', '.join(BUILTIN_DEVICES)} "
                          "or a JSON file")
+    raw = read_bytes(spec, MAX_DEVICE_FILE_BYTES)  # /dev/zero or an endless pipe: an error, not a hang
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
         raise InputError(f"cannot read device file '{spec}': {exc}") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{spec}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
