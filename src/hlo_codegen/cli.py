@@ -50,16 +50,19 @@ def _check_arch(ctx: click.Context, param: click.Parameter, value: str) -> str:
                    "(sm_90: H100, sm_80: A100).")
 @click.option("--dump-to", "dump_to", metavar="DIR",
               help="Write the buffer assignment, thunk_sequence.txt and per-kernel IR, .ll, .ptx here.")
+@click.option("--dump-module-id", "dump_module_id", type=click.IntRange(0, 9999), default=0,
+              show_default=True, metavar="N", help="The number in the dump files' names (module_NNNN.*).")
 @click.option("--cache-dir", "cache_dir", metavar="DIR",
               help="The kernel cache (default: $HLO_TOOLCHAIN_CACHE_DIR, else ~/.cache/hlo-toolchain).")
 @click.option("--no-cache", "no_cache", is_flag=True, help="Compile every kernel; leave the cache alone.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), metavar="N",
               help="Threads compiling PTX (default: one per CPU, at most 8).")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
-def cli(input_path, output_path, target, arch, dump_to, cache_dir, no_cache, jobs, debug) -> None:
+def cli(input_path, output_path, target, arch, dump_to, dump_module_id, cache_dir, no_cache, jobs,
+        debug) -> None:
     """Compile an HLO module (file or stdin) into a manifest for hlo-run."""
     run_command(TOOL, lambda: _compile(input_path, output_path, target, arch, dump_to,
-                                       _cache_dir(cache_dir, no_cache), jobs), debug)
+                                       _cache_dir(cache_dir, no_cache), jobs, dump_module_id), debug)
 
 
 def _cache_dir(given: str | None, disabled: bool) -> str | None:
@@ -73,7 +76,8 @@ def _cache_dir(given: str | None, disabled: bool) -> str | None:
 
 
 def _compile(input_path: str | None, output_path: str | None, target: str, arch: str,
-             dump_to: str | None, cache_dir: str | None = None, jobs: int | None = None) -> None:
+             dump_to: str | None, cache_dir: str | None = None, jobs: int | None = None,
+             dump_module_id: int = 0) -> None:
     # The compiler is imported before the input is read: behind `hlo-opt |`, that import
     # happens while hlo-opt is still optimizing instead of after it.
     from hlo_common.hlo.parser import parse_module
@@ -94,7 +98,7 @@ def _compile(input_path: str | None, output_path: str | None, target: str, arch:
     if dump_to is not None:
         from hlo_codegen.dump import PrepareDumps
 
-        prepare = PrepareDumps(module.name)
+        prepare = PrepareDumps(module.name, dump_module_id)
     result = compile_module(module, options, dumper=prepare)
     if dump_to is not None:
         from hlo_codegen.dump import write_dumps
