@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from hlo_common.errors import HloParseError, VerificationError
@@ -132,7 +134,9 @@ def test_inference_error_names_instruction(body: str, fragment: str) -> None:
     assert isinstance(err, ShapeInferenceError), err
     assert (err.computation, err.instruction) == ("e", "r"), str(err)
     assert "expected" in str(err) and fragment in str(err), str(err)
-    assert str(err).startswith("in computation e, instruction %r: ")
+    # parsed from text, so its place comes first (issue 22: it was missing for these errors)
+    assert re.fullmatch(r"<string>:\d+:\d+", err.place or ""), str(err)
+    assert str(err).startswith(f"{err.place}: in computation e, instruction %r: ")
 
 
 @pytest.mark.parametrize("body", [
