@@ -33,7 +33,8 @@ MUTATIONS = [
     ("bad-layout", ("p = f32[4]{0}", "p = f32[4]{7}"), r"m\.hlo:10:\d+: "),
     ("undefined-computation", ("to_apply=add_f", "to_apply=add_g"), r"m\.hlo:15:\d+: .*add_g"),
     ("bad-direction", ("direction=LT", "direction=LESS"), r"m\.hlo:12:\d+: "),
-    ("self-call", ("ROOT s = f32[] add(x, y)", "ROOT s = f32[] call(x, y), to_apply=add_f"), r"m\.hlo:6:\d+: "),
+    ("self-call", ("ROOT s = f32[] add(x, y)", "ROOT s = f32[] call(x, y), to_apply=add_f"),
+     r"m\.hlo:6:\d+: "),
     ("dynamic-shape", ("q = f32[4]{0} parameter(1)", "q = f32[?]{0} parameter(1)"), r"m\.hlo:\d+:\d+: "),
 ]
 
@@ -86,7 +87,8 @@ def test_calls_nested_past_the_limit(tool, folder, capsys, monkeypatch):
     comps = ["c0 {\n  p = f32[] parameter(0)\n  ROOT r = f32[] negate(p)\n}\n"]
     for k in range(1, depth):
         comps.append(f"c{k} {{\n  p = f32[] parameter(0)\n  ROOT r = f32[] call(p), to_apply=c{k - 1}\n}}\n")
-    comps.append(f"ENTRY e {{\n  p = f32[] parameter(0)\n  ROOT r = f32[] call(p), to_apply=c{depth - 1}\n}}\n")
+    comps.append("ENTRY e {\n  p = f32[] parameter(0)\n"
+                 f"  ROOT r = f32[] call(p), to_apply=c{depth - 1}\n}}\n")
     text = "HloModule deep\n\n" + "\n".join(comps)
     _refused_without_output(tool, text.encode(), r"m\.hlo:\d+:\d+: computations nest more than 128 deep",
                             folder, capsys, monkeypatch)
