@@ -177,3 +177,29 @@ def test_npz_values_in_range_and_non_finite_are_accepted(tmp_path, ty, stored, p
     assert result.exit_code == 0, result.stderr
     assert printed in result.stdout
     assert ml_dtypes.int4  # the sub-byte types these values are converted to
+
+
+# -- what the tools do internally (issue 22 item 7) -------------------------------------------------
+def test_nothing_internal_writes_dev_null_by_path_or_deletes_folders():
+    """The bisector ran `hlo-opt ... -o /dev/null` (as root that replaced the system's /dev/null
+    with a regular file) and deleted `<dump dir>/passes` recursively. The sources may not name
+    /dev/null or os.devnull as a path, nor call rmtree/rmdir (a folder a tool made for itself is
+    a TemporaryDirectory, removed by its context manager)."""
+    import ast
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "src"
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        scopes = (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)
+        doc_nodes = {id(n.body[0].value) for n in ast.walk(tree)
+                     if isinstance(n, scopes) and n.body and isinstance(n.body[0], ast.Expr)
+                     and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in doc_nodes \
+                    and "/dev/null" in node.value:
+                found.append(f"{path.relative_to(src)}:{node.lineno}: '/dev/null'")
+            if isinstance(node, ast.Attribute) and node.attr in ("devnull", "rmtree", "rmdir", "removedirs"):
+                found.append(f"{path.relative_to(src)}:{node.lineno}: {node.attr}")
+    assert not found, found
