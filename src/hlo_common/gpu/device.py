@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from hlo_common.errors import InputError
-from hlo_common.source import read_bytes
 
 
 @dataclass(frozen=True)
@@ -87,6 +86,20 @@ def device_for_arch(arch: str) -> DeviceDescription:
 MAX_DEVICE_FILE_BYTES = 1 << 20
 
 
+def _read_capped(spec: str) -> bytes:
+    """At most MAX_DEVICE_FILE_BYTES of the file: /dev/zero or an endless pipe is an error, not a
+    hang until memory runs out (the layer below `hlo_common.source`, so read here)."""
+    try:
+        with open(spec, "rb") as f:
+            data = f.read(MAX_DEVICE_FILE_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read device file '{spec}': {exc.strerror or exc}") from None
+    if len(data) > MAX_DEVICE_FILE_BYTES:
+        raise InputError(f"cannot read '{spec}': more than {MAX_DEVICE_FILE_BYTES} bytes, the most read "
+                         "from one input (a device or a pipe that does not end?)")
+    return data
+
+
 def load_device(spec: str) -> DeviceDescription:
     """A built-in name (any case) or the path of a JSON file; errors are InputErrors."""
     if spec.lower() in BUILTIN_DEVICES:
@@ -95,7 +108,7 @@ def load_device(spec: str) -> DeviceDescription:
     if not path.exists():
         raise InputError(f"unknown device '{spec}': expected one of {', '.join(BUILTIN_DEVICES)} "
                          "or a JSON file")
-    raw = read_bytes(spec, MAX_DEVICE_FILE_BYTES)  # /dev/zero or an endless pipe: an error, not a hang
+    raw = _read_capped(spec)
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
