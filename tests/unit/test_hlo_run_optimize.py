@@ -99,7 +99,7 @@ def test_invalid_hlo_gets_the_verifier_error_on_every_platform(tmp_path, platfor
     assert result.exit_code == 1 and "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert lines[0] == ("hlo-run: error: verification failed in the input: in computation e, "
+    assert lines[0] == (f"hlo-run: error: {path}:4:8: verification failed in the input: in computation e, "
                         "instruction %r: reshape: operand f32[4,8] has 32 elements, result f32[5,7] has 35; "
                         "expected equal counts")
 
