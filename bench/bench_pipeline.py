@@ -12,6 +12,10 @@ and the passes that took the most CPU time (summed over their runs). Then it say
 whether the time grows within n log n between consecutive stack sizes (a ratio of times at most
 1.3x the ratio of n log n), and whether the ~10k-instruction stack meets the 10 s target.
 `--profile N` runs cProfile on the stack nearest N instructions and prints the top functions.
+`--adversarial 1000,2000` runs `hlo-opt` (a process each, `--timeout` seconds at most) on the
+shapes of `adversarial_shapes.py` (elementwise chains, wide fan-outs, deep call/while/conditional
+nesting) and prints wall seconds and peak memory; the chain's target is 20,000 ops in under 10 s
+and 1 GB.
 """
 
 from __future__ import annotations
@@ -117,13 +121,47 @@ def profile(text: str, name: str, lines: int = 30) -> str:
     return out.getvalue()
 
 
+def adversarial(sizes: list[int], timeout: float) -> None:
+    """hlo-opt in a child process on each adversarial shape: wall seconds and peak RSS."""
+    import subprocess
+    import tempfile
+
+    from adversarial_shapes import deep_nesting, elementwise_chain, wide_fanout
+
+    hlo_opt = Path(sys.executable).with_name("hlo-opt")
+    cases = [(f"elementwise chain {n}", elementwise_chain(n)) for n in sizes]
+    cases += [(f"wide fan-out {n}", wide_fanout(n)) for n in sizes]
+    cases += [(f"deep nesting {d}", deep_nesting(d)) for d in (8, 16, 32, 48)]
+    print(f"{'adversarial module':<40} {'wall s':>8} {'peak MB':>8}  result")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in cases:
+            path = Path(tmp) / "m.hlo"
+            path.write_text(text)
+            cmd = ["/usr/bin/time", "-f", "%M", str(hlo_opt), str(path), "-o", str(Path(tmp) / "out.hlo")]
+            start = time.perf_counter()
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                print(f"{name:<40} {'>' + str(int(timeout)):>8} {'?':>8}  timed out", flush=True)
+                continue
+            wall = time.perf_counter() - start
+            peak = int(proc.stderr.strip().splitlines()[-1]) / 1024 if proc.stderr.strip() else float("nan")
+            result = "ok" if proc.returncode == 0 else f"exit {proc.returncode}"
+            print(f"{name:<40} {wall:>8.2f} {peak:>8.0f}  {result}", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="2500,5000,10000,20000", help="stack sizes in instructions")
     ap.add_argument("--corpus", type=int, default=3, help="also the K largest corpus modules")
     ap.add_argument("--top", type=int, default=4, help="passes shown per module")
     ap.add_argument("--profile", type=int, default=0, help="cProfile the stack of about N instructions")
+    ap.add_argument("--adversarial", default="", help="sizes of the adversarial shapes, e.g. 1000,2000")
+    ap.add_argument("--timeout", type=float, default=120, help="seconds per adversarial module")
     opts = ap.parse_args()
+    if opts.adversarial:
+        adversarial([int(s) for s in opts.adversarial.split(",") if s], opts.timeout)
+        return 0
     per_layer = instructions_per_layer()
     print(f"{'module':<40} {'instrs':>7} {'cpu s':>7} {'wall s':>7} {'us/instr':>8}  top passes (cpu s)")
     points = []

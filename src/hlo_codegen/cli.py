@@ -57,21 +57,24 @@ def _check_arch(ctx: click.Context, param: click.Parameter, value: str) -> str:
               help="Print this stage (to stdout or -o) instead of the manifest, as XLA's hlo-opt --stage.")
 @click.option("--fusion", "fusion", metavar="NAME",
               help="With --stage kernel-ir|llvm|ptx: only the kernels of this instruction (or kernel).")
+@click.option("--dump-module-id", "dump_module_id", type=click.IntRange(0, 9999), default=0,
+              show_default=True, metavar="N", help="The number in the dump files' names (module_NNNN.*).")
 @click.option("--cache-dir", "cache_dir", metavar="DIR",
               help="The kernel cache (default: $HLO_TOOLCHAIN_CACHE_DIR, else ~/.cache/hlo-toolchain).")
 @click.option("--no-cache", "no_cache", is_flag=True, help="Compile every kernel; leave the cache alone.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), metavar="N",
               help="Threads compiling PTX (default: one per CPU, at most 8).")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
-def cli(input_path, output_path, target, arch, dump_to, stage, fusion, cache_dir, no_cache, jobs,
-        debug) -> None:
+def cli(input_path, output_path, target, arch, dump_to, stage, fusion, dump_module_id, cache_dir,
+        no_cache, jobs, debug) -> None:
     """Compile an HLO module (file or stdin) into a manifest for hlo-run."""
     if fusion is not None and stage not in ("kernel-ir", "llvm", "ptx"):
         raise click.UsageError("--fusion selects kernels: use it with --stage kernel-ir, llvm or ptx")
     if stage == "ptx" and target == "host":
         raise click.UsageError("--stage ptx: the host target makes LLVM IR, no PTX (use --stage llvm)")
     run_command(TOOL, lambda: _compile(input_path, output_path, target, arch, dump_to,
-                                       _cache_dir(cache_dir, no_cache), jobs, stage, fusion), debug)
+                                       _cache_dir(cache_dir, no_cache), jobs, stage, fusion,
+                                       dump_module_id), debug)
 
 
 def _cache_dir(given: str | None, disabled: bool) -> str | None:
@@ -86,7 +89,7 @@ def _cache_dir(given: str | None, disabled: bool) -> str | None:
 
 def _compile(input_path: str | None, output_path: str | None, target: str, arch: str,
              dump_to: str | None, cache_dir: str | None = None, jobs: int | None = None,
-             stage: str | None = None, fusion: str | None = None) -> None:
+             stage: str | None = None, fusion: str | None = None, dump_module_id: int = 0) -> None:
     # The compiler is imported before the input is read: behind `hlo-opt |`, that import
     # happens while hlo-opt is still optimizing instead of after it.
     from hlo_common.hlo.parser import parse_module
@@ -107,7 +110,7 @@ def _compile(input_path: str | None, output_path: str | None, target: str, arch:
     if dump_to is not None:
         from hlo_codegen.dump import PrepareDumps
 
-        prepare = PrepareDumps(module.name)
+        prepare = PrepareDumps(module.name, dump_module_id)
     result = compile_module(module, options, dumper=prepare)
     if dump_to is not None:
         from hlo_codegen.dump import write_dumps

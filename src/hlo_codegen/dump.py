@@ -27,7 +27,6 @@ from hlo_common.hlo.printer import print_module
 from hlo_codegen.compiler import CompileOptions, CompileResult
 from hlo_codegen.thunks import thunk_sequence_to_string
 
-MODULE_ID = 0
 _UNSAFE = re.compile(r"[/\\\[\] ]")
 _ARCH = re.compile(r"sm_(\d+?)(\d)([a-z]?)$")
 
@@ -45,10 +44,12 @@ def after_optimizations_prefix(options: CompileOptions) -> str:
     return f"sm_{major}.{minor}{suffix}_gpu_after_optimizations"
 
 
-def file_prefix(module_name: str) -> str:
+def file_prefix(module_name: str, module_id: int = 0) -> str:
+    """`module_NNNN.<name>`: NNNN is `--dump-module-id` (hlo-run numbers the modules of a
+    --split-input-file run so that each keeps its own dumps)."""
     name = _UNSAFE.sub("_", module_name)
-    prefix = f"module_{MODULE_ID:04d}.{name}"
-    return prefix if len(prefix) < 200 else f"module_{MODULE_ID:04d}"
+    prefix = f"module_{module_id:04d}.{name}"
+    return prefix if len(prefix) < 200 else f"module_{module_id:04d}"
 
 
 def prepare_dump_directory(directory: Path) -> None:
@@ -65,8 +66,9 @@ class PrepareDumps:
     as `hlo-opt --dump-to DIR --dump-hlo-pass-re '.*'` names its pass dumps; kept in memory until
     `write_dumps` (a `RunOptions.dumper`)."""
 
-    def __init__(self, module_name: str):
-        self.prefix = file_prefix(module_name)
+    def __init__(self, module_name: str, module_id: int = 0):
+        self.module_id = module_id
+        self.prefix = file_prefix(module_name, module_id)
         self.step = 0
         self.files: dict[str, str] = {}
 
@@ -81,7 +83,7 @@ class PrepareDumps:
 def dump_files(result: CompileResult, options: CompileOptions,
                prepare: PrepareDumps | None = None) -> dict[str, str]:
     """File name -> text of every dump of one compilation."""
-    prefix = file_prefix(result.module.name)
+    prefix = file_prefix(result.module.name, prepare.module_id if prepare is not None else 0)
     stage = after_optimizations_prefix(options)
     files = {
         f"{prefix}.{stage}.txt": print_module(result.module),

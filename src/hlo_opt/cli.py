@@ -46,6 +46,7 @@ class OptOptions:
     list_passes: bool
     disable_pass: tuple[str, ...]
     dump_to: str | None
+    dump_module_id: int
     dump_pass_re: str | None
     dump_format: tuple[str, ...]
     device: str
@@ -125,7 +126,7 @@ def optimize_module(module: HloModule, index: int, sequence: PipelineSequence, o
     if dump is not None:  # the dump module (and what it imports) only when dumping
         from hlo_opt.dump import ModuleDumper
 
-        dumper = ModuleDumper(dump, index, module.name)
+        dumper = ModuleDumper(dump, opts.dump_module_id + index, module.name)
     if dumper is not None:
         dumper.dump(module, "before_optimizations")
     skip = module.is_scheduled and opts.passes is None
@@ -186,6 +187,8 @@ def run(opts: OptOptions) -> None:
 @click.option("--disable-pass", multiple=True, metavar="NAME",
               help="repeatable (XLA: --xla_disable_hlo_passes)")
 @click.option("--dump-to", metavar="DIR", help="(XLA: --xla_dump_to)")
+@click.option("--dump-module-id", type=click.IntRange(0, 9999), default=0, show_default=True, metavar="N",
+              help="the number in the first module's dump names (module_NNNN.*); the next count up")
 @click.option("--dump-pass-re", metavar="REGEX", help="dump between passes (XLA: --xla_dump_hlo_pass_re)")
 @click.option("--dump-format", multiple=True, type=click.Choice(["text", "dot", "html"]),
               help="repeatable; default text (XLA: --xla_dump_hlo_as_*)")

@@ -23,6 +23,7 @@ report; progress, timings, warnings and errors go to stderr. Exit codes: 0 succe
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import sys
 import time
@@ -148,7 +149,9 @@ class XlaFlagsCommand(click.Command):
               help="Optimize HLO text with hlo-opt's gpu pipeline before compiling it for cuda or "
                    "host (XLA: --run_test_hlo_passes); already scheduled modules are never optimized.")
 @click.option("--dump-to", metavar="DIR",
-              help="hlo-opt's and hlo-codegen's dumps of the compilation (XLA: --xla_dump_to).")
+              help="hlo-opt's and hlo-codegen's dumps when HLO text is compiled for --platform host or "
+                   "cuda (XLA: --xla_dump_to); refused where nothing is compiled. With "
+                   "--find-first-mismatch and a manifest: where its compilation's dumps are.")
 @click.option("--large-float-range", is_flag=True,
               help="Random floats log-uniform over the type's whole range (XLA: --use_large_float_range).")
 @click.option("--find-first-mismatch", is_flag=True,
@@ -178,12 +181,29 @@ def cli(input_path, platform, inputs_path, seed, output_path, print_literals, re
     if find_first_mismatch and platform == "interpreter":
         raise click.UsageError("--find-first-mismatch compares the kernels of --platform cuda or host "
                                "with the interpreter; choose one of those platforms")
+    _check_dump_to(dump_to, platform)
     run_command(TOOL, lambda: _run_input(input_path, options, split_input_file, debug), debug)
+
+
+def _check_dump_to(dump_to: str | None, platform: str) -> None:
+    """--dump-to is hlo-opt's and hlo-codegen's; where neither runs it would do nothing, silently."""
+    if dump_to is None:
+        return
+    if platform == "interpreter":
+        raise click.UsageError("--dump-to: --platform interpreter compiles nothing, so there is nothing to "
+                               "dump (hlo-opt and hlo-codegen run for --platform host or cuda)")
+    if os.path.exists(dump_to) and not os.path.isdir(dump_to):
+        raise click.UsageError(f"--dump-to '{dump_to}': not a directory")
 
 
 def _run_input(input_path: str | None, options: RunOptions, split: bool, debug: bool) -> None:
     text, name = read_source(input_path)
     programs = load_programs(text, name, split)
+    if options.dump_to is not None and not options.find_first_mismatch \
+            and any(p.manifest is not None for p in programs):
+        raise click.UsageError("--dump-to: the input is a manifest, compiled already, so there is nothing "
+                               "to dump (hlo-codegen --dump-to dumps its compilation; with "
+                               "--find-first-mismatch, --dump-to names where those dumps are)")
     if len(programs) > 1 and (options.inputs or options.output):
         raise click.UsageError("--inputs and --output take a single module; the input holds "
                                f"{len(programs)} (drop --split-input-file or split the file)")
@@ -216,7 +236,8 @@ def load_programs(text: str, name: str, split: bool) -> list[Program]:
         if len(modules) == 1:
             programs = [Program(name, modules[0], chunks[0])]
         else:
-            programs = [Program(f"{name}#{k}", m, chunk) for k, (m, chunk) in enumerate(zip(modules, chunks))]
+            programs = [Program(f"{name}#{k}", m, chunk, module_id=k)
+                        for k, (m, chunk) in enumerate(zip(modules, chunks))]
     for program in programs:
         verify_input(program)
         elided = elided_constants(program.module)

@@ -97,18 +97,24 @@ def _stop(proc: subprocess.Popen) -> None:
             stream.close()
 
 
-def optimize_text(hlo_text: str, name: str, dump_to: str | None = None) -> str:
-    """hlo-opt's `gpu` pipeline on `hlo_text` (dumps to `dump_to`); the optimized HLO text."""
-    args = ["--dump-to", str(dump_to)] if dump_to else []
+def _dump_args(dump_to: str | None, module_id: int) -> list[str]:
+    return ["--dump-to", str(dump_to), "--dump-module-id", str(module_id)] if dump_to else []
+
+
+def optimize_text(hlo_text: str, name: str, dump_to: str | None = None, module_id: int = 0) -> str:
+    """hlo-opt's `gpu` pipeline on `hlo_text` (dumps to `dump_to` as module `module_id`); the
+    optimized HLO text."""
+    args = _dump_args(dump_to, module_id)
     return run_tool(OPT_TOOL, args, hlo_text.encode("utf-8"), name).decode("utf-8")
 
 
 def compile_to_manifest(hlo_text: str, name: str, target: str, arch: str = "sm_90", *,
-                        optimize: bool = False, dump_to: str | None = None) -> Manifest:
-    """hlo-opt (when `optimize`), then hlo-codegen on `hlo_text`; the loaded manifest."""
+                        optimize: bool = False, dump_to: str | None = None, module_id: int = 0) -> Manifest:
+    """hlo-opt (when `optimize`), then hlo-codegen on `hlo_text`; the loaded manifest. Both dump
+    to `dump_to` under the number `module_id` (module_NNNN.*)."""
     if optimize:
-        hlo_text = optimize_text(hlo_text, name, dump_to)
-    args = ["--target", target, "--arch", arch] + (["--dump-to", str(dump_to)] if dump_to else [])
+        hlo_text = optimize_text(hlo_text, name, dump_to, module_id)
+    args = ["--target", target, "--arch", arch] + _dump_args(dump_to, module_id)
     data = run_tool(CODEGEN_TOOL, args, hlo_text.encode("utf-8"), name)
     return load_manifest(data, f"{name} (compiled by {CODEGEN_TOOL})")
 
@@ -135,7 +141,7 @@ def manifest_for(program: Program, target: str) -> Manifest:
         steps = f"hlo-opt | hlo-codegen --target {target}" if optimize else f"hlo-codegen --target {target}"
         print(f"Compiling {program.name}: {steps}{why}", file=sys.stderr)
         manifest = compile_to_manifest(program.hlo_text, program.name, target, optimize=optimize,
-                                       dump_to=program.dump_to)
+                                       dump_to=program.dump_to, module_id=program.module_id)
         program.manifest = manifest
     if manifest.target != target:
         raise BackendUnavailable(f"{program.name}: the manifest was compiled for {manifest.target}; run it "

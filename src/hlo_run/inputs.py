@@ -10,7 +10,8 @@ The rule (also in docs/tools.md):
   seeded through a SeedSequence of the two numbers), so argument `i` does not depend on the sizes
   of the others. Values are drawn in row-major order.
 - floats (f16, bf16, f32, f64, f8 and narrower): uniform in [-1, 1), drawn as float64 and rounded
-  to the element type (round to nearest even); complex: real and imaginary parts each so.
+  to the element type (round to nearest even) a million at a time, into an array of that type;
+  complex: real and imaginary parts each so.
 - pred: 0 or 1 with equal chance.
 - integers: uniform in [-8, 7] for signed and [0, 15] for unsigned types, clipped to the type's
   range. Small on purpose: a parameter may be a loop bound or a shift amount.
@@ -97,9 +98,26 @@ class UniqueWindows:
 
 
 def make_fake_arguments(module: HloModule, seed: int = 0, *, large_float_range: bool = False) -> list[Any]:
-    """One value per entry parameter of `module`, by the rule in this module's docstring."""
+    """One value per entry parameter of `module`, by the rule in this module's docstring. Each
+    parameter's size is checked against the memory hlo-run may use before it is made."""
+    from hlo_run.memory_budget import available_bytes, check_fits
+
     params = module.entry.parameters
+    budget = available_bytes()
+    total = 0
+    for p in params:
+        need = parameter_bytes(p.shape)
+        total += need
+        check_fits(need, f"parameter {p.parameter_number} ({p.shape.to_string(False)})", budget)
+        if p.parameter_number:
+            check_fits(total, f"parameters 0..{p.parameter_number} together", budget, plural=True)
     return [make_fake_argument(p, seed, large_float_range=large_float_range) for p in params]
+
+
+def parameter_bytes(shape: Shape) -> int:
+    """Bytes of the numpy arrays a parameter's value takes (sub-byte types take a byte each)."""
+    leaves = [s for _, s in shape.leaf_shapes() if s.is_array]
+    return sum(s.num_elements * s.element_type.np_dtype.itemsize for s in leaves)
 
 
 def make_fake_argument(param: HloInstruction, seed: int = 0, *, large_float_range: bool = False) -> Any:
@@ -342,22 +360,45 @@ def _log_uniform(dtype: np.dtype, size, rng: np.random.Generator) -> np.ndarray:
     return np.clip(vals, -float(info.max), float(info.max))
 
 
+CHUNK = 1 << 20  # values drawn (as float64 / int64) per step, each step rounded into the result
+
+
 def _random_array(shape: Shape, rng: np.random.Generator, large: bool = False) -> np.ndarray:
+    """The result is allocated in its own type and filled CHUNK values at a time, so a big f32
+    parameter never exists as a float64 array twice its size; the draws, and so the values, are
+    those of one draw of all n values (the generators fill sequentially). `--large-float-range`
+    draws its three streams (exponents, mantissas, signs) for all n values at once."""
     t = shape.element_type
     n = shape.num_elements
+    if large and (t.is_float or t.is_complex):
+        return _large_range_array(shape, rng)
+    out = np.empty(n, dtype=t.np_dtype)
+    for start in range(0, n, CHUNK):
+        out[start:start + CHUNK] = _draw(t, min(CHUNK, n - start), rng)
+    return out.reshape(shape.dims)
+
+
+def _draw(t: PrimitiveType, n: int, rng: np.random.Generator) -> np.ndarray:
     lo, hi = FLOAT_RANGE
     if t.is_pred:
-        vals = rng.integers(0, 2, n, dtype=np.int64).astype(bool)
-    elif t.is_float:
-        vals = _log_uniform(t.np_dtype, n, rng) if large else rng.uniform(lo, hi, n)
-    elif t.is_complex:
-        if large:
-            part = np.float32 if t.np_dtype == np.complex64 else np.float64
-            parts = _log_uniform(np.dtype(part), (n, 2), rng)
-        else:
-            parts = rng.uniform(lo, hi, (n, 2))
-        vals = parts[:, 0] + 1j * parts[:, 1]
+        return rng.integers(0, 2, n, dtype=np.int64).astype(bool)
+    if t.is_float:
+        return rng.uniform(lo, hi, n).astype(t.np_dtype)
+    if t.is_complex:
+        parts = rng.uniform(lo, hi, (n, 2))
+        return (parts[:, 0] + 1j * parts[:, 1]).astype(t.np_dtype)
+    rlo, rhi = SIGNED_RANGE if t.kind == "signed" else UNSIGNED_RANGE
+    values = rng.integers(max(rlo, _int_min(t)), min(rhi, _int_max(t)) + 1, n, dtype=np.int64)
+    return values.astype(t.np_dtype)
+
+
+def _large_range_array(shape: Shape, rng: np.random.Generator) -> np.ndarray:
+    t = shape.element_type
+    n = shape.num_elements
+    if t.is_float:
+        vals = _log_uniform(t.np_dtype, n, rng)
     else:
-        rlo, rhi = SIGNED_RANGE if t.kind == "signed" else UNSIGNED_RANGE
-        vals = rng.integers(max(rlo, _int_min(t)), min(rhi, _int_max(t)) + 1, n, dtype=np.int64)
+        part = np.float32 if t.np_dtype == np.complex64 else np.float64
+        parts = _log_uniform(np.dtype(part), (n, 2), rng)
+        vals = parts[:, 0] + 1j * parts[:, 1]
     return vals.astype(t.np_dtype).reshape(shape.dims)

@@ -14,10 +14,13 @@ or not at all (`hlo_common.cli_util.write_file_atomically`).
 from __future__ import annotations
 
 import io
+import os
+import stat
 import zipfile
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from hlo_common.cli_util import write_file_atomically
@@ -26,6 +29,8 @@ from hlo_common.errors import InputError
 from hlo_common.interpreter.registry import TOKEN
 from hlo_common.hlo.shape import Shape
 from hlo_run.compare import flatten_leaves
+
+MAX_NPZ_STREAM_BYTES = 1 << 32  # an .npz read from a pipe or device (a regular file is read in place)
 
 
 def storage_dtype(t: PrimitiveType) -> np.dtype:
@@ -46,40 +51,116 @@ def to_storage(arr: np.ndarray) -> np.ndarray:
 
 
 def load_inputs(path: str | Path, parameter_shapes: list[Shape]) -> list[Any]:
-    """Read `arg0..argN-1` from `path` and convert them to the parameters' element types."""
-    arrays = read_npz(path)
+    """Read `arg0..argN-1` from `path` and convert them to the parameters' element types.
+
+    The archive's directory and every member's .npy header are read first: names, dtypes and
+    shapes are checked against the parameters, and the sizes against the memory hlo-run may use,
+    before any array's data is (an .npz whose header claimed a 373 GiB array was allocated before
+    its shape was compared). Values outside the element type's range are an error naming the
+    array (s4 100 wrapped to 4; f8e4m3fn 1000 became NaN)."""
+    from hlo_run.memory_budget import available_bytes, check_fits
+
     expected: dict[str, Shape] = {}
     for i, shape in enumerate(parameter_shapes):
         for name, leaf in _leaf_names(f"arg{i}", shape):
             expected[name] = leaf
-    for name in sorted(arrays):
-        if name not in expected:
-            raise InputError(f"{path}: unexpected array '{name}' (the module takes {_names_text(expected)})")
-    for name in expected:
-        if expected[name].is_array and name not in arrays:
-            raise InputError(f"{path}: missing array '{name}' ({expected[name].to_string(False)})")
+    with open_npz(path) as archive:
+        members = _members(archive, path)
+        for name in sorted(members):
+            if name not in expected:
+                raise InputError(f"{path}: unexpected array '{name}' "
+                                 f"(the module takes {_names_text(expected)})")
+        for name in expected:
+            if expected[name].is_array and name not in members:
+                raise InputError(f"{path}: missing array '{name}' ({expected[name].to_string(False)})")
+        budget, total = available_bytes(), 0
+        for name, info in members.items():
+            dims, dtype = _header(archive, info, path, name)
+            _check_header(path, name, expected[name], dims, dtype)
+            total += _prod(dims) * (dtype.itemsize + expected[name].element_type.np_dtype.itemsize)
+            check_fits(total, f"{path}: array '{name}' ({expected[name].to_string(False)})", budget)
+        arrays = {name: _read_member(archive, info, path, name) for name, info in members.items()}
     return [_build(f"arg{i}", shape, arrays, path) for i, shape in enumerate(parameter_shapes)]
 
 
-def read_npz(path: str | Path) -> dict[str, np.ndarray]:
-    """The arrays of an .npz file; an InputError saying why when it is not one (missing, a
-    directory, unreadable, a lone .npy array, not a zip archive, object arrays)."""
-    from hlo_common.source import read_bytes
+def _prod(dims) -> int:
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
 
-    data = read_bytes(str(path))
-    if data.startswith(b"\x93NUMPY"):
-        raise InputError(f"{path}: a single .npy array, not an .npz archive (save with numpy.savez)")
-    if not data.startswith(b"PK"):
-        raise InputError(f"{path}: not an .npz file (no zip archive inside; save with numpy.savez)")
+
+def open_npz(path: str | Path) -> zipfile.ZipFile:
+    """The .npz archive at `path` (InputError when it is not one). A regular file is read in place;
+    anything else (a FIFO, a device) is read into memory up to MAX_NPZ_STREAM_BYTES, after its
+    first bytes were found to start a zip archive (/dev/zero is refused at once)."""
+    from hlo_common.source import open_input, read_capped
+
+    name = str(path)
+    with open_input(name) as f:
+        regular = stat.S_ISREG(os.fstat(f.fileno()).st_mode)
+        try:
+            head = f.read(6)
+        except OSError as exc:
+            raise InputError(f"cannot read '{name}': {exc.strerror or exc}") from None
+        if head.startswith(b"\x93NUMPY"):
+            raise InputError(f"{path}: a single .npy array, not an .npz archive (save with numpy.savez)")
+        if not head.startswith(b"PK"):
+            raise InputError(f"{path}: not an .npz file (no zip archive inside; save with numpy.savez)")
+        data = None if regular else head + read_capped(f, name, MAX_NPZ_STREAM_BYTES - len(head))
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            return {name: npz[name] for name in npz.files}
-    except ValueError as exc:
-        if "pickle" in str(exc):
-            raise InputError(f"{path}: holds object (pickled) arrays; only numeric arrays are read") from None
+        return zipfile.ZipFile(name if data is None else io.BytesIO(data))
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as exc:
         raise InputError(f"{path}: not a readable .npz file ({_first_line(exc)})") from None
-    except (OSError, zipfile.BadZipFile, EOFError, KeyError) as exc:
-        raise InputError(f"{path}: not a readable .npz file ({_first_line(exc)})") from None
+
+
+def _members(archive: zipfile.ZipFile, path) -> dict[str, zipfile.ZipInfo]:
+    out = {}
+    for info in archive.infolist():
+        name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+        if name in out:
+            raise InputError(f"{path}: array '{name}' is in the archive twice")
+        out[name] = info
+    return out
+
+
+def _header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path, name: str) -> tuple[tuple, np.dtype]:
+    """(shape, dtype) from a member's .npy header, without reading its data."""
+    from numpy.lib import format as npy
+
+    try:
+        with archive.open(info) as f:
+            version = npy.read_magic(f)
+            reader = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}.get(version)
+            if reader is None:
+                raise ValueError(f"unsupported .npy format version {version}")
+            shape, _, dtype = reader(f)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, RuntimeError, NotImplementedError) as exc:
+        raise InputError(f"{path}: array '{name}' cannot be read ({_first_line(exc)})") from None
+    if dtype.hasobject:
+        raise InputError(f"{path}: holds object (pickled) arrays; only numeric arrays are read")
+    return tuple(shape), dtype
+
+
+def _check_header(path, name: str, shape: Shape, dims: tuple, dtype: np.dtype) -> None:
+    t = shape.element_type
+    want = storage_dtype(t)
+    if dtype != want and dtype != t.np_dtype:
+        raise InputError(f"{path}: array '{name}' has dtype {dtype}, expected {want} "
+                         f"for {shape.to_string(False)}")
+    if tuple(dims) != tuple(shape.dims):
+        raise InputError(f"{path}: array '{name}' has shape {list(dims)}, expected {list(shape.dims)} for "
+                         f"{shape.to_string(False)}")
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path, name: str) -> np.ndarray:
+    from numpy.lib import format as npy
+
+    try:
+        with archive.open(info) as f:
+            return npy.read_array(f, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, RuntimeError, NotImplementedError) as exc:
+        raise InputError(f"{path}: array '{name}' cannot be read ({_first_line(exc)})") from None
 
 
 def _first_line(exc: BaseException) -> str:
@@ -107,15 +188,31 @@ def _build(name: str, shape: Shape, arrays: dict[str, np.ndarray], path) -> Any:
     if not shape.is_array:
         return TOKEN
     arr = arrays[name]
+    _check_header(path, name, shape, arr.shape, arr.dtype)
     t = shape.element_type
-    want = storage_dtype(t)
-    if arr.dtype != want and arr.dtype != t.np_dtype:
-        raise InputError(f"{path}: array '{name}' has dtype {arr.dtype}, expected {want} "
-                         f"for {shape.to_string(False)}")
-    if tuple(arr.shape) != tuple(shape.dims):
-        raise InputError(f"{path}: array '{name}' has shape {list(arr.shape)}, expected "
-                         f"{list(shape.dims)} for {shape.to_string(False)}")
-    return arr.astype(t.np_dtype)
+    value = arr.astype(t.np_dtype)
+    if arr.dtype != value.dtype:
+        _check_range(path, name, t, arr, value)
+    return value
+
+
+def _check_range(path, name: str, t: PrimitiveType, stored: np.ndarray, value: np.ndarray) -> None:
+    """Stored values the element type cannot hold: integers outside its range (which would wrap)
+    and finite floats beyond its largest finite value (which would become inf or NaN)."""
+    if t.is_integer:
+        signed = t.kind == "signed"
+        lo, hi = (-(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1) if signed else (0, (1 << t.bits) - 1)
+        bad = (stored < lo) | (stored > hi)
+        what = f"outside {t.name}'s range [{lo}, {hi}]"
+    elif t.is_float:
+        bad = np.isfinite(stored) & ~np.isfinite(value.astype(np.float32))
+        what = f"beyond {t.name}'s largest finite value {float(ml_dtypes.finfo(t.np_dtype).max):g}"
+    else:
+        return
+    if bad.any():
+        first = stored.reshape(-1)[int(np.flatnonzero(bad.reshape(-1))[0])]
+        raise InputError(f"{path}: array '{name}' holds {first.item()!r}, {what} "
+                         f"({int(bad.sum())} value(s) out of range)")
 
 
 def output_arrays(value: Any) -> dict[str, np.ndarray]:

@@ -83,6 +83,23 @@ def device_for_arch(arch: str) -> DeviceDescription:
     return H100
 
 
+MAX_DEVICE_FILE_BYTES = 1 << 20
+
+
+def _read_capped(spec: str) -> bytes:
+    """At most MAX_DEVICE_FILE_BYTES of the file: /dev/zero or an endless pipe is an error, not a
+    hang until memory runs out (the layer below `hlo_common.source`, so read here)."""
+    try:
+        with open(spec, "rb") as f:
+            data = f.read(MAX_DEVICE_FILE_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read device file '{spec}': {exc.strerror or exc}") from None
+    if len(data) > MAX_DEVICE_FILE_BYTES:
+        raise InputError(f"cannot read '{spec}': more than {MAX_DEVICE_FILE_BYTES} bytes, the most read "
+                         "from one input (a device or a pipe that does not end?)")
+    return data
+
+
 def load_device(spec: str) -> DeviceDescription:
     """A built-in name (any case) or the path of a JSON file; errors are InputErrors."""
     if spec.lower() in BUILTIN_DEVICES:
@@ -91,9 +108,10 @@ def load_device(spec: str) -> DeviceDescription:
     if not path.exists():
         raise InputError(f"unknown device '{spec}': expected one of {', '.join(BUILTIN_DEVICES)} "
                          "or a JSON file")
+    raw = _read_capped(spec)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
         raise InputError(f"cannot read device file '{spec}': {exc}") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{spec}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None

@@ -23,6 +23,7 @@ from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 from hlo_common.errors import HloParseError
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.opcodes import ASYNC_REAL_START_DONE, OPCODES
+from hlo_common.hlo.parser_attr_rules import attribute_rules, missing_required, operand_rules
 from hlo_common.hlo.parser_attributes import AttributeParsing
 from hlo_common.hlo.parser_scanner import MAX_NESTING, NAME_RE, WS_RE
 
@@ -364,9 +365,14 @@ class _Parser(AttributeParsing):
         instr = HloInstruction(name, opcode, shape)
         instr.source = (self.source_text, op_pos)
         self.operands(instr, scope, comp)
+        attrs_pos = self.pos
+        required, allowed = operand_rules(instr, *attribute_rules(opcode, wrapped))
         seen: set[str] = set()
         while allow_attributes and self.accept(","):
-            self.attribute(instr, scope, seen)
+            self.attribute(instr, scope, seen, allowed)
+        missing = missing_required(instr, required, seen)
+        if missing:
+            raise self.error(missing, attrs_pos)
         if wrapped is not None:
             instr.attrs["async_wrapped_opcode"] = RawAttr(wrapped)
         self._check_arity(instr, wrapped, op_pos)

@@ -27,10 +27,25 @@ _META_INDEX = {k: i for i, k in enumerate(A.METADATA_ORDER)}
 _META_INTS = {"source_line", "source_end_line", "source_column", "source_end_column", "stack_frame_id"}
 
 
+def _unexpected(key: str, opcode: str, allowed: frozenset[str]) -> str:
+    """XLA's "unexpected attribute", with the near miss when there is one (`typ` for `type`)."""
+    import difflib
+
+    from hlo_common.hlo.parser_attr_rules import COMMON
+
+    own = sorted(allowed - COMMON)
+    close = difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.75)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    takes = f"{opcode} takes {', '.join(own)} and the common attributes" if own else \
+        f"{opcode} takes only the common attributes"
+    return f"unexpected attribute '{key}' ({takes}){hint}"
+
+
 class AttributeParsing(LiteralParsing):
     """Mixin of the parser; needs `computations`, `module` and `computation(inline_name=...)`."""
 
-    def attribute(self, instr: HloInstruction, scope: dict, seen: set[str]) -> None:
+    def attribute(self, instr: HloInstruction, scope: dict, seen: set[str],
+                  allowed: frozenset[str] | None = None) -> None:
         self.ws()
         pos = self.pos
         m = IDENT_RE.match(self.text, self.pos)
@@ -38,6 +53,8 @@ class AttributeParsing(LiteralParsing):
             raise self.error(f"expected an attribute name, found {self.found()}")
         key = m.group(0)
         self.pos = m.end()
+        if allowed is not None and key not in allowed:
+            raise self.error(_unexpected(key, instr.opcode, allowed), pos)
         if key in seen:
             raise self.error(f"attribute '{key}' given twice", pos)
         seen.add(key)

@@ -50,6 +50,7 @@ class Program:
     manifest: Any = None
     run_hlo_passes: bool = True  # HLO text is optimized by hlo-opt before hlo-codegen compiles it
     dump_to: str | None = None  # where hlo-opt and hlo-codegen write their dumps
+    module_id: int = 0  # the number in the dumps' names: k for the k-th module of a split file
 
     @property
     def parameter_shapes(self) -> list[Shape]:

@@ -99,7 +99,7 @@ def test_invalid_hlo_gets_the_verifier_error_on_every_platform(tmp_path, platfor
     assert result.exit_code == 1 and "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert lines[0] == ("hlo-run: error: verification failed in the input: in computation e, "
+    assert lines[0] == (f"hlo-run: error: {path}:4:8: verification failed in the input: in computation e, "
                         "instruction %r: reshape: operand f32[4,8] has 32 elements, result f32[5,7] has 35; "
                         "expected equal counts")
 
@@ -113,3 +113,73 @@ def test_the_verifier_message_is_hlo_opts(tmp_path):
     ours = run(["--platform", "interpreter", str(path)])
     assert opt.exit_code == ours.exit_code == 1
     assert opt.stderr.replace("hlo-opt:", "hlo-run:") == ours.stderr
+
+
+# -- --dump-to: every stage it runs, each module under its own number, or refused (issue 22 item 6) --
+def test_split_input_file_dumps_each_module_under_its_own_number(tmp_path):
+    path = tmp_path / "two.hlo"
+    path.write_text(ADD_ZERO + "// -----\n" + ADD_ZERO.replace("add_zero", "second"))
+    dumps = tmp_path / "dumps"
+    result = run(["--platform", "host", "--split-input-file", "--dump-to", str(dumps), str(path)])
+    assert result.exit_code == 0, result.stderr
+    names = {p.name for p in dumps.iterdir()}
+    # the second module's hlo-opt and hlo-codegen dumps used to be module_0000 as well, overwriting
+    # the first's when the names matched
+    for k, name in ((0, "add_zero"), (1, "second")):
+        for stage in ("before_optimizations.txt", "after_optimizations.txt",
+                      "cpu_after_optimizations.txt", "thunk_sequence.txt"):
+            assert f"module_{k:04d}.{name}.{stage}" in names, sorted(names)
+    assert not any(n.startswith("module_0001.add_zero") or n.startswith("module_0000.second") for n in names)
+
+
+def test_dump_module_id_numbers_the_tools_own_dumps(add_zero, tmp_path):
+    from hlo_codegen.cli import cli as codegen
+    from hlo_opt.cli import hlo_opt_command
+
+    dumps = tmp_path / "d"
+    opt_args = [str(add_zero), "--dump-to", str(dumps), "--dump-module-id", "7",
+                "-o", str(tmp_path / "o.hlo")]
+    assert CliRunner().invoke(hlo_opt_command, opt_args).exit_code == 0
+    codegen_args = ["--target", "host", str(tmp_path / "o.hlo"), "--dump-to", str(dumps),
+                    "--dump-module-id", "7", "-o", str(tmp_path / "m.json")]
+    assert CliRunner().invoke(codegen, codegen_args).exit_code == 0
+    names = {p.name for p in dumps.iterdir()}
+    assert "module_0007.add_zero.before_optimizations.txt" in names
+    assert "module_0007.add_zero.thunk_sequence.txt" in names
+    assert not any(n.startswith("module_0000") for n in names)
+
+
+def _usage_error(argv, capsys) -> str:
+    from hlo_run.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2, err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    return err
+
+
+def test_dump_to_is_refused_where_nothing_is_compiled(add_zero, tmp_path, capsys):
+    dumps = tmp_path / "dumps"
+    err = _usage_error(["--platform", "interpreter", "--dump-to", str(dumps), str(add_zero)], capsys)
+    assert err.startswith("hlo-run: error: --dump-to: --platform interpreter compiles nothing")
+    assert not dumps.exists()
+
+
+def test_dump_to_a_file_is_refused(add_zero, tmp_path, capsys):
+    target = tmp_path / "notes.txt"
+    target.write_text("mine")
+    err = _usage_error(["--platform", "host", "--dump-to", str(target), str(add_zero)], capsys)
+    assert err == f"hlo-run: error: --dump-to '{target}': not a directory\n"
+    assert target.read_text() == "mine"
+
+
+def test_dump_to_with_a_manifest_is_refused(add_zero, tmp_path, capsys):
+    from hlo_codegen.cli import cli as codegen
+
+    manifest = tmp_path / "m.json"
+    compiled = CliRunner().invoke(codegen, ["--target", "host", str(add_zero), "-o", str(manifest)])
+    assert compiled.exit_code == 0
+    err = _usage_error(["--platform", "host", "--dump-to", str(tmp_path / "d"), str(manifest)], capsys)
+    assert err.startswith("hlo-run: error: --dump-to: the input is a manifest, compiled already")

@@ -35,7 +35,9 @@ class ShapeInferenceError(VerificationError):
         self.opcode = opcode or getattr(instr, "opcode", None)
         comp = getattr(getattr(instr, "parent", None), "name", None)
         name = getattr(instr, "name", None)
-        super().__init__(f"{self.opcode}: {problem}", comp, name)
+        source = getattr(instr, "source", None)  # FILE:LINE:COL first when it was parsed from text
+        place = source[0].place(source[1]) if source is not None else None
+        super().__init__(f"{self.opcode}: {problem}", comp, name, place)
         if comp is None and name is not None:
             self.args = (f"instruction %{name} ({self.opcode}): {problem}",)
 

@@ -320,9 +320,11 @@ def test_quoted_backend_config_json_becomes_data_and_other_strings_stay():
     assert b.backend_config == '"\\n\\003opaque"'  # CEscape: octal for non-printable bytes
 
 
-def test_unknown_attributes_are_kept_as_text():
-    m = parse_module("ENTRY e { ROOT p = f32[] parameter(0), something_new={a=1,  b=[2, 3]} }")
-    assert str(m.entry.root.attrs["something_new"]) == "{a=1, b=[2, 3]}"
+def test_unknown_attributes_are_refused():
+    # they used to be kept as text and ignored (XLA's parser refuses them; more in
+    # test_parser_attributes.py)
+    with pytest.raises(HloParseError, match=r"^<string>:1:40: unexpected attribute 'something_new'"):
+        parse_module("ENTRY e { ROOT p = f32[] parameter(0), something_new={a=1,  b=[2, 3]} }")
 
 
 # -- shapes ---------------------------------------------------------------------------------------------
@@ -374,9 +376,9 @@ def test_bad_shapes(text, message):
     ("ROOT f32 = f32[] negate(p)", (3, 8), "illegal instruction name 'f32'"),
     ("ROOT __x = f32[] negate(p)", (3, 8), "illegal instruction name '__x'"),
     ('ROOT q = f32[] negate(p), metadata={op_name="a', (3, 47), "unterminated string"),
-    ("ROOT q = f32[] negate(p), dimensions={0}, dimensions={1}", (3, 45), "attribute 'dimensions' given twice"),
-    ("ROOT q = f32[] negate(p), window={size=2 bogus=1}", (3, 29), "unknown window field 'bogus=1'"),
-    ("ROOT q = f32[] negate(p), to_apply=nowhere", (3, 38), "computation 'nowhere' is not defined"),
+    ("ROOT q = f32[] reverse(p), dimensions={0}, dimensions={1}", (3, 46), "attribute 'dimensions' given twice"),
+    ("ROOT q = f32[] reduce-window(p), window={size=2 bogus=1}", (3, 36), "unknown window field 'bogus=1'"),
+    ("ROOT q = f32[] call(p), to_apply=nowhere", (3, 36), "computation 'nowhere' is not defined"),
     ("ROOT q = s8[] constant(300)", (3, 26), "value 300 is out of range for literal's primitive type s8"),
     ("ROOT q = f32[2] constant({1, 2, 3})", (3, 35), "expects 2 elements on the minor-most dimension"),
 ])
