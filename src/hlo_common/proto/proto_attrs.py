@@ -132,12 +132,10 @@ def _dot_conv_attrs(p, op: str) -> list[str]:
     ragged = p.ragged_dot_dimension_numbers if p.HasField("ragged_dot_dimension_numbers") else None
     if p.HasField("dot_dimension_numbers") or ragged is not None:
         d = ragged.dot_dimension_numbers if ragged is not None else p.dot_dimension_numbers
-        for name, values in (("lhs_batch_dims", d.lhs_batch_dimensions),
-                             ("lhs_contracting_dims", d.lhs_contracting_dimensions),
-                             ("rhs_batch_dims", d.rhs_batch_dimensions),
-                             ("rhs_contracting_dims", d.rhs_contracting_dimensions)):
-            if values:
-                out.append(f"{name}={_ints(values)}")
+        out += [f"lhs_batch_dims={_ints(d.lhs_batch_dimensions)}"] if d.lhs_batch_dimensions else []
+        out.append(f"lhs_contracting_dims={_ints(d.lhs_contracting_dimensions)}")
+        out += [f"rhs_batch_dims={_ints(d.rhs_batch_dimensions)}"] if d.rhs_batch_dimensions else []
+        out.append(f"rhs_contracting_dims={_ints(d.rhs_contracting_dimensions)}")
         if ragged is not None:
             out += [f"lhs_ragged_dims={_ints(ragged.lhs_ragged_dimensions)}",
                     f"rhs_group_dims={_ints(ragged.rhs_group_dimensions)}"]
@@ -203,11 +201,11 @@ def _misc_attrs(p, op: str, operand_types: list[int]) -> list[str]:
     if op == "fft":
         out += ["fft_type=" + _FFT[p.fft_type], f"fft_length={_ints(p.fft_length)}"]
     if op.startswith("batch-norm"):
-        out += [f"epsilon={p.epsilon!r}", f"feature_index={p.feature_index}"]
+        out += [f"epsilon={_num(p.epsilon)}", f"feature_index={p.feature_index}"]
     if op == "triangular-solve":
         t = p.triangular_solve_options
-        out += [f"left_side={_bool(t.left_side)}", f"lower={_bool(t.lower)}",
-                f"unit_diagonal={_bool(t.unit_diagonal)}", "transpose_a=" + _TRANSPOSE[t.transpose_a]]
+        out += [f"{k}=true" for k in ("left_side", "lower", "unit_diagonal") if getattr(t, k)]
+        out.append("transpose_a=" + _TRANSPOSE[t.transpose_a])
     if op == "cholesky" and p.cholesky_options.lower:
         out.append("lower=true")
     if op == "scan":
@@ -312,7 +310,7 @@ def _common_attrs(p) -> list[str]:
             out.append("result_accuracy={mode=highest}")
         elif ra.WhichOneof("specs") == "tolerance":
             t = ra.tolerance
-            out.append(f"result_accuracy={{tolerance={{atol={t.atol!r},rtol={t.rtol!r},ulps={t.ulps}}}}}")
+            out.append(f"result_accuracy={{tolerance={{atol={_num(t.atol)},rtol={_num(t.rtol)},ulps={t.ulps}}}}}")
     return out
 
 
@@ -320,6 +318,12 @@ def frontend_text(fa) -> str:
     """`{k="v",...}`; a value that is a dict (Shardy's meshes) unquoted, as XLA prints it."""
     items = sorted(fa.map.items())
     return "{" + ",".join(f"{k}={v if lexes_as_json_dict(v) else quote_string(v)}" for k, v in items) + "}"
+
+
+def _num(v: float) -> str:
+    """A double as XLA's StrCat writes it: no trailing `.0`."""
+    text = repr(v)
+    return text[:-2] if text.endswith(".0") else text
 
 
 def _metadata(m) -> str:
@@ -330,8 +334,6 @@ def _metadata(m) -> str:
     for key in ("source_line", "source_end_line", "source_column", "source_end_column"):
         if getattr(m, key):
             parts.append(f"{key}={getattr(m, key)}")
-    if m.deduplicated_name:
-        parts.append(f"deduplicated_name={quote_string(m.deduplicated_name)}")
     if m.scheduling_name:
         parts.append(f"scheduling_name={quote_string(m.scheduling_name)}")
     if m.stack_frame_id:

@@ -10,6 +10,7 @@ computation and instruction.
 
 from __future__ import annotations
 
+from hlo_common.hlo.strings import quote_string
 from hlo_common.proto.proto_attrs import frontend_text, instruction_attrs
 from hlo_common.proto.proto_values import ProtoError, literal_from_proto, program_shape_text, shape_text
 
@@ -102,7 +103,8 @@ def _computation_lines(comp, comp_names, is_entry, order, literals, filename) ->
             literals[(comp.name, instr.name)] = literal_from_proto(instr.literal, f"{iwhere}: literal")
         root = "ROOT " if instr.id == comp.root_id else ""
         lines.append(f"  {root}{_instruction_text(instr, names, types, comp_names, iwhere)}")
-    lines.append("}")
+    thread = comp.execution_thread
+    lines.append("}" + (f", execution_thread={quote_string(thread)}" if thread and thread != "main" else ""))
     return lines
 
 

@@ -12,9 +12,13 @@ from __future__ import annotations
 import numpy as np
 
 from hlo_common.errors import InputError
-from hlo_common.hlo.dtypes import PRIMITIVE_TYPES, PrimitiveType
+from hlo_common.hlo.dtypes import BUFFER, PRIMITIVE_TYPES, PrimitiveType
 
-_BY_PROTO_ID = {t.proto_id: t for t in PRIMITIVE_TYPES.values()}
+# Enum numbers as the XLA of jaxlib 0.10 writes them: BUFFER is 34 there and the f6 types follow it
+# (hlo_common.hlo.dtypes keeps an older XLA's numbers for these three).
+_BY_PROTO_ID = {t.proto_id: t for t in PRIMITIVE_TYPES.values()} | {
+    34: BUFFER, 35: PRIMITIVE_TYPES["f6e3m2fn"], 36: PRIMITIVE_TYPES["f6e2m3fn"]}
+PROTO_ID = {t.name: k for k, t in _BY_PROTO_ID.items()}
 TUPLE_ID, TOKEN_ID = 13, 17
 
 
@@ -113,7 +117,9 @@ def _flat_values(lit, t: PrimitiveType, count: int, where: str) -> np.ndarray:
             raise ProtoError(f"{where}: {_BYTES_FIELD[t.name]} holds {len(data)} bytes for "
                              f"{count} {t.name} elements")
         return np.frombuffer(data, dtype=dtype).astype(t.np_dtype)
-    name = _REPEATED_FIELD[t.name]
+    name = _REPEATED_FIELD.get(t.name)
+    if name is None:
+        raise ProtoError(f"{where}: {t.name} literals are not read from protos")
     values = getattr(lit, name)
     per = 2 if t.is_complex else 1
     if len(values) != count * per:
