@@ -90,3 +90,74 @@ def byte_position(data: bytes, offset: int) -> tuple[int, int]:
     line = data.count(b"\n", 0, offset) + 1
     col = len(data[start:offset].decode("utf-8", "replace")) + 1
     return line, col
+
+
+# -- every input form: HLO text, HloModuleProto (binary / text), HloSnapshot ----------------------
+INPUT_FORMATS = ("hlo", "pb", "pbtxt", "snapshot")
+_SUFFIX_FORMATS = {".hlo": "hlo", ".txt": "hlo", ".pb": None, ".pbtxt": "pbtxt",
+                   ".textproto": "pbtxt"}
+
+
+@dataclass(frozen=True)
+class Input:
+    """One tool input as HLO text, whatever its form; `snapshot` is the hlo_common.proto.loader
+    ProtoInput of a snapshot (its arguments and result), else None."""
+
+    text: str
+    name: str
+    format: str
+    snapshot: object | None = None
+
+    def __getitem__(self, k):  # `text, name = read_input(path)[:2]`
+        return (self.text, self.name, self.format, self.snapshot)[k]
+
+
+def detect_format(name: str, data: bytes) -> str | None:
+    """The format a file's name or first bytes say (None: some binary proto, told by parsing)."""
+    suffix = Path(name).suffix.lower()
+    if suffix in _SUFFIX_FORMATS:
+        return _SUFFIX_FORMATS[suffix]
+    head = data[:4096].lstrip()
+    if b"\0" in head or not _is_utf8(head):
+        return None
+    if head.startswith((b"HloModule", b"//", b"ENTRY", b"%", b"{", b"FileNames")):
+        return "hlo"
+    if head.startswith((b"name:", b"computations", b"hlo_module", b"hlo {", b"hlo{", b"#")):
+        return "pbtxt"
+    return "hlo"
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start > len(data) - 4  # a character cut at the end of the sniffed block
+    return True
+
+
+def read_input(path: str | os.PathLike | None, fmt: str | None = None, *,
+               stdin: BinaryIO | None = None) -> Input:
+    """Read `path` (`-` or None: stdin) in format `fmt` (one of INPUT_FORMATS; None: from the file
+    name and first bytes) and give it as HLO text; the proto forms go through
+    hlo_common.proto (their module printed, so the tools' usual parsing and checks follow)."""
+    if fmt == "hlo":
+        text, name = read_source(path, stdin=stdin)
+        return Input(text, name, "hlo")
+    if path is None or str(path) == "-":
+        stream = stdin if stdin is not None else sys.stdin.buffer
+        data, name = stream.read(), STDIN_NAME
+    else:
+        name = str(path)
+        data = read_bytes(name)
+    fmt = fmt or detect_format(name, data)
+    if fmt == "hlo":
+        text, name = decode_source(data, name)
+        return Input(text, name, "hlo")
+    if not data:
+        raise InputError(f"{name}: empty input")
+    from hlo_common.hlo.printer import print_module
+    from hlo_common.proto.loader import read_proto_input
+
+    loaded = read_proto_input(data, name, fmt)
+    snapshot = loaded if loaded.format == "snapshot" else None
+    return Input(print_module(loaded.module), name, loaded.format, snapshot)
