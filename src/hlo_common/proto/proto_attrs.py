@@ -4,6 +4,8 @@ in the spelling of XLA's printer (xla/hlo/ir/hlo_instructions.cc, ExtraAttribute
 
 from __future__ import annotations
 
+import numpy as np
+
 from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 from hlo_common.hlo.strings import lexes_as_json_dict, quote_string
 from hlo_common.proto.messages import enum_names
@@ -137,8 +139,9 @@ def _dot_conv_attrs(p, op: str) -> list[str]:
         out += [f"rhs_batch_dims={_ints(d.rhs_batch_dimensions)}"] if d.rhs_batch_dimensions else []
         out.append(f"rhs_contracting_dims={_ints(d.rhs_contracting_dimensions)}")
         if ragged is not None:
-            out += [f"lhs_ragged_dims={_ints(ragged.lhs_ragged_dimensions)}",
-                    f"rhs_group_dims={_ints(ragged.rhs_group_dimensions)}"]
+            out.append(f"lhs_ragged_dims={_ints(ragged.lhs_ragged_dimensions)}")
+            if ragged.rhs_group_dimensions:
+                out.append(f"rhs_group_dims={_ints(ragged.rhs_group_dimensions)}")
     pc = p.precision_config
     if any(pc.operand_precision):
         out.append("operand_precision={" + ",".join(_PRECISION[v].lower() for v in pc.operand_precision) + "}")
@@ -201,7 +204,7 @@ def _misc_attrs(p, op: str, operand_types: list[int]) -> list[str]:
     if op == "fft":
         out += ["fft_type=" + _FFT[p.fft_type], f"fft_length={_ints(p.fft_length)}"]
     if op.startswith("batch-norm"):
-        out += [f"epsilon={_num(p.epsilon)}", f"feature_index={p.feature_index}"]
+        out += [f"epsilon={np.float32(p.epsilon)!s}", f"feature_index={p.feature_index}"]
     if op == "triangular-solve":
         t = p.triangular_solve_options
         out += [f"{k}=true" for k in ("left_side", "lower", "unit_diagonal") if getattr(t, k)]

@@ -66,7 +66,7 @@ def _module_attrs(proto) -> list[str]:
     if aliases:
         parts = []
         for e in aliases:
-            kind = ", must-alias" if e.kind == 2 else ""
+            kind = {1: ", may-alias", 2: ", must-alias"}.get(e.kind, "")
             parts.append(f"{_index(e.output_shape_index)}: ({e.parameter_number}, "
                          f"{_index(e.parameter_shape_index)}{kind})")
         out.append("input_output_alias={ " + ", ".join(parts) + " }")

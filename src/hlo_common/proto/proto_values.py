@@ -72,7 +72,8 @@ def shape_text(shape, where: str = "shape") -> str:
     if len(dyn) != len(shape.dimensions):
         raise ProtoError(f"{where}: is_dynamic_dimension has {len(dyn)} entries for "
                          f"{len(shape.dimensions)} dimensions")
-    dims = ",".join(("<=" if d else "") + str(n) for n, d in zip(shape.dimensions, dyn))
+    # An unbounded dynamic size is written as a negative number (Shape::kUnboundedSize).
+    dims = ",".join("?" if n < 0 else ("<=" if d else "") + str(n) for n, d in zip(shape.dimensions, dyn))
     layout = _layout_text(shape.layout, len(shape.dimensions)) if shape.HasField("layout") else ""
     return f"{t.name}[{dims}]{layout}"
 
