@@ -24,7 +24,7 @@ def module_from_proto(proto, filename: str = "<proto>"):
     try:
         module = parse_module(text, filename)
     except HloParseError as exc:
-        raise ProtoError(f"{filename}: the module this proto describes is invalid: {exc}") from None
+        raise ProtoError(f"{filename}: {_place(text, exc.line)}{exc.message}") from None
     for comp in module.computations:
         for instr in comp.instructions:
             key = (comp.name, instr.name)
@@ -141,6 +141,22 @@ def _instruction_text(instr, names, types, comp_names, where) -> str:
 
 
 _SCALAR_STANDIN = {1: "false", 15: "(0, 0)", 18: "(0, 0)"}
+
+
+def _place(text: str, line: int) -> str:
+    """`computation 'c', instruction 'i': ` for line `line` of the module text made from the proto
+    (the text is the reader's own, so the proto's names say where the problem is)."""
+    lines = text.splitlines()
+    if not 0 < line <= len(lines):
+        return ""
+    comp = next((ln for ln in reversed(lines[:line]) if ln.endswith("{") and not ln.startswith(" ")), "")
+    comp_name = comp.removeprefix("ENTRY ").split(" ")[0].lstrip("%")
+    here = lines[line - 1].strip().removeprefix("ROOT ")
+    instr = here.split(" ")[0].lstrip("%") if here.startswith("%") else ""
+    where = f"computation '{comp_name}'" if comp_name else ""
+    if instr:
+        where += f", instruction '{instr}'"
+    return where + ": " if where else ""
 
 
 def _stack_frame_lines(index) -> list[str]:

@@ -113,7 +113,8 @@ def test_interpreter_results_equal_for_text_and_proto_input(dumps, tmp_path) -> 
         np.testing.assert_array_equal(outs[0][k], outs[1][k])
 
 
-@pytest.mark.parametrize("case", ["truncated", "text_as_pb", "binary_as_pbtxt", "bad_operand_id"])
+@pytest.mark.parametrize("case", ["truncated", "text_as_pb", "binary_as_pbtxt", "bad_operand_id",
+                                  "unknown_opcode"])
 def test_bad_proto_input_is_one_line_exit_1(dumps, tmp_path, case) -> None:
     from hlo_common.proto.messages import HloProto
 
@@ -128,10 +129,16 @@ def test_bad_proto_input_is_one_line_exit_1(dumps, tmp_path, case) -> None:
         args = ["--input_format=pbtxt"]
     else:
         msg = HloProto.FromString(data).hlo_module  # XLA's dumps are HloProtos
-        msg.computations[-1].instructions[-1].operand_ids[0] = 987654321
+        last = msg.computations[-1].instructions[-1]
+        if case == "bad_operand_id":
+            last.operand_ids[0] = 987654321
+        else:
+            last.opcode = "frobnicate"
         path.write_bytes(msg.SerializeToString())
     proc = _tool("hlo_opt.cli", "--pipeline", "none", *args, str(path), check_rc=1)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hlo-opt: error: ") and str(path) in lines[0], proc.stderr
     if case == "bad_operand_id":
         assert "operand_ids[0] = 987654321" in lines[0] and "instruction '" in lines[0]
+    if case == "unknown_opcode":
+        assert f"instruction '{last.name}'" in lines[0] and "frobnicate" in lines[0]
