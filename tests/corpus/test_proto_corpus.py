@@ -5,16 +5,17 @@ aside: tests/proto_lib.py). Modules that cannot are listed in expected_failures.
 
 from __future__ import annotations
 
-import pytest
-
 import corpus_lib
 import proto_lib
+import pytest
+
 from hlo_common.hlo.parser import parse_module
 from hlo_common.hlo.printer import print_module
 from hlo_common.proto.messages import HloModuleProto
 from hlo_common.proto.proto_to_hlo import module_from_proto
 
 TIER = "proto"
+_NO_REFERENCE = "no reference"
 
 
 def _compare(mid: str, text: str) -> str | None:
@@ -23,7 +24,7 @@ def _compare(mid: str, text: str) -> str | None:
         data, xla_text = proto_lib.xla_proto_and_text(text)
         expected = proto_lib.canonical(print_module(parse_module(xla_text, mid)))
     except Exception:  # noqa: BLE001 - XLA (or our parser) rejects the text: no reference to compare
-        return None
+        return _NO_REFERENCE
     try:
         got = proto_lib.canonical(print_module(module_from_proto(HloModuleProto.FromString(data), mid)))
     except Exception as exc:  # noqa: BLE001 - reported as this module's failure
@@ -41,11 +42,11 @@ SAMPLE = 12
 
 @pytest.mark.slow
 def test_xla_protos_of_the_whole_corpus_read_as_their_text() -> None:
-    _check(corpus_lib.corpus_modules(), minimum=900)
+    _check(corpus_lib.corpus_modules(), minimum=700)
 
 
 def test_xla_protos_of_a_corpus_sample_read_as_their_text() -> None:
-    _check(corpus_lib.corpus_modules()[::SAMPLE], minimum=900 // SAMPLE)
+    _check(corpus_lib.corpus_modules()[::SAMPLE], minimum=700 // SAMPLE)
 
 
 def _check(modules, minimum: int) -> None:
@@ -55,6 +56,8 @@ def _check(modules, minimum: int) -> None:
     compared, failures, fixed = 0, [], []
     for mid, text in modules:
         problem = _compare(mid, text)
+        if problem == _NO_REFERENCE:
+            continue
         compared += 1
         if problem and mid not in expected:
             failures.append(f"{mid}: {problem}")

@@ -74,7 +74,8 @@ def _text_message(data: bytes, name: str):
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ProtoError(f"{name}: not a text proto (not UTF-8; a binary proto is --input_format=pb)") from None
+        raise ProtoError(f"{name}: not a text proto (not UTF-8; a binary proto is "
+                         "--input_format=pb)") from None
     first_error = None
     for kind, cls in (("pb", HloModuleProto), ("pb", HloProto), ("snapshot", HloSnapshot)):
         msg = cls()

@@ -9,7 +9,7 @@ import numpy as np
 from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 from hlo_common.hlo.strings import lexes_as_json_dict, quote_string
 from hlo_common.proto.messages import enum_names
-from hlo_common.proto.proto_values import sharding_text, shape_text
+from hlo_common.proto.proto_values import shape_text, sharding_text
 
 # Opcodes whose `dimensions` XLA prints even when empty.
 _ALWAYS_DIMS = {"broadcast", "transpose", "reduce", "reverse", "concatenate", "sort", "map"}
@@ -144,7 +144,8 @@ def _dot_conv_attrs(p, op: str) -> list[str]:
                 out.append(f"rhs_group_dims={_ints(ragged.rhs_group_dimensions)}")
     pc = p.precision_config
     if any(pc.operand_precision):
-        out.append("operand_precision={" + ",".join(_PRECISION[v].lower() for v in pc.operand_precision) + "}")
+        words = ",".join(_PRECISION[v].lower() for v in pc.operand_precision)
+        out.append("operand_precision={" + words + "}")
     if pc.algorithm:
         out.append("algorithm=" + _ALGORITHM[pc.algorithm].lower().removeprefix("alg_"))
     return out
@@ -154,7 +155,8 @@ def _gather_scatter_attrs(p) -> list[str]:
     out = []
     if p.HasField("gather_dimension_numbers"):
         g = p.gather_dimension_numbers
-        out += [f"offset_dims={_ints(g.offset_dims)}", f"collapsed_slice_dims={_ints(g.collapsed_slice_dims)}",
+        out += [f"offset_dims={_ints(g.offset_dims)}",
+                f"collapsed_slice_dims={_ints(g.collapsed_slice_dims)}",
                 f"start_index_map={_ints(g.start_index_map)}"]
         if g.operand_batching_dims:
             out += [f"operand_batching_dims={_ints(g.operand_batching_dims)}",
@@ -241,7 +243,8 @@ def _collective_attrs(p, op: str) -> list[str]:
     if iota:
         g = p.iota_collective_device_list if p.HasField("iota_collective_device_list") else \
             groups.iota_replica_group_list
-        text = f"[{g.num_replica_groups},{g.num_devices_per_group}]<=[" + ",".join(map(str, g.iota_reshape_dims)) + "]"
+        reshape = ",".join(map(str, g.iota_reshape_dims))
+        text = f"[{g.num_replica_groups},{g.num_devices_per_group}]<=[{reshape}]"
         perm = list(g.iota_transpose_perm)
         if perm and perm != list(range(len(perm))):
             text += "T(" + ",".join(map(str, perm)) + ")"
@@ -313,7 +316,8 @@ def _common_attrs(p) -> list[str]:
             out.append("result_accuracy={mode=highest}")
         elif ra.WhichOneof("specs") == "tolerance":
             t = ra.tolerance
-            out.append(f"result_accuracy={{tolerance={{atol={_num(t.atol)},rtol={_num(t.rtol)},ulps={t.ulps}}}}}")
+            tolerance = f"atol={_num(t.atol)},rtol={_num(t.rtol)},ulps={t.ulps}"
+            out.append(f"result_accuracy={{tolerance={{{tolerance}}}}}")
     return out
 
 
@@ -326,7 +330,7 @@ def frontend_text(fa) -> str:
 def _num(v: float) -> str:
     """A double as XLA's StrCat writes it: no trailing `.0`."""
     text = repr(v)
-    return text[:-2] if text.endswith(".0") else text
+    return text.removesuffix(".0")
 
 
 def _metadata(m) -> str:

@@ -169,7 +169,8 @@ def _stack_frame_lines(index) -> list[str]:
     lines += ["", "FileLocations"]
     for k, loc in enumerate(index.file_locations, 1):
         lines.append(f"{k} {{file_name_id={loc.file_name_id} function_name_id={loc.function_name_id} "
-                     f"line={loc.line} end_line={loc.end_line} column={loc.column} end_column={loc.end_column}}}")
+                     f"line={loc.line} end_line={loc.end_line} column={loc.column} "
+                     f"end_column={loc.end_column}}}")
     lines += ["", "StackFrames"]
     lines += [f"{k} {{file_location_id={f.file_location_id} parent_frame_id={f.parent_frame_id + 1}}}"
               for k, f in enumerate(index.stack_frames, 1)]

@@ -53,7 +53,8 @@ def _layout_text(layout, rank: int) -> str:
 
 def _has_extras(layout) -> bool:
     return bool(layout.tiles or layout.element_size_in_bits or layout.memory_space
-                or layout.dynamic_shape_metadata_prefix_bytes or layout.tail_padding_alignment_in_elements > 1)
+                or layout.dynamic_shape_metadata_prefix_bytes
+                or layout.tail_padding_alignment_in_elements > 1)
 
 
 def shape_text(shape, where: str = "shape") -> str:
@@ -196,5 +197,6 @@ def sharding_text(s) -> str:
     if s.replicate_on_last_tile_dim:
         text += " last_tile_dim_replicate"
     if s.last_tile_dims:
-        text += " last_tile_dims={" + ", ".join(_SHARDING_WORD.get(d, "replicated") for d in s.last_tile_dims) + "}"
+        words = ", ".join(_SHARDING_WORD.get(d, "replicated") for d in s.last_tile_dims)
+        text += " last_tile_dims={" + words + "}"
     return "{" + text + "}"

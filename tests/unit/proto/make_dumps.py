@@ -14,8 +14,8 @@ os.environ["XLA_FLAGS"] = (f"--xla_dump_to={sys.argv[1]} --xla_dump_hlo_as_proto
                            "--xla_dump_hlo_snapshots")
 os.environ["JAX_PLATFORMS"] = "cpu"
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
+import jax
+import jax.numpy as jnp
 
 
 def proto_probe(x, y, k):

@@ -9,7 +9,8 @@ from pathlib import Path
 from hlo_common.proto import messages
 
 SCHEMA = Path(messages.__file__).with_name("xla_hlo.proto")
-_FIELD = re.compile(r"^\s*(?:repeated\s+|optional\s+)?([\w.]+|map<[^>]+>)\s+(\w+)\s*=\s*(\d+)\s*;", re.M)
+_FIELD = re.compile(r"^\s*(?:repeated\s+|optional\s+)?([\w.]+|map<[^>]+>)\s+(\w+)\s*=\s*(\d+)\s*;",
+                    re.MULTILINE)
 
 
 def _proto_fields() -> dict[str, set[tuple[str, int]]]:
@@ -48,8 +49,8 @@ def test_descriptor_matches_the_proto_text() -> None:
 def test_field_numbers_of_the_core_messages_are_xla_s() -> None:
     """A few numbers copied from XLA's hlo.proto / xla_data.proto, so a renumbering shows."""
     inst = messages.message_class("HloInstructionProto").DESCRIPTOR.fields_by_name
-    assert (inst["operand_ids"].number, inst["called_computation_ids"].number, inst["backend_config"].number) \
-        == (36, 38, 43)
+    numbers = (inst["operand_ids"].number, inst["called_computation_ids"].number, inst["backend_config"].number)
+    assert numbers == (36, 38, 43)
     lit = messages.LiteralProto.DESCRIPTOR.fields_by_name
     assert (lit["f32s"].number, lit["bf16s"].number, lit["tuple_literals"].number) == (8, 13, 10)
     snap = messages.HloSnapshot.DESCRIPTOR.fields_by_name
