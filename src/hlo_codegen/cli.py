@@ -26,7 +26,7 @@ from pathlib import Path
 import click
 
 from hlo_common.cli_util import click_main, run_command, write_output
-from hlo_common.source import read_source
+from hlo_common.source import INPUT_FORMATS, read_input
 
 TOOL = "hlo-codegen"
 STAGES = ("hlo", "buffer-assignment", "thunks", "kernel-ir", "llvm", "ptx")  # hlo_codegen.dump.stage_text
@@ -64,9 +64,11 @@ def _check_arch(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--no-cache", "no_cache", is_flag=True, help="Compile every kernel; leave the cache alone.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), metavar="N",
               help="Threads compiling PTX (default: one per CPU, at most 8).")
+@click.option("--input-format", "--input_format", "input_format", type=click.Choice(INPUT_FORMATS),
+              help="hlo text, HloModuleProto (pb, pbtxt) or HloSnapshot; default: from the name and bytes")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
 def cli(input_path, output_path, target, arch, dump_to, stage, fusion, dump_module_id, cache_dir,
-        no_cache, jobs, debug) -> None:
+        no_cache, jobs, debug, input_format=None) -> None:
     """Compile an HLO module (file or stdin) into a manifest for hlo-run."""
     if fusion is not None and stage not in ("kernel-ir", "llvm", "ptx"):
         raise click.UsageError("--fusion selects kernels: use it with --stage kernel-ir, llvm or ptx")
@@ -74,7 +76,7 @@ def cli(input_path, output_path, target, arch, dump_to, stage, fusion, dump_modu
         raise click.UsageError("--stage ptx: the host target makes LLVM IR, no PTX (use --stage llvm)")
     run_command(TOOL, lambda: _compile(input_path, output_path, target, arch, dump_to,
                                        _cache_dir(cache_dir, no_cache), jobs, stage, fusion,
-                                       dump_module_id), debug)
+                                       dump_module_id, input_format), debug)
 
 
 def _cache_dir(given: str | None, disabled: bool) -> str | None:
@@ -89,7 +91,8 @@ def _cache_dir(given: str | None, disabled: bool) -> str | None:
 
 def _compile(input_path: str | None, output_path: str | None, target: str, arch: str,
              dump_to: str | None, cache_dir: str | None = None, jobs: int | None = None,
-             stage: str | None = None, fusion: str | None = None, dump_module_id: int = 0) -> None:
+             stage: str | None = None, fusion: str | None = None, dump_module_id: int = 0,
+             input_format: str | None = None) -> None:
     # The compiler is imported before the input is read: behind `hlo-opt |`, that import
     # happens while hlo-opt is still optimizing instead of after it.
     from hlo_common.hlo.parser import parse_module
@@ -103,7 +106,7 @@ def _compile(input_path: str | None, output_path: str | None, target: str, arch:
         from hlo_codegen.dump import prepare_dump_directory
 
         prepare_dump_directory(Path(dump_to))
-    text, name = read_source(input_path)
+    text, name = read_input(input_path, input_format)[:2]
     module = parse_module(text, name)
     verify(module, "verification failed in the input")  # else a bad input reads as a bug of the passes
     prepare = None

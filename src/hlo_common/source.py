@@ -71,9 +71,11 @@ def open_input(name: str) -> BinaryIO:
     return f
 
 
-def read_capped(stream: BinaryIO, name: str, limit: int | None, *, stop_at_nul: bool = False) -> bytes:
-    """Read `stream` to its end, refusing more than `limit` bytes (default MAX_INPUT_BYTES). A
-    regular file's size is checked first; anything else is read a chunk at a time."""
+def read_capped(stream: BinaryIO, name: str, limit: int | None, *, stop_at_nul: bool = False,
+                already: int = 0) -> bytes:
+    """Read `stream` to its end, refusing more than `limit` bytes (default MAX_INPUT_BYTES) with the
+    `already` read before from it. A regular file's size is checked first; anything else is read
+    a chunk at a time."""
     limit = MAX_INPUT_BYTES if limit is None else limit
     try:
         fileno = stream.fileno()
@@ -82,7 +84,7 @@ def read_capped(stream: BinaryIO, name: str, limit: int | None, *, stop_at_nul: 
         st = None  # an in-memory stream
     if st is not None and stat.S_ISREG(st.st_mode) and st.st_size > limit:
         raise _too_large(name, limit)
-    chunks, total = [], 0
+    chunks, total = [], already
     try:
         while chunk := stream.read(CHUNK_BYTES):
             chunks.append(chunk)
@@ -138,3 +140,95 @@ def byte_position(data: bytes, offset: int) -> tuple[int, int]:
     line = data.count(b"\n", 0, offset) + 1
     col = len(data[start:offset].decode("utf-8", "replace")) + 1
     return line, col
+
+
+# -- every input form: HLO text, HloModuleProto (binary / text), HloSnapshot ----------------------
+INPUT_FORMATS = ("hlo", "pb", "pbtxt", "snapshot")
+_SUFFIX_FORMATS = {".hlo": "hlo", ".txt": "hlo", ".pb": None, ".pbtxt": "pbtxt",
+                   ".textproto": "pbtxt"}
+
+
+@dataclass(frozen=True)
+class Input:
+    """One tool input as HLO text, whatever its form; `snapshot` is the hlo_common.proto.loader
+    ProtoInput of a snapshot (its arguments and result), else None."""
+
+    text: str
+    name: str
+    format: str
+    snapshot: object | None = None
+
+    def __getitem__(self, k):  # `text, name = read_input(path)[:2]`
+        return (self.text, self.name, self.format, self.snapshot)[k]
+
+
+_SNIFF_BYTES = 4096
+
+
+def _sniff_and_read(stream: BinaryIO, name: str, fmt: str | None) -> tuple[bytes, str | None]:
+    """The input's bytes and its format: the first block decides it when `fmt` is None, and text
+    is read only to its first NUL byte (decode_source refuses it there)."""
+    try:
+        head = stream.read(_SNIFF_BYTES) if fmt is None else b""
+    except OSError as exc:
+        raise _read_error(name, exc) from None
+    if fmt is None:
+        fmt = "hlo" if head[:1] == b"\0" else detect_format(name, head)
+    text = fmt == "hlo"
+    if text and b"\0" in head:
+        return head, fmt
+    rest = read_capped(stream, name, None, stop_at_nul=text, already=len(head))
+    return head + rest, fmt
+
+
+def detect_format(name: str, data: bytes) -> str | None:
+    """The format a file's name or first bytes say (None: some binary proto, told by parsing)."""
+    suffix = Path(name).suffix.lower()
+    if suffix in _SUFFIX_FORMATS:
+        return _SUFFIX_FORMATS[suffix]
+    head = data[:4096].lstrip()
+    if b"\0" in head or not _is_utf8(head):
+        return None
+    if head.startswith((b"HloModule", b"//", b"ENTRY", b"%", b"{", b"FileNames")):
+        return "hlo"
+    if head.startswith((b"name:", b"computations", b"hlo_module", b"hlo {", b"hlo{", b"#")):
+        return "pbtxt"
+    return "hlo"
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start > len(data) - 4  # a character cut at the end of the sniffed block
+    return True
+
+
+def read_input(path: str | os.PathLike | None, fmt: str | None = None, *,
+               stdin: BinaryIO | None = None) -> Input:
+    """Read `path` (`-` or None: stdin) in format `fmt` (one of INPUT_FORMATS; None: from the file
+    name and first bytes) and give it as HLO text; the proto forms go through
+    hlo_common.proto (their module printed, so the tools' usual parsing and checks follow). Input
+    that starts with a NUL byte is no proto (no field has number 0) and is refused as binary
+    text at once, as read_source refuses it, without reading a device such as /dev/zero to the cap."""
+    if fmt == "hlo":
+        text, name = read_source(path, stdin=stdin)
+        return Input(text, name, "hlo")
+    if path is None or str(path) == "-":
+        stream, name = (stdin if stdin is not None else sys.stdin.buffer), STDIN_NAME
+        data, fmt = _sniff_and_read(stream, name, fmt)
+    else:
+        name = str(path)
+        with open_input(name) as stream:
+            data, fmt = _sniff_and_read(stream, name, fmt)
+    if fmt == "hlo":
+        text, name = decode_source(data, name)
+        return Input(text, name, "hlo")
+    if not data:
+        raise InputError(f"{name}: empty input")
+    from hlo_common.hlo.printer import print_module
+    from hlo_common.proto.loader import read_proto_input
+
+    loaded = read_proto_input(data, name, fmt)
+    snapshot = loaded if loaded.format == "snapshot" else None
+    return Input(print_module(loaded.module), name, loaded.format, snapshot)

@@ -21,7 +21,7 @@ from hlo_common.errors import HloError
 from hlo_common.hlo.ir import HloModule
 from hlo_common.hlo.parser import parse_modules
 from hlo_common.hlo.printer import print_module
-from hlo_common.source import read_source
+from hlo_common.source import INPUT_FORMATS, read_input, read_source
 from hlo_common.gpu.device import load_device
 from hlo_common.hlo_pass.pass_base import PASS_REGISTRY
 from hlo_common.hlo_pass.pipeline import PassRunRecord, PipelineSequence, RunOptions, verify
@@ -54,6 +54,7 @@ class OptOptions:
     verify_each: bool
     split_input_file: bool
     debug: bool
+    input_format: str | None = None
 
 
 # -- passes and pipelines ------------------------------------------------------------------------
@@ -167,7 +168,8 @@ def run(opts: OptOptions) -> None:
 
         dump = DumpOptions(Path(opts.dump_to), opts.dump_pass_re, opts.dump_format or ("text",))
         prepare_dump_directory(dump.directory)
-    text, name = read_source(opts.input)
+    text, name = read_input(opts.input, opts.input_format)[:2] if opts.input_format != "hlo" else \
+        read_source(opts.input)
     modules = parse_modules(text, name, split=opts.split_input_file)
     outputs = [optimize_module(m, i, sequence, opts, dump, run_options) for i, m in enumerate(modules)]
     if records is not None:
@@ -197,6 +199,8 @@ def run(opts: OptOptions) -> None:
 @click.option("--time-passes", is_flag=True, help="per-pass wall time and change flags on stderr")
 @click.option("--verify-each", is_flag=True, help="run the verifier after every pass")
 @click.option("--split-input-file", is_flag=True, help="treat `// -----` as a separator between modules")
+@click.option("--input-format", "--input_format", "input_format", type=click.Choice(INPUT_FORMATS),
+              help="hlo text, HloModuleProto (pb, pbtxt) or HloSnapshot; default: from the name and bytes")
 @click.option("--debug", is_flag=True, help="show Python tracebacks")
 def hlo_opt_command(**kwargs) -> None:
     """Optimize HLO text with XLA:GPU-style passes."""

@@ -38,7 +38,7 @@ from hlo_common.errors import HloError, HloParseError, InputError
 from hlo_common.interpreter.registry import TOKEN
 from hlo_common.hlo.literal import format_literal
 from hlo_common.hlo.shape import Shape
-from hlo_common.source import read_source
+from hlo_common.source import INPUT_FORMATS, read_input
 from hlo_run.backends import Program, default_platform, get_backend
 from hlo_run.compare import compare_values
 
@@ -104,6 +104,7 @@ class RunOptions:
     find_first_mismatch: bool = False
     mismatch_dir: str | None = None
     max_while_iterations: int | None = None
+    snapshot: Any = None  # hlo_common.proto.loader.ProtoInput of an HloSnapshot input
 
 
 class XlaFlagsCommand(click.Command):
@@ -162,10 +163,14 @@ class XlaFlagsCommand(click.Command):
                    "(default: --dump-to, else ./hlo_run_mismatch).")
 @click.option("--split-input-file", is_flag=True,
               help="Treat `// -----` lines as separators between modules.")
+@click.option("--input-format", "input_format", type=click.Choice(INPUT_FORMATS),
+              help="hlo text, HloModuleProto (pb, pbtxt) or HloSnapshot (runs on its arguments and "
+                   "checks its result); default: from the name and first bytes")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
 def cli(input_path, platform, inputs_path, seed, output_path, print_literals, reference_platform,
         abs_error_bound, rel_error_bound, iterations, max_while_iterations, hlo_passes, dump_to,
-        large_float_range, find_first_mismatch, mismatch_dir, split_input_file, debug) -> None:
+        large_float_range, find_first_mismatch, mismatch_dir, split_input_file, debug,
+        input_format=None) -> None:
     """Run an HLO module (file or stdin) and compare it with a reference, like run_hlo_module.
 
     A manifest is executable code, like a shared library: run only manifests you trust. Its
@@ -182,7 +187,8 @@ def cli(input_path, platform, inputs_path, seed, output_path, print_literals, re
         raise click.UsageError("--find-first-mismatch compares the kernels of --platform cuda or host "
                                "with the interpreter; choose one of those platforms")
     _check_dump_to(dump_to, platform)
-    run_command(TOOL, lambda: _run_input(input_path, options, split_input_file, debug), debug)
+    run_command(TOOL, lambda: _run_input(input_path, options, split_input_file, debug, input_format),
+                debug)
 
 
 def _check_dump_to(dump_to: str | None, platform: str) -> None:
@@ -196,9 +202,11 @@ def _check_dump_to(dump_to: str | None, platform: str) -> None:
         raise click.UsageError(f"--dump-to '{dump_to}': not a directory")
 
 
-def _run_input(input_path: str | None, options: RunOptions, split: bool, debug: bool) -> None:
-    text, name = read_source(input_path)
-    programs = load_programs(text, name, split)
+def _run_input(input_path: str | None, options: RunOptions, split: bool, debug: bool,
+               input_format: str | None = None) -> None:
+    source = read_input(input_path, input_format)
+    programs = load_programs(source.text, source.name, split)
+    options.snapshot = source.snapshot
     if options.dump_to is not None and not options.find_first_mismatch \
             and any(p.manifest is not None for p in programs):
         raise click.UsageError("--dump-to: the input is a manifest, compiled already, so there is nothing "
@@ -295,6 +303,8 @@ def run_program(program: Program, options: RunOptions) -> bool:
             from hlo_run.npz_io import save_outputs
 
             save_outputs(options.output, result)
+        if options.snapshot is not None and options.snapshot.result is not None and not options.inputs:
+            _check_against_snapshot(program, options, result)
         if options.reference != "none":
             _check_against_reference(program, options, args, result)
     except (HloParseError, ProgramError, ComparisonFailed, InputError):
@@ -308,7 +318,13 @@ def run_program(program: Program, options: RunOptions) -> bool:
 
 
 def make_arguments(program: Program, options: RunOptions) -> list[Any]:
-    """The arguments from --inputs, or random ones from --seed."""
+    """The arguments from --inputs, a snapshot's, or random ones from --seed."""
+    if options.snapshot is not None and not options.inputs:
+        args = options.snapshot.arguments
+        if len(args) != len(program.parameter_shapes):
+            raise InputError(f"{program.name}: the snapshot holds {len(args)} arguments for "
+                             f"{len(program.parameter_shapes)} entry parameters")
+        return list(args)
     if options.inputs:
         from hlo_run.npz_io import load_inputs
 
@@ -368,6 +384,18 @@ def _check_against_reference(program: Program, options: RunOptions, args: list[A
             f"{program.name}: results on {options.platform} and {options.reference} differ: "
             f"{comparison.one_line()}", comparison.summary_lines())
     click.echo(f"** Results on {options.platform} and {options.reference} are close enough. **", err=True)
+
+
+def _check_against_snapshot(program: Program, options: RunOptions, result: Any) -> None:
+    """The result against the one the snapshot recorded (run_hlo_module's check of a snapshot)."""
+    comparison = compare_values(result, options.snapshot.result, options.abs_error_bound,
+                                options.rel_error_bound)
+    if not comparison.ok:
+        raise ComparisonFailed(f"{program.name}: the result on {options.platform} differs from the "
+                               f"snapshot's recorded result: {comparison.one_line()}",
+                               comparison.summary_lines())
+    click.echo(f"** Result on {options.platform} and the snapshot's recorded result are close enough. **",
+               err=True)
 
 
 def _bounds_origin(options: RunOptions) -> str:

@@ -17,7 +17,7 @@ also takes `--flag` alone (true) or `--flag=true|false|1|0` (also `--flag true`)
     --print_literals[=bool]                    --print-literals when true
     --iterations=N                             the same flag (click reads both forms)
     --input_module=PATH                        the INPUT argument
-    --input_format=hlo                         nothing; pb and pbtxt are a one-line error
+    --input_format=hlo|pb|pbtxt|snapshot       --input-format (the same names)
     --run_test_hlo_passes[=bool]               --hlo-passes / --no-hlo-passes
     --run_reference_hlo_passes[=bool]          accepted; the reference runs the input as given
     --use_large_float_range[=bool]             --large-float-range when true
@@ -126,13 +126,9 @@ def _translate_flag(arg: str, name: str, value: str | None, args: _Args, warn) -
         return [args.value(name, value)]
     if name == "input_format":
         fmt = args.value(name, value).strip().lower()
-        if fmt in ("pb", "pbtxt"):
-            raise XlaFlagError(f"--input_format={fmt}: hlo-run reads HLO text only, not HloProto; "
-                               "dump the module as text (XLA_FLAGS=--xla_dump_hlo_as_text) and "
-                               "run that file")
-        if fmt != "hlo":
-            raise XlaFlagError(f"--input_format={fmt}: expected hlo (pb and pbtxt are not read)")
-        return []
+        if fmt not in ("hlo", "pb", "pbtxt", "snapshot"):
+            raise XlaFlagError(f"--input_format={fmt}: expected hlo, pb, pbtxt or snapshot")
+        return ["--input-format", fmt]
     if name in _VALUE_FLAGS:
         return [_VALUE_FLAGS[name], args.value(name, value)]
     if name in _BOOL_FLAGS:

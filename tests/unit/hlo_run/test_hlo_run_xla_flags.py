@@ -32,7 +32,7 @@ def test_values_and_booleans():
             "--run_reference_hlo_passes=true", "--input_format=hlo", "--input_module=m.hlo"]
     assert translate(argv) == ["--abs-error-bound", "0.1", "--rel-error-bound", "0.2", "--iterations=3",
                                "--dump-to", "d", "--print-literals", "--large-float-range", "--no-hlo-passes",
-                               "m.hlo"]
+                               "--input-format", "hlo", "m.hlo"]
 
 
 @pytest.mark.parametrize("spelling, on", [(["--print_literals=true"], True), (["--print_literals=0"], False),
@@ -63,8 +63,7 @@ def test_xla_debug_options_are_ignored_with_a_warning():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--input_format=pb"], "--input_format=pb: hlo-run reads HLO text only, not HloProto"),
-    (["--input_format=stablehlo"], "--input_format=stablehlo: expected hlo"),
+    (["--input_format=stablehlo"], "--input_format=stablehlo: expected hlo, pb, pbtxt or snapshot"),
     (["--print_literals=maybe"], "--print_literals=maybe: expected true, false, 1 or 0"),
     (["--abs_error_bound"], "--abs_error_bound needs a value"),
 ])
@@ -77,12 +76,17 @@ def run(args):
     return CliRunner().invoke(cli, args, catch_exceptions=False)
 
 
-def test_cli_pb_input_is_one_line_exit_1(tmp_path):
+def test_cli_hlo_text_read_as_pbtxt_is_one_line_exit_1(tmp_path):
     path = tmp_path / "m.hlo"
     path.write_text(ADD)
     result = run(["--platform=Interpreter", "--input_format=pbtxt", str(path)])
     assert result.exit_code == 1 and "Traceback" not in result.stderr
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("hlo-run: error: --input_format=pbtxt")
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"hlo-run: error: {path}:1:")
+    assert "not a text HloModuleProto" in result.stderr
+
+
+def test_input_format_translates_to_hlo_run_s_flag():
+    assert translate(["--input_format=snapshot", "s.pb"]) == ["--input-format", "snapshot", "s.pb"]
 
 
 def test_cli_input_module_and_empty_reference(tmp_path):
