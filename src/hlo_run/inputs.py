@@ -96,14 +96,18 @@ class UniqueWindows:
     strides: tuple[int, ...]
 
 
-def make_fake_arguments(module: HloModule, seed: int = 0, *, large_float_range: bool = False) -> list[Any]:
-    """One value per entry parameter of `module`, by the rule in this module's docstring."""
+def make_fake_arguments(module: HloModule, seed: int = 0, *, large_float_range: bool = False,
+                        device: int | None = None) -> list[Any]:
+    """One value per entry parameter of `module`, by the rule in this module's docstring; on
+    several devices, device d's values come from the seed sequence (seed, parameter, d)."""
     params = module.entry.parameters
-    return [make_fake_argument(p, seed, large_float_range=large_float_range) for p in params]
+    return [make_fake_argument(p, seed, large_float_range=large_float_range, device=device) for p in params]
 
 
-def make_fake_argument(param: HloInstruction, seed: int = 0, *, large_float_range: bool = False) -> Any:
-    rng = np.random.default_rng([int(seed), int(param.parameter_number)])
+def make_fake_argument(param: HloInstruction, seed: int = 0, *, large_float_range: bool = False,
+                       device: int | None = None) -> Any:
+    key = [int(seed), int(param.parameter_number)] + ([int(device)] if device is not None else [])
+    rng = np.random.default_rng(key)
     shape = param.shape
     if shape.is_tuple or not shape.is_array:
         return _random_value(shape, rng, large_float_range)

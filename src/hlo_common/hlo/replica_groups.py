@@ -115,20 +115,50 @@ class Mesh:
         return text + " {" + ",".join(refs) + "}"
 
 
-def check_cover(groups: list[list[int]], count: int, what: str) -> None:
-    """ValueError unless `groups` hold each id below `count` at most once (XLA's verifier:
-    every id in range, none twice; all of them when `what` asks for a full cover)."""
+def check_cover(groups: list[list[int]], count: int, noun: str) -> None:
+    """ValueError unless `groups` name each id below `count` at most once and, unless there are
+    no groups at all, every one of them (XLA's verifier: CheckReplicaGroups)."""
     seen: set[int] = set()
     for g in groups:
         for d in g:
             if d < 0 or d >= count:
-                raise ValueError(f"replica_groups name device {d}, but {what} has {count}")
+                raise ValueError(f"replica_groups name {noun} {d}, but the module has {count} {noun}(s)")
             if d in seen:
-                raise ValueError(f"replica_groups name device {d} twice")
+                raise ValueError(f"replica_groups name {noun} {d} twice")
             seen.add(d)
     if seen and len(seen) != count:
         missing = min(set(range(count)) - seen)
-        raise ValueError(f"replica_groups leave out device {missing} of the {count} of {what}")
+        raise ValueError(f"replica_groups leave out {noun} {missing} of the module's {count}")
+
+
+# Collectives whose HLO instruction carries `use_global_device_ids` (XLA's HloAllReduceInstructionBase
+# and HloAllGatherInstruction); the others take the cross-partition mode when they have a channel.
+_GLOBAL_ID_OPS = frozenset({"all-reduce", "all-reduce-start", "all-gather", "all-gather-start",
+                            "reduce-scatter"})
+
+
+def group_mode(instr) -> str:
+    """XLA's CollectiveOpGroupMode (xla/service/collective_ops_utils.cc GetCollectiveOpGroupMode):
+    no channel_id: cross-replica; with one, flattened-id (use_global_device_ids=true) or
+    cross-replica-and-partition for all-reduce / all-gather / reduce-scatter, else cross-partition."""
+    if instr.attrs.get("channel_id") is None:
+        return "cross-replica"
+    if instr.opcode in _GLOBAL_ID_OPS:
+        return "flattened-id" if instr.attrs.get("use_global_device_ids") else "cross-replica-and-partition"
+    return "cross-partition"
+
+
+def check_groups(instr, replicas: int, partitions: int) -> None:
+    """ValueError unless `instr`'s replica groups fit `replicas` x `partitions` devices (the ids
+    its group mode names: replicas, partitions or flattened device ids)."""
+    raw = instr.attrs.get("replica_groups")
+    if raw is None or not hasattr(raw, "groups"):
+        return
+    mode = group_mode(instr)
+    count, noun = {"cross-replica": (replicas, "replica"), "cross-replica-and-partition": (replicas, "replica"),
+                   "cross-partition": (partitions, "partition"),
+                   "flattened-id": (replicas * partitions, "device")}[mode]
+    check_cover(raw.groups(), count, noun)
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,8 @@ import threading
 from typing import Any, Sequence
 
 from hlo_common.errors import HloError, InterpreterError
-from hlo_common.hlo.replica_groups import check_cover
+from hlo_common.hlo.replica_groups import check_groups, group_mode
 
-# Collectives whose HLO instruction carries `use_global_device_ids` (XLA's HloAllReduceInstructionBase
-# and HloAllGatherInstruction); the others take the cross-partition mode when they have a channel.
-_GLOBAL_ID_OPS = frozenset({"all-reduce", "all-reduce-start", "all-gather", "all-gather-start",
-                            "reduce-scatter"})
 COLLECTIVES = frozenset({"all-reduce", "all-reduce-start", "all-gather", "all-gather-start",
                          "reduce-scatter", "all-to-all", "collective-broadcast", "collective-permute",
                          "collective-permute-start", "ragged-all-to-all"})
@@ -37,15 +33,6 @@ COLLECTIVES = frozenset({"all-reduce", "all-reduce-start", "all-gather", "all-ga
 
 class Aborted(InterpreterError):
     """Another device failed, so this one stops at its collective."""
-
-
-def group_mode(instr) -> str:
-    """XLA's CollectiveOpGroupMode of a collective, by its channel_id and use_global_device_ids."""
-    if instr.attrs.get("channel_id") is None:
-        return "cross-replica"
-    if instr.opcode in _GLOBAL_ID_OPS:
-        return "flattened-id" if instr.attrs.get("use_global_device_ids") else "cross-replica-and-partition"
-    return "cross-partition"
 
 
 def _raw_groups(instr) -> list[list[int]]:
@@ -90,17 +77,11 @@ class World:
         return [self.device(r, q) for q in range(self.partitions)], p
 
     def check(self, instr) -> None:
-        """HloError unless `instr`'s groups name each id of its mode at most once, in range, and
-        (when given) all of them."""
-        mode = group_mode(instr)
-        count = {"cross-replica": self.replicas, "cross-replica-and-partition": self.replicas,
-                 "cross-partition": self.partitions, "flattened-id": self.n}[mode]
-        what = {"cross-replica": "replicas", "cross-replica-and-partition": "replicas",
-                "cross-partition": "partitions", "flattened-id": "devices"}[mode]
+        """HloError unless `instr`'s groups fit this world (hlo.replica_groups.check_groups)."""
         try:
-            check_cover(_raw_groups(instr), count, f"the module's {what}")
+            check_groups(instr, self.replicas, self.partitions)
         except ValueError as exc:
-            raise HloError(f"%{instr.name} ({instr.opcode}, {mode}): {exc}") from None
+            raise HloError(f"%{instr.name} ({instr.opcode}, {group_mode(instr)}): {exc}") from None
 
     def exchange(self, instr, seq: int, me: int, group: Sequence[int], value: Any) -> list[Any]:
         """Every group member's value, in group order, once all of them have called this."""

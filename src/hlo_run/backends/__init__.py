@@ -50,6 +50,12 @@ class Program:
     manifest: Any = None
     run_hlo_passes: bool = True  # HLO text is optimized by hlo-opt before hlo-codegen compiles it
     dump_to: str | None = None  # where hlo-opt and hlo-codegen write their dumps
+    replicas: int = 1  # devices: replicas x partitions (hlo_run.devices); arguments and results
+    partitions: int = 1  # then carry a leading device axis
+
+    @property
+    def devices(self) -> int:
+        return self.replicas * self.partitions
 
     @property
     def parameter_shapes(self) -> list[Shape]:
