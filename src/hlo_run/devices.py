@@ -41,7 +41,10 @@ def _header_count(module, key: str) -> int | None:
 
 
 def _inferred(module) -> tuple[int, int]:
-    """(replicas, partitions) the collectives' ids ask for, for a module whose header is silent."""
+    """(replicas, partitions) the collectives ask for, for a module whose header is silent: the
+    largest id they name, or an all-gather's result / operand size when it names none. Ids of the
+    cross-partition mode count partitions; the others count replicas (flattened ids are replicas
+    when there is one partition)."""
     replicas = partitions = 1
     for instr in module_collectives(module):
         raw = instr.attrs.get("replica_groups")
@@ -49,10 +52,13 @@ def _inferred(module) -> tuple[int, int]:
         pairs = instr.attrs.get("source_target_pairs")
         ids += [d for p in getattr(pairs, "pairs", ()) for d in p]
         need = max(ids, default=0) + 1
-        if group_mode(instr) == "cross-replica":
-            replicas = max(replicas, need)
-        else:
+        if not ids and instr.opcode == "all-gather" and instr.operands and instr.shape.is_array:
+            d = int(instr.attrs["dimensions"][0])
+            need = max(1, instr.shape.dims[d] // max(1, instr.operands[0].shape.dims[d]))
+        if group_mode(instr) == "cross-partition":
             partitions = max(partitions, need)
+        else:
+            replicas = max(replicas, need)
     return replicas, partitions
 
 

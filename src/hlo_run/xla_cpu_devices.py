@@ -71,6 +71,9 @@ def _compile(text: str, replicas: int, partitions: int, allow_excess_precision: 
     options = xc.CompileOptions()
     build = options.executable_build_options
     build.num_replicas, build.num_partitions = replicas, partitions
+    # XLA:CPU compiles num_partitions > 1 only through its SPMD partitioner, which leaves a module
+    # without sharding annotations (already partitioned: a per-device program) as it is.
+    build.use_spmd_partitioning = partitions > 1
     build.device_assignment = xc.DeviceAssignment.create(
         np.array([d.id for d in devices]).reshape(replicas, partitions))
     if not allow_excess_precision:
