@@ -44,10 +44,48 @@ def _ensure_flag(n: int) -> None:
         os.environ["XLA_FLAGS"] = f"{flags} {_FLAG}={max(n, MIN_DEVICES)}".strip()
 
 
+def as_replicas(text: str, partitions: int) -> str:
+    """A per-device program on `partitions` partitions, rewritten to run on as many replicas.
+
+    XLA:CPU compiles num_partitions > 1 only through its SPMD partitioner, which refuses programs
+    that are already partitioned (their cross-partition all-reduces, partition-id). With one
+    partition, replica r plays partition r: partition-id becomes replica-id, the collectives of
+    the cross-partition mode lose their channel_id (cross-replica: the same ids, now replicas),
+    flattened ids stay the same ids, and shardings go. A bitcast that only reshapes (row-major
+    layouts, one element type) becomes a reshape, which XLA's layout assignment accepts again.
+    """
+    from hlo_common.hlo.parser import parse_module
+    from hlo_common.hlo.printer import print_module
+    from hlo_common.hlo.replica_groups import group_mode
+    from hlo_common.interpreter.devices import COLLECTIVES
+
+    module = parse_module(text)
+    module.set_header_attr("num_partitions", None)
+    module.set_header_attr("replica_count", str(partitions))
+    for comp in module.computations:
+        for instr in comp.instructions:
+            instr.attrs.pop("sharding", None)
+            if instr.opcode == "partition-id":
+                instr.opcode = "replica-id"
+            elif instr.opcode in COLLECTIVES and group_mode(instr) == "cross-partition":
+                instr.attrs.pop("channel_id", None)
+            elif instr.opcode == "bitcast" and _plain_reshape(instr):
+                instr.opcode = "reshape"
+    return print_module(module)
+
+
+def _plain_reshape(instr) -> bool:
+    a, b = instr.operands[0].shape, instr.shape
+    row_major = all(s.layout is None or s.layout.is_default() for s in (a, b))
+    return a.is_array and b.is_array and a.element_type == b.element_type and row_major
+
+
 def run_on_devices(text: str, args: Sequence[Sequence[Any]], replicas: int, partitions: int,
                    *, allow_excess_precision: bool = True) -> list[Any]:
     """Each device's result (arrays, tuples nested as the entry's result) of `text` on XLA:CPU."""
     n = replicas * partitions
+    if replicas == 1 and partitions > 1:
+        text, replicas, partitions = as_replicas(text, partitions), partitions, 1
     if not _client_exists():
         _ensure_flag(n)
     jax, _, _ = _jax_modules()
@@ -71,9 +109,7 @@ def _compile(text: str, replicas: int, partitions: int, allow_excess_precision: 
     options = xc.CompileOptions()
     build = options.executable_build_options
     build.num_replicas, build.num_partitions = replicas, partitions
-    # XLA:CPU compiles num_partitions > 1 only through its SPMD partitioner, which leaves a module
-    # without sharding annotations (already partitioned: a per-device program) as it is.
-    build.use_spmd_partitioning = partitions > 1
+    build.use_spmd_partitioning = partitions > 1  # XLA:CPU's condition for num_partitions > 1
     build.device_assignment = xc.DeviceAssignment.create(
         np.array([d.id for d in devices]).reshape(replicas, partitions))
     if not allow_excess_precision:
