@@ -135,8 +135,8 @@ def _collective_permute_start(instr, operands, ev):
 @register("ragged-all-to-all")
 def _ragged_all_to_all(instr, operands, ev):
     """One device: copy each input chunk to its output offset in (a copy of) the output buffer."""
-    if ev.world is not None and len(ev.world.participants(instr, ev.device)) > 1:
-        raise InterpreterError(f"%{instr.name} (ragged-all-to-all): the interpreter runs it on one device only")
+    if ev.world is not None:
+        return multi.ragged_all_to_all(instr, operands, ev)
     data, output, in_off, send, out_off, _recv = operands
     out = np.array(output, copy=True)
     for i in range(np.size(send)):

@@ -105,3 +105,16 @@ def collective_permute(instr, operands, ev):
     if isinstance(x, tuple):
         return tuple(np.zeros_like(v) for v in x)
     return np.zeros_like(x)
+
+
+def ragged_all_to_all(instr, operands, ev):
+    """Member i sends input[input_offsets[j]:][:send_sizes[j]] to member j, which writes it at
+    output_offsets[j] (the sender's entry) of its output; rows are along the leading dimension."""
+    data, output, in_off, send, out_off, _recv = operands
+    flat = [np.ravel(a).astype(np.int64) for a in (in_off, send, out_off)]
+    values, me = _exchange(instr, ev, (data, *flat))
+    out = np.array(output, copy=True)
+    for src_data, src_in, src_send, src_out in values:
+        a, n, b = int(src_in[me]), int(src_send[me]), int(src_out[me])
+        out[b:b + n] = src_data[a:a + n]
+    return out
