@@ -35,6 +35,7 @@ does not depend on the machine's core count).
 from __future__ import annotations
 
 import functools
+import re
 import signal
 import time
 from dataclasses import dataclass
@@ -88,7 +89,8 @@ def notes(kind: str) -> dict[str, str]:
     out = {}
     if NOTES.exists():
         for line in NOTES.read_text().splitlines():
-            parts = line.split("#", 1)[0].split(None, 2) if not line.startswith("#") else []
+            # a comment starts at a `#` after whitespace: module ids hold `#k` themselves
+            parts = re.split(r"\s#", line, maxsplit=1)[0].split(None, 2) if not line.startswith("#") else []
             if len(parts) >= 2 and parts[0] == kind:
                 out[parts[1]] = parts[2] if len(parts) > 2 else ""
     return out
