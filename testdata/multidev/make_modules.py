@@ -3,7 +3,7 @@
 The input of `tests/multidev/test_multidev.py` (issue 16 item 6): programs on 2, 4 and 8 devices
 as people write them with jax (`shard_map` with psum, pmean, pmax, all_gather tiled and not,
 psum_scatter, all_to_all, ppermute rings, 2-D meshes grouping one axis or both, axis_index;
-`pmap`; and `jax.jit` of a sharded MLP, attention block and data-parallel training step, which
+`pmap` (which jax 0.10 lowers through shard_map: partitions, not replicas); and `jax.jit` of a sharded MLP, attention block and data-parallel training step, which
 XLA's SPMD partitioner splits). Each file is the per-device program XLA:CPU compiled for
 jax's CPU devices, `jax.jit(f).lower(*args).compile().as_text()`: an optimized, partitioned module
 with `num_partitions` (or, from pmap, `replica_count`) N and the collectives XLA wrote. Shapes are
