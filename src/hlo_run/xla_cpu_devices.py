@@ -44,26 +44,33 @@ def _ensure_flag(n: int) -> None:
         os.environ["XLA_FLAGS"] = f"{flags} {_FLAG}={max(n, MIN_DEVICES)}".strip()
 
 
-def as_replicas(text: str, partitions: int) -> str:
-    """A per-device program on `partitions` partitions, rewritten to run on as many replicas.
+def for_xla(text: str, partitions_as_replicas: int | None) -> str:
+    """The module rewritten where jaxlib's path into XLA:CPU loses or refuses something.
 
-    XLA:CPU compiles num_partitions > 1 only through its SPMD partitioner, which refuses programs
-    that are already partitioned (their cross-partition all-reduces, partition-id). With one
-    partition, replica r plays partition r: partition-id becomes replica-id, the collectives of
-    the cross-partition mode lose their channel_id (cross-replica: the same ids, now replicas),
-    flattened ids stay the same ids, and shardings go. A bitcast that only reshapes (row-major
-    layouts, one element type) becomes a reshape, which XLA's layout assignment accepts again.
+    - Mesh replica groups that name their device order (`device_ids=(...)`) become the explicit
+      lists they stand for: the HLO-to-StableHLO conversion keeps the mesh's axes but drops its
+      device ids (jaxlib 0.10), which would regroup the devices.
+    - With `partitions_as_replicas` P: XLA:CPU compiles num_partitions > 1 only through its SPMD
+      partitioner, which refuses programs that are already partitioned (their cross-partition
+      all-reduces, partition-id). With one partition, replica r plays partition r: partition-id
+      becomes replica-id, the collectives of the cross-partition mode lose their channel_id
+      (cross-replica: the same ids, now replicas), flattened ids stay the same ids, shardings go,
+      and a bitcast that only reshapes (row-major layouts, one element type) becomes a reshape,
+      which XLA's layout assignment accepts again.
     """
     from hlo_common.hlo.parser import parse_module
     from hlo_common.hlo.printer import print_module
-    from hlo_common.hlo.replica_groups import group_mode
+    from hlo_common.hlo.replica_groups import ReplicaGroups, group_mode
     from hlo_common.interpreter.devices import COLLECTIVES
 
     module = parse_module(text)
-    module.set_header_attr("num_partitions", None)
-    module.set_header_attr("replica_count", str(partitions))
     for comp in module.computations:
         for instr in comp.instructions:
+            groups = instr.attrs.get("replica_groups")
+            if isinstance(groups, ReplicaGroups) and groups.mesh is not None and groups.mesh.device_ids:
+                instr.attrs["replica_groups"] = ReplicaGroups(explicit=tuple(map(tuple, groups.groups())))
+            if partitions_as_replicas is None:
+                continue
             instr.attrs.pop("sharding", None)
             if instr.opcode == "partition-id":
                 instr.opcode = "replica-id"
@@ -71,6 +78,9 @@ def as_replicas(text: str, partitions: int) -> str:
                 instr.attrs.pop("channel_id", None)
             elif instr.opcode == "bitcast" and _plain_reshape(instr):
                 instr.opcode = "reshape"
+    if partitions_as_replicas is not None:
+        module.set_header_attr("num_partitions", None)
+        module.set_header_attr("replica_count", str(partitions_as_replicas))
     return print_module(module)
 
 
@@ -85,7 +95,9 @@ def run_on_devices(text: str, args: Sequence[Sequence[Any]], replicas: int, part
     """Each device's result (arrays, tuples nested as the entry's result) of `text` on XLA:CPU."""
     n = replicas * partitions
     if replicas == 1 and partitions > 1:
-        text, replicas, partitions = as_replicas(text, partitions), partitions, 1
+        text, replicas, partitions = for_xla(text, partitions), partitions, 1
+    elif "device_ids=(" in text:
+        text = for_xla(text, None)
     if not _client_exists():
         _ensure_flag(n)
     jax, _, _ = _jax_modules()
