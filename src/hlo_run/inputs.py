@@ -9,6 +9,8 @@ The rule (also in the README):
 - Each entry parameter `i` gets its own generator, `numpy.random.default_rng([seed, i])` (PCG64
   seeded through a SeedSequence of the two numbers), so argument `i` does not depend on the sizes
   of the others. Values are drawn in row-major order.
+- On several devices (`hlo_run.devices`), device `d`'s argument `i` comes from
+  `numpy.random.default_rng([seed, i, d])`, so each device gets its own values.
 - floats (f16, bf16, f32, f64, f8 and narrower): uniform in [-1, 1), drawn as float64 and rounded
   to the element type (round to nearest even); complex: real and imaginary parts each so.
 - pred: 0 or 1 with equal chance.

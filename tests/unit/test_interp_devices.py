@@ -124,3 +124,18 @@ ENTRY e {{
     with pytest.raises(HloError, match="device 1"):
         # device 1 gets an argument of the wrong shape: it fails before the all-reduce
         run_devices(module, [[np.zeros(4, np.int32)], [np.zeros(3, np.int32)]], 2, 1, timeout=30)
+
+
+def test_a_region_of_any_kind_is_applied_in_group_order():
+    """all-reduce folds its region from the group's first member to its last: with the
+    non-commutative region 2a + b over group {2,0,3,1} of values d, ((2*2+0)*2+3)*2+1 = 23."""
+    text = """HloModule fold, replica_count=4
+twice_plus { a = f32[] parameter(0) b = f32[] parameter(1) two = f32[] constant(2)
+  m = f32[] multiply(a, two) ROOT s = f32[] add(m, b) }
+ENTRY e {
+  p = f32[] parameter(0)
+  ROOT r = f32[] all-reduce(p), replica_groups={{2,0,3,1}}, to_apply=twice_plus
+}
+"""
+    out = run_devices(parse_module(text), [[np.float32(d)] for d in range(4)], 4, 1)
+    assert [float(v) for v in out] == [23.0] * 4

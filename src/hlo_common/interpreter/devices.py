@@ -161,11 +161,18 @@ def run_devices(module, args_per_device: Sequence[Sequence[Any]], replicas: int,
     if n == 1:
         body(0)
     else:
-        threads = [threading.Thread(target=body, args=(d,), name=f"device-{d}") for d in range(n)]
+        # daemon threads: a run interrupted in the main thread (Ctrl-C, a test's time limit)
+        # stops the others at their next collective and never keeps the process alive
+        threads = [threading.Thread(target=body, args=(d,), name=f"device-{d}", daemon=True)
+                   for d in range(n)]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.join()
+        except BaseException:
+            world.fail(-1, "the run was interrupted")
+            raise
     first = next((e for e in errors if e is not None and not isinstance(e[1], Aborted)),
                  next((e for e in errors if e is not None), None))
     if first is not None:
