@@ -71,7 +71,7 @@ def for_xla(text: str, partitions_as_replicas: int | None) -> str:
                 instr.attrs["replica_groups"] = ReplicaGroups(explicit=tuple(map(tuple, groups.groups())))
             if partitions_as_replicas is None:
                 continue
-            instr.attrs.pop("sharding", None)
+            instr.sharding = None
             if instr.opcode == "partition-id":
                 instr.opcode = "replica-id"
             elif instr.opcode in COLLECTIVES and group_mode(instr) == "cross-partition":
