@@ -8,7 +8,9 @@ or not at all). `--dump-to DIR` writes the module as compiled, the buffer assign
 pass of its prepare pipeline that changed it (`hlo_codegen.dump`). Kernels compiled before come
 from the kernel cache (`hlo_codegen.kernel_cache`): `--cache-dir DIR` (default
 `$HLO_TOOLCHAIN_CACHE_DIR`, else `$XDG_CACHE_HOME/hlo-toolchain` or `~/.cache/hlo-toolchain`),
-`--no-cache` to compile every kernel.
+`--no-cache` to compile every kernel. `--stage hlo|buffer-assignment|thunks|kernel-ir|llvm|ptx`
+prints that stage instead of the manifest (`--fusion NAME`: one instruction's kernels), as XLA's
+`hlo-opt --stage=` does for golden-file tests.
 
     hlo-opt model.hlo | hlo-codegen --target host -o model.manifest.json
 
@@ -27,6 +29,7 @@ from hlo_common.cli_util import click_main, run_command, write_output
 from hlo_common.source import read_source
 
 TOOL = "hlo-codegen"
+STAGES = ("hlo", "buffer-assignment", "thunks", "kernel-ir", "llvm", "ptx")  # hlo_codegen.dump.stage_text
 
 
 def _check_arch(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -50,16 +53,25 @@ def _check_arch(ctx: click.Context, param: click.Parameter, value: str) -> str:
                    "(sm_90: H100, sm_80: A100).")
 @click.option("--dump-to", "dump_to", metavar="DIR",
               help="Write the buffer assignment, thunk_sequence.txt and per-kernel IR, .ll, .ptx here.")
+@click.option("--stage", type=click.Choice(STAGES),
+              help="Print this stage (to stdout or -o) instead of the manifest, as XLA's hlo-opt --stage.")
+@click.option("--fusion", "fusion", metavar="NAME",
+              help="With --stage kernel-ir|llvm|ptx: only the kernels of this instruction (or kernel).")
 @click.option("--cache-dir", "cache_dir", metavar="DIR",
               help="The kernel cache (default: $HLO_TOOLCHAIN_CACHE_DIR, else ~/.cache/hlo-toolchain).")
 @click.option("--no-cache", "no_cache", is_flag=True, help="Compile every kernel; leave the cache alone.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), metavar="N",
               help="Threads compiling PTX (default: one per CPU, at most 8).")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
-def cli(input_path, output_path, target, arch, dump_to, cache_dir, no_cache, jobs, debug) -> None:
+def cli(input_path, output_path, target, arch, dump_to, stage, fusion, cache_dir, no_cache, jobs,
+        debug) -> None:
     """Compile an HLO module (file or stdin) into a manifest for hlo-run."""
+    if fusion is not None and stage not in ("kernel-ir", "llvm", "ptx"):
+        raise click.UsageError("--fusion selects kernels: use it with --stage kernel-ir, llvm or ptx")
+    if stage == "ptx" and target == "host":
+        raise click.UsageError("--stage ptx: the host target makes LLVM IR, no PTX (use --stage llvm)")
     run_command(TOOL, lambda: _compile(input_path, output_path, target, arch, dump_to,
-                                       _cache_dir(cache_dir, no_cache), jobs), debug)
+                                       _cache_dir(cache_dir, no_cache), jobs, stage, fusion), debug)
 
 
 def _cache_dir(given: str | None, disabled: bool) -> str | None:
@@ -73,7 +85,8 @@ def _cache_dir(given: str | None, disabled: bool) -> str | None:
 
 
 def _compile(input_path: str | None, output_path: str | None, target: str, arch: str,
-             dump_to: str | None, cache_dir: str | None = None, jobs: int | None = None) -> None:
+             dump_to: str | None, cache_dir: str | None = None, jobs: int | None = None,
+             stage: str | None = None, fusion: str | None = None) -> None:
     # The compiler is imported before the input is read: behind `hlo-opt |`, that import
     # happens while hlo-opt is still optimizing instead of after it.
     from hlo_common.hlo.parser import parse_module
@@ -100,6 +113,11 @@ def _compile(input_path: str | None, output_path: str | None, target: str, arch:
         from hlo_codegen.dump import write_dumps
 
         write_dumps(Path(dump_to), result, options, prepare)
+    if stage is not None:
+        from hlo_codegen.dump import stage_text
+
+        write_output(output_path, stage_text(result, stage, fusion).encode())
+        return
     write_output(output_path, result.manifest.to_bytes())
 
 

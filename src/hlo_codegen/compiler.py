@@ -9,7 +9,8 @@ Where it sits: behind `hlo-codegen` (the CLI) and `hlo_run`'s in-process compile
    `codegen-support-checks` (unbounded dimensions and layouts differing across control flow are
    refused), `single-device-collectives` (collectives needing more than one device refused, layout
    changes turned into copies), `gemm-fallback` (gemm custom calls cuBLAS cannot run become dot +
-   epilogue fusions), `inline-nested-fusions`, `fusion-wrapper` (lone instructions that need a
+   epilogue fusions), `cudnn-conv-fallback` (XLA:GPU's cuDNN convolution calls become convolutions
+   and an epilogue fusion), `inline-nested-fusions`, `fusion-wrapper` (lone instructions that need a
    kernel wrapped into fusions; `fusion_wrapper.needs_kernel` is codegen's rule) and
    `codegen-copy-insertion` (the copies control flow and in-place ops need), then the wrapper
    again for copies that need kernels. On hlo-opt's output most of these change nothing;
@@ -81,6 +82,7 @@ def prepare_pipeline() -> HloPassPipeline:
     from hlo_common.passes.async_calls import AsyncOpsToCalls
     from hlo_common.passes.bounded_dynamic_dimensions import BoundedDynamicDimensions
     from hlo_common.passes.codegen_copy_insertion import CodegenCopyInsertion
+    from hlo_common.passes.cudnn_conv_fallback import CudnnConvFallback
     from hlo_common.passes.decomposition_calls import DecompositionCalls
     from hlo_common.passes.flatten_call_graph import FlattenCallGraph
     from hlo_common.passes.fusion_wrapper import FusionWrapper
@@ -94,7 +96,7 @@ def prepare_pipeline() -> HloPassPipeline:
         DecompositionCalls(), AsyncOpsToCalls(), FlattenCallGraph(),
         BoundedDynamicDimensions(),  # `<=N` dimensions static at N, as the interpreter has them
         CodegenSupportChecks(),  # unbounded dimensions and layouts across control flow refused
-        SingleDeviceCollectives(), GemmFallback(), NestedFusionInliner(),
+        SingleDeviceCollectives(), GemmFallback(), CudnnConvFallback(), NestedFusionInliner(),
         FusionWrapper(must_wrap=needs_kernel),
         CodegenCopyInsertion(),
         FusionWrapper(must_wrap=needs_kernel),  # copies that copy insertion added may need kernels

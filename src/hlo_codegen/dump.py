@@ -105,3 +105,48 @@ def write_dumps(directory: Path, result: CompileResult, options: CompileOptions,
         write_file_atomically(path, text)
         written.append(path)
     return written
+
+
+# -- hlo-codegen --stage: one stage to stdout ------------------------------------------------------------
+KERNEL_STAGES = {"kernel-ir": ("kernel_ir.txt", "//"), "llvm": ("ll", ";"), "ptx": ("ptx", "//")}
+
+
+def stage_text(result: CompileResult, stage: str, fusion: str | None = None) -> str:
+    """One stage of a compilation as text (XLA's `hlo-opt --stage=`, for golden-file tests): the
+    module as compiled, its buffer assignment, the thunk sequence, or the kernels' kernel IR, LLVM
+    IR or PTX. Kernels come in thunk order, each under a comment naming it and its instruction;
+    `fusion` keeps only the kernels of that instruction (or that kernel name), printed bare when
+    it is one kernel, so the text can go straight to FileCheck, llc or ptxas."""
+    if stage == "hlo":
+        return print_module(result.module)
+    if stage == "buffer-assignment":
+        return result.assignment.to_string()
+    if stage == "thunks":
+        return thunk_sequence_to_string(result.manifest.thunks)
+    suffix, comment = KERNEL_STAGES[stage]
+    kernels = _kernels_in_thunk_order(result)
+    if fusion is not None:
+        kernels = [(k, instr) for k, instr in kernels if fusion in (k, instr)]
+        if not kernels:
+            known = sorted({instr for _, instr in _kernels_in_thunk_order(result)})
+            raise InputError(f"no kernel of '{fusion}' (kernels come from: {', '.join(known) or 'nothing'})")
+    texts = [(k, instr, result.kernels[k].artifacts.get(suffix)) for k, instr in kernels]
+    missing = [k for k, _, text in texts if text is None]
+    if missing:
+        raise InputError(f"--stage {stage}: the {result.manifest.target} target makes none "
+                         f"(kernel {missing[0]})")
+    if len(texts) == 1 and fusion is not None:
+        return texts[0][2]
+    return "\n".join(f"{comment} kernel {k} (%{instr})\n{text}" for k, instr, text in texts)
+
+
+def _kernels_in_thunk_order(result: CompileResult) -> list[tuple[str, str]]:
+    """(kernel name, instruction name) of each kernel once, in the order thunks launch them."""
+    from hlo_common.manifest.thunks import KernelThunk, walk
+
+    seen, out = set(), []
+    for thunk in walk(result.manifest.thunks):
+        if isinstance(thunk, KernelThunk) and thunk.kernel not in seen and thunk.kernel in result.kernels:
+            seen.add(thunk.kernel)
+            out.append((thunk.kernel, thunk.profile_annotation))
+    return out

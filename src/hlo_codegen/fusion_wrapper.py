@@ -24,6 +24,7 @@ from enum import Enum
 
 from hlo_common.errors import HloError
 from hlo_common.gpu.gemm_config import GEMM_CUSTOM_CALL_TARGETS, gemm_config_for_dot
+from hlo_common.hlo.annotations import ANNOTATION_TARGETS
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.passes._support import CONTROL_FLOW, physical_order
 from hlo_common.passes.single_device_collectives import COLLECTIVES
@@ -48,11 +49,6 @@ NO_THUNK = frozenset({
     "add-dependency", "after-all",
 })
 SINGLE_DEVICE_ZERO = frozenset({"replica-id", "partition-id"})
-# Custom calls that only annotate (sharding, memory space, layout): their operand passes through.
-ANNOTATION_TARGETS = frozenset({
-    "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "annotate_device_placement",
-    "MoveToHost", "MoveToDevice", "LayoutConstraint", "Pin", "Unpin",
-})
 UNSUPPORTED = frozenset({
     "infeed", "outfeed", "send", "send-done", "recv", "recv-done", "ragged-all-to-all", "async-start",
     "async-update", "async-done", "get-dimension-size", "set-dimension-size",

@@ -13,7 +13,12 @@ checks, in one test per module so that they share its interpreter run and hlo-op
   with hlo-run's bounds (1e-3, 2e-2 for 16-bit floats);
 - `kernels`: `hlo-run --platform host --find-first-mismatch` on that manifest: every thunk's output
   matches the interpreter's on the operands it was given (what the final results may hide);
-- `cuda`: `hlo-opt | hlo-codegen --target cuda`, whose PTX nvJitLink links for sm_90.
+- `cuda`: `hlo-opt | hlo-codegen --target cuda`, whose PTX nvJitLink links for sm_90;
+- `xla_gpu`: XLA:GPU's own optimized module (`testdata/models/xla_gpu/`, made by
+  `testdata/xla_gpu_compile.py` for an H100: its fusions, Triton GEMM fusions and cuDNN calls, what
+  a user's after-optimizations dump from a GPU run holds) on the interpreter against XLA:CPU;
+- `xla_gpu_host`: that module through `hlo-codegen --target host` and the host run, against the
+  interpreter on it.
 
 A result leaf outside the bounds is judged as design/testing.md says for ill-conditioned modules
 (long scans, deep stacks, bf16 sums): its distance to a float64 evaluation of the same module
@@ -42,7 +47,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MODULES = ROOT / "testdata" / "models"
 EXPECTED = Path(__file__).with_name("expected_failures.txt")
 SEED = 0
-CHECKS = ("interpreter", "host", "kernels", "cuda")
+CHECKS = ("interpreter", "host", "kernels", "cuda", "xla_gpu", "xla_gpu_host")
+XLA_GPU = MODULES / "xla_gpu"  # XLA:GPU's optimized modules (testdata/xla_gpu_compile.py, for an H100)
 # The interpreter tier's settings for XLA:CPU: the same HLO pipeline and numerics with less time in
 # LLVM, and one Eigen thread so that its dots sum in the same order on every machine.
 XLA_DEBUG_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_multi_thread_eigen": False}
@@ -169,7 +175,7 @@ def nearer_float64(name: str, i: int, actual: np.ndarray) -> str | None:
             f"mean {ours.mean():.3g} vs {mean:.3g})")
 
 
-# -- the three checks -------------------------------------------------------------------------------------
+# -- the checks ------------------------------------------------------------------------------------------
 def check_interpreter(name: str) -> Outcome:
     return judge(name, "interpreter", interpreted(name), xla_cpu(name, False))
 
@@ -238,8 +244,35 @@ def check_cuda(name: str) -> Outcome:
     return Outcome(True)
 
 
+@functools.lru_cache(maxsize=None)
+def xla_gpu_interpreted(name: str):
+    from hlo_common.hlo.parser import parse_module
+    from hlo_common.interpreter.evaluator import evaluate
+
+    text = (XLA_GPU / f"{name}.hlo").read_text()
+    return evaluate(parse_module(text, f"{name} (XLA:GPU)"), arguments(name))
+
+
+def check_xla_gpu(name: str) -> Outcome:
+    """XLA:GPU's own optimized module (its fusions, Triton GEMM fusions, cuDNN convolution calls),
+    the after-optimizations dump a user brings from a GPU run, on the interpreter: against XLA:CPU
+    on the module as written, with the interpreter check's bounds and rule."""
+    return judge(name, "interpreter", xla_gpu_interpreted(name), xla_cpu(name, False))
+
+
+def check_xla_gpu_host(name: str) -> Outcome:
+    """That module through `hlo-codegen --target host | hlo-run --platform host` (hlo-run compiles
+    a scheduled module without hlo-opt), against the interpreter on it."""
+    from hlo_codegen.compiler import CompileOptions, compile_module
+    from hlo_common.hlo.parser import parse_module
+
+    module = parse_module((XLA_GPU / f"{name}.hlo").read_text(), f"{name} (XLA:GPU)")
+    manifest = compile_module(module, CompileOptions(target="host")).manifest.to_bytes()
+    return judge(name, "host", run_host(name, manifest), xla_gpu_interpreted(name))
+
+
 CHECK_FUNCTIONS = {"interpreter": check_interpreter, "host": check_host, "kernels": check_kernels,
-                   "cuda": check_cuda}
+                   "cuda": check_cuda, "xla_gpu": check_xla_gpu, "xla_gpu_host": check_xla_gpu_host}
 
 
 def outcome_of(name: str, check: str) -> Outcome:
@@ -264,7 +297,7 @@ def _nvjitlink_missing() -> bool:
 
 @pytest.mark.parametrize("name", module_names())
 def test_model(name):
-    """The three checks of one module in one test, so that they share its interpreter run, XLA:CPU
+    """The checks of one module in one test, so that they share its interpreter run, XLA:CPU
     compilation and hlo-opt output (pytest-xdist would spread separate tests over workers)."""
     checks = [c for c in CHECKS if not (c == "cuda" and _nvjitlink_missing())]
     problems = []
@@ -285,6 +318,12 @@ def test_expected_failures_name_modules_and_checks():
     assert not stale, f"lines of {EXPECTED.name} for no module or check: {stale}"
 
 
+def test_every_module_has_its_xla_gpu_module():
+    """testdata/models/xla_gpu holds XLA:GPU's module of each model, and nothing else (remake them
+    with testdata/xla_gpu_compile.py when the generator changes a module)."""
+    assert sorted(p.stem for p in XLA_GPU.glob("*.hlo")) == module_names()
+
+
 def test_generator_reproduces_the_modules():
     """The checked-in modules are what `make_modules.py --check` makes with the `models` extra."""
     for lib in ("flax", "equinox", "haiku", "optax"):
@@ -302,7 +341,7 @@ def test_generator_reproduces_the_modules():
 
 # -- the report: a table of modules x checks, with sizes and times -------------------------------------------
 def report_row(name: str) -> dict:
-    """Every stage of the three checks timed once (each cached stage runs here first)."""
+    """Every stage of the checks timed once (each cached stage runs here first)."""
     import time
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -331,6 +370,8 @@ def report_row(name: str) -> dict:
     row["kernels"] = timed("bisect", lambda: outcome_of(name, "kernels"))
     timed("codegen_cuda", lambda: compiled(name, "cuda"))
     row["cuda"] = outcome_of(name, "cuda")
+    row["xla_gpu"] = timed("xla_gpu", lambda: outcome_of(name, "xla_gpu"))
+    row["xla_gpu_host"] = timed("xla_gpu_host", lambda: outcome_of(name, "xla_gpu_host"))
     row["times"] = times
     return row
 
@@ -345,13 +386,15 @@ output (kernel_stats; a loop body's once). ok f64: a result outside the bounds, 
 distance to a float64 evaluation. by kernel: hlo-run --find-first-mismatch finds no thunk off the
 interpreter on its own inputs. Seconds, one process: the interpreter; XLA:CPU compile and run;
 hlo-opt; hlo-codegen --target host (LLVM IR); the host run (LLVM JIT and run); the bisector;
-hlo-codegen --target cuda (PTX, nvJitLink)."""
+hlo-codegen --target cuda (PTX, nvJitLink). XLA:GPU interp / host: XLA:GPU's own optimized module
+(testdata/models/xla_gpu) on the interpreter against XLA:CPU, and through hlo-codegen --target host
+against the interpreter (seconds: the latter)."""
 
 
 def print_report(names: list[str]) -> None:
     head = (f"{'module':26} {'instrs':>6} {'kernels':>7}  {'interp vs XLA:CPU':17} {'interp s':>8} "
             f"{'XLA s':>6}  {'host pipe':9} {'opt s':>5} {'host s':>6} {'run s':>5}  {'by kernel':9} "
-            f"{'s':>4}  {'cuda PTX':8} {'cuda s':>6}")
+            f"{'s':>4}  {'cuda PTX':8} {'cuda s':>6}  {'XLA:GPU interp':14} {'XLA:GPU host':12} {'s':>5}")
     print(head)
     print("-" * len(head))
     failures = []
@@ -361,7 +404,9 @@ def print_report(names: list[str]) -> None:
         print(f"{name:26} {r['instrs']:6d} {r['launches']:7d}  {_verdict(r['interpreter']):17} "
               f"{t['interp']:8.2f} {t['xla']:6.2f}  {_verdict(r['host']):9} {t['opt']:5.2f} "
               f"{t['codegen_host']:6.2f} {t['run_host']:5.2f}  {_verdict(r['kernels']):9} "
-              f"{t['bisect']:4.1f}  {_verdict(r['cuda']):8} {t['codegen_cuda']:6.2f}", flush=True)
+              f"{t['bisect']:4.1f}  {_verdict(r['cuda']):8} {t['codegen_cuda']:6.2f}  "
+              f"{_verdict(r['xla_gpu']):14} {_verdict(r['xla_gpu_host']):12} {t['xla_gpu_host']:5.2f}",
+              flush=True)
         failures += [f"{name} {c}: {r[c].reason}" for c in CHECKS if not r[c].ok]
     print(REPORT_NOTE)
     for line in failures:

@@ -17,6 +17,7 @@ from hlo_common.hlo.ir_edit import InstructionEditing
 from hlo_common.hlo.shape import Shape
 
 if TYPE_CHECKING:
+    from hlo_common.hlo.sharding import HloSharding
     from hlo_common.hlo.hlo_computation import HloComputation
 
 _ids = itertools.count(1)  # unique ids of instructions and computations alike
@@ -48,7 +49,7 @@ class HloInstruction(InstructionEditing):
         self.control_predecessors: list[HloInstruction] = []
         self.control_successors: list[HloInstruction] = []
         self.metadata: list[tuple[str, str]] = []  # (key, value text) in canonical order
-        self.sharding: str | None = None  # canonical text, e.g. "{devices=[2,1]0,1}"
+        self.sharding: HloSharding | None = None  # hlo.sharding; str() is XLA's text
         self.frontend_attributes: list[tuple[str, str]] = []  # sorted (key, quoted value / JSON)
         self._backend_config: dict | str | None = None
         self.extra_common: list[tuple[str, str]] = []  # other common attrs kept as text

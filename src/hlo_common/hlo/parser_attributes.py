@@ -19,6 +19,7 @@ from hlo_common.hlo.ir import HloComputation, HloInstruction
 from hlo_common.hlo.parser_literals import LiteralParsing
 from hlo_common.hlo.parser_scanner import IDENT_RE, normalize_space
 from hlo_common.hlo.replica_groups import Mesh, ReplicaGroups
+from hlo_common.hlo.sharding import HloSharding, ShardingError
 
 _PAD_RE = re.compile(r"-?\d+_-?\d+(?:_-?\d+)?(?:x-?\d+_-?\d+(?:_-?\d+)?)*")
 _DIM_LABELS_RE = re.compile(r"[0-9a-z?]{2,}_[0-9a-z?]{2,}->[0-9a-z?]{2,}")
@@ -118,11 +119,16 @@ class AttributeParsing(LiteralParsing):
             raise self.error(f"expected a quoted string or a JSON object, found {self.found()}")
         return parse_json_object(text) or text or None
 
-    def sharding_value(self) -> str:
+    def sharding_value(self) -> HloSharding:
         self.ws()
+        start = self.pos
         if not self.text.startswith("{", self.pos):
             raise self.error(f"expected '{{' to start the sharding, found {self.found()}")
-        return "{" + normalize_space(self.balanced()) + "}"
+        text = "{" + normalize_space(self.balanced()) + "}"
+        try:
+            return HloSharding.parse(text)
+        except ShardingError as exc:
+            raise self.error(str(exc), start) from None
 
     def control_predecessors(self, instr: HloInstruction, scope: dict) -> None:
         self.expect("{")

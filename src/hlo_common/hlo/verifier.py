@@ -23,6 +23,7 @@ from hlo_common.hlo.opcodes import OPCODES
 from hlo_common.hlo.parser_scanner import array_size_problem
 from hlo_common.hlo.replica_groups import check_groups, group_mode
 from hlo_common.hlo.shape import Shape
+from hlo_common.hlo.sharding import ShardingError
 from hlo_common.hlo.shape_inference import InferenceContext, infer_shape
 from hlo_common.hlo.shape_inference._base import describe
 
@@ -304,6 +305,8 @@ class _ModuleVerifier:
         self._verify_pairing(comp, instr)
         if "replica_groups" in instr.attrs:
             self._verify_replica_groups(comp, instr)
+        if instr.sharding is not None:
+            self._verify_sharding(comp, instr)
 
     def _verify_replica_groups(self, comp: HloComputation, instr: HloInstruction) -> None:
         """No id twice; where the header gives the device counts, every id of the group mode in
@@ -324,6 +327,15 @@ class _ModuleVerifier:
                     seen.add(d)
         except ValueError as exc:
             raise _err(f"{exc} ({group_mode(instr)} mode)", comp, instr) from None
+
+    def _verify_sharding(self, comp: HloComputation, instr: HloInstruction) -> None:
+        """XLA's HloSharding::Validate against the shape, and against the device count when the
+        module states num_partitions."""
+        devices = self.ctx.num_partitions if self.ctx.num_partitions > 1 else None
+        try:
+            instr.sharding.validate(instr.shape, devices)
+        except ShardingError as exc:
+            raise _err(f"invalid sharding: {exc}", comp, instr) from None
 
     def _verify_layout(self, comp, instr, shape: Shape) -> None:
         if shape.tuple_shapes is not None:

@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from hlo_common.errors import InterpreterError
+from hlo_common.hlo.annotations import ANNOTATION_TARGETS, SHARDING_MARKERS
 from hlo_common.interpreter.registry import HANDLERS, TOKEN, register
 from hlo_common.hlo.xla_builder_math import TARGETS as LIBRARY_MATH_TARGETS, decomposition_for
 
@@ -66,19 +67,12 @@ def _library_math(instr, operands, ev):
     return ev.call(comp, operands)
 
 
-# Sharding markers take exactly one operand (XLA's ShardingRemover checks it).
-_ONE_OPERAND = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
-
-
-# Annotations that only steer sharding, memory space or layout: on one device they pass the value on.
-@register_custom_call(
-    "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "annotate_device_placement",
-    "MoveToHost", "MoveToDevice", "LayoutConstraint", "Pin", "Unpin", "SetBound", "SliceToDynamic",
-    "X64Combine",
-)
+# Annotations that only steer sharding, memory space or layout: on one device they pass the value
+# on; sharding markers take exactly one operand (XLA's ShardingRemover checks it).
+@register_custom_call(*sorted(ANNOTATION_TARGETS | {"SetBound", "SliceToDynamic", "X64Combine"}))
 def _identity(instr, operands, ev):
     target = instr.attrs.get("custom_call_target")
-    if target in _ONE_OPERAND and len(operands) != 1:
+    if target in SHARDING_MARKERS and len(operands) != 1:
         raise InterpreterError(f"%{instr.name} (custom-call {target}): takes exactly one operand, has "
                                f"{len(operands)} (XLA's ShardingRemover checks it and aborts)")
     x = operands[0] if operands else None

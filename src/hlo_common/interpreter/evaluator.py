@@ -48,7 +48,7 @@ _HANDLER_MODULES = (
     "elementwise", "bitwise", "conversions", "data_movement", "control_flow", "rng", "custom_call",
     "collectives",
 )
-_OPTIONAL_HANDLER_MODULES = ("reduction", "linalg", "gather_scatter", "sort", "gemm")
+_OPTIONAL_HANDLER_MODULES = ("reduction", "linalg", "gather_scatter", "sort", "gemm", "cudnn_conv")
 
 
 def _import_handlers() -> None:

@@ -2,9 +2,10 @@
 
 Where it sits: in the `spmd-partitioner` pipeline, before dce (XLA:GPU runs it when the module
 has a single partition, so the SPMD partitioner would have nothing to split). JAX writes
-`custom-call(x), custom_call_target="Sharding"` to pin a sharding on a value, and the
-`SPMDFullToShardShape` / `SPMDShardToFullShape` pair around manual regions. On one partition
-each is its operand, so every user (and the root) reads the operand instead:
+`custom-call(x), custom_call_target="Sharding"` to pin a sharding on a value, the
+`SPMDFullToShardShape` / `SPMDShardToFullShape` pair around manual regions, and (jax 0.10,
+Shardy) `xla.sdy.FuncResultSharding` on each result (`hlo_common.hlo.annotations`). On one
+partition each is its operand, so every user (and the root) reads the operand instead:
 
     %s = f32[8] custom-call(%x), custom_call_target="Sharding", sharding={replicated}
     ROOT %n = f32[8] negate(%s)
@@ -19,12 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hlo_common.hlo.annotations import SHARDING_MARKERS
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
-
-SHARDING_TARGETS = frozenset({"Sharding", "SPMDShardToFullShape", "SPMDFullToShardShape"})
-
 
 @register_pass
 @dataclass
@@ -35,7 +34,7 @@ class ShardingRemover(OpExpanderPass):
 
     def instruction_matches_pattern(self, instr: HloInstruction) -> bool:
         return (instr.opcode == "custom-call" and len(instr.operands) == 1
-                and instr.attrs.get("custom_call_target") in SHARDING_TARGETS)
+                and instr.attrs.get("custom_call_target") in SHARDING_MARKERS)
 
     def expand_instruction(self, instr: HloInstruction) -> HloInstruction | None:
         operand = instr.operands[0]

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_the_prepare_passes_and_their_order():
     assert prepare_pipeline().pass_names() == [
         "xla-builder-calls", "async-ops-to-calls", "flatten-call-graph", "bounded-dynamic-dimensions",
-        "codegen-support-checks", "single-device-collectives", "gemm-fallback", "inline-nested-fusions",
-        "fusion-wrapper", "codegen-copy-insertion", "fusion-wrapper",
+        "codegen-support-checks", "single-device-collectives", "gemm-fallback", "cudnn-conv-fallback",
+        "inline-nested-fusions", "fusion-wrapper", "codegen-copy-insertion", "fusion-wrapper",
     ]
 
 

@@ -1,0 +1,250 @@
+"""CudnnConvFallback ("cudnn-conv-fallback"): XLA:GPU's cuDNN convolution calls become plain HLO
+convolutions (and an epilogue fusion) that the emitters and the host's convolution thunk run.
+
+Where it sits: hlo-codegen's prepare pipeline (`hlo_codegen.compiler.prepare_pipeline`), beside
+`gemm-fallback`, before the fusion wrapper. hlo-run has no cuDNN call of its own yet, so every
+`__cudnn$conv*` call (what XLA:GPU's `conv-rewriter` and `cudnn-fused-conv-rewriter` write; the
+semantics are `hlo_common.interpreter.cudnn_conv`'s) is rewritten here:
+
+    forward             c = convolution(x, w) with the call's window, dim_labels and groups
+    backward input      dx = convolution(dy, w'): dy base-dilated by the forward strides, the kernel
+                        reversed, its in/out features swapped (regrouped for feature groups), padded
+                        so that every input position sees each output it fed (XLA's
+                        ConvRewriter matches the same form in reverse)
+    backward filter     dw = convolution(x, dy): batch and feature of x swapped, dy as the kernel
+                        dilated by the forward strides, windows strided by the forward kernel
+                        dilation, feature groups as batch groups; reversed back where the forward
+                        kernel was
+
+For 16-bit floats with an epilogue the convolution writes f32 and one kLoop fusion applies
+`conv_result_scale`, the bias (along the output feature dim), `side_input_scale * side input` and
+the activation, then rounds once, as cuDNN does. The call's scratch buffer becomes zeros only
+where something reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hlo_common.hlo.attributes import ConvDimensionNumbers, Window, WindowDim
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
+from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_common.hlo.shape import Shape
+from hlo_common.hlo_pass.pass_base import HloPass, register_pass
+from hlo_common.interpreter.cudnn_conv import (
+    BACKWARD_FILTER, BACKWARD_INPUT, BIAS_ACTIVATION, CUDNN_CONV_TARGETS, CudnnConvConfig,
+    parse_cudnn_config,
+)
+from hlo_common.passes._support import global_computations
+from hlo_common.passes.gemm_fallback import _Builder
+
+
+def is_cudnn_conv_call(instr: HloInstruction) -> bool:
+    return instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") in CUDNN_CONV_TARGETS
+
+
+@register_pass
+@dataclass
+class CudnnConvFallback(HloPass):
+    """cuDNN convolution calls become convolution (+ epilogue fusion) HLO."""
+
+    name = "cudnn-conv-fallback"
+
+    def run(self, module: HloModule) -> bool:
+        changed = False
+        for comp in global_computations(module):
+            for instr in list(comp.instructions):
+                if is_cudnn_conv_call(instr):
+                    _Lowering(module, comp, instr).run()
+                    changed = True
+        return changed
+
+
+def dim_labels(input_order: dict[int, str], kernel_order: dict[int, str],
+               output_order: dict[int, str]) -> ConvDimensionNumbers:
+    """dim_labels from {position: label} of each side (labels 'b', 'f', 'i', 'o' and spatial digits)."""
+    def side(order: dict[int, str]) -> str:
+        return "".join(order[k] for k in range(len(order)))
+
+    return ConvDimensionNumbers.parse(f"{side(input_order)}_{side(kernel_order)}->{side(output_order)}")
+
+
+def _labels(batch: int, feature: int, spatial: tuple[int, ...], letters: str = "bf") -> dict[int, str]:
+    out = {batch: letters[0], feature: letters[1]}
+    out.update({pos: str(k) for k, pos in enumerate(spatial)})
+    return out
+
+
+def _dilated(size: int, factor: int) -> int:
+    return 0 if size == 0 else (size - 1) * factor + 1
+
+
+class _Lowering:
+    """One cuDNN call -> convolution, epilogue, and the call's tuple for its users."""
+
+    def __init__(self, module: HloModule, comp: HloComputation, call: HloInstruction):
+        self.module, self.comp, self.call = module, comp, call
+        self.target = call.attrs["custom_call_target"]
+        self.config: CudnnConvConfig = parse_cudnn_config(call)
+        self.dnums: ConvDimensionNumbers = call.attrs["dim_labels"]
+        self.window: Window = call.attrs.get("window") or Window(())
+        self.groups = int(call.attrs.get("feature_group_count", 1) or 1)
+        self.result = call.shape.tuple_shapes[0] if call.shape.is_tuple else call.shape
+
+    def run(self) -> None:
+        needs_epilogue = (self.config.conv_result_scale != 1 or self.config.activation_mode != "kNone"
+                          or self.target == BIAS_ACTIVATION)
+        t = self.result.element_type
+        conv_type = PRIMITIVE_TYPES["f32"] if needs_epilogue and t.is_low_precision_float else t
+        conv_shape = self.result.with_element_type(conv_type)
+        if self.target == BACKWARD_INPUT:
+            value = self._backward_input(conv_shape)
+        elif self.target == BACKWARD_FILTER:
+            value = self._backward_filter(conv_shape)
+        else:
+            value = self._top("convolution", list(self.call.operands[:2]), conv_shape,
+                              {"window": self.window, "dim_labels": self.dnums,
+                               "feature_group_count": self.groups})
+        if needs_epilogue:
+            value = self._epilogue(value)
+        self._replace_call(value)
+
+    # -- the convolutions ---------------------------------------------------------------------------
+    def _backward_input(self, shape: Shape) -> HloInstruction:
+        d = self.dnums
+        dy, kernel = self.call.operands[0], self.call.operands[1]
+        kernel, k_in, k_out, k_spatial = self._swapped_kernel(kernel)
+        dims = []
+        for k, wd in enumerate(self.window.dims):
+            span = _dilated(wd.size, wd.window_dilation)
+            size_in, size_out = shape.dims[d.input_spatial[k]], dy.shape.dims[d.output_spatial[k]]
+            lo = span - wd.padding_low - 1
+            hi = size_in + span - 1 - _dilated(size_out, wd.stride) - lo
+            dims.append(WindowDim(wd.size, 1, lo, hi, wd.window_dilation, wd.stride, not wd.window_reversal))
+        labels = dim_labels(_labels(d.output_batch, d.output_feature, d.output_spatial),
+                            _labels(k_in, k_out, k_spatial, "io"),
+                            _labels(d.input_batch, d.input_feature, d.input_spatial))
+        attrs = {"window": Window(tuple(dims)), "dim_labels": labels, "feature_group_count": self.groups}
+        return self._top("convolution", [dy, kernel], shape, attrs)
+
+    def _swapped_kernel(self, kernel: HloInstruction) -> tuple[HloInstruction, int, int, tuple[int, ...]]:
+        """The kernel with input features Oq = O/G and output features G*I (kernel [.., I, .., O, ..]
+        seen by the transposed convolution), those two positions and the spatial ones."""
+        d = self.dnums
+        if self.groups == 1:
+            return kernel, d.kernel_output_feature, d.kernel_input_feature, d.kernel_spatial
+        spatial = list(d.kernel_spatial)
+        canonical = self._top("transpose", [kernel], _permuted(kernel.shape, spatial + [
+            d.kernel_input_feature, d.kernel_output_feature]),
+            {"dimensions": tuple(spatial + [d.kernel_input_feature, d.kernel_output_feature])})
+        taps = list(canonical.shape.dims[:-2])
+        i, o = canonical.shape.dims[-2:]
+        g, t = self.groups, kernel.shape.element_type
+        split = self._top("reshape", [canonical], Shape.array(t, tuple(taps + [i, g, o // g])))
+        n = len(taps)
+        moved = self._top("transpose", [split], Shape.array(t, tuple(taps + [o // g, g, i])),
+                          {"dimensions": tuple(range(n)) + (n + 2, n + 1, n)})
+        merged = self._top("reshape", [moved], Shape.array(t, tuple(taps + [o // g, g * i])))
+        return merged, n, n + 1, tuple(range(n))
+
+    def _backward_filter(self, shape: Shape) -> HloInstruction:
+        d = self.dnums
+        x, dy = self.call.operands[0], self.call.operands[1]
+        dims = []
+        for k, wd in enumerate(self.window.dims):
+            size_in, size_out = x.shape.dims[d.input_spatial[k]], dy.shape.dims[d.output_spatial[k]]
+            total = _dilated(size_out, wd.stride) + _dilated(wd.size, wd.window_dilation) - size_in - 1
+            dims.append(WindowDim(size_out, wd.window_dilation, wd.padding_low, total - wd.padding_low,
+                                  wd.stride, 1, False))
+        labels = dim_labels(_labels(d.input_feature, d.input_batch, d.input_spatial),
+                            _labels(d.output_batch, d.output_feature, d.output_spatial, "io"),
+                            _labels(d.kernel_input_feature, d.kernel_output_feature, d.kernel_spatial))
+        attrs = {"window": Window(tuple(dims)), "dim_labels": labels, "batch_group_count": self.groups}
+        value = self._top("convolution", [x, dy], shape, attrs)
+        flips = tuple(d.kernel_spatial[k] for k, wd in enumerate(self.window.dims) if wd.window_reversal)
+        if flips:
+            value = self._top("reverse", [value], shape, {"dimensions": flips})
+        return value
+
+    # -- the epilogue and the users -----------------------------------------------------------------
+    def _epilogue(self, conv: HloInstruction) -> HloInstruction:
+        """One kLoop fusion: scale, bias, side input, activation, rounding."""
+        body = HloComputation(self.module.unique_computation_name(f"{self.call.name}_epilogue"))
+        b = _Builder(body)
+        operands = [conv] + list(self.call.operands[2:4] if self.target == BIAS_ACTIVATION else [])
+        params = [b.add("parameter", [], op.shape, parameter_number=k) for k, op in enumerate(operands)]
+        x, acc = params[0], conv.shape.element_type
+        cfg = self.config
+        if cfg.conv_result_scale != 1:
+            x = b.binary("multiply", x, b.scalar_like(cfg.conv_result_scale, x))
+        if len(params) > 1:
+            bias = b.convert(params[1], acc)
+            along_features = {"dimensions": (self.dnums.output_feature,)}
+            x = b.binary("add", x, b.add("broadcast", [bias], x.shape, along_features))
+        if len(params) > 2 and cfg.side_input_scale != 0:
+            side = b.convert(params[2], acc)
+            if cfg.side_input_scale != 1:
+                side = b.binary("multiply", side, b.scalar_like(cfg.side_input_scale, side))
+            x = b.binary("add", x, side)
+        x = b.convert(_activation(b, x, cfg), self.result.element_type)
+        body.root = x
+        self.module.computations.insert(self.module.computations.index(self.comp), body)
+        body.parent = self.module
+        return self._top("fusion", operands, x.shape, {"kind": "kLoop", "calls": body}, name="conv_epilogue")
+
+    def _replace_call(self, value: HloInstruction) -> None:
+        call, comp = self.call, self.comp
+        value.metadata = list(call.metadata)
+        if not call.shape.is_tuple:
+            comp.replace_instruction(call, value, remove_dead_operands=False)
+            return
+        for user in list(call.users):
+            if user.opcode == "get-tuple-element" and int(user.attrs["index"]) == 0:
+                comp.replace_instruction(user, value, remove_dead_operands=False)
+        if call.users or call is comp.root:
+            leaves = [value] + [self._zeros(s) for s in call.shape.tuple_shapes[1:]]
+            comp.replace_instruction(call, self._top("tuple", leaves, call.shape), remove_dead_operands=False)
+        else:
+            comp.remove_instruction(call)
+
+    def _zeros(self, shape: Shape) -> HloInstruction:
+        zero = self._top("constant", [], Shape.array(shape.element_type, ()),
+                         literal=_zero_literal(shape.element_type))
+        return self._top("broadcast", [zero], shape, {"dimensions": ()})
+
+    def _top(self, opcode: str, operands: list, shape: Shape, attrs: dict | None = None,
+             name: str | None = None, **fields) -> HloInstruction:
+        """A new instruction before the call (schedules stay valid)."""
+        instr = HloInstruction.create(opcode, operands, shape, attrs, self.comp.unique_name(name or opcode),
+                                      **fields)
+        return self.comp.add_instruction(instr, before=self.call)
+
+
+def _permuted(shape: Shape, order: list[int]) -> Shape:
+    return Shape.array(shape.element_type, tuple(shape.dims[k] for k in order))
+
+
+def _zero_literal(t):
+    return np.zeros((), t.np_dtype)
+
+
+def _activation(b: _Builder, x: HloInstruction, cfg: CudnnConvConfig) -> HloInstruction:
+    mode = cfg.activation_mode
+    if mode == "kRelu":
+        return b.binary("maximum", x, b.scalar_like(0, x))
+    if mode == "kRelu6":
+        return b.add("clamp", [b.scalar_like(0, x), x, b.scalar_like(6, x)], x.shape)
+    if mode in ("kElu", "kLeakyRelu"):
+        zero = b.scalar_like(0, x)
+        positive = b.add("compare", [x, zero], x.shape.with_element_type(PRIMITIVE_TYPES["pred"]),
+                         {"direction": "GT"})
+        negative = (b.add("exponential-minus-one", [x], x.shape) if mode == "kElu"
+                    else b.binary("multiply", x, b.scalar_like(cfg.leakyrelu_alpha, x)))
+        return b.add("select", [positive, x, negative], x.shape)
+    if mode == "kSigmoid":
+        return b.add("logistic", [x], x.shape)
+    if mode == "kTanh":
+        return b.add("tanh", [x], x.shape)
+    return x
