@@ -18,6 +18,12 @@ CACHE_ENV = "HLO_TOOLCHAIN_CACHE_DIR"
 _TEST_CACHE = tempfile.mkdtemp(prefix="hlo-test-kernel-cache-")
 os.environ[CACHE_ENV] = _TEST_CACHE
 
+# Multi-device modules are checked against XLA:CPU with N host devices, which XLA makes only when
+# its client is created under this flag; set before any test creates one, the comparisons run in
+# process (hlo_run.xla_cpu_devices otherwise starts a child process per run).
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+
 
 def pytest_unconfigure(config) -> None:
     shutil.rmtree(_TEST_CACHE, ignore_errors=True)

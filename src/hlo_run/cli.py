@@ -104,7 +104,11 @@ class RunOptions:
     find_first_mismatch: bool = False
     mismatch_dir: str | None = None
     max_while_iterations: int | None = None
-    snapshot: Any = None  # hlo_common.proto.loader.ProtoInput of an HloSnapshot input
+    num_replicas: int | None = None  # None: the module's header (hlo_run.devices)
+    num_partitions: int | None = None
+    max_devices: int = 64
+    collective_timeout: float = 60.0
+    snapshot: Any = None  # hlo_common.proto.loader.ProtoInput of an HloSnapshot input (set later)
 
 
 class XlaFlagsCommand(click.Command):
@@ -161,6 +165,15 @@ class XlaFlagsCommand(click.Command):
 @click.option("--mismatch-dir", metavar="DIR",
               help="Where --find-first-mismatch writes the standalone module of the bad kernel "
                    "(default: --dump-to, else ./hlo_run_mismatch).")
+@click.option("--num-replicas", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Replicas to run on (default: the module's replica_count). XLA: --num_replicas.")
+@click.option("--num-partitions", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Partitions to run on (default: the module's num_partitions). XLA: --num_partitions.")
+@click.option("--max-devices", type=click.IntRange(min=1), default=64, show_default=True,
+              help="Refuse modules that need more devices (replicas x partitions) than this.")
+@click.option("--collective-timeout", type=click.FloatRange(min=0, min_open=True, max=1e6), default=60.0,
+              show_default=True, metavar="SECONDS",
+              help="How long a collective waits for the other devices of its group.")
 @click.option("--split-input-file", is_flag=True,
               help="Treat `// -----` lines as separators between modules.")
 @click.option("--input-format", "input_format", type=click.Choice(INPUT_FORMATS),
@@ -169,8 +182,8 @@ class XlaFlagsCommand(click.Command):
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
 def cli(input_path, platform, inputs_path, seed, output_path, print_literals, reference_platform,
         abs_error_bound, rel_error_bound, iterations, max_while_iterations, hlo_passes, dump_to,
-        large_float_range, find_first_mismatch, mismatch_dir, split_input_file, debug,
-        input_format=None) -> None:
+        large_float_range, find_first_mismatch, mismatch_dir, num_replicas, num_partitions, max_devices,
+        collective_timeout, split_input_file, debug, input_format=None) -> None:
     """Run an HLO module (file or stdin) and compare it with a reference, like run_hlo_module.
 
     A manifest is executable code, like a shared library: run only manifests you trust. Its
@@ -182,7 +195,8 @@ def cli(input_path, platform, inputs_path, seed, output_path, print_literals, re
     reference = (reference_platform or ("none" if platform == "interpreter" else "interpreter")).lower()
     options = RunOptions(platform, reference, inputs_path, seed, output_path, print_literals,
                          abs_error_bound, rel_error_bound, iterations, hlo_passes, dump_to,
-                         large_float_range, find_first_mismatch, mismatch_dir, max_while_iterations)
+                         large_float_range, find_first_mismatch, mismatch_dir, max_while_iterations,
+                         num_replicas, num_partitions, max_devices, collective_timeout)
     if find_first_mismatch and platform == "interpreter":
         raise click.UsageError("--find-first-mismatch compares the kernels of --platform cuda or host "
                                "with the interpreter; choose one of those platforms")
@@ -288,17 +302,19 @@ def run_program(program: Program, options: RunOptions) -> bool:
     program.run_hlo_passes = options.hlo_passes
     program.dump_to = options.dump_to
     try:
+        _set_devices(program, options)
         args = make_arguments(program, options)
         if options.print_literals:
-            for i, (arg, shape) in enumerate(zip(args, program.parameter_shapes)):
+            for i, (arg, shape) in enumerate(zip(args, _device_shapes(program))):
                 echo_literal(f"** Argument {i} **", arg, shape)
         if options.find_first_mismatch:
             from hlo_run.bisect import find_first_mismatch
 
             return find_first_mismatch(program, options, args)
-        result = _run_on(options.platform, program, args, options.iterations, options.max_while_iterations)
+        result = _run_on(options.platform, program, args, options.iterations, options.max_while_iterations,
+                         options.collective_timeout)
         if options.print_literals:
-            echo_literal("** Result **", result, program.result_shape)
+            echo_literal("** Result **", result, _result_shape(program))
         if options.output:
             from hlo_run.npz_io import save_outputs
 
@@ -317,8 +333,39 @@ def run_program(program: Program, options: RunOptions) -> bool:
     return True
 
 
+def _set_devices(program: Program, options: RunOptions) -> None:
+    """The program's replica and partition counts; only the interpreter and XLA:CPU run several."""
+    if program.module is None:
+        return
+    from hlo_run.devices import DeviceCountError, device_counts
+
+    program.replicas, program.partitions = device_counts(
+        program.module, options.num_replicas, options.num_partitions, options.max_devices)
+    if program.devices > 1:
+        for platform in {options.platform, options.reference} - {"interpreter", "xla-cpu", "none"}:
+            raise DeviceCountError(
+                f"module {program.module.name} runs on {program.devices} devices ({program.replicas} "
+                f"replica(s) x {program.partitions} partition(s)); platform {platform} runs one "
+                "device so far: use --platform interpreter (reference: xla-cpu)")
+
+
+def _device_shapes(program: Program) -> list[Shape]:
+    from hlo_run.devices import device_shape
+
+    shapes = program.parameter_shapes
+    return shapes if program.devices == 1 else [device_shape(s, program.devices) for s in shapes]
+
+
+def _result_shape(program: Program) -> Shape:
+    from hlo_run.devices import device_shape
+
+    shape = program.result_shape
+    return shape if program.devices == 1 else device_shape(shape, program.devices)
+
+
 def make_arguments(program: Program, options: RunOptions) -> list[Any]:
-    """The arguments from --inputs, a snapshot's, or random ones from --seed."""
+    """The arguments from --inputs, a snapshot's, or random ones from --seed (on several devices:
+    each device's own, stacked along a leading device axis)."""
     if options.snapshot is not None and not options.inputs:
         args = options.snapshot.arguments
         if len(args) != len(program.parameter_shapes):
@@ -328,19 +375,26 @@ def make_arguments(program: Program, options: RunOptions) -> list[Any]:
     if options.inputs:
         from hlo_run.npz_io import load_inputs
 
-        return load_inputs(options.inputs, program.parameter_shapes)
+        return load_inputs(options.inputs, _device_shapes(program))
     from hlo_run.inputs import make_fake_arguments
 
-    return make_fake_arguments(program.module, options.seed, large_float_range=options.large_float_range)
+    if program.devices == 1:
+        return make_fake_arguments(program.module, options.seed, large_float_range=options.large_float_range)
+    from hlo_run.devices import stack
+
+    per_device = [make_fake_arguments(program.module, options.seed, large_float_range=options.large_float_range,
+                                      device=d) for d in range(program.devices)]
+    return [stack([args[k] for args in per_device]) for k in range(len(per_device[0]))]
 
 
 def _run_on(platform: str, program: Program, args: list[Any], iterations: int,
-            max_while_iterations: int | None = None) -> Any:
+            max_while_iterations: int | None = None, collective_timeout: float = 60.0) -> Any:
     backend = get_backend(platform)
     click.echo(f"Running HLO module {program.name} with runner {platform}...", err=True)
     start = time.perf_counter()
     executable = backend.load(program)
     executable.max_while_iterations = max_while_iterations
+    executable.collective_timeout = collective_timeout
     executable.source_module = program.module
     times = []
     result = None
@@ -376,7 +430,7 @@ def _check_against_reference(program: Program, options: RunOptions, args: list[A
     click.echo(f"... compiled and ran in {time.perf_counter() - start:.4f}s.", err=True)
     if options.print_literals:
         echo_literal(f"** Result with reference runner {options.reference} **", expected,
-                     program.result_shape)
+                     _result_shape(program))
     comparison = compare_values(result, expected, options.abs_error_bound, options.rel_error_bound)
     click.echo(f"bounds ({_bounds_origin(options)}): " + "; ".join(comparison.bounds_lines()), err=True)
     if not comparison.ok:

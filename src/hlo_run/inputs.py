@@ -9,6 +9,8 @@ The rule (also in docs/tools.md):
 - Each entry parameter `i` gets its own generator, `numpy.random.default_rng([seed, i])` (PCG64
   seeded through a SeedSequence of the two numbers), so argument `i` does not depend on the sizes
   of the others. Values are drawn in row-major order.
+- On several devices (`hlo_run.devices`), device `d`'s argument `i` comes from
+  `numpy.random.default_rng([seed, i, d])`, so each device gets its own values.
 - floats (f16, bf16, f32, f64, f8 and narrower): uniform in [-1, 1), drawn as float64 and rounded
   to the element type (round to nearest even) a million at a time, into an array of that type;
   complex: real and imaginary parts each so.
@@ -97,8 +99,10 @@ class UniqueWindows:
     strides: tuple[int, ...]
 
 
-def make_fake_arguments(module: HloModule, seed: int = 0, *, large_float_range: bool = False) -> list[Any]:
-    """One value per entry parameter of `module`, by the rule in this module's docstring. Each
+def make_fake_arguments(module: HloModule, seed: int = 0, *, large_float_range: bool = False,
+                        device: int | None = None) -> list[Any]:
+    """One value per entry parameter of `module`, by the rule in this module's docstring; on
+    several devices, device d's values come from the seed sequence (seed, parameter, d). Each
     parameter's size is checked against the memory hlo-run may use before it is made."""
     from hlo_run.memory_budget import available_bytes, check_fits
 
@@ -111,7 +115,7 @@ def make_fake_arguments(module: HloModule, seed: int = 0, *, large_float_range: 
         check_fits(need, f"parameter {p.parameter_number} ({p.shape.to_string(False)})", budget)
         if p.parameter_number:
             check_fits(total, f"parameters 0..{p.parameter_number} together", budget, plural=True)
-    return [make_fake_argument(p, seed, large_float_range=large_float_range) for p in params]
+    return [make_fake_argument(p, seed, large_float_range=large_float_range, device=device) for p in params]
 
 
 def parameter_bytes(shape: Shape) -> int:
@@ -120,8 +124,10 @@ def parameter_bytes(shape: Shape) -> int:
     return sum(s.num_elements * s.element_type.np_dtype.itemsize for s in leaves)
 
 
-def make_fake_argument(param: HloInstruction, seed: int = 0, *, large_float_range: bool = False) -> Any:
-    rng = np.random.default_rng([int(seed), int(param.parameter_number)])
+def make_fake_argument(param: HloInstruction, seed: int = 0, *, large_float_range: bool = False,
+                       device: int | None = None) -> Any:
+    key = [int(seed), int(param.parameter_number)] + ([int(device)] if device is not None else [])
+    rng = np.random.default_rng(key)
     shape = param.shape
     if shape.is_tuple or not shape.is_array:
         return _random_value(shape, rng, large_float_range)

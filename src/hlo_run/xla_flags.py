@@ -22,6 +22,7 @@ also takes `--flag` alone (true) or `--flag=true|false|1|0` (also `--flag true`)
     --run_reference_hlo_passes[=bool]          accepted; the reference runs the input as given
     --use_large_float_range[=bool]             --large-float-range when true
     --xla_dump_to=DIR                          --dump-to DIR
+    --num_replicas=N / --num_partitions=N      --num-replicas N / --num-partitions N
     any other --xla_* debug option             ignored, with a warning naming it
 
 Kebab-case flags pass through untouched, so both spellings mix on one line.
@@ -44,6 +45,8 @@ _VALUE_FLAGS = {
     "abs_error_bound": "--abs-error-bound",
     "rel_error_bound": "--rel-error-bound",
     "xla_dump_to": "--dump-to",
+    "num_replicas": "--num-replicas",
+    "num_partitions": "--num-partitions",
 }
 _BOOL_FLAGS = {
     "print_literals": ("--print-literals", None),

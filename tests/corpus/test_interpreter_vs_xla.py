@@ -35,6 +35,7 @@ does not depend on the machine's core count).
 from __future__ import annotations
 
 import functools
+import re
 import signal
 import time
 from dataclasses import dataclass
@@ -88,7 +89,8 @@ def notes(kind: str) -> dict[str, str]:
     out = {}
     if NOTES.exists():
         for line in NOTES.read_text().splitlines():
-            parts = line.split("#", 1)[0].split(None, 2) if not line.startswith("#") else []
+            # a comment starts at a `#` after whitespace: module ids hold `#k` themselves
+            parts = re.split(r"\s#", line, maxsplit=1)[0].split(None, 2) if not line.startswith("#") else []
             if len(parts) >= 2 and parts[0] == kind:
                 out[parts[1]] = parts[2] if len(parts) > 2 else ""
     return out
@@ -131,6 +133,7 @@ def check_module(module_id: str, text: str, time_limit_s: float = TIME_LIMIT_S, 
     """
     from hlo_common.errors import HloError
     from hlo_common.hlo.parser import parse_module
+    from hlo_run.devices import device_counts
     from hlo_run.inputs import make_fake_arguments
     from hlo_run.xla_cpu import XlaCpuExecutable, XlaCpuRejected, text_for_xla_cpu
 
@@ -152,6 +155,12 @@ def check_module(module_id: str, text: str, time_limit_s: float = TIME_LIMIT_S, 
     if on_phase is not None:
         on_phase("xla")
     try:
+        replicas, partitions = device_counts(module, None, None)
+    except HloError as exc:
+        return Outcome("not-runnable", exc.one_line())
+    try:
+        if replicas * partitions > 1:
+            return _check_devices(module, text, replicas, partitions, time_limit_s, on_phase)
         compiled = XlaCpuExecutable.compile(text_for_xla_cpu(module, text), allow_excess_precision=False,
                                             debug_options=XLA_DEBUG_OPTIONS)
         args = make_fake_arguments(module, SEED)
@@ -174,7 +183,38 @@ def check_module(module_id: str, text: str, time_limit_s: float = TIME_LIMIT_S, 
     return Outcome("match", "", seconds) if problem is None else Outcome("mismatch", problem, seconds)
 
 
-def _run_interpreter(module, args, time_limit_s: float):
+def _check_devices(module, text: str, replicas: int, partitions: int, time_limit_s: float,
+                   on_phase) -> Outcome:
+    """A module on replicas x partitions devices: every device's results against XLA:CPU's on as
+    many host devices (arguments by hlo-run's rule, the device id in the seed)."""
+    from hlo_common.errors import HloError
+    from hlo_common.interpreter.devices import run_devices
+    from hlo_run.inputs import make_fake_arguments
+    from hlo_run.xla_cpu import text_for_xla_cpu
+    from hlo_run.xla_cpu_devices import run_on_devices
+
+    n = replicas * partitions
+    args = [make_fake_arguments(module, SEED, device=d) for d in range(n)]
+    expected = run_on_devices(text_for_xla_cpu(module, text), args, replicas, partitions,
+                              allow_excess_precision=False)
+    if on_phase is not None:
+        on_phase("interpreter")
+    start = time.perf_counter()
+    try:
+        actual = _run_interpreter(module, args, time_limit_s, lambda: run_devices(module, args, replicas,
+                                                                                 partitions))
+    except InterpreterTimeout:
+        return Outcome("error", f"interpreter took longer than {time_limit_s:g} s", time_limit_s)
+    except HloError as exc:
+        return Outcome("error", _clip(exc.one_line()), time.perf_counter() - start)
+    for d in range(n):
+        problem = compare_with_bounds(actual[d], expected[d])
+        if problem is not None:
+            return Outcome("mismatch", f"device {d}: {problem}", time.perf_counter() - start)
+    return Outcome("match", "", time.perf_counter() - start)
+
+
+def _run_interpreter(module, args, time_limit_s: float, run=None):
     from hlo_common.interpreter.evaluator import evaluate
 
     def on_alarm(signum, frame):
@@ -185,7 +225,7 @@ def _run_interpreter(module, args, time_limit_s: float):
         previous = signal.signal(signal.SIGALRM, on_alarm)
         signal.setitimer(signal.ITIMER_REAL, time_limit_s)
     try:
-        return evaluate(module, args)
+        return run() if run is not None else evaluate(module, args)
     finally:
         if use_alarm:
             signal.setitimer(signal.ITIMER_REAL, 0)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from hlo_common.hlo.replica_groups import ReplicaGroups  # noqa: F401 - re-exported
 from hlo_common.hlo.strings import (  # noqa: F401 - re-exported: older code imports them from here
     c_escape, c_unescape, format_backend_config, format_json, lexes_as_json_dict, parse_json_object,
     quote_string,
@@ -194,67 +195,6 @@ class PaddingConfig:
 def _split_signed(part: str) -> list[str]:
     # "-1_2_0" -> ["-1", "2", "0"]; negative numbers keep their sign.
     return part.split("_")
-
-
-@dataclass(frozen=True)
-class ReplicaGroups:
-    """`replica_groups=`: explicit `{{0,1},{2,3}}`, iota `[2,2]<=[4]` (`<=[2,2]T(1,0)`), or mesh
-    axes `mesh['x'=2,'y'=2] {'y'}` (the devices of a row-major mesh, grouped along the named axes)."""
-
-    explicit: tuple[tuple[int, ...], ...] | None = None
-    iota: tuple[tuple[int, int], tuple[int, ...], tuple[int, ...]] | None = None  # (G,S), reshape, perm
-    mesh: tuple[tuple[tuple[str, int], ...], tuple[str, ...]] | None = None  # axes, grouped axes
-
-    @staticmethod
-    def parse_iota(text: str) -> ReplicaGroups:
-        """`[G,S]<=[d0,d1,...]` with an optional `T(perm)`; ValueError when malformed."""
-        head, sep, rest = text.replace(" ", "").partition("<=")
-        shape = _int_list(head, "[", "]")
-        if not sep or len(shape) != 2:
-            raise ValueError(f"iota replica groups '{text}' need [groups,size]<=[dims]")
-        dims_text, tsep, perm_text = rest.partition("T")
-        dims = _int_list(dims_text, "[", "]")
-        perm = _int_list(perm_text, "(", ")") if tsep else tuple(range(len(dims)))
-        if sorted(perm) != list(range(len(dims))) or (len(dims) > 1 and not tsep):
-            raise ValueError(f"iota replica groups '{text}': bad transpose permutation")
-        if shape[0] * shape[1] != math.prod(dims):
-            raise ValueError(f"iota replica groups '{text}': {shape[0]}x{shape[1]} != {math.prod(dims)}")
-        return ReplicaGroups(iota=((shape[0], shape[1]), dims, perm))
-
-    def groups(self) -> list[list[int]]:
-        """The device (replica/partition) ids of every group."""
-        if self.explicit is not None:
-            return [list(g) for g in self.explicit]
-        if self.iota is not None:
-            (g, s), dims, perm = self.iota
-            ids = np.arange(math.prod(dims)).reshape(dims).transpose(perm).reshape(g, s)
-            return ids.tolist()
-        axes, grouped = self.mesh
-        names = [a for a, _ in axes]
-        ids = np.arange(math.prod(n for _, n in axes)).reshape([n for _, n in axes])
-        keep = [i for i, a in enumerate(names) if a not in grouped]
-        inner = [names.index(a) for a in grouped]
-        size = math.prod(axes[i][1] for i in inner)
-        return ids.transpose(keep + inner).reshape(-1, size).tolist()
-
-    def __str__(self) -> str:
-        if self.explicit is not None:
-            return "{" + ",".join("{" + ",".join(map(str, g)) + "}" for g in self.explicit) + "}"
-        if self.iota is not None:
-            (g, s), dims, perm = self.iota
-            text = f"[{g},{s}]<=[{','.join(map(str, dims))}]"
-            return text + (f"T({','.join(map(str, perm))})" if len(dims) > 1 else "")
-        axes, grouped = self.mesh
-        mesh = ",".join(f"'{a}'={n}" for a, n in axes)
-        axes_text = ",".join(f"'{a}'" for a in grouped)
-        return f"mesh[{mesh}] {{{axes_text}}}"
-
-
-def _int_list(text: str, open_: str, close: str) -> tuple[int, ...]:
-    if not (text.startswith(open_) and text.endswith(close)):
-        raise ValueError(f"expected {open_}...{close}, found '{text}'")
-    body = text[1:-1]
-    return tuple(int(v) for v in body.split(",")) if body else ()
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,12 @@ import re
 
 from hlo_common.hlo import attributes as A
 from hlo_common.hlo.attributes import (
-    OutputOperandAliasing, RawAttr, ReplicaGroups, SourceTargetPairs, parse_json_object, quote_string,
+    OutputOperandAliasing, RawAttr, SourceTargetPairs, parse_json_object, quote_string,
 )
 from hlo_common.hlo.ir import HloComputation, HloInstruction
 from hlo_common.hlo.parser_literals import LiteralParsing
 from hlo_common.hlo.parser_scanner import IDENT_RE, normalize_space
+from hlo_common.hlo.replica_groups import Mesh, ReplicaGroups
 from hlo_common.hlo.sharding import HloSharding, ShardingError
 
 _PAD_RE = re.compile(r"-?\d+_-?\d+(?:_-?\d+)?(?:x-?\d+_-?\d+(?:_-?\d+)?)*")
@@ -286,26 +287,53 @@ class AttributeParsing(LiteralParsing):
             raise self.error(str(exc), start) from None
 
     def _mesh_groups(self) -> ReplicaGroups:
+        """`mesh['x'=4,'y'=2][, device_ids=(...)] {'x', 'y':(1)2}` (see hlo.replica_groups)."""
+        start = self.pos
         self.pos += len("mesh")
         self.expect("[")
         axes = []
         while not self.accept("]"):
             if axes:
                 self.expect(",", "between mesh axes")
-            axes.append((self._axis_name(), 0))
+            name = self._axis_name()
             self.expect("=")
-            axes[-1] = (axes[-1][0], self.integer("an axis size"))
+            axes.append((name, self.integer("an axis size")))
+        device_ids = None
+        if re.compile(r"\s*,\s*device_ids\s*=").match(self.text, self.pos):
+            self.expect(",")
+            self.expect("device_ids")
+            self.expect("=")
+            device_ids = self._mesh_device_ids()
         grouped = []
         self.expect("{", "with the grouped mesh axes")
         while not self.accept("}"):
             if grouped:
                 self.expect(",", "between axis names")
-            grouped.append(self._axis_name())
-        names = [a for a, _ in axes]
-        if any(g not in names for g in grouped) or len(set(grouped)) != len(grouped) or \
-                len(set(names)) != len(names) or any(n <= 0 for _, n in axes):
-            raise ValueError("mesh axes must be distinct, positive, and name only mesh axes")
-        return ReplicaGroups(mesh=(tuple(axes), tuple(grouped)))
+            name = self._axis_name()
+            if self.accept(":"):
+                pre = self.int_list("(", ")")
+                if len(pre) != 1:
+                    raise self.error("a sub-axis is written 'name':(pre_size)size")
+                grouped.append((name, pre[0], self.integer("a sub-axis size")))
+            else:
+                grouped.append((name, None, None))
+        mesh = Mesh(tuple(axes), tuple(grouped), device_ids)
+        try:
+            mesh.check()
+        except ValueError as exc:
+            raise self.error(str(exc), start) from None
+        return ReplicaGroups(mesh=mesh)
+
+    def _mesh_device_ids(self) -> tuple:
+        """`([2,2,2]T(0,2,1))` (an iota tile assignment) or `(0,2,1,3)` (the ids in mesh order)."""
+        self.ws()
+        if not self.text.startswith("([", self.pos):
+            return ("list", self.int_list("(", ")"))
+        self.expect("(")
+        reshape = self.int_list("[", "]")
+        perm = self.int_list("(", ")") if self.accept("T") else None
+        self.expect(")")
+        return ("iota", reshape, perm)
 
     def _axis_name(self) -> str:
         return self._pattern(re.compile(r"'([A-Za-z_][\w.\-]*)'"), "a quoted axis name")[1:-1]

@@ -21,6 +21,7 @@ from hlo_common.errors import VerificationError
 from hlo_common.hlo.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.opcodes import OPCODES
 from hlo_common.hlo.parser_scanner import array_size_problem
+from hlo_common.hlo.replica_groups import check_groups, group_mode
 from hlo_common.hlo.shape import Shape
 from hlo_common.hlo.sharding import ShardingError
 from hlo_common.hlo.shape_inference import InferenceContext, infer_shape
@@ -302,8 +303,30 @@ class _ModuleVerifier:
         if not self.opts.allow_mixed_precision and instr.opcode not in _MIXED_PRECISION_OK:
             self._verify_single_precision(comp, instr)
         self._verify_pairing(comp, instr)
+        if "replica_groups" in instr.attrs:
+            self._verify_replica_groups(comp, instr)
         if instr.sharding is not None:
             self._verify_sharding(comp, instr)
+
+    def _verify_replica_groups(self, comp: HloComputation, instr: HloInstruction) -> None:
+        """No id twice; where the header gives the device counts, every id of the group mode in
+        range and (for non-empty groups) each one named (XLA's CheckReplicaGroups)."""
+        raw = instr.attrs["replica_groups"]
+        if not hasattr(raw, "groups"):
+            return
+        m = self.module
+        declared = m is not None and any(m.header_attr(k) is not None for k in ("replica_count", "num_partitions"))
+        try:
+            if declared:
+                check_groups(instr, self.ctx.replica_count, self.ctx.num_partitions)
+            else:
+                seen: set[int] = set()
+                for d in (d for g in raw.groups() for d in g):
+                    if d in seen:
+                        raise ValueError(f"replica_groups name id {d} twice")
+                    seen.add(d)
+        except ValueError as exc:
+            raise _err(f"{exc} ({group_mode(instr)} mode)", comp, instr) from None
 
     def _verify_sharding(self, comp: HloComputation, instr: HloInstruction) -> None:
         """XLA's HloSharding::Validate against the shape, and against the device count when the

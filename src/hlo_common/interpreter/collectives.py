@@ -14,6 +14,7 @@ import re
 import numpy as np
 
 from hlo_common.errors import InterpreterError
+from hlo_common.interpreter import collectives_multi as multi
 from hlo_common.interpreter.registry import register
 
 
@@ -60,9 +61,17 @@ def _single(instr, operands, ev, results=None):
     return value
 
 
+_MULTI = {"all-reduce": multi.all_reduce, "all-reduce-start": multi.all_reduce,
+          "all-gather": lambda i, o, ev: multi._pack(i, multi.all_gather(i, o, ev)),
+          "reduce-scatter": multi.reduce_scatter, "all-to-all": multi.all_to_all,
+          "collective-broadcast": multi.collective_broadcast}
+
+
 @register("all-reduce", "all-reduce-start", "all-gather", "reduce-scatter", "all-to-all",
           "collective-broadcast")
 def _identity_collective(instr, operands, ev):
+    if ev.world is not None:
+        return _MULTI[instr.opcode](instr, operands, ev)
     return _single(instr, operands, ev)
 
 
@@ -70,6 +79,12 @@ def _identity_collective(instr, operands, ev):
 def _all_gather_start(instr, operands, ev):
     """(operands, results) in the tuple form; the older form's value is the result itself."""
     shape = instr.shape
+    if ev.world is not None:
+        results = multi.all_gather(instr, operands, ev)
+        if not shape.is_tuple or len(shape.tuple_shapes) != 2:  # the older form: the result itself
+            return multi._pack(instr, results)
+        ops = operands[0] if len(operands) == 1 else tuple(operands)
+        return (ops, results[0] if len(results) == 1 else tuple(results))
     if not shape.is_tuple or len(shape.tuple_shapes) != 2:
         return _single(instr, operands, ev)
     out = shape.tuple_shapes[1]
@@ -102,12 +117,15 @@ def _permute(instr, operands, ev):
 
 @register("collective-permute")
 def _collective_permute(instr, operands, ev):
+    if ev.world is not None:
+        return multi.collective_permute(instr, operands[:1], ev)
     return _permute(instr, operands[:1], ev)
 
 
 @register("collective-permute-start")
 def _collective_permute_start(instr, operands, ev):
-    out = _permute(instr, operands[:1], ev)
+    permute = multi.collective_permute if ev.world is not None else _permute
+    out = permute(instr, operands[:1], ev)
     if not instr.shape.is_tuple:  # the older form: the start op's value is the result itself
         return out
     extra = tuple(np.zeros(s.dims, s.element_type.np_dtype) for s in instr.shape.tuple_shapes[2:])
@@ -117,6 +135,8 @@ def _collective_permute_start(instr, operands, ev):
 @register("ragged-all-to-all")
 def _ragged_all_to_all(instr, operands, ev):
     """One device: copy each input chunk to its output offset in (a copy of) the output buffer."""
+    if ev.world is not None:
+        return multi.ragged_all_to_all(instr, operands, ev)
     data, output, in_off, send, out_off, _recv = operands
     out = np.array(output, copy=True)
     for i in range(np.size(send)):

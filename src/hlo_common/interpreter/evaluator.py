@@ -117,6 +117,9 @@ class Evaluator:
         self._donated: Any = None  # the operand the running handler may update in place
         self._active = False  # inside an evaluation session (see _session)
         self._verdicts: dict[tuple, tuple] = {}  # (kind, id) -> (computation, verdict)
+        self.world = None  # devices.World when this is one of several devices (devices.run_devices)
+        self.device = 0
+        self.collective_seq: dict[int, int] = {}  # id(instr) -> how often this device ran it
 
     # -- public entry points ----------------------------------------------------------------------
     def evaluate(self, module: HloModule, args: Sequence[Any]) -> Any:

@@ -51,6 +51,12 @@ class Program:
     run_hlo_passes: bool = True  # HLO text is optimized by hlo-opt before hlo-codegen compiles it
     dump_to: str | None = None  # where hlo-opt and hlo-codegen write their dumps
     module_id: int = 0  # the number in the dumps' names: k for the k-th module of a split file
+    replicas: int = 1  # devices: replicas x partitions (hlo_run.devices); arguments and results
+    partitions: int = 1  # then carry a leading device axis
+
+    @property
+    def devices(self) -> int:
+        return self.replicas * self.partitions
 
     @property
     def parameter_shapes(self) -> list[Shape]:

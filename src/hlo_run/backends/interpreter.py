@@ -1,7 +1,9 @@
 """The interpreter platform: `hlo_common`'s reference evaluator behind the backend interface.
 
 `load` only checks that the program holds an HLO module; each `run` evaluates it with a fresh
-`Evaluator`, so runs are independent (the rng state starts over every time).
+`Evaluator`, so runs are independent (the rng state starts over every time). A program on several
+devices runs one evaluator per device (`hlo_common.interpreter.devices`); its arguments and
+results carry a leading device axis (`hlo_run.devices`).
 """
 
 from __future__ import annotations
@@ -12,12 +14,23 @@ from hlo_run.backends import Backend, BackendUnavailable, Executable, Program
 
 
 class InterpreterExecutable(Executable):
+    collective_timeout = 60.0  # seconds a collective waits for the rest of its group
+
     def __init__(self, program: Program):
         self.program = program
 
     def run(self, args: Sequence[Any]) -> Any:
         from hlo_common.interpreter.evaluator import Evaluator
 
+        program = self.program
+        if program.devices > 1:
+            from hlo_common.interpreter.devices import run_devices
+            from hlo_run.devices import per_device_args, stack
+
+            results = run_devices(program.module, per_device_args(args, program.devices), program.replicas,
+                                  program.partitions, timeout=self.collective_timeout,
+                                  max_while_iterations=self.max_while_iterations)
+            return stack(results)
         evaluator = Evaluator(max_while_iterations=self.max_while_iterations)
         return evaluator.evaluate(self.program.module, list(args))
 

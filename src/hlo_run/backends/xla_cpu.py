@@ -21,6 +21,21 @@ class XlaCpuBackendExecutable(Executable):
         return self.compiled.run(list(args))
 
 
+class XlaCpuDevicesExecutable(Executable):
+    """The module on replicas x partitions host devices (`hlo_run.xla_cpu_devices`)."""
+
+    def __init__(self, text: str, program: Program, allow_excess_precision: bool):
+        self.text, self.program, self.excess = text, program, allow_excess_precision
+
+    def run(self, args: Sequence[Any]) -> Any:
+        from hlo_run.devices import per_device_args, stack
+        from hlo_run.xla_cpu_devices import run_on_devices
+
+        p = self.program
+        return stack(run_on_devices(self.text, per_device_args(args, p.devices), p.replicas, p.partitions,
+                                    allow_excess_precision=self.excess))
+
+
 class XlaCpuBackend(Backend):
     name = "xla-cpu"
 
@@ -47,5 +62,7 @@ class XlaCpuBackend(Backend):
         else:
             text = program.hlo_text
         text = text_for_xla_cpu(program.module, text)
+        if program.devices > 1:
+            return XlaCpuDevicesExecutable(text, program, self.allow_excess_precision)
         return XlaCpuBackendExecutable(
             XlaCpuExecutable.compile(text, allow_excess_precision=self.allow_excess_precision))
