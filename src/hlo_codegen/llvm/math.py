@@ -49,28 +49,16 @@ def _exp(m: _Math, x: LV) -> LV:
 
 def _log(m: _Math, x: LV) -> LV:
     f = m.f
-    i64 = "i64"
     tiny = m.lt(x, m.c(2.0 ** -1022))
     xs = m.sel(tiny, m.mul(x, m.c(2.0 ** 54)), x)
-    bits = f.cast("bitcast", xs, i64)
-    e = f.binop("sub", f.binop("and", f.binop("lshr", bits, LV(i64, "52")), LV(i64, "2047")), LV(i64, "1023"))
-    e = f.binop("sub", e, f.select(tiny, LV(i64, "54"), LV(i64, "0")))
-    mant = f.cast("bitcast", f.binop("or", f.binop("and", bits, LV(i64, str((1 << 52) - 1))),
-                                     LV(i64, str(1023 << 52))), D)
-    big = m.gt(mant, m.c(math.sqrt(2.0)))
-    mant = m.sel(big, m.mul(mant, m.c(0.5)), mant)
-    e = f.binop("add", e, f.cast("zext", big, i64))
-    fr = m.sub(mant, m.c(1.0))
+    e, fr = m.log_reduction(xs, scaled=tiny)
     s = m.div(fr, m.add(m.c(2.0), fr))
     z = m.mul(s, s)
     r = m.mul(z, m.horner(z, LOG_COEFFS))
     log1pf = m.sub(fr, m.mul(s, m.sub(fr, r)))
     ed = f.cast("sitofp", e, D)
     res = m.add(m.mul(ed, m.c(LN2_HI)), m.add(log1pf, m.mul(ed, m.c(LN2_LO))))
-    res = m.sel(m.eq(x, m.c(math.inf)), x, res)
-    res = m.sel(m.eq(x, m.c(0.0)), m.c(-math.inf), res)
-    res = m.sel(m.lt(x, m.c(0.0)), m.c(math.nan), res)
-    return m.sel(m.isnan(x), x, res)
+    return m.log_special_cases(x, res)
 
 
 def _log1p(m: _Math, x: LV) -> LV:

@@ -129,6 +129,29 @@ class MathBuilder:
             acc = self.add(self.mul(acc, x), self.c(c))
         return acc
 
+    def log_reduction(self, x: LV, scaled: LV | None = None) -> tuple[LV, LV]:
+        """x = 2^e (1 + fr) with 1 + fr in [sqrt(1/2), sqrt(2)] for a positive normal double x,
+        from its exponent field and mantissa bits: (e as i64, fr). Where the i1 `scaled` holds, x
+        was a subnormal multiplied by 2^54, and e has the 54 taken off."""
+        f, i64 = self.f, "i64"
+        bits = f.cast("bitcast", x, i64)
+        e = f.binop("sub", f.binop("and", f.binop("lshr", bits, LV(i64, "52")), LV(i64, "2047")),
+                   LV(i64, "1023"))
+        if scaled is not None:
+            e = f.binop("sub", e, f.select(scaled, LV(i64, "54"), LV(i64, "0")))
+        mant = f.cast("bitcast", f.binop("or", f.binop("and", bits, LV(i64, str((1 << 52) - 1))),
+                                         LV(i64, str(1023 << 52))), D)
+        big = self.gt(mant, self.c(math.sqrt(2.0)))
+        mant = self.sel(big, self.mul(mant, self.c(0.5)), mant)
+        return f.binop("add", e, f.cast("zext", big, i64)), self.sub(mant, self.c(1.0))
+
+    def log_special_cases(self, x: LV, res: LV) -> LV:
+        """log's result where x is +inf, 0, negative or NaN; `res` elsewhere."""
+        res = self.sel(self.eq(x, self.c(math.inf)), x, res)
+        res = self.sel(self.eq(x, self.c(0.0)), self.c(-math.inf), res)
+        res = self.sel(self.lt(x, self.c(0.0)), self.c(math.nan), res)
+        return self.sel(self.isnan(x), x, res)
+
     def fma_horner(self, x: LV, coeffs: list[float]) -> LV:
         """`horner` with each step one fused multiply-add (llvm.fma: one rounding, the same on every
         target): half the instructions of the vectorized f32 forms, and no less accurate."""

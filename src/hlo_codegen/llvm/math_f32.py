@@ -74,23 +74,12 @@ def _tanh(m: MathBuilder, x: LV) -> LV:
 
 def _log(m: MathBuilder, x: LV) -> LV:
     """x is an f32 widened: never subnormal as a double, so the exponent field is exact."""
-    f, i64 = m.f, "i64"
-    bits = f.cast("bitcast", x, i64)
-    e = f.binop("sub", f.binop("and", f.binop("lshr", bits, LV(i64, "52")), LV(i64, "2047")), LV(i64, "1023"))
-    mant = f.cast("bitcast", f.binop("or", f.binop("and", bits, LV(i64, str((1 << 52) - 1))),
-                                     LV(i64, str(1023 << 52))), D)
-    big = m.gt(mant, m.c(math.sqrt(2.0)))
-    mant = m.sel(big, m.mul(mant, m.c(0.5)), mant)
-    e = f.binop("add", e, f.cast("zext", big, i64))
-    fr = m.sub(mant, m.c(1.0))
+    e, fr = m.log_reduction(x)
     s = m.div(fr, m.add(m.c(2.0), fr))
     z = m.mul(s, s)
     log1pf = m.sub(fr, m.mul(s, m.sub(fr, m.mul(z, m.fma_horner(z, _LOG_SERIES)))))
-    res = m.add(m.mul(f.cast("sitofp", e, D), m.c(LN2)), log1pf)
-    res = m.sel(m.eq(x, m.c(math.inf)), x, res)
-    res = m.sel(m.eq(x, m.c(0.0)), m.c(-math.inf), res)
-    res = m.sel(m.lt(x, m.c(0.0)), m.c(math.nan), res)
-    return m.sel(m.isnan(x), x, res)
+    res = m.add(m.mul(m.f.cast("sitofp", e, D), m.c(LN2)), log1pf)
+    return m.log_special_cases(x, res)
 
 
 def _erf(m: MathBuilder, x: LV) -> LV:
