@@ -38,7 +38,7 @@ from hlo_common.interpreter.cudnn_conv import (
     parse_cudnn_config,
 )
 from hlo_common.passes._support import global_computations
-from hlo_common.passes.gemm_fallback import _Builder
+from hlo_common.passes.gemm_fallback import ComputationBuilder
 
 
 def is_cudnn_conv_call(instr: HloInstruction) -> bool:
@@ -172,7 +172,7 @@ class _Lowering:
     def _epilogue(self, conv: HloInstruction) -> HloInstruction:
         """One kLoop fusion: scale, bias, side input, activation, rounding."""
         body = HloComputation(self.module.unique_computation_name(f"{self.call.name}_epilogue"))
-        b = _Builder(body)
+        b = ComputationBuilder(body)
         operands = [conv] + list(self.call.operands[2:4] if self.target == BIAS_ACTIVATION else [])
         params = [b.add("parameter", [], op.shape, parameter_number=k) for k, op in enumerate(operands)]
         x, acc = params[0], conv.shape.element_type
@@ -230,7 +230,7 @@ def _zero_literal(t):
     return np.zeros((), t.np_dtype)
 
 
-def _activation(b: _Builder, x: HloInstruction, cfg: CudnnConvConfig) -> HloInstruction:
+def _activation(b: ComputationBuilder, x: HloInstruction, cfg: CudnnConvConfig) -> HloInstruction:
     mode = cfg.activation_mode
     if mode == "kRelu":
         return b.binary("maximum", x, b.scalar_like(0, x))

@@ -113,7 +113,7 @@ def _once(make):
     return get
 
 
-class _Builder:
+class ComputationBuilder:
     """Adds instructions to one computation, in order."""
 
     def __init__(self, comp: HloComputation):
@@ -154,11 +154,11 @@ class GemmLowering:
 
     def run(self) -> HloInstruction:
         body = HloComputation(self.module.unique_computation_name(f"{self.call.name}_{self.fusion_name}"))
-        roots = self._emit_body(_Builder(body))
+        roots = self._emit_body(ComputationBuilder(body))
         if len(roots) == 1:
             body.root = roots[0]
         else:
-            body.root = _Builder(body).add("tuple", roots, Shape.tuple_of([r.shape for r in roots]))
+            body.root = ComputationBuilder(body).add("tuple", roots, Shape.tuple_of([r.shape for r in roots]))
         self.module.computations.insert(self.module.computations.index(self.comp), body)
         body.parent = self.module
         fusion = self._top("fusion", self._fusion_operands(), body.root.shape,
@@ -194,7 +194,7 @@ class GemmLowering:
         return self.comp.add_instruction(instr, before=self.call)
 
     # -- the fused computation --------------------------------------------------------------------------
-    def _operand(self, b: _Builder, p: HloInstruction, rounds: bool) -> HloInstruction:
+    def _operand(self, b: ComputationBuilder, p: HloInstruction, rounds: bool) -> HloInstruction:
         x = p
         rounded = ALGORITHM_OPERAND_TYPES.get(self.sem.algorithm) if rounds else None
         if rounded is not None and x.shape.element_type.is_float:
@@ -204,7 +204,7 @@ class GemmLowering:
     def _fusion_operands(self) -> list[HloInstruction]:
         return list(self.call.operands)
 
-    def _emit_body(self, b: _Builder) -> list[HloInstruction]:
+    def _emit_body(self, b: ComputationBuilder) -> list[HloInstruction]:
         sem = self.sem
         params = [b.add("parameter", [], op.shape, parameter_number=i)
                   for i, op in enumerate(self.call.operands)]
@@ -217,7 +217,7 @@ class GemmLowering:
             x = b.binary("multiply", x, b.scalar_like(alpha, x))
         return self._epilogue(b, x, {r: params[i] for r, i in roles.items() if r in ("c", "bias")})
 
-    def _epilogue(self, b: _Builder, x: HloInstruction,
+    def _epilogue(self, b: ComputationBuilder, x: HloInstruction,
                   params: dict[str, HloInstruction]) -> list[HloInstruction]:
         """The roots after `x` = alpha * dot in the accumulation type: + beta * c (when `params`
         holds c) + bias, the activation, rounded once to the result type; aux and |x| outputs."""
@@ -241,7 +241,7 @@ class GemmLowering:
             roots.append(b.add("abs", [f32], f32.shape))
         return roots
 
-    def _bias(self, b: _Builder, bias: HloInstruction, like: HloInstruction) -> HloInstruction:
+    def _bias(self, b: ComputationBuilder, bias: HloInstruction, like: HloInstruction) -> HloInstruction:
         """The bias broadcast as cuBLASLt adds it (`gemm_semantics.add_bias`): read in its memory
         order, along the result's most minor physical dims. The bias is put in that order
         (transpose), split into those dims (reshape), ordered as the result (transpose) and
@@ -266,7 +266,7 @@ class GemmLowering:
                          {"dimensions": perm})
         return b.add("broadcast", [bias], like.shape, {"dimensions": tuple(ascending)})
 
-    def _gelu(self, b: _Builder, x: HloInstruction) -> HloInstruction:
+    def _gelu(self, b: ComputationBuilder, x: HloInstruction) -> HloInstruction:
         """0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x*x*x))), in this order."""
         cube = b.binary("multiply", b.binary("multiply", x, x), x)
         inner = b.binary("add", x, b.binary("multiply", b.scalar_like(0.044715, x), cube))
@@ -299,7 +299,7 @@ class GemmLowering:
     def _zeros(self, shape: Shape) -> HloInstruction:
         """A fusion that broadcasts a zero (the thunk emitter makes it a memset)."""
         body = HloComputation(self.module.unique_computation_name(f"{self.call.name}_zeros"))
-        b = _Builder(body)
+        b = ComputationBuilder(body)
         body.root = b.add("broadcast", [b.constant(0, shape.element_type)], shape, {"dimensions": ()})
         self.module.computations.insert(self.module.computations.index(self.comp), body)
         body.parent = self.module
@@ -308,7 +308,7 @@ class GemmLowering:
     def _amax(self, abs_values: HloInstruction) -> HloInstruction:
         f32 = PRIMITIVE_TYPES["f32"]
         reducer = HloComputation(self.module.unique_computation_name("amax_max"))
-        rb = _Builder(reducer)
+        rb = ComputationBuilder(reducer)
         a, c = (rb.add("parameter", [], Shape.array(f32, ()), parameter_number=i) for i in range(2))
         reducer.root = rb.add("maximum", [a, c], Shape.array(f32, ()))
         self.module.computations.insert(self.module.computations.index(self.comp), reducer)
@@ -400,7 +400,7 @@ class EpilogueLowering(GemmLowering):
             inner["beta"] = 0
         return data
 
-    def _emit_body(self, b: _Builder) -> list[HloInstruction]:
+    def _emit_body(self, b: ComputationBuilder) -> list[HloInstruction]:
         operands = self._epilogue_operand_shapes()
         params = [b.add("parameter", [], shape, parameter_number=i)
                   for i, shape in enumerate(operands.values())]
