@@ -26,8 +26,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from hlo_common.hlo.attributes import ConvDimensionNumbers, Window, WindowDim
 from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
@@ -38,7 +36,7 @@ from hlo_common.interpreter.cudnn_conv import (
     parse_cudnn_config,
 )
 from hlo_common.passes._support import global_computations
-from hlo_common.passes.gemm_fallback import ComputationBuilder
+from hlo_common.passes.call_lowering import CallLowering, ComputationBuilder, once
 
 
 def is_cudnn_conv_call(instr: HloInstruction) -> bool:
@@ -81,11 +79,11 @@ def _dilated(size: int, factor: int) -> int:
     return 0 if size == 0 else (size - 1) * factor + 1
 
 
-class _Lowering:
+class _Lowering(CallLowering):
     """One cuDNN call -> convolution, epilogue, and the call's tuple for its users."""
 
     def __init__(self, module: HloModule, comp: HloComputation, call: HloInstruction):
-        self.module, self.comp, self.call = module, comp, call
+        super().__init__(module, comp, call)
         self.target = call.attrs["custom_call_target"]
         self.config: CudnnConvConfig = parse_cudnn_config(call)
         self.dnums: ConvDimensionNumbers = call.attrs["dim_labels"]
@@ -190,44 +188,20 @@ class _Lowering:
             x = b.binary("add", x, side)
         x = b.convert(_activation(b, x, cfg), self.result.element_type)
         body.root = x
-        self.module.computations.insert(self.module.computations.index(self.comp), body)
-        body.parent = self.module
+        self._add_computation(body)
         return self._top("fusion", operands, x.shape, {"kind": "kLoop", "calls": body}, name="conv_epilogue")
 
     def _replace_call(self, value: HloInstruction) -> None:
-        call, comp = self.call, self.comp
-        value.metadata = list(call.metadata)
-        if not call.shape.is_tuple:
-            comp.replace_instruction(call, value, remove_dead_operands=False)
+        """The call's users read `value` (its result) and, for the scratch buffer, zeros."""
+        if not self.call.shape.is_tuple:
+            self._replace(self.call, value)
             return
-        for user in list(call.users):
-            if user.opcode == "get-tuple-element" and int(user.attrs["index"]) == 0:
-                comp.replace_instruction(user, value, remove_dead_operands=False)
-        if call.users or call is comp.root:
-            leaves = [value] + [self._zeros(s) for s in call.shape.tuple_shapes[1:]]
-            comp.replace_instruction(call, self._top("tuple", leaves, call.shape), remove_dead_operands=False)
-        else:
-            comp.remove_instruction(call)
-
-    def _zeros(self, shape: Shape) -> HloInstruction:
-        zero = self._top("constant", [], Shape.array(shape.element_type, ()),
-                         literal=_zero_literal(shape.element_type))
-        return self._top("broadcast", [zero], shape, {"dimensions": ()})
-
-    def _top(self, opcode: str, operands: list, shape: Shape, attrs: dict | None = None,
-             name: str | None = None, **fields) -> HloInstruction:
-        """A new instruction before the call (schedules stay valid)."""
-        instr = HloInstruction.create(opcode, operands, shape, attrs, self.comp.unique_name(name or opcode),
-                                      **fields)
-        return self.comp.add_instruction(instr, before=self.call)
+        scratch = [once(lambda shape=shape: self._zeros(shape)) for shape in self.call.shape.tuple_shapes[1:]]
+        self._replace_tuple_call([lambda: value] + scratch)
 
 
 def _permuted(shape: Shape, order: list[int]) -> Shape:
     return Shape.array(shape.element_type, tuple(shape.dims[k] for k in order))
-
-
-def _zero_literal(t):
-    return np.zeros((), t.np_dtype)
 
 
 def _activation(b: ComputationBuilder, x: HloInstruction, cfg: CudnnConvConfig) -> HloInstruction:

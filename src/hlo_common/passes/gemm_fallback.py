@@ -60,6 +60,7 @@ from hlo_common.gpu.gemm_config import (
 )
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.passes._support import global_computations
+from hlo_common.passes.call_lowering import CallLowering, ComputationBuilder, once
 from hlo_common.hlo.shape import Shape
 
 _DOT_DIM_ATTRS = ("lhs_batch_dims", "rhs_batch_dims", "lhs_contracting_dims", "rhs_contracting_dims")
@@ -102,49 +103,11 @@ def accumulation_type(t: PrimitiveType) -> PrimitiveType:
     return PRIMITIVE_TYPES["f32"] if t.is_low_precision_float else t
 
 
-def _once(make):
-    """`make()` the first time, the same instruction after."""
-    made = []
-
-    def get():
-        if not made:
-            made.append(make())
-        return made[0]
-    return get
-
-
-class ComputationBuilder:
-    """Adds instructions to one computation, in order."""
-
-    def __init__(self, comp: HloComputation):
-        self.comp = comp
-
-    def add(self, opcode: str, operands: list, shape: Shape, attrs: dict | None = None,
-            **fields) -> HloInstruction:
-        return self.comp.add_instruction(HloInstruction.create(opcode, operands, shape, attrs,
-                                                               self.comp.unique_name(opcode), **fields))
-
-    def constant(self, value, t: PrimitiveType) -> HloInstruction:
-        return self.add("constant", [], Shape.array(t, ()), literal=np.asarray(value).astype(t.np_dtype))
-
-    def scalar_like(self, value, like: HloInstruction) -> HloInstruction:
-        c = self.constant(value, like.shape.element_type)
-        return self.add("broadcast", [c], like.shape, {"dimensions": ()})
-
-    def binary(self, opcode: str, a: HloInstruction, b: HloInstruction) -> HloInstruction:
-        return self.add(opcode, [a, b], a.shape)
-
-    def convert(self, x: HloInstruction, t: PrimitiveType) -> HloInstruction:
-        if x.shape.element_type is t:
-            return x
-        return self.add("convert", [x], x.shape.with_element_type(t))
-
-
-class GemmLowering:
+class GemmLowering(CallLowering):
     """One gemm custom call -> fusion (+ amax reduce, workspace zeros, tuple)."""
 
     def __init__(self, module: HloModule, comp: HloComputation, call: HloInstruction):
-        self.module, self.comp, self.call = module, comp, call
+        super().__init__(module, comp, call)
         self.sem: GemmSemantics = parse_gemm_semantics(call)
         self.out = gemm_output_shape(call)
         self.t = self.out.element_type
@@ -159,8 +122,7 @@ class GemmLowering:
             body.root = roots[0]
         else:
             body.root = ComputationBuilder(body).add("tuple", roots, Shape.tuple_of([r.shape for r in roots]))
-        self.module.computations.insert(self.module.computations.index(self.comp), body)
-        body.parent = self.module
+        self._add_computation(body)
         fusion = self._top("fusion", self._fusion_operands(), body.root.shape,
                            {"kind": "kLoop", "calls": body}, name=self.fusion_name)
         outputs = [fusion] if len(roots) == 1 else [
@@ -168,30 +130,8 @@ class GemmLowering:
         if not self.call.shape.is_tuple:
             self._replace(self.call, outputs[0])
             return fusion
-        leaves = self._leaves(outputs)
-        for user in list(self.call.users):  # get-tuple-elements read the leaves directly
-            if user.opcode == "get-tuple-element" and user.parent is self.comp:
-                self._replace(user, leaves[int(user.attrs["index"])]())
-        if self.call.users or self.call is self.comp.root:
-            made = [leaf() for leaf in leaves]
-            self._replace(self.call, self._top("tuple", made, Shape.tuple_of([x.shape for x in made])))
-        else:
-            self.comp.remove_instruction(self.call)
+        self._replace_tuple_call(self._leaves(outputs))
         return fusion
-
-    def _replace(self, old: HloInstruction, new: HloInstruction) -> None:
-        new.metadata = list(self.call.metadata)
-        name = old.name
-        self.comp.replace_instruction(old, new, remove_dead_operands=False)
-        if new.opcode in ("tuple", "get-tuple-element"):
-            new.name = name  # free again now that `old` is gone
-
-    def _top(self, opcode: str, operands: list, shape: Shape, attrs: dict | None = None,
-             name: str | None = None, **fields) -> HloInstruction:
-        """A new instruction of the call's computation, placed before the call (schedules stay valid)."""
-        name = self.comp.unique_name(name or opcode)
-        instr = HloInstruction.create(opcode, operands, shape, attrs, name, **fields)
-        return self.comp.add_instruction(instr, before=self.call)
 
     # -- the fused computation --------------------------------------------------------------------------
     def _operand(self, b: ComputationBuilder, p: HloInstruction, rounds: bool) -> HloInstruction:
@@ -287,23 +227,14 @@ class GemmLowering:
         has_aux, damax = self.sem.epilogue_info.has_aux, self.sem.damax_output
         for leaf in self.call.shape.tuple_shapes[1:]:
             if has_aux:
-                leaves.append(_once(lambda out=pending.pop(0): out))
+                leaves.append(once(lambda out=pending.pop(0): out))
                 has_aux = False
             elif damax and leaf.rank == 0 and leaf.element_type.name == "f32":
-                leaves.append(_once(lambda out=pending.pop(0): self._amax(out)))
+                leaves.append(once(lambda out=pending.pop(0): self._amax(out)))
                 damax = False
             else:
-                leaves.append(_once(lambda shape=leaf: self._zeros(shape)))
+                leaves.append(once(lambda shape=leaf: self._zeros(shape)))
         return leaves
-
-    def _zeros(self, shape: Shape) -> HloInstruction:
-        """A fusion that broadcasts a zero (the thunk emitter makes it a memset)."""
-        body = HloComputation(self.module.unique_computation_name(f"{self.call.name}_zeros"))
-        b = ComputationBuilder(body)
-        body.root = b.add("broadcast", [b.constant(0, shape.element_type)], shape, {"dimensions": ()})
-        self.module.computations.insert(self.module.computations.index(self.comp), body)
-        body.parent = self.module
-        return self._top("fusion", [], shape, {"kind": "kLoop", "calls": body}, name="workspace_zeros")
 
     def _amax(self, abs_values: HloInstruction) -> HloInstruction:
         f32 = PRIMITIVE_TYPES["f32"]
