@@ -24,7 +24,9 @@ import argparse
 import cProfile
 import io
 import math
+import os
 import pstats
+import signal
 import sys
 import time
 from collections import defaultdict
@@ -132,22 +134,29 @@ def adversarial(sizes: list[int], timeout: float) -> None:
     cases = [(f"elementwise chain {n}", elementwise_chain(n)) for n in sizes]
     cases += [(f"wide fan-out {n}", wide_fanout(n)) for n in sizes]
     cases += [(f"deep nesting {d}", deep_nesting(d)) for d in (8, 16, 32, 48)]
-    print(f"{'adversarial module':<40} {'wall s':>8} {'peak MB':>8}  result")
+    print(f"{'adversarial module':<40} {'wall s':>8} {'cpu s':>8} {'peak MB':>8}  result")
     with tempfile.TemporaryDirectory() as tmp:
         for name, text in cases:
             path = Path(tmp) / "m.hlo"
             path.write_text(text)
-            cmd = ["/usr/bin/time", "-f", "%M", str(hlo_opt), str(path), "-o", str(Path(tmp) / "out.hlo")]
+            cmd = ["/usr/bin/time", "-f", "%M %U %S", str(hlo_opt), str(path), "-o", str(Path(tmp) / "out.hlo")]
             start = time.perf_counter()
+            # its own process group: a timeout must stop hlo-opt, not only /usr/bin/time
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True)
             try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+                _, err = proc.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
-                print(f"{name:<40} {'>' + str(int(timeout)):>8} {'?':>8}  timed out", flush=True)
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                print(f"{name:<40} {'>' + str(int(timeout)):>8} {'?':>8} {'?':>8}  timed out", flush=True)
                 continue
             wall = time.perf_counter() - start
-            peak = int(proc.stderr.strip().splitlines()[-1]) / 1024 if proc.stderr.strip() else float("nan")
+            fields = err.strip().splitlines()[-1].split() if err.strip() else []
+            peak = int(fields[0]) / 1024 if len(fields) == 3 else float("nan")
+            cpu = float(fields[1]) + float(fields[2]) if len(fields) == 3 else float("nan")
             result = "ok" if proc.returncode == 0 else f"exit {proc.returncode}"
-            print(f"{name:<40} {wall:>8.2f} {peak:>8.0f}  {result}", flush=True)
+            print(f"{name:<40} {wall:>8.2f} {cpu:>8.2f} {peak:>8.0f}  {result}", flush=True)
 
 
 def main() -> int:

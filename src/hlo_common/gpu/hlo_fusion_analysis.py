@@ -40,7 +40,7 @@ from hlo_common.gpu.ir_emission_utils import (
     tiled_transpose_description,
 )
 from hlo_common.gpu.launch_dimensions import (
-    loop_launch, loop_unroll_factor, normalization_launch, normalization_row_dims, smallest_bit_width,
+    VECTORIZATION_OPCODES, loop_launch, loop_unroll_factor, normalization_launch, normalization_row_dims, smallest_bit_width,
 )
 from hlo_common.gpu.reduction_utils import (
     MIN_THREADS_X_ROW_REDUCTION, ReductionDimensions, is_real_reduction_hero, reduction_dimensions,
@@ -86,7 +86,7 @@ class FusionAnalysis:
         self.device = device
         self.backend_kind = backend_kind
         self.roots = adaptor.roots()
-        search = any(n.opcode in HERO_SEARCH_OPCODES for n in adaptor.post_order())
+        search = bool(adaptor.with_opcode(*HERO_SEARCH_OPCODES))
         self.heroes = [find_non_trivial_hero(r, adaptor, search) for r in self.roots]
         self.reduction: ReductionDimensions | None = None
         self.reduction_hero: HloInstruction | None = None
@@ -217,7 +217,7 @@ class FusionAnalysis:
 
     def loop_unroll_factor(self, shape: Shape | None = None) -> int:
         shape = shape if shape is not None else self._index_shape()
-        return loop_unroll_factor(shape.num_elements, self.adaptor.post_order(),
+        return loop_unroll_factor(shape.num_elements, self.adaptor.with_opcode(*VECTORIZATION_OPCODES),
                                   [r.shape for r in self.roots], self.device)
 
     def _compute_launch(self) -> tuple[int, int]:

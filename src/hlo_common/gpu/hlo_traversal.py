@@ -201,13 +201,20 @@ class FusionAdaptor:
 
     def inputs(self) -> list[HloInstruction]:
         """The external inputs as seen from the nodes (fused parameters or outer instructions),
-        first-use order, each outer value once."""
+        part by part (the producer's first) in parameter order, each outer value once. Read
+        from the parameters, not a walk over the nodes: a view of a large fusion stays cheap."""
         if self._inputs is not None:
             return self._inputs
         seen: set = set()
         out = []
-        for node in self.post_order():
-            for o in self.operands(node):
+        for part in self.parts:
+            if part.comp is None:
+                candidates = [self._resolve(o, part) for o in part.instr.operands]
+            elif part.instr is None:
+                candidates = [p for p in part.comp.parameters if p.users]
+            else:
+                candidates = [self._resolve(p, part) for p in part.comp.parameters if p.users]
+            for o in candidates:
                 if self.contains(o):
                     continue
                 key = self.external_value(o)
@@ -215,6 +222,19 @@ class FusionAdaptor:
                     seen.add(key)
                     out.append(o)
         self._inputs = out
+        return out
+
+    def with_opcode(self, *opcodes: str) -> list[HloInstruction]:
+        """The nodes of `opcodes`, part by part (each fused computation's opcode index, so the
+        answer costs what it holds, not the size of the view)."""
+        out: list[HloInstruction] = []
+        for p in self.parts:
+            if p.comp is None:
+                if p.instr.opcode in opcodes:
+                    out.append(p.instr)
+                continue
+            for op in opcodes:
+                out.extend(i for i in p.comp.with_opcode(op) if self.contains(i))
         return out
 
 

@@ -81,13 +81,20 @@ def _prevents_vectorization(instr: HloInstruction) -> bool:
     return False
 
 
+# the opcodes `_prevents_vectorization` can answer yes for, and nested fusions
+VECTORIZATION_OPCODES = ("dot", "sort", "concatenate", "reduce", "reduce-window", "fusion")
+
+
 def may_prevent_vectorization(nodes) -> bool:
-    """Ops that make unrolled loops spill or serialize (XLA's MayPreventVectorization)."""
+    """Ops that make unrolled loops spill or serialize (XLA's MayPreventVectorization). Only the
+    nodes of VECTORIZATION_OPCODES matter: callers with an opcode index pass just those."""
     for instr in nodes:
         if _prevents_vectorization(instr):
             return True
-        if instr.opcode == "fusion" and may_prevent_vectorization(instr.fused_computation().instructions):
-            return True
+        if instr.opcode == "fusion":
+            comp = instr.fused_computation()
+            if may_prevent_vectorization([i for op in VECTORIZATION_OPCODES for i in comp.with_opcode(op)]):
+                return True
     return False
 
 
@@ -128,7 +135,8 @@ def loop_launch(num_elements: int, unroll: int, device: DeviceDescription = H100
 
 
 __all__ = [
-    "MAX_CONCAT_OPERANDS_FOR_UNROLLING", "MAX_REDUCE_WINDOW_FOR_UNROLLING", "MAX_UNROLL", "WARP_SCHEDULERS",
+    "MAX_CONCAT_OPERANDS_FOR_UNROLLING", "MAX_REDUCE_WINDOW_FOR_UNROLLING", "MAX_UNROLL", "VECTORIZATION_OPCODES",
+    "WARP_SCHEDULERS",
     "loop_launch", "loop_unroll_factor", "max_unroll_factor", "may_prevent_vectorization",
     "normalization_launch", "normalization_row_dims", "smallest_bit_width", "split_grid_x",
 ]

@@ -27,6 +27,7 @@ class _OwnedList(list):
 
     __slots__ = ("owner",)
     cache_attr = ""
+    more_cache_attrs: tuple[str, ...] = ()
 
     def __init__(self, owner, items=()):
         super().__init__(items)
@@ -38,6 +39,8 @@ def _invalidating(name: str):
 
     def method(self, *args, **kwargs):
         setattr(self.owner, self.cache_attr, None)
+        for attr in self.more_cache_attrs:
+            setattr(self.owner, attr, None)
         return base(self, *args, **kwargs)
 
     method.__name__ = name
@@ -52,6 +55,7 @@ for _name in ("append", "extend", "insert", "remove", "pop", "clear", "sort", "r
 class _InstructionList(_OwnedList):
     __slots__ = ()
     cache_attr = "_order_cache"
+    more_cache_attrs = ("_by_opcode", "_params", "_first_np")
 
 
 class _ComputationList(_OwnedList):
@@ -68,7 +72,9 @@ class HloComputation(ComputationEditing):
 
     Edits cost O(1): `remove_instruction` and `add_instruction(before=...)` record the change and
     the list is brought up to date, in one O(n) sweep, the next time `instructions` is read. The
-    post order is cached until an instruction, an operand or a control edge changes."""
+    post order is cached until an instruction, an operand or a control edge changes. The
+    parameters and the instructions of one opcode (`with_opcode`) are indexed, so the fusion
+    passes' questions about a large fused computation cost what the answer holds, not its size."""
 
     def __init__(self, name: str):
         self.parent: HloModule | None = None
@@ -77,6 +83,9 @@ class HloComputation(ComputationEditing):
         self._dead: set[HloInstruction] = set()  # removed, still in _list until it is read
         self._before: dict[HloInstruction, list[HloInstruction]] = {}  # pending insertions
         self._order_cache: list[HloInstruction] | None = None
+        self._by_opcode: dict[str, dict[HloInstruction, None]] | None = None  # built on first use
+        self._params: list[HloInstruction] | None = None  # by number, built on first use
+        self._first_np: HloInstruction | None = None  # first_non_parameter's answer, when known
         self.root: HloInstruction | None = None
         self.parent: HloModule | None = None
         self.is_entry = False
@@ -110,6 +119,9 @@ class HloComputation(ComputationEditing):
         self._dead.clear()
         self._before.clear()
         self._order_cache = None
+        self._by_opcode = None
+        self._params = None
+        self._first_np = None
 
     def _materialize(self) -> None:
         """Apply the pending removals and insertions, in place (holders of the list see them)."""
@@ -133,17 +145,70 @@ class HloComputation(ComputationEditing):
         dead.clear()
         list.__setitem__(self._list, slice(None), out)
 
+    def first_non_parameter(self) -> HloInstruction | None:
+        """The first instruction of the list that is not a parameter; remembered across the
+        insertions before it (a fusion pass inserting before it again and again stays O(1))."""
+        first = self._first_np
+        if first is not None and first.parent is self and first not in self._dead:
+            return first
+        first = next((i for i in self.instructions if i.opcode != "parameter"), None)
+        self._first_np = first
+        return first
+
     @property
     def parameters(self) -> list[HloInstruction]:
-        params = [i for i in self.instructions if i.opcode == "parameter"]
-        params.sort(key=lambda p: p.parameter_number)
-        return params
+        return list(self._parameter_list())
 
     def parameter(self, n: int) -> HloInstruction:
-        for i in self.instructions:
-            if i.opcode == "parameter" and i.parameter_number == n:
-                return i
+        params = self._parameter_list()
+        if 0 <= n < len(params) and params[n].parameter_number == n:
+            return params[n]
+        for p in params:  # numbers with gaps (a computation being edited)
+            if p.parameter_number == n:
+                return p
         raise KeyError(n)
+
+    def _parameter_list(self) -> list[HloInstruction]:
+        """The parameters by number, cached; renumbering in place (parameter_number is a plain
+        field) is caught by checking the numbers are still sorted."""
+        params = self._params
+        if params is not None and all(params[k].parameter_number <= params[k + 1].parameter_number
+                                      for k in range(len(params) - 1)):
+            return params
+        params = list(self.with_opcode("parameter"))
+        params.sort(key=lambda p: p.parameter_number)
+        self._params = params
+        return params
+
+    def with_opcode(self, opcode: str) -> list[HloInstruction]:
+        """The instructions of one opcode, in the order they were added (the opcode of an
+        instruction in a computation is not changed in place)."""
+        index = self._by_opcode
+        if index is None:
+            index = {}
+            for instr in self.instructions:
+                index.setdefault(instr.opcode, {})[instr] = None
+            self._by_opcode = index
+        found = index.get(opcode)
+        return list(found) if found else []
+
+    def _index_add(self, instr: HloInstruction) -> None:
+        if self._by_opcode is not None:
+            self._by_opcode.setdefault(instr.opcode, {})[instr] = None
+        if instr.opcode == "parameter":
+            self._params = None
+
+    def _index_remove(self, instr: HloInstruction) -> None:
+        if self._by_opcode is not None:
+            found = self._by_opcode.get(instr.opcode)
+            if found is not None:
+                found.pop(instr, None)
+        if instr.opcode == "parameter":
+            self._params = None
+
+    def instruction_count(self) -> int:
+        """How many instructions it holds, in O(1) (the name registry's size)."""
+        return len(self._names)
 
     def instruction(self, name: str) -> HloInstruction:
         """The instruction called `name` (KeyError when there is none)."""
@@ -184,6 +249,12 @@ class HloComputation(ComputationEditing):
         instr.parent = self
         self._names[instr.name] = instr
         self._order_cache = None
+        self._index_add(instr)
+        if before is not None and instr.opcode != "parameter":
+            if before is self._first_np:
+                self._first_np = instr
+            elif before.opcode == "parameter":
+                self._first_np = None
         if before is None:
             list.append(self._list, instr)
         else:
@@ -200,6 +271,7 @@ class HloComputation(ComputationEditing):
         else:
             self._dead.add(instr)
             self._order_cache = None
+            self._index_remove(instr)
         for op in instr.operands:
             op._drop_user(instr)
         instr.operands = []

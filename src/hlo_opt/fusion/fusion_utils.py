@@ -16,15 +16,50 @@ so the same input always gives the same names.
 A fusion's operands are distinct: an operand read twice becomes one parameter. A producer that
 still has users after the fusion (other consumers, or the root) stays where it is; a producer
 left without users is removed (a fusion producer's body is inlined, its computation dropped).
+
+Large fusions are moved, not cloned: when a fusion producer of at least MOVE_MIN_INSTRUCTIONS
+instructions, larger than the consumer's body, dies by the step, its fused computation becomes
+the result's and the consumer's instructions join it (`MoveRecord` says what moved, for the cost
+model's incremental update). XLA clones (MergeFusionInstruction), which makes a chain of n ops
+that priority fusion grows one op at a time cost n^2/2 clones; moving keeps it linear. The
+moved instructions keep their names (a clone gets the next `.N`), the only visible difference.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from hlo_common.errors import VerificationError
 from hlo_common.hlo.hlo_utils import NameUniquer, relay_control_dependencies
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 
 FUSION_KINDS = ("kLoop", "kInput", "kOutput", "kCustom")
+MOVE_MIN_INSTRUCTIONS = 64
+
+
+@dataclass
+class MoveRecord:
+    """What a moving fusion step did (`FusionEditor.last_move`): the producer's fused computation
+    became `fusion`'s; `consumer_nodes` are the instructions that came from the consumer (post
+    order, parameters excluded); `absorbed` maps a parameter of the result to the producer's
+    parameter it replaced (both read the same operand); `producer_root` is the producer's root."""
+
+    fusion: HloInstruction
+    producer_root: HloInstruction
+    consumer_nodes: list[HloInstruction]
+    absorbed: dict[HloInstruction, HloInstruction] = field(default_factory=dict)
+
+
+@dataclass
+class GrowRecord:
+    """What a step that cloned a producer into an existing fusion did (`FusionEditor.last_grow`):
+    `new_nodes` are the clones (post order), `producer_root` the clone of the producer's result,
+    `removed_param` the consumer's parameter that read the producer (now gone)."""
+
+    fusion: HloInstruction
+    producer_root: HloInstruction
+    new_nodes: list[HloInstruction]
+    removed_param: HloInstruction
 
 
 class FusionEditor:
@@ -35,6 +70,8 @@ class FusionEditor:
         self.module = module
         self.uniquer = uniquer if uniquer is not None else NameUniquer.for_module(module)
         self._dead: set[HloComputation] = set()
+        self.last_move: MoveRecord | None = None  # set by the last fuse_producer_into_consumer
+        self.last_grow: GrowRecord | None = None  # likewise, when it cloned into a fusion
 
     # -- public edits ---------------------------------------------------------------------------
     def wrap_in_fusion(self, instr: HloInstruction, kind: str = "kLoop") -> HloInstruction:
@@ -81,19 +118,98 @@ class FusionEditor:
             raise ValueError(f"cannot fuse parameter %{producer.name}")
         if kind is not None:
             _check_kind(kind)
+        self.last_move = self.last_grow = None
+        if self._should_move(producer, consumer):
+            return self._fuse_by_moving(producer, consumer, kind)
         fusion = consumer
-        if consumer.opcode != "fusion":
+        grows = consumer.opcode == "fusion"
+        if not grows:
             fusion = self.wrap_in_fusion(consumer, kind or "kLoop")
         elif kind is not None:
             fusion.attrs["kind"] = kind
         body = fusion.fused_computation()
         slots = [i for i, op in enumerate(fusion.operands) if op is producer]
         producer_params = [body.parameter(i) for i in slots]
-        replacement = self._clone_producer_into(producer, fusion, body)
+        clones: list[HloInstruction] = []
+        replacement = self._clone_producer_into(producer, fusion, body, clones)
         for param in producer_params:
             param.replace_all_uses_with(replacement)
         _remove_parameters(fusion, body, slots)
         self._remove_if_dead(producer, fusion)
+        if grows and len(producer_params) == 1:
+            self.last_grow = GrowRecord(fusion, replacement, clones, producer_params[0])
+        return fusion
+
+    # -- moving a large producer's body instead of cloning it ------------------------------------
+    @staticmethod
+    def _should_move(producer: HloInstruction, consumer: HloInstruction) -> bool:
+        if producer.opcode != "fusion" or producer.has_side_effect:
+            return False
+        comp = producer.parent
+        if comp is None or comp.root is producer or producer.control_predecessors \
+                or producer.control_successors or any(u is not consumer for u in producer.users):
+            return False
+        body = producer.fused_computation()
+        if body.root.opcode == "tuple":
+            return False
+        size = body.instruction_count()
+        target = consumer.fused_computation().instruction_count() if consumer.opcode == "fusion" else 1
+        return size >= MOVE_MIN_INSTRUCTIONS and size > target
+
+    def _fuse_by_moving(self, producer: HloInstruction, consumer: HloInstruction,
+                        kind: str | None) -> HloInstruction:
+        """The step of `fuse_producer_into_consumer` with the producer's body taken over whole."""
+        body = producer.fused_computation()
+        old_body = consumer.fused_computation() if consumer.opcode == "fusion" else None
+        if old_body is None:
+            body.name = self.uniquer.unique("fused_computation")
+            c_params: dict[HloInstruction, HloInstruction] = {}
+        else:
+            body.name = old_body.name
+            c_params = {consumer.operands[p.parameter_number]: p for p in old_body.parameters}
+        record = MoveRecord(consumer, body.root, [])
+        operands, param_of = _moved_parameters(producer, consumer, body, c_params, record)
+        if old_body is None:
+            fusion = self._moved_into_new_fusion(producer, consumer, body, operands, param_of, kind, record)
+        else:
+            fusion = consumer
+            record.consumer_nodes = [i for i in old_body.post_order() if i.opcode != "parameter"]
+            old_body.parameter(consumer.operands.index(producer)).replace_all_uses_with(body.root)
+            for instr in record.consumer_nodes:
+                body.add_instruction(instr)
+            body.root = old_body.root
+            fusion.set_operands(operands)
+            fusion.attrs["calls"] = body
+            if kind is not None:
+                fusion.attrs["kind"] = kind
+            self._dead.add(old_body)
+        for k, o in enumerate(operands):
+            param = param_of[o]
+            param.parameter_number = k
+            param.name = f"param_{k}"
+        producer.parent.remove_instruction(producer)
+        self.last_move = record
+        return fusion
+
+    def _moved_into_new_fusion(self, producer: HloInstruction, consumer: HloInstruction, body: HloComputation,
+                               operands: list, param_of: dict, kind: str | None,
+                               record: MoveRecord) -> HloInstruction:
+        """A plain consumer joins the producer's body as its root; the fusion takes its place (the
+        names and attributes `wrap_in_fusion` would give)."""
+        comp = consumer.parent
+        clone = consumer.clone(new_operands=[body.root if o is producer else param_of[o] for o in consumer.operands],
+                               name=self.uniquer.unique(consumer.name))
+        body.add_instruction(clone)
+        body.root = clone
+        record.consumer_nodes = [clone]
+        fusion = HloInstruction(comp.unique_name(self.uniquer.unique("fusion")), "fusion", consumer.shape,
+                                operands, {"kind": kind or "kLoop", "calls": body})
+        self.uniquer.taken.add(fusion.name)
+        fusion.metadata = list(consumer.metadata)
+        fusion.frontend_attributes = list(consumer.frontend_attributes)
+        fusion.sharding = consumer.sharding
+        comp.replace_instruction(consumer, fusion, remove_dead_operands=False)
+        record.fusion = fusion
         return fusion
 
     def flush(self) -> None:
@@ -131,13 +247,15 @@ class FusionEditor:
         return param
 
     def _clone_producer_into(self, producer: HloInstruction, fusion: HloInstruction,
-                             body: HloComputation) -> HloInstruction:
+                             body: HloComputation, clones: list[HloInstruction]) -> HloInstruction:
         """Clone `producer` (or inline its fused body) into `body`; returns the clone of its
-        result. New fusion operands (the producer's operands it did not read yet) come last."""
+        result (`clones` gets every clone, in post order). New fusion operands (the producer's
+        operands it did not read yet) come last."""
         found: dict[HloInstruction, HloInstruction] = {}
         if producer.opcode != "fusion":
             operands = [self._fusion_parameter_for(fusion, body, o, found) for o in producer.operands]
             clone = producer.clone(new_operands=operands, name=self.uniquer.unique(producer.name))
+            clones.append(clone)
             return body.add_instruction(clone, before=_first_non_parameter(body))
         inner = producer.fused_computation()
         anchor = _first_non_parameter(body)  # clones go first, after the parameters
@@ -150,6 +268,7 @@ class FusionEditor:
                 continue
             clone = instr.clone(new_operands=[mapping[id(o)] for o in instr.operands],
                                 name=self.uniquer.unique(instr.name))
+            clones.append(clone)
             mapping[id(instr)] = body.add_instruction(clone, before=anchor)
         return mapping[id(inner.root)]
 
@@ -219,17 +338,48 @@ def _check_kind(kind: str) -> None:
         raise ValueError(f"unknown fusion kind '{kind}' (expected one of {', '.join(FUSION_KINDS)})")
 
 
-def _add_parameter(body: HloComputation, number: int, operand: HloInstruction) -> HloInstruction:
+def _moved_parameters(producer: HloInstruction, consumer: HloInstruction, body: HloComputation,
+                      c_params: dict, record: MoveRecord) -> tuple[list, dict]:
+    """The moved fusion's operands (the consumer's but the producer, then the producer's new ones)
+    and a parameter of `body` for each: an operand both read keeps the parameter with more users
+    (the other's users move to it; `record.absorbed` notes a producer parameter that went)."""
+    operands = [o for o in dict.fromkeys(consumer.operands) if o is not producer]
+    p_params = {producer.operands[p.parameter_number]: p for p in body.parameters}
+    param_of: dict[HloInstruction, HloInstruction] = {}
+    for o in operands:
+        mine = c_params.get(o)
+        theirs = p_params.get(o)
+        if mine is None:  # a plain consumer's operand: the producer's parameter, or a new one
+            param_of[o] = theirs if theirs is not None else _add_parameter(body, len(p_params) + len(param_of),
+                                                                            o, append=True)
+        elif theirs is not None and len(theirs.users) >= len(mine.users):
+            mine.replace_all_uses_with(theirs)
+            param_of[o] = theirs
+        else:
+            body.add_instruction(mine)
+            if theirs is not None:
+                theirs.replace_all_uses_with(mine)
+                body.remove_instruction(theirs)
+                record.absorbed[mine] = theirs
+            param_of[o] = mine
+    for o in producer.operands:
+        if o not in param_of:
+            operands.append(o)
+            param_of[o] = p_params[o]
+    return operands, param_of
+
+
+def _add_parameter(body: HloComputation, number: int, operand: HloInstruction,
+                   append: bool = False) -> HloInstruction:
+    """A parameter for `operand`, after the others (or, with `append`, at the end: no walk of a
+    large body to find the first non-parameter)."""
     param = HloInstruction(f"param_{number}", "parameter", operand.shape)
     param.parameter_number = number
-    return body.add_instruction(param, before=_first_non_parameter(body))
+    return body.add_instruction(param, before=None if append else _first_non_parameter(body))
 
 
 def _first_non_parameter(body: HloComputation) -> HloInstruction | None:
-    for instr in body.instructions:
-        if instr.opcode != "parameter":
-            return instr
-    return None
+    return body.first_non_parameter()
 
 
 def _remove_parameters(fusion: HloInstruction, body: HloComputation, slots: list[int]) -> None:

@@ -143,6 +143,15 @@ def fused_instructions(instr: HloInstruction) -> list[HloInstruction]:
     return [instr]
 
 
+def fused_with_opcode(instr: HloInstruction, *opcodes: str) -> list[HloInstruction]:
+    """The instructions of `opcodes` a fusion computes (from its computation's opcode index: a
+    question about a fusion of thousands of ops costs what the answer holds), or [instr]."""
+    if instr.opcode == "fusion":
+        comp = instr.fused_computation()
+        return [i for op in opcodes for i in comp.with_opcode(op)]
+    return [instr] if instr.opcode in opcodes else []
+
+
 def is_unnested_reduction(instr: HloInstruction, device: DeviceDescription = H100) -> bool:
     """XLA's IsReductionFromOrToContiguousDimensions: a reduce the reduction emitter takes."""
     return instr.opcode == "reduce" and is_reduction_from_or_to_contiguous_dimensions(
@@ -157,7 +166,8 @@ def shared_memory_usage(instr: HloInstruction, device: DeviceDescription = H100)
     layout-changing copy the transpose emitter tiles) its shared tile, any other op nothing. The
     kernels hlo-codegen emits stay within it (the tests check every testdata fusion)."""
     if instr.opcode == "fusion":
-        return sum(shared_memory_usage(i, device) for i in instr.fused_computation().instructions)
+        return sum(shared_memory_usage(i, device)
+                   for i in fused_with_opcode(instr, "fusion", "reduce", "transpose", "copy"))
     if is_unnested_reduction(instr, device):
         return reduction_shared_memory_bytes(instr)
     desc = tiled_transpose_description(instr)
@@ -168,7 +178,7 @@ def num_unnested_reductions(instr: HloInstruction, device: DeviceDescription = H
     """XLA's NumUnnestedReductions: the reduces of `instr` the reduction emitter takes (a fusion's,
     nested fusions included); more than 8 in one kernel risk spilling."""
     if instr.opcode == "fusion":
-        return sum(num_unnested_reductions(i, device) for i in instr.fused_computation().instructions)
+        return sum(num_unnested_reductions(i, device) for i in fused_with_opcode(instr, "fusion", "reduce"))
     return 1 if is_unnested_reduction(instr, device) else 0
 
 
@@ -232,8 +242,8 @@ def scatter_output_or_in_place_operand(producer: HloInstruction, consumer: HloIn
 
 
 def _contains_significant_reduce(instr: HloInstruction) -> bool:
-    for node in fused_instructions(instr):
-        if node.opcode == "reduce" and node.shape.is_array and node.shape.num_elements:
+    for node in fused_with_opcode(instr, "reduce"):
+        if node.shape.is_array and node.shape.num_elements:
             if node.operands[0].shape.num_elements // node.shape.num_elements >= SIGNIFICANT_REDUCTION_RATIO:
                 return True
     return False
@@ -250,7 +260,7 @@ def both_significant_reduce(producer: HloInstruction, consumer: HloInstruction,
 def reduction_becomes_loop(producer: HloInstruction, consumer: HloInstruction,
                            ctx: FusionContext) -> FusionDecision:
     """A reduction fusion's epilogue must keep the reduction emitter (the fused analysis loop)."""
-    if not any(i.opcode == "reduce" for i in fused_instructions(producer)):
+    if not fused_with_opcode(producer, "reduce"):
         return ALLOW  # no reduce, no reduction emitter: spare the analysis
     if ctx.analyses.get(producer).emitter_kind != "reduction":
         return ALLOW
@@ -385,7 +395,7 @@ def _producer_slice_into_dus(producer: HloInstruction, consumer: HloInstruction,
                              op: HloInstruction) -> FusionDecision:
     """A producer whose one non-elementwise op `op` reads the buffer a DUS of the consumer
     updates: safe when `op` is a slice or dynamic-slice of exactly the region the DUS writes."""
-    dus_ops = [i for i in fused_instructions(consumer) if i.opcode == "dynamic-update-slice"]
+    dus_ops = fused_with_opcode(consumer, "dynamic-update-slice")
     if not dus_ops:
         return ALLOW
     if len(dus_ops) > 1:

@@ -55,9 +55,8 @@ def coalesced_inputs(analysis: FusionAnalysis) -> dict[HloInstruction, bool]:
     inputs = [adaptor.external_value(x) for x in adaptor.inputs()]
     if analysis.emitter_kind == "transpose":
         return dict.fromkeys(inputs, True)
-    nodes = adaptor.post_order()
     ok = True
-    for node in nodes:
+    for node in adaptor.with_opcode("transpose", "copy"):  # transposes_minor_dimension's opcodes
         if transposes_minor_dimension(node) and not _is_broadcast_chain(node.operands[0]):
             ok = False
             break
@@ -65,13 +64,13 @@ def coalesced_inputs(analysis: FusionAnalysis) -> dict[HloInstruction, bool]:
         def has_reduction(part) -> bool:
             if part.comp is None:
                 return is_reduction_from_or_to_contiguous_dimensions(part.instr)
-            return any(is_reduction_from_or_to_contiguous_dimensions(i) for i in part.comp.instructions)
+            return any(is_reduction_from_or_to_contiguous_dimensions(i) for i in part.comp.with_opcode("reduce"))
         if all(has_reduction(p) for p in adaptor.parts):
             ok = False
     result = dict.fromkeys(inputs, ok)
     if ok:
-        for node in nodes:
-            if node.opcode == "gather" and _gathers_single_elements(node):
+        for node in adaptor.with_opcode("gather"):
+            if _gathers_single_elements(node):
                 src = adaptor.operands(node)[0]
                 if not adaptor.contains(src):
                     result[adaptor.external_value(src)] = False

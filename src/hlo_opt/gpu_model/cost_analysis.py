@@ -100,13 +100,14 @@ class InstrCost:
 class FusedCost:
     """Per fused instruction: utilization, times emitted, and elementwise use roots."""
 
-    __slots__ = ("util", "ir", "eroots", "root_util", "root")
+    __slots__ = ("util", "ir", "eroots", "root_util", "root_ir", "root")
 
     def __init__(self):
         self.util: dict[HloInstruction, float] = {}
         self.ir: dict[HloInstruction, float] = {}
         self.eroots: dict[HloInstruction, dict[HloInstruction, None]] = {}
         self.root_util: dict[HloInstruction, float] = {}
+        self.root_ir: dict[HloInstruction, float] = {}
         self.root: HloInstruction | None = None
 
 
@@ -133,6 +134,33 @@ class GpuHloCostAnalysis:
 
     def invalidate(self, instr: HloInstruction) -> None:
         self._cache.pop(instr, None)
+
+    def cached(self, instr: HloInstruction) -> InstrCost | None:
+        """The figures of `instr` if computed (nothing is computed)."""
+        return self._cache.get(instr)
+
+    def seed_moved_fusion(self, record, producer_cost: InstrCost | None) -> bool:
+        """After a moving fusion step (`fusion_utils.MoveRecord`): the new fusion's figures from the
+        producer's and its new part's (`moved_fusion_cost`), unless that shortcut does not apply."""
+        from hlo_opt.gpu_model.moved_fusion_cost import moved_fusion_cost
+
+        cost = moved_fusion_cost(self, record, producer_cost)
+        if cost is None:
+            return False
+        self._cache[record.fusion] = cost
+        self._fusion_of[record.fusion.fused_computation()] = record.fusion
+        return True
+
+    def seed_grown_fusion(self, record, consumer_cost: InstrCost | None) -> bool:
+        """After a producer was cloned into a fusion (`fusion_utils.GrowRecord`): its figures from
+        the consumer's and the clones' (`grown_fusion_cost`), unless that shortcut does not apply."""
+        from hlo_opt.gpu_model.moved_fusion_cost import grown_fusion_cost
+
+        cost = grown_fusion_cost(self, record, consumer_cost)
+        if cost is None:
+            return False
+        self._cache[record.fusion] = cost
+        return True
 
     def flop_count(self, instr: HloInstruction) -> int:
         return int(self.cost(instr).flops)
@@ -248,20 +276,23 @@ class GpuHloCostAnalysis:
 
 
 def _fusion_utilizations(order: list[HloInstruction], root: HloInstruction,
-                         local: dict[HloInstruction, InstrCost]) -> tuple[FusedCost, float, float]:
+                         local: dict[HloInstruction, InstrCost], seed=None) -> tuple[FusedCost, float, float]:
     """XLA's FusionCalculateUtilizations over a fused computation in reverse post order: from
     the root (utilization 1, emitted once) towards the parameters, elementwise users pass their
     use roots on, others multiply by their operand utilization (rounded up to whole elements).
-    (per-instruction figures, flops, IR size)."""
+    (per-instruction figures, flops, IR size). Operands outside `order` (a partial walk over the
+    part of a fusion that is new, `moved_fusion_cost`) only collect what their users give;
+    `seed(fc)`, when given, sets what such a walk's first nodes receive from the part above."""
     fc = FusedCost()
     fc.root = root
-    util, ir, eroots, root_util = fc.util, fc.ir, fc.eroots, fc.root_util
-    root_ir: dict[HloInstruction, float] = {}
+    util, ir, eroots, root_util, root_ir = fc.util, fc.ir, fc.eroots, fc.root_util, fc.root_ir
     for i in order:
         util[i] = ir[i] = root_util[i] = 0.0
         eroots[i] = {}
     root_util[root] = root_ir[root] = 1.0
-    eroots[root][root] = None
+    eroots.setdefault(root, {})[root] = None
+    if seed is not None:
+        seed(fc)
     # a root dynamic-update-slice (or one per output) is in place: operand 0 is not read
     in_place = {r for r in (root.operands if root.opcode == "tuple" else [root])
                 if r.opcode == "dynamic-update-slice"}
@@ -276,14 +307,17 @@ def _fusion_utilizations(order: list[HloInstruction], root: HloInstruction,
         ir_total += t
         elementwise = _is_elementwise(i) or i.opcode in ("tuple", "get-tuple-element")
         for k, o in enumerate(i.operands):
+            found = eroots.get(o)
+            if found is None:
+                found = eroots[o] = {}
             if elementwise:
-                eroots[o].update(eroots[i])
+                found.update(eroots[i])
                 continue
-            eroots[o][o] = None
+            found[o] = None
             ou = u * (0.0 if (i in in_place and k == 0) else local[i].operand_util[k])
             n_el = leaf_elements(o.shape)
             ou = 0.0 if n_el == 0 else math.ceil(round(ou * n_el, 6)) / n_el
-            root_util[o] += ou
+            root_util[o] = root_util.get(o, 0.0) + ou
             root_ir[o] = root_ir.get(o, 0.0) + t
     return fc, flops, ir_total
 

@@ -223,6 +223,26 @@ class _Queue:
                 return producer, consumers, -neg_prio
         return None
 
+    # -- incremental costs of grown fusions --------------------------------------------------------------
+    def costs_before_step(self, producer: HloInstruction, consumer: HloInstruction) -> tuple | None:
+        """The producer's and consumer's figures as computed before a step (nothing is computed)."""
+        cost = getattr(self.model, "cost", None)
+        if cost is None or not hasattr(cost, "cached"):
+            return None
+        return cost, cost.cached(producer), cost.cached(consumer)
+
+    @staticmethod
+    def seed_step(editor: FusionEditor, costs: tuple | None) -> None:
+        """Figures for the fusion a step made from those of its parts (see `moved_fusion_cost`): a
+        fusion grown one op at a time is costed per op, not per fusion size."""
+        if costs is None:
+            return
+        cost, producer_cost, consumer_cost = costs
+        if editor.last_move is not None and producer_cost is not None:
+            cost.seed_moved_fusion(editor.last_move, producer_cost)
+        elif editor.last_grow is not None and consumer_cost is not None:
+            cost.seed_grown_fusion(editor.last_grow, consumer_cost)
+
     # -- invalidation ---------------------------------------------------------------------------------
     def invalidate(self, instr: HloInstruction) -> None:
         self.can_fuse_cache.pop(instr, None)
@@ -295,12 +315,14 @@ class PriorityFusion(HloPass):
                     continue
                 consumer_name = consumer.name
                 kind = fusion_kind_for_emitter(queue.analyses.get_pair(producer, consumer))
+                costs = queue.costs_before_step(producer, consumer)
                 queue.invalidate(consumer)
                 old_operands = set(consumer.operands)
                 fusion = self._fuse(editor, producer, consumer, kind, rule, prio)
                 if fusion is not consumer:
                     queue.remove(consumer)
                 queue.invalidate(fusion)
+                queue.seed_step(editor, costs)
                 if self.log is not None:
                     self.log.fusion(fusion, producer_name, consumer_name, rule)
                 operands = [op for op in fusion.operands
