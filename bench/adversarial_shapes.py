@@ -6,7 +6,9 @@ where a pass that is linear on transformer stacks can go quadratic.
 - `wide_fanout(n)`: one parameter read by n independent elementwise ops, summed pairwise.
 - `deep_nesting(depth)`: `depth` computations each calling the next (call, while and conditional
   in turn; a while adds two levels: its body, and the call in it), the parser's nesting limit being
-  128 levels.
+  128 levels. A conditional's other branch is a computation of its own: were both branches the
+  same computation at every level, flatten-call-graph would clone it per call site (as XLA's
+  FlattenCallGraph does), 2^(depth/3) copies, which is the module's size, not a pass's cost.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ def deep_nesting(depth: int) -> str:
                     f"  w = (s32[], f32[8]) while(t), condition=w{k}.cond, body=w{k}.body",
                     "  ROOT r = f32[8] get-tuple-element(w), index=1", "}", ""]
         else:
-            out += [f"{name} {{", "  p = f32[8] parameter(0)", "  b = pred[] constant(true)",
+            out += [f"other{k} {{", "  p = f32[8] parameter(0)", "  ROOT r = f32[8] abs(p)", "}", "",
+                    f"{name} {{", "  p = f32[8] parameter(0)", "  b = pred[] constant(true)",
                     f"  ROOT r = f32[8] conditional(b, p, p), true_computation=c{k + 1}, "
-                    f"false_computation=c{k + 1}", "}", ""]
+                    f"false_computation=other{k}", "}", ""]
     return "\n".join(out)

@@ -105,12 +105,23 @@ def cli_errors(tool: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return decorate
 
 
+def tune_gc_for_one_shot_run() -> None:
+    """A tool run builds one large graph of objects that live until it ends: Python's default
+    collector thresholds rescan it thousands of times (a fifth of hlo-opt's time on a 20,000-op
+    module). Young collections are made rarer and old ones much rarer; cycles are still freed."""
+    import gc
+
+    gc.set_threshold(100_000, 50, 1000)
+
+
 def click_main(command: Any, tool: str, argv: list[str] | None = None) -> NoReturn:
     """A tool's console entry point: run the click `command`; a usage error (a bad flag value, an
     unknown option) is one line `<tool>: error: ...` and exit status 2, as every other error is
     one line; `--help` and the command's own exit status pass through."""
     import click
 
+    if argv is None:
+        tune_gc_for_one_shot_run()
     try:
         status = command.main(args=argv, prog_name=tool, standalone_mode=False)
     except click.UsageError as exc:

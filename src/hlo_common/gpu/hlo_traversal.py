@@ -234,7 +234,10 @@ class FusionAdaptor:
                     out.append(p.instr)
                 continue
             for op in opcodes:
-                out.extend(i for i in p.comp.with_opcode(op) if self.contains(i))
+                found = p.comp.with_opcode(op)
+                if found:  # only parameters and a root tuple of a part are outside the view
+                    out.extend(i for i in found if self.contains(i)) if op in ("parameter", "tuple") \
+                        else out.extend(found)
         return out
 
 

@@ -10,6 +10,7 @@ grid split depend on the device (SM count, threads per SM, grid limit), so calle
 
 from __future__ import annotations
 
+import functools
 import math
 
 from hlo_common.gpu.device import DeviceDescription, H100
@@ -101,9 +102,16 @@ def may_prevent_vectorization(nodes) -> bool:
 def smallest_bit_width(shapes) -> int:
     bits = 1 << 30
     for shape in shapes:
-        for _, leaf in shape.leaf_shapes():
-            if leaf.is_array:
-                bits = min(bits, element_bit_width(leaf))
+        bits = min(bits, _smallest_leaf_bits(shape))
+    return bits
+
+
+@functools.lru_cache(maxsize=4096)
+def _smallest_leaf_bits(shape) -> int:
+    bits = 1 << 30
+    for _, leaf in shape.leaf_shapes():
+        if leaf.is_array:
+            bits = min(bits, element_bit_width(leaf))
     return bits
 
 

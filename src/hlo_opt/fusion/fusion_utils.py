@@ -72,6 +72,7 @@ class FusionEditor:
         self._dead: set[HloComputation] = set()
         self.last_move: MoveRecord | None = None  # set by the last fuse_producer_into_consumer
         self.last_grow: GrowRecord | None = None  # likewise, when it cloned into a fusion
+        self._caller_at: dict[HloComputation, int] = {}  # a caller's index in the module's list
 
     # -- public edits ---------------------------------------------------------------------------
     def wrap_in_fusion(self, instr: HloInstruction, kind: str = "kLoop") -> HloInstruction:
@@ -226,10 +227,15 @@ class FusionEditor:
         """Put `body` right before the computation that calls it (callees before callers)."""
         comps = self.module.computations
         body.parent = self.module
-        try:
-            comps.insert(comps.index(caller), body)
-        except ValueError:
-            comps.append(body)
+        at = self._caller_at.get(caller)  # where the caller was last time: it moved one down
+        if at is None or at >= len(comps) or comps[at] is not caller:
+            try:
+                at = comps.index(caller)
+            except ValueError:
+                comps.append(body)
+                return
+        comps.insert(at, body)
+        self._caller_at[caller] = at + 1
 
     def _fusion_parameter_for(self, fusion: HloInstruction, body: HloComputation,
                               operand: HloInstruction, extra: dict) -> HloInstruction:
