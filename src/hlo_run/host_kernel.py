@@ -21,8 +21,9 @@ Speed:
   the rest with LLVM's O2 (the loop vectorizer turns the host lowering's parallel thread loops
   into SIMD code). Results are the same at every level: the IR has no fast-math flags and no
   undefined behaviour an optimizer could exploit.
-- A launch splits its block range over one host thread per `BYTES_PER_THREAD` of its arguments,
-  at most `DEFAULT_THREADS` (every core this process may use; a shared pool plus the caller):
+- A launch runs its blocks in ranges of about RANGE_SECONDS, so Ctrl-C, SIGTERM and SIGHUP stop
+  it between two ranges (`run_ranges`), split over one host thread per `BYTES_PER_THREAD` of its
+  arguments, at most `DEFAULT_THREADS` (every core this process may use; a shared pool plus the caller):
   waking 16 threads for a 0.3 ms kernel costs more than it saves. ctypes releases the GIL during
   the call, so the ranges really run in parallel. Blocks are independent on a GPU, so the split
   changes no result.
@@ -33,9 +34,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
-import itertools
 import os
 import threading
+import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
@@ -49,6 +50,7 @@ _CACHE_SIZE = 256
 SMALL_BYTES = 1 << 16  # kernels whose launches' arguments span at most this compile at level 0
 BYTES_PER_THREAD = 1 << 19  # argument bytes of a launch per host thread it is split over
 CHUNKS_PER_THREAD = 4
+RANGE_SECONDS = 0.05  # a kernel call's block range takes about this long (Ctrl-C is handled between)
 
 
 def _usable_cores() -> int:
@@ -190,32 +192,59 @@ class HostKernel:
         run_ranges(f"kernel @{self.name}", lambda lo, hi: self._fn(args, lo, hi), num_blocks, threads)
 
 
+class _Ranges:
+    """Hands out contiguous block ranges of [0, total): the first of one block, to time it, then
+    ranges that take about RANGE_SECONDS (and at most 1 / (threads x CHUNKS_PER_THREAD) of the
+    whole, to keep the threads balanced). A signal is handled between two ranges, so a kernel of
+    many blocks stops within about RANGE_SECONDS of Ctrl-C, whatever its length."""
+
+    def __init__(self, total: int, threads: int):
+        self.total = total
+        self.cap = max(1, -(-total // (threads * CHUNKS_PER_THREAD)))
+        self.next = 0
+        self.per_block: float | None = None
+        self.lock = threading.Lock()
+
+    def take(self) -> tuple[int, int] | None:
+        with self.lock:
+            lo = self.next
+            if lo >= self.total:
+                return None
+            size = 1 if self.per_block is None else max(1, min(self.cap, int(RANGE_SECONDS / self.per_block)))
+            self.next = hi = min(self.total, lo + size)
+            return lo, hi
+
+    def timed(self, blocks: int, seconds: float) -> None:
+        with self.lock:
+            per = max(seconds, 1e-9) / blocks
+            self.per_block = per if self.per_block is None else (self.per_block + per) / 2
+
+
 def run_ranges(what: str, call: Callable[[int, int], None], total: int, threads: int) -> None:
     """call(lo, hi) over contiguous ranges covering [0, total), on up to `threads` threads (the
-    shared pool and this one). Each thread takes ranges in turn, CHUNKS_PER_THREAD per thread,
-    so that a thread the OS holds back on a busy machine delays the whole less. The ranges are
-    independent (a kernel's blocks write disjoint outputs), so their split changes no result.
-    An exception in any range (e.g. Ctrl-C in this thread) stops the handing out of ranges; the
+    shared pool and this one), each thread taking the next range (`_Ranges`) in turn, so that a
+    thread the OS holds back on a busy machine delays the whole less. The ranges are independent
+    (a kernel's blocks write disjoint outputs), so their split changes no result. An exception in
+    any range (e.g. Ctrl-C in this thread, between two ranges) stops the handing out of ranges; the
     ranges already running finish, then it is raised here, `what` naming the failed call."""
-    threads = min(threads, total)
-    if threads <= 1:
-        if total > 0:
-            call(0, total)
+    threads = max(1, min(threads, total))
+    if total <= 0:
         return
-    chunks = min(total, threads * CHUNKS_PER_THREAD)
-    bounds = [total * k // chunks for k in range(chunks + 1)]
-    taken = itertools.count()  # next() on a count is atomic under the GIL
+    ranges = _Ranges(total, threads)
     failed: list[BaseException] = []
 
     def work_off() -> None:
-        for i in iter(taken.__next__, None):
-            if i >= chunks or failed:
+        while not failed:
+            taken = ranges.take()
+            if taken is None:
                 return
+            start = time.perf_counter()
             try:
-                call(bounds[i], bounds[i + 1])
+                call(*taken)
             except BaseException as exc:  # noqa: BLE001 - recorded, raised in the caller
                 failed.append(exc)
                 return
+            ranges.timed(taken[1] - taken[0], time.perf_counter() - start)
 
     futures = [_thread_pool(threads - 1).submit(work_off) for _ in range(threads - 1)]
     try:

@@ -1,0 +1,61 @@
+"""`hlo_run.host_kernel.run_ranges`: how a host kernel's blocks are handed to threads. Every block
+runs once, and Ctrl-C stops a long kernel between two ranges instead of after the whole launch
+(issue 22: a host kernel can be stopped)."""
+
+from __future__ import annotations
+
+import _thread
+import threading
+import time
+
+import pytest
+
+from hlo_run.host_kernel import RANGE_SECONDS, HostKernelError, run_ranges
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("total", [1, 7, 1000])
+def test_every_block_runs_once(threads, total):
+    seen: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def call(lo, hi):
+        with lock:
+            seen.append((lo, hi))
+
+    run_ranges("test", call, total, threads)
+    blocks = sorted(b for lo, hi in seen for b in range(lo, hi))
+    assert blocks == list(range(total))
+    assert all(hi > lo for lo, hi in seen)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_ctrl_c_stops_a_long_launch_between_ranges(threads):
+    """10 s of blocks at 2 ms each; Ctrl-C after 0.3 s stops it within a range or two."""
+    done = []
+
+    def call(lo, hi):
+        time.sleep(0.002 * (hi - lo))
+        done.append(hi - lo)
+
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    start = time.perf_counter()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_ranges("test", call, 5000, threads)
+    finally:
+        timer.cancel()
+    elapsed = time.perf_counter() - start
+    assert elapsed < 0.3 + 10 * RANGE_SECONDS + 1.0  # generous on a loaded machine; the whole is 10 s
+    assert sum(done) < 5000
+    assert max(done) * 0.002 <= 3 * RANGE_SECONDS  # no range much longer than the target
+
+
+def test_a_failing_range_is_one_error_naming_the_launch():
+    def call(lo, hi):
+        if lo <= 500 < hi:
+            raise ValueError("bad block")
+
+    with pytest.raises(HostKernelError, match=r"kernel @k failed in a block range: ValueError: bad block"):
+        run_ranges("kernel @k", call, 1000, 2)
