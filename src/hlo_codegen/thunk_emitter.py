@@ -17,6 +17,8 @@ thunks, by the kind `fusion_wrapper.classify` gives it:
     collectives        CopyThunk / MemsetThunk per result leaf on one device, nothing for a
                        *-done, whose leaves are its start's; on several a CollectiveThunk (and a
                        Done thunk for an async pair) (`collectives`)
+    replica-id, partition-id   zeros on one device, a DeviceIdThunk (kReplicaId / kPartitionId)
+                       on several
     while              WhileThunk(condition SequentialThunk, body SequentialThunk)
     conditional        ConditionalThunk(one SequentialThunk per branch)
     call               the callee's thunks, inline
@@ -42,6 +44,7 @@ import numpy as np
 from hlo_common.errors import HloError
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.printer import print_instruction
+from hlo_common.manifest.collective_thunks import DeviceIdThunk
 from hlo_common.manifest.manifest import ManifestKernel
 from hlo_common.manifest.thunks import (
     BufferSlice, ConditionalThunk, ConvolutionConfig, ConvolutionThunk, CopyThunk, GemmThunk, KernelArgument,
@@ -199,6 +202,9 @@ class ThunkEmitter:
         return [] if src == dst else [CopyThunk(instr.name, src, dst)]
 
     def _memzero(self, instr: HloInstruction) -> list[Thunk]:
+        replicas, partitions = module_devices(self.module)
+        if instr.opcode in ("replica-id", "partition-id") and replicas * partitions > 1:
+            return [DeviceIdThunk(instr.name, instr.opcode.split("-")[0], _slice(self.ba, instr))]
         return [MemsetThunk(instr.name, _slice(self.ba, instr), 0)]
 
     def _rng_state(self, instr: HloInstruction) -> list[Thunk]:

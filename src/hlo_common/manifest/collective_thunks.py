@@ -20,6 +20,8 @@ device needs to take part, with the replica groups already resolved to global de
                  (with layouts)
     is_async     a -start: the matching CollectiveDoneThunk (`start` names it) waits for it
 
+`DeviceIdThunk` (kReplicaId, kPartitionId) writes the running device's replica or partition id.
+
     >>> t = CollectiveDoneThunk("all-reduce-done", "all-reduce", "all-reduce-start")
     >>> t.kind, thunk_from_json(t.to_json(), "t") == t
     ('kAllReduceDone', True)
@@ -42,7 +44,7 @@ REDUCTIONS = ("sum", "prod", "min", "max", "and", "or", "region")
 REDUCING = ("all-reduce", "reduce-scatter")
 WITH_DIMENSION = ("all-gather", "reduce-scatter", "all-to-all")
 
-__all__ = ["CollectiveBuffer", "CollectiveThunk", "CollectiveDoneThunk", "COLLECTIVE_THUNK_KINDS",
+__all__ = ["CollectiveBuffer", "CollectiveThunk", "CollectiveDoneThunk", "COLLECTIVE_THUNK_KINDS", "DeviceIdThunk",
            "KIND_OF", "REDUCTIONS", "thunk_from_json"]
 
 
@@ -201,7 +203,41 @@ class CollectiveDoneThunk:
         return []
 
 
+@dataclass(frozen=True)
+class DeviceIdThunk:
+    """replica-id / partition-id on several devices (XLA's ReplicaIdThunk, PartitionIdThunk): the
+    running device's replica or partition number as a u32 into `destination`."""
+
+    profile_annotation: str
+    which: str  # "replica" | "partition"
+    destination: BufferSlice
+
+    @property
+    def kind(self) -> str:
+        return "kReplicaId" if self.which == "replica" else "kPartitionId"
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "profile_annotation": self.profile_annotation,
+                "destination": self.destination.to_json()}
+
+    @staticmethod
+    def from_json(r: JsonReader) -> DeviceIdThunk:
+        which = "replica" if r.str("kind") == "kReplicaId" else "partition"
+        t = DeviceIdThunk(r.str("profile_annotation"), which,
+                          BufferSlice.from_json(r.data.get("destination"), f"{r.path}.destination"))
+        if t.destination.size != 4:
+            raise ManifestError(f"{r.path}: a {which} id is a u32; the slice has {t.destination.size} bytes")
+        return t
+
+    def describe(self) -> str:
+        return f"profile_annotation={self.profile_annotation}, dst={self.destination}"
+
+    def slices(self) -> list[BufferSlice]:
+        return [self.destination]
+
+
 COLLECTIVE_THUNK_KINDS = {
+    "kReplicaId": DeviceIdThunk.from_json, "kPartitionId": DeviceIdThunk.from_json,
     **{kind + suffix: CollectiveThunk.from_json for kind in COLLECTIVE_OF for suffix in ("", "Start")},
     **{kind + "Done": CollectiveDoneThunk.from_json for kind in COLLECTIVE_OF},
 }
