@@ -343,10 +343,11 @@ def _set_devices(program: Program, options: RunOptions) -> None:
     """The program's replica and partition counts; cuda runs one device so far."""
     if program.module is None:
         return
-    from hlo_run.devices import DeviceCountError, device_counts
+    from hlo_run.devices import DeviceCountError, check_device_groups, device_counts
 
     program.replicas, program.partitions = device_counts(
         program.module, options.num_replicas, options.num_partitions, options.max_devices)
+    check_device_groups(program.module, program.replicas, program.partitions)
     if program.devices > 1:
         for platform in {options.platform, options.reference} - {"interpreter", "xla-cpu", "host", "none"}:
             raise DeviceCountError(

@@ -62,7 +62,7 @@ class MpiCollectives:
 
     def __init__(self, world, manifest, module_text: str | None = None):
         self.MPI = _mpi()
-        self.world = world
+        self.world = world.Dup()  # its own context: never matched with the runtime's own gathers
         self.me = world.Get_rank()
         self.manifest = manifest
         self.comms: dict[tuple, Any] = {}
@@ -90,6 +90,7 @@ class MpiCollectives:
             if comm is not self.world:
                 comm.Free()
         self.comms = {}
+        self.world.Free()
         for op in self._ops.values():
             op.Free()
         self._ops = {}

@@ -29,7 +29,7 @@ from hlo_run.mpi_runtime import ERROR_PREFIX
 # Variables an MPI process manager sets in every rank: (rank variable, size variable).
 _LAUNCHER_VARS = (("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
                   ("PMIX_RANK", None), ("SLURM_PROCID", "SLURM_NTASKS"))
-INSTALL_HINT = "pip install -e '.[mpi]' (mpi4py and the mpich wheel)"
+INSTALL_HINT = "install the `mpi` extra (pip install -e '.[mpi]': mpi4py and the mpich wheel)"
 
 
 class MpiUnavailable(HloError):

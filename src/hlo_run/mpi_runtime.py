@@ -151,7 +151,9 @@ class MpiRankExecutable:
             result = self.inner.run(list(args_per_device[self.rank]))
             result = _owned(result)
         except Exception as exc:  # noqa: BLE001 - one line for this rank, then every rank stops
-            fail(self.world, exc.one_line() if isinstance(exc, HloError) else f"{type(exc).__name__}: {exc}")
+            line = exc.one_line() if isinstance(exc, HloError) else f"{type(exc).__name__}: {exc}"
+            name = self.inner.name + ": "
+            fail(self.world, line[len(name):] if line.startswith(name) else line)
         return self.world.gather(result, root=0)
 
     def profile(self) -> list[tuple[str, float]]:
