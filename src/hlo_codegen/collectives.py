@@ -64,6 +64,8 @@ def collective_thunks(instr: HloInstruction, slice_of: SliceOf, replicas: int = 
         groups, pairs = (), tuple(device_pairs(instr, replicas, partitions))
     else:
         groups, pairs = tuple(tuple(g) for g in device_groups(instr, replicas, partitions)), ()
+        if all(len(g) == 1 for g in groups):  # every device alone: what one device does, on each
+            return _one_device(instr, slice_of)
     return [CollectiveThunk(instr.name, collective, groups, buffers, reduction, region, dimension, pairs,
                             is_async)]
 

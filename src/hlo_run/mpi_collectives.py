@@ -17,8 +17,9 @@ Buffers go to MPI as they are, when the concatenated or split dimension is the m
 both layouts (what XLA's layout assignment gives collectives); otherwise the pieces are packed
 into a temporary in logical order and unpacked after. Reductions use MPI's own operators for the
 types MPI knows (sum, prod, and, or on integers and floats; min and max on integers); floating
-min / max (NaN propagates, as in XLA), 16-bit floats and regions of any other kind run as a
-user-defined operator over numpy (regions through the interpreter's `map_computation`).
+min / max (NaN propagates, as in XLA) and 16-bit floats run as a user-defined operator over
+numpy. A region of any other kind is evaluated on the host: the members' operands are gathered
+and folded in group order with the interpreter's `map_computation`, as the interpreter does.
 """
 
 from __future__ import annotations
@@ -108,8 +109,24 @@ class MpiCollectives:
     def _shapes(self, buffer) -> tuple[Shape, Shape]:
         return self.manifest.shape(buffer.source_shape), self.manifest.shape(buffer.destination_shape)
 
+    def _folded(self, thunk, comm, src, shape: Shape) -> np.ndarray:
+        """A region reduction: every member's operand gathered, folded in group order (regions need
+        not be associative, so MPI's reduction trees could change the result)."""
+        n = shape.byte_size()
+        gathered = np.empty(n * comm.Get_size(), np.uint8)
+        comm.Allgather([src, n, self.MPI.BYTE], [gathered, n, self.MPI.BYTE])
+        comp, evaluator = self._region(thunk.region)
+        acc = bytes_to_array(gathered[:n], shape)
+        for i in range(1, comm.Get_size()):
+            x = bytes_to_array(gathered[i * n:(i + 1) * n], shape)
+            acc = np.asarray(evaluator.map_computation(comp, [acc, x])[0], dtype=acc.dtype)
+        return acc
+
     def _all_reduce(self, thunk, buffer, src, dst) -> None:
         shape = self._shapes(buffer)[0]
+        if thunk.reduction == "region":
+            write_array_into(dst, self._folded(thunk, self.communicator(thunk.groups), src, shape), shape)
+            return
         mtype, op = self._reduction(thunk, shape)
         count = shape.num_elements
         comm = self.communicator(thunk.groups)
@@ -122,8 +139,13 @@ class MpiCollectives:
 
     def _reduce_scatter(self, thunk, buffer, src, dst) -> None:
         src_shape, dst_shape = self._shapes(buffer)
-        mtype, op = self._reduction(thunk, src_shape)
         comm = self.communicator(thunk.groups)
+        if thunk.reduction == "region":
+            total = self._folded(thunk, comm, src, src_shape)
+            part = np.split(total, comm.Get_size(), axis=thunk.dimension)[comm.Get_rank()]
+            write_array_into(dst, part, dst_shape)
+            return
+        mtype, op = self._reduction(thunk, src_shape)
         count = dst_shape.num_elements
         if count == 0:
             return
@@ -218,10 +240,10 @@ class MpiCollectives:
             table = _BOOL_OPS if dtype == np.bool_ else _INT_OPS if dtype.kind in "iu" else _FLOAT_OPS
             if kind in table:
                 return builtin, getattr(MPI, table[kind])
-        key = (kind, thunk.region, dtype.str, dtype.name)
+        key = (kind, dtype.str, dtype.name)
         op = self._ops.get(key)
         if op is None:
-            op = self._ops[key] = MPI.Op.Create(self._numpy_op(kind, thunk.region, dtype), commute=False)
+            op = self._ops[key] = MPI.Op.Create(_numpy_op(kind, dtype), commute=True)
         return (builtin if builtin is not None else self._opaque(dtype.itemsize)), op
 
     def _opaque(self, itemsize: int):
@@ -229,26 +251,6 @@ class MpiCollectives:
         if t is None:
             t = self._types[itemsize] = self.MPI.BYTE.Create_contiguous(itemsize).Commit()
         return t
-
-    def _numpy_op(self, kind: str, region: str | None, dtype):
-        """A user-defined MPI operator: inout = in (op) inout, elementwise in numpy."""
-        if kind == "region":
-            comp, evaluator = self._region(region)
-
-            def apply(a, b):
-                return evaluator.map_computation(comp, [a, b])[0]
-        else:
-            ufunc = _NUMPY_OPS[kind]
-
-            def apply(a, b):
-                return ufunc(a, b)
-
-        def fn(inbuf, inoutbuf, datatype) -> None:
-            a = np.frombuffer(inbuf, dtype=dtype)
-            b = np.frombuffer(inoutbuf, dtype=dtype)
-            b[...] = np.asarray(apply(a, b.copy()), dtype=dtype)
-
-        return fn
 
     def _region(self, name: str):
         from hlo_common.hlo.parser import parse_module
@@ -270,3 +272,15 @@ def _builtin_type(MPI, dtype) -> Any:
              "complex64": "C_FLOAT_COMPLEX", "complex128": "C_DOUBLE_COMPLEX"}
     name = table.get(np.dtype(dtype).name)
     return getattr(MPI, name) if name is not None else None
+
+
+def _numpy_op(kind: str, dtype):
+    """A user-defined MPI operator: inout = in (op) inout, elementwise in numpy."""
+    ufunc = _NUMPY_OPS[kind]
+
+    def fn(inbuf, inoutbuf, datatype) -> None:
+        a = np.frombuffer(inbuf, dtype=dtype)
+        b = np.frombuffer(inoutbuf, dtype=dtype)
+        b[...] = ufunc(a, b)
+
+    return fn
