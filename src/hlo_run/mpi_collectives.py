@@ -67,7 +67,9 @@ class MpiCollectives:
         self.me = world.Get_rank()
         self.manifest = manifest
         self.comms: dict[tuple, Any] = {}
+        self._by_id: dict[int, Any] = {}
         self._ops: dict[tuple, Any] = {}
+        self._user_ops: list = []
         self._types: dict[int, Any] = {}
         self._module = None
         self._module_text = module_text if module_text is not None else manifest.hlo
@@ -76,6 +78,9 @@ class MpiCollectives:
                 self.communicator(thunk.groups)
 
     def communicator(self, groups: tuple[tuple[int, ...], ...]):
+        comm = self._by_id.get(id(groups))  # a thunk's groups: hashing nested tuples costs each call
+        if comm is not None:
+            return comm
         comm = self.comms.get(groups)
         if comm is None:
             if groups == (tuple(range(self.world.Get_size())),):
@@ -84,17 +89,18 @@ class MpiCollectives:
                 color = next(i for i, g in enumerate(groups) if self.me in g)
                 comm = self.world.Split(color, groups[color].index(self.me))
             self.comms[groups] = comm
+        self._by_id[id(groups)] = comm  # `groups` lives as long as the manifest's thunk
         return comm
 
     def close(self) -> None:
         for comm in self.comms.values():
             if comm is not self.world:
                 comm.Free()
-        self.comms = {}
+        self.comms, self._by_id = {}, {}
         self.world.Free()
-        for op in self._ops.values():
+        for op in self._user_ops:
             op.Free()
-        self._ops = {}
+        self._ops, self._user_ops = {}, []
 
     # -- running ------------------------------------------------------------------------------------
     def run(self, thunk: CollectiveThunk, views: list[tuple[np.ndarray, np.ndarray]]) -> None:
@@ -235,16 +241,19 @@ class MpiCollectives:
         MPI = self.MPI
         dtype = shape.element_type.np_dtype
         kind = thunk.reduction
+        found = self._ops.get((kind, dtype))
+        if found is not None:
+            return found
         builtin = _builtin_type(MPI, dtype)
-        if builtin is not None and kind != "region":
-            table = _BOOL_OPS if dtype == np.bool_ else _INT_OPS if dtype.kind in "iu" else _FLOAT_OPS
-            if kind in table:
-                return builtin, getattr(MPI, table[kind])
-        key = (kind, dtype.str, dtype.name)
-        op = self._ops.get(key)
-        if op is None:
-            op = self._ops[key] = MPI.Op.Create(_numpy_op(kind, dtype), commute=True)
-        return (builtin if builtin is not None else self._opaque(dtype.itemsize)), op
+        table = _BOOL_OPS if dtype == np.bool_ else _INT_OPS if dtype.kind in "iu" else _FLOAT_OPS
+        if builtin is not None and kind in table:
+            found = builtin, getattr(MPI, table[kind])
+        else:
+            op = MPI.Op.Create(_numpy_op(kind, dtype), commute=True)
+            self._user_ops.append(op)
+            found = (builtin if builtin is not None else self._opaque(dtype.itemsize)), op
+        self._ops[(kind, dtype)] = found
+        return found
 
     def _opaque(self, itemsize: int):
         t = self._types.get(itemsize)

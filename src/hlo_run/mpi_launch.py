@@ -196,7 +196,7 @@ class RankInJob:
 
     @collective_timeout.setter
     def collective_timeout(self, value: float) -> None:
-        self.inner.device.watchdog.timeout = self.inner.device.timeout = value
+        self.inner.device.watchdog.timeout = value
 
     max_while_iterations = property(lambda self: self.inner.max_while_iterations)
 

@@ -30,36 +30,30 @@ ERROR_PREFIX = "hlo-run: error: "
 
 
 class Watchdog:
-    """Calls `expire(what)` when a wait armed with `arm(what)` lasts longer than `timeout` s."""
+    """Calls `expire(what)` when a wait armed with `arm(what)` lasts longer than `timeout` s.
+
+    Arming and disarming only store a value (no lock, no wake-up: a collective pays nothing for
+    it); the watchdog thread looks every `timeout / 20` s (at most 1 s), so a wait ends at most
+    5 % (or 1 s) after its deadline."""
 
     def __init__(self, timeout: float, expire):
         self.timeout, self.expire = timeout, expire
-        self._cond = threading.Condition()
-        self._what: str | None = None
-        self._deadline = 0.0
+        self._armed: tuple[Any, float] | None = None
         threading.Thread(target=self._loop, name="collective-watchdog", daemon=True).start()
 
-    def arm(self, what: str) -> None:
-        with self._cond:
-            self._what, self._deadline = what, time.monotonic() + self.timeout
-            self._cond.notify()
+    def arm(self, what: Any) -> None:
+        self._armed = (what, time.monotonic() + self.timeout)
 
     def disarm(self) -> None:
-        with self._cond:
-            self._what = None
+        self._armed = None
 
     def _loop(self) -> None:
-        with self._cond:
-            while True:
-                if self._what is None:
-                    self._cond.wait()
-                    continue
-                left = self._deadline - time.monotonic()
-                if left > 0:
-                    self._cond.wait(left)
-                    continue
-                what, self._what = self._what, None
-                self.expire(what)
+        while True:
+            time.sleep(min(1.0, self.timeout / 20))
+            armed = self._armed
+            if armed is not None and time.monotonic() > armed[1] and self._armed is armed:
+                self._armed = None
+                self.expire(armed[0])
 
 
 class MpiHostDevice(HostDevice):
@@ -72,8 +66,8 @@ class MpiHostDevice(HostDevice):
         self.world = world
         self.rank = self.ordinal = world.Get_rank()
         self.collectives = None
+        self._views: dict[tuple[int, int], Any] = {}
         self.watchdog = Watchdog(timeout, self._timed_out)
-        self.timeout = timeout
 
     def prepare(self, manifest) -> None:
         from hlo_run.mpi_collectives import MpiCollectives
@@ -85,19 +79,32 @@ class MpiHostDevice(HostDevice):
         self.collectives = MpiCollectives(self.world, manifest)  # communicators: once, here
 
     def collective(self, thunk: CollectiveThunk, pointers: list[tuple[int, int]], label: str) -> None:
-        views = [(_view(s, b.source.size), _view(d, b.destination.size))
+        views = [(self._view(s, b.source.size), self._view(d, b.destination.size))
                  for b, (s, d) in zip(thunk.buffers, pointers)]
-        who = (f"pairs {list(thunk.pairs)}" if thunk.collective == "collective-permute"
-               else f"group {list(thunk.group_of(self.rank))}")
-        self.watchdog.arm(f"thunk {label}: the other devices of its {who} did not reach it within "
-                          f"{self.timeout:g} s (--collective-timeout)")
+        self.watchdog.arm((label, thunk))  # the message is made only if it expires
         try:
             self.collectives.run(thunk, views)
         finally:
             self.watchdog.disarm()
 
-    def _timed_out(self, message: str) -> None:
-        fail(self.world, message)
+    def _view(self, address: int, size: int):
+        """A uint8 array over the bytes at `address`, made once per buffer and run (views cost
+        microseconds, a collective in a loop would pay them every iteration)."""
+        view = self._views.get((address, size))
+        if view is None:
+            view = self._views[(address, size)] = _view(address, size)
+        return view
+
+    def release(self, buffer) -> None:
+        self._views.clear()  # the run's buffers go: no view may outlive them
+        super().release(buffer)
+
+    def _timed_out(self, what) -> None:
+        label, thunk = what
+        who = (f"pairs {list(thunk.pairs)}" if thunk.collective == "collective-permute"
+               else f"group {list(thunk.group_of(self.rank))}")
+        fail(self.world, f"thunk {label}: the other devices of its {who} did not reach it within "
+                         f"{self.watchdog.timeout:g} s (--collective-timeout)")
 
     def close(self) -> None:
         if self.collectives is not None:
