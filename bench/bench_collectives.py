@@ -12,7 +12,8 @@ bytes each device sends: its operand), every rank loads it onto the host platfor
 that stay put, against the same MPI call made by mpi4py on numpy buffers of the same sizes; both
 results must agree. Each side starts after a barrier; each figure is rank 0's median over the
 repetitions. f32 data, sum for the reductions. (A whole run also allocates its buffers afresh;
-that is the run's cost, not the collective's.) A case whose buffers would take more than --max-rank-mb per rank is skipped (`-`).
+that is the run's cost, not the collective's.) A case whose buffers would take more than
+--max-rank-mb per rank is skipped (`-`).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def module_text(kind: str, size: int, n: int) -> tuple[str, int]:
     body, out = {
         "all-reduce": (f"f32[{e}] all-reduce(p), {flat}, to_apply=add", e),
         "all-gather": (f"f32[{e * n}] all-gather(p), {flat}, dimensions={{0}}", e * n),
-        "reduce-scatter": (f"f32[{e // n}] reduce-scatter(p), {flat}, dimensions={{0}}, to_apply=add", e // n),
+        "reduce-scatter": (f"f32[{e // n}] reduce-scatter(p), {flat}, dimensions={{0}}, to_apply=add",
+                           e // n),
         "all-to-all": (f"f32[{e}] all-to-all(p), {ids}, dimensions={{0}}", e),
         "collective-permute": (f"f32[{e}] collective-permute(p), channel_id=1, source_target_pairs={{"
                                + ",".join(f"{{{d},{(d + 1) % n}}}" for d in range(n)) + "}", e),
@@ -122,7 +124,8 @@ def worker(kinds: list[str], sizes: list[int], max_rank_bytes: int) -> None:
     comm.Free()
     if me == 0:
         for kind, size, a, b in rows:
-            print(f"ROW\t{kind}\t{size}\t{a if a is not None else '-'}\t{b if b is not None else '-'}", flush=True)
+            figures = "\t".join("-" if x is None else repr(x) for x in (a, b))
+            print(f"ROW\t{kind}\t{size}\t{figures}", flush=True)
 
 
 def _size_text(size: int) -> str:

@@ -57,7 +57,8 @@ def collective_thunks(instr: HloInstruction, slice_of: SliceOf, replicas: int = 
         reduction = reduction_kind(comp) or "region"
         region = comp.name if reduction == "region" else None
     dimension = None
-    if collective in ("all-gather", "reduce-scatter", "all-to-all") and instr.attrs.get("dimensions") is not None:
+    has_dimension = instr.attrs.get("dimensions") is not None
+    if collective in ("all-gather", "reduce-scatter", "all-to-all") and has_dimension:
         dims = instr.attrs["dimensions"]
         dimension = int(dims[0] if isinstance(dims, (list, tuple)) else dims)
     if collective == "collective-permute":

@@ -8,7 +8,8 @@ Where it sits: behind `hlo-codegen` (the CLI) and `hlo_run`'s in-process compile
    `flatten-call-graph`, `bounded-dynamic-dimensions` (static at their bounds), then
    `codegen-support-checks` (unbounded dimensions and layouts differing across control flow are
    refused), `single-device-collectives` (on one device: collectives needing more refused, layout
-   changes turned into copies; a module for N > 1 devices keeps them for collective thunks), `gemm-fallback` (gemm custom calls cuBLAS cannot run become dot +
+   changes turned into copies; a module for N > 1 devices keeps them for collective thunks),
+   `gemm-fallback` (gemm custom calls cuBLAS cannot run become dot +
    epilogue fusions), `cudnn-conv-fallback` (XLA:GPU's cuDNN convolution calls become convolutions
    and an epilogue fusion), `inline-nested-fusions`, `fusion-wrapper` (lone instructions that need a
    kernel wrapped into fusions; `fusion_wrapper.needs_kernel` is codegen's rule) and

@@ -149,8 +149,8 @@ def manifest_for(program: Program, target: str) -> Manifest:
                                        devices=devices)
         program.manifest = manifest
     if manifest.devices != program.devices:
-        raise BackendUnavailable(f"{program.name}: the manifest was compiled for {manifest.devices} device(s), "
-                                 f"the run asks for {program.devices}")
+        raise BackendUnavailable(f"{program.name}: the manifest was compiled for {manifest.devices} "
+                                 f"device(s), the run asks for {program.devices}")
     if manifest.target != target:
         raise BackendUnavailable(f"{program.name}: the manifest was compiled for {manifest.target}; run it "
                                  f"with --platform {manifest.target} or compile with hlo-codegen "

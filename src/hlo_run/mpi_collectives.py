@@ -160,7 +160,8 @@ class MpiCollectives:
             src = np.concatenate([np.ascontiguousarray(p).reshape(-1) for p in parts]).view(np.uint8)
             out = np.empty(dst.size, np.uint8)
             comm.Reduce_scatter_block([src, mtype], [out, count, mtype], op)
-            write_array_into(dst, out.view(dst_shape.element_type.np_dtype).reshape(dst_shape.dims), dst_shape)
+            part = out.view(dst_shape.element_type.np_dtype).reshape(dst_shape.dims)
+            write_array_into(dst, part, dst_shape)
             return
         comm.Reduce_scatter_block([src[:count * comm.Get_size() * src_shape.element_type.np_dtype.itemsize],
                                    mtype], [dst, count, mtype], op)

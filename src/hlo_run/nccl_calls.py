@@ -171,8 +171,8 @@ def _reduce_scatter(thunk, device, b, src: Shape, dst: Shape) -> NcclStep:
     if plan is None:
         return _gather_and_fold(comm, b, src, comm.index(device))
     name, per, op = plan
-    return NcclStep((NcclCall("ncclReduceScatter", comm, dst.num_elements * per, name, b.source, b.destination,
-                              op),))
+    count = dst.num_elements * per
+    return NcclStep((NcclCall("ncclReduceScatter", comm, count, name, b.source, b.destination, op),))
 
 
 def _chunk(s: BufferSlice, k: int, size: int) -> BufferSlice:
@@ -187,15 +187,16 @@ def _all_to_all(thunk, device, b, src: Shape, dst: Shape) -> NcclStep:
     calls = []
     for peer in range(len(comm)):
         calls.append(NcclCall("ncclSend", comm, count, name, send=_chunk(b.source, peer, size), peer=peer))
-        calls.append(NcclCall("ncclRecv", comm, count, name, recv=_chunk(b.destination, peer, size), peer=peer))
+        calls.append(NcclCall("ncclRecv", comm, count, name, recv=_chunk(b.destination, peer, size),
+                              peer=peer))
     return NcclStep(tuple(calls), grouped=True)
 
 
 def _tuple_all_to_all(thunk, device) -> NcclStep:
     comm = _group(thunk, device)
     if len(thunk.buffers) != len(comm):
-        raise HloError(f"%{thunk.profile_annotation}: a tuple all-to-all of {len(thunk.buffers)} operands in a "
-                       f"group of {len(comm)}")
+        raise HloError(f"%{thunk.profile_annotation}: a tuple all-to-all of {len(thunk.buffers)} operands "
+                       f"in a group of {len(comm)}")
     calls = []
     for peer, b in enumerate(thunk.buffers):
         name, per = nccl_type(b.element_type, moving=True)

@@ -38,7 +38,8 @@ class NcclCollectives:
             uid = bytes(get_unique_id()) if sub.Get_rank() == 0 else None
             uid = sub.bcast(uid, root=0)
             sub.Free()
-            self.comms[members] = Communicator.init(len(members), members.index(device), UniqueId.from_bytes(uid))
+            rank = members.index(device)
+            self.comms[members] = Communicator.init(len(members), rank, UniqueId.from_bytes(uid))
 
     def run(self, thunk: CollectiveThunk, pointer: Callable[[BufferSlice], int], stream: int,
             scratch: Callable[[int], int], memset: Callable[[int, int], None],
@@ -59,15 +60,16 @@ class NcclCollectives:
                     comm = self.comms[call.comm].ptr
                     dtype = NCCL_TYPES[call.datatype]
                     if call.function == "ncclAllReduce":
-                        nb.all_reduce(ptr(call.send), ptr(call.recv), call.count, dtype, NCCL_OPS[call.op], comm,
-                                      stream)
+                        nb.all_reduce(ptr(call.send), ptr(call.recv), call.count, dtype, NCCL_OPS[call.op],
+                                      comm, stream)
                     elif call.function == "ncclAllGather":
                         nb.all_gather(ptr(call.send), ptr(call.recv), call.count, dtype, comm, stream)
                     elif call.function == "ncclReduceScatter":
-                        nb.reduce_scatter(ptr(call.send), ptr(call.recv), call.count, dtype, NCCL_OPS[call.op],
-                                          comm, stream)
+                        nb.reduce_scatter(ptr(call.send), ptr(call.recv), call.count, dtype,
+                                          NCCL_OPS[call.op], comm, stream)
                     elif call.function == "ncclBroadcast":
-                        nb.broadcast(ptr(call.send), ptr(call.recv), call.count, dtype, call.root, comm, stream)
+                        nb.broadcast(ptr(call.send), ptr(call.recv), call.count, dtype, call.root, comm,
+                                     stream)
                     elif call.function == "ncclSend":
                         nb.send(ptr(call.send), call.count, dtype, call.peer, comm, stream)
                     elif call.function == "ncclRecv":

@@ -56,8 +56,8 @@ def _check_against_interpreter(path: Path, output: Path, args: list, replicas: i
             np.testing.assert_allclose(got[i][d], e, rtol=1e-4, atol=1e-4, err_msg=f"device {d} out{i}")
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, id=p.stem, marks=() if p.stem in DEFAULT else pytest.mark.slow)
-                                  for p in MODULES])
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.stem, marks=() if p.stem in DEFAULT
+                                               else pytest.mark.slow) for p in MODULES])
 def test_host_over_mpi_matches_the_interpreter_and_xla_cpu(tmp_path, path):
     pytest.importorskip("jax")
     from hlo_common.hlo.parser import parse_module
@@ -85,7 +85,8 @@ KINDS = """HloModule kinds, num_partitions=4
 add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }
 addbf { a = bf16[] parameter(0) b = bf16[] parameter(1) ROOT s = bf16[] add(a, b) }
 andp { a = pred[] parameter(0) b = pred[] parameter(1) ROOT s = pred[] and(a, b) }
-sub2 { a = f32[] parameter(0) b = f32[] parameter(1) two = f32[] constant(2) t = f32[] multiply(a, two) ROOT s = f32[] subtract(t, b) }
+sub2 { a = f32[] parameter(0) b = f32[] parameter(1) two = f32[] constant(2) t = f32[] multiply(a,
+      two) ROOT s = f32[] subtract(t, b) }
 maxs { a = s32[] parameter(0) b = s32[] parameter(1) ROOT s = s32[] maximum(a, b) }
 
 ENTRY main {
@@ -93,19 +94,29 @@ ENTRY main {
   h = bf16[16] parameter(1)
   q = pred[6] parameter(2)
   k = s32[3,4] parameter(3)
-  ag = f32[4,32]{1,0} all-gather(x), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={1}, use_global_device_ids=true
-  rs = f32[4,2]{1,0} reduce-scatter(x), channel_id=2, replica_groups={{0,1,2,3}}, dimensions={1}, use_global_device_ids=true, to_apply=add
+  ag = f32[4,32]{1,0} all-gather(x), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={1},
+      use_global_device_ids=true
+  rs = f32[4,2]{1,0} reduce-scatter(x), channel_id=2, replica_groups={{0,1,2,3}}, dimensions={1},
+      use_global_device_ids=true, to_apply=add
   a2a = f32[4,8]{1,0} all-to-all(x), channel_id=3, replica_groups={{0,1,2,3}}, dimensions={1}
-  reg = f32[4,8]{1,0} all-reduce(x), channel_id=4, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=sub2
-  bf = bf16[16] all-reduce(h), channel_id=5, replica_groups={{0,1},{2,3}}, use_global_device_ids=true, to_apply=addbf
-  pa = pred[6] all-reduce(q), channel_id=6, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=andp
-  mx = s32[3,4] all-reduce(k), channel_id=7, replica_groups={{0,2},{1,3}}, use_global_device_ids=true, to_apply=maxs
+  reg = f32[4,8]{1,0} all-reduce(x), channel_id=4, replica_groups={{0,1,2,3}},
+      use_global_device_ids=true, to_apply=sub2
+  bf = bf16[16] all-reduce(h), channel_id=5, replica_groups={{0,1},{2,3}},
+      use_global_device_ids=true, to_apply=addbf
+  pa = pred[6] all-reduce(q), channel_id=6, replica_groups={{0,1,2,3}}, use_global_device_ids=true,
+      to_apply=andp
+  mx = s32[3,4] all-reduce(k), channel_id=7, replica_groups={{0,2},{1,3}},
+      use_global_device_ids=true, to_apply=maxs
   cb = f32[4,8]{1,0} collective-broadcast(x), channel_id=8, replica_groups={{1,0},{3,2}}
   cp = f32[4,8]{1,0} collective-permute(x), channel_id=9, source_target_pairs={{0,1},{1,2},{2,3}}
-  st = f32[4,8]{1,0} all-reduce-start(x), channel_id=10, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=add
+  st = f32[4,8]{1,0} all-reduce-start(x), channel_id=10, replica_groups={{0,1,2,3}},
+      use_global_device_ids=true, to_apply=add
   dn = f32[4,8]{1,0} all-reduce-done(st)
-  tup = (f32[4,8]{1,0}, s32[3,4]) all-reduce(x, k), channel_id=11, replica_groups={{3,2,1,0}}, use_global_device_ids=true, to_apply=add
-  ROOT t = (f32[4,32]{1,0}, f32[4,2]{1,0}, f32[4,8]{1,0}, f32[4,8]{1,0}, bf16[16], pred[6], s32[3,4], f32[4,8]{1,0}, f32[4,8]{1,0}, f32[4,8]{1,0}, (f32[4,8]{1,0}, s32[3,4])) tuple(ag, rs, a2a, reg, bf, pa, mx, cb, cp, dn, tup)
+  tup = (f32[4,8]{1,0}, s32[3,4]) all-reduce(x, k), channel_id=11, replica_groups={{3,2,1,0}},
+      use_global_device_ids=true, to_apply=add
+  ROOT t = (f32[4,32]{1,0}, f32[4,2]{1,0}, f32[4,8]{1,0}, f32[4,8]{1,0}, bf16[16], pred[6],
+      s32[3,4], f32[4,8]{1,0}, f32[4,8]{1,0}, f32[4,8]{1,0}, (f32[4,8]{1,0}, s32[3,4])) tuple(ag,
+      rs, a2a, reg, bf, pa, mx, cb, cp, dn, tup)
 }
 """
 
@@ -141,11 +152,13 @@ def test_hlo_run_started_under_mpiexec_runs_as_one_rank(tmp_path):
 HANG = """HloModule hang, num_partitions=2
 add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }
 lonely { x = f32[4] parameter(0)
-  ROOT ar = f32[4] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add }
+  ROOT ar = f32[4] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true,
+    to_apply=add }
 alone { ROOT y = f32[4] parameter(0) }
 ENTRY main { p = f32[4] parameter(0) pid = u32[] partition-id() zero = u32[] constant(0)
   first = pred[] compare(pid, zero), direction=EQ
-  ROOT c = f32[4] conditional(first, p, p), true_computation=lonely, false_computation=alone }
+  ROOT c = f32[4] conditional(first, p, p), true_computation=lonely,
+    false_computation=alone }
 """
 
 FAIL = """HloModule fail, num_partitions=2
@@ -157,16 +170,20 @@ body { b = (s32[], s32[]) parameter(0) i = s32[] get-tuple-element(b), index=0
   ROOT t = (s32[], s32[]) tuple(j, n) }
 ENTRY main { p = s32[] parameter(0) pid = u32[] partition-id() pids = s32[] convert(pid)
   five = s32[] constant(5) n = s32[] multiply(pids, five) zero = s32[] constant(0)
-  init = (s32[], s32[]) tuple(zero, n) w = (s32[], s32[]) while(init), condition=cond, body=body
+  init = (s32[], s32[]) tuple(zero, n)
+  w = (s32[], s32[]) while(init), condition=cond, body=body
   i = s32[] get-tuple-element(w), index=0
-  ROOT ar = s32[] all-reduce(i), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add }
+  ROOT ar = s32[] all-reduce(i), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true,
+    to_apply=add }
 """
 
 
 @pytest.mark.parametrize("text, args, message", [
-    (HANG, ["--collective-timeout", "3"], r"rank 0 \(device 0\): thunk \d+ kAllReduce ar: the other devices of "
-                                          r"its group \[0, 1\] did not reach it within 3 s"),
-    (FAIL, ["--max-while-iterations", "3"], r"rank 1 \(device 1\): .*while %w reached --max-while-iterations=3"),
+    (HANG, ["--collective-timeout", "3"],
+     r"rank 0 \(device 0\): thunk \d+ kAllReduce ar: the other devices of its group \[0, 1\] did not "
+     r"reach it within 3 s"),
+    (FAIL, ["--max-while-iterations", "3"],
+     r"rank 1 \(device 1\): .*while %w reached --max-while-iterations=3"),
 ])
 def test_a_failing_rank_or_a_lonely_collective_stops_every_rank_with_one_error(tmp_path, text, args, message):
     path, output = tmp_path / "m.hlo", tmp_path / "out.npz"

@@ -44,7 +44,8 @@ REDUCTIONS = ("sum", "prod", "min", "max", "and", "or", "region")
 REDUCING = ("all-reduce", "reduce-scatter")
 WITH_DIMENSION = ("all-gather", "reduce-scatter", "all-to-all")
 
-__all__ = ["CollectiveBuffer", "CollectiveThunk", "CollectiveDoneThunk", "COLLECTIVE_THUNK_KINDS", "DeviceIdThunk",
+__all__ = ["CollectiveBuffer", "CollectiveThunk", "CollectiveDoneThunk", "COLLECTIVE_THUNK_KINDS",
+           "DeviceIdThunk",
            "KIND_OF", "REDUCTIONS", "thunk_from_json"]
 
 
@@ -128,8 +129,8 @@ class CollectiveThunk:
     def check(self, path: str) -> None:
         """ManifestError unless the fields fit the collective."""
         if (self.reduction is not None) != (self.collective in REDUCING):
-            raise ManifestError(f"{path}: {self.collective} {'needs' if self.reduction is None else 'takes no'} "
-                                "reduction")
+            verb = "needs a" if self.reduction is None else "takes no"
+            raise ManifestError(f"{path}: {self.collective} {verb} reduction")
         if self.reduction is not None and self.reduction not in REDUCTIONS:
             raise ManifestError(f"{path}.reduction: unknown reduction {self.reduction!r}")
         if (self.reduction == "region") != (self.region is not None):

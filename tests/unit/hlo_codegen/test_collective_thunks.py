@@ -76,8 +76,8 @@ def test_every_kind_and_the_async_pair_become_thunks_that_thunk_sequence_lists()
     text = ("HloModule m, num_partitions=4\n" + ADD + "ENTRY e { p = f32[4,8]{1,0} parameter(0)\n"
             " ag = f32[16,8]{1,0} all-gather(p), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}, "
             "use_global_device_ids=true\n"
-            " rs = f32[1,8]{1,0} reduce-scatter(p), channel_id=2, replica_groups={{0,1,2,3}}, dimensions={0}, "
-            "use_global_device_ids=true, to_apply=add\n"
+            " rs = f32[1,8]{1,0} reduce-scatter(p), channel_id=2, replica_groups={{0,1,2,3}}, "
+            "dimensions={0}, use_global_device_ids=true, to_apply=add\n"
             " aa = f32[4,8]{1,0} all-to-all(p), channel_id=3, replica_groups={{0,1},{2,3}}, dimensions={0}\n"
             " cp = f32[4,8]{1,0} collective-permute(p), channel_id=4, source_target_pairs={{0,1},{1,0}}\n"
             " cb = f32[4,8]{1,0} collective-broadcast(p), channel_id=5, replica_groups={{1,0,3,2}}\n"
@@ -88,8 +88,8 @@ def test_every_kind_and_the_async_pair_become_thunks_that_thunk_sequence_lists()
             "tuple(ag, rs, aa, cp, cb, dn, id) }")
     result, thunks = _collectives(text)
     kinds = [t.kind for t in thunks]
-    assert kinds == ["kAllGather", "kReduceScatter", "kAllToAll", "kCollectivePermute", "kCollectiveBroadcast",
-                     "kAllReduceStart", "kAllReduceDone", "kPartitionId"]
+    assert kinds == ["kAllGather", "kReduceScatter", "kAllToAll", "kCollectivePermute",
+                     "kCollectiveBroadcast", "kAllReduceStart", "kAllReduceDone", "kPartitionId"]
     ag, rs, aa, cp, cb, st, dn, pid = thunks
     assert (ag.dimension, ag.buffers[0].destination.size, rs.dimension, rs.buffers[0].destination.size) == \
         (0, 512, 0, 32)

@@ -76,7 +76,8 @@ def test_run_hlo_module_spellings_override_the_header(tmp_path):
 
 @pytest.mark.parametrize("args, text, message", [
     (["--platform", "cuda"], PSUM, "platform cuda runs one device so far"),
-    (["--platform", "host", "--max-devices", "2"], PSUM, "asks for 4 devices .* more than --max-devices 2"),
+    (["--platform", "host", "--max-devices", "2"], PSUM,
+     "asks for 4 devices .* more than --max-devices 2"),
     (["--platform", "host", "--num-partitions", "8"], PSUM, "leave out device 4 of the module's 8"),
     (["--platform", "host", "--num-partitions", "2"], PSUM, "name device 2, but the module has 2"),
     (["--platform", "host"], PSUM.replace("{{0,1},{2,3}}", "{{0,1},{1,3}}"), "name device 1 twice"),

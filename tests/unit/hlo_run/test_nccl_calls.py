@@ -47,8 +47,8 @@ def test_all_reduce_sum_of_f32_is_one_ncclallreduce_on_the_group():
     ("addh", "bf16", "ncclBfloat16", "ncclSum"),
 ])
 def test_reductions_map_to_nccl_types_and_ops(region, ty, datatype, op):
-    _, (step,) = _calls(f"ROOT r = {ty}[6] all-reduce(p), channel_id=1, replica_groups={{}}, to_apply={region}",
-                        f"p = {ty}[6] parameter(0)")
+    _, (step,) = _calls(f"ROOT r = {ty}[6] all-reduce(p), channel_id=1, replica_groups={{}}, "
+                        f"to_apply={region}", f"p = {ty}[6] parameter(0)")
     (call,) = step.calls
     assert (call.count, call.datatype, call.op, call.comm) == (6, datatype, op, (0, 1, 2, 3))
 
