@@ -138,7 +138,8 @@ def test_device_groups_agree_with_the_interpreters_participants(replicas, partit
     from hlo_common.hlo.replica_groups import device_groups
     from hlo_common.interpreter.devices import World
 
-    tail = {"all-reduce": ", to_apply=add", "all-gather": ", dimensions={0}", "all-to-all": ", dimensions={0}"}
+    tail = {"all-reduce": ", to_apply=add", "all-gather": ", dimensions={0}",
+            "all-to-all": ", dimensions={0}"}
     text = (f"HloModule m, replica_count={replicas}, num_partitions={partitions}\n"
             "add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }\n"
             f"ENTRY e {{ p = f32[8] parameter(0)\n ROOT r = f32[8] {op}(p), {attrs}{tail.get(op, '')} }}")
