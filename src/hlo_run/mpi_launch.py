@@ -176,17 +176,15 @@ class RankInJob:
         if world.Get_size() != program.devices:
             raise HloError(f"{program.name} runs on {program.devices} devices, but the MPI job has "
                            f"{world.Get_size()} rank(s): start it with mpiexec -n {program.devices}")
-        data, problem = None, None
+        data = None
         if world.Get_rank() == 0:
             try:
                 data = manifest_for(program, "host").to_bytes()
-            except HloError as exc:
-                problem = exc
-        data = world.bcast(data if problem is None else None, root=0)
+            except HloError as exc:  # said here, before any rank leaves (the others would end it)
+                print(f"hlo-run: error: {exc.one_line()}", file=sys.stderr, flush=True)
+        data = world.bcast(data, root=0)
         if data is None:
-            if problem is not None:
-                raise problem
-            sys.exit(1)  # rank 0 reports why
+            sys.exit(1)  # every rank: rank 0 said why
         self.program, self.world = program, world
         self.inner = MpiRankExecutable(load_manifest(data, program.name), world, 60.0, program.name)
         self.is_root = self.inner.is_root
