@@ -122,3 +122,25 @@ def test_the_manifest_round_trips_and_refuses_bad_groups():
         body["integrity"] = {"sha256": body_digest(body)}
         with pytest.raises(ManifestError, match=message):
             load_manifest(json.dumps(body), "m.json")
+
+
+def test_the_cli_compiles_for_the_counts_it_is_given(tmp_path):
+    from click.testing import CliRunner
+
+    from hlo_codegen.cli import cli
+
+    text = ("HloModule m\n" + ADD + "ENTRY e { p = f32[4] parameter(0)\n"
+            " ROOT r = f32[4] all-reduce(p), channel_id=1, replica_groups={}, to_apply=add }")
+    out = tmp_path / "m.json"
+    result = CliRunner().invoke(cli, ["--target", "host", "--num-partitions", "2", "--num-replicas", "2",
+                                      "-o", str(out)], input=text, catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    manifest = load_manifest(out.read_bytes(), "m.json")
+    (thunk,) = [t for t in walk(manifest.thunks) if isinstance(t, CollectiveThunk)]
+    # channel_id without use_global_device_ids: cross-replica-and-partition over both replicas
+    assert (manifest.replica_count, manifest.num_partitions, thunk.groups) == (2, 2, ((0, 1, 2, 3),))
+    bad = CliRunner().invoke(cli, ["--target", "host", "--num-partitions", "3"],
+                             input=text.replace("replica_groups={}", "replica_groups={{0,1},{2,3}}"),
+                             catch_exceptions=False)
+    assert bad.exit_code == 1 and "Traceback" not in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and "replica" in bad.stderr, bad.stderr
