@@ -115,7 +115,10 @@ class MpiLaunch:
             proc.wait()
             raise
         text = err.decode("utf-8", "replace")
-        errors = [line[len(ERROR_PREFIX):] for line in text.splitlines() if line.startswith(ERROR_PREFIX)]
+        first = job / "error.txt"  # the first failing rank's line, whatever reached stderr
+        lines = first.read_text(errors="replace").splitlines() if first.is_file() else []
+        lines += text.splitlines()
+        errors = [line[len(ERROR_PREFIX):] for line in lines if line.startswith(ERROR_PREFIX)]
         if proc.returncode != 0 or errors or not (job / "result.pkl").is_file():
             if errors:
                 raise HloError(f"{self.name}: {errors[0]}")

@@ -21,7 +21,10 @@ def main(job: Path) -> None:
 
     from hlo_common.errors import HloError
     from hlo_common.manifest.manifest import load_manifest
+    from hlo_run import mpi_runtime
     from hlo_run.mpi_runtime import MpiRankExecutable, fail, mapping_lines
+
+    mpi_runtime.ERROR_FILE = str(job / "error.txt")
 
     world = MPI.COMM_WORLD
     rank = world.Get_rank()

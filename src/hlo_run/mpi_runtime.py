@@ -27,6 +27,9 @@ from hlo_run.backends.host import HostDevice, _view
 from hlo_run.manifest_runtime import ManifestExecutable
 
 ERROR_PREFIX = "hlo-run: error: "
+# Where a rank of a job hlo-run launched writes its error line too (`mpi_rank` sets it): the
+# process manager forwards the ranks' stderr, but may end them before it forwarded the last line.
+ERROR_FILE: str | None = None
 
 
 class Watchdog:
@@ -115,8 +118,17 @@ class MpiHostDevice(HostDevice):
 def fail(world, message: str) -> None:
     """Report `message` for this rank on one line and end every rank (MPI_Abort)."""
     rank = world.Get_rank()
-    sys.stderr.write(f"{ERROR_PREFIX}rank {rank} (device {rank}): {message}\n")
+    line = f"{ERROR_PREFIX}rank {rank} (device {rank}): {message}\n"
+    if ERROR_FILE is not None:
+        try:  # the first rank to fail writes it; a later one finds it there
+            fd = os.open(ERROR_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(line)
+        except OSError:
+            pass
+    sys.stderr.write(line)
     sys.stderr.flush()
+    time.sleep(0.2)  # let the process manager forward the line before MPI_Abort ends every rank
     world.Abort(1)
     os._exit(1)  # Abort does not return; if it ever does, this rank still ends
 
