@@ -226,6 +226,19 @@ def _broadcast(thunk, device, b, src: Shape, dst: Shape) -> NcclStep:
                               b.destination, root=0),))
 
 
+def groupings(thunks, devices: int) -> list[tuple[tuple[int, ...], ...]]:
+    """Every distinct way the thunks split the devices into communicators, in first-use order
+    (collective-permute: all devices together). Every process walks the same list, so each can
+    take part in creating every one (a creation is collective over all processes)."""
+    out: list[tuple[tuple[int, ...], ...]] = []
+    for t in thunks:
+        if isinstance(t, CollectiveThunk):
+            grouping = t.groups if t.groups else (tuple(range(max(devices, t.devices()))),)
+            if grouping not in out:
+                out.append(grouping)
+    return out
+
+
 def communicators(thunks, device: int, devices: int | None = None) -> list[tuple[int, ...]]:
     """The communicators `device` needs, in first-use order (every device walks the same thunks,
     so creating them in this order matches across processes)."""

@@ -1,12 +1,13 @@
 """Issuing `nccl_calls` through NVIDIA's nccl4py bindings: the cuda platform's collectives.
 
 Where it sits: one process per GPU, started like the host platform's MPI ranks (`mpi_launch`);
-imported only where a GPU runs (the `gpu` extra brings nccl4py and nvidia-nccl-cu12). Every
-communicator `nccl_calls.communicators` names is created once, at load, with ncclCommInitRank:
-the group's first member makes the unique id (ncclGetUniqueId) and MPI broadcasts its bytes to
-the group (a Comm.Split of the world by group). Calls go to the stream the thunks run on, with the
-raw pointers of the run's buffers (`pointer(slice)`); a Fold's scratch is a device buffer the
-runner owns, folded on the host (copied back) with the thunk's reduction.
+imported only where a GPU runs (the `gpu` extra brings nccl4py and nvidia-nccl-cu12). Each
+communicator is created once, at load, where its grouping of the devices is first used
+(`nccl_calls.groupings`), with ncclCommInitRank: the group's first member makes the unique id
+(ncclGetUniqueId) and MPI broadcasts its bytes to the group (a Comm.Split of the world). Calls
+go to the stream the thunks run on, with the raw pointers of the run's buffers
+(`pointer(slice)`); a Fold's scratch is a device buffer the runner owns, folded on the host
+(copied back) with the thunk's reduction.
 
 Not yet run on hardware in this repository (no GPU was lent to the session that wrote it); the
 translation it executes is tested without one (tests/unit/hlo_run/test_nccl_calls.py).
@@ -19,7 +20,7 @@ from typing import Any, Callable
 from hlo_common.errors import HloError
 from hlo_common.manifest.collective_thunks import CollectiveThunk
 from hlo_common.manifest.thunks import BufferSlice, walk
-from hlo_run.nccl_calls import NCCL_OPS, NCCL_TYPES, Fold, Memset, communicators, nccl_calls
+from hlo_run.nccl_calls import NCCL_OPS, NCCL_TYPES, Fold, Memset, groupings, nccl_calls
 
 
 class NcclCollectives:
@@ -33,13 +34,17 @@ class NcclCollectives:
         self.device = device
         self.manifest = manifest
         self.comms: dict[tuple[int, ...], Any] = {}
-        for members in communicators(walk(manifest.thunks), device, manifest.devices):
-            sub = world.Split(members[0], members.index(device))
+        # Split is collective over every process: each takes part in every grouping, in the same
+        # order; the members of one group see its first use together, so they init it together.
+        for grouping in groupings(walk(manifest.thunks), manifest.devices):
+            members = next(g for g in grouping if device in g)
+            rank = members.index(device)
+            sub = world.Split(grouping.index(members), rank)
             uid = bytes(get_unique_id()) if sub.Get_rank() == 0 else None
             uid = sub.bcast(uid, root=0)
             sub.Free()
-            rank = members.index(device)
-            self.comms[members] = Communicator.init(len(members), rank, UniqueId.from_bytes(uid))
+            if members not in self.comms:
+                self.comms[members] = Communicator.init(len(members), rank, UniqueId.from_bytes(uid))
 
     def run(self, thunk: CollectiveThunk, pointer: Callable[[BufferSlice], int], stream: int,
             scratch: Callable[[int], int], memset: Callable[[int, int], None],

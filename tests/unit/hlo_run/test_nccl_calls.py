@@ -10,7 +10,8 @@ from codegen_testlib import compile_text
 from hlo_common.errors import HloError
 from hlo_common.manifest.collective_thunks import CollectiveThunk
 from hlo_common.manifest.thunks import walk
-from hlo_run.nccl_calls import NCCL_OPS, NCCL_TYPES, Fold, Memset, communicators, nccl_calls
+from hlo_run.nccl_calls import (NCCL_OPS, NCCL_TYPES, Fold, Memset, communicators, groupings,
+                                nccl_calls)
 
 REGIONS = """add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }
 mx { a = s32[] parameter(0) b = s32[] parameter(1) ROOT s = s32[] maximum(a, b) }
@@ -100,6 +101,7 @@ def test_broadcast_roots_at_the_groups_first_member_and_communicators_come_in_fi
     (step,) = nccl_calls(thunks[0], 0)
     assert (step.calls[0].function, step.calls[0].root, step.calls[0].comm) == ("ncclBroadcast", 0, (1, 0))
     assert communicators(thunks, 2) == [(3, 2), (0, 1, 2, 3)]
+    assert groupings(thunks, 4) == [((1, 0), (3, 2)), ((0, 1, 2, 3),)]
 
 
 def test_a_minor_split_dimension_is_refused_in_one_line():
@@ -107,3 +109,73 @@ def test_a_minor_split_dimension_is_refused_in_one_line():
                        "dimensions={1}, use_global_device_ids=true", "p = f32[4,8]{1,0} parameter(0)")
     with pytest.raises(HloError, match="NCCL needs the dimension most major"):
         nccl_calls(thunk, 0)
+
+
+def test_the_runner_makes_one_communicator_per_group_and_issues_the_calls(monkeypatch):
+    """nccl_runner against stand-ins for nccl4py and MPI (no GPU here): communicators come from
+    ncclCommInitRank with the group's unique id, the calls get the slices' pointers."""
+    import sys
+    import types
+
+    from hlo_run.nccl_runner import NcclCollectives
+
+    log = []
+    bindings = types.SimpleNamespace(
+        all_reduce=lambda *a: log.append(("all_reduce",) + a), group_start=lambda: log.append(("start",)),
+        group_end=lambda: log.append(("end",)), send=lambda *a: log.append(("send",) + a),
+        recv=lambda *a: log.append(("recv",) + a))
+
+    class Communicator:
+        @classmethod
+        def init(cls, nranks, rank, uid):
+            log.append(("init", nranks, rank, uid.raw))
+            comm = cls()
+            comm.ptr = 1000 + nranks
+            return comm
+
+    class UniqueId:
+        def __init__(self, raw):
+            self.raw = raw
+
+        def __bytes__(self):
+            return self.raw
+
+        @staticmethod
+        def from_bytes(b):
+            return UniqueId(b)
+
+    core = types.SimpleNamespace(Communicator=Communicator, UniqueId=UniqueId,
+                                 get_unique_id=lambda: UniqueId(b"id-of-the-group"))
+    nccl = types.ModuleType("nccl")
+    nccl.bindings = types.SimpleNamespace(nccl=bindings)
+    monkeypatch.setitem(sys.modules, "nccl", nccl)
+    monkeypatch.setitem(sys.modules, "nccl.bindings", nccl.bindings)
+    monkeypatch.setitem(sys.modules, "nccl.core", core)
+
+    class World:  # device 1's view: it is rank 1 of each group it joins
+        def Split(self, color, key):
+            log.append(("split", color, key))
+            return types.SimpleNamespace(Get_rank=lambda: key, bcast=lambda v, root: b"sent-by-rank-0",
+                                         Free=lambda: None)
+
+    result, _ = compile_text(f"HloModule m, num_partitions=4\n{REGIONS}ENTRY e {{ p = f32[8] parameter(0)\n"
+                             " a = f32[8] all-reduce(p), channel_id=1, replica_groups={{0,1},{2,3}}, "
+                             "use_global_device_ids=true, to_apply=add\n"
+                             " ROOT c = f32[8] collective-permute(a), channel_id=2, "
+                             "source_target_pairs={{0,1},{1,2}} }")
+    manifest = result.manifest
+    runner = NcclCollectives(World(), manifest, 1)
+    assert [e for e in log if e[0] in ("split", "init")] == [
+        ("split", 0, 1), ("init", 2, 1, b"sent-by-rank-0"),
+        ("split", 0, 1), ("init", 4, 1, b"sent-by-rank-0")]
+    log.clear()
+    thunks = [t for t in walk(manifest.thunks) if isinstance(t, CollectiveThunk)]
+    for t in thunks:
+        runner.run(t, lambda s: 10_000 * (s.allocation + 1) + s.offset, 7, scratch=None, memset=None,
+                   fold=None)
+    ar, cp = thunks
+    src, dst = ar.buffers[0].source, ar.buffers[0].destination
+    assert log[0] == ("all_reduce", 10_000 * (src.allocation + 1) + src.offset,
+                      10_000 * (dst.allocation + 1) + dst.offset, 8, 7, 0, 1002, 7)
+    assert [e[0] for e in log[1:]] == ["start", "send", "recv", "end"]
+    assert (log[2][3], log[2][4], log[3][3], log[3][4]) == (7, 2, 7, 0)  # f32 to device 2, from device 0
