@@ -66,9 +66,13 @@ def _check_arch(ctx: click.Context, param: click.Parameter, value: str) -> str:
               help="Threads compiling PTX (default: one per CPU, at most 8).")
 @click.option("--input-format", "--input_format", "input_format", type=click.Choice(INPUT_FORMATS),
               help="hlo text, HloModuleProto (pb, pbtxt) or HloSnapshot; default: from the name and bytes")
+@click.option("--num-replicas", "--num_replicas", "num_replicas", type=click.IntRange(min=1), metavar="N",
+              help="Compile for N replicas (default: the module's replica_count).")
+@click.option("--num-partitions", "--num_partitions", "num_partitions", type=click.IntRange(min=1),
+              metavar="N", help="Compile for N partitions (default: the module's num_partitions).")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
 def cli(input_path, output_path, target, arch, dump_to, stage, fusion, dump_module_id, cache_dir,
-        no_cache, jobs, debug, input_format=None) -> None:
+        no_cache, jobs, debug, input_format=None, num_replicas=None, num_partitions=None) -> None:
     """Compile an HLO module (file or stdin) into a manifest for hlo-run."""
     if fusion is not None and stage not in ("kernel-ir", "llvm", "ptx"):
         raise click.UsageError("--fusion selects kernels: use it with --stage kernel-ir, llvm or ptx")
@@ -76,7 +80,8 @@ def cli(input_path, output_path, target, arch, dump_to, stage, fusion, dump_modu
         raise click.UsageError("--stage ptx: the host target makes LLVM IR, no PTX (use --stage llvm)")
     run_command(TOOL, lambda: _compile(input_path, output_path, target, arch, dump_to,
                                        _cache_dir(cache_dir, no_cache), jobs, stage, fusion,
-                                       dump_module_id, input_format), debug)
+                                       dump_module_id, input_format, (num_replicas, num_partitions)),
+                debug)
 
 
 def _cache_dir(given: str | None, disabled: bool) -> str | None:
@@ -92,7 +97,7 @@ def _cache_dir(given: str | None, disabled: bool) -> str | None:
 def _compile(input_path: str | None, output_path: str | None, target: str, arch: str,
              dump_to: str | None, cache_dir: str | None = None, jobs: int | None = None,
              stage: str | None = None, fusion: str | None = None, dump_module_id: int = 0,
-             input_format: str | None = None) -> None:
+             input_format: str | None = None, devices: tuple = (None, None)) -> None:
     # The compiler is imported before the input is read: behind `hlo-opt |`, that import
     # happens while hlo-opt is still optimizing instead of after it.
     from hlo_common.hlo.parser import parse_module
@@ -100,7 +105,8 @@ def _compile(input_path: str | None, output_path: str | None, target: str, arch:
 
     from hlo_codegen.compiler import CompileOptions, compile_module, preload
 
-    options = CompileOptions(target=target, arch=arch, cache_dir=cache_dir, jobs=jobs)
+    options = CompileOptions(target=target, arch=arch, cache_dir=cache_dir, jobs=jobs,
+                             num_replicas=devices[0], num_partitions=devices[1])
     preload(options)
     if dump_to is not None:
         from hlo_codegen.dump import prepare_dump_directory
@@ -108,6 +114,9 @@ def _compile(input_path: str | None, output_path: str | None, target: str, arch:
         prepare_dump_directory(Path(dump_to))
     text, name = read_input(input_path, input_format)[:2]
     module = parse_module(text, name)
+    for key, count in (("replica_count", devices[0]), ("num_partitions", devices[1])):
+        if count is not None:  # the verifier checks replica groups against these counts
+            module.set_header_attr(key, str(count))
     verify(module, "verification failed in the input")  # else a bad input reads as a bug of the passes
     prepare = None
     if dump_to is not None:

@@ -7,8 +7,9 @@ Where it sits: behind `hlo-codegen` (the CLI) and `hlo_run`'s in-process compile
    (`xla_builder.*` custom calls become calls of their decomposition), `async-ops-to-calls`,
    `flatten-call-graph`, `bounded-dynamic-dimensions` (static at their bounds), then
    `codegen-support-checks` (unbounded dimensions and layouts differing across control flow are
-   refused), `single-device-collectives` (collectives needing more than one device refused, layout
-   changes turned into copies), `gemm-fallback` (gemm custom calls cuBLAS cannot run become dot +
+   refused), `single-device-collectives` (on one device: collectives needing more refused, layout
+   changes turned into copies; a module for N > 1 devices keeps them for collective thunks),
+   `gemm-fallback` (gemm custom calls cuBLAS cannot run become dot +
    epilogue fusions), `cudnn-conv-fallback` (XLA:GPU's cuDNN convolution calls become convolutions
    and an epilogue fusion), `inline-nested-fusions`, `fusion-wrapper` (lone instructions that need a
    kernel wrapped into fusions; `fusion_wrapper.needs_kernel` is codegen's rule) and
@@ -42,6 +43,7 @@ from hlo_common.manifest.layout_bytes import array_to_bytes
 from hlo_common.manifest.manifest import Allocation, EntrySignature, Manifest, OutputLeaf
 from hlo_common.manifest.thunks import BufferSlice
 from hlo_common.passes._support import global_computations
+from hlo_common.passes.single_device_collectives import module_devices
 from hlo_common.hlo.printer import print_module
 
 from hlo_codegen.buffer_assignment import BufferAssignment, assign_buffers
@@ -59,6 +61,8 @@ class CompileOptions:
     arch: str = DEFAULT_ARCH
     cache_dir: str | None = None  # the kernel cache's directory (`kernel_cache`); None: no cache
     jobs: int | None = None  # threads compiling PTX (`kernel_backend`); None: one per CPU
+    num_replicas: int | None = None  # devices to compile for; None: the module header's counts
+    num_partitions: int | None = None
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
@@ -165,6 +169,9 @@ def compile_module(module: HloModule, options: CompileOptions,
                    backend: KernelBackend | None = None, dumper: object | None = None) -> CompileResult:
     """Compile `module` (modified in place) for `options.target`; `dumper` (see
     `hlo_common.hlo_pass.pipeline.RunOptions`) sees the module between prepare passes."""
+    for key, count in (("replica_count", options.num_replicas), ("num_partitions", options.num_partitions)):
+        if count is not None:  # the header is what the passes, the emitter and hlo-run read
+            module.set_header_attr(key, str(count))
     prepare_module(module, RunOptions(dumper=dumper))
     # Kernels are made from this module and the bisector interprets it: a prepare pass that
     # leaves invalid HLO (a bug) must stop here, not become a wrong answer.
@@ -178,11 +185,12 @@ def compile_module(module: HloModule, options: CompileOptions,
         _finish(backend)  # a kernel still compiling that failed came first: its error is the one
         raise
     _finish(backend)
+    replicas, partitions = module_devices(module)
     manifest = Manifest(
         module_name=module.name, target=options.target, arch=options.manifest_arch,
         hlo=print_module(module), entry=entry_signature(module, assignment),
         allocations=allocations(assignment), kernels={k: ck.kernel for k, ck in emitter.kernels.items()},
-        thunks=thunks)
+        thunks=thunks, replica_count=replicas, num_partitions=partitions)
     manifest.validate()
     return CompileResult(module, assignment, manifest, emitter.kernels)
 

@@ -14,8 +14,11 @@ thunks, by the kind `fusion_wrapper.classify` gives it:
     copy (same bytes)  CopyThunk (nothing when source and destination are one slice)
     rng-get-and-update-state  RngGetAndUpdateStateThunk (XLA emits a load / add / store of its
                        `rng_state` global; here the runtime keeps the state)
-    collectives        CopyThunk / MemsetThunk per result leaf on one device (`collectives`);
-                       nothing for a *-done, whose leaves are its start's
+    collectives        CopyThunk / MemsetThunk per result leaf on one device, nothing for a
+                       *-done, whose leaves are its start's; on several a CollectiveThunk (and a
+                       Done thunk for an async pair) (`collectives`)
+    replica-id, partition-id   zeros on one device, a DeviceIdThunk (kReplicaId / kPartitionId)
+                       on several
     while              WhileThunk(condition SequentialThunk, body SequentialThunk)
     conditional        ConditionalThunk(one SequentialThunk per branch)
     call               the callee's thunks, inline
@@ -41,6 +44,7 @@ import numpy as np
 from hlo_common.errors import HloError
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.printer import print_instruction
+from hlo_common.manifest.collective_thunks import DeviceIdThunk
 from hlo_common.manifest.manifest import ManifestKernel
 from hlo_common.manifest.thunks import (
     BufferSlice, ConditionalThunk, ConvolutionConfig, ConvolutionThunk, CopyThunk, GemmThunk, KernelArgument,
@@ -50,6 +54,7 @@ from hlo_common.manifest.thunks import (
 from hlo_codegen.buffer_assignment import BufferAssignment
 from hlo_codegen.buffer_assignment.call_graph import instruction_sequence
 from hlo_codegen.collectives import collective_thunks
+from hlo_common.passes.single_device_collectives import module_devices
 from hlo_codegen.fusion_wrapper import ThunkKind, classify, is_memcpy
 from hlo_common.gpu.gemm_config import gemm_config_for_custom_call, gemm_config_for_dot, gemm_workspace_index
 
@@ -197,6 +202,9 @@ class ThunkEmitter:
         return [] if src == dst else [CopyThunk(instr.name, src, dst)]
 
     def _memzero(self, instr: HloInstruction) -> list[Thunk]:
+        replicas, partitions = module_devices(self.module)
+        if instr.opcode in ("replica-id", "partition-id") and replicas * partitions > 1:
+            return [DeviceIdThunk(instr.name, instr.opcode.split("-")[0], _slice(self.ba, instr))]
         return [MemsetThunk(instr.name, _slice(self.ba, instr), 0)]
 
     def _rng_state(self, instr: HloInstruction) -> list[Thunk]:
@@ -207,7 +215,8 @@ class ThunkEmitter:
         return [RngGetAndUpdateStateThunk(instr.name, dst, int(instr.attrs.get("delta", 0)))]
 
     def _collective(self, instr: HloInstruction) -> list[Thunk]:
-        return collective_thunks(instr, lambda i, index: _slice(self.ba, i, index))
+        slice_of = lambda i, index: _slice(self.ba, i, index)  # noqa: E731
+        return collective_thunks(instr, slice_of, *module_devices(self.module))
 
     def _fusion(self, instr: HloInstruction) -> list[Thunk]:
         memset = _memset_value(instr)

@@ -108,6 +108,7 @@ class RunOptions:
     num_partitions: int | None = None
     max_devices: int = 64
     collective_timeout: float = 60.0
+    verbose: bool = False
     snapshot: Any = None  # hlo_common.proto.loader.ProtoInput of an HloSnapshot input (set later)
 
 
@@ -174,6 +175,8 @@ class XlaFlagsCommand(click.Command):
 @click.option("--collective-timeout", type=click.FloatRange(min=0, min_open=True, max=1e6), default=60.0,
               show_default=True, metavar="SECONDS",
               help="How long a collective waits for the other devices of its group.")
+@click.option("--verbose", is_flag=True,
+              help="Say more: the device-to-MPI-rank mapping of --platform host on several devices.")
 @click.option("--split-input-file", is_flag=True,
               help="Treat `// -----` lines as separators between modules.")
 @click.option("--input-format", "input_format", type=click.Choice(INPUT_FORMATS),
@@ -183,7 +186,7 @@ class XlaFlagsCommand(click.Command):
 def cli(input_path, platform, inputs_path, seed, output_path, print_literals, reference_platform,
         abs_error_bound, rel_error_bound, iterations, max_while_iterations, hlo_passes, dump_to,
         large_float_range, find_first_mismatch, mismatch_dir, num_replicas, num_partitions, max_devices,
-        collective_timeout, split_input_file, debug, input_format=None) -> None:
+        collective_timeout, split_input_file, debug, input_format=None, verbose=False) -> None:
     """Run an HLO module (file or stdin) and compare it with a reference, like run_hlo_module.
 
     A manifest is executable code, like a shared library: run only manifests you trust. Its
@@ -196,7 +199,7 @@ def cli(input_path, platform, inputs_path, seed, output_path, print_literals, re
     options = RunOptions(platform, reference, inputs_path, seed, output_path, print_literals,
                          abs_error_bound, rel_error_bound, iterations, hlo_passes, dump_to,
                          large_float_range, find_first_mismatch, mismatch_dir, max_while_iterations,
-                         num_replicas, num_partitions, max_devices, collective_timeout)
+                         num_replicas, num_partitions, max_devices, collective_timeout, verbose)
     if find_first_mismatch and platform == "interpreter":
         raise click.UsageError("--find-first-mismatch compares the kernels of --platform cuda or host "
                                "with the interpreter; choose one of those platforms")
@@ -301,6 +304,7 @@ def run_program(program: Program, options: RunOptions) -> bool:
     """Run `program` as the options say; True when it ran (and matched its reference)."""
     program.run_hlo_passes = options.hlo_passes
     program.dump_to = options.dump_to
+    program.verbose = options.verbose
     try:
         _set_devices(program, options)
         args = make_arguments(program, options)
@@ -313,6 +317,8 @@ def run_program(program: Program, options: RunOptions) -> bool:
             return find_first_mismatch(program, options, args)
         result = _run_on(options.platform, program, args, options.iterations, options.max_while_iterations,
                          options.collective_timeout)
+        if result is None:  # one MPI rank other than 0 (hlo_run.mpi_launch): rank 0 reports
+            return True
         if options.print_literals:
             echo_literal("** Result **", result, _result_shape(program))
         if options.output:
@@ -334,19 +340,23 @@ def run_program(program: Program, options: RunOptions) -> bool:
 
 
 def _set_devices(program: Program, options: RunOptions) -> None:
-    """The program's replica and partition counts; only the interpreter and XLA:CPU run several."""
+    """The program's replica and partition counts; cuda runs one device so far."""
     if program.module is None:
         return
-    from hlo_run.devices import DeviceCountError, device_counts
+    from hlo_run.devices import DeviceCountError, check_device_groups, device_counts
 
     program.replicas, program.partitions = device_counts(
         program.module, options.num_replicas, options.num_partitions, options.max_devices)
+    check_device_groups(program.module, program.replicas, program.partitions)
     if program.devices > 1:
-        for platform in {options.platform, options.reference} - {"interpreter", "xla-cpu", "none"}:
+        for platform in {options.platform, options.reference} - {"interpreter", "xla-cpu", "host", "none"}:
             raise DeviceCountError(
                 f"module {program.module.name} runs on {program.devices} devices ({program.replicas} "
                 f"replica(s) x {program.partitions} partition(s)); platform {platform} runs one "
-                "device so far: use --platform interpreter (reference: xla-cpu)")
+                "device so far: use --platform host or interpreter (reference: xla-cpu)")
+        if options.find_first_mismatch:
+            raise DeviceCountError(f"--find-first-mismatch runs one device; module {program.module.name} "
+                                   f"runs on {program.devices}")
 
 
 def _device_shapes(program: Program) -> list[Shape]:

@@ -109,12 +109,15 @@ def optimize_text(hlo_text: str, name: str, dump_to: str | None = None, module_i
 
 
 def compile_to_manifest(hlo_text: str, name: str, target: str, arch: str = "sm_90", *,
-                        optimize: bool = False, dump_to: str | None = None, module_id: int = 0) -> Manifest:
+                        optimize: bool = False, dump_to: str | None = None, module_id: int = 0,
+                        devices: tuple[int, int] | None = None) -> Manifest:
     """hlo-opt (when `optimize`), then hlo-codegen on `hlo_text`; the loaded manifest. Both dump
     to `dump_to` under the number `module_id` (module_NNNN.*)."""
     if optimize:
         hlo_text = optimize_text(hlo_text, name, dump_to, module_id)
     args = ["--target", target, "--arch", arch] + _dump_args(dump_to, module_id)
+    if devices is not None:  # (replicas, partitions) when they are not the module header's
+        args += ["--num-replicas", str(devices[0]), "--num-partitions", str(devices[1])]
     data = run_tool(CODEGEN_TOOL, args, hlo_text.encode("utf-8"), name)
     return load_manifest(data, f"{name} (compiled by {CODEGEN_TOOL})")
 
@@ -140,9 +143,14 @@ def manifest_for(program: Program, target: str) -> Manifest:
                                    else " (HLO passes skipped: --no-hlo-passes)")
         steps = f"hlo-opt | hlo-codegen --target {target}" if optimize else f"hlo-codegen --target {target}"
         print(f"Compiling {program.name}: {steps}{why}", file=sys.stderr)
+        devices = (program.replicas, program.partitions) if program.devices > 1 else None
         manifest = compile_to_manifest(program.hlo_text, program.name, target, optimize=optimize,
-                                       dump_to=program.dump_to, module_id=program.module_id)
+                                       dump_to=program.dump_to, module_id=program.module_id,
+                                       devices=devices)
         program.manifest = manifest
+    if manifest.devices != program.devices:
+        raise BackendUnavailable(f"{program.name}: the manifest was compiled for {manifest.devices} "
+                                 f"device(s), the run asks for {program.devices}")
     if manifest.target != target:
         raise BackendUnavailable(f"{program.name}: the manifest was compiled for {manifest.target}; run it "
                                  f"with --platform {manifest.target} or compile with hlo-codegen "

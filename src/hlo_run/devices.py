@@ -77,6 +77,18 @@ def device_counts(module, replicas: int | None, partitions: int | None,
     return r, p
 
 
+def check_device_groups(module, replicas: int, partitions: int) -> None:
+    """DeviceCountError unless every collective's groups fit the counts (each device at most
+    once, every one of them when groups are given), before any platform starts."""
+    from hlo_common.hlo.replica_groups import check_groups
+
+    for instr in module_collectives(module):
+        try:
+            check_groups(instr, replicas, partitions)
+        except ValueError as exc:
+            raise DeviceCountError(f"%{instr.name} ({instr.opcode}, {group_mode(instr)}): {exc}") from None
+
+
 def stack(per_device: Sequence[Any]) -> Any:
     """Per-device values (arrays or tuples of them) -> one value with a leading device axis."""
     first = per_device[0]

@@ -8,6 +8,7 @@ with the device calls behind a small `Device` interface:
     load_kernel(ManifestKernel) -> handle   launch(handle, KernelThunk, [pointer per argument])
     gemm(GemmThunk, pointers)               copy(dst, src, size)            memset32(dst, size, value)
     convolution(ConvolutionThunk, pointers) (only where the platform's manifests have them: host)
+    collective(CollectiveThunk, pointers, label)  (several devices: the host over MPI)
     timer() -> a callable giving seconds since it was made (events on the GPU, perf_counter on host)
 
 Constants are uploaded once at load; every run allocates the other allocations afresh (entry
@@ -34,6 +35,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from hlo_common.errors import HloError
+from hlo_common.manifest.collective_thunks import CollectiveDoneThunk, CollectiveThunk, DeviceIdThunk
 from hlo_common.manifest.layout_bytes import array_to_bytes, bytes_to_array
 from hlo_common.manifest.manifest import Allocation, ManifestKernel, Manifest
 from hlo_common.manifest.thunks import (
@@ -52,6 +54,7 @@ class Device(abc.ABC):
     """The memory and launch primitives one platform provides; addresses are integers."""
 
     name = ""
+    ordinal = 0  # the global device id this device runs (several devices: its MPI rank)
 
     @abc.abstractmethod
     def allocate(self, size: int, alignment: int) -> Any: ...
@@ -82,6 +85,12 @@ class Device(abc.ABC):
 
     def convolution(self, thunk: ConvolutionThunk, pointers: dict[str, int]) -> None:
         raise HloError(f"the {self.name} platform cannot run convolution thunks")
+
+    def collective(self, thunk: CollectiveThunk, pointers: list[tuple[int, int]], label: str) -> None:
+        """A collective thunk; `pointers`: (source, destination) per buffer (several devices only:
+        the host platform over MPI, `hlo_run.mpi_runtime`)."""
+        raise HloError(f"thunk {label}: the {self.name} platform runs one device here; this manifest is "
+                       "for several (run it with --platform host, which starts one MPI rank per device)")
 
     def synchronize(self) -> None:
         pass
@@ -144,6 +153,8 @@ class ManifestExecutable(Executable):
             MemsetThunk: self._memset, RngGetAndUpdateStateThunk: self._rng_state, WhileThunk: self._while,
             ConditionalThunk: self._conditional,
             SequentialThunk: self._sequence,
+            CollectiveThunk: self._collective, CollectiveDoneThunk: self._collective_done,
+            DeviceIdThunk: self._device_id,
         }
 
     def _load_kernel(self, kernel: ManifestKernel) -> Any:
@@ -294,6 +305,19 @@ class ManifestExecutable(Executable):
     def _convolution(self, thunk: ConvolutionThunk) -> None:
         roles = {"input": thunk.input, "filter": thunk.filter, "output": thunk.output}
         self.device.convolution(thunk, {k: self.pointer(s) for k, s in roles.items()})
+
+    def _collective(self, thunk: CollectiveThunk) -> None:
+        pointers = [(self.pointer(b.source), self.pointer(b.destination)) for b in thunk.buffers]
+        self.device.collective(thunk, pointers, self.labels.get(id(thunk), thunk.kind))
+
+    def _device_id(self, thunk: DeviceIdThunk) -> None:
+        replica, partition = divmod(self.device.ordinal, self.manifest.num_partitions)
+        value = replica if thunk.which == "replica" else partition
+        s = thunk.destination
+        self.device.write(self.buffers[s.allocation], s.offset, value.to_bytes(4, "little"))
+
+    def _collective_done(self, thunk: CollectiveDoneThunk) -> None:
+        pass  # the host runs a Start thunk to completion: its Done has nothing left to wait for
 
     def _copy(self, thunk: CopyThunk) -> None:
         if thunk.source.size:

@@ -161,6 +161,47 @@ def check_groups(instr, replicas: int, partitions: int) -> None:
     check_cover(raw.groups(), count, noun)
 
 
+def device_groups(instr, replicas: int, partitions: int) -> list[list[int]]:
+    """The groups of global device ids (replica * partitions + partition) that meet at `instr`,
+    each in group order, first devices ascending; every device is in one (XLA's
+    GetParticipatingDevices for every device, xla/service/collective_ops_utils.cc)."""
+    n = replicas * partitions
+    mode = group_mode(instr)
+    raw = instr.attrs.get("replica_groups")
+    given = [list(g) for g in raw.groups() if g] if raw is not None and hasattr(raw, "groups") else []
+    out: list[list[int]] = []
+    placed: set[int] = set()
+    for d in range(n):
+        if d in placed:
+            continue
+        r, p = divmod(d, partitions)
+        if mode == "flattened-id":
+            group = _containing(given or [list(range(n))], d)
+        elif mode == "cross-partition":
+            group = [r * partitions + q for q in _containing(given or [list(range(partitions))], p)]
+        else:
+            mine = _containing(given or [list(range(replicas))], r)
+            parts = [p] if mode == "cross-replica" else range(partitions)
+            group = [q * partitions + x for q in mine for x in parts]
+        placed.update(group)
+        out.append(group)
+    return out
+
+
+def _containing(groups: list[list[int]], me: int) -> list[int]:
+    return next((g for g in groups if me in g), [me])
+
+
+def device_pairs(instr, replicas: int, partitions: int) -> list[tuple[int, int]]:
+    """collective-permute's (source, target) pairs as global device ids: replica ids within each
+    partition without `channel_id`, partition ids within each replica with one."""
+    raw = instr.attrs.get("source_target_pairs")
+    pairs = [tuple(p) for p in raw.pairs] if hasattr(raw, "pairs") else []
+    if instr.attrs.get("channel_id") is None:
+        return [(s * partitions + p, t * partitions + p) for p in range(partitions) for s, t in pairs]
+    return [(r * partitions + s, r * partitions + t) for r in range(replicas) for s, t in pairs]
+
+
 @dataclass(frozen=True)
 class ReplicaGroups:
     """One `replica_groups=` value: exactly one of `explicit`, `iota` or `mesh` is set."""

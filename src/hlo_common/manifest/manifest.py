@@ -15,6 +15,8 @@ Layout (keys sorted; lists keep their meaningful order, kernels are sorted by na
                            parameter number and shape index, constant bytes (base64), alignment
     kernels                name, launch dims, shared bytes, parameter count, `ptx` or `llvm_ir`
     thunks                 the entry SequentialThunk (`hlo_common.manifest.thunks`)
+    replica_count, num_partitions   the devices it was compiled for (N = their product; every
+                           device runs these thunks, collective thunks name the groups)
     integrity              {"sha256": hex digest of the canonical JSON of everything else}
 
 `Manifest.to_bytes()` is deterministic (sorted keys, fixed separators, base64 constants), so two
@@ -37,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hlo_common.errors import HloParseError
+from hlo_common.manifest.collective_thunks import CollectiveThunk
 from hlo_common.manifest.json_reader import JsonReader, ManifestError
 from hlo_common.manifest.thunks import (
     BufferSlice, ConvolutionThunk, GemmThunk, KernelThunk, SequentialThunk, Thunk, thunk_from_json, walk,
@@ -44,7 +47,8 @@ from hlo_common.manifest.thunks import (
 from hlo_common.hlo.shape import Shape
 
 FORMAT_NAME = "hlo-toolchain-manifest"
-FORMAT_VERSION = 1
+# 2: collective thunks (`collective_thunks`) and the device counts `replica_count`, `num_partitions`
+FORMAT_VERSION = 2
 TARGETS = ("cuda", "host")
 ALLOCATION_KINDS = ("parameter", "constant", "output", "temp")
 # Which field of a kernel holds its code, per target.
@@ -196,6 +200,8 @@ class Manifest:
     allocations: list[Allocation]
     kernels: dict[str, ManifestKernel]
     thunks: SequentialThunk
+    replica_count: int = 1
+    num_partitions: int = 1
     format: str = FORMAT_NAME
     version: int = FORMAT_VERSION
     _shapes: dict = field(default_factory=dict, repr=False, compare=False)
@@ -206,7 +212,8 @@ class Manifest:
                 "target": self.target, "arch": self.arch, "hlo": self.hlo, "entry": self.entry.to_json(),
                 "allocations": [a.to_json() for a in self.allocations],
                 "kernels": [self.kernels[k].to_json() for k in sorted(self.kernels)],
-                "thunks": self.thunks.to_json()}
+                "thunks": self.thunks.to_json(), "replica_count": self.replica_count,
+                "num_partitions": self.num_partitions}
 
     def to_bytes(self) -> bytes:
         """The file: indented JSON with sorted keys and the integrity digest; deterministic."""
@@ -227,6 +234,10 @@ class Manifest:
         if cached is None:
             cached = self._shapes[text] = parse_shape_text(text, path)
         return cached
+
+    @property
+    def devices(self) -> int:
+        return self.replica_count * self.num_partitions
 
     def all_thunks(self) -> list[Thunk]:
         return list(walk(self.thunks))
@@ -255,6 +266,9 @@ class Manifest:
             elif isinstance(thunk, ConvolutionThunk):
                 for text in (thunk.config.input_shape, thunk.config.filter_shape, thunk.config.output_shape):
                     self.shape(text, where)
+            elif isinstance(thunk, CollectiveThunk) and thunk.devices() > self.devices:
+                raise ManifestError(f"{where} names device {thunk.devices() - 1}, but the manifest is "
+                                    f"for {self.devices} device(s)")
 
     def check_slice(self, s: BufferSlice, where: str) -> None:
         if s.allocation >= len(self.allocations):
@@ -383,4 +397,5 @@ def _from_body(r: JsonReader) -> Manifest:
     if not isinstance(thunks, SequentialThunk):
         raise ManifestError(f"thunks: expected a kSequential thunk, found {thunks.kind}")
     return Manifest(r.str("module_name"), r.str("target"), r.str("arch"), r.str("hlo"),
-                    EntrySignature.from_json(r.obj("entry")), allocations, kernels, thunks)
+                    EntrySignature.from_json(r.obj("entry")), allocations, kernels, thunks,
+                    r.int("replica_count", minimum=1), r.int("num_partitions", minimum=1))

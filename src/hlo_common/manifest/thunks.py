@@ -16,6 +16,7 @@ Buffers are named by `BufferSlice`s (allocation index, byte offset, byte size), 
     MemsetThunk       kMemzero (value 0) or kMemset32BitValue (a repeated 32-bit pattern)
     RngGetAndUpdateStateThunk  writes the 128-bit random-number state into a 16-byte slice and
                       advances it by `delta` (XLA's `rng_state` global: load, add, store)
+    CollectiveThunk   (`collective_thunks`) all-reduce, all-gather, ... on several devices
     WhileThunk        condition and body SequentialThunks; the predicate slice is read back
     ConditionalThunk  a pred or s32 index slice selects one branch SequentialThunk
     SequentialThunk   a list of thunks run in order
@@ -515,10 +516,18 @@ THUNK_KINDS: dict[str, Callable[[JsonReader], Thunk]] = {
 def thunk_from_json(data: Any, path: str) -> Thunk:
     r = JsonReader(data, path)
     kind = r.str("kind")
-    build = THUNK_KINDS.get(kind)
+    build = THUNK_KINDS.get(kind) or _collective_kinds().get(kind)
     if build is None:
-        raise ManifestError(f"{path}: unknown thunk kind {kind!r} (known: {', '.join(sorted(THUNK_KINDS))})")
+        known = ", ".join(sorted(THUNK_KINDS))
+        raise ManifestError(f"{path}: unknown thunk kind {kind!r} (known: {known} and the collectives)")
     return build(r)
+
+
+def _collective_kinds() -> dict[str, Callable[[JsonReader], Any]]:
+    """The kinds of `collective_thunks` (several devices), which imports this module."""
+    from hlo_common.manifest.collective_thunks import COLLECTIVE_THUNK_KINDS
+
+    return COLLECTIVE_THUNK_KINDS
 
 
 def children(thunk: Thunk) -> list[tuple[str, SequentialThunk]]:

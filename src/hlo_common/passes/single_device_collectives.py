@@ -1,5 +1,7 @@
 """SingleDeviceCollectives ("single-device-collectives"): collectives and asynchronous copies on
-the one device hlo-codegen compiles for.
+the one device hlo-codegen compiles for. A module whose header asks for several devices
+(replica_count x num_partitions > 1) is left alone: its collectives become collective thunks
+(`hlo_codegen.collectives`).
 
 Where it sits: hlo-codegen's prepare pipeline (`hlo_codegen.compiler.prepare_pipeline`) runs the
 pass before the fusion wrapper; the thunk emitter (`hlo_codegen.collectives.collective_thunks`)
@@ -263,4 +265,12 @@ class SingleDeviceCollectives(HloPass):
     name = "single-device-collectives"
 
     def run(self, module: HloModule) -> bool:
+        replicas, partitions = module_devices(module)
+        if replicas * partitions > 1:  # several devices: each collective becomes a CollectiveThunk
+            return False
         return lower_single_device_collectives(module, global_computations(module)) > 0
+
+
+def module_devices(module: HloModule) -> tuple[int, int]:
+    """(replica_count, num_partitions) of the module's header (1 where it names none)."""
+    return _header_count(module, "replica_count"), _header_count(module, "num_partitions")

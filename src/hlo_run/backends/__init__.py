@@ -53,6 +53,7 @@ class Program:
     module_id: int = 0  # the number in the dumps' names: k for the k-th module of a split file
     replicas: int = 1  # devices: replicas x partitions (hlo_run.devices); arguments and results
     partitions: int = 1  # then carry a leading device axis
+    verbose: bool = False  # hlo-run --verbose (the host over MPI prints the device-to-rank mapping)
 
     @property
     def devices(self) -> int:

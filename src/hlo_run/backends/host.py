@@ -5,7 +5,8 @@ the allocation's alignment); kernels are the manifest's LLVM IR, JIT-compiled by
 `hlo_run.host_kernel` and run block by block; GemmThunks use `hlo_run.host_gemm` (the
 interpreter's dot semantics), ConvolutionThunks `hlo_run.host_conv` (its convolution's), both
 computing with the host's own f32 GEMM and convolution (`hlo_run.host_blas`); copies and
-memsets are `ctypes.memmove` / numpy fills. A program
+memsets are `ctypes.memmove` / numpy fills. A module on several devices runs one MPI rank per
+device (`hlo_run.mpi_launch`, `hlo_run.mpi_runtime`). A program
 given as HLO text is compiled first by `hlo-codegen --target host` (`hlo_run.compile_hook`).
 """
 
@@ -189,6 +190,10 @@ class HostBackend(Backend):
         return None
 
     def load(self, program: Program) -> Executable:
+        if program.devices > 1:  # one MPI rank per device (hlo_run.mpi_launch)
+            from hlo_run.mpi_launch import host_executable
+
+            return host_executable(program)
         manifest = manifest_for(program, "host")
         return ManifestExecutable(manifest, HostDevice(), program.name)
 

@@ -75,8 +75,14 @@ def test_run_hlo_module_spellings_override_the_header(tmp_path):
 
 
 @pytest.mark.parametrize("args, text, message", [
-    (["--platform", "host"], PSUM, "platform host runs one device so far"),
     (["--platform", "cuda"], PSUM, "platform cuda runs one device so far"),
+    (["--platform", "host", "--max-devices", "2"], PSUM,
+     "asks for 4 devices .* more than --max-devices 2"),
+    (["--platform", "host", "--num-partitions", "8"], PSUM, "leave out device 4 of the module's 8"),
+    (["--platform", "host", "--num-partitions", "2"], PSUM, "name device 2, but the module has 2"),
+    (["--platform", "host"], PSUM.replace("{{0,1},{2,3}}", "{{0,1},{1,3}}"), "name device 1 twice"),
+    (["--platform", "host"], PSUM.replace("{{0,1},{2,3}}", "{{0,1},{3}}"), "leave out device 2"),
+    (["--platform", "host", "--find-first-mismatch"], PSUM, "--find-first-mismatch runs one device"),
     (["--platform", "interpreter", "--max-devices", "2"], PSUM, "asks for 4 devices .* more than --max-devices 2"),
     (["--platform", "interpreter", "--num-partitions", "128"], PSUM, "more than --max-devices 64"),
     (["--platform", "interpreter", "--num-partitions", "8"], PSUM, "leave out device 4 of the module's 8"),
@@ -94,4 +100,22 @@ def test_bad_device_counts_and_groups_are_one_line_errors_and_write_nothing(tmp_
     import re
 
     assert re.search(message, errors[0]), errors[0]
+    assert not output.exists()
+
+
+def test_host_on_several_devices_without_mpiexec_says_to_install_the_mpi_extra(tmp_path, psum, monkeypatch):
+    import hlo_run.mpi_launch as mpi_launch
+
+    bare = tmp_path / "bare" / "bin"
+    bare.mkdir(parents=True)
+    monkeypatch.setattr(mpi_launch.sys, "executable", str(bare / "python"))
+    monkeypatch.setattr(mpi_launch.sys, "prefix", str(tmp_path / "bare"))
+    for var in ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(var, raising=False)
+    output = tmp_path / "out.npz"
+    result = run(["--platform", "host", "--output", str(output), str(psum)])
+    assert result.exit_code == 1
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "mpiexec is not installed" in errors[0] and "install the `mpi` extra" in errors[0]
     assert not output.exists()

@@ -118,3 +118,49 @@ def test_verifier_refuses_groups_that_do_not_fit_the_devices(groups, message):
 def test_malformed_mesh_groups_are_parse_errors(groups, message):
     with pytest.raises(HloError, match=message):
         parse_module(module_text(groups))
+
+
+# device_groups / device_pairs (what hlo-codegen writes into collective thunks) against the
+# interpreter's rendezvous (`interpreter.devices.World.participants`), a separate implementation
+# of XLA's GetParticipatingDevices, for every device, group mode and form.
+MODE_CASES = [
+    (2, 4, "all-reduce", "replica_groups={{0,1}}"),  # cross-replica
+    (2, 4, "all-reduce", "channel_id=1, replica_groups={{1},{0}}"),  # cross-replica-and-partition
+    (2, 4, "all-reduce", "channel_id=1, replica_groups=[2,4]<=[4,2]T(1,0), use_global_device_ids=true"),
+    (2, 4, "all-to-all", "channel_id=1, replica_groups={{3,1},{0,2}}"),  # cross-partition
+    (1, 8, "all-gather", "channel_id=1, replica_groups=mesh['x'=4,'y'=2] {'x'}, use_global_device_ids=true"),
+    (4, 1, "collective-broadcast", "replica_groups={}"),
+]
+
+
+@pytest.mark.parametrize("replicas, partitions, op, attrs", MODE_CASES)
+def test_device_groups_agree_with_the_interpreters_participants(replicas, partitions, op, attrs):
+    from hlo_common.hlo.replica_groups import device_groups
+    from hlo_common.interpreter.devices import World
+
+    tail = {"all-reduce": ", to_apply=add", "all-gather": ", dimensions={0}",
+            "all-to-all": ", dimensions={0}"}
+    text = (f"HloModule m, replica_count={replicas}, num_partitions={partitions}\n"
+            "add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }\n"
+            f"ENTRY e {{ p = f32[8] parameter(0)\n ROOT r = f32[8] {op}(p), {attrs}{tail.get(op, '')} }}")
+    instr = parse_module(text).entry.root
+    groups = device_groups(instr, replicas, partitions)
+    world = World(replicas, partitions)
+    n = replicas * partitions
+    assert sorted(d for g in groups for d in g) == list(range(n))
+    for d in range(n):
+        (mine,) = [g for g in groups if d in g]
+        assert mine == world.participants(instr, d)
+
+
+def test_device_pairs_name_global_devices_in_each_replica_or_partition():
+    from hlo_common.hlo.replica_groups import device_pairs
+
+    def root(attrs):
+        text = (f"HloModule m, replica_count=2, num_partitions=2\nENTRY e {{ p = f32[8] parameter(0)\n"
+                f" ROOT r = f32[8] collective-permute(p), {attrs} }}")
+        return parse_module(text).entry.root
+
+    # without channel_id the pairs name replicas (same partition); with one, partitions (same replica)
+    assert device_pairs(root("source_target_pairs={{0,1}}"), 2, 2) == [(0, 2), (1, 3)]
+    assert device_pairs(root("channel_id=1, source_target_pairs={{0,1}}"), 2, 2) == [(0, 1), (2, 3)]

@@ -137,9 +137,6 @@ def test_the_manifest_keeps_the_collectives_for_the_reference():
 @pytest.mark.parametrize("header, collective, devices", [
     ("", "ROOT r = f32[4] all-reduce(p), replica_groups={{0,1}}, to_apply=add", 2),
     ("", "ROOT r = f32[4] collective-broadcast(p), replica_groups=[1,4]<=[4]", 4),
-    (", replica_count=2", "ROOT r = f32[4] all-reduce(p), replica_groups={}, to_apply=add", 2),
-    (", replica_count=2, num_partitions=3",
-     "ROOT r = f32[4] all-reduce(p), channel_id=1, replica_groups={{0}}, to_apply=add", 3),
     ("", "s = f32[4] all-reduce-start(p), replica_groups={{1,0,2}}, to_apply=add\n"
          "ROOT d = f32[4] all-reduce-done(s)", 3),
 ])
