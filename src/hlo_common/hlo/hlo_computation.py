@@ -169,11 +169,9 @@ class HloComputation(ComputationEditing):
         raise KeyError(n)
 
     def _parameter_list(self) -> list[HloInstruction]:
-        """The parameters by number, cached; renumbering in place (parameter_number is a plain
-        field) is caught by checking the numbers are still sorted."""
+        """The parameters by number, cached (a parameter's number set anew drops the cache)."""
         params = self._params
-        if params is not None and all(params[k].parameter_number <= params[k + 1].parameter_number
-                                      for k in range(len(params) - 1)):
+        if params is not None:
             return params
         params = list(self.with_opcode("parameter"))
         params.sort(key=lambda p: p.parameter_number)

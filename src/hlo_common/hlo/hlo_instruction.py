@@ -61,6 +61,18 @@ class HloInstruction(InstructionEditing):
         for op in operands:
             self.append_operand(op)
 
+    # -- parameter number (the parent computation indexes its parameters by it) -----------------
+    @property
+    def parameter_number(self) -> int | None:
+        return self.__dict__["parameter_number"]
+
+    @parameter_number.setter
+    def parameter_number(self, value: int | None) -> None:
+        self.__dict__["parameter_number"] = value
+        parent = self.__dict__.get("parent")
+        if parent is not None:
+            parent._params = None
+
     # -- name (kept in the parent computation's name registry) ---------------------------------
     @property
     def name(self) -> str:

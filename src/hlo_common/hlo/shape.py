@@ -71,6 +71,15 @@ class Shape:
     dynamic: tuple[str, ...] = field(default=())
     buffer_of: Shape | None = None  # the array shape a buffer shape `b(...)` holds
 
+    def __hash__(self) -> int:
+        """Hashed once (shapes key many caches; the generated hash re-hashed every field, nested
+        shapes and layouts included, on each lookup)."""
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.element_type, self.dims, self.layout, self.tuple_shapes, self.dynamic, self.buffer_of))
+            object.__setattr__(self, "_hash", h)
+        return h
+
     # -- constructors -------------------------------------------------------------------------
     @staticmethod
     def array(etype: PrimitiveType | str, dims, layout: Layout | tuple | None = "default") -> Shape:
