@@ -205,7 +205,8 @@ def _tile_use(extent: int, mr: int) -> float:
     return extent / (-(-extent // mr) * mr)
 
 
-def _taps(kernel: tuple[int, ...], dilations: tuple[int, ...], xs: list[int], c: int) -> tuple[np.ndarray, int]:
+def _taps(kernel: tuple[int, ...], dilations: tuple[int, ...], xs: list[int],
+          c: int) -> tuple[np.ndarray, int]:
     """(the window's offsets into x, the contiguous floats read at each): where the last spatial dim
     is not dilated its taps are adjacent runs of c floats, so they merge into one of k * c (a 3x3
     kernel: 3 taps of 3c, a longer inner loop; the packed kernel's rows are in the same order)."""

@@ -94,7 +94,8 @@ def _direct_convolution(x: np.ndarray, w: np.ndarray, window: Window, groups: in
 DEPTHWISE_BLOCK_FLOATS = 1 << 16  # output floats per numpy step: the block and its product stay in L2
 
 
-def _depthwise_convolution(x: np.ndarray, w: np.ndarray, window: Window, groups: int, out: np.ndarray) -> None:
+def _depthwise_convolution(x: np.ndarray, w: np.ndarray, window: Window, groups: int,
+                           out: np.ndarray) -> None:
     """out [N, S'..., O] = the depthwise convolution of x [N, S..., C] with w [K..., 1, O]: C ==
     groups, output feature f reads channel f // (O / C). One multiply and one add of whole blocks
     per window tap (the taps in a fixed order, so the sums never depend on the thread count)."""
@@ -110,8 +111,9 @@ def _depthwise_convolution(x: np.ndarray, w: np.ndarray, window: Window, groups:
     weights = np.ascontiguousarray(w.reshape(-1, w.shape[-1]))
     views = []  # per tap: the input positions it reads for every output position
     for t, tap in enumerate(np.ndindex(*w.shape[:-2])):
-        index = tuple(slice(k * wd.window_dilation, k * wd.window_dilation + (n - 1) * wd.stride + 1, wd.stride)
-                      for k, wd, n in zip(tap, window.dims, out.shape[1:-1]))
+        starts = [k * wd.window_dilation for k, wd in zip(tap, window.dims)]
+        index = tuple(slice(s, s + (n - 1) * wd.stride + 1, wd.stride)
+                      for s, wd, n in zip(starts, window.dims, out.shape[1:-1]))
         views.append((padded[(slice(None),) + index], weights[t]))
     if not views:  # an empty window sums nothing
         out[...] = 0

@@ -45,11 +45,14 @@ CASES = {  # name: (input, kernel, output, attributes)
     # issue 20's shapes: depthwise (with a channel multiplier, strides, dilation, uneven padding,
     # a 16-bit type), strided and padded, dilated along the last dim, and weight gradients as
     # jax.grad writes them (x against dy over batch and space; strided forward: dilated window)
-    "depthwise_multiplier": ("f32[2,11,11,6]", "f32[3,3,1,12]", "f32[2,6,8,12]", "window={size=3x3 stride=2x1 "
-                             "pad=1_2x0_1 rhs_dilate=1x2}, dim_labels=b01f_01io->b01f, feature_group_count=6"),
-    "depthwise_bf16": ("bf16[2,8,8,16]", "bf16[3,3,1,16]", "bf16[2,8,8,16]", SAME3 + ", feature_group_count=16"),
-    "depthwise_nchw_reversed": ("f32[2,4,7,7]", "f32[4,1,3,3]", "f32[2,4,7,7]", "window={size=3x3 pad=1_1x1_1 "
-                                "rhs_reversal=1x0}, dim_labels=bf01_oi01->bf01, feature_group_count=4"),
+    "depthwise_multiplier": ("f32[2,11,11,6]", "f32[3,3,1,12]", "f32[2,6,8,12]",
+                             "window={size=3x3 stride=2x1 pad=1_2x0_1 rhs_dilate=1x2}, "
+                             "dim_labels=b01f_01io->b01f, feature_group_count=6"),
+    "depthwise_bf16": ("bf16[2,8,8,16]", "bf16[3,3,1,16]", "bf16[2,8,8,16]",
+                       SAME3 + ", feature_group_count=16"),
+    "depthwise_nchw_reversed": ("f32[2,4,7,7]", "f32[4,1,3,3]", "f32[2,4,7,7]",
+                                "window={size=3x3 pad=1_1x1_1 rhs_reversal=1x0}, "
+                                "dim_labels=bf01_oi01->bf01, feature_group_count=4"),
     "strided_padded": ("f32[2,13,12,8]", "f32[5,3,8,16]", "f32[2,4,7,16]",
                        "window={size=5x3 stride=3x2 pad=2_1x0_3}, dim_labels=b01f_01io->b01f"),
     "dilated_last_dim": ("f32[2,12,12,8]", "f32[3,3,8,16]", "f32[2,8,6,16]",
