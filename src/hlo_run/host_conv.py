@@ -7,8 +7,10 @@ the result type, accumulated in f32 for 16-bit floats, the input base-dilated an
 padding crops), the kernel reversed where `rhs_reversal` asks, one rounding at the end. The
 arithmetic is the host's own direct convolution (`host_blas.conv_channels_last`: the input
 channels-last and padded once, the kernel packed, no im2col matrix) where the product
-accumulates in f32 and each feature group has at least MIN_GROUP_FEATURES output features;
-depthwise convolutions (one input feature per group, any channel multiplier) are a sum over the
+accumulates in f32 and each feature group has at least MIN_GROUP_FEATURES output features (a
+weight gradient as jax writes it, batch and feature swapped and the window the whole image, is
+that convolution too: per kernel offset a product over batch x space, the microkernel's rows
+along the input features; issue 20's conv_wgrad bench module); depthwise convolutions (one input feature per group, any channel multiplier) are a sum over the
 window's taps of the strided input times one weight per channel, numpy over blocks of output rows
 on the host threads. Anything else (f64, complex, integers, narrow groups, batch groups) runs the
 interpreter's im2col + numpy BLAS, so every convolution the interpreter takes runs here too.
