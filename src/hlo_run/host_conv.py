@@ -30,7 +30,7 @@ from hlo_common.hlo.shape import Shape
 from hlo_common.interpreter.convolution import convolve
 from hlo_common.interpreter.numeric import to_accumulation, to_element_type
 from hlo_common.interpreter.window import dilate_and_pad
-from hlo_common.manifest.layout_bytes import array_over, write_array_into
+from hlo_common.manifest.layout_bytes import write_array_into
 from hlo_common.manifest.thunks import ConvolutionConfig
 
 MIN_GROUP_FEATURES = 8  # narrower groups waste most of the microkernel's 32 output columns
@@ -60,8 +60,11 @@ def run_convolution(cfg: ConvolutionConfig, out_shape: Shape, lhs: np.ndarray, r
         physical = tuple(reversed(out_shape.minor_to_major))
         direct = physical == canonical and result_type.np_dtype == np.float32
         dims = tuple(out_shape.dims[d] for d in canonical)
-        result = array_over(out_bytes, out_shape).reshape(dims) if direct else np.empty(dims, np.float32)
-        if direct and (np.may_share_memory(result, lhs) or np.may_share_memory(result, rhs)):
+        # where the layout's major-to-minor order is the canonical one the buffer's bytes are the
+        # canonical array (NCHW dims in an NHWC buffer too: `array_over` would copy those)
+        nbytes = int(np.prod(dims)) * 4
+        result = out_bytes[:nbytes].view(np.float32).reshape(dims) if direct else np.empty(dims, np.float32)
+        if not direct or np.may_share_memory(result, lhs) or np.may_share_memory(result, rhs):
             result, direct = np.empty(dims, np.float32), False
         (_depthwise_convolution if depthwise else _direct_convolution)(x, w, window, fg, result)
         if direct:

@@ -38,6 +38,12 @@ CASES = {  # name: (input, kernel, output, attributes)
                 "window={size=2x2x2}, dim_labels=b012f_012io->b012f"),
     "no_spatial": ("f32[4,6]", "f32[6,10]", "f32[4,10]", "window={}, dim_labels=bf_io->bf"),
     "output_layout": ("f32[2,7,7,8]", "f32[3,3,8,16]", "f32[2,7,7,16]{2,1,3,0}", SAME3),
+    # NCHW dims in an NHWC buffer: the output is written in place through a channels-last view
+    "nchw_dims_nhwc_buffer": ("f32[2,8,9,9]{1,3,2,0}", "f32[16,8,3,3]", "f32[2,16,9,9]{1,3,2,0}",
+                              "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01"),
+    "depthwise_nchw_dims_nhwc_buffer": ("f32[1,16,7,7]{1,3,2,0}", "f32[16,1,3,3]", "f32[1,16,7,7]{1,3,2,0}",
+                                        "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01, "
+                                        "feature_group_count=16"),
     "bf16": ("bf16[2,8,8,16]", "bf16[3,3,16,16]", "bf16[2,8,8,16]", SAME3),
     "f16_to_f32": ("f16[2,8,8,16]", "f16[3,3,16,16]", "f32[2,6,6,16]", VALID3),
     "f64": ("f64[2,6,6,4]", "f64[3,3,4,8]", "f64[2,4,4,8]", VALID3),
