@@ -10,9 +10,9 @@ channels-last and padded once, the kernel packed, no im2col matrix) where the pr
 accumulates in f32 and each feature group has at least MIN_GROUP_FEATURES output features (a
 weight gradient as jax writes it, batch and feature swapped and the window the whole image, is
 that convolution too: per kernel offset a product over batch x space, the microkernel's rows
-along the input features; issue 20's conv_wgrad bench module); depthwise convolutions (one input feature per group, any channel multiplier) are a sum over the
-window's taps of the strided input times one weight per channel, numpy over blocks of output rows
-on the host threads. Anything else (f64, complex, integers, narrow groups, batch groups) runs the
+along the input features; issue 20's conv_wgrad bench module); depthwise convolutions (one
+input feature per group, any channel multiplier) are a sum over the window's taps of the strided
+input times one weight per channel, numpy over blocks of output rows on the host threads. Anything else (f64, complex, integers, narrow groups, batch groups) runs the
 interpreter's im2col + numpy BLAS, so every convolution the interpreter takes runs here too.
 
     run_convolution(config, lhs, rhs, out_bytes)   # logical operand arrays; the output buffer's bytes
