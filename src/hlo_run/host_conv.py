@@ -13,7 +13,8 @@ that convolution too: per kernel offset a product over batch x space, the microk
 along the input features; issue 20's conv_wgrad bench module); depthwise convolutions (one
 input feature per group, any channel multiplier) are a sum over the window's taps of the strided
 input times one weight per channel, numpy over blocks of output rows on the host threads.
-Anything else (f64, complex, integers, narrow groups, batch groups) runs the interpreter's im2col + numpy BLAS, so every convolution the interpreter takes runs here too.
+Anything else (f64, complex, integers, narrow groups, batch groups) runs the interpreter's
+im2col + numpy BLAS, so every convolution the interpreter takes runs here too.
 
     run_convolution(config, lhs, rhs, out_bytes)   # logical operand arrays; the output buffer's bytes
 """
