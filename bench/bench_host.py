@@ -16,6 +16,9 @@ process), which are less noisy than wall time on a shared machine; a multi-threa
 more CPU than wall time. `--profile` prints the host run's slowest thunks. The first table sets the same pipe
 without hlo-opt's fusion passes (`UNFUSED_FLAGS`: every op its own kernel) against the full one:
 kernel and GEMM launches (loop bodies once) and host times of both, and each against XLA:CPU.
+`--cudnn` times the convolution modules as XLA:GPU optimizes them (`NAME.xla_gpu.hlo`: XLA's
+`__cudnn$conv*` calls, already scheduled, so hlo-opt passes them through and hlo-codegen's
+cudnn-conv-fallback lowers them) against XLA:CPU on the jax form `NAME.hlo` beside each.
 """
 
 from __future__ import annotations
@@ -100,8 +103,10 @@ def bench_module(path: Path, repeats: int) -> dict:
     from hlo_run.xla_cpu import XlaCpuExecutable
 
     text = path.read_text()
-    row: dict = {"module": path.name}
+    row: dict = {"module": path.name.replace(".xla_gpu.hlo", "[cudnn]")}
     module = parse_module(text, str(path))
+    # XLA:GPU's optimized form (cuDNN calls XLA:CPU cannot run): XLA:CPU runs the jax form beside it
+    reference = path.with_name(path.name.replace(".xla_gpu.hlo", ".hlo")).read_text()
     args = make_fake_arguments(module, 0)
     codegen = ["hlo-codegen", "--target", "host", "-"]
     # The unfused variant first (kernels, host time), then the real pipeline, whose figures fill
@@ -125,7 +130,7 @@ def bench_module(path: Path, repeats: int) -> dict:
     row["err_interp"] = max_error(host, expected)
     row["xla_s"] = row["xla_user"] = row["err_xla"] = float("nan")
     try:
-        xla = XlaCpuExecutable.compile(text)
+        xla = XlaCpuExecutable.compile(reference)
         row["xla_s"], row["xla_user"], xla_out = timed(lambda: xla.run(args), repeats)
         row["err_xla"] = max_error(host, xla_out)
     except Exception as exc:  # noqa: BLE001 - no jax, or a jax that rejects the module: n/a
@@ -170,7 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--threads", type=int, default=None, help="host kernel threads (default: all cores)")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--cudnn", action="store_true", help="time the convolution modules as XLA:GPU's "
+                    "__cudnn$conv* calls (bench_set.CUDNN_SET) instead of the default set")
     opts = ap.parse_args(argv)
+    if opts.cudnn:
+        opts.modules = list(bench_set.CUDNN_SET)
     if opts.threads is not None:
         from hlo_run import host_kernel
 

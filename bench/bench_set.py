@@ -4,7 +4,8 @@
 their command line replaces the set). Each entry names a module file under `testdata/` and what
 it stands for; the set covers elementwise chains in bf16 (GELU), normalizations (layer norm in
 f32 and in bf16 at 12.6M elements, softmax in f32 and bf16), GEMMs (an MLP block in f32 and bf16,
-a transformer layer forward) and convolutions (a conv + bias + relu block, NHWC).
+a transformer layer forward) and convolutions (a conv + bias + relu block, NHWC; a ResNet basic
+block, a depthwise convolution and a weight gradient, issue 20).
 `testdata/bench/make_modules.py` makes the modules that live under `testdata/bench/`.
 
     .venv/bin/python bench/bench_set.py      # list the set: name, elements, file
@@ -44,7 +45,18 @@ BENCH_SET: tuple[BenchModule, ...] = (
                 "JAX transformer layer forward, f32 [2,256,512], 8 heads, MLP 2048"),
     BenchModule("conv_block", TESTDATA / "bench" / "conv_block.hlo",
                 "two 3x3 conv + bias + relu, NHWC f32[8,32,32,32] -> [8,32,32,64]"),
+    BenchModule("resnet_block", TESTDATA / "bench" / "resnet_block.hlo",
+                "ResNet basic block: two 3x3 conv + folded-BN bias + relu + residual, NHWC f32[8,56,56,64]"),
+    BenchModule("depthwise_conv", TESTDATA / "bench" / "depthwise_conv.hlo",
+                "depthwise 3x3 conv (128 groups) + bias + relu, NHWC f32[8,56,56,128]"),
+    BenchModule("conv_wgrad", TESTDATA / "bench" / "conv_wgrad.hlo",
+                "weight gradient of a 3x3 conv (jax.grad), x, dy f32[8,56,56,64] -> [3,3,64,64]"),
 )
+# The convolution modules as XLA:GPU optimizes them (`__cudnn$conv*` custom calls, which
+# hlo-codegen's cudnn-conv-fallback lowers for the host): `bench_host.py --cudnn` times these,
+# with XLA:CPU running the jax form beside each.
+CUDNN_SET: tuple[Path, ...] = tuple(TESTDATA / "bench" / f"{name}.xla_gpu.hlo" for name in
+                                    ("conv_block", "resnet_block", "depthwise_conv", "conv_wgrad"))
 
 
 def paths() -> list[Path]:

@@ -153,7 +153,9 @@ def conv_channels_last(x: np.ndarray, w: np.ndarray, strides: tuple[int, ...], d
                        out: np.ndarray, threads: int | None = None) -> None:
     """A direct convolution of the padded (and base-dilated) input x [N, S..., C] with the kernel
     w [K..., C, O] (window strides and dilations per spatial dim) into out [N, S'..., O]: float32,
-    C-contiguous. Every output row (one N and all spatial indices but the last) is one range."""
+    C-contiguous. The microkernel's MR rows are output pixels along the last spatial dim, or along
+    the batch where that fills the tiles better (a weight gradient: 3 output columns, 64 "images");
+    each output row (the other indices) is one range of the host threads."""
     nsp = x.ndim - 2
     spans = [(k - 1) * d + 1 for k, d in zip(w.shape[:nsp], dilations)]
     want = (x.shape[0], *(max(0, (s - span) // st + 1) for s, span, st in zip(x.shape[1:-1], spans, strides)),
@@ -164,28 +166,53 @@ def conv_channels_last(x: np.ndarray, w: np.ndarray, strides: tuple[int, ...], d
     if nsp == 0:  # no spatial dims: one output pixel per image
         x, w, out = x[:, None], w[None], out[:, None]
         strides, dilations, nsp = (1,), (1,), 1
-    c, o = x.shape[-1], w.shape[-1]
-    wo = out.shape[-2]
     if out.size == 0:
         return
-    if c == 0:
+    if x.shape[-1] == 0:
         out[...] = 0
         return
-    _, nr, _, conv, _ = _kernels()
+    mr, nr, _, conv, _ = _kernels()
     xs = [st // 4 for st in x.strides]  # element strides of [N, S..., C]
-    taps = np.array([sum(t * d * xs[1 + i] for i, (t, d) in enumerate(zip(tap, dilations)))
-                     for tap in itertools.product(*(range(k) for k in w.shape[:nsp]))], np.int64)
-    outer = list(itertools.product(range(out.shape[0]), *(range(q) for q in out.shape[1:-2])))
-    rows = np.array([n * xs[0] + sum(i * s * xs[1 + d] for d, (i, s) in enumerate(zip(idx, strides)))
-                     for n, *idx in outer], np.int64)
+    taps, cin = _taps(w.shape[:nsp], dilations, xs, x.shape[-1])
+    o, n, wo = w.shape[-1], out.shape[0], out.shape[-2]
+    by_batch = n > 1 and _tile_use(n, mr) > _tile_use(wo, mr)
+    # rows: every output index but the tiled one (its base offset into x); lda: the tiled one's step
+    if by_batch:
+        row_dims, lda, ldc, rowstride, tiled = nsp, xs[0], out.strides[0] // 4, o, n
+    else:
+        row_dims, lda, ldc, rowstride, tiled = nsp - 1, strides[-1] * xs[-2], o, wo * o, wo
+    rows = np.zeros(1, np.int64)  # the base offsets of the rows' spatial indices, last index fastest
+    for d in range(row_dims):
+        step = np.arange(out.shape[1 + d], dtype=np.int64) * (strides[d] * xs[1 + d])
+        rows = (rows[:, None] + step[None, :]).reshape(-1)
+    if not by_batch:
+        rows = (np.arange(n, dtype=np.int64)[:, None] * xs[0] + rows[None, :]).reshape(-1)
+    rows = np.ascontiguousarray(rows, np.int64)
     bp = pack_panels(w.reshape(-1, o), nr)
-    lda = strides[-1] * xs[-2]
     px, pt, pr, pb, po = x.ctypes.data, taps.ctypes.data, rows.ctypes.data, bp.ctypes.data, out.ctypes.data
 
     def run(lo: int, hi: int) -> None:
-        conv(px, lda, pt, len(taps), c, pr, lo, hi, wo, pb, po, o, wo * o, o)
+        conv(px, lda, pt, len(taps), cin, pr, lo, hi, tiled, pb, po, ldc, rowstride, o)
 
     from hlo_run.host_kernel import run_ranges
 
     run_ranges("the host convolution", run, len(rows),
                threads if threads is not None else _threads(x.nbytes + out.nbytes))
+
+
+def _tile_use(extent: int, mr: int) -> float:
+    """The share of the microkernel's MR-row tiles that holds real rows, over `extent` rows."""
+    return extent / (-(-extent // mr) * mr)
+
+
+def _taps(kernel: tuple[int, ...], dilations: tuple[int, ...], xs: list[int],
+          c: int) -> tuple[np.ndarray, int]:
+    """(the window's offsets into x, the contiguous floats read at each): where the last spatial dim
+    is not dilated its taps are adjacent runs of c floats, so they merge into one of k * c (a 3x3
+    kernel: 3 taps of 3c, a longer inner loop; the packed kernel's rows are in the same order)."""
+    nsp = len(kernel)
+    merged = dilations[-1] == 1
+    outer = kernel[:-1] if merged else kernel
+    taps = np.array([sum(t * d * xs[1 + i] for i, (t, d) in enumerate(zip(tap, dilations)))
+                     for tap in itertools.product(*(range(k) for k in outer))] or [0], np.int64)
+    return taps, (kernel[-1] * c if merged else c) if nsp else c

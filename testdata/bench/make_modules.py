@@ -3,15 +3,20 @@
 The rest of the bench set lives in `testdata/` and `testdata/fusion/`; these are the modules it
 adds: a bf16 layer norm as large as the GELU of the emitters document (12.6M elements), and a
 small convolution block (two 3x3 convolutions, NHWC activations, HWIO kernels, each followed by
-a bias add and a relu, as `flax.linen.Conv` and `jax.nn.relu` make it). They are lowered by jax
+a bias add and a relu, as `flax.linen.Conv` and `jax.nn.relu` make it), and the convolutions of
+issue 20 (a ResNet basic block, a depthwise convolution, a weight gradient). They are lowered by jax
 to pre-optimization HLO text with default layouts, as `testdata/fusion/make_modules.py` does
 (whose building blocks and lowering this script reuses); weights are entry parameters, so
 hlo-run makes them from --seed.
 
     .venv/bin/python testdata/bench/make_modules.py            # every module
     .venv/bin/python testdata/bench/make_modules.py -k conv    # only matching names
+    .venv/bin/python testdata/bench/make_modules.py --xla-gpu-target h100_sxm.txtpb  # + XLA:GPU forms
 
-The output is the same on every run with the same jax version (0.10.2).
+The output is the same on every run with the same jax version (0.10.2). With --xla-gpu-target
+the convolution modules are also written as XLA:GPU's deviceless compile optimizes them
+(`testdata/xla_gpu_compile.py`: jax's CUDA plugin, no GPU), so the host runs XLA's own
+`__cudnn$conv*` calls (`bench/bench_host.py` times them against XLA:CPU on the jax form).
 """
 
 from __future__ import annotations
@@ -53,14 +58,44 @@ def conv_block(x, w1, b1, w2, b2):
     return conv_bias_relu(conv_bias_relu(x, w1, b1), w2, b2)
 
 
+def _conv(x, w, groups=1):
+    return lax.conv_general_dilated(x, w, window_strides=(1, 1), padding="SAME",
+                                    dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=groups)
+
+
+def resnet_block(x, w1, b1, w2, b2):
+    """A ResNet basic block at inference: two 3x3 convolutions, batch norm folded into their
+    weights and a bias, relu after the first and after the residual add."""
+    h = jax.nn.relu(_conv(x, w1) + b1)
+    return jax.nn.relu(_conv(h, w2) + b2 + x)
+
+
+def depthwise_conv(x, w, b):
+    """A depthwise 3x3 convolution (one group per channel, as MobileNet's), a bias and a relu."""
+    return jax.nn.relu(_conv(x, w, groups=x.shape[-1]) + b)
+
+
+def conv_wgrad(x, w, dy):
+    """The weight gradient of a 3x3 convolution as jax.grad makes it (a backward-filter
+    convolution: x against the output gradient dy over the batch and spatial dims)."""
+    return jax.grad(lambda w: jnp.sum(_conv(x, w) * dy))(w)
+
+
 N, HW, C1, C2 = 8, 32, 32, 64  # batch, height = width, input and block channels
+RN, RHW, RC, DC = 8, 56, 64, 128  # ResNet's first stage: batch, height = width, channels; depthwise channels
 # name -> (function, argument specs).
 MODULES: dict[str, tuple] = {
     "layernorm_bf16": (FUSION.layer_norm, (spec((6, 512, 4096), bf16), spec((4096,), bf16),
                                            spec((4096,), bf16))),
     "conv_block": (conv_block, (spec((N, HW, HW, C1)), spec((3, 3, C1, C2)), spec((C2,)),
                                 spec((3, 3, C2, C2)), spec((C2,)))),
+    "resnet_block": (resnet_block, (spec((RN, RHW, RHW, RC)), spec((3, 3, RC, RC)), spec((RC,)),
+                                    spec((3, 3, RC, RC)), spec((RC,)))),
+    "depthwise_conv": (depthwise_conv, (spec((RN, RHW, RHW, DC)), spec((3, 3, 1, DC)), spec((DC,)))),
+    "conv_wgrad": (conv_wgrad, (spec((RN, RHW, RHW, RC)), spec((3, 3, RC, RC)), spec((RN, RHW, RHW, RC)))),
 }
+
+CONV_MODULES = ("conv_block", "resnet_block", "depthwise_conv", "conv_wgrad")
 
 
 def lower(name: str) -> str:
@@ -74,10 +109,17 @@ def lower(name: str) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-k", dest="only", default="", help="only modules whose name contains this")
+    ap.add_argument("--xla-gpu-target", help="GpuTargetConfigProto text file: also write the convolution "
+                    "modules as XLA:GPU optimizes them (NAME.xla_gpu.hlo, with its __cudnn$conv* calls)")
     opts = ap.parse_args(argv)
     for name in (n for n in MODULES if opts.only in n):
         path = HERE / f"{name}.hlo"
         path.write_text(lower(name))
+        if opts.xla_gpu_target and name in CONV_MODULES:
+            sys.path.insert(0, str(HERE.parent))
+            from xla_gpu_compile import xla_gpu_text
+
+            (HERE / f"{name}.xla_gpu.hlo").write_text(xla_gpu_text(path.read_text(), opts.xla_gpu_target))
         print(f"wrote {path.relative_to(HERE)}", flush=True)
     return 0
 

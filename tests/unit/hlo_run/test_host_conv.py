@@ -38,12 +38,39 @@ CASES = {  # name: (input, kernel, output, attributes)
                 "window={size=2x2x2}, dim_labels=b012f_012io->b012f"),
     "no_spatial": ("f32[4,6]", "f32[6,10]", "f32[4,10]", "window={}, dim_labels=bf_io->bf"),
     "output_layout": ("f32[2,7,7,8]", "f32[3,3,8,16]", "f32[2,7,7,16]{2,1,3,0}", SAME3),
+    # NCHW dims in an NHWC buffer: the output is written in place through a channels-last view
+    "nchw_dims_nhwc_buffer": ("f32[2,8,9,9]{1,3,2,0}", "f32[16,8,3,3]", "f32[2,16,9,9]{1,3,2,0}",
+                              "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01"),
+    "depthwise_nchw_dims_nhwc_buffer": ("f32[1,16,7,7]{1,3,2,0}", "f32[16,1,3,3]", "f32[1,16,7,7]{1,3,2,0}",
+                                        "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01, "
+                                        "feature_group_count=16"),
     "bf16": ("bf16[2,8,8,16]", "bf16[3,3,16,16]", "bf16[2,8,8,16]", SAME3),
     "f16_to_f32": ("f16[2,8,8,16]", "f16[3,3,16,16]", "f32[2,6,6,16]", VALID3),
     "f64": ("f64[2,6,6,4]", "f64[3,3,4,8]", "f64[2,4,4,8]", VALID3),
     "s32": ("s32[2,6,6,4]", "s32[3,3,4,8]", "s32[2,4,4,8]", VALID3),
+    # issue 20's shapes: depthwise (with a channel multiplier, strides, dilation, uneven padding,
+    # a 16-bit type), strided and padded, dilated along the last dim, and weight gradients as
+    # jax.grad writes them (x against dy over batch and space; strided forward: dilated window)
+    "depthwise_multiplier": ("f32[2,11,11,6]", "f32[3,3,1,12]", "f32[2,6,8,12]",
+                             "window={size=3x3 stride=2x1 pad=1_2x0_1 rhs_dilate=1x2}, "
+                             "dim_labels=b01f_01io->b01f, feature_group_count=6"),
+    "depthwise_bf16": ("bf16[2,8,8,16]", "bf16[3,3,1,16]", "bf16[2,8,8,16]",
+                       SAME3 + ", feature_group_count=16"),
+    "depthwise_nchw_reversed": ("f32[2,4,7,7]", "f32[4,1,3,3]", "f32[2,4,7,7]",
+                                "window={size=3x3 pad=1_1x1_1 rhs_reversal=1x0}, "
+                                "dim_labels=bf01_oi01->bf01, feature_group_count=4"),
+    "strided_padded": ("f32[2,13,12,8]", "f32[5,3,8,16]", "f32[2,4,7,16]",
+                       "window={size=5x3 stride=3x2 pad=2_1x0_3}, dim_labels=b01f_01io->b01f"),
+    "dilated_last_dim": ("f32[2,12,12,8]", "f32[3,3,8,16]", "f32[2,8,6,16]",
+                         "window={size=3x3 rhs_dilate=2x3}, dim_labels=b01f_01io->b01f"),
+    "backward_filter": ("f32[4,10,10,8]", "f32[4,10,10,16]", "f32[3,3,8,16]",
+                        "window={size=10x10 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf"),
+    "backward_filter_strided": ("f32[4,9,9,8]", "f32[4,5,5,16]", "f32[3,3,8,16]",
+                                "window={size=5x5 pad=1_1x1_1 rhs_dilate=2x2}, dim_labels=f01b_i01o->01bf"),
+    "backward_filter_depthwise": ("f32[4,9,9,8]", "f32[4,9,9,16]", "f32[3,3,1,16]", "window={size=9x9 "
+                                  "pad=1_1x1_1}, dim_labels=f01b_i01o->01bf, batch_group_count=8"),
 }
-EXACT = {"f64", "s32", "depthwise", "batch_groups"}  # the interpreter's own im2col runs these
+EXACT = {"f64", "s32", "batch_groups", "backward_filter_depthwise"}  # the interpreter's own im2col runs these
 
 
 def _args(module):
@@ -80,6 +107,24 @@ def test_convolution_thunk_matches_the_interpreter(case):
         np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2 ** -7, atol=1e-6)
     else:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["depthwise_multiplier", "depthwise_bf16", "strided_padded",
+                                  "dilated_last_dim", "backward_filter", "backward_filter_strided"])
+def test_the_fast_shapes_take_the_hosts_own_kernels(case, monkeypatch):
+    import hlo_run.host_conv
+
+    def no_interpreter(*args):
+        raise AssertionError("the interpreter's convolution ran")
+
+    monkeypatch.setattr(hlo_run.host_conv, "convolve", no_interpreter)
+    x, w, out, attrs = CASES[case]
+    text = CONV.format(x=x, w=w, out=out, attrs=attrs)
+    module = parse_module(text)
+    args = _args(module)
+    manifest = load_manifest(_compile(text).to_bytes(), "m.json")
+    got = ManifestExecutable(manifest, HostDevice()).run(args)
+    assert np.asarray(got).shape == np.asarray(evaluate(module, args)).shape
 
 
 def test_only_the_host_target_makes_convolution_thunks():
