@@ -195,7 +195,9 @@ _PROTO_SUFFIXES = {".pb": "pb", ".pbtxt": "pbtxt", ".textproto": "pbtxt"}
 
 def output_format(opts: OptOptions) -> str:
     """hlo, pb or pbtxt: --output-format, else --emit-proto (binary), else the -o file's extension."""
-    by_name = _PROTO_SUFFIXES.get(Path(opts.output).suffix.lower()) if opts.output not in (None, "-") else None
+    by_name = None
+    if opts.output not in (None, "-"):
+        by_name = _PROTO_SUFFIXES.get(Path(opts.output).suffix.lower())
     chosen = opts.output_format or ("pb" if opts.emit_proto else None)
     if opts.emit_proto and opts.output_format not in (None, "pb", "pbtxt"):
         raise OptionError(f"--emit-proto writes an HloModuleProto, not --output-format={opts.output_format}")
@@ -208,9 +210,11 @@ def output_format(opts: OptOptions) -> str:
 @click.argument("input", required=False, default="-", metavar="[INPUT]")
 @click.option("-o", "--output", metavar="PATH",
               help="the optimized module (default: stdout); `.pb` / `.pbtxt` write an HloModuleProto")
-@click.option("--output-format", "--output_format", "output_format", type=click.Choice(["hlo", "pb", "pbtxt"]),
+@click.option("--output-format", "--output_format", "output_format",
+              type=click.Choice(["hlo", "pb", "pbtxt"]),
               help="HLO text or HloModuleProto (binary, text); default: from -o's extension, else hlo")
-@click.option("--emit-proto", is_flag=True, help="write a binary HloModuleProto (pbtxt when -o ends in .pbtxt)")
+@click.option("--emit-proto", is_flag=True,
+              help="write a binary HloModuleProto (pbtxt when -o ends in .pbtxt)")
 @click.option("--pipeline", type=click.Choice(["gpu", "none"]), default="gpu", show_default=True,
               help="the full XLA:GPU-style pipeline or nothing")
 @click.option("--passes", metavar="A,B,...", help="run exactly these passes, in this order (XLA: --passes)")

@@ -29,7 +29,8 @@ from hlo_common.proto.proto_tables import ALIAS_KIND
 from hlo_common.proto.proto_values import ProtoError, literal_to_proto
 
 # HloModuleConfig, not HloModuleProto (XLA keeps them in HloModuleProtoWithConfig's config).
-CONFIG_HEADER_ATTRS = frozenset({"replica_count", "num_partitions", "allow_spmd_sharding_propagation_to_output",
+CONFIG_HEADER_ATTRS = frozenset({"replica_count", "num_partitions",
+                                 "allow_spmd_sharding_propagation_to_output",
                                  "allow_spmd_sharding_propagation_to_parameters"})
 _ALIAS_KIND = {word.strip(", "): k for k, word in ALIAS_KIND.items()}
 
@@ -169,7 +170,8 @@ def _header(proto, module, where: str) -> None:
             continue
         if key == "input_output_alias":
             for out, param, pidx, kind in _ALIAS_RE.findall(value):
-                proto.input_output_alias.entries.add(output_shape_index=_ints(out), parameter_number=int(param),
+                proto.input_output_alias.entries.add(output_shape_index=_ints(out),
+                                                     parameter_number=int(param),
                                                      parameter_shape_index=_ints(pidx),
                                                      kind=_ALIAS_KIND.get(kind, 1))  # XLA's default
         elif key == "buffer_donor":

@@ -36,9 +36,11 @@ _PLAIN = {"index": "tuple_index", "dynamic_slice_sizes": "dynamic_slice_sizes",
           "slice_sizes": "gather_slice_sizes", "indices_are_sorted": "indices_are_sorted",
           "unique_indices": "unique_indices", "is_stable": "is_stable", "k": "k", "largest": "largest",
           "exponent_bits": "exponent_bits", "mantissa_bits": "mantissa_bits", "fft_length": "fft_length",
-          "epsilon": "epsilon", "feature_index": "feature_index", "delta": "delta", "channel_id": "channel_id",
+          "epsilon": "epsilon", "feature_index": "feature_index", "delta": "delta",
+          "channel_id": "channel_id",
           "use_global_device_ids": "use_global_device_ids", "constrain_layout": "constrain_layout",
-          "custom_call_target": "custom_call_target", "custom_call_has_side_effect": "custom_call_has_side_effect",
+          "custom_call_target": "custom_call_target",
+          "custom_call_has_side_effect": "custom_call_has_side_effect",
           "is_host_transfer": "is_host_transfer", "is_composite": "is_composite", "kind": "fusion_kind",
           "async_execution_thread": "async_execution_thread", "num_carries": "scan_num_carries",
           "is_reverse": "scan_is_reverse"}
@@ -100,7 +102,8 @@ def _write_one(p, instr, key: str, value) -> None:
     elif key in _SCATTER:
         getattr(p.scatter_dimension_numbers, key).extend(value)
     elif key == "index_vector_dim":
-        (p.scatter_dimension_numbers if op == "scatter" else p.gather_dimension_numbers).index_vector_dim = value
+        numbers = p.scatter_dimension_numbers if op == "scatter" else p.gather_dimension_numbers
+        numbers.index_vector_dim = value
     elif key == "algorithm":
         if op == "rng-bit-generator":
             p.rng_algorithm = _RNG_ALGORITHM[value]
@@ -115,7 +118,9 @@ def _write_one(p, instr, key: str, value) -> None:
 
 
 def _dot_numbers(p, op: str):
-    return p.ragged_dot_dimension_numbers.dot_dimension_numbers if op == "ragged-dot" else p.dot_dimension_numbers
+    if op == "ragged-dot":
+        return p.ragged_dot_dimension_numbers.dot_dimension_numbers
+    return p.dot_dimension_numbers
 
 
 def _slice(p, spec) -> None:
@@ -159,12 +164,14 @@ def _replica_groups(p, groups) -> None:
         for group in groups.explicit:
             p.replica_groups.add(replica_ids=group)
     else:
-        raise ValueError("mesh replica groups (HloInstructionProto field 93) are not in this project's schema")
+        raise ValueError("mesh replica groups (HloInstructionProto field 93) are not in this project's "
+                         "schema")
 
 
 def _aliasing(p, aliasing) -> None:
     for out, operand, index in aliasing.entries:
-        p.output_operand_aliasing.add(output_shape_index=out, operand_index=operand, operand_shape_index=index)
+        p.output_operand_aliasing.add(output_shape_index=out, operand_index=operand,
+                                      operand_shape_index=index)
 
 
 def _operand_layouts(p, shapes) -> None:
@@ -199,7 +206,8 @@ _WRITERS = {
     "dim_labels": _dim_labels,
     "lhs_ragged_dims": lambda p, v: p.ragged_dot_dimension_numbers.lhs_ragged_dimensions.extend(v),
     "rhs_group_dims": lambda p, v: p.ragged_dot_dimension_numbers.rhs_group_dimensions.extend(v),
-    "operand_precision": lambda p, v: p.precision_config.operand_precision.extend(_PRECISION[w.upper()] for w in v),
+    "operand_precision": lambda p, v: p.precision_config.operand_precision.extend(
+        _PRECISION[w.upper()] for w in v),
     "distribution": lambda p, v: setattr(p, "distribution", _DISTRIBUTION[v]),
     "fft_type": lambda p, v: setattr(p, "fft_type", _FFT[v]),
     "transpose_a": lambda p, v: setattr(p.triangular_solve_options, "transpose_a", _TRANSPOSE[v]),
@@ -239,8 +247,9 @@ def write_shape(out, shape, where: str) -> None:
     out.element_type = TOKEN_ID if shape.is_token else PROTO_ID[shape.element_type.name]
     if not shape.element_type.is_array_type:
         return
-    out.dimensions.extend(UNBOUNDED if d == "?" else n for n, d in zip(shape.dims, shape.dynamic or [""] * len(shape.dims)))
-    out.is_dynamic_dimension.extend(bool(d) for d in (shape.dynamic or [""] * len(shape.dims)))
+    dynamic = shape.dynamic or ("",) * len(shape.dims)
+    out.dimensions.extend(UNBOUNDED if d == "?" else n for n, d in zip(shape.dims, dynamic))
+    out.is_dynamic_dimension.extend(bool(d) for d in dynamic)
     if shape.layout is not None:
         _write_layout(out.layout, shape.layout, where)
 
@@ -255,7 +264,8 @@ def _write_layout(out, layout, where: str) -> None:
         elif key in _LAYOUT_FIELDS:
             setattr(out, _LAYOUT_FIELDS[key], int(value))
         else:
-            raise ProtoError(f"{where}: layout field '{key}(...)' is not in this project's LayoutProto schema")
+            raise ProtoError(f"{where}: layout field '{key}(...)' is not in this project's LayoutProto "
+                             "schema")
 
 
 def write_sharding(out, sharding, where: str) -> None:
