@@ -107,3 +107,28 @@ def test_without_jaxlib_the_error_names_the_extra(tmp_path, monkeypatch) -> None
     monkeypatch.setitem(sys.modules, "jax._src.lib", None)  # import fails as where jaxlib is absent
     with pytest.raises(InputError, match=r"hlo-toolchain\[stablehlo\]"):
         read_input(path)
+
+
+def test_shardy_attributes_survive_as_xla_keeps_them(tmp_path) -> None:
+    """jax lowers shardings with Shardy (`sdy.mesh`, `sdy.sharding`); XLA's converter keeps them as
+    frontend attributes (`xla.sdy.meshes` on the module, `xla.sdy.sharding` per value), and so does
+    the IR, which runs, and writes them back to a proto unchanged."""
+    import proto_lib
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    mesh = Mesh(np.array(jax.devices()[:1]), ("x",))
+    fn = jax.jit(lambda a: jnp.sin(a) * 2, in_shardings=NamedSharding(mesh, PartitionSpec("x")))
+    x = np.linspace(-3, 3, 32, dtype=np.float32).reshape(8, 4)
+    path = tmp_path / "sdy.mlir"
+    path.write_text(fn.lower(x).as_text())
+    assert "sdy.sharding" in path.read_text()
+    text = read_input(path).text
+    assert "frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<[\"x\"=1]>}}" in text
+    assert 'xla.sdy.sharding="#sdy.sharding<@mesh, [{\\"x\\"}, {}]>"' in text
+    expected, got = proto_lib.written_and_read(text, "sdy")
+    assert got == expected
+    inputs, out = tmp_path / "in.npz", tmp_path / "out.npz"
+    np.savez(inputs, arg0=x)
+    _run("hlo_run.cli", "--platform", "interpreter", "--inputs", str(inputs), "--output", str(out), str(path))
+    with np.load(out) as data:
+        np.testing.assert_allclose(data["out0"], np.asarray(fn(x)), rtol=1e-6)
