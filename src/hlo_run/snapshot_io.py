@@ -16,9 +16,8 @@ class SnapshotWriter:
     run produced none, as --find-first-mismatch), then written whole or not at all."""
 
     def __init__(self, path: str, program, args: list[Any], platform: str):
-        from hlo_common.proto.hlo_to_proto import module_to_proto, write_shape
-        from hlo_common.proto.messages import HloSnapshot, ShapeProto
-        from hlo_common.proto.proto_values import literal_to_proto
+        from hlo_common.proto.hlo_to_proto import module_to_proto
+        from hlo_common.proto.messages import HloSnapshot
 
         if program.module is None:
             raise InputError(f"{program.name}: --save-snapshot needs an HLO module; a manifest holds "
@@ -26,22 +25,27 @@ class SnapshotWriter:
         if program.devices != 1:
             raise InputError(f"{program.name}: --save-snapshot writes a single-device run; this one runs on "
                              f"{program.devices} devices (an HloSnapshot holds one device's arguments)")
-        self.path, self._literal_to_proto, self._write_shape = path, literal_to_proto, write_shape
-        self._shape_proto = ShapeProto
+        self.path = path
         self.snapshot = HloSnapshot(execution_platform=platform)
         self.snapshot.hlo.hlo_module.CopyFrom(module_to_proto(program.module))
         self.result_shape = program.result_shape
         for value, shape in zip(args, program.parameter_shapes):
-            self._literal(self.snapshot.arguments.add(), value, shape)
-
-    def _literal(self, out, value, shape) -> None:
-        proto = self._shape_proto()
-        self._write_shape(proto, shape, "snapshot")
-        self._literal_to_proto(value, proto, out)
+            _literal(self.snapshot.arguments.add(), value, shape)
 
     def finish(self, result: Any = None) -> None:
         from hlo_common.cli_util import write_output
 
         if result is not None:
-            self._literal(self.snapshot.result, result, self.result_shape)
+            _literal(self.snapshot.result, result, self.result_shape)
         write_output(self.path, self.snapshot.SerializeToString(deterministic=True))
+
+
+def _literal(out, value, shape) -> None:
+    """LiteralProto `out` of `value` (numpy array or tuple) of IR shape `shape`."""
+    from hlo_common.proto.hlo_to_proto import write_shape
+    from hlo_common.proto.messages import ShapeProto
+    from hlo_common.proto.proto_values import literal_to_proto
+
+    proto = ShapeProto()
+    write_shape(proto, shape, "snapshot")
+    literal_to_proto(value, proto, out)

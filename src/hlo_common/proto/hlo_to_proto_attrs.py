@@ -75,11 +75,9 @@ _CALLED_KEYS = frozenset({"calls", "to_apply", "condition", "body", "select", "s
 
 def _raw(key: str, text: str, where: str):
     """The attributes the parser keeps as text, made values the writers below take."""
-    if key in ("cross_program_prefetch_index",):
+    if key == "cross_program_prefetch_index":
         return int(text)
-    if key == "is_associative":
-        return text
-    if key == "result_accuracy":
+    if key in ("is_associative", "result_accuracy"):
         return text
     raise ProtoError(f"{where}: attribute '{key}' (kept as text) has no HloInstructionProto field in this "
                      "project's schema; the proto cannot hold it")
