@@ -1,3 +1,4 @@
+# size: the command, its options and one run's steps, read in order
 """`hlo-run`: run an HLO module or a manifest and compare it with a reference (run_hlo_module).
 
 The last tool of the pipeline (`hlo-opt | hlo-codegen | hlo-run`), modelled on XLA's
@@ -19,8 +20,6 @@ reference runner NAME **`, each followed by `<shape> <literal>`) and `--find-fir
 report; progress, timings, warnings and errors go to stderr. Exit codes: 0 success, 1 user error
 (bad input, a failed comparison), 2 usage error.
 """
-
-# size: the command, its options and one run's steps, read in order
 
 from __future__ import annotations
 
