@@ -143,9 +143,9 @@ def byte_position(data: bytes, offset: int) -> tuple[int, int]:
 
 
 # -- every input form: HLO text, HloModuleProto (binary / text), HloSnapshot ----------------------
-INPUT_FORMATS = ("hlo", "pb", "pbtxt", "snapshot")
+INPUT_FORMATS = ("hlo", "pb", "pbtxt", "snapshot", "stablehlo", "mhlo")
 _SUFFIX_FORMATS = {".hlo": "hlo", ".txt": "hlo", ".pb": None, ".pbtxt": "pbtxt",
-                   ".textproto": "pbtxt"}
+                   ".textproto": "pbtxt", ".mlir": "stablehlo", ".mlirbc": "stablehlo"}
 
 
 @dataclass(frozen=True)
@@ -184,9 +184,17 @@ def _sniff_and_read(stream: BinaryIO, name: str, fmt: str | None) -> tuple[bytes
 def detect_format(name: str, data: bytes) -> str | None:
     """The format a file's name or first bytes say (None: some binary proto, told by parsing)."""
     suffix = Path(name).suffix.lower()
+    if suffix == ".txt":  # XLA's text dumps, or `jax.jit(f).lower(x).as_text()` saved as .txt
+        from hlo_common.proto.mlir_input import looks_like_mlir
+
+        return "stablehlo" if looks_like_mlir(data[:4096].lstrip()) else "hlo"
     if suffix in _SUFFIX_FORMATS:
         return _SUFFIX_FORMATS[suffix]
     head = data[:4096].lstrip()
+    from hlo_common.proto.mlir_input import looks_like_mlir
+
+    if looks_like_mlir(head):
+        return "stablehlo"  # the converter reads MHLO as well
     if b"\0" in head or not _is_utf8(head):
         return None
     if head.startswith((b"HloModule", b"//", b"ENTRY", b"%", b"{", b"FileNames")):

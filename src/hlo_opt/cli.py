@@ -1,4 +1,5 @@
-"""`hlo-opt [OPTIONS] [INPUT]`: HLO text in, optimized HLO text out (design/cli.md).
+"""`hlo-opt [OPTIONS] [INPUT]`: HLO in, optimized HLO out (design/cli.md); text by default, an
+HloModuleProto with `--emit-proto`, `--output-format` or `-o m.pb|m.pbtxt`.
 
 The first tool of the chain: it parses the input (a file or stdin; `--split-input-file` splits on
 `// -----`), runs `--pipeline gpu` (the XLA:GPU pipelines of `hlo_opt.pipelines`) or exactly the
@@ -55,6 +56,8 @@ class OptOptions:
     split_input_file: bool
     debug: bool
     input_format: str | None = None
+    output_format: str | None = None
+    emit_proto: bool = False
 
 
 # -- passes and pipelines ------------------------------------------------------------------------
@@ -121,8 +124,8 @@ def build_sequence(opts: OptOptions) -> PipelineSequence:
 
 # -- the run -------------------------------------------------------------------------------------
 def optimize_module(module: HloModule, index: int, sequence: PipelineSequence, opts: OptOptions,
-                    dump: DumpOptions | None, run_options: RunOptions) -> str:
-    """Dump, verify, run the passes on, verify and print one module of the input."""
+                    dump: DumpOptions | None, run_options: RunOptions) -> HloModule:
+    """Dump, verify, run the passes on and verify one module of the input."""
     dumper = None
     if dump is not None:  # the dump module (and what it imports) only when dumping
         from hlo_opt.dump import ModuleDumper
@@ -146,7 +149,7 @@ def optimize_module(module: HloModule, index: int, sequence: PipelineSequence, o
         verify(module, f"verification failed after pipeline '{sequence.name}'{hint}")
     if dumper is not None:
         dumper.dump(module, "after_optimizations")
-    return print_module(module)
+    return module
 
 
 def run(opts: OptOptions) -> None:
@@ -170,18 +173,48 @@ def run(opts: OptOptions) -> None:
         prepare_dump_directory(dump.directory)
     text, name = read_input(opts.input, opts.input_format)[:2] if opts.input_format != "hlo" else \
         read_source(opts.input)
+    out_format = output_format(opts)
     modules = parse_modules(text, name, split=opts.split_input_file)
+    if out_format != "hlo" and len(modules) != 1:
+        raise OptionError(f"--output-format={out_format} writes one module; the input holds {len(modules)}")
     outputs = [optimize_module(m, i, sequence, opts, dump, run_options) for i, m in enumerate(modules)]
     if records is not None:
         from hlo_opt.timing import print_timing_table
 
         print_timing_table(records)
-    write_output(opts.output, MODULE_SEPARATOR.join(outputs))
+    if out_format == "hlo":
+        write_output(opts.output, MODULE_SEPARATOR.join(print_module(m) for m in outputs))
+        return
+    from hlo_common.proto.hlo_to_proto import serialize
+
+    write_output(opts.output, serialize(outputs[0], out_format))
+
+
+_PROTO_SUFFIXES = {".pb": "pb", ".pbtxt": "pbtxt", ".textproto": "pbtxt"}
+
+
+def output_format(opts: OptOptions) -> str:
+    """hlo, pb or pbtxt: --output-format, else --emit-proto (binary), else the -o file's extension."""
+    by_name = None
+    if opts.output not in (None, "-"):
+        by_name = _PROTO_SUFFIXES.get(Path(opts.output).suffix.lower())
+    chosen = opts.output_format or ("pb" if opts.emit_proto else None)
+    if opts.emit_proto and opts.output_format not in (None, "pb", "pbtxt"):
+        raise OptionError(f"--emit-proto writes an HloModuleProto, not --output-format={opts.output_format}")
+    if opts.emit_proto and by_name is not None:
+        chosen = by_name  # `--emit-proto -o m.pbtxt`: the text form
+    return chosen or by_name or "hlo"
 
 
 @click.command(name=TOOL, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("input", required=False, default="-", metavar="[INPUT]")
-@click.option("-o", "--output", metavar="PATH", help="optimized HLO text (default: stdout)")
+@click.option("-o", "--output", metavar="PATH",
+              help="the optimized module (default: stdout); `.pb` / `.pbtxt` write an HloModuleProto")
+@click.option("--output-format", "--output_format", "output_format",
+              type=click.Choice(["hlo", "pb", "pbtxt"]),
+              help="HLO text or HloModuleProto (binary, text); default: from -o's extension, else hlo")
+@click.option("--emit-proto", is_flag=True,
+              help="write a binary HloModuleProto (pbtxt when -o ends in .pbtxt)")
 @click.option("--pipeline", type=click.Choice(["gpu", "none"]), default="gpu", show_default=True,
               help="the full XLA:GPU-style pipeline or nothing")
 @click.option("--passes", metavar="A,B,...", help="run exactly these passes, in this order (XLA: --passes)")

@@ -1,3 +1,4 @@
+# size: the command, its options and one run's steps, read in order
 """`hlo-run`: run an HLO module or a manifest and compare it with a reference (run_hlo_module).
 
 The last tool of the pipeline (`hlo-opt | hlo-codegen | hlo-run`), modelled on XLA's
@@ -110,6 +111,7 @@ class RunOptions:
     collective_timeout: float = 60.0
     verbose: bool = False
     snapshot: Any = None  # hlo_common.proto.loader.ProtoInput of an HloSnapshot input (set later)
+    save_snapshot: str | None = None  # --save-snapshot: where the run is written as an HloSnapshot
 
 
 class XlaFlagsCommand(click.Command):
@@ -182,11 +184,15 @@ class XlaFlagsCommand(click.Command):
 @click.option("--input-format", "input_format", type=click.Choice(INPUT_FORMATS),
               help="hlo text, HloModuleProto (pb, pbtxt) or HloSnapshot (runs on its arguments and "
                    "checks its result); default: from the name and first bytes")
+@click.option("--save-snapshot", metavar="FILE.pb",
+              help="Write the run as an HloSnapshot: the module, its arguments and its result "
+                   "(XLA: --xla_dump_hlo_snapshots); `hlo-run FILE.pb` runs it again.")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
 def cli(input_path, platform, inputs_path, seed, output_path, print_literals, reference_platform,
         abs_error_bound, rel_error_bound, iterations, max_while_iterations, hlo_passes, dump_to,
         large_float_range, find_first_mismatch, mismatch_dir, num_replicas, num_partitions, max_devices,
-        collective_timeout, split_input_file, debug, input_format=None, verbose=False) -> None:
+        collective_timeout, split_input_file, debug, input_format=None, verbose=False,
+        save_snapshot=None) -> None:
     """Run an HLO module (file or stdin) and compare it with a reference, like run_hlo_module.
 
     A manifest is executable code, like a shared library: run only manifests you trust. Its
@@ -199,7 +205,8 @@ def cli(input_path, platform, inputs_path, seed, output_path, print_literals, re
     options = RunOptions(platform, reference, inputs_path, seed, output_path, print_literals,
                          abs_error_bound, rel_error_bound, iterations, hlo_passes, dump_to,
                          large_float_range, find_first_mismatch, mismatch_dir, max_while_iterations,
-                         num_replicas, num_partitions, max_devices, collective_timeout, verbose)
+                         num_replicas, num_partitions, max_devices, collective_timeout, verbose,
+                         save_snapshot=save_snapshot)
     if find_first_mismatch and platform == "interpreter":
         raise click.UsageError("--find-first-mismatch compares the kernels of --platform cuda or host "
                                "with the interpreter; choose one of those platforms")
@@ -229,8 +236,8 @@ def _run_input(input_path: str | None, options: RunOptions, split: bool, debug: 
         raise click.UsageError("--dump-to: the input is a manifest, compiled already, so there is nothing "
                                "to dump (hlo-codegen --dump-to dumps its compilation; with "
                                "--find-first-mismatch, --dump-to names where those dumps are)")
-    if len(programs) > 1 and (options.inputs or options.output):
-        raise click.UsageError("--inputs and --output take a single module; the input holds "
+    if len(programs) > 1 and (options.inputs or options.output or options.save_snapshot):
+        raise click.UsageError("--inputs, --output and --save-snapshot take a single module; the input holds "
                                f"{len(programs)} (drop --split-input-file or split the file)")
     failures = sum(not _run_reporting(p, options, debug, multiple=len(programs) > 1) for p in programs)
     if failures:
@@ -311,14 +318,24 @@ def run_program(program: Program, options: RunOptions) -> bool:
         if options.print_literals:
             for i, (arg, shape) in enumerate(zip(args, _device_shapes(program))):
                 echo_literal(f"** Argument {i} **", arg, shape)
+        snapshot = None
+        if options.save_snapshot:
+            from hlo_run.snapshot_io import SnapshotWriter
+
+            snapshot = SnapshotWriter(options.save_snapshot, program, args, options.platform)
         if options.find_first_mismatch:
             from hlo_run.bisect import find_first_mismatch
 
-            return find_first_mismatch(program, options, args)
+            matched = find_first_mismatch(program, options, args)
+            if snapshot is not None:  # the arguments that show the mismatch, without a result
+                snapshot.finish()
+            return matched
         result = _run_on(options.platform, program, args, options.iterations, options.max_while_iterations,
                          options.collective_timeout)
         if result is None:  # one MPI rank other than 0 (hlo_run.mpi_launch): rank 0 reports
             return True
+        if snapshot is not None:  # written before any comparison, so that a wrong answer is kept too
+            snapshot.finish(result)
         if options.print_literals:
             echo_literal("** Result **", result, _result_shape(program))
         if options.output:

@@ -17,7 +17,7 @@ also takes `--flag` alone (true) or `--flag=true|false|1|0` (also `--flag true`)
     --print_literals[=bool]                    --print-literals when true
     --iterations=N                             the same flag (click reads both forms)
     --input_module=PATH                        the INPUT argument
-    --input_format=hlo|pb|pbtxt|snapshot       --input-format (the same names)
+    --input_format=hlo|pb|pbtxt|snapshot|stablehlo|mhlo  --input-format (the same names)
     --run_test_hlo_passes[=bool]               --hlo-passes / --no-hlo-passes
     --run_reference_hlo_passes[=bool]          accepted; the reference runs the input as given
     --use_large_float_range[=bool]             --large-float-range when true
@@ -129,8 +129,8 @@ def _translate_flag(arg: str, name: str, value: str | None, args: _Args, warn) -
         return [args.value(name, value)]
     if name == "input_format":
         fmt = args.value(name, value).strip().lower()
-        if fmt not in ("hlo", "pb", "pbtxt", "snapshot"):
-            raise XlaFlagError(f"--input_format={fmt}: expected hlo, pb, pbtxt or snapshot")
+        if fmt not in ("hlo", "pb", "pbtxt", "snapshot", "stablehlo", "mhlo"):
+            raise XlaFlagError(f"--input_format={fmt}: expected hlo, pb, pbtxt, snapshot, stablehlo or mhlo")
         return ["--input-format", fmt]
     if name in _VALUE_FLAGS:
         return [_VALUE_FLAGS[name], args.value(name, value)]

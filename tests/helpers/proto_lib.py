@@ -38,3 +38,33 @@ def canonical(printed: str) -> str:
         lines = block.split("\n")
         blocks.append(lines[0] + "\n" + "\n".join(sorted(lines[1:])))
     return _CONFIG_ONLY.sub("", header) + "\n" + "\n\n".join(sorted(blocks))
+
+
+def written_and_read(module_text: str, name: str, fmt: str = "pb") -> tuple[str, str]:
+    """(the module as our printer gives it, the module after hlo_to_proto -> bytes -> proto_to_hlo).
+
+    The first is what the proto can say of the module: HloModuleConfig's header fields
+    (replica_count, ...) are not in an HloModuleProto, a missing entry_computation_layout is the
+    entry's own shapes (what XLA's parser gives it, and a proto must hold one), and instructions
+    that share a name across computations get the names the writer gives them (a proto's names
+    are unique per module). Everything else must come back byte for byte."""
+    from hlo_common.hlo.parser import parse_module
+    from hlo_common.hlo.printer import print_module
+    from hlo_common.proto.hlo_to_proto import entry_layout, proto_names, serialize
+    from hlo_common.proto.loader import read_proto_input
+
+    module = parse_module(module_text, name)
+    data = serialize(module, fmt)
+    module.entry_computation_layout = entry_layout(module)
+    for instr, new in proto_names(module).items():
+        instr.name = new
+    expected = _CONFIG_ONLY.sub("", print_module(module).partition("\n")[0]) + "\n" + \
+        print_module(module).partition("\n")[2]
+    got = print_module(read_proto_input(data, name, fmt).module)
+    return expected, got
+
+
+def first_difference(a: str, b: str) -> str:
+    x, y = a.splitlines(), b.splitlines()
+    k = next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
+    return f"line {k + 1}:\n    text:  {x[k:k + 1]}\n    proto: {y[k:k + 1]}"

@@ -16,7 +16,7 @@ from google.protobuf import text_format
 from hlo_common.proto.messages import HloModuleProto, HloProto, HloSnapshot
 from hlo_common.proto.proto_values import ProtoError, literal_from_proto
 
-PROTO_FORMATS = ("pb", "pbtxt", "snapshot")
+PROTO_FORMATS = ("pb", "pbtxt", "snapshot", "stablehlo", "mhlo")
 
 
 @dataclass
@@ -30,9 +30,15 @@ class ProtoInput:
 
 
 def read_proto_input(data: bytes, name: str, fmt: str | None) -> ProtoInput:
-    """Parse `data` as `fmt` (pb, pbtxt, snapshot; None: whichever binary message it holds)."""
+    """Parse `data` as `fmt` (pb, pbtxt, snapshot, stablehlo, mhlo; None: whichever binary message
+    it holds). StableHLO/MHLO go through XLA's own converter (hlo_common.proto.mlir_input)."""
     from hlo_common.proto.proto_to_hlo import module_from_proto
 
+    if fmt in ("stablehlo", "mhlo"):
+        from hlo_common.proto.mlir_input import hlo_proto_from_mlir
+
+        proto = HloModuleProto.FromString(hlo_proto_from_mlir(data, name))
+        return ProtoInput(module_from_proto(proto, name), fmt)
     if fmt == "pbtxt":
         kind, msg = _text_message(data, name)
     else:

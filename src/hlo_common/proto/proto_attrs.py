@@ -6,24 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
+from hlo_common.hlo.attributes import METADATA_ORDER
 from hlo_common.hlo.strings import lexes_as_json_dict, quote_string
-from hlo_common.proto.messages import enum_names
-from hlo_common.proto.proto_values import shape_text, sharding_text
+from hlo_common.proto import proto_tables as T
+from hlo_common.proto.proto_values import literal_from_proto, primitive, shape_text, sharding_text
 
-# Opcodes whose `dimensions` XLA prints even when empty.
-_ALWAYS_DIMS = {"broadcast", "transpose", "reduce", "reverse", "concatenate", "sort", "map"}
-_NO_DIMS = {"iota"}
-_PRECISION = enum_names("PrecisionConfig.Precision")
-_ALGORITHM = enum_names("PrecisionConfig.Algorithm")
-_API = enum_names("CustomCallApiVersion")
-_SCHEDULE = enum_names("CustomCallSchedule")
-_FFT = enum_names("FftType")
-_TRANSPOSE = enum_names("TriangularSolveOptions.Transpose")
-_PRED = 1
-_BY_ID = {t.proto_id: t for t in PRIMITIVE_TYPES.values()}
-_DISTRIBUTION = {1: "rng_uniform", 2: "rng_normal"}
-_RNG_ALGORITHM = {0: "rng_default", 1: "rng_three_fry", 2: "rng_philox"}
+_ALWAYS_DIMS, _NO_DIMS = T.ALWAYS_DIMS, T.NO_DIMS
+_PRECISION, _ALGORITHM, _API, _SCHEDULE = T.PRECISION, T.ALGORITHM, T.API_VERSION, T.CUSTOM_CALL_SCHEDULE
+_FFT, _TRANSPOSE, _DISTRIBUTION, _RNG_ALGORITHM = T.FFT_TYPE, T.TRANSPOSE, T.DISTRIBUTION, T.RNG_ALGORITHM
+_PRED = T.PRED_ID
 
 
 def _ints(values) -> str:
@@ -178,22 +169,14 @@ def _gather_scatter_attrs(p) -> list[str]:
     return out
 
 
-def _default_comparison(type_id: int | None) -> str:
-    """Comparison::DefaultComparisonType (xla/comparison_util.cc): the type XLA leaves unprinted."""
-    t = _BY_ID.get(type_id)
-    if t is None or t.is_float or t.is_complex:
-        return "FLOAT"
-    return "SIGNED" if t.kind == "signed" else "UNSIGNED"
-
-
 def _misc_attrs(p, op: str, operand_types: list[int]) -> list[str]:
     out = []
     if p.comparison_direction:
         out.append(f"direction={p.comparison_direction}")
         first = operand_types[0] if operand_types else None
-        if p.comparison_type and p.comparison_type != _default_comparison(first):
+        if p.comparison_type and p.comparison_type != T.default_comparison(first):
             out.append(f"type={p.comparison_type}")
-    if op == "sort" and p.is_stable:
+    if op in ("sort", "topk") and p.is_stable:
         out.append("is_stable=true")
     if op == "topk":
         out += [f"k={p.k}", f"largest={_bool(p.largest)}"]
@@ -217,8 +200,8 @@ def _misc_attrs(p, op: str, operand_types: list[int]) -> list[str]:
         out.append(f"num_carries={p.scan_num_carries}")
         if p.scan_is_reverse:
             out.append("is_reverse=true")
-        if p.scan_is_associative == 1:
-            out.append("is_associative=true")
+        if p.scan_is_associative in T.SCAN_ASSOCIATIVE:
+            out.append("is_associative=" + T.SCAN_ASSOCIATIVE[p.scan_is_associative])
     if op == "rng-get-and-update-state":
         out.append(f"delta={p.delta}")
     if p.WhichOneof("optional_cross_program_prefetch_index"):
@@ -245,8 +228,8 @@ def _collective_attrs(p, op: str) -> list[str]:
             groups.iota_replica_group_list
         reshape = ",".join(map(str, g.iota_reshape_dims))
         text = f"[{g.num_replica_groups},{g.num_devices_per_group}]<=[{reshape}]"
-        perm = list(g.iota_transpose_perm)
-        if perm and perm != list(range(len(perm))):
+        perm = list(g.iota_transpose_perm) or list(range(len(g.iota_reshape_dims)))
+        if len(perm) > 1:  # XLA's IotaReplicaGroupList prints the permutation of every 2-D+ iota
             text += "T(" + ",".join(map(str, perm)) + ")"
         out.append("replica_groups=" + text)
     elif groups.replica_groups or p.replica_groups or _collective(op):
@@ -282,11 +265,23 @@ def _custom_call_attrs(p, op: str, where: str) -> list[str]:
         pairs = [f"{_ints(a.output_shape_index)}: ({a.operand_index}, {_ints(a.operand_shape_index)})"
                  for a in p.output_operand_aliasing]
         out.append("output_to_operand_aliasing={" + ", ".join(pairs) + "}")
+    if p.HasField("literal"):
+        out.append("literal=" + _literal_text(p.literal, where))
     if p.custom_call_schedule:
         out.append("schedule=" + _SCHEDULE[p.custom_call_schedule])
     if p.custom_call_api_version not in (0, 1):
         out.append("api_version=" + _API[p.custom_call_api_version])
     return out
+
+
+def _literal_text(lit, where: str) -> str:
+    """A custom call's `literal=s32[] 1` (its shape, then the value, as LiteralAttr prints it)."""
+    from hlo_common.hlo.literal import format_literal
+
+    value = literal_from_proto(lit, f"{where}: literal")
+    et = lit.shape.element_type
+    ptype = None if et == T.TUPLE_ID else primitive(et, f"{where}: literal")
+    return f"{shape_text(lit.shape, where)} {format_literal(value, ptype)}"
 
 
 def _common_attrs(p) -> list[str]:
@@ -334,15 +329,13 @@ def _num(v: float) -> str:
 
 
 def _metadata(m) -> str:
+    """`op_type="..." op_name="..." ...` in XLA's order (OpMetadataToString), defaults left out."""
     parts = []
-    for key in ("op_type", "op_name", "source_file"):
-        if getattr(m, key):
-            parts.append(f"{key}={quote_string(getattr(m, key))}")
-    for key in ("source_line", "source_end_line", "source_column", "source_end_column"):
-        if getattr(m, key):
-            parts.append(f"{key}={getattr(m, key)}")
-    if m.scheduling_name:
-        parts.append(f"scheduling_name={quote_string(m.scheduling_name)}")
-    if m.stack_frame_id:
-        parts.append(f"stack_frame_id={m.stack_frame_id}")
+    for key in METADATA_ORDER:
+        if key == "deduplicated_name":  # OpMetadataToString (xla/hlo/ir/hlo_instruction.cc) leaves it out
+            continue
+        value = getattr(m, key, None)
+        if not value:
+            continue
+        parts.append(f"{key}={quote_string(value) if isinstance(value, str) else value}")
     return " ".join(parts)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from hlo_common.hlo.strings import quote_string
 from hlo_common.proto.proto_attrs import frontend_text, instruction_attrs
+from hlo_common.proto.proto_tables import ALIAS_KIND
 from hlo_common.proto.proto_values import ProtoError, literal_from_proto, program_shape_text, shape_text
 
 
@@ -66,7 +67,7 @@ def _module_attrs(proto) -> list[str]:
     if aliases:
         parts = []
         for e in aliases:
-            kind = {1: ", may-alias", 2: ", must-alias"}.get(e.kind, "")
+            kind = ALIAS_KIND.get(e.kind, "")
             parts.append(f"{_index(e.output_shape_index)}: ({e.parameter_number}, "
                          f"{_index(e.parameter_shape_index)}{kind})")
         out.append("input_output_alias={ " + ", ".join(parts) + " }")

@@ -13,6 +13,8 @@ import numpy as np
 
 from hlo_common.errors import InputError
 from hlo_common.hlo.dtypes import BUFFER, PRIMITIVE_TYPES, PrimitiveType
+from hlo_common.proto.literal_wire import WIRE_DTYPES, packed_values, set_packed
+from hlo_common.proto.proto_tables import SHARDING_WORD
 
 # Enum numbers as the XLA of jaxlib 0.10 writes them: BUFFER is 34 there and the f6 types follow it
 # (hlo_common.hlo.dtypes keeps an older XLA's numbers for these three).
@@ -122,7 +124,7 @@ def _flat_values(lit, t: PrimitiveType, count: int, where: str) -> np.ndarray:
     name = _REPEATED_FIELD.get(t.name)
     if name is None:
         raise ProtoError(f"{where}: {t.name} literals are not read from protos")
-    values = getattr(lit, name)
+    values = packed_values(lit, name) if name in WIRE_DTYPES else getattr(lit, name)
     per = 2 if t.is_complex else 1
     if len(values) != count * per:
         raise ProtoError(f"{where}: {name} holds {len(values)} values for {count} {t.name} elements")
@@ -169,19 +171,21 @@ def literal_to_proto(value, shape_proto, out) -> None:
         data = flat.astype(np.dtype(t.np_dtype).newbyteorder("<")) if t.bits >= 16 else flat
         setattr(out, _BYTES_FIELD[t.name], data.tobytes())
     elif t.is_complex:
-        getattr(out, _REPEATED_FIELD[t.name]).extend(np.stack([flat.real, flat.imag], 1).reshape(-1).tolist())
+        set_packed(out, _REPEATED_FIELD[t.name], np.stack([flat.real, flat.imag], 1).reshape(-1))
+    elif _REPEATED_FIELD[t.name] in WIRE_DTYPES:
+        set_packed(out, _REPEATED_FIELD[t.name], flat)
     else:
         getattr(out, _REPEATED_FIELD[t.name]).extend(flat.tolist())
 
 
-_SHARDING_WORD = {0: "replicated", 4: "manual", 5: "unknown", 6: "unreduced"}
+_SHARDING_WORD = SHARDING_WORD
 
 
 def sharding_text(s) -> str:
     """HLO text of an OpSharding (xla/hlo/ir/hlo_sharding.cc, HloSharding::ToString)."""
     if s.type == 2:
         return "{" + ", ".join(sharding_text(e) for e in s.tuple_shardings) + "}"
-    if s.type in _SHARDING_WORD:
+    if s.type in _SHARDING_WORD and s.type != 1:
         return "{" + _SHARDING_WORD[s.type] + "}"
     if s.type == 1:
         return "{maximal device=" + str(s.tile_assignment_devices[0]) + "}"

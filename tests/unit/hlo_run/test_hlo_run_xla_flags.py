@@ -63,7 +63,8 @@ def test_xla_debug_options_are_ignored_with_a_warning():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--input_format=stablehlo"], "--input_format=stablehlo: expected hlo, pb, pbtxt or snapshot"),
+    (["--input_format=unoptimized_snapshot"],
+     "--input_format=unoptimized_snapshot: expected hlo, pb, pbtxt, snapshot, stablehlo or mhlo"),
     (["--print_literals=maybe"], "--print_literals=maybe: expected true, false, 1 or 0"),
     (["--abs_error_bound"], "--abs_error_bound needs a value"),
 ])
