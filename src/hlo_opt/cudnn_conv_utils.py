@@ -33,11 +33,14 @@ def is_cudnn_conv(instr: HloInstruction) -> bool:
 
 def is_forward_conv(instr: HloInstruction) -> bool:
     """XLA's IsConvCustomCall: a forward call, plain or with bias and activation."""
-    return instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") in (FORWARD, BIAS_ACTIVATION)
+    target = instr.attrs.get("custom_call_target")
+    return instr.opcode == "custom-call" and target in (FORWARD, BIAS_ACTIVATION)
 
 
-def make_dim_labels(input_dims: tuple[int, int, tuple[int, ...]], kernel_dims: tuple[int, int, tuple[int, ...]],
-                    output_dims: tuple[int, int, tuple[int, ...]]) -> ConvDimensionNumbers:
+_Dims = tuple[int, int, tuple[int, ...]]
+
+
+def make_dim_labels(input_dims: _Dims, kernel_dims: _Dims, output_dims: _Dims) -> ConvDimensionNumbers:
     """dim_labels from (batch, feature, spatial) positions of the input and output and
     (input feature, output feature, spatial) positions of the kernel."""
     def side(dims: tuple[int, int, tuple[int, ...]], letters: str) -> str:

@@ -70,7 +70,8 @@ def main(args: list[str]) -> int:
             print(f"equal     {path.name}: {len(mine)} calls")
             continue
         print(f"DIFFERENT {path.name}: ours {len(mine)} calls, XLA {len(theirs)}")
-        for label, recs in (("ours", sorted(set(mine) - set(theirs))), ("xla ", sorted(set(theirs) - set(mine)))):
+        only_ours, only_xla = sorted(set(mine) - set(theirs)), sorted(set(theirs) - set(mine))
+        for label, recs in (("ours", only_ours), ("xla ", only_xla)):
             for rec in recs:
                 print(f"    {label} {rec}")
     print(f"{equal} of {len(paths)} equal")

@@ -49,12 +49,15 @@ def _zero(comp: HloComputation, x: HloInstruction, before: HloInstruction) -> Hl
 
 
 def _pad(comp: HloComputation, x: HloInstruction, config: list[list[int]], before: HloInstruction):
-    dims = [x.shape.dims[k] + lo + hi + max(0, x.shape.dims[k] - 1) * it for k, (lo, hi, it) in enumerate(config)]
-    return comp.add_new_instruction("pad", [x, _zero(comp, x, before)], Shape.array(x.shape.element_type, dims),
-                                    {"padding": PaddingConfig(tuple(tuple(c) for c in config))}, before=before)
+    dims = [size + lo + hi + max(0, size - 1) * it for size, (lo, hi, it) in zip(x.shape.dims, config)]
+    padding = PaddingConfig(tuple(tuple(c) for c in config))
+    shape = Shape.array(x.shape.element_type, dims)
+    return comp.add_new_instruction("pad", [x, _zero(comp, x, before)], shape,
+                                    {"padding": padding}, before=before)
 
 
-def _slice(comp: HloComputation, x: HloInstruction, starts: list[int], limits: list[int], before: HloInstruction):
+def _slice(comp: HloComputation, x: HloInstruction, starts: list[int], limits: list[int],
+           before: HloInstruction) -> HloInstruction:
     dims = [hi - lo for lo, hi in zip(starts, limits)]
     return comp.add_new_instruction("slice", [x], Shape.array(x.shape.element_type, dims),
                                     {"slice": SliceSpec(tuple((s, e, 1) for s, e in zip(starts, limits)))},

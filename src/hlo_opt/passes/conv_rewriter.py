@@ -239,10 +239,11 @@ def rewrite(conv: HloInstruction) -> bool:
     comp: HloComputation = conv.parent
     m = match_backward_input(conv)
     if m is not None:
-        call = _call(conv, BACKWARD_INPUT, [conv.operands[0], m[2]], m[0], m[1], _groups(conv,
-                                                                                         "feature_group_count"))
+        groups = _groups(conv, "feature_group_count")
+        call = _call(conv, BACKWARD_INPUT, [conv.operands[0], m[2]], m[0], m[1], groups)
     elif (m := match_backward_filter(conv)) is not None:
-        call = _call(conv, BACKWARD_FILTER, [m[2], conv.operands[1]], m[0], m[1], _groups(conv, "batch_group_count"))
+        groups = _groups(conv, "batch_group_count")
+        call = _call(conv, BACKWARD_FILTER, [m[2], conv.operands[1]], m[0], m[1], groups)
     elif _can_be_forward(conv):
         src = _batch_groups_as_feature_groups(conv) if _groups(conv, "batch_group_count") > 1 else conv
         call = _call(conv, FORWARD, list(src.operands), src.attrs["window"], src.attrs["dim_labels"],

@@ -16,7 +16,8 @@ physical transposes are explicit: a layout-changing copy becomes a transpose.
 For a shape `s` with physical order `P` (major to minor), the normalized shape has dims
 `s.dims[P[k]]`; attributes are permuted accordingly (slice bounds, padding, window, concatenate
 and iota dimensions, reverse dimensions, dynamic-slice start indices, broadcast dimensions,
-transpose permutations); cuDNN convolution calls renumber their dim_labels. Ops without a handler (dot, reduce, gather, scatter, sort, convolution,
+transpose permutations); cuDNN convolution calls renumber their dim_labels. Ops without a
+handler (dot, reduce, gather, scatter, sort, convolution,
 custom calls, fusions, parameters, ...) keep their layout and get `bitcast(bitcast(op))` in front
 of their users, so the users see a bitcast of a normalized value (XLA's DefaultAction).
 Skips ops whose operands and result all have default layouts; declines (default action) where a
