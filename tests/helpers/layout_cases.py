@@ -223,7 +223,7 @@ WITNESS = {
     "reduce_permuted": _has(r"kind=kInput"),
     "concat_slice_pad_permuted": _has(r"concatenate\(|pad\("),
     "dus_scatter_gather_permuted": _has(r"scatter\("),
-    "convolution_permuted": _has(r"convolution\("),
+    "convolution_permuted": _has(r"__cudnn\$convForward"),  # XLA:GPU makes it a cuDNN call
     "while_permuted": _has(r"while\("),
     "conditional_permuted": _has(r"conditional\("),
 }

@@ -21,6 +21,9 @@ GPU constraints (mandatory unless said otherwise):
   write it, else the default;
 - transpose of a single-use dot: the dot's layout that makes the transpose a bitcast, if cuBLAS
   can write it;
+- cuDNN convolution calls: input, filter and output (whichever operand or result plays each role)
+  all NHWC or all NCHW by XLA's heuristic for the device (`cudnn_prefers_nhwc`), a side input as
+  the output;
 - fft, sort with rank > 1, TopK, MoveToHost/MoveToDevice: default layouts; triangular-solve:
   the two minor dims swapped (Fortran order); all-gather / reduce-scatter / all-to-all: the
   gathered / scattered / split dim most major; bitcast-convert that changes rank: the changed
@@ -44,6 +47,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from hlo_common.gpu.device import H100, DeviceDescription
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.shape import Shape
 from hlo_opt.layout_constraints import LayoutAssignment
@@ -51,6 +55,7 @@ from hlo_opt.layout_util import (
     default_m2m, matrix_layout_ok, move_dim_to_major, with_major_to_minor, with_minor_to_major,
 )
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
+from hlo_opt.cudnn_conv_utils import BACKWARD_FILTER, BACKWARD_INPUT, BIAS_ACTIVATION, is_cudnn_conv
 
 TOPK_TARGET = "__gpu$TopK"
 MEMORY_PLACEMENT_TARGETS = ("MoveToHost", "MoveToDevice")
@@ -110,10 +115,23 @@ def cudnn_conv_layouts(conv: HloInstruction, nhwc: bool) -> tuple[tuple[int, ...
             m2m(dn.output_batch, dn.output_feature, dn.output_spatial))
 
 
+def cudnn_prefers_nhwc(call: HloInstruction, cc_major: int) -> bool:
+    """XLA's HeuristicLayoutAssignment for CUDA: integer and f8 convolutions NHWC; from Hopper on,
+    NHWC except f64 and 3D convolutions; before, NHWC only for 16-bit floats with a rank-4 result
+    on Volta or later."""
+    t = call.operands[0].shape.element_type
+    if t.is_integer or t.name.startswith("f8"):
+        return True
+    if cc_major >= 9:
+        return t.name != "f64" and len(call.attrs["dim_labels"].input_spatial) <= 2
+    return t.name in ("f16", "bf16") and cc_major >= 7 and call.shape.tuple_shapes[0].rank == 4
+
+
 class _GpuLayoutAssignment(LayoutAssignment):
-    def __init__(self, module: HloModule, vary_layouts_seed: int | None = None):
+    def __init__(self, module: HloModule, vary_layouts_seed: int | None = None, cc_major: int = 9):
         super().__init__(module)
         self.vary_layouts_seed = vary_layouts_seed
+        self.cc_major = cc_major
 
     def _varied(self, instr: HloInstruction) -> random.Random | None:
         """The knob's generator for one dot or convolution (None when the knob is off); seeded by
@@ -121,6 +139,13 @@ class _GpuLayoutAssignment(LayoutAssignment):
         if self.vary_layouts_seed is None:
             return None
         return random.Random(f"{self.vary_layouts_seed}/{instr.name}")
+
+    def is_pinned(self, instr: HloInstruction) -> bool:
+        """cuDNN convolution calls take the layouts `_cudnn_conv` gives them (XLA lays them out like
+        any instruction); other library calls keep theirs."""
+        if is_cudnn_conv(instr) and "operand_layout_constraints" not in instr.attrs:
+            return False
+        return super().is_pinned(instr)
 
     def instruction_can_change_layout(self, instr: HloInstruction) -> bool:
         if instr.opcode == "custom-call" and str(instr.attrs.get("custom_call_target", "")) in (
@@ -228,11 +253,27 @@ class _GpuLayoutAssignment(LayoutAssignment):
 
     def _custom_call(self, cc: HloInstruction) -> None:
         target = str(cc.attrs.get("custom_call_target", ""))
-        if target == TOPK_TARGET:
+        if is_cudnn_conv(cc) and cc.shape.is_tuple:
+            self._cudnn_conv(cc)
+        elif target == TOPK_TARGET:
             self.set_instruction_layout(cc, cc.shape.with_default_layouts())
         elif target in MEMORY_PLACEMENT_TARGETS and cc.operands and cc.shape.is_array:
             self.set_operand_layout(cc, 0, default_m2m(cc.operands[0].shape.rank))
             self.set_instruction_layout(cc, cc.shape.with_default_layouts())
+
+    def _cudnn_conv(self, call: HloInstruction) -> None:
+        """XLA's AddBackendConstraintsToDnnConvCustomCall: the heuristic's NCHW or NHWC triple on the
+        input, filter and output, whichever operand or result plays each role; a side input
+        takes the output's layout."""
+        inp, ker, out = cudnn_conv_layouts(call, nhwc=cudnn_prefers_nhwc(call, self.cc_major))
+        target = call.attrs["custom_call_target"]
+        lhs, rhs, result = {BACKWARD_INPUT: (out, ker, inp), BACKWARD_FILTER: (inp, out, ker)}.get(
+            target, (inp, ker, out))
+        self.set_operand_layout(call, 0, lhs)
+        self.set_operand_layout(call, 1, rhs)
+        self.set_buffer(call, (0,), result, True)
+        if target == BIAS_ACTIVATION and len(call.operands) == 4:
+            self.set_operand_layout(call, 3, out)
 
     def _bitcast_convert(self, bc: HloInstruction) -> None:
         """Rank-changing bitcast-convert: the extra (last) dim most minor, so it is a no-op."""
@@ -286,6 +327,12 @@ class GpuLayoutAssignment(HloPass):
 
     name = "layout-assignment"
     vary_layouts_seed: int | None = None  # test knob (module docstring); None: XLA's choices
+    device: DeviceDescription | None = None  # the run's `--device` (cuDNN layouts); None: H100
+
+    def run_with_options(self, module: HloModule, options) -> bool:
+        self.device = getattr(options, "device", None) or self.device
+        return self.run(module)
 
     def run(self, module: HloModule) -> bool:
-        return _GpuLayoutAssignment(module, self.vary_layouts_seed).run()
+        cc_major = (self.device or H100).compute_capability_major
+        return _GpuLayoutAssignment(module, self.vary_layouts_seed, cc_major).run()

@@ -16,7 +16,8 @@ physical transposes are explicit: a layout-changing copy becomes a transpose.
 For a shape `s` with physical order `P` (major to minor), the normalized shape has dims
 `s.dims[P[k]]`; attributes are permuted accordingly (slice bounds, padding, window, concatenate
 and iota dimensions, reverse dimensions, dynamic-slice start indices, broadcast dimensions,
-transpose permutations). Ops without a handler (dot, reduce, gather, scatter, sort, convolution,
+transpose permutations); cuDNN convolution calls renumber their dim_labels. Ops without a
+handler (dot, reduce, gather, scatter, sort, convolution,
 custom calls, fusions, parameters, ...) keep their layout and get `bitcast(bitcast(op))` in front
 of their users, so the users see a bitcast of a normalized value (XLA's DefaultAction).
 Skips ops whose operands and result all have default layouts; declines (default action) where a
@@ -39,6 +40,7 @@ from hlo_opt.layout_util import (
     maybe_bitcast, normalized, permute, physical_order, reshape_is_bitcast,
 )
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
+from hlo_opt.cudnn_conv_utils import is_cudnn_conv, make_dim_labels, role_shapes
 
 
 def _m2m_equal(a: Shape, b: Shape) -> bool:
@@ -245,6 +247,33 @@ class LayoutNormalizationVisitor:
         x = self.normalized_input(op, hlo)
         self.replace(hlo, self.add(hlo, "reverse", [x], normalized(s), {"dimensions": dims}))
 
+    def custom_call(self, hlo: HloInstruction) -> None:
+        """cuDNN convolutions (XLA's NormalizeLayoutForGpuCustomCalls): operands and result in their
+        physical dim order, dim_labels renumbered to match; other custom calls: default action."""
+        if not is_cudnn_conv(hlo) or not hlo.shape.is_tuple:
+            return self.default_action(hlo)
+        inp, ker, out = role_shapes(hlo)
+        d = hlo.attrs["dim_labels"]
+
+        def pos(shape: Shape):
+            order = physical_order(shape)
+            return lambda dim: order.index(dim)
+
+        pi, pk, po = pos(inp), pos(ker), pos(out)
+        labels = make_dim_labels((pi(d.input_batch), pi(d.input_feature), tuple(map(pi, d.input_spatial))),
+                                 (pk(d.kernel_input_feature), pk(d.kernel_output_feature),
+                                  tuple(map(pk, d.kernel_spatial))),
+                                 (po(d.output_batch), po(d.output_feature), tuple(map(po, d.output_spatial))))
+        shape = Shape.tuple_of([normalized(s) for s in hlo.shape.tuple_shapes])
+        inputs = [self.normalized_input(o, hlo) for o in hlo.operands]
+        call = self.clone(hlo, inputs, shape, dim_labels=labels)
+        leaves = []
+        for k, s in enumerate(hlo.shape.tuple_shapes):
+            gte = self.add(hlo, "get-tuple-element", [call], shape.tuple_shapes[k], {"index": k})
+            leaves.append(self.bitcast(gte, s, before=hlo))
+        self.comp.replace_instruction(hlo, self.add(hlo, "tuple", leaves, hlo.shape))
+        self.changed = True
+
     def pad(self, hlo: HloInstruction) -> None:
         s, op = hlo.shape, hlo.operands[0]
         if not _m2m_equal(s, op.shape):
@@ -269,6 +298,7 @@ _HANDLERS = {
     "copy": LayoutNormalizationVisitor.copy,
     "reverse": LayoutNormalizationVisitor.reverse,
     "pad": LayoutNormalizationVisitor.pad,
+    "custom-call": LayoutNormalizationVisitor.custom_call,
 }
 # Elementwise ops XLA's visitor dispatches to HandleElementwiseUnary / Binary / HandleTernary.
 _NOT_ELEMENTWISE_HERE = frozenset({"copy", "bitcast-convert", "stochastic-convert"})
