@@ -208,21 +208,37 @@ class FusionAdaptor:
         seen: set = set()
         out = []
         for part in self.parts:
-            if part.comp is None:
-                candidates = [self._resolve(o, part) for o in part.instr.operands]
-            elif part.instr is None:
-                candidates = [p for p in part.comp.parameters if p.users]
-            else:
-                candidates = [self._resolve(p, part) for p in part.comp.parameters if p.users]
-            for o in candidates:
-                if self.contains(o):
-                    continue
-                key = self.external_value(o)
+            for o, key in self._part_inputs(part):
                 if key not in seen:
                     seen.add(key)
                     out.append(o)
         self._inputs = out
         return out
+
+    def _part_inputs(self, part: _Part):
+        """(input as seen from the part, the outer value it stands for) of one part; a fused
+        parameter fed by an outer value is answered without the general resolution."""
+        others = self._by_instr
+        if part.comp is None:
+            for o in part.instr.operands:
+                r = self._resolve(o, part)
+                if not self.contains(r):
+                    yield r, self.external_value(r)
+            return
+        outer_ops = part.instr.operands if part.instr is not None else None
+        for p in part.comp.parameters:
+            if not p.users:
+                continue
+            if outer_ops is None:
+                yield p, p
+                continue
+            outer = outer_ops[p.parameter_number]
+            if outer in others or (outer.opcode == "get-tuple-element" and outer.operands[0] in others):
+                r = self._resolve(p, part)  # fed by another part of the view
+                if not self.contains(r):
+                    yield r, self.external_value(r)
+            else:
+                yield p, outer
 
     def with_opcode(self, *opcodes: str) -> list[HloInstruction]:
         """The nodes of `opcodes`, part by part (each fused computation's opcode index, so the

@@ -124,7 +124,15 @@ class HloInstruction(InstructionEditing):
     def _drop_user(self, user: HloInstruction) -> None:
         if user in self._user_set:
             self._user_set.discard(user)
-            self.users.remove(user)
+            users = self.users
+            # the newest users go first in the usual edits (a fusion pass working back from the
+            # end of a chain): look at the tail before scanning a long list from its head
+            n = len(users)
+            for i in range(n - 1, max(n - 9, -1), -1):
+                if users[i] is user:
+                    del users[i]
+                    return
+            users.remove(user)
 
     def _edited(self) -> None:
         self._operand_positions = None
