@@ -80,6 +80,12 @@ class Shape:
             object.__setattr__(self, "_hash", h)
         return h
 
+    def __getstate__(self) -> dict:
+        """Pickled without the cached hash: another process hashes strings differently."""
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
     # -- constructors -------------------------------------------------------------------------
     @staticmethod
     def array(etype: PrimitiveType | str, dims, layout: Layout | tuple | None = "default") -> Shape:
