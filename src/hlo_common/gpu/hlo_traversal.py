@@ -249,11 +249,10 @@ class FusionAdaptor:
                 if p.instr.opcode in opcodes:
                     out.append(p.instr)
                 continue
-            for op in opcodes:
-                found = p.comp.with_opcode(op)
-                if found:  # only parameters and a root tuple of a part are outside the view
-                    out.extend(i for i in found if self.contains(i)) if op in ("parameter", "tuple") \
-                        else out.extend(found)
+            found = p.comp.with_opcode(*opcodes)
+            if "parameter" in opcodes or "tuple" in opcodes:  # a part's only nodes outside the view
+                found = [i for i in found if self.contains(i)]
+            out.extend(found)
         return out
 
 

@@ -94,7 +94,7 @@ def may_prevent_vectorization(nodes) -> bool:
             return True
         if instr.opcode == "fusion":
             comp = instr.fused_computation()
-            if may_prevent_vectorization([i for op in VECTORIZATION_OPCODES for i in comp.with_opcode(op)]):
+            if may_prevent_vectorization(comp.with_opcode(*VECTORIZATION_OPCODES)):
                 return True
     return False
 

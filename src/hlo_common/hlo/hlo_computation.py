@@ -173,22 +173,26 @@ class HloComputation(ComputationEditing):
         params = self._params
         if params is not None:
             return params
-        params = list(self.with_opcode("parameter"))
+        params = self.with_opcode("parameter")
         params.sort(key=lambda p: p.parameter_number)
         self._params = params
         return params
 
-    def with_opcode(self, opcode: str) -> list[HloInstruction]:
-        """The instructions of one opcode, in the order they were added (the opcode of an
-        instruction in a computation is not changed in place)."""
+    def with_opcode(self, *opcodes: str) -> list[HloInstruction]:
+        """The instructions of `opcodes`, opcode by opcode, each in the order they were added (the
+        opcode of an instruction in a computation is not changed in place)."""
         index = self._by_opcode
         if index is None:
             index = {}
             for instr in self.instructions:
                 index.setdefault(instr.opcode, {})[instr] = None
             self._by_opcode = index
-        found = index.get(opcode)
-        return list(found) if found else []
+        out: list[HloInstruction] = []
+        for opcode in opcodes:
+            found = index.get(opcode)
+            if found:
+                out.extend(found)
+        return out
 
     def _index_add(self, instr: HloInstruction) -> None:
         if self._by_opcode is not None:

@@ -96,6 +96,13 @@ class FusionEditor:
         body.add_instruction(inner)
         body.root = inner
         self._add_computation(body, comp)
+        return self._fusion_in_place_of(instr, operands, kind, body)
+
+    def _fusion_in_place_of(self, instr: HloInstruction, operands: list[HloInstruction], kind: str,
+                            body: HloComputation) -> HloInstruction:
+        """A fusion of `kind` calling `body` on `operands`, named as XLA names it, takes `instr`'s
+        place: its users, root slot, control edges, metadata, frontend attributes and sharding."""
+        comp = instr.parent
         fusion = HloInstruction(comp.unique_name(self.uniquer.unique("fusion")), "fusion", instr.shape,
                                 operands, {"kind": kind, "calls": body})
         self.uniquer.taken.add(fusion.name)
@@ -197,21 +204,13 @@ class FusionEditor:
                                record: MoveRecord) -> HloInstruction:
         """A plain consumer joins the producer's body as its root; the fusion takes its place (the
         names and attributes `wrap_in_fusion` would give)."""
-        comp = consumer.parent
         clone = consumer.clone(new_operands=[body.root if o is producer else param_of[o] for o in consumer.operands],
                                name=self.uniquer.unique(consumer.name))
         body.add_instruction(clone)
         body.root = clone
         record.consumer_nodes = [clone]
-        fusion = HloInstruction(comp.unique_name(self.uniquer.unique("fusion")), "fusion", consumer.shape,
-                                operands, {"kind": kind or "kLoop", "calls": body})
-        self.uniquer.taken.add(fusion.name)
-        fusion.metadata = list(consumer.metadata)
-        fusion.frontend_attributes = list(consumer.frontend_attributes)
-        fusion.sharding = consumer.sharding
-        comp.replace_instruction(consumer, fusion, remove_dead_operands=False)
-        record.fusion = fusion
-        return fusion
+        record.fusion = self._fusion_in_place_of(consumer, operands, kind or "kLoop", body)
+        return record.fusion
 
     def flush(self) -> None:
         """Remove the computations of fusions merged into others (one pass over the module)."""

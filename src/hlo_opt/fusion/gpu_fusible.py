@@ -147,8 +147,7 @@ def fused_with_opcode(instr: HloInstruction, *opcodes: str) -> list[HloInstructi
     """The instructions of `opcodes` a fusion computes (from its computation's opcode index: a
     question about a fusion of thousands of ops costs what the answer holds), or [instr]."""
     if instr.opcode == "fusion":
-        comp = instr.fused_computation()
-        return [i for op in opcodes for i in comp.with_opcode(op)]
+        return instr.fused_computation().with_opcode(*opcodes)
     return [instr] if instr.opcode in opcodes else []
 
 
