@@ -139,27 +139,13 @@ class GpuHloCostAnalysis:
         """The figures of `instr` if computed (nothing is computed)."""
         return self._cache.get(instr)
 
-    def seed_moved_fusion(self, record, producer_cost: InstrCost | None) -> bool:
-        """After a moving fusion step (`fusion_utils.MoveRecord`): the new fusion's figures from the
-        producer's and its new part's (`moved_fusion_cost`), unless that shortcut does not apply."""
-        from hlo_opt.gpu_model.moved_fusion_cost import moved_fusion_cost
-
-        cost = moved_fusion_cost(self, record, producer_cost)
+    def seed(self, fusion: HloInstruction, cost: InstrCost | None) -> bool:
+        """Take `cost` as `fusion`'s figures (computed from its parts after a fusion step,
+        `moved_fusion_cost`); None, where that shortcut did not apply, leaves it to a whole walk."""
         if cost is None:
             return False
-        self._cache[record.fusion] = cost
-        self._fusion_of[record.fusion.fused_computation()] = record.fusion
-        return True
-
-    def seed_grown_fusion(self, record, consumer_cost: InstrCost | None) -> bool:
-        """After a producer was cloned into a fusion (`fusion_utils.GrowRecord`): its figures from
-        the consumer's and the clones' (`grown_fusion_cost`), unless that shortcut does not apply."""
-        from hlo_opt.gpu_model.moved_fusion_cost import grown_fusion_cost
-
-        cost = grown_fusion_cost(self, record, consumer_cost)
-        if cost is None:
-            return False
-        self._cache[record.fusion] = cost
+        self._cache[fusion] = cost
+        self._fusion_of[fusion.fused_computation()] = fusion
         return True
 
     def flop_count(self, instr: HloInstruction) -> int:

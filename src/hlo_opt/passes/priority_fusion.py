@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from hlo_common.gpu.device import H100, DeviceDescription
 from hlo_common.gpu.hlo_fusion_analysis import fusion_kind_for_emitter
 from hlo_opt.fusion.fusion_utils import FusionEditor, verify_fusion_step
+from hlo_opt.gpu_model.moved_fusion_cost import grown_fusion_cost, moved_fusion_cost
 from hlo_opt.fusion.gpu_fusible import (ALLOW, FusionContext, FusionDecision, can_fuse, is_fusible,
                                         is_fusible_bitcast, scatter_output_or_in_place_operand)
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
@@ -238,10 +239,10 @@ class _Queue:
         if costs is None:
             return
         cost, producer_cost, consumer_cost = costs
-        if editor.last_move is not None and producer_cost is not None:
-            cost.seed_moved_fusion(editor.last_move, producer_cost)
-        elif editor.last_grow is not None and consumer_cost is not None:
-            cost.seed_grown_fusion(editor.last_grow, consumer_cost)
+        if editor.last_move is not None:
+            cost.seed(editor.last_move.fusion, moved_fusion_cost(cost, editor.last_move, producer_cost))
+        elif editor.last_grow is not None:
+            cost.seed(editor.last_grow.fusion, grown_fusion_cost(cost, editor.last_grow, consumer_cost))
 
     # -- invalidation ---------------------------------------------------------------------------------
     def invalidate(self, instr: HloInstruction) -> None:

@@ -50,16 +50,16 @@ ENTRY e {
 """
 
 
-def _checked(seed_name: str, compared: list):
-    """A seed method that also walks the fusion whole and compares the two figures at once (the
-    seeded figures are updated in place by the next step that grows the fusion)."""
-    original = getattr(GpuHloCostAnalysis, seed_name)
+def _checked(compared: list):
+    """GpuHloCostAnalysis.seed that also walks the fusion whole and compares the two figures at
+    once (the seeded figures are updated in place by the next step that grows the fusion)."""
+    original = GpuHloCostAnalysis.seed
 
-    def seed(self, record, cost):
-        seeded = original(self, record, cost)
+    def seed(self, fusion, cost):
+        seeded = original(self, fusion, cost)
         if seeded:
-            _assert_same_cost(self._cache[record.fusion], self._fusion_cost(record.fusion), record.fusion.name)
-            compared.append(record.fusion.name)
+            _assert_same_cost(self._cache[fusion], self._fusion_cost(fusion), fusion.name)
+            compared.append(fusion.name)
         return seeded
     return seed
 
@@ -107,8 +107,7 @@ def test_moving_changes_no_decision_and_seeds_exact_costs(case, tmp_path, monkey
         path = ROOT / case
     never_log, never_out = _run(path, tmp_path, 10**9, monkeypatch, capsys)
     compared: list = []
-    monkeypatch.setattr(GpuHloCostAnalysis, "seed_moved_fusion", _checked("seed_moved_fusion", compared))
-    monkeypatch.setattr(GpuHloCostAnalysis, "seed_grown_fusion", _checked("seed_grown_fusion", compared))
+    monkeypatch.setattr(GpuHloCostAnalysis, "seed", _checked(compared))
     always_log, always_out = _run(path, tmp_path, 1, monkeypatch, capsys)
     assert always_log == never_log
     assert always_out.count("fusion(") == never_out.count("fusion(")
@@ -123,8 +122,7 @@ def test_a_chain_is_not_walked_whole_once_large(tmp_path, monkeypatch, capsys):
     path = tmp_path / "chain.hlo"
     path.write_text(elementwise_chain(400))
     compared: list = []
-    monkeypatch.setattr(GpuHloCostAnalysis, "seed_moved_fusion", _checked("seed_moved_fusion", compared))
-    monkeypatch.setattr(GpuHloCostAnalysis, "seed_grown_fusion", _checked("seed_grown_fusion", compared))
+    monkeypatch.setattr(GpuHloCostAnalysis, "seed", _checked(compared))
     walked_sizes = []
     original_walk = cost_analysis.GpuHloCostAnalysis._fusion_cost
 
