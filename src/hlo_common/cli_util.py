@@ -114,6 +114,16 @@ def tune_gc_for_one_shot_run() -> None:
     gc.set_threshold(100_000, 50, 1000)
 
 
+def skip_exit_collection() -> None:
+    """At the end of a tool run nothing is left to free: the interpreter's collection at exit
+    would walk the whole graph once more only to drop the process (a tenth of hlo-opt's time on a
+    20,000-op module). Frozen objects are left to the exit; atexit handlers still run."""
+    import gc
+
+    gc.disable()
+    gc.freeze()
+
+
 def click_main(command: Any, tool: str, argv: list[str] | None = None) -> NoReturn:
     """A tool's console entry point: run the click `command`; a usage error (a bad flag value, an
     unknown option) is one line `<tool>: error: ...` and exit status 2, as every other error is
@@ -130,6 +140,8 @@ def click_main(command: Any, tool: str, argv: list[str] | None = None) -> NoRetu
     except click.Abort:
         print(f"{tool}: error: aborted", file=sys.stderr)
         sys.exit(1)
+    if argv is None:
+        skip_exit_collection()
     sys.exit(status if isinstance(status, int) else 0)
 
 

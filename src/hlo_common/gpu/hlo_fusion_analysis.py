@@ -91,7 +91,7 @@ class FusionAnalysis:
         self.reduction: ReductionDimensions | None = None
         self.reduction_hero: HloInstruction | None = None
         self.transpose: TransposeDescription | None = None
-        inputs = [adaptor.external_value(x) for x in adaptor.inputs()]
+        inputs = adaptor.input_values()
         self.smallest_input_bits = smallest_bit_width([i.shape for i in inputs]) if inputs else 1 << 30
         self.smallest_output_bits = smallest_bit_width([r.shape for r in self.roots])
         self.emitter_kind = self._kind()

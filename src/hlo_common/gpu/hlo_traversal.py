@@ -42,6 +42,7 @@ class FusionAdaptor:
         self._operands: dict[HloInstruction, list[HloInstruction]] = {}
         self._users: dict[HloInstruction, list[HloInstruction]] = {}
         self._inputs: list[HloInstruction] | None = None
+        self._input_values: list[HloInstruction] | None = None
         self._post_order: list[HloInstruction] | None = None
         roots: list[HloInstruction] = []
         for k in roots_from:
@@ -203,17 +204,28 @@ class FusionAdaptor:
         """The external inputs as seen from the nodes (fused parameters or outer instructions),
         part by part (the producer's first) in parameter order, each outer value once. Read
         from the parameters, not a walk over the nodes: a view of a large fusion stays cheap."""
-        if self._inputs is not None:
-            return self._inputs
+        if self._inputs is None:
+            self._collect_inputs()
+        return self._inputs
+
+    def input_values(self) -> list[HloInstruction]:
+        """`inputs()` as the outer values they stand for (`external_value` of each)."""
+        if self._input_values is None:
+            self._collect_inputs()
+        return self._input_values
+
+    def _collect_inputs(self) -> None:
         seen: set = set()
         out = []
+        values = []
         for part in self.parts:
             for o, key in self._part_inputs(part):
                 if key not in seen:
                     seen.add(key)
                     out.append(o)
+                    values.append(key)
         self._inputs = out
-        return out
+        self._input_values = values
 
     def _part_inputs(self, part: _Part):
         """(input as seen from the part, the outer value it stands for) of one part; a fused
@@ -243,6 +255,8 @@ class FusionAdaptor:
     def with_opcode(self, *opcodes: str) -> list[HloInstruction]:
         """The nodes of `opcodes`, part by part (each fused computation's opcode index, so the
         answer costs what it holds, not the size of the view)."""
+        # a part's parameters and root tuple are its only nodes outside the view
+        outside = "parameter" in opcodes or "tuple" in opcodes
         out: list[HloInstruction] = []
         for p in self.parts:
             if p.comp is None:
@@ -250,7 +264,7 @@ class FusionAdaptor:
                     out.append(p.instr)
                 continue
             found = p.comp.with_opcode(*opcodes)
-            if "parameter" in opcodes or "tuple" in opcodes:  # a part's only nodes outside the view
+            if outside:
                 found = [i for i in found if self.contains(i)]
             out.extend(found)
         return out

@@ -123,8 +123,9 @@ class HloComputation(ComputationEditing):
         self._params = None
         self._first_np = None
 
-    def _materialize(self) -> None:
-        """Apply the pending removals and insertions, in place (holders of the list see them)."""
+    def _materialize(self, in_place: bool = True) -> None:
+        """Apply the pending removals and insertions, in place (holders of the list see them)
+        unless `in_place` is false."""
         dead, before = self._dead, self._before
         out: list[HloInstruction] = []
         emit = out.append
@@ -143,7 +144,10 @@ class HloComputation(ComputationEditing):
         for anchor in list(before):  # anchors missing from the list (edited by hand): at the end
             out.extend(i for i in before.pop(anchor) if i not in dead)
         dead.clear()
-        list.__setitem__(self._list, slice(None), out)
+        if in_place:
+            list.__setitem__(self._list, slice(None), out)
+        else:
+            self._list = _InstructionList(self, out)
 
     def first_non_parameter(self) -> HloInstruction | None:
         """The first instruction of the list that is not a parameter; remembered across the
@@ -274,6 +278,10 @@ class HloComputation(ComputationEditing):
             self._dead.add(instr)
             self._order_cache = None
             self._index_remove(instr)
+            if len(self._dead) > 4096 and 2 * len(self._dead) > len(self._list):
+                # amortized O(1), and the removed are freed rather than kept; a fresh list, so
+                # that a loop over the old one (removing as it goes) is not disturbed
+                self._materialize(in_place=False)
         for op in instr.operands:
             op._drop_user(instr)
         instr.operands = []

@@ -190,7 +190,7 @@ class FusionEditor:
             fusion.attrs["calls"] = body
             if kind is not None:
                 fusion.attrs["kind"] = kind
-            self._dead.add(old_body)
+            self._discard(old_body, keep=record.consumer_nodes)
         for k, o in enumerate(operands):
             param = param_of[o]
             param.parameter_number = k
@@ -211,6 +211,22 @@ class FusionEditor:
         record.consumer_nodes = [clone]
         record.fusion = self._fusion_in_place_of(consumer, operands, kind or "kLoop", body)
         return record.fusion
+
+    def _discard(self, body: HloComputation, keep=()) -> None:
+        """`body` is dead (its fusion is gone, its instructions cloned elsewhere, or `keep`
+        moved elsewhere): it leaves the module at `flush`, and its own instructions are taken
+        apart now, so that they are freed at once rather than left as cycles for the collector."""
+        self._dead.add(body)
+        kept = set(keep)
+        for instr in body.instructions:
+            if instr not in kept and instr.parent is body:
+                instr.operands = []
+                instr.users = []
+                instr._user_set = set()
+                instr.parent = None
+        body.instructions = []
+        body._names.clear()
+        body.root = None
 
     def flush(self) -> None:
         """Remove the computations of fusions merged into others (one pass over the module)."""
@@ -284,7 +300,7 @@ class FusionEditor:
         relay_control_dependencies(producer, fusion)
         comp.remove_instruction(producer)
         if producer.opcode == "fusion":
-            self._dead.add(producer.attrs["calls"])
+            self._discard(producer.attrs["calls"])
 
 
 # -- module-level forms (one edit each; a pass making many should share one FusionEditor) --------

@@ -52,7 +52,7 @@ def _is_broadcast_chain(instr: HloInstruction) -> bool:
 def coalesced_inputs(analysis: FusionAnalysis) -> dict[HloInstruction, bool]:
     """Outer-computation input -> read coalesced, for every input of the analysed fusion."""
     adaptor = analysis.adaptor
-    inputs = [adaptor.external_value(x) for x in adaptor.inputs()]
+    inputs = adaptor.input_values()
     if analysis.emitter_kind == "transpose":
         return dict.fromkeys(inputs, True)
     ok = True

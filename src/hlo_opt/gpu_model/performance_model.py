@@ -167,9 +167,11 @@ class GpuPerformanceModel:
         return 1.0 if is_elementwise(consumer.opcode) else 0.0
 
     def shared_operand_bytes_accessed(self, producer: HloInstruction, consumer: HloInstruction,
-                                      operand: HloInstruction) -> int:
-        """Bytes the fused kernel reads from `operand` (XLA's GetSharedOperandBytesAccessed)."""
-        util = self.operand_utilization(consumer, producer)
+                                      operand: HloInstruction, util: float | None = None) -> int:
+        """Bytes the fused kernel reads from `operand` (XLA's GetSharedOperandBytesAccessed);
+        `util`, the consumer's utilization of the producer, when the caller has it."""
+        if util is None:
+            util = self.operand_utilization(consumer, producer)
         by_producer = self._operand_bytes(producer, operand)
         by_consumer = self._operand_bytes(consumer, operand)
         common = 0.0
@@ -226,7 +228,7 @@ class GpuPerformanceModel:
         read = 0.0
         bytes_read = 0
         for operand in _unique_fusion_operands(producer, consumer):
-            total = self.shared_operand_bytes_accessed(producer, consumer, operand)
+            total = self.shared_operand_bytes_accessed(producer, consumer, operand, util)
             net = min(shape_bytes(operand.shape), total)
             bytes_read += total
             read += self.read_time_with_dram_heuristic(blocks, net, total, _element_bytes(operand),
