@@ -137,6 +137,8 @@ class ScheduleMemoryModel:
             if all(v.instruction.opcode == "constant" for v in buf.values):
                 continue
             comp = self._owner(buf)
+            if not self.call_graph.is_global(comp):
+                continue  # a fused or applied computation's buffers: no sequence of its own to order
             model = self.computation(comp)
             if comp not in order:
                 order[comp] = {i: k for k, i in enumerate(self.dataflow.post_orders[comp])}

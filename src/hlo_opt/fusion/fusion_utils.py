@@ -225,6 +225,7 @@ class FusionEditor:
                 instr._user_set = set()
                 instr.parent = None
         body.instructions = []
+        body._list.owner = None  # nor the computation <-> list cycle (nothing edits a dead body)
         body._names.clear()
         body.root = None
 
