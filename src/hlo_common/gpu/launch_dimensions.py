@@ -102,7 +102,12 @@ def may_prevent_vectorization(nodes) -> bool:
 def smallest_bit_width(shapes) -> int:
     bits = 1 << 30
     for shape in shapes:
-        bits = min(bits, _smallest_leaf_bits(shape))
+        if shape.is_array:  # the usual case, answered without the cache's hashing
+            b = element_bit_width(shape)
+        else:
+            b = _smallest_leaf_bits(shape)
+        if b < bits:
+            bits = b
     return bits
 
 
