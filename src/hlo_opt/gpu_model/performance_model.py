@@ -130,12 +130,6 @@ class GpuPerformanceModel:
         return compute + memory - min(compute, memory) * MEMORY_COMPUTE_PARALLELISM
 
     # -- utilizations ----------------------------------------------------------------------------
-    def _operand_bytes(self, instr: HloInstruction, operand: HloInstruction) -> int:
-        for i, o in enumerate(instr.operands):
-            if o is operand:
-                return self.cost.operand_bytes_accessed(instr, i)
-        return 0
-
     def operand_utilization(self, instr: HloInstruction, operand: HloInstruction) -> float:
         """How many times `instr` reads each element of `operand` (summed over the outputs of a
         multi-output `operand` that `instr` reads through get-tuple-elements)."""
@@ -145,9 +139,10 @@ class GpuPerformanceModel:
                 res += self.cost.operand_utilization(instr, i)
         return res
 
-    def _common_utilization(self, producer: HloInstruction, index: int, consumer: HloInstruction) -> float:
-        operand = producer.operands[index]
-        if operand not in consumer.operands:
+    def _common_utilization(self, producer: HloInstruction, index: int, consumer: HloInstruction,
+                            pair: _PairOperands) -> float:
+        c_index = pair.consumer_first.get(producer.operands[index])
+        if c_index is None:
             return 0.0
         elementwise = is_elementwise(producer.opcode)
         if not elementwise and producer.opcode == "fusion":
@@ -158,27 +153,27 @@ class GpuPerformanceModel:
             return 0.0
         if consumer.opcode == "fusion":
             comp = consumer.fused_computation()
-            common = comp.parameter(next(i for i, o in enumerate(consumer.operands) if o is operand))
+            common = comp.parameter(c_index)
             res = 0.0
-            for i, o in enumerate(consumer.operands):
-                if o is producer or (o.opcode == "get-tuple-element" and o.operands[0] is producer):
-                    res += self.cost.common_elementwise_utilization(consumer, common, comp.parameter(i))
+            for i in pair.producer_slots:
+                res += self.cost.common_elementwise_utilization(consumer, common, comp.parameter(i))
             return res
         return 1.0 if is_elementwise(consumer.opcode) else 0.0
 
     def shared_operand_bytes_accessed(self, producer: HloInstruction, consumer: HloInstruction,
-                                      operand: HloInstruction, util: float | None = None) -> int:
+                                      operand: HloInstruction, util: float | None = None,
+                                      pair: _PairOperands | None = None) -> int:
         """Bytes the fused kernel reads from `operand` (XLA's GetSharedOperandBytesAccessed);
-        `util`, the consumer's utilization of the producer, when the caller has it."""
+        `util` (the consumer's utilization of the producer) and `pair` when the caller has them."""
         if util is None:
             util = self.operand_utilization(consumer, producer)
-        by_producer = self._operand_bytes(producer, operand)
-        by_consumer = self._operand_bytes(consumer, operand)
-        common = 0.0
-        for i, o in enumerate(producer.operands):
-            if o is operand:
-                common = self._common_utilization(producer, i, consumer)
-                break
+        if pair is None:
+            pair = _PairOperands(producer, consumer)
+        p_index = pair.producer_first.get(operand)
+        c_index = pair.consumer_first.get(operand)
+        by_producer = 0 if p_index is None else self.cost.operand_bytes_accessed(producer, p_index)
+        by_consumer = 0 if c_index is None else self.cost.operand_bytes_accessed(consumer, c_index)
+        common = 0.0 if p_index is None else self._common_utilization(producer, p_index, consumer, pair)
         common_bytes = round(shape_bytes(operand.shape) * common)
         return round(by_producer * util) + by_consumer - common_bytes
 
@@ -227,8 +222,9 @@ class GpuPerformanceModel:
         coalesced = coalesced_inputs(analysis)
         read = 0.0
         bytes_read = 0
+        pair = _PairOperands(producer, consumer)  # positions found once, not per operand
         for operand in _unique_fusion_operands(producer, consumer):
-            total = self.shared_operand_bytes_accessed(producer, consumer, operand, util)
+            total = self.shared_operand_bytes_accessed(producer, consumer, operand, util, pair)
             net = min(shape_bytes(operand.shape), total)
             bytes_read += total
             read += self.read_time_with_dram_heuristic(blocks, net, total, _element_bytes(operand),
@@ -264,6 +260,27 @@ class GpuPerformanceModel:
         unfused = 2 * KERNEL_LAUNCH_OVERHEAD + p_rt.exec_time + c_rt.exec_time
         fused = KERNEL_LAUNCH_OVERHEAD + self.estimate_fused(producer, consumer, True).exec_time
         return RunTimes(unfused, fused)
+
+
+class _PairOperands:
+    """Where each operand first appears among a producer's and a consumer's operands, and the
+    consumer's slots that read the producer (directly or through a get-tuple-element): looked up
+    per operand of the fused kernel, so a fusion with many operands costs O(n), not O(n^2)."""
+
+    __slots__ = ("producer_first", "consumer_first", "producer_slots")
+
+    def __init__(self, producer: HloInstruction, consumer: HloInstruction):
+        self.producer_first = _first_positions(producer.operands)
+        self.consumer_first = _first_positions(consumer.operands)
+        self.producer_slots = [i for i, o in enumerate(consumer.operands) if o is producer or (
+            o.opcode == "get-tuple-element" and o.operands[0] is producer)]
+
+
+def _first_positions(operands: list[HloInstruction]) -> dict[HloInstruction, int]:
+    first: dict[HloInstruction, int] = {}
+    for i, o in enumerate(operands):
+        first.setdefault(o, i)
+    return first
 
 
 def _element_bytes(instr: HloInstruction) -> int:
