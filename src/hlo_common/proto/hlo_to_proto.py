@@ -25,6 +25,7 @@ from hlo_common.hlo.attributes import c_unescape
 from hlo_common.hlo.strings import format_json
 from hlo_common.proto.hlo_to_proto_attrs import write_attrs, write_sharding, write_shape
 from hlo_common.proto.messages import HloModuleProto
+from hlo_common.proto.original_value import origin_to_proto
 from hlo_common.proto.proto_tables import ALIAS_KIND
 from hlo_common.proto.proto_values import ProtoError, literal_to_proto
 
@@ -112,11 +113,21 @@ def _instruction(p, instr, ids, comp_ids, where: str) -> None:
     if config is not None:
         p.backend_config = (format_json(config) if isinstance(config, dict) else config).encode("utf-8")
     for key, value in instr.extra_common:
+        if key == "origin":
+            _origin(p.original_value, value, where)
+            continue
         if key != "parameter_replication":
             raise ProtoError(f"{where}: attribute '{key}' has no HloInstructionProto field in this "
                              "project's schema; the proto cannot hold it")
         words = value.strip("{} ").split(",")
         p.parameter_replication.replicated_at_leaf_buffers.extend(w.strip() == "true" for w in words)
+
+
+def _origin(out, value: str, where: str) -> None:
+    try:
+        origin_to_proto(out, value)
+    except (ValueError, IndexError):
+        raise ProtoError(f"{where}: origin={value} does not read as XLA's original value") from None
 
 
 def _unquote(value: str) -> str:

@@ -77,7 +77,7 @@ def _raw(key: str, text: str, where: str):
     """The attributes the parser keeps as text, made values the writers below take."""
     if key == "cross_program_prefetch_index":
         return int(text)
-    if key in ("is_associative", "result_accuracy"):
+    if key in ("is_associative", "result_accuracy", "domain"):
         return text
     raise ProtoError(f"{where}: attribute '{key}' (kept as text) has no HloInstructionProto field in this "
                      "project's schema; the proto cannot hold it")
@@ -162,8 +162,26 @@ def _replica_groups(p, groups) -> None:
         for group in groups.explicit:
             p.replica_groups.add(replica_ids=group)
     else:
-        raise ValueError("mesh replica groups (HloInstructionProto field 93) are not in this project's "
-                         "schema")
+        _mesh_groups(p.mesh_axes_replica_group_list, groups.mesh)
+
+
+def _mesh_groups(out, mesh) -> None:
+    """MeshAxesReplicaGroupListProto: the mesh's axes, its device order (a list, or an iota
+    transform as XLA keeps `device_ids=([2,4]T(1,0))`), and each grouped axis by its index."""
+    out.mesh.SetInParent()
+    for name, size in mesh.axes:
+        out.mesh.axes.add(name=name, size=size)
+    if mesh.device_ids is not None and mesh.device_ids[0] == "list":
+        out.mesh.device_ids.extend(mesh.device_ids[1])
+    elif mesh.device_ids is not None and list(mesh.device_ids[2] or ()) != sorted(mesh.device_ids[2] or ()):
+        _, reshape, perm = mesh.device_ids  # an untransposed iota is the mesh's own order: XLA drops it
+        out.mesh.iota_transform.reshape_dims.extend(reshape)
+        out.mesh.iota_transform.transpose_perm.extend(perm)
+    index = {name: k for k, (name, _) in enumerate(mesh.axes)}
+    for name, pre, size in mesh.grouped:
+        ref = out.axes.add(mesh_axis_index=index[name])
+        if pre is not None:
+            ref.sub_axis_info.pre_size, ref.sub_axis_info.size = pre, size
 
 
 def _aliasing(p, aliasing) -> None:
@@ -196,7 +214,26 @@ def _result_accuracy(p, text: str) -> None:
         int(fields.get("ulps", 0))
 
 
+_DOMAIN_RE = re.compile(r'\{\s*kind\s*=\s*"sharding"\s*,\s*entry\s*=\s*(\{.*\})\s*,\s*exit\s*=\s*(\{.*\})\s*\}',
+                        re.S)
+
+
+def _domain(p, text: str) -> None:
+    """`domain={kind="sharding", entry=E, exit=X}`: XLA's printer writes the user side as `entry`
+    and the operand side as `exit` (HloDomainInstruction, xla/hlo/ir/hlo_instructions.cc), and its
+    ToProto keeps the operand side in domain_entry_sharding, the user side in domain_exit_sharding."""
+    from hlo_common.hlo.sharding import HloSharding
+
+    match = _DOMAIN_RE.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"only sharding domains have HloInstructionProto fields, not '{text}'")
+    user_side, operand_side = (HloSharding.parse(m) for m in match.groups())
+    write_sharding(p.domain_exit_sharding, user_side, "domain entry")
+    write_sharding(p.domain_entry_sharding, operand_side, "domain exit")
+
+
 _WRITERS = {
+    "domain": _domain,
     "iota_dimension": lambda p, v: p.dimensions.append(v),
     "slice": _slice,
     "padding": _padding,
