@@ -112,3 +112,47 @@ def first_difference(a: str, b: str) -> str:
     x, y = a.splitlines(), b.splitlines()
     k = next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
     return f"line {k + 1}:\n    text:  {x[k:k + 1]}\n    proto: {y[k:k + 1]}"
+
+
+
+_ASYNC_CALL = re.compile(r" async-(start|update|done)\(([^()]*)\)(.*?), calls=%([^\s,]+)")
+_ASYNC_NEXT = re.compile(r" async-(update|done)\(%([^\s,()]+)\)")
+_ROOT = re.compile(r"^\s*ROOT %\S+ = .*? ([\w-]+)\(([^()]*)\)(.*)$")
+
+
+def async_sugar(printed: str, name: str) -> str:
+    """`printed` as XLA's printer writes it with syntax_sugar_async_ops (its default): an async op
+    whose wrapped computation is one instruction on parameters prints as `<op>-start(...)` with
+    that instruction's attributes, and the wrapped computation is left out (HloModule::Print,
+    xla/hlo/ir/hlo_module.cc), so XLA's text of a module never names those computations."""
+    from hlo_common.hlo.parser import parse_module
+    from hlo_common.hlo.printer import print_module
+
+    blocks = printed.split("\n\n")
+    wrapped = {}  # computation -> (its block, the wrapped opcode, that instruction's attributes)
+    for k, block in enumerate(blocks[1:], 1):
+        lines = block.strip("\n").split("\n")
+        root = _ROOT.match(lines[-2]) if len(lines) > 2 else None
+        if root and all(" parameter(" in ln for ln in lines[1:-2]):
+            wrapped[lines[0].removeprefix("ENTRY ").split(" ")[0].lstrip("%")] = (k, root.group(1), root.group(3))
+    used, ops = set(), {}  # the wrapped computations printed as sugar; async op name -> wrapped opcode
+
+    def sugar(line: str) -> str:
+        m = _ASYNC_CALL.search(line)
+        if m and m.group(4) in wrapped:
+            k, op, attrs = wrapped[m.group(4)]
+            used.add(k)
+            line = line[:m.start()] + f" {op}-{m.group(1)}({m.group(2)}){m.group(3)}" + \
+                (attrs if m.group(1) == "start" else "") + line[m.end():]
+        else:
+            m = _ASYNC_NEXT.search(line)
+            op = ops.get(m.group(2)) if m else None
+            if op is None:
+                return line
+            line = line[:m.start()] + f" {op}-{m.group(1)}(%{m.group(2)})" + line[m.end():]
+        ops[line.split(" = ")[0].strip().removeprefix("ROOT ").lstrip("%")] = op
+        return line
+    rewritten = ["\n".join(sugar(ln) for ln in b.split("\n")) for b in blocks]
+    if not used:
+        return printed
+    return print_module(parse_module("\n\n".join(b for k, b in enumerate(rewritten) if k not in used), name))
