@@ -62,7 +62,8 @@ def _xla_differs(mid: str, text: str, written: str, expected: str) -> str | None
 @pytest.mark.parametrize("fmt", ["pb", "pbtxt"])
 def test_every_corpus_module_reads_back_from_its_proto(fmt) -> None:
     """About 10 s for the whole corpus in one form on 2 cores. The text form leaves out the modules
-    with an array of more than a million elements (a 100M-element constant is gigabytes of text), and reads every third module."""
+    with an array of more than a million elements (a 100M-element constant is gigabytes of text),
+    and reads every third module."""
     corpus_lib.require_corpus()
     expected = corpus_lib.expected_failures(TIER)
     failures, fixed, checked, fired = [], [], 0, {}

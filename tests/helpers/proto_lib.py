@@ -134,7 +134,8 @@ def async_sugar(printed: str, name: str) -> str:
         lines = block.strip("\n").split("\n")
         root = _ROOT.match(lines[-2]) if len(lines) > 2 else None
         if root and all(" parameter(" in ln for ln in lines[1:-2]):
-            wrapped[lines[0].removeprefix("ENTRY ").split(" ")[0].lstrip("%")] = (k, root.group(1), root.group(3))
+            comp = lines[0].removeprefix("ENTRY ").split(" ")[0].lstrip("%")
+            wrapped[comp] = (k, root.group(1), root.group(3))
     used, ops = set(), {}  # the wrapped computations printed as sugar; async op name -> wrapped opcode
 
     def sugar(line: str) -> str:

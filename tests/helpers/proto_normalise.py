@@ -20,6 +20,7 @@ from hlo_common.hlo.strings import c_unescape, lexes_as_json_dict
 _COLLECTIVE = re.compile(r" (?:all-reduce|all-gather|all-to-all|reduce-scatter|ragged-all-to-all|"
                          r"collective-broadcast)(?:-start)?\(")
 _STRING = r'"(?:[^"\\]|\\.)*"'
+_DOT = re.compile(r" dot\(")
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,8 @@ def _frontend(value: str) -> str:
 
 def _accuracy(value: str) -> str:
     value = re.sub(r"mode=(\w+)", lambda m: "mode=" + m.group(1).lower(), value)
-    return re.sub(r"\b(atol|rtol)=([-\d.eE+]+)", lambda m: f"{m.group(1)}={_double(float(m.group(2)))}", value)
+    return re.sub(r"\b(atol|rtol)=([-\d.eE+]+)", lambda m: f"{m.group(1)}={_double(float(m.group(2)))}",
+                  value)
 
 
 def _double(v: float) -> str:
@@ -119,8 +121,8 @@ NORMALISATIONS = (
                   _per_line(_COLLECTIVE, "replica_groups=", ", replica_groups={}")),
     Normalisation("no-contracting-dims", "a dot without contracting dimensions has a DotDimensionNumbers "
                   "all the same, which XLA prints with `lhs_contracting_dims={}, rhs_contracting_dims={}`",
-                  lambda t: _per_line(re.compile(r" dot\("), "rhs_contracting_dims=", ", rhs_contracting_dims={}")(
-                      _per_line(re.compile(r" dot\("), "lhs_contracting_dims=", ", lhs_contracting_dims={}")(t))),
+                  lambda t: _per_line(_DOT, "rhs_contracting_dims=", ", rhs_contracting_dims={}")(
+                      _per_line(_DOT, "lhs_contracting_dims=", ", lhs_contracting_dims={}")(t))),
     Normalisation("empty-batch-dims", "explicit empty `lhs_batch_dims={}` / `rhs_batch_dims={}` are the "
                   "proto's empty lists, which XLA's printer leaves out",
                   lambda t: re.sub(r", [lr]hs_batch_dims=\{\}", "", t)),

@@ -214,8 +214,8 @@ def _result_accuracy(p, text: str) -> None:
         int(fields.get("ulps", 0))
 
 
-_DOMAIN_RE = re.compile(r'\{\s*kind\s*=\s*"sharding"\s*,\s*entry\s*=\s*(\{.*\})\s*,\s*exit\s*=\s*(\{.*\})\s*\}',
-                        re.S)
+_DOMAIN_RE = re.compile(r'\{\s*kind\s*=\s*"sharding"\s*,\s*entry\s*=\s*(\{.*\})\s*,'
+                        r'\s*exit\s*=\s*(\{.*\})\s*\}', re.S)
 
 
 def _domain(p, text: str) -> None:

@@ -260,11 +260,13 @@ def _mesh_text(g, where: str) -> str:
     if g.mesh.device_ids:
         text += ", device_ids=(" + ",".join(map(str, g.mesh.device_ids)) + ")"
     elif g.mesh.HasField("iota_transform"):
-        text += f", device_ids=([{','.join(map(str, iota.reshape_dims))}]T({','.join(map(str, iota.transpose_perm))}))"
+        dims, perm = ",".join(map(str, iota.reshape_dims)), ",".join(map(str, iota.transpose_perm))
+        text += f", device_ids=([{dims}]T({perm}))"
     refs = []
     for ref in g.axes:
         if not 0 <= ref.mesh_axis_index < len(axes):
-            raise ProtoError(f"{where}: mesh_axes_replica_group_list: axis index {ref.mesh_axis_index} names no mesh axis")
+            raise ProtoError(f"{where}: mesh_axes_replica_group_list: axis index {ref.mesh_axis_index} "
+                             "names no mesh axis")
         sub = ref.sub_axis_info
         refs.append(f"'{axes[ref.mesh_axis_index].name}'" +
                     (f":({sub.pre_size}){sub.size}" if ref.HasField("sub_axis_info") else ""))

@@ -61,7 +61,9 @@ def test_every_tool_verifies_a_proto_s_module(tmp_path, tool, fmt) -> None:
 
     path = tmp_path / f"m.{fmt}"
     data = _bad("shape")
-    path.write_bytes(data if fmt == "pb" else text_format.MessageToString(HloModuleProto.FromString(data)).encode())
+    if fmt == "pbtxt":
+        data = text_format.MessageToString(HloModuleProto.FromString(data)).encode()
+    path.write_bytes(data)
     line = _one_line_error(tool, path)
     assert line.split(": error: ", 1)[1].startswith(f"{path}: verification failed in the input: "), line
     assert "in computation e, instruction %n:" in line and "f32[3]" in line
