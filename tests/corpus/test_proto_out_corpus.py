@@ -49,7 +49,7 @@ def _xla_differs(mid: str, text: str, written: str, expected: str) -> str | None
     except Exception as exc:  # noqa: BLE001 - a normalised module XLA rejects is a failure: no reference
         return f"XLA rejects the text, so its normalisations are unchecked: {str(exc).splitlines()[0][:150]}"
     theirs: dict = {}
-    xla_text = print_module(parse_module(xc.XlaComputation(data).as_hlo_text(), mid))
+    xla_text = print_module(parse_module(xc.XlaComputation(data).get_hlo_module().to_string(), mid))
     for (comp, _), (bare, _) in proto_lib.keyed_lines(xla_text).items():
         theirs.setdefault(comp, set()).add(bare)
     header = {k[1]: v for k, (v, _) in proto_lib.keyed_lines(xla_text).items() if not k[0]}

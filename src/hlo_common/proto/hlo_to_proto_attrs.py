@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from hlo_common.hlo.attributes import LiteralAttr, RawAttr
+from hlo_common.hlo.strings import c_unescape
 from hlo_common.proto import proto_tables as T
 from hlo_common.proto.proto_values import PROTO_ID, TOKEN_ID, TUPLE_ID, ProtoError, literal_to_proto
 
@@ -303,11 +304,29 @@ def _write_layout(out, layout, where: str) -> None:
                              "schema")
 
 
+_META_PAIR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|-?\d+)')
+
+
+def write_metadata(m, pairs, where: str) -> None:
+    """Fill OpMetadata `m` from (key, value as written) pairs."""
+    for key, value in pairs:
+        field = m.DESCRIPTOR.fields_by_name.get(key)
+        if field is None:
+            raise ProtoError(f"{where}: metadata field '{key}' is not in this project's OpMetadata schema")
+        setattr(m, key, c_unescape(value[1:-1]) if field.type == field.TYPE_STRING else int(value))
+
+
 def write_sharding(out, sharding, where: str) -> None:
     """Fill OpSharding `out` from an IR HloSharding (the inverse of proto_values.sharding_text)."""
-    if sharding.shard_group or sharding.metadata is not None:
-        raise ProtoError(f"{where}: a sharding's shard_as/shard_like group and metadata are not in this "
-                         "project's OpSharding schema")
+    if sharding.shard_group:
+        word, number = sharding.shard_group.split()
+        out.is_shard_group, out.shard_group_id = True, int(number)
+        out.shard_group_type = int(word == "shard_like")
+    if sharding.metadata is not None:
+        groups = re.findall(r"\{((?:[^{}\"]|\"(?:[^\"\\]|\\.)*\")*)\}", sharding.metadata) \
+            if sharding.metadata.lstrip().startswith("{") else [sharding.metadata]
+        for group in groups:
+            write_metadata(out.metadata.add(), _META_PAIR.findall(group), where)
     kind = sharding.kind
     if kind == "tuple":
         out.type = 2

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo_common.hlo.attributes import METADATA_ORDER
 from hlo_common.hlo.strings import lexes_as_json_dict, quote_string
 from hlo_common.proto import proto_tables as T
 from hlo_common.proto.original_value import origin_text
-from hlo_common.proto.proto_values import ProtoError, literal_from_proto, primitive, shape_text, sharding_text
+from hlo_common.proto.proto_values import (ProtoError, literal_from_proto, metadata_text, primitive, shape_text,
+                                           sharding_text)
 
 _ALWAYS_DIMS, _NO_DIMS = T.ALWAYS_DIMS, T.NO_DIMS
 _PRECISION, _ALGORITHM, _API, _SCHEDULE = T.PRECISION, T.ALGORITHM, T.API_VERSION, T.CUSTOM_CALL_SCHEDULE
@@ -328,6 +328,9 @@ def _common_attrs(p) -> list[str]:
         out.append("async_execution_thread=" + quote_string(p.async_execution_thread))
     if p.HasField("sharding"):
         out.append("sharding=" + sharding_text(p.sharding))
+    if p.statistics_viz.statistics:
+        stats = "".join(f",{s.stat_name}={_num(s.stat_val)}" for s in p.statistics_viz.statistics)
+        out.append(f"statistics={{visualizing_index={p.statistics_viz.stat_index_to_visualize}{stats}}}")
     if p.HasField("original_value"):
         out.append("origin=" + origin_text(p.original_value))
     if p.parameter_replication.replicated_at_leaf_buffers:
@@ -336,7 +339,7 @@ def _common_attrs(p) -> list[str]:
     if p.frontend_attributes.map:
         out.append("frontend_attributes=" + frontend_text(p.frontend_attributes))
     if p.HasField("metadata"):
-        meta = _metadata(p.metadata)
+        meta = metadata_text(p.metadata)
         if meta:
             out.append("metadata={" + meta + "}")
     if p.backend_config:
@@ -363,15 +366,3 @@ def _num(v: float) -> str:
     text = repr(v)
     return text.removesuffix(".0")
 
-
-def _metadata(m) -> str:
-    """`op_type="..." op_name="..." ...` in XLA's order (OpMetadataToString), defaults left out."""
-    parts = []
-    for key in METADATA_ORDER:
-        if key == "deduplicated_name":  # OpMetadataToString (xla/hlo/ir/hlo_instruction.cc) leaves it out
-            continue
-        value = getattr(m, key, None)
-        if not value:
-            continue
-        parts.append(f"{key}={quote_string(value) if isinstance(value, str) else value}")
-    return " ".join(parts)
