@@ -94,6 +94,24 @@ def _double(v: float) -> str:
     return repr(v).removesuffix(".0")
 
 
+def _laid_out(shape):
+    from hlo_common.hlo.shape import Shape
+
+    if shape.is_tuple:
+        return Shape.tuple_of(_laid_out(s) for s in shape.tuple_shapes)
+    return shape.with_default_layouts() if shape.is_array and shape.layout is None else shape
+
+
+def _outfeed_shape(module) -> bool:
+    changed = False
+    for comp in module.computations:
+        for instr in comp.instructions:
+            if instr.opcode == "outfeed" and "outfeed_shape" not in instr.attrs:
+                instr.attrs["outfeed_shape"] = _laid_out(instr.operands[0].shape)
+                changed = True
+    return changed
+
+
 def _comparison_type(module) -> bool:
     from hlo_common.proto.proto_tables import default_comparison
     from hlo_common.proto.proto_values import PROTO_ID
@@ -146,6 +164,9 @@ NORMALISATIONS = (
     Normalisation("default-comparison-type", "an explicit comparison `type=` that is the operands' "
                   "default is the same proto string, which XLA's printer leaves out",
                   module=_comparison_type),
+    Normalisation("outfeed-shape", "an outfeed without `outfeed_shape=` has its operand's shape (XLA's "
+                  "parser's default, laid out), which the proto must hold and XLA always prints",
+                  module=_outfeed_shape),
 )
 
 
@@ -162,7 +183,7 @@ def normalise(printed: str, name: str) -> tuple[str, list[str]]:
             if new != text:
                 fired.append(n.name)
                 text = new
-    if " compare(" in text and ", type=" in text:  # the one normalisation on the module
+    if " compare(" in text and ", type=" in text or " outfeed(" in text:  # the normalisations on the module
         module = parse_module(text, name)
         fired += [n.name for n in NORMALISATIONS if n.module is not None and n.module(module)]
         text = print_module(module)

@@ -68,6 +68,18 @@ def write_attrs(p, instr, comp_ids: dict, where: str) -> None:
         p.custom_call_api_version = _API["API_VERSION_ORIGINAL"]  # XLA's parser's default
     if instr.opcode in ("dot", "ragged-dot", "scaled-dot"):
         _dot_numbers(p, instr.opcode).SetInParent()
+    if instr.opcode == "outfeed" and "outfeed_shape" not in instr.attrs and instr.operands:
+        # XLA's parser gives an outfeed its operand's shape, laid out; CreateFromProto needs one
+        write_shape(p.outfeed_shape, _laid_out(instr.operands[0].shape), where)
+
+
+def _laid_out(shape):
+    """`shape` with the default layout wherever it has none (what XLA's parser gives a shape)."""
+    from hlo_common.hlo.shape import Shape
+
+    if shape.is_tuple:
+        return Shape.tuple_of(_laid_out(s) for s in shape.tuple_shapes)
+    return shape.with_default_layouts() if shape.is_array and shape.layout is None else shape
 
 
 _CALLED_KEYS = frozenset({"calls", "to_apply", "condition", "body", "select", "scatter", "true_computation",
