@@ -26,7 +26,7 @@ from pathlib import Path
 import click
 
 from hlo_common.cli_util import click_main, run_command, write_output
-from hlo_common.source import INPUT_FORMATS, read_input
+from hlo_common.source import INPUT_FORMATS, place_in_input, read_input
 
 TOOL = "hlo-codegen"
 STAGES = ("hlo", "buffer-assignment", "thunks", "kernel-ir", "llvm", "ptx")  # hlo_codegen.dump.stage_text
@@ -112,8 +112,8 @@ def _compile(input_path: str | None, output_path: str | None, target: str, arch:
         from hlo_codegen.dump import prepare_dump_directory
 
         prepare_dump_directory(Path(dump_to))
-    text, name = read_input(input_path, input_format)[:2]
-    module = parse_module(text, name)
+    source = read_input(input_path, input_format)
+    module = place_in_input(parse_module(source.text, source.name), source)
     for key, count in (("replica_count", devices[0]), ("num_partitions", devices[1])):
         if count is not None:  # the verifier checks replica groups against these counts
             module.set_header_attr(key, str(count))

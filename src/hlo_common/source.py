@@ -240,3 +240,26 @@ def read_input(path: str | os.PathLike | None, fmt: str | None = None, *,
     loaded = read_proto_input(data, name, fmt)
     snapshot = loaded if loaded.format == "snapshot" else None
     return Input(print_module(loaded.module), name, loaded.format, snapshot)
+
+
+class _FilePlace:
+    """Where an instruction of a module read from a proto or from StableHLO sits: its file. The text
+    the tools parse for such a module is the reader's own, so a line:col of it would point at
+    nothing the user wrote; the verifier's errors then name the file, computation and instruction."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def place(self, pos: int) -> str:
+        return self.name
+
+
+def place_in_input(module, inp: Input):
+    """`module`, parsed from `inp.text`, with its instructions placed in `inp`'s file rather than at a
+    line of `inp.text` when that text was made from another form (see _FilePlace)."""
+    if inp.format != "hlo":
+        where = (_FilePlace(inp.name), 0)
+        for comp in module.computations:
+            for instr in comp.instructions:
+                instr.source = where
+    return module

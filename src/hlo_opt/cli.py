@@ -22,7 +22,7 @@ from hlo_common.errors import HloError
 from hlo_common.hlo.ir import HloModule
 from hlo_common.hlo.parser import parse_modules
 from hlo_common.hlo.printer import print_module
-from hlo_common.source import INPUT_FORMATS, read_input, read_source
+from hlo_common.source import INPUT_FORMATS, Input, place_in_input, read_input, read_source
 from hlo_common.gpu.device import load_device
 from hlo_common.hlo_pass.pass_base import PASS_REGISTRY
 from hlo_common.hlo_pass.pipeline import PassRunRecord, PipelineSequence, RunOptions, verify
@@ -171,10 +171,11 @@ def run(opts: OptOptions) -> None:
 
         dump = DumpOptions(Path(opts.dump_to), opts.dump_pass_re, opts.dump_format or ("text",))
         prepare_dump_directory(dump.directory)
-    text, name = read_input(opts.input, opts.input_format)[:2] if opts.input_format != "hlo" else \
-        read_source(opts.input)
+    source = read_input(opts.input, opts.input_format) if opts.input_format != "hlo" else \
+        Input(*read_source(opts.input), "hlo")
     out_format = output_format(opts)
-    modules = parse_modules(text, name, split=opts.split_input_file)
+    modules = [place_in_input(m, source) for m in parse_modules(source.text, source.name,
+                                                                 split=opts.split_input_file)]
     if out_format != "hlo" and len(modules) != 1:
         raise OptionError(f"--output-format={out_format} writes one module; the input holds {len(modules)}")
     outputs = [optimize_module(m, i, sequence, opts, dump, run_options) for i, m in enumerate(modules)]

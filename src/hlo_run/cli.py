@@ -39,7 +39,7 @@ from hlo_common.errors import HloError, HloParseError, InputError
 from hlo_common.interpreter.registry import TOKEN
 from hlo_common.hlo.literal import format_literal
 from hlo_common.hlo.shape import Shape
-from hlo_common.source import INPUT_FORMATS, read_input
+from hlo_common.source import INPUT_FORMATS, place_in_input, read_input
 from hlo_run.backends import Program, default_platform, get_backend
 from hlo_run.compare import compare_values
 
@@ -229,7 +229,7 @@ def _check_dump_to(dump_to: str | None, platform: str) -> None:
 def _run_input(input_path: str | None, options: RunOptions, split: bool, debug: bool,
                input_format: str | None = None) -> None:
     source = read_input(input_path, input_format)
-    programs = load_programs(source.text, source.name, split)
+    programs = load_programs(source.text, source.name, split, source)
     options.snapshot = source.snapshot
     if options.dump_to is not None and not options.find_first_mismatch \
             and any(p.manifest is not None for p in programs):
@@ -251,8 +251,9 @@ def main(argv: list[str] | None = None) -> None:
     click_main(cli, TOOL, argv)
 
 
-def load_programs(text: str, name: str, split: bool) -> list[Program]:
-    """Parse the input into programs: one module, or one per `// -----` chunk with --split-input-file."""
+def load_programs(text: str, name: str, split: bool, source=None) -> list[Program]:
+    """Parse the input into programs: one module, or one per `// -----` chunk with --split-input-file
+    (`source`, the hlo_common.source.Input the text came from, places errors in its file)."""
     from hlo_common.manifest.manifest import looks_like_manifest
     from hlo_common.hlo.parser import parse_module, parse_modules, split_module_texts
 
@@ -271,6 +272,8 @@ def load_programs(text: str, name: str, split: bool) -> list[Program]:
             programs = [Program(f"{name}#{k}", m, chunk, module_id=k)
                         for k, (m, chunk) in enumerate(zip(modules, chunks))]
     for program in programs:
+        if source is not None:
+            place_in_input(program.module, source)
         verify_input(program)
         elided = elided_constants(program.module)
         if elided:

@@ -1,6 +1,7 @@
 """Corpus tier `proto`: XLA's own HloModuleProto of every corpus module that jaxlib's XLA parses
-reads to the module our parser gives from XLA's text of it (computation and instruction order
-aside: tests/helpers/proto_lib.py). Modules that cannot are listed in expected_failures.txt as
+(955 of 956 with jaxlib 0.10) reads to the module our parser gives from XLA's text of it
+(computation and instruction order aside, and the wrapped computations of async ops, which XLA's
+text leaves out: tests/helpers/proto_lib.py). Modules that cannot are listed in expected_failures.txt as
 `proto <module id> <reason>`; a listed module that reads the same makes the test fail."""
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ def _compare(mid: str, text: str) -> str | None:
     """None when XLA's proto of `text` reads as XLA's text of it parses; else what differs."""
     try:
         data, xla_text = proto_lib.xla_proto_and_text(text)
-        expected = proto_lib.canonical(print_module(parse_module(xla_text, mid)))
-    except Exception:  # noqa: BLE001 - XLA (or our parser) rejects the text: no reference to compare
+    except Exception:  # noqa: BLE001 - XLA rejects the text: no reference to compare
         return _NO_REFERENCE
     try:
-        got = proto_lib.canonical(print_module(module_from_proto(HloModuleProto.FromString(data), mid)))
+        expected = proto_lib.canonical(print_module(parse_module(xla_text, mid)))
+        got = proto_lib.canonical(proto_lib.async_sugar(
+            print_module(module_from_proto(HloModuleProto.FromString(data), mid)), mid))
     except Exception as exc:  # noqa: BLE001 - reported as this module's failure
         return f"error: {str(exc).splitlines()[0][:200]}"
     if got == expected:
@@ -42,7 +44,7 @@ SAMPLE = 12
 
 @pytest.mark.slow
 def test_xla_protos_of_the_whole_corpus_read_as_their_text() -> None:
-    _check(corpus_lib.corpus_modules(), minimum=700)
+    _check(corpus_lib.corpus_modules(), minimum=955)  # all but the one jaxlib 0.10 rejects (topk is_stable)
 
 
 def test_xla_protos_of_a_corpus_sample_read_as_their_text() -> None:

@@ -23,8 +23,9 @@ from google.protobuf import text_format
 
 from hlo_common.hlo.attributes import c_unescape
 from hlo_common.hlo.strings import format_json
-from hlo_common.proto.hlo_to_proto_attrs import write_attrs, write_sharding, write_shape
+from hlo_common.proto.hlo_to_proto_attrs import write_attrs, write_metadata, write_sharding, write_shape
 from hlo_common.proto.messages import HloModuleProto
+from hlo_common.proto.original_value import origin_to_proto
 from hlo_common.proto.proto_tables import ALIAS_KIND
 from hlo_common.proto.proto_values import ProtoError, literal_to_proto
 
@@ -107,11 +108,17 @@ def _instruction(p, instr, ids, comp_ids, where: str) -> None:
         write_sharding(p.sharding, instr.sharding, where)
     for key, value in instr.frontend_attributes:
         p.frontend_attributes.map[key] = _unquote(value)
-    _metadata(p.metadata, instr.metadata, where)
+    write_metadata(p.metadata, instr.metadata, where)
     config = instr.backend_config_data
     if config is not None:
         p.backend_config = (format_json(config) if isinstance(config, dict) else config).encode("utf-8")
     for key, value in instr.extra_common:
+        if key == "origin":
+            _origin(p.original_value, value, where)
+            continue
+        if key == "statistics":
+            _statistics(p.statistics_viz, value, where)
+            continue
         if key != "parameter_replication":
             raise ProtoError(f"{where}: attribute '{key}' has no HloInstructionProto field in this "
                              "project's schema; the proto cannot hold it")
@@ -119,16 +126,25 @@ def _instruction(p, instr, ids, comp_ids, where: str) -> None:
         p.parameter_replication.replicated_at_leaf_buffers.extend(w.strip() == "true" for w in words)
 
 
+def _origin(out, value: str, where: str) -> None:
+    try:
+        origin_to_proto(out, value)
+    except (ValueError, IndexError):
+        raise ProtoError(f"{where}: origin={value} does not read as XLA's original value") from None
+
+
+def _statistics(out, value: str, where: str) -> None:
+    """`{visualizing_index=1,stat-0=0.5,...}` into a StatisticsViz."""
+    pairs = re.findall(r"([\w.\-]+)=([^,{}\s]+)", value)
+    if not pairs or pairs[0][0] != "visualizing_index":
+        raise ProtoError(f"{where}: statistics={value} does not start with visualizing_index")
+    out.stat_index_to_visualize = int(pairs[0][1])
+    for name, number in pairs[1:]:
+        out.statistics.add(stat_name=name, stat_val=float(number))
+
+
 def _unquote(value: str) -> str:
     return c_unescape(value[1:-1]) if value.startswith('"') else value
-
-
-def _metadata(m, pairs, where: str) -> None:
-    for key, value in pairs:
-        field = m.DESCRIPTOR.fields_by_name.get(key)
-        if field is None:
-            raise ProtoError(f"{where}: metadata field '{key}' is not in this project's OpMetadata schema")
-        setattr(m, key, _unquote(value) if field.type == field.TYPE_STRING else int(value))
 
 
 def _program_shape(ps, params, result, names) -> None:

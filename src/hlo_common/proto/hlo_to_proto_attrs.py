@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from hlo_common.hlo.attributes import LiteralAttr, RawAttr
+from hlo_common.hlo.strings import c_unescape
 from hlo_common.proto import proto_tables as T
 from hlo_common.proto.proto_values import PROTO_ID, TOKEN_ID, TUPLE_ID, ProtoError, literal_to_proto
 
@@ -67,6 +68,18 @@ def write_attrs(p, instr, comp_ids: dict, where: str) -> None:
         p.custom_call_api_version = _API["API_VERSION_ORIGINAL"]  # XLA's parser's default
     if instr.opcode in ("dot", "ragged-dot", "scaled-dot"):
         _dot_numbers(p, instr.opcode).SetInParent()
+    if instr.opcode == "outfeed" and "outfeed_shape" not in instr.attrs and instr.operands:
+        # XLA's parser gives an outfeed its operand's shape, laid out; CreateFromProto needs one
+        write_shape(p.outfeed_shape, _laid_out(instr.operands[0].shape), where)
+
+
+def _laid_out(shape):
+    """`shape` with the default layout wherever it has none (what XLA's parser gives a shape)."""
+    from hlo_common.hlo.shape import Shape
+
+    if shape.is_tuple:
+        return Shape.tuple_of(_laid_out(s) for s in shape.tuple_shapes)
+    return shape.with_default_layouts() if shape.is_array and shape.layout is None else shape
 
 
 _CALLED_KEYS = frozenset({"calls", "to_apply", "condition", "body", "select", "scatter", "true_computation",
@@ -77,7 +90,7 @@ def _raw(key: str, text: str, where: str):
     """The attributes the parser keeps as text, made values the writers below take."""
     if key == "cross_program_prefetch_index":
         return int(text)
-    if key in ("is_associative", "result_accuracy"):
+    if key in ("is_associative", "result_accuracy", "domain"):
         return text
     raise ProtoError(f"{where}: attribute '{key}' (kept as text) has no HloInstructionProto field in this "
                      "project's schema; the proto cannot hold it")
@@ -162,8 +175,26 @@ def _replica_groups(p, groups) -> None:
         for group in groups.explicit:
             p.replica_groups.add(replica_ids=group)
     else:
-        raise ValueError("mesh replica groups (HloInstructionProto field 93) are not in this project's "
-                         "schema")
+        _mesh_groups(p.mesh_axes_replica_group_list, groups.mesh)
+
+
+def _mesh_groups(out, mesh) -> None:
+    """MeshAxesReplicaGroupListProto: the mesh's axes, its device order (a list, or an iota
+    transform as XLA keeps `device_ids=([2,4]T(1,0))`), and each grouped axis by its index."""
+    out.mesh.SetInParent()
+    for name, size in mesh.axes:
+        out.mesh.axes.add(name=name, size=size)
+    if mesh.device_ids is not None and mesh.device_ids[0] == "list":
+        out.mesh.device_ids.extend(mesh.device_ids[1])
+    elif mesh.device_ids is not None and list(mesh.device_ids[2] or ()) != sorted(mesh.device_ids[2] or ()):
+        _, reshape, perm = mesh.device_ids  # an untransposed iota is the mesh's own order: XLA drops it
+        out.mesh.iota_transform.reshape_dims.extend(reshape)
+        out.mesh.iota_transform.transpose_perm.extend(perm)
+    index = {name: k for k, (name, _) in enumerate(mesh.axes)}
+    for name, pre, size in mesh.grouped:
+        ref = out.axes.add(mesh_axis_index=index[name])
+        if pre is not None:
+            ref.sub_axis_info.pre_size, ref.sub_axis_info.size = pre, size
 
 
 def _aliasing(p, aliasing) -> None:
@@ -196,7 +227,26 @@ def _result_accuracy(p, text: str) -> None:
         int(fields.get("ulps", 0))
 
 
+_DOMAIN_RE = re.compile(r'\{\s*kind\s*=\s*"sharding"\s*,\s*entry\s*=\s*(\{.*\})\s*,'
+                        r'\s*exit\s*=\s*(\{.*\})\s*\}', re.S)
+
+
+def _domain(p, text: str) -> None:
+    """`domain={kind="sharding", entry=E, exit=X}`: XLA's printer writes the user side as `entry`
+    and the operand side as `exit` (HloDomainInstruction, xla/hlo/ir/hlo_instructions.cc), and its
+    ToProto keeps the operand side in domain_entry_sharding, the user side in domain_exit_sharding."""
+    from hlo_common.hlo.sharding import HloSharding
+
+    match = _DOMAIN_RE.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"only sharding domains have HloInstructionProto fields, not '{text}'")
+    user_side, operand_side = (HloSharding.parse(m) for m in match.groups())
+    write_sharding(p.domain_exit_sharding, user_side, "domain entry")
+    write_sharding(p.domain_entry_sharding, operand_side, "domain exit")
+
+
 _WRITERS = {
+    "domain": _domain,
     "iota_dimension": lambda p, v: p.dimensions.append(v),
     "slice": _slice,
     "padding": _padding,
@@ -266,11 +316,29 @@ def _write_layout(out, layout, where: str) -> None:
                              "schema")
 
 
+_META_PAIR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|-?\d+)')
+
+
+def write_metadata(m, pairs, where: str) -> None:
+    """Fill OpMetadata `m` from (key, value as written) pairs."""
+    for key, value in pairs:
+        field = m.DESCRIPTOR.fields_by_name.get(key)
+        if field is None:
+            raise ProtoError(f"{where}: metadata field '{key}' is not in this project's OpMetadata schema")
+        setattr(m, key, c_unescape(value[1:-1]) if field.type == field.TYPE_STRING else int(value))
+
+
 def write_sharding(out, sharding, where: str) -> None:
     """Fill OpSharding `out` from an IR HloSharding (the inverse of proto_values.sharding_text)."""
-    if sharding.shard_group or sharding.metadata is not None:
-        raise ProtoError(f"{where}: a sharding's shard_as/shard_like group and metadata are not in this "
-                         "project's OpSharding schema")
+    if sharding.shard_group:
+        word, number = sharding.shard_group.split()
+        out.is_shard_group, out.shard_group_id = True, int(number)
+        out.shard_group_type = int(word == "shard_like")
+    if sharding.metadata is not None:
+        groups = re.findall(r"\{((?:[^{}\"]|\"(?:[^\"\\]|\\.)*\")*)\}", sharding.metadata) \
+            if sharding.metadata.lstrip().startswith("{") else [sharding.metadata]
+        for group in groups:
+            write_metadata(out.metadata.add(), _META_PAIR.findall(group), where)
     kind = sharding.kind
     if kind == "tuple":
         out.type = 2

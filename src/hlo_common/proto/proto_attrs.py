@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo_common.hlo.attributes import METADATA_ORDER
 from hlo_common.hlo.strings import lexes_as_json_dict, quote_string
 from hlo_common.proto import proto_tables as T
-from hlo_common.proto.proto_values import literal_from_proto, primitive, shape_text, sharding_text
+from hlo_common.proto.original_value import origin_text
+from hlo_common.proto.proto_values import (ProtoError, literal_from_proto, metadata_text, primitive, shape_text,
+                                           sharding_text)
 
 _ALWAYS_DIMS, _NO_DIMS = T.ALWAYS_DIMS, T.NO_DIMS
 _PRECISION, _ALGORITHM, _API, _SCHEDULE = T.PRECISION, T.ALGORITHM, T.API_VERSION, T.CUSTOM_CALL_SCHEDULE
@@ -41,7 +42,7 @@ def instruction_attrs(p, called: list[str], operand_types: list[int], where: str
     out += _dot_conv_attrs(p, op)
     out += _gather_scatter_attrs(p)
     out += _misc_attrs(p, op, operand_types)
-    out += _collective_attrs(p, op)
+    out += _collective_attrs(p, op, where)
     out += _custom_call_attrs(p, op, where)
     out += _common_attrs(p)
     return out
@@ -202,6 +203,8 @@ def _misc_attrs(p, op: str, operand_types: list[int]) -> list[str]:
             out.append("is_reverse=true")
         if p.scan_is_associative in T.SCAN_ASSOCIATIVE:
             out.append("is_associative=" + T.SCAN_ASSOCIATIVE[p.scan_is_associative])
+    if op == "domain":
+        out.append(_domain_text(p))
     if op == "rng-get-and-update-state":
         out.append(f"delta={p.delta}")
     if p.WhichOneof("optional_cross_program_prefetch_index"):
@@ -217,13 +220,15 @@ def _misc_attrs(p, op: str, operand_types: list[int]) -> list[str]:
     return out
 
 
-def _collective_attrs(p, op: str) -> list[str]:
+def _collective_attrs(p, op: str, where: str) -> list[str]:
     out = []
     if p.channel_id > 0:
         out.append(f"channel_id={p.channel_id}")
     groups = p.collective_device_list
     iota = p.HasField("iota_collective_device_list") or groups.HasField("iota_replica_group_list")
-    if iota:
+    if p.HasField("mesh_axes_replica_group_list"):
+        out.append("replica_groups=" + _mesh_text(p.mesh_axes_replica_group_list, where))
+    elif iota:
         g = p.iota_collective_device_list if p.HasField("iota_collective_device_list") else \
             groups.iota_replica_group_list
         reshape = ",".join(map(str, g.iota_reshape_dims))
@@ -245,6 +250,35 @@ def _collective_attrs(p, op: str) -> list[str]:
     if p.constrain_layout and op != "custom-call":
         out.append("constrain_layout=true")
     return out
+
+
+def _mesh_text(g, where: str) -> str:
+    """`mesh['x'=4,'y'=2][, device_ids=(...)] {'x','y':(1)2}` (MeshAxesReplicaGroupList::ToString)."""
+    axes = list(g.mesh.axes)
+    text = "mesh[" + ",".join(f"'{a.name}'={a.size}" for a in axes) + "]"
+    iota = g.mesh.iota_transform
+    if g.mesh.device_ids:
+        text += ", device_ids=(" + ",".join(map(str, g.mesh.device_ids)) + ")"
+    elif g.mesh.HasField("iota_transform"):
+        dims, perm = ",".join(map(str, iota.reshape_dims)), ",".join(map(str, iota.transpose_perm))
+        text += f", device_ids=([{dims}]T({perm}))"
+    refs = []
+    for ref in g.axes:
+        if not 0 <= ref.mesh_axis_index < len(axes):
+            raise ProtoError(f"{where}: mesh_axes_replica_group_list: axis index {ref.mesh_axis_index} "
+                             "names no mesh axis")
+        sub = ref.sub_axis_info
+        refs.append(f"'{axes[ref.mesh_axis_index].name}'" +
+                    (f":({sub.pre_size}){sub.size}" if ref.HasField("sub_axis_info") else ""))
+    return text + " {" + ",".join(refs) + "}"
+
+
+def _domain_text(p) -> str:
+    """XLA prints the user side (domain_exit_sharding) as `entry`, the operand side as `exit`, and
+    a side the proto leaves out as `{}` (ShardingMetadata::ToString)."""
+    user = sharding_text(p.domain_exit_sharding) if p.HasField("domain_exit_sharding") else "{}"
+    operand = sharding_text(p.domain_entry_sharding) if p.HasField("domain_entry_sharding") else "{}"
+    return f'domain={{kind="sharding", entry={user}, exit={operand}}}'
 
 
 def _collective(op: str) -> bool:
@@ -294,13 +328,18 @@ def _common_attrs(p) -> list[str]:
         out.append("async_execution_thread=" + quote_string(p.async_execution_thread))
     if p.HasField("sharding"):
         out.append("sharding=" + sharding_text(p.sharding))
+    if p.statistics_viz.statistics:
+        stats = "".join(f",{s.stat_name}={_num(s.stat_val)}" for s in p.statistics_viz.statistics)
+        out.append(f"statistics={{visualizing_index={p.statistics_viz.stat_index_to_visualize}{stats}}}")
+    if p.HasField("original_value"):
+        out.append("origin=" + origin_text(p.original_value))
     if p.parameter_replication.replicated_at_leaf_buffers:
         out.append("parameter_replication={" +
                    ",".join(_bool(b) for b in p.parameter_replication.replicated_at_leaf_buffers) + "}")
     if p.frontend_attributes.map:
         out.append("frontend_attributes=" + frontend_text(p.frontend_attributes))
     if p.HasField("metadata"):
-        meta = _metadata(p.metadata)
+        meta = metadata_text(p.metadata)
         if meta:
             out.append("metadata={" + meta + "}")
     if p.backend_config:
@@ -327,15 +366,3 @@ def _num(v: float) -> str:
     text = repr(v)
     return text.removesuffix(".0")
 
-
-def _metadata(m) -> str:
-    """`op_type="..." op_name="..." ...` in XLA's order (OpMetadataToString), defaults left out."""
-    parts = []
-    for key in METADATA_ORDER:
-        if key == "deduplicated_name":  # OpMetadataToString (xla/hlo/ir/hlo_instruction.cc) leaves it out
-            continue
-        value = getattr(m, key, None)
-        if not value:
-            continue
-        parts.append(f"{key}={quote_string(value) if isinstance(value, str) else value}")
-    return " ".join(parts)

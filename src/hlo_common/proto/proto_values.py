@@ -12,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from hlo_common.errors import InputError
+from hlo_common.hlo.attributes import METADATA_ORDER
 from hlo_common.hlo.dtypes import BUFFER, PRIMITIVE_TYPES, PrimitiveType
+from hlo_common.hlo.strings import quote_string
 from hlo_common.proto.literal_wire import WIRE_DTYPES, packed_values, set_packed
 from hlo_common.proto.proto_tables import SHARDING_WORD
 
@@ -183,6 +185,29 @@ _SHARDING_WORD = SHARDING_WORD
 
 def sharding_text(s) -> str:
     """HLO text of an OpSharding (xla/hlo/ir/hlo_sharding.cc, HloSharding::ToString)."""
+    text = _sharding_body(s)
+    if s.is_shard_group:
+        text = text[:-1] + f" {'shard_like' if s.shard_group_type else 'shard_as'} {s.shard_group_id}}}"
+    if s.metadata:
+        meta = [metadata_text(m) for m in s.metadata]
+        inner = meta[0] if len(meta) == 1 else ", ".join("{" + m + "}" for m in meta)
+        text = text[:-1] + f" metadata={{{inner}}}}}"
+    return text
+
+
+def metadata_text(m) -> str:
+    """`op_type="..." op_name="..." ...` in XLA's order (OpMetadataToString), defaults left out."""
+    parts = []
+    for key in METADATA_ORDER:
+        if key == "deduplicated_name":  # OpMetadataToString (xla/hlo/ir/hlo_instruction.cc) leaves it out
+            continue
+        value = getattr(m, key, None)
+        if value:
+            parts.append(f"{key}={quote_string(value) if isinstance(value, str) else value}")
+    return " ".join(parts)
+
+
+def _sharding_body(s) -> str:
     if s.type == 2:
         return "{" + ", ".join(sharding_text(e) for e in s.tuple_shardings) + "}"
     if s.type in _SHARDING_WORD and s.type != 1:

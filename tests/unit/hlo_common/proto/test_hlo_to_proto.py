@@ -16,6 +16,7 @@ from hlo_common.hlo.parser import parse_module, split_module_texts
 from hlo_common.hlo.printer import print_module
 from hlo_common.proto.hlo_to_proto import entry_layout, module_to_proto, proto_names, serialize
 from hlo_common.proto.messages import HloModuleProto
+from hlo_common.proto.proto_to_hlo import module_from_proto
 from hlo_common.proto.proto_values import ProtoError
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -89,10 +90,6 @@ def test_rich_module_proto_fields_are_xla_s() -> None:
 @pytest.mark.parametrize("path", TESTDATA, ids=[str(p.relative_to(ROOT / "testdata")) for p in TESTDATA])
 def test_testdata_modules_read_back_from_their_protos(path) -> None:
     for k, text in enumerate(split_module_texts(path.read_text())):
-        if "replica_groups=mesh[" in text:  # HloInstructionProto field 93, not in the schema
-            with pytest.raises(ProtoError, match="mesh replica groups"):
-                proto_lib.written_and_read(text, path.name)
-            continue
         expected, got = proto_lib.written_and_read(text, f"{path.name}#{k}", "pb")
         assert got == expected, proto_lib.first_difference(expected, got)
 
@@ -119,10 +116,10 @@ def test_what_the_schema_cannot_hold_is_an_error_naming_the_instruction() -> Non
     text = """HloModule m
 ENTRY %e (x: f32[2]) -> f32[2] {
   %x = f32[2]{0} parameter(0)
-  ROOT %d = f32[2]{0} domain(%x), domain={kind="sharding", entry={maximal device=0}, exit={replicated}}
+  ROOT %d = f32[2]{0} domain(%x), domain={kind="color", entry={maximal device=0}, exit={replicated}}
 }
 """
-    with pytest.raises(ProtoError, match=r"instruction 'd': attribute 'domain'"):
+    with pytest.raises(ProtoError, match=r"instruction 'd': attribute 'domain'.*only sharding domains"):
         module_to_proto(parse_module(text, "m"))
 
 
@@ -168,3 +165,57 @@ def test_xla_loads_the_written_proto_and_prints_the_same_module() -> None:
     reference = proto_lib.canonical(xc.hlo.hlo_module_from_text(text).to_string(opts))
     loaded = xc.XlaComputation(serialize(parse_module(text, "softmax"), "pb")).get_hlo_module()
     assert proto_lib.canonical(loaded.to_string(opts)) == reference
+
+
+# Fields XLA's proto has for what the text writes as `replica_groups=mesh[...]` (field 93, with a
+# device order as a list or as an iota transform, and sub-axes), `domain={...}` (fields 54/55),
+# `origin={...}` (88), `statistics={...}` (82), and a sharding's `shard_as`/`shard_like` and
+# `metadata=` (OpSharding 11-13, 7): each reads back as written, and matches XLA both ways.
+MESH_DOMAIN_ORIGIN = """HloModule m, replica_count=1, num_partitions=8
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %c = f32[] add(%a, %b), origin={{"c"}}
+}
+
+ENTRY %e (p: f32[8], t: (f32[8], s32[])) -> f32[8] {
+  %p = f32[8]{0} parameter(0), origin={{"p"}}, sharding={devices=[2]0,1 shard_as 3}
+  %t = (f32[8]{0}, s32[]) parameter(1), origin={({"t" {1}}, {})}, sharding={{replicated shard_like 2}, {maximal device=0 metadata={op_name="x"}}}
+  %n = f32[8]{0} negate(%p), statistics={visualizing_index=1,stat-0=0.5,stat-1=33}, sharding={maximal device=1 metadata={{op_name="a"}, {op_type="b" source_line=3}}}
+  %r0 = f32[8]{0} all-reduce(%n), channel_id=1, replica_groups=mesh['x'=4,'y'=2] {'x'}, use_global_device_ids=true, to_apply=%add
+  %r1 = f32[8]{0} all-reduce(%r0), channel_id=2, replica_groups=mesh['x'=4,'y'=2], device_ids=(0,2,4,6,1,3,5,7) {'y'}, use_global_device_ids=true, to_apply=%add
+  %r2 = f32[8]{0} all-reduce(%r1), channel_id=3, replica_groups=mesh['x'=4,'y'=2], device_ids=([4,2]T(1,0)) {'y','x':(2)2}, use_global_device_ids=true, to_apply=%add
+  %d0 = f32[8]{0} domain(%r2), domain={kind="sharding", entry={maximal device=1}, exit={}}
+  ROOT %d1 = f32[8]{0} domain(%d0), domain={kind="sharding", entry={devices=[2,1,4]<=[8] last_tile_dim_replicate}, exit={replicated}}
+}
+"""
+
+
+def test_mesh_groups_domains_origins_and_sharding_groups_read_back_from_their_proto() -> None:
+    proto = module_to_proto(parse_module(MESH_DOMAIN_ORIGIN, "m"))
+    entry = {i.name: i for i in proto.computations[-1].instructions}
+    mesh = entry["r2"].mesh_axes_replica_group_list
+    assert [(a.name, a.size) for a in mesh.mesh.axes] == [("x", 4), ("y", 2)]
+    assert list(mesh.mesh.iota_transform.transpose_perm) == [1, 0]
+    assert [(a.mesh_axis_index, a.sub_axis_info.pre_size) for a in mesh.axes] == [(1, 0), (0, 2)]
+    assert entry["d0"].domain_exit_sharding.tile_assignment_devices == [1]  # `entry=` is the user side
+    assert [e.original_array.instruction_name for e in entry["t"].original_value.elements] == ["", "t", ""]
+    assert (entry["p"].sharding.shard_group_id, entry["t"].sharding.tuple_shardings[0].shard_group_type) == (3, 1)
+    assert [m.op_type for m in entry["n"].sharding.metadata] == ["", "b"]
+    assert [s.stat_val for s in entry["n"].statistics_viz.statistics] == [0.5, 33.0]
+    for fmt in ("pb", "pbtxt"):
+        expected, got = proto_lib.written_and_read(MESH_DOMAIN_ORIGIN, "m", fmt)
+        assert got == expected, proto_lib.first_difference(expected, got)
+
+
+def test_mesh_groups_domains_origins_and_sharding_groups_match_xla_s_proto() -> None:
+    """XLA's proto of the module reads to what our parser gives from XLA's text of it, and XLA loads
+    ours and prints what it prints for the text."""
+    data, xla_text = proto_lib.xla_proto_and_text(MESH_DOMAIN_ORIGIN)
+    reference = proto_lib.canonical(print_module(parse_module(xla_text, "m")))
+    got = proto_lib.canonical(print_module(module_from_proto(HloModuleProto.FromString(data), "m")))
+    assert got == reference, proto_lib.first_difference(reference, got)
+    xc = proto_lib.xla_client()
+    ours = xc.XlaComputation(serialize(parse_module(MESH_DOMAIN_ORIGIN, "m"), "pb")).get_hlo_module().to_string()
+    assert proto_lib.canonical(print_module(parse_module(ours, "m"))) == reference
