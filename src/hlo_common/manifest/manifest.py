@@ -42,8 +42,8 @@ from hlo_common.errors import HloParseError
 from hlo_common.manifest.collective_thunks import CollectiveThunk
 from hlo_common.manifest.json_reader import JsonReader, ManifestError
 from hlo_common.manifest.thunks import (
-    BufferSlice, ConvolutionThunk, GemmFusionThunk, GemmThunk, KernelThunk, SequentialThunk, Thunk, thunk_from_json,
-    walk,
+    BufferSlice, ConvolutionThunk, GemmFusionThunk, GemmThunk, KernelThunk, SequentialThunk, Thunk,
+    thunk_from_json, walk,
 )
 from hlo_common.hlo.shape import Shape
 
