@@ -71,11 +71,18 @@ def is_effective_parameter(instr: HloInstruction) -> bool:
     return instr.opcode == "parameter"
 
 
-def unsupported_instruction(instr: HloInstruction) -> str | None:
-    """Why Triton cannot take this non-dot instruction in a GEMM fusion (None: it can)."""
-    if not instr.shape.is_array or _etype(instr) not in SUPPORTED_TYPES:
+def _type_ok(instr: HloInstruction, cc: tuple[int, int]) -> bool:
+    """XLA's IsTritonSupportedDataType: f8e4m3fn needs sm_89 or newer."""
+    t = _etype(instr) if instr.shape.is_array else None
+    return t in SUPPORTED_TYPES and (t != "f8e4m3fn" or cc >= (8, 9))
+
+
+def unsupported_instruction(instr: HloInstruction, cc: tuple[int, int] = (9, 0)) -> str | None:
+    """Why Triton cannot take this non-dot instruction in a GEMM fusion on a GPU of compute
+    capability `cc` (None: it can)."""
+    if not _type_ok(instr, cc):
         return "Unsupported data type."
-    if any(not o.shape.is_array or _etype(o) not in SUPPORTED_TYPES for o in instr.operands):
+    if not all(_type_ok(o, cc) for o in instr.operands):
         return "Unsupported operand data type."
     if instr.opcode in ELEMENTWISE or instr.opcode in PROLOGUE_OPS:
         return None
@@ -84,7 +91,7 @@ def unsupported_instruction(instr: HloInstruction) -> str | None:
     return "Unsupported instruction."
 
 
-def unsupported_dot(dot: HloInstruction) -> str | None:
+def unsupported_dot(dot: HloInstruction, cc: tuple[int, int] = (9, 0)) -> str | None:
     """XLA's IsTritonSupportedDot: one contracting dim per side (any number of batch dims, as
     jaxlib 0.10's XLA takes the batch dim split-k adds), every operand with a non-trivial free
     dim, supported types (no s32 operands)."""
@@ -92,7 +99,7 @@ def unsupported_dot(dot: HloInstruction) -> str | None:
         return "Unsupported output data type for Dot op."
     if len(dot.operands) != 2 or dot.attrs.get("sparsity"):
         return "Sparse dots are not supported."
-    if any(_etype(o) not in DOT_INPUT_TYPES for o in dot.operands):
+    if any(_etype(o) not in DOT_INPUT_TYPES or not _type_ok(o, cc) for o in dot.operands):
         return "Unsupported input data type for Dot op."
     for side, operand in (("lhs", dot.operands[0]), ("rhs", dot.operands[1])):
         contracting, batch = dot_dims(dot, f"{side}_contracting_dims"), dot_dims(dot, f"{side}_batch_dims")

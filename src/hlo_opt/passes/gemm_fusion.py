@@ -61,10 +61,10 @@ def block_level_config(root: HloInstruction, config: dict = DEFAULT_CONFIG) -> d
             "is_warp_specialization_allowed": False, "waves_per_eu": 0}}}
 
 
-def _prologue_fusible(node: HloInstruction, reshaped: bool) -> bool:
+def _prologue_fusible(node: HloInstruction, reshaped: bool, cc: tuple[int, int]) -> bool:
     """May `node`, read (through the ops already planned) by the dot, join the fusion?
     `reshaped`: a bitcast or reshape lies between it and the dot."""
-    if node.opcode in NEVER_FUSED or unsupported_instruction(node) is not None:
+    if node.opcode in NEVER_FUSED or unsupported_instruction(node, cc) is not None:
         return False
     if node.opcode == "slice" and reshaped:
         return False  # XLA cannot propagate a sliced dimension through a split (DimOrder rules)
@@ -83,8 +83,8 @@ def _added_parameters(node: HloInstruction) -> int:
     return len(node.operands) - 1
 
 
-def plan_operand(operand: HloInstruction, max_params: int | None = MAX_PARAMS_PER_DOT_OPERAND
-                 ) -> list[HloInstruction]:
+def plan_operand(operand: HloInstruction, cc: tuple[int, int] = (9, 0),
+                 max_params: int | None = MAX_PARAMS_PER_DOT_OPERAND) -> list[HloInstruction]:
     """The instructions fused on one dot operand's side, breadth first from the dot as XLA's
     BuildFusionPlanTowardOperands (a node that would take the fusion past `max_params`
     parameters waits until the others are done)."""
@@ -98,7 +98,7 @@ def plan_operand(operand: HloInstruction, max_params: int | None = MAX_PARAMS_PE
             requeued += 1
             continue
         requeued = 0
-        if not _prologue_fusible(node, reshaped):
+        if not _prologue_fusible(node, reshaped, cc):
             continue
         inputs.discard(id(node))
         fused.append(node)
@@ -119,7 +119,7 @@ def _output_operand_ok(operand: HloInstruction) -> bool:
     return is_effective_parameter(operand)
 
 
-def plan_epilogue(dot: HloInstruction) -> list[HloInstruction]:
+def plan_epilogue(dot: HloInstruction, cc: tuple[int, int] = (9, 0)) -> list[HloInstruction]:
     """The chain of single users fused after the dot (with their broadcast side inputs)."""
     fused: list[HloInstruction] = []
     cur = dot
@@ -127,7 +127,7 @@ def plan_epilogue(dot: HloInstruction) -> list[HloInstruction]:
         user = cur.users[0]
         if user.opcode not in ELEMENTWISE and user.opcode not in LAYOUT_OPS:
             break
-        if unsupported_instruction(user) is not None:
+        if unsupported_instruction(user, cc) is not None:
             break
         others = [o for o in user.operands if o is not cur]
         if not all(_output_operand_ok(o) for o in others) or not is_output_worth_fusing(user):
@@ -197,12 +197,13 @@ class GemmFusion(HloPass):
     def _fuse(self, dot: HloInstruction, editor: FusionEditor) -> bool:
         if _is_tiny_for_classical_emitters(dot, self.gemm_rewrite_size_threshold):
             return False
-        if unsupported_dot(dot) is not None:
+        cc = self.device.compute_capability
+        if unsupported_dot(dot, cc) is not None:
             return False
         members = [dot]
         for operand in dict.fromkeys(dot.operands):
-            members += plan_operand(operand)
-        epilogue = plan_epilogue(dot)
+            members += plan_operand(operand, cc)
+        epilogue = plan_epilogue(dot, cc)
         root = next((u for u in reversed(epilogue) if u.opcode not in ("broadcast", "constant")), dot)
         _build(dot, members + epilogue, root, editor)
         return True
