@@ -2,10 +2,12 @@
 triton-gemm-rewriter), as XLA:GPU emits them through OpenAI Triton
 (`xla/backends/gpu/codegen/triton/fusion_emitter*.cc`).
 
-Where it sits: hlo-codegen. `source.py` writes a fusion as a Triton kernel (Python source: tiled
-loads of the dot's operands with the prologue applied to the loaded tiles, `tl.dot` into an f32
-(or s32) accumulator over K, the epilogue on the accumulator tile, a masked store);
-`compile.py` compiles it with the `triton` package (the optional `.[triton]` extra) for an
-arch to PTX and cubin, with no GPU. Not yet wired into the manifest: the cuda target still runs
-these fusions with the elemental loop emitter.
+Where it sits: hlo-codegen. `program.py` reads a fusion's tiled program (what each program
+instance loads, at which offsets, and computes); `source.py` writes it as a Triton kernel (tiled
+loads with the prologue converts applied to the loaded tiles, `tl.dot` into an f32 / s32 / f64
+accumulator over K, the epilogue on the tile, a masked store); `compile.py` compiles that with
+the `triton` package (the optional `.[triton]` extra) for an arch to PTX and cubin, with no GPU;
+`tiled_eval.py` runs the same program tile by tile in numpy, which checks the tiling against
+the interpreter. Not yet wired into the manifest: the cuda target still runs these fusions with
+the elemental loop emitter, the host with a GemmFusionThunk.
 """
