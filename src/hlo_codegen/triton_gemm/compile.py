@@ -10,10 +10,13 @@ under a temporary directory of this process) and imported from there.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
+import signal
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +56,22 @@ def _module_of(source: KernelSource):
     return module
 
 
+@contextlib.contextmanager
+def _python_signal_handlers_kept():
+    """Triton's compiler (LLVM inside libtriton) installs its own C-level handlers for SIGINT,
+    SIGTERM and SIGHUP, after which Ctrl-C no longer raises KeyboardInterrupt in this process:
+    Python's handlers are put back afterwards (main thread only, as signals are handled there)."""
+    names = ("SIGINT", "SIGTERM", "SIGHUP")
+    saved = {getattr(signal, n): signal.getsignal(getattr(signal, n)) for n in names if hasattr(signal, n)}
+    try:
+        yield
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for sig, handler in saved.items():
+                if handler is not None:
+                    signal.signal(sig, handler)
+
+
 def compile_kernel(source: KernelSource, arch: str = "sm_90") -> CompiledTritonKernel:
     """PTX and cubin of `source` for `arch` (sm_90, sm_80, ...), with its config's warps and stages."""
     import triton
@@ -64,7 +83,8 @@ def compile_kernel(source: KernelSource, arch: str = "sm_90") -> CompiledTritonK
     options = {"num_warps": source.config.get("num_warps", 4),
                "num_stages": source.config.get("num_stages", 3),
                "enable_fp_fusion": True}  # Triton's default, said explicitly (3.9 warns when unset)
-    kernel = triton.compile(ast, target=GPUTarget("cuda", capability, 32), options=options)
+    with _python_signal_handlers_kept():
+        kernel = triton.compile(ast, target=GPUTarget("cuda", capability, 32), options=options)
     meta = kernel.metadata
     cluster = tuple(getattr(meta, "cluster_dims", (1, 1, 1)) or (1, 1, 1))
     return CompiledTritonKernel(meta.name, kernel.asm["ptx"], kernel.asm["cubin"], meta.num_warps,

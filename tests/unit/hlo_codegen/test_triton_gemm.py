@@ -69,3 +69,29 @@ def test_the_kernel_reads_through_converts_and_writes_the_epilogue():
     first, _ = sorted(_fusions("mlp_bf16"), key=lambda f: f.shape.dims[-1], reverse=True)
     text = kernel_source(first, CONFIG).text
     assert text.count("tl.load(") == 3 and "+ " in text.split("v = acc")[1]  # the bias add after the dot
+
+
+def _c_level_handlers() -> dict[int, int]:
+    """The process's sigaction handler address for SIGINT, SIGTERM and SIGHUP (Linux x86-64:
+    sa_handler is the first field of struct sigaction)."""
+    import ctypes
+    import signal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    out = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        buf = (ctypes.c_ulong * 40)()
+        assert libc.sigaction(sig, None, buf) == 0
+        out[sig] = buf[0]
+    return out
+
+
+def test_a_compile_leaves_the_signal_handlers_as_they_were(tmp_path, monkeypatch):
+    # libtriton's LLVM installs C-level SIGINT/SIGTERM/SIGHUP handlers when it compiles; they must
+    # not outlive the compile (hlo-codegen's Ctrl-C handling, the CLI's stop signals)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # a cold cache: the compiler really runs
+    before = _c_level_handlers()
+    (fusion,) = _fusions("small_bf16")
+    compile_kernel(kernel_source(fusion, {"block_m": 16, "block_n": 16, "block_k": 16, "num_warps": 2,
+                                          "num_stages": 1}))
+    assert _c_level_handlers() == before
