@@ -88,7 +88,8 @@ def _c_level_handlers() -> dict[int, int]:
 
 def test_a_compile_leaves_the_signal_handlers_as_they_were(tmp_path, monkeypatch):
     # libtriton's LLVM installs C-level SIGINT/SIGTERM/SIGHUP handlers when it compiles; they must
-    # not outlive the compile (hlo-codegen's Ctrl-C handling, the CLI's stop signals)
+    # not reach this process (hlo-codegen's Ctrl-C handling, the CLI's stop signals): the compile
+    # runs in a child
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # a cold cache: the compiler really runs
     before = _c_level_handlers()
     (fusion,) = _fusions("small_bf16")
