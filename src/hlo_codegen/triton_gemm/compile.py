@@ -4,8 +4,8 @@ LLVM IR, PTX and a cubin, and the kernel's metadata (name, warps, shared memory,
 
 Where it sits: hlo_codegen.triton_gemm (package docstring). `triton` is the optional `.[triton]`
 extra; `triton_available()` says whether it is installed. The compile runs in a child Python
-(`python -m hlo_codegen.triton_gemm.compile`): libtriton's LLVM installs process-wide signal
-handlers when it compiles, which broke Ctrl-C and the CLI's stop signals in the calling process.
+(`python -m hlo_codegen.triton_gemm.compile`): libtriton's LLVM replaces process-wide signal
+handlers (SIGINT's, SIGTERM's, SIGHUP's) when it compiles; the calling process keeps its own.
 Triton's `@triton.jit` reads a kernel's source from its file, so the child writes the text to a
 file of its own (named by its hash) and imports it from there; Triton's own cache makes a
 repeated compile fast.

@@ -86,13 +86,18 @@ def _tile(p: TiledProgram, config: dict, flats: list[np.ndarray], out: np.ndarra
 def evaluate_tiled(p: TiledProgram, config: dict, operands: list[np.ndarray], operand_shapes: list[Shape],
                    out_shape: Shape) -> np.ndarray:
     """The fusion's result, computed program instance by program instance."""
+    from hlo_common.interpreter import blas
+
     flats = [physical(np.asarray(v), s) for v, s in zip(operands, operand_shapes)]
     out = np.zeros(out_shape.num_elements, _dtype(p.out_type))
     bm, bn = config["block_m"], config["block_n"]
-    for b in range(p.batch):
-        for pid_m in range(-(-p.m // bm)):
-            for pid_n in range(-(-p.n // bn)):
-                _tile(p, config, flats, out, b, pid_m * bm + np.arange(bm), pid_n * bn + np.arange(bn))
+    # One BLAS thread, as the interpreter: OpenBLAS's thread pool, once started by these products,
+    # left the Ctrl-C and stop-signal tests run later in the same test worker failing.
+    with blas.single_threaded():
+        for b in range(p.batch):
+            for pid_m in range(-(-p.m // bm)):
+                for pid_n in range(-(-p.n // bn)):
+                    _tile(p, config, flats, out, b, pid_m * bm + np.arange(bm), pid_n * bn + np.arange(bn))
     major_to_minor = tuple(reversed(out_shape.minor_to_major))
     physical_dims = [out_shape.dims[d] for d in major_to_minor]
     return np.transpose(out.reshape(physical_dims), np.argsort(major_to_minor))
