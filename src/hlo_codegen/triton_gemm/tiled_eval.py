@@ -91,9 +91,7 @@ def evaluate_tiled(p: TiledProgram, config: dict, operands: list[np.ndarray], op
     flats = [physical(np.asarray(v), s) for v, s in zip(operands, operand_shapes)]
     out = np.zeros(out_shape.num_elements, _dtype(p.out_type))
     bm, bn = config["block_m"], config["block_n"]
-    # One BLAS thread, as the interpreter: OpenBLAS's thread pool, once started by these products,
-    # left the Ctrl-C and stop-signal tests run later in the same test worker failing.
-    with blas.single_threaded():
+    with blas.single_threaded():  # one BLAS thread, as the interpreter
         for b in range(p.batch):
             for pid_m in range(-(-p.m // bm)):
                 for pid_n in range(-(-p.n // bn)):

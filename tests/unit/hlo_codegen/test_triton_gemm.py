@@ -20,8 +20,8 @@ from hlo_codegen.triton_gemm.compile import compile_kernel, triton_available
 from hlo_codegen.triton_gemm.source import Unsupported, kernel_source
 
 # triton is not imported here: only the compiling child loads it (compile.py says why)
-pytestmark = pytest.mark.skipif(not triton_available(),
-                                reason="the Triton GEMM emitter needs the .[triton] extra")
+NO_TRITON = "the Triton GEMM emitter needs the .[triton] extra"
+pytestmark = pytest.mark.skipif(not triton_available(), reason=NO_TRITON)
 
 TRITON = Path(__file__).resolve().parents[3] / "testdata" / "triton"
 CONFIG = {"block_m": 64, "block_n": 64, "block_k": 32, "num_warps": 4, "num_stages": 3}
