@@ -13,7 +13,7 @@ JOBS ?= auto
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,ptx,models,mpi]'
+	$(PY) -m pip install -q -e '.[test,ptx,models,mpi,triton]'
 	$(PY) -m compileall -q src
 	touch $(STAMP)
 

@@ -178,7 +178,8 @@ def compile_module(module: HloModule, options: CompileOptions,
     verify(module, "hlo-codegen's prepare passes left invalid HLO")
     assignment = assign_buffers(module)
     backend = backend if backend is not None else default_backend(options)
-    emitter = ThunkEmitter(module, assignment, backend, convolution_thunks=options.target == "host")
+    host = options.target == "host"
+    emitter = ThunkEmitter(module, assignment, backend, convolution_thunks=host, gemm_fusion_thunks=host)
     try:
         thunks = emitter.emit_entry()
     except BaseException:

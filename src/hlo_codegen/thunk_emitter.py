@@ -8,7 +8,8 @@ thunks, by the kind `fusion_wrapper.classify` gives it:
     fusion             KernelThunk(s) from the kernel backend; a broadcast of a constant is a
                        MemsetThunk, a fusion that only forwards a parameter's bytes a CopyThunk;
                        for the host target a lone convolution (`wrapped_convolution`) is a
-                       ConvolutionThunk, a library call, as XLA:GPU calls cuDNN
+                       ConvolutionThunk, a library call, as XLA:GPU calls cuDNN, and a Triton
+                       GEMM fusion a GemmFusionThunk (its computation, evaluated with numpy)
     dot / __cublas$*   GemmThunk (gemm_fallback split cuBLASLt epilogues into a GEMM call + a fusion,
                        and made the calls cuBLAS cannot run fusions)
     copy (same bytes)  CopyThunk (nothing when source and destination are one slice)
@@ -47,7 +48,8 @@ from hlo_common.hlo.printer import print_instruction
 from hlo_common.manifest.collective_thunks import DeviceIdThunk
 from hlo_common.manifest.manifest import ManifestKernel
 from hlo_common.manifest.thunks import (
-    BufferSlice, ConditionalThunk, ConvolutionConfig, ConvolutionThunk, CopyThunk, GemmThunk, KernelArgument,
+    BufferSlice, ConditionalThunk, ConvolutionConfig, ConvolutionThunk, CopyThunk, GemmFusionThunk, GemmThunk,
+    KernelArgument,
     KernelThunk, MemsetThunk, RngGetAndUpdateStateThunk, SequentialThunk, Thunk, WhileThunk,
 )
 
@@ -133,9 +135,10 @@ class ThunkEmitter:
     """Builds the thunk tree of `module`; compiled kernels are collected in `kernels`."""
 
     def __init__(self, module: HloModule, assignment: BufferAssignment, backend: KernelBackend,
-                 convolution_thunks: bool = False):
+                 convolution_thunks: bool = False, gemm_fusion_thunks: bool = False):
         self.module = module
         self.convolution_thunks = convolution_thunks  # lone convolutions as ConvolutionThunks
+        self.gemm_fusion_thunks = gemm_fusion_thunks  # Triton GEMM fusions as GemmFusionThunks
         self.ba = assignment
         self.backend = backend
         self.kernels: dict[str, CompiledKernel] = {}
@@ -229,6 +232,8 @@ class ThunkEmitter:
         conv = _wrapped_convolution(instr) if self.convolution_thunks else None
         if conv is not None:
             return [self._convolution(instr, conv)]
+        if self.gemm_fusion_thunks and is_triton_gemm_fusion(instr) and instr.shape.is_array:
+            return [self._gemm_fusion(instr)]
         args = kernel_arguments(instr, self.ba)
         key = kernel_reuse_key(instr, args)
         compiled = self._reuse.get(key)
@@ -258,6 +263,13 @@ class ThunkEmitter:
             int(conv.attrs.get("batch_group_count", 1) or 1))
         return ConvolutionThunk(fusion.name, config, _slice(self.ba, inp), _slice(self.ba, ker),
                                 _slice(self.ba, fusion))
+
+    def _gemm_fusion(self, fusion: HloInstruction) -> GemmFusionThunk:
+        """A Triton GEMM fusion as one library call on the host (its computation as HLO text)."""
+        return GemmFusionThunk(fusion.name, computation_module_text(fusion.fused_computation()),
+                               tuple(_slice(self.ba, o) for o in fusion.operands),
+                               tuple(o.shape.to_string() for o in fusion.operands), _slice(self.ba, fusion),
+                               fusion.shape.to_string())
 
     def _unique_kernel_name(self, preferred: str) -> str:
         base = sanitize_kernel_name(preferred)
@@ -368,3 +380,29 @@ def _memcpy_source(fusion: HloInstruction) -> int | None:
     if not operand.shape.is_array or operand.shape.byte_size() != fusion.shape.byte_size():
         return None
     return node.parameter_number
+
+
+def is_triton_gemm_fusion(fusion: HloInstruction) -> bool:
+    """A kCustom fusion of kind __triton_gemm / __triton_nested_gemm_fusion (hlo-opt's
+    triton-gemm-rewriter makes them)."""
+    data = fusion.backend_config_data
+    cfg = data.get("fusion_backend_config") if isinstance(data, dict) else None
+    return isinstance(cfg, dict) and cfg.get("kind") in ("__triton_gemm", "__triton_nested_gemm_fusion")
+
+
+def computation_module_text(comp: HloComputation) -> str:
+    """HLO text of a module whose entry is `comp` (the computations it calls first)."""
+    from hlo_common.hlo.printer import print_computation
+
+    order: list[HloComputation] = []
+
+    def visit(c: HloComputation) -> None:
+        for instr in c.instructions:
+            for callee in instr.called_computations():
+                if callee not in order:
+                    visit(callee)
+                    order.append(callee)
+
+    visit(comp)
+    parts = [print_computation(c) for c in order] + ["ENTRY " + print_computation(comp)]
+    return f"HloModule {comp.name}\n\n" + "\n".join(parts)

@@ -58,6 +58,7 @@ class OptOptions:
     input_format: str | None = None
     output_format: str | None = None
     emit_proto: bool = False
+    triton_gemm: bool = True
 
 
 # -- passes and pipelines ------------------------------------------------------------------------
@@ -164,7 +165,7 @@ def run(opts: OptOptions) -> None:
     records: list[PassRunRecord] | None = [] if opts.time_passes else None
     disabled = check_disabled_names(opts.disable_pass)
     run_options = RunOptions(verify_each=opts.verify_each, disabled_passes=disabled, records=records,
-                             device=device)
+                             device=device, triton_gemm=opts.triton_gemm)
     dump = None
     if opts.dump_to is not None:
         from hlo_opt.dump import DumpOptions, prepare_dump_directory
@@ -230,6 +231,9 @@ def output_format(opts: OptOptions) -> str:
               help="repeatable; default text (XLA: --xla_dump_hlo_as_*)")
 @click.option("--device", default="h100", show_default=True, metavar="NAME|FILE",
               help="h100, h200, a100, or a JSON device description")
+@click.option("--xla-gpu-enable-triton-gemm", "--xla_gpu_enable_triton_gemm", "triton_gemm", type=click.BOOL,
+              default=True, show_default=True, metavar="BOOL",
+              help="dots Triton takes become GEMM fusions; false keeps them on cuBLAS (XLA's flag)")
 @click.option("--time-passes", is_flag=True, help="per-pass wall time and change flags on stderr")
 @click.option("--verify-each", is_flag=True, help="run the verifier after every pass")
 @click.option("--split-input-file", is_flag=True, help="treat `// -----` as a separator between modules")

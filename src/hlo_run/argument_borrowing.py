@@ -20,7 +20,7 @@ from hlo_common.hlo.shape import Shape
 from hlo_common.manifest.layout_bytes import array_over
 from hlo_common.manifest.manifest import Allocation, Manifest
 from hlo_common.manifest.thunks import (
-    ConditionalThunk, ConvolutionThunk, CopyThunk, GemmThunk, KernelThunk, MemsetThunk,
+    ConditionalThunk, ConvolutionThunk, CopyThunk, GemmFusionThunk, GemmThunk, KernelThunk, MemsetThunk,
     RngGetAndUpdateStateThunk, SequentialThunk, WhileThunk, walk,
 )
 
@@ -31,7 +31,7 @@ def _written_slices(thunk) -> list:
         return [a.slice for a in thunk.args if a.written]
     if isinstance(thunk, GemmThunk):
         return [s for s in (thunk.output, thunk.workspace) if s is not None]
-    if isinstance(thunk, ConvolutionThunk):
+    if isinstance(thunk, (ConvolutionThunk, GemmFusionThunk)):
         return [thunk.output]
     if isinstance(thunk, (CopyThunk, MemsetThunk, RngGetAndUpdateStateThunk)):
         return [thunk.destination]

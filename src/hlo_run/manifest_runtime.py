@@ -8,6 +8,7 @@ with the device calls behind a small `Device` interface:
     load_kernel(ManifestKernel) -> handle   launch(handle, KernelThunk, [pointer per argument])
     gemm(GemmThunk, pointers)               copy(dst, src, size)            memset32(dst, size, value)
     convolution(ConvolutionThunk, pointers) (only where the platform's manifests have them: host)
+    gemm_fusion(GemmFusionThunk, operand pointers, output pointer) (likewise)
     collective(CollectiveThunk, pointers, label)  (several devices: the host over MPI)
     timer() -> a callable giving seconds since it was made (events on the GPU, perf_counter on host)
 
@@ -39,7 +40,8 @@ from hlo_common.manifest.collective_thunks import CollectiveDoneThunk, Collectiv
 from hlo_common.manifest.layout_bytes import array_to_bytes, bytes_to_array
 from hlo_common.manifest.manifest import Allocation, ManifestKernel, Manifest
 from hlo_common.manifest.thunks import (
-    RNG_INITIAL_STATE, BufferSlice, ConditionalThunk, ConvolutionThunk, CopyThunk, GemmThunk, KernelThunk,
+    RNG_INITIAL_STATE, BufferSlice, ConditionalThunk, ConvolutionThunk, CopyThunk, GemmFusionThunk, GemmThunk,
+    KernelThunk,
     MemsetThunk, RngGetAndUpdateStateThunk, SequentialThunk, Thunk, WhileThunk, thunk_labels,
 )
 from hlo_common.hlo.shape import Shape
@@ -85,6 +87,9 @@ class Device(abc.ABC):
 
     def convolution(self, thunk: ConvolutionThunk, pointers: dict[str, int]) -> None:
         raise HloError(f"the {self.name} platform cannot run convolution thunks")
+
+    def gemm_fusion(self, thunk: GemmFusionThunk, operands: list[int], output: int) -> None:
+        raise HloError(f"the {self.name} platform cannot run GEMM fusion thunks")
 
     def collective(self, thunk: CollectiveThunk, pointers: list[tuple[int, int]], label: str) -> None:
         """A collective thunk; `pointers`: (source, destination) per buffer (several devices only:
@@ -149,6 +154,7 @@ class ManifestExecutable(Executable):
         self.observer_before: Callable[[Thunk], None] | None = None
         self._dispatch: dict[type, Callable[[Thunk], None]] = {
             KernelThunk: self._kernel, GemmThunk: self._gemm, ConvolutionThunk: self._convolution,
+            GemmFusionThunk: self._gemm_fusion,
             CopyThunk: self._copy,
             MemsetThunk: self._memset, RngGetAndUpdateStateThunk: self._rng_state, WhileThunk: self._while,
             ConditionalThunk: self._conditional,
@@ -305,6 +311,9 @@ class ManifestExecutable(Executable):
     def _convolution(self, thunk: ConvolutionThunk) -> None:
         roles = {"input": thunk.input, "filter": thunk.filter, "output": thunk.output}
         self.device.convolution(thunk, {k: self.pointer(s) for k, s in roles.items()})
+
+    def _gemm_fusion(self, thunk: GemmFusionThunk) -> None:
+        self.device.gemm_fusion(thunk, [self.pointer(o) for o in thunk.operands], self.pointer(thunk.output))
 
     def _collective(self, thunk: CollectiveThunk) -> None:
         pointers = [(self.pointer(b.source), self.pointer(b.destination)) for b in thunk.buffers]

@@ -50,6 +50,7 @@ class RunOptions:
     dumper: object | None = None  # a dump.ModuleDumper, or None for no dumps
     records: list[PassRunRecord] | None = None  # filled when timing is asked for
     device: object | None = None  # a device.DeviceDescription (`--device`); None: the H100
+    triton_gemm: bool = True  # XLA's --xla_gpu_enable_triton_gemm: False keeps dots on cuBLAS
 
 
 def verify(module: HloModule, where: str) -> None:

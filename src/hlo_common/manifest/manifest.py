@@ -42,7 +42,8 @@ from hlo_common.errors import HloParseError
 from hlo_common.manifest.collective_thunks import CollectiveThunk
 from hlo_common.manifest.json_reader import JsonReader, ManifestError
 from hlo_common.manifest.thunks import (
-    BufferSlice, ConvolutionThunk, GemmThunk, KernelThunk, SequentialThunk, Thunk, thunk_from_json, walk,
+    BufferSlice, ConvolutionThunk, GemmFusionThunk, GemmThunk, KernelThunk, SequentialThunk, Thunk,
+    thunk_from_json, walk,
 )
 from hlo_common.hlo.shape import Shape
 
@@ -265,6 +266,9 @@ class Manifest:
                 self.shape(thunk.config.output_shape, where)
             elif isinstance(thunk, ConvolutionThunk):
                 for text in (thunk.config.input_shape, thunk.config.filter_shape, thunk.config.output_shape):
+                    self.shape(text, where)
+            elif isinstance(thunk, GemmFusionThunk):
+                for text in (*thunk.operand_shapes, thunk.output_shape):
                     self.shape(text, where)
             elif isinstance(thunk, CollectiveThunk) and thunk.devices() > self.devices:
                 raise ManifestError(f"{where} names device {thunk.devices() - 1}, but the manifest is "

@@ -12,6 +12,8 @@ Buffers are named by `BufferSlice`s (allocation index, byte offset, byte size), 
     ConvolutionThunk  input/filter/output slices + a ConvolutionConfig (the HLO convolution's
                       window, dim_labels, group counts and shapes): a library call, as XLA:GPU's
                       ConvolutionThunk calls cuDNN (hlo-codegen emits it for the host target)
+    GemmFusionThunk   a Triton GEMM fusion's computation (HLO text) over operand/output slices:
+                      a library call on the host (hlo-codegen emits it for the host target)
     CopyThunk         device-to-device copy of `size` bytes
     MemsetThunk       kMemzero (value 0) or kMemset32BitValue (a repeated 32-bit pattern)
     RngGetAndUpdateStateThunk  writes the 128-bit random-number state into a 16-byte slice and
@@ -309,6 +311,47 @@ class ConvolutionThunk:
 
 
 @dataclass(frozen=True)
+class GemmFusionThunk:
+    """A Triton GEMM fusion run as one library call on the host: `computation` is an HLO module
+    whose entry is the fusion's computation (parameter i reads `operands[i]`, of
+    `operand_shapes[i]`), evaluated with numpy there (the dot through numpy's BLAS), its result
+    written to `output` (of `output_shape`). The cuda target launches a kernel instead."""
+
+    profile_annotation: str
+    computation: str
+    operands: tuple[BufferSlice, ...]
+    operand_shapes: tuple[str, ...]
+    output: BufferSlice
+    output_shape: str
+    kind = "kGemmFusion"
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "profile_annotation": self.profile_annotation,
+                "computation": self.computation, "operands": [o.to_json() for o in self.operands],
+                "operand_shapes": list(self.operand_shapes), "output": self.output.to_json(),
+                "output_shape": self.output_shape}
+
+    @staticmethod
+    def from_json(r: JsonReader) -> GemmFusionThunk:
+        operands = tuple(BufferSlice.from_json(v, f"{r.path}.operands[{i}]")
+                         for i, v in enumerate(r.list("operands")))
+        shapes = tuple(r.list("operand_shapes"))
+        if not all(isinstance(t, str) for t in shapes):
+            raise ManifestError(f"{r.path}.operand_shapes: expected shape strings")
+        if len(shapes) != len(operands):
+            raise ManifestError(f"{r.path}: {len(operands)} operands but {len(shapes)} operand shapes")
+        return GemmFusionThunk(r.str("profile_annotation"), r.str("computation"), operands, shapes,
+                               _slice(r, "output"), r.str("output_shape"))
+
+    def describe(self) -> str:
+        ops = ", ".join(str(o) for o in self.operands)
+        return f"profile_annotation={self.profile_annotation}, operands=[{ops}], out={self.output}"
+
+    def slices(self) -> list[BufferSlice]:
+        return [*self.operands, self.output]
+
+
+@dataclass(frozen=True)
 class CopyThunk:
     profile_annotation: str
     source: BufferSlice
@@ -496,13 +539,15 @@ class ConditionalThunk:
         return [(f"branch_{i}", b) for i, b in enumerate(self.branches)]
 
 
-Thunk = Union[KernelThunk, GemmThunk, ConvolutionThunk, CopyThunk, MemsetThunk, RngGetAndUpdateStateThunk,
+Thunk = Union[KernelThunk, GemmThunk, ConvolutionThunk, GemmFusionThunk, CopyThunk, MemsetThunk,
+              RngGetAndUpdateStateThunk,
               WhileThunk, ConditionalThunk, SequentialThunk]
 
 THUNK_KINDS: dict[str, Callable[[JsonReader], Thunk]] = {
     "kKernel": KernelThunk.from_json,
     "kGemm": GemmThunk.from_json,
     "kConvolution": ConvolutionThunk.from_json,
+    "kGemmFusion": GemmFusionThunk.from_json,
     "kCopy": CopyThunk.from_json,
     "kMemzero": MemsetThunk.from_json,
     "kMemset32BitValue": MemsetThunk.from_json,

@@ -19,7 +19,7 @@ import numpy as np
 
 from hlo_common.manifest.layout_bytes import array_over, write_array_into
 from hlo_common.manifest.manifest import ManifestKernel, Manifest
-from hlo_common.manifest.thunks import ConvolutionThunk, GemmThunk, KernelThunk
+from hlo_common.manifest.thunks import ConvolutionThunk, GemmFusionThunk, GemmThunk, KernelThunk
 from hlo_run.backends import Backend, Executable, Program
 from hlo_run.compile_hook import manifest_for
 from hlo_run.manifest_runtime import Device, ManifestExecutable
@@ -140,6 +140,15 @@ class HostDevice(Device):
         rhs = array_over(_view(pointers["filter"], thunk.filter.size), _shape(cfg.filter_shape))
         run_convolution(cfg, _shape(cfg.output_shape), lhs, rhs, _view(pointers["output"], thunk.output.size),
                         thunk.profile_annotation)
+
+    def gemm_fusion(self, thunk: GemmFusionThunk, operands: list[int], output: int) -> None:
+        from hlo_run.host_gemm_fusion import run_gemm_fusion
+
+        values = [array_over(_view(p, s.size), _shape(t))
+                  for p, s, t in zip(operands, thunk.operands, thunk.operand_shapes)]
+        out_shape = _shape(thunk.output_shape)
+        out = run_gemm_fusion(thunk.computation, thunk.profile_annotation, values)
+        write_array_into(_view(output, thunk.output.size), out, out_shape)
 
     def copy(self, dst: int, src: int, size: int) -> None:
         ctypes.memmove(dst, src, size)

@@ -87,7 +87,9 @@ def test_the_bias_runs_along_the_most_minor_physical_dims():
 def hlo_opt(text: str, tmp_path) -> str:
     path = tmp_path / "in.hlo"
     path.write_text(text)
-    opt = subprocess.run([str(BIN / "hlo-opt"), str(path)], capture_output=True, text=True)
+    # Triton GEMMs off (XLA's --xla_gpu_enable_triton_gemm=false): the cuBLASLt path is the subject
+    opt = subprocess.run([str(BIN / "hlo-opt"), "--xla_gpu_enable_triton_gemm=false", str(path)],
+                         capture_output=True, text=True)
     assert opt.returncode == 0, opt.stderr
     return opt.stdout
 
@@ -177,7 +179,7 @@ def test_the_bisector_names_the_call_when_the_manifests_module_is_invalid(tmp_pa
     # the bisector names the instruction and the kernel, exit 1, no traceback
     path = tmp_path / "m.hlo"
     path.write_text(GEMM_BIAS_DIM0)
-    manifest = compile_to_manifest(GEMM_BIAS_DIM0, str(path), "host", optimize=True)
+    manifest = compile_to_manifest(hlo_opt(GEMM_BIAS_DIM0, tmp_path), str(path), "host")
     module = parse_module(manifest.hlo)
     (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]  # the epilogue kernel
     (old,) = [ln for ln in manifest.hlo.splitlines() if " broadcast(" in ln]

@@ -1,5 +1,6 @@
 """The fusion bench's matmul modules through the three tools, `hlo-opt | hlo-codegen --target host |
-hlo-run --platform host`: hlo-opt makes their dots cuBLASLt calls with BIAS, BIAS_RELU and
+hlo-run --platform host`: hlo-opt (Triton GEMMs off, `--xla_gpu_enable_triton_gemm=false`, as
+XLA's cuBLAS tests run) makes their dots cuBLASLt calls with BIAS, BIAS_RELU and
 BIAS_GELU epilogues, hlo-codegen runs each as a GEMM thunk plus one epilogue kernel (no GEMM is
 left to a kernel), and hlo-run's results match the interpreter, or for the ill-conditioned
 mlp_bf16 (2048-long bf16 sums) and transformer_fwd (layer norms and a softmax) lie no farther
@@ -27,7 +28,8 @@ MODULES = ROOT / "testdata" / "fusion"
 def compile_to_manifest(name: str, tmp_path: Path) -> tuple[Path, list[dict]]:
     """hlo-opt | hlo-codegen --target host; the manifest and its entry thunks."""
     manifest = tmp_path / f"{name}.json"
-    opt = subprocess.run([str(BIN / "hlo-opt"), str(MODULES / f"{name}.hlo")], capture_output=True, text=True)
+    opt = subprocess.run([str(BIN / "hlo-opt"), "--xla_gpu_enable_triton_gemm=false",
+                          str(MODULES / f"{name}.hlo")], capture_output=True, text=True)
     assert opt.returncode == 0, opt.stderr
     assert "__cublas$lt$matmul" in opt.stdout and '"epilogue":"BIAS' in opt.stdout
     codegen = subprocess.run([str(BIN / "hlo-codegen"), "--target", "host", "-o", str(manifest)],

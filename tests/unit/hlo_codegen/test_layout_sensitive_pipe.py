@@ -36,12 +36,15 @@ HOST_BOUND = 1e-3  # hlo-run's default bounds, the pipe tier's
 
 
 def optimize(text: str, name: str, knob_seed: int | None) -> str:
-    """What hlo-opt prints, with the verifier after every pass (and the knob when seeded)."""
+    """What hlo-opt prints, with the verifier after every pass (and the knob when seeded). The
+    GEMM cases are aimed at the cuBLAS rewriter: Triton GEMMs are off for them
+    (--xla_gpu_enable_triton_gemm=false, as XLA's GEMM rewriter tests run)."""
     from hlo_common.hlo_pass.pipeline import RunOptions
     from hlo_opt.pipelines import build_gpu_pipeline
 
     module = parse_module(text, name)
-    build_gpu_pipeline(pipeline_overrides(knob_seed)).run_with(module, RunOptions(verify_each=True))
+    options = RunOptions(verify_each=True, triton_gemm=not name.startswith("gemm"))
+    build_gpu_pipeline(pipeline_overrides(knob_seed)).run_with(module, options)
     return print_module(module)
 
 
@@ -125,7 +128,7 @@ def test_a_batched_bias_epilogue_in_every_layout_the_dot_can_take(bias_dim):
     want = evaluate(module, args)
     reached = {}
     for seed in range(12):
-        optimized = optimize(text, "b", seed)
+        optimized = optimize(text, "gemm_b", seed)
         layout, epilogue = LT_CALL.search(optimized).groups()
         if layout not in reached:
             reached[layout] = epilogue

@@ -12,7 +12,8 @@ compiled for the matching arch (sm_90, sm_80) with the buffer assignment's real 
 Sort fusions are left out of both, as in XLA: they are kCustom, never fused further, so no
 budget counts them, and XLA's cost model gives them its fallback launch (ceil(n / 128) blocks of
 128) because no fusion emitter of its own launches them; our sort kernel launches one block per
-row.
+row. Triton GEMM fusions (emitter kind "custom") are left out of the budget for the same reason:
+kCustom, never fused further; their kernel's shared memory is the GEMM emitter's own.
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ def test_the_shared_memory_budget_covers_the_emitted_kernel(path, arch):
         elif kind in BOUNDED_SHARED:
             assert used <= budget, (fusion.name, kind, used, budget)
         else:
-            assert kind == "sort", (fusion.name, kind)
+            assert kind == "sort" or (kind == "custom" and fusion.name.startswith("gemm_fusion")), \
+                (fusion.name, kind)
 
 
 @pytest.mark.parametrize("path,arch", CASES)
@@ -101,7 +103,7 @@ def test_the_cost_model_launches_as_the_emitted_kernel(path, arch):
 def test_every_emitter_kind_of_the_testdata_is_compared():
     # the sweep above reaches each kind it has a rule for (else a rule would hold vacuously)
     kinds = {a.emitter_kind for path in MODULES for _, _, a in _fusions_and_kernels(path, "sm_90")}
-    assert kinds == set(EXACT_SHARED) | set(BOUNDED_SHARED) | {"sort"}
+    assert kinds == set(EXACT_SHARED) | set(BOUNDED_SHARED) | {"sort", "custom"}
 
 
 def test_the_budget_counts_tiles_in_nested_fusions_and_transposing_copies():

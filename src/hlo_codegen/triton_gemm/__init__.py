@@ -1,0 +1,13 @@
+"""Triton kernels for hlo-opt's Triton GEMM fusions (`__triton_nested_gemm_fusion`, made by its
+triton-gemm-rewriter), as XLA:GPU emits them through OpenAI Triton
+(`xla/backends/gpu/codegen/triton/fusion_emitter*.cc`).
+
+Where it sits: hlo-codegen. `program.py` reads a fusion's tiled program (what each program
+instance loads, at which offsets, and computes); `source.py` writes it as a Triton kernel (tiled
+loads with the prologue converts applied to the loaded tiles, `tl.dot` into an f32 / s32 / f64
+accumulator over K, the epilogue on the tile, a masked store); `compile.py` compiles that with
+the `triton` package (the optional `.[triton]` extra) for an arch to PTX and cubin, with no GPU;
+`tiled_eval.py` runs the same program tile by tile in numpy, which checks the tiling against
+the interpreter. Not yet wired into the manifest: the cuda target still runs these fusions with
+the elemental loop emitter, the host with a GemmFusionThunk.
+"""

@@ -1,0 +1,193 @@
+"""The tiled program of a Triton GEMM fusion: what each program instance of the kernel reads and
+computes, as data. `source.py` writes it as a Triton kernel, `tiled_eval.py` runs it tile by tile
+in numpy with the same index arithmetic (the check of the tiling without a GPU).
+
+Where it sits: hlo_codegen.triton_gemm (package docstring). A program instance (pid_m, pid_n,
+pid_b) covers rows rm = pid_m*BM + [0, BM) and columns rn = pid_n*BN + [0, BN) of the dot's
+[M, N] result for batch index pid_b. A dot operand is read at element offset
+`pid_b*batch + row*free + k*contracting` of its parameter's buffer (strides of its physical
+layout, through transposes and bitcasts), its converts applied to the loaded tile; an epilogue
+side input at the sum of (result index of dim d) * stride over its (d, stride) pairs.
+
+What it takes (else Unsupported): one dot with one contracting dim, at most one batch dim and
+one free dim per operand; operands that are fusion parameters seen through converts, transposes
+and bitcasts (physically no-op reshapes, e.g. split-k's); an epilogue of elementwise ops whose
+other inputs are scalar constants, parameters of the result's shape or broadcasts of
+parameters, ending at the root. Slices, broadcasts and copying reshapes in the prologue are not
+taken yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hlo_common.gpu.ir_emission_utils import reshape_is_bitcast
+from hlo_common.hlo.ir import HloInstruction
+
+UNARY_OPS = frozenset({"negate", "exponential", "log", "sqrt", "rsqrt", "abs", "tanh", "copy"})
+BINARY_OPS = frozenset({"add", "subtract", "multiply", "divide", "maximum", "minimum"})
+
+
+class Unsupported(Exception):
+    """The fusion has something the Triton GEMM kernel does not take yet (the message says what)."""
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A dot operand: the parameter read, element strides of its batch, free and contracting
+    dims, the parameter's type and the converts applied to the loaded tile, in order."""
+
+    param: int
+    batch: int
+    free: int
+    contracting: int
+    param_type: str
+    converts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SideInput:
+    """An epilogue op's other input: a scalar constant (`value`), or parameter `param` read at
+    the sum of index(d) * stride over `dims` ((result dim, element stride) pairs)."""
+
+    etype: str
+    value: float | int | None = None
+    param: int | None = None
+    dims: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class EpilogueOp:
+    opcode: str
+    etype: str
+    args: tuple  # "acc" for the value on the chain, else a SideInput
+
+
+@dataclass(frozen=True)
+class TiledProgram:
+    m: int
+    n: int
+    k: int
+    batch: int
+    rank: int  # of the dot's result: 2, or 3 with the batch dim first
+    lhs: Operand
+    rhs: Operand
+    acc_type: str  # s32, f64 or f32
+    dot_type: str
+    epilogue: tuple[EpilogueOp, ...]
+    out_type: str
+    out_strides: tuple[int, ...]
+    operand_types: tuple[str, ...]
+
+
+def strides(shape) -> list[int]:
+    """Element strides of each logical dim in the shape's physical layout."""
+    out, step = [0] * shape.rank, 1
+    for d in shape.minor_to_major:
+        out[d] = step
+        step *= shape.dims[d]
+    return out
+
+
+def _etype(instr: HloInstruction) -> str:
+    return instr.shape.element_type.name
+
+
+def _is_bitcast(node: HloInstruction) -> bool:
+    return node.opcode == "bitcast" or (node.opcode == "reshape" and
+                                        reshape_is_bitcast(node.operands[0].shape, node.shape))
+
+
+def trace_operand(op: HloInstruction, batch: tuple, contracting: tuple) -> Operand:
+    """Follow a dot operand to its parameter through converts, transposes and bitcasts."""
+    converts: list[str] = []
+    dims = list(range(op.shape.rank))  # operand dim -> dim of the current instruction
+    node, addressed = op, None  # addressed: the bitcast whose layout addresses the parameter's bytes
+    while node.opcode != "parameter":
+        if node.opcode == "convert":
+            converts.insert(0, _etype(node))
+        elif node.opcode == "transpose" and addressed is None:
+            perm = node.attrs["dimensions"]
+            dims = [perm[d] for d in dims]
+        elif _is_bitcast(node):
+            addressed = addressed or node  # the same bytes: its strides read the parameter
+        else:
+            raise Unsupported(f"{node.opcode} in the prologue")
+        node = node.operands[0]
+    if len(batch) > 1 or len(contracting) != 1:
+        raise Unsupported("several batch or contracting dims")
+    free = [d for d in range(op.shape.rank) if d not in batch and d not in contracting]
+    if len(free) != 1:
+        raise Unsupported("several free dims on one operand")
+    st = strides((addressed or node).shape)
+    return Operand(node.parameter_number, st[dims[batch[0]]] if batch else 0, st[dims[free[0]]],
+                   st[dims[contracting[0]]], _etype(node), tuple(converts))
+
+
+def _reaches(node: HloInstruction, target: HloInstruction) -> bool:
+    return node is target or any(_reaches(o, target) for o in node.operands)
+
+
+def _side_input(node: HloInstruction, rank: int) -> SideInput:
+    if node.opcode == "broadcast" and node.operands[0].opcode == "constant":
+        node = node.operands[0]
+    if node.opcode == "constant" and node.shape.rank == 0:
+        value = float(node.literal) if node.shape.element_type.is_float else int(node.literal)
+        return SideInput(_etype(node), value=value)
+    dims, param = list(range(rank)), node
+    if node.opcode == "broadcast":
+        dims, param = list(node.attrs["dimensions"]), node.operands[0]
+    if param.opcode != "parameter" or len(dims) != param.shape.rank:
+        raise Unsupported(f"{node.opcode} as an epilogue input")
+    return SideInput(_etype(param), param=param.parameter_number, dims=tuple(zip(dims, strides(param.shape))))
+
+
+def _epilogue(root: HloInstruction, dot: HloInstruction) -> tuple[EpilogueOp, ...]:
+    """The ops from the dot up to the root (each has exactly one operand on the chain)."""
+    chain: list[EpilogueOp] = []
+    node = root
+    while node is not dot:
+        if node.opcode not in UNARY_OPS and node.opcode not in BINARY_OPS and node.opcode != "convert":
+            raise Unsupported(f"{node.opcode} in the epilogue")
+        on_chain = [o for o in node.operands if _reaches(o, dot)]
+        if len(on_chain) != 1:
+            raise Unsupported("an epilogue op reads the dot twice")
+        args = tuple("acc" if o is on_chain[0] else _side_input(o, dot.shape.rank) for o in node.operands)
+        chain.insert(0, EpilogueOp(node.opcode, _etype(node), args))
+        node = on_chain[0]
+    return tuple(chain)
+
+
+def _prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
+def tiled_program(fusion: HloInstruction) -> TiledProgram:
+    """The tiled program of a Triton GEMM fusion (raises Unsupported)."""
+    body = fusion.fused_computation()
+    dots = [i for i in body.instructions if i.opcode == "dot"]
+    if len(dots) != 1:
+        raise Unsupported(f"{len(dots)} dots")
+    dot, root = dots[0], body.root
+    attr = lambda k: tuple(int(v) for v in dot.attrs.get(k, ()))  # noqa: E731
+    lb, lc, rb, rc = (attr(k) for k in ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims",
+                                        "rhs_contracting_dims"))
+    lhs, rhs = trace_operand(dot.operands[0], lb, lc), trace_operand(dot.operands[1], rb, rc)
+    if not root.shape.is_array or root.shape.rank != dot.shape.rank:
+        raise Unsupported("the root is not the dot's shape")
+    ldims = dot.operands[0].shape.dims
+    dot_type = _etype(dot)
+    acc = "s32" if not dot.shape.element_type.is_float else "f64" if dot_type == "f64" else "f32"
+    return TiledProgram(
+        m=_prod(s for d, s in enumerate(ldims) if d not in lb and d not in lc), k=ldims[lc[0]],
+        n=_prod(s for d, s in enumerate(dot.operands[1].shape.dims) if d not in rb and d not in rc),
+        batch=_prod(ldims[d] for d in lb), rank=dot.shape.rank, lhs=lhs, rhs=rhs, acc_type=acc,
+        dot_type=dot_type, epilogue=_epilogue(root, dot), out_type=_etype(root),
+        out_strides=tuple(strides(root.shape)), operand_types=tuple(_etype(o) for o in fusion.operands))
+
+
+__all__ = ["EpilogueOp", "Operand", "SideInput", "TiledProgram", "Unsupported", "strides", "tiled_program",
+           "trace_operand"]

@@ -1,0 +1,104 @@
+"""A GEMM fusion's tiled program run tile by tile in numpy, with the index arithmetic of the
+Triton kernel `source.py` writes: each program instance loads its operand tiles at the same
+element offsets under the same masks, accumulates over K in steps of block_k, applies the
+epilogue and stores its masked tile. Comparing the result with the interpreter checks the
+tiling (strides, ragged edges, split-k batches, epilogue inputs) without a GPU.
+
+Where it sits: hlo_codegen.triton_gemm (package docstring); used by the tests.
+
+    >>> out = evaluate_tiled(tiled_program(fusion), config, operand_arrays)   # doctest: +SKIP
+    (logical arrays in, the fusion's logical result out)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hlo_codegen.triton_gemm.program import Operand, SideInput, TiledProgram
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
+from hlo_common.hlo.shape import Shape
+
+_UNARY = {"negate": np.negative, "exponential": np.exp, "log": np.log, "sqrt": np.sqrt,
+          "rsqrt": lambda x: 1 / np.sqrt(x), "abs": np.abs, "tanh": np.tanh, "copy": lambda x: x}
+_BINARY = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
+           "maximum": np.maximum, "minimum": np.minimum}
+
+
+def _dtype(etype: str) -> np.dtype:
+    return PRIMITIVE_TYPES[etype].np_dtype
+
+
+def physical(value: np.ndarray, shape: Shape) -> np.ndarray:
+    """The array's elements in memory order (its layout's major-to-minor transpose, flattened)."""
+    return np.ascontiguousarray(np.transpose(value, tuple(reversed(shape.minor_to_major)))).reshape(-1)
+
+
+def _wide(etype: str) -> np.dtype:
+    """The type an op of `etype` computes in: f32 for narrow floats, as the kernel does."""
+    t = PRIMITIVE_TYPES[etype]
+    return np.dtype(np.float32) if t.is_float and t.bits < 32 else t.np_dtype
+
+
+def _load(flat: np.ndarray, op: Operand, b: int, rows: np.ndarray, cols: np.ndarray, mask: np.ndarray,
+          row_stride: int, col_stride: int) -> np.ndarray:
+    offsets = b * op.batch + rows * row_stride + cols * col_stride
+    x = flat[np.where(mask, offsets, 0)]
+    for t in op.converts:
+        x = x.astype(np.float32).astype(_dtype(t)) if PRIMITIVE_TYPES[t].is_float else x.astype(_dtype(t))
+    return np.where(mask, x, np.zeros((), x.dtype))
+
+
+def _side(s: SideInput, flats: list[np.ndarray], index: dict[int, np.ndarray], mask: np.ndarray):
+    if s.param is None:
+        return np.asarray(s.value, _dtype(s.etype))
+    offsets = sum((index[d] * st for d, st in s.dims), np.zeros_like(mask, dtype=np.int64))
+    return flats[s.param][np.where(mask, offsets, 0)]
+
+
+def _tile(p: TiledProgram, config: dict, flats: list[np.ndarray], out: np.ndarray, b: int, rm, rn) -> None:
+    acc_t = _dtype(p.acc_type)
+    acc = np.zeros((rm.size, rn.size), acc_t)
+    for k0 in range(0, p.k, config["block_k"]):
+        kk = k0 + np.arange(config["block_k"])
+        a = _load(flats[p.lhs.param], p.lhs, b, rm[:, None], kk[None, :],
+                  (rm[:, None] < p.m) & (kk[None, :] < p.k), p.lhs.free, p.lhs.contracting)
+        x = _load(flats[p.rhs.param], p.rhs, b, kk[:, None], rn[None, :],
+                  (kk[:, None] < p.k) & (rn[None, :] < p.n), p.rhs.contracting, p.rhs.free)
+        acc += a.astype(acc_t) @ x.astype(acc_t)
+    mask = (rm[:, None] < p.m) & (rn[None, :] < p.n)
+    v = acc.astype(_dtype(p.dot_type))
+    index = {p.rank - 1: rn[None, :], p.rank - 2: rm[:, None]}
+    if p.rank == 3:
+        index[0] = np.full((1, 1), b)
+    for op in p.epilogue:
+        args = [v if a == "acc" else _side(a, flats, index, mask) for a in op.args]
+        wide = _wide(op.etype)
+        if op.opcode == "convert":
+            v = args[0].astype(np.float32).astype(_dtype(op.etype)) if np.dtype(args[0].dtype).itemsize == 1 \
+                else args[0].astype(_dtype(op.etype))
+            continue
+        fn = _UNARY.get(op.opcode) or _BINARY[op.opcode]
+        v = np.asarray(fn(*[np.asarray(x).astype(wide) for x in args])).astype(_dtype(op.etype))
+    offsets = sum(index[d] * s for d, s in enumerate(p.out_strides))
+    out[np.broadcast_to(offsets, mask.shape)[mask]] = np.broadcast_to(v, mask.shape)[mask]
+
+
+def evaluate_tiled(p: TiledProgram, config: dict, operands: list[np.ndarray], operand_shapes: list[Shape],
+                   out_shape: Shape) -> np.ndarray:
+    """The fusion's result, computed program instance by program instance."""
+    from hlo_common.interpreter import blas
+
+    flats = [physical(np.asarray(v), s) for v, s in zip(operands, operand_shapes)]
+    out = np.zeros(out_shape.num_elements, _dtype(p.out_type))
+    bm, bn = config["block_m"], config["block_n"]
+    with blas.single_threaded():  # one BLAS thread, as the interpreter
+        for b in range(p.batch):
+            for pid_m in range(-(-p.m // bm)):
+                for pid_n in range(-(-p.n // bn)):
+                    _tile(p, config, flats, out, b, pid_m * bm + np.arange(bm), pid_n * bn + np.arange(bn))
+    major_to_minor = tuple(reversed(out_shape.minor_to_major))
+    physical_dims = [out_shape.dims[d] for d in major_to_minor]
+    return np.transpose(out.reshape(physical_dims), np.argsort(major_to_minor))
+
+
+__all__ = ["evaluate_tiled", "physical"]

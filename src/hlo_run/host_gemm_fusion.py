@@ -1,0 +1,49 @@
+"""GemmFusionThunk on the host: a Triton GEMM fusion (prologue, dot, epilogue) run as one library
+call by evaluating its fused computation with numpy, the dot through numpy's BLAS.
+
+Where it sits: hlo-run's host platform (`backends/host.py`) calls `run_gemm_fusion` for every
+GemmFusionThunk, which hlo-codegen emits for the host target where the cuda target launches the
+fusion's kernel. The evaluation is the reference interpreter's (`hlo_common.interpreter`), so
+the host agrees with the interpreter on these fusions bit for bit, and runs a large GEMM at BLAS
+speed rather than as an elemental loop kernel.
+
+    >>> run_gemm_fusion(thunk.computation, thunk.profile_annotation, [lhs, rhs])   # doctest: +SKIP
+    (logical numpy arrays in, the fusion's logical result out)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hlo_common.errors import HloError
+
+_MODULES: dict[str, object] = {}  # computation text -> parsed module (a manifest repeats fusions)
+
+
+def _module(text: str, name: str):
+    module = _MODULES.get(text)
+    if module is None:
+        from hlo_common.hlo.parser import parse_module
+
+        try:
+            module = parse_module(text, f"GEMM fusion {name}")
+        except Exception as exc:  # noqa: BLE001 - a bad manifest: one line naming the thunk
+            raise HloError(f"GEMM fusion {name}: its computation does not parse: {exc}") from None
+        _MODULES[text] = module
+    return module
+
+
+def run_gemm_fusion(text: str, name: str, operands: list[np.ndarray]) -> np.ndarray:
+    """The fusion's result for `operands` (logical arrays, in parameter order)."""
+    from hlo_common.interpreter import blas
+    from hlo_common.interpreter.evaluator import evaluate
+
+    module = _module(text, name)
+    params = module.entry.parameters
+    if len(params) != len(operands):
+        raise HloError(f"GEMM fusion {name}: {len(operands)} operands for {len(params)} parameters")
+    with blas.single_threaded():  # as the interpreter: spinning BLAS threads on busy cores cost 10x
+        return np.asarray(evaluate(module, list(operands)))
+
+
+__all__ = ["run_gemm_fusion"]

@@ -1,0 +1,100 @@
+"""Triton kernels for the GEMM fusions (hlo_codegen.triton_gemm): every fusion hlo-opt makes of the
+testdata/triton modules that the source writer takes compiles with `triton` (the `.[triton]`
+extra) for sm_90 and sm_80 without a GPU; on sm_90 the 16-bit float GEMMs use `wgmma`, on sm_80
+`mma.sync`; the launch grid covers the result with the config's tiles; the fusions it does not
+take yet are the ones named here, each for the reason given."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from hlo_common.gpu.device import A100, H100
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo_pass.pipeline import RunOptions
+from hlo_opt.pipelines import build_gpu_pipeline
+
+from hlo_codegen.triton_gemm.compile import compile_kernel, triton_available
+from hlo_codegen.triton_gemm.source import Unsupported, kernel_source
+
+# triton is not imported here: only the compiling child loads it (compile.py says why)
+NO_TRITON = "the Triton GEMM emitter needs the .[triton] extra"
+pytestmark = pytest.mark.skipif(not triton_available(), reason=NO_TRITON)
+
+TRITON = Path(__file__).resolve().parents[3] / "testdata" / "triton"
+CONFIG = {"block_m": 64, "block_n": 64, "block_k": 32, "num_warps": 4, "num_stages": 3}
+NOT_YET = {"broadcast_lhs_bf16": "broadcast", "matmul_s8": "transpose", "sliced_bf16": "slice"}
+COMPILED = ["int8_bf16", "f8_bf16", "attention_bf16", "mlp_bf16", "matmul_f32", "transposed_rhs_bf16"]
+
+
+def _fusions(name: str, device=H100):
+    module = parse_module((TRITON / f"{name}.hlo").read_text(), f"{name}.hlo")
+    build_gpu_pipeline().run_with(module, RunOptions(device=device))
+    return [i for i in module.entry.instructions if i.opcode == "fusion" and i.name.startswith("gemm_fusion")]
+
+
+@pytest.mark.parametrize("name", COMPILED)
+@pytest.mark.parametrize("arch,device,mma", [("sm_90", H100, "wgmma"), ("sm_80", A100, "mma.sync")])
+def test_kernels_compile_for_hopper_and_ampere(name, arch, device, mma):
+    for fusion in _fusions(name, device):  # fusions hlo-opt makes for that device
+        source = kernel_source(fusion, CONFIG)
+        sixteen_bit = any(o.shape.element_type.name in ("bf16", "f16") for o in fusion.operands)
+        kernel = compile_kernel(source, arch)
+        assert f".target {arch}" in kernel.ptx
+        assert (mma in kernel.ptx) == sixteen_bit, fusion.name
+        assert kernel.num_warps == 4 and kernel.shared_bytes > 0 and kernel.cubin[:4] == b"\x7fELF"
+        m, n = fusion.shape.dims[-2:]
+        batch = math.prod(fusion.shape.dims[:-2])
+        assert source.grid == (-(-m // 64), -(-n // 64), batch)
+
+
+def test_f8e4m3fn_stays_out_of_ampere_fusions():
+    # XLA's Triton takes f8e4m3fn from sm_89 on: on an A100 the convert is left outside the GEMM
+    (hopper,), (ampere,) = _fusions("f8_bf16", H100), _fusions("f8_bf16", A100)
+    assert "f8e4m3fn" in [o.shape.element_type.name for o in hopper.operands]
+    assert [o.shape.element_type.name for o in ampere.operands] == ["bf16", "bf16"]
+
+
+@pytest.mark.parametrize("name", sorted(NOT_YET))
+def test_the_prologues_not_taken_yet_say_why(name):
+    (fusion,) = _fusions(name)
+    with pytest.raises(Unsupported, match=NOT_YET[name]):
+        kernel_source(fusion, CONFIG)
+
+
+def test_the_kernel_reads_through_converts_and_writes_the_epilogue():
+    (fusion,) = _fusions("int8_bf16")
+    text = kernel_source(fusion, CONFIG).text
+    assert text.count("tl.load(") == 2 and ".to(tl.bfloat16)" in text and "tl.dot(a, x" in text
+    first, _ = sorted(_fusions("mlp_bf16"), key=lambda f: f.shape.dims[-1], reverse=True)
+    text = kernel_source(first, CONFIG).text
+    assert text.count("tl.load(") == 3 and "+ " in text.split("v = acc")[1]  # the bias add after the dot
+
+
+def _c_level_handlers() -> dict[int, int]:
+    """The process's sigaction handler address for SIGINT, SIGTERM and SIGHUP (Linux x86-64:
+    sa_handler is the first field of struct sigaction)."""
+    import ctypes
+    import signal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    out = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        buf = (ctypes.c_ulong * 40)()
+        assert libc.sigaction(sig, None, buf) == 0
+        out[sig] = buf[0]
+    return out
+
+
+def test_a_compile_leaves_the_signal_handlers_as_they_were(tmp_path, monkeypatch):
+    # libtriton's LLVM installs C-level SIGINT/SIGTERM/SIGHUP handlers when it compiles; they must
+    # not reach this process (hlo-codegen's Ctrl-C handling, the CLI's stop signals): the compile
+    # runs in a child
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # a cold cache: the compiler really runs
+    before = _c_level_handlers()
+    (fusion,) = _fusions("small_bf16")
+    compile_kernel(kernel_source(fusion, {"block_m": 16, "block_n": 16, "block_k": 16, "num_warps": 2,
+                                          "num_stages": 1}))
+    assert _c_level_handlers() == before
