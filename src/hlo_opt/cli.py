@@ -58,6 +58,7 @@ class OptOptions:
     input_format: str | None = None
     output_format: str | None = None
     emit_proto: bool = False
+    verbose: bool = False
 
 
 # -- passes and pipelines ------------------------------------------------------------------------
@@ -152,7 +153,36 @@ def optimize_module(module: HloModule, index: int, sequence: PipelineSequence, o
     return module
 
 
+class _PassNotes:
+    """`--verbose`: what passes note on the `hlo_opt` logger (e.g. a convolution cuDNN cannot take
+    that stays ours) goes to stderr, one line each, as `hlo-opt: note: ...`."""
+
+    def __enter__(self):
+        import logging
+
+        class Handler(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:  # sys.stderr of the moment
+                print(f"{TOOL}: note: {record.getMessage()}", file=sys.stderr)
+
+        self.logger, self.handler = logging.getLogger("hlo_opt"), Handler()
+        self.level = self.logger.level
+        self.logger.addHandler(self.handler)
+        self.logger.setLevel(logging.INFO)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.logger.removeHandler(self.handler)
+        self.logger.setLevel(self.level)
+
+
 def run(opts: OptOptions) -> None:
+    if not opts.verbose:
+        return _run(opts)
+    with _PassNotes():
+        return _run(opts)
+
+
+def _run(opts: OptOptions) -> None:
     from hlo_opt.passes import load_all_passes
 
     load_all_passes()
@@ -234,6 +264,8 @@ def output_format(opts: OptOptions) -> str:
 @click.option("--split-input-file", is_flag=True, help="treat `// -----` as a separator between modules")
 @click.option("--input-format", "--input_format", "input_format", type=click.Choice(INPUT_FORMATS),
               help="hlo text, HloModuleProto (pb, pbtxt) or HloSnapshot; default: from the name and bytes")
+@click.option("--verbose", is_flag=True,
+              help="the passes' notes on stderr (e.g. a convolution cuDNN cannot take stays ours)")
 @click.option("--debug", is_flag=True, help="show Python tracebacks")
 def hlo_opt_command(**kwargs) -> None:
     """Optimize HLO text with XLA:GPU-style passes."""

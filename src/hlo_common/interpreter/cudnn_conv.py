@@ -16,7 +16,9 @@ add), so they need no transposed-convolution arithmetic of their own.
 As cuDNN (and XLA's gpu_conv_runner), the result is
 `activation(conv_result_scale * conv + side_input_scale * side_input + bias)` with the scales and
 activation from the call's `cudnn_conv_backend_config`, computed in the accumulation type (f32
-for 16-bit floats) and rounded once. The scratch buffer comes back as zeros.
+for 16-bit floats) and rounded once. Integer (s8) convolutions sum exactly, apply the epilogue in
+f32 and write an s8 result rounded to nearest and saturated, as cuDNN's int8 kernels do (an HLO
+convert would truncate). The scratch buffer comes back as zeros.
 """
 
 from __future__ import annotations
@@ -248,6 +250,8 @@ def _cudnn_convolution(instr, operands, ev):
     config = parse_cudnn_config(instr)
     result = _result_shape(instr)
     values = _conv_values(instr, target, operands)
+    if values.dtype.kind in "iu":  # int8 convs: exact sums, then cuDNN's float epilogue
+        values = values.astype(np.float32)
     if values.shape != result.dims:
         raise unsupported(instr, f"the convolution computes {list(values.shape)}, the call "
                                f"returns {result}")
@@ -256,11 +260,22 @@ def _cudnn_convolution(instr, operands, ev):
     if target == BIAS_ACTIVATION:
         values = _bias_and_side_input(instr, values, operands, config)
     values = activate(values, config)
-    out = to_element_type(values, result.element_type)
+    out = _integer_result(values, result.element_type)
+    if out is None:
+        out = to_element_type(values, result.element_type)
     if not instr.shape.is_tuple:
         return out
     rest = [np.zeros(s.dims, s.element_type.np_dtype) for s in instr.shape.tuple_shapes[1:]]
     return (out, *rest)
+
+
+def _integer_result(values: np.ndarray, t) -> np.ndarray | None:
+    """An integer result as cuDNN writes it (s8 -> s8 convs): rounded to nearest even and
+    saturated at the type's bounds (an HLO convert would truncate and wrap)."""
+    if not t.is_integer:
+        return None
+    info = np.iinfo(t.np_dtype)
+    return np.clip(np.rint(values), info.min, info.max).astype(t.np_dtype)
 
 
 def _bias_and_side_input(instr, values: np.ndarray, operands: list, config: CudnnConvConfig) -> np.ndarray:

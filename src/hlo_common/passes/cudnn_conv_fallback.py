@@ -18,13 +18,16 @@ semantics are `hlo_common.interpreter.cudnn_conv`'s) is rewritten here:
 
 For 16-bit floats with an epilogue the convolution writes f32 and one kLoop fusion applies
 `conv_result_scale`, the bias (along the output feature dim), `side_input_scale * side input` and
-the activation, then rounds once, as cuDNN does. The call's scratch buffer becomes zeros only
+the activation, then rounds once, as cuDNN does; an integer (s8) result is computed the same way
+in f32 and written rounded to nearest and saturated. The call's scratch buffer becomes zeros only
 where something reads it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from hlo_common.hlo.attributes import ConvDimensionNumbers, Window, WindowDim
 from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
@@ -92,10 +95,11 @@ class _Lowering(CallLowering):
         self.result = call.shape.tuple_shapes[0] if call.shape.is_tuple else call.shape
 
     def run(self) -> None:
-        needs_epilogue = (self.config.conv_result_scale != 1 or self.config.activation_mode != "kNone"
-                          or self.target == BIAS_ACTIVATION)
         t = self.result.element_type
-        conv_type = PRIMITIVE_TYPES["f32"] if needs_epilogue and t.is_low_precision_float else t
+        needs_epilogue = (self.config.conv_result_scale != 1 or self.config.activation_mode != "kNone"
+                          or self.target == BIAS_ACTIVATION or t.is_integer)
+        wide = t.is_low_precision_float or t.is_integer  # int8 convs: f32 sums, rounded and saturated
+        conv_type = PRIMITIVE_TYPES["f32"] if needs_epilogue and wide else t
         conv_shape = self.result.with_element_type(conv_type)
         if self.target == BACKWARD_INPUT:
             value = self._backward_input(conv_shape)
@@ -186,7 +190,13 @@ class _Lowering(CallLowering):
             if cfg.side_input_scale != 1:
                 side = b.binary("multiply", side, b.scalar_like(cfg.side_input_scale, side))
             x = b.binary("add", x, side)
-        x = b.convert(_activation(b, x, cfg), self.result.element_type)
+        x = _activation(b, x, cfg)
+        t = self.result.element_type
+        if t.is_integer:  # cuDNN's int8 result: nearest even, saturated (a convert alone truncates)
+            info = np.iinfo(t.np_dtype)
+            x = b.add("round-nearest-even", [x], x.shape)
+            x = b.add("clamp", [b.scalar_like(int(info.min), x), x, b.scalar_like(int(info.max), x)], x.shape)
+        x = b.convert(x, t)
         body.root = x
         self._add_computation(body)
         return self._top("fusion", operands, x.shape, {"kind": "kLoop", "calls": body}, name="conv_epilogue")

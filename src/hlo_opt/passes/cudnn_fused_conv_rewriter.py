@@ -40,7 +40,7 @@ from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.cudnn_conv_utils import BIAS_ACTIVATION, CALL_NAMES, FORWARD, is_forward_conv
 
 _LOG = logging.getLogger("hlo_opt")
-F16, F32, F64, S8 = PRIMITIVE_TYPES["f16"], PRIMITIVE_TYPES["f32"], PRIMITIVE_TYPES["f64"], PRIMITIVE_TYPES["s8"]
+F16, F32, F64, S8 = (PRIMITIVE_TYPES[t] for t in ("f16", "f32", "f64", "s8"))
 
 
 def _config(conv: HloInstruction) -> dict:
@@ -306,7 +306,8 @@ class _Fuser:
         pair = (gte.shape.element_type.name, instr.shape.element_type.name)
         if conv is None or len(gte.users) != 1 or pair not in (("s32", "f32"), ("s8", "f32"), ("f32", "s8")):
             return False
-        shape = Shape.tuple_of([instr.shape.with_layout(gte.shape.layout)] + list(conv.shape.tuple_shapes[1:]))
+        result = instr.shape.with_layout(gte.shape.layout)
+        shape = Shape.tuple_of([result] + list(conv.shape.tuple_shapes[1:]))
         new = conv.clone_with_new_operands(list(conv.operands), shape=shape)
         new.name = self.comp.unique_name(conv.name)
         self.comp.add_instruction(new, before=conv)
@@ -330,7 +331,8 @@ class _Fuser:
         if conv is None or (out_t is S8 and len(gte.users) != 1):
             return False
         ops = list(conv.operands)
-        side_ok = len(ops) < 4 or (lossless_to(ops[3], S8) if out_t is S8 else ops[3].shape.element_type is F32)
+        side_ok = len(ops) < 4 or (lossless_to(ops[3], S8) if out_t is S8
+                                   else ops[3].shape.element_type is F32)
         if not (lossless_to(ops[0], S8) and lossless_to(ops[1], S8) and side_ok):
             return False
         if out_t is F32 and ops[0].shape.element_type is S8 and ops[1].shape.element_type is S8:
@@ -373,8 +375,9 @@ def unfuse_illegal_integer_convs(comp: HloComputation) -> bool:
     (hlo-opt --verbose)."""
     changed = False
     for conv in [i for i in comp.instructions if is_forward_conv(i) and _illegal_integer(i)]:
-        _LOG.info("%%%s: cuDNN runs integer convolutions only as s8 -> s8 or s8 -> f32; this one "
-                  "(%s) stays a convolution of ours", conv.name,
+        op_name = conv.metadata_value("op_name")
+        _LOG.info("%%%s%s: cuDNN runs integer convolutions only as s8 -> s8 or s8 -> f32; this one "
+                  "(%s) stays a convolution of ours", conv.name, f" (op_name {op_name})" if op_name else "",
                   ", ".join(str(op.shape.element_type.name) for op in conv.operands[:2])
                   + f" -> {conv.shape.tuple_shapes[0].element_type.name}")
         y = conv.shape.tuple_shapes[0]

@@ -98,7 +98,10 @@ def integer_conv_supported(call: HloInstruction, vector_size: int, cc: tuple[int
     return not any(wd.base_dilation != 1 or wd.window_dilation != 1 for wd in window)
 
 
-def _integer_shapes(call: HloInstruction, pad_to: int, cc: tuple[int, int]) -> tuple[list[Shape], Shape] | None:
+_Padded = tuple[list[Shape], Shape]  # the operand shapes and the result shape of a padded call
+
+
+def _integer_shapes(call: HloInstruction, pad_to: int, cc: tuple[int, int]) -> _Padded | None:
     """XLA's TryResolvePaddedShapesForIntegerConvolution: the padded operand and result shapes."""
     x, y = call.operands[0].shape, call.shape.tuple_shapes[0]
     if not x.element_type.is_integer or call.attrs["custom_call_target"] not in (FORWARD, BIAS_ACTIVATION):
@@ -110,27 +113,29 @@ def _integer_shapes(call: HloInstruction, pad_to: int, cc: tuple[int, int]) -> t
         return None
     shapes = [op.shape for op in call.operands]
     shapes[0] = _grow(shapes[0], d.input_feature, pad_to // sizes[0])
-    shapes[1] = _grow(_grow(shapes[1], d.kernel_input_feature, pad_to // sizes[1]), d.kernel_output_feature, pad_to)
+    shapes[1] = _grow(shapes[1], d.kernel_input_feature, pad_to // sizes[1])
+    shapes[1] = _grow(shapes[1], d.kernel_output_feature, pad_to)  # not vectorized in NCHW_VECT_C
     if len(shapes) > 2:
         shapes[2] = _grow(shapes[2], 0, pad_to)  # the bias, one value per output feature
     if len(shapes) > 3:
         shapes[3] = _grow(shapes[3], d.output_feature, pad_to // sizes[2])
     result = _grow(y, d.output_feature, pad_to // sizes[2])
-    if not (shapes[0].byte_size() < x.byte_size() * INTEGER_BOUND and result.byte_size() < y.byte_size() * INTEGER_BOUND):
-        return None
+    for new, old in ((shapes[0], x), (result, y)):  # the filter follows them, the bias is tiny
+        if new.byte_size() >= old.byte_size() * INTEGER_BOUND:
+            return None
     if all(s.dims == op.shape.dims for s, op in zip(shapes, call.operands)):
         return None
     return shapes, result
 
 
-def _tensor_core_shapes(call: HloInstruction) -> tuple[list[Shape], Shape] | None:
+def _tensor_core_shapes(call: HloInstruction) -> _Padded | None:
     """XLA's TryResolvePaddedShapesForTensorCore: f16 features to multiples of 8 (3 -> 4 for 32
     or 64 output features)."""
     target = call.attrs["custom_call_target"]
     y = call.shape.tuple_shapes[0]
     if y.element_type.name != "f16" or target == BIAS_ACTIVATION:
         return None
-    if int(call.attrs.get("feature_group_count", 1) or 1) > 1 or int(call.attrs.get("batch_group_count", 1) or 1) > 1:
+    if any(int(call.attrs.get(k, 1) or 1) > 1 for k in ("feature_group_count", "batch_group_count")):
         return None
     d: ConvDimensionNumbers = call.attrs["dim_labels"]
     shapes = {"lhs": call.operands[0].shape, "rhs": call.operands[1].shape, "result": y}
@@ -151,7 +156,8 @@ def _tensor_core_shapes(call: HloInstruction) -> tuple[list[Shape], Shape] | Non
     return [shapes["lhs"], shapes["rhs"]], shapes["result"]
 
 
-def _pad_to(comp: HloComputation, x: HloInstruction, shape: Shape, before: HloInstruction) -> HloInstruction:
+def _pad_to(comp: HloComputation, x: HloInstruction, shape: Shape,
+            before: HloInstruction) -> HloInstruction:
     """XLA's PadInstruction: zeros added at the high end of every dim that grows."""
     if shape.dims == x.shape.dims:
         return x
@@ -175,7 +181,8 @@ def pad_conv(call: HloInstruction, operand_shapes: list[Shape], result: Shape) -
     if result.dims != old.dims:
         gte = comp.add_new_instruction("get-tuple-element", [new], result, {"index": 0}, before=call)
         spec = SliceSpec(tuple((0, n, 1) for n in old.dims))
-        sliced = comp.add_new_instruction("slice", [gte], result.with_dims(old.dims), {"slice": spec}, before=call)
+        sliced = comp.add_new_instruction("slice", [gte], result.with_dims(old.dims), {"slice": spec},
+                                          before=call)
         scratch = comp.add_new_instruction("constant", [], Shape.array("u8", (0,)), before=call,
                                            literal=np.zeros((0,), np.uint8))
         tup = comp.add_new_instruction("tuple", [sliced, scratch], call.shape, before=call)
