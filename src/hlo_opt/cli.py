@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hlo_common.cli_util import click_main, run_command, write_output
+from hlo_common.cli_util import click_main, pass_notes, run_command, write_output
 from hlo_common.errors import HloError
 from hlo_common.hlo.ir import HloModule
 from hlo_common.hlo.parser import parse_modules
@@ -153,32 +153,8 @@ def optimize_module(module: HloModule, index: int, sequence: PipelineSequence, o
     return module
 
 
-class _PassNotes:
-    """`--verbose`: what passes note on the `hlo_opt` logger (e.g. a convolution cuDNN cannot take
-    that stays ours) goes to stderr, one line each, as `hlo-opt: note: ...`."""
-
-    def __enter__(self):
-        import logging
-
-        class Handler(logging.Handler):
-            def emit(self, record: logging.LogRecord) -> None:  # sys.stderr of the moment
-                print(f"{TOOL}: note: {record.getMessage()}", file=sys.stderr)
-
-        self.logger, self.handler = logging.getLogger("hlo_opt"), Handler()
-        self.level = self.logger.level
-        self.logger.addHandler(self.handler)
-        self.logger.setLevel(logging.INFO)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.logger.removeHandler(self.handler)
-        self.logger.setLevel(self.level)
-
-
 def run(opts: OptOptions) -> None:
-    if not opts.verbose:
-        return _run(opts)
-    with _PassNotes():
+    with pass_notes(TOOL, opts.verbose):
         return _run(opts)
 
 

@@ -1,7 +1,9 @@
 """cuDNN convolution calls on the GPU: a `ConvGraph` built as a `cudnn.pygraph` and executed.
 
-Where it sits: the cuda platform's cuDNN calls. `hlo_run.cudnn_graph.describe_call` makes the
-graph description (pure data, tested without a GPU); this module is the thin part that needs
+Where it sits: the cuda platform's cuDNN calls (`backends.cuda.CudaDevice.cudnn_convolution` runs
+each CudnnConvolutionThunk of a manifest here). `hlo_common.gpu.cudnn_graph.describe_call` made
+the graph description at compile time (pure data, tested without a GPU); this module is the thin
+part that needs
 the `gpu` extra (`nvidia-cudnn-frontend`, `nvidia-cudnn-cu12`) and a GPU: it imports `cudnn`
 on first use only. `build_pygraph` writes the description into a `cudnn.pygraph` (tensors with
 dims, strides and types; the convolution with padding, stride, dilation and mode; the fused
@@ -24,7 +26,7 @@ get_workspace_size, execute(tensor_dict, workspace, handle).
 
 from __future__ import annotations
 
-from hlo_run.cudnn_graph import ConvGraph, CudnnUnsupported, TensorDesc
+from hlo_common.gpu.cudnn_graph import ConvGraph, CudnnUnsupported, TensorDesc
 
 
 def _cudnn():
@@ -94,6 +96,15 @@ def _pointwise(graph, step, y, tensor, tensors: dict, rank: int):
     if step.op in ("elu", "sigmoid", "tanh"):
         return getattr(graph, step.op)(y)
     raise CudnnUnsupported(f"no cuDNN pointwise step {step.op!r}")
+
+
+def make_handle(stream: int = 0):
+    """A cuDNN handle whose work goes on `stream` (a CUstream as an int; 0: the default stream)."""
+    cudnn = _cudnn()
+    handle = cudnn.create_handle()
+    if stream:
+        cudnn.set_stream(handle=handle, stream=stream)
+    return handle
 
 
 class CudnnConvRunner:

@@ -8,6 +8,7 @@ with the device calls behind a small `Device` interface:
     load_kernel(ManifestKernel) -> handle   launch(handle, KernelThunk, [pointer per argument])
     gemm(GemmThunk, pointers)               copy(dst, src, size)            memset32(dst, size, value)
     convolution(ConvolutionThunk, pointers) (only where the platform's manifests have them: host)
+    cudnn_convolution(CudnnConvolutionThunk, pointers by tensor name, workspace)  (cuda)
     collective(CollectiveThunk, pointers, label)  (several devices: the host over MPI)
     timer() -> a callable giving seconds since it was made (events on the GPU, perf_counter on host)
 
@@ -36,6 +37,7 @@ import numpy as np
 
 from hlo_common.errors import HloError
 from hlo_common.manifest.collective_thunks import CollectiveDoneThunk, CollectiveThunk, DeviceIdThunk
+from hlo_common.manifest.cudnn_thunks import CudnnConvolutionThunk
 from hlo_common.manifest.layout_bytes import array_to_bytes, bytes_to_array
 from hlo_common.manifest.manifest import Allocation, ManifestKernel, Manifest
 from hlo_common.manifest.thunks import (
@@ -85,6 +87,12 @@ class Device(abc.ABC):
 
     def convolution(self, thunk: ConvolutionThunk, pointers: dict[str, int]) -> None:
         raise HloError(f"the {self.name} platform cannot run convolution thunks")
+
+    def cudnn_convolution(self, thunk: CudnnConvolutionThunk, pointers: dict[str, int],
+                          workspace: int) -> None:
+        """A cuDNN graph on device buffers: `pointers` by graph tensor name (the cuda platform)."""
+        raise HloError(f"thunk {thunk.profile_annotation}: the {self.name} platform cannot run cuDNN "
+                       "convolutions (a manifest for --target cuda; compile for this platform's target)")
 
     def collective(self, thunk: CollectiveThunk, pointers: list[tuple[int, int]], label: str) -> None:
         """A collective thunk; `pointers`: (source, destination) per buffer (several devices only:
@@ -149,6 +157,7 @@ class ManifestExecutable(Executable):
         self.observer_before: Callable[[Thunk], None] | None = None
         self._dispatch: dict[type, Callable[[Thunk], None]] = {
             KernelThunk: self._kernel, GemmThunk: self._gemm, ConvolutionThunk: self._convolution,
+            CudnnConvolutionThunk: self._cudnn_convolution,
             CopyThunk: self._copy,
             MemsetThunk: self._memset, RngGetAndUpdateStateThunk: self._rng_state, WhileThunk: self._while,
             ConditionalThunk: self._conditional,
@@ -305,6 +314,11 @@ class ManifestExecutable(Executable):
     def _convolution(self, thunk: ConvolutionThunk) -> None:
         roles = {"input": thunk.input, "filter": thunk.filter, "output": thunk.output}
         self.device.convolution(thunk, {k: self.pointer(s) for k, s in roles.items()})
+
+    def _cudnn_convolution(self, thunk: CudnnConvolutionThunk) -> None:
+        pointers = {name: self.pointer(s) for name, s in thunk.buffers}
+        workspace = self.pointer(thunk.workspace) if thunk.workspace is not None else 0
+        self.device.cudnn_convolution(thunk, pointers, workspace)
 
     def _collective(self, thunk: CollectiveThunk) -> None:
         pointers = [(self.pointer(b.source), self.pointer(b.destination)) for b in thunk.buffers]

@@ -2,9 +2,11 @@
 convolutions (and an epilogue fusion) that the emitters and the host's convolution thunk run.
 
 Where it sits: hlo-codegen's prepare pipeline (`hlo_codegen.compiler.prepare_pipeline`), beside
-`gemm-fallback`, before the fusion wrapper. hlo-run has no cuDNN call of its own yet, so every
-`__cudnn$conv*` call (what XLA:GPU's `conv-rewriter` and `cudnn-fused-conv-rewriter` write; the
-semantics are `hlo_common.interpreter.cudnn_conv`'s) is rewritten here:
+`gemm-fallback`, before the fusion wrapper. For the cuda target (`keep_cudnn_calls`) the calls
+cuDNN takes stay, as CudnnConvolutionThunks (`hlo_common.gpu.cudnn_graph.describe_call` decides;
+the others are said once in the notes, `--verbose`); for the host target every `__cudnn$conv*`
+call (what XLA:GPU's `conv-rewriter` and `cudnn-fused-conv-rewriter` write; the semantics are
+`hlo_common.interpreter.cudnn_conv`'s) is rewritten here:
 
     forward             c = convolution(x, w) with the call's window, dim_labels and groups
     backward input      dx = convolution(dy, w'): dy base-dilated by the forward strides, the kernel
@@ -25,6 +27,7 @@ where something reads it.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +45,9 @@ from hlo_common.passes._support import global_computations
 from hlo_common.passes.call_lowering import CallLowering, ComputationBuilder, once
 
 
+_NOTES = logging.getLogger("hlo_notes")  # hlo_common.cli_util.pass_notes prints them for --verbose
+
+
 def is_cudnn_conv_call(instr: HloInstruction) -> bool:
     return instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") in CUDNN_CONV_TARGETS
 
@@ -49,18 +55,35 @@ def is_cudnn_conv_call(instr: HloInstruction) -> bool:
 @register_pass
 @dataclass
 class CudnnConvFallback(HloPass):
-    """cuDNN convolution calls become convolution (+ epilogue fusion) HLO."""
+    """cuDNN convolution calls become convolution (+ epilogue fusion) HLO (on the cuda target,
+    only those cuDNN cannot take)."""
 
     name = "cudnn-conv-fallback"
+    keep_cudnn_calls: bool = False  # the cuda target: calls cuDNN takes stay (CudnnConvolutionThunks)
 
     def run(self, module: HloModule) -> bool:
         changed = False
         for comp in global_computations(module):
             for instr in list(comp.instructions):
-                if is_cudnn_conv_call(instr):
+                if is_cudnn_conv_call(instr) and not self._kept(instr):
                     _Lowering(module, comp, instr).run()
                     changed = True
         return changed
+
+    def _kept(self, call: HloInstruction) -> bool:
+        """Whether cuDNN runs `call`; a call it cannot take is said once in the notes (--verbose)."""
+        if not self.keep_cudnn_calls:
+            return False
+        from hlo_common.gpu.cudnn_graph import CudnnUnsupported, describe_call
+
+        parse_cudnn_config(call)  # a malformed config is the user's error, not a fallback
+        try:
+            describe_call(call)
+        except CudnnUnsupported as exc:
+            reason = str(exc).removeprefix(f"{call.name}: ")
+            _NOTES.info("%%%s: %s; it runs as a convolution kernel of ours", call.name, reason)
+            return False
+        return True
 
 
 def dim_labels(input_order: dict[int, str], kernel_order: dict[int, str],

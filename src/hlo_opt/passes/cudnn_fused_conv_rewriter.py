@@ -32,6 +32,7 @@ from typing import Callable
 
 import numpy as np
 
+from hlo_common.cli_util import NOTES_LOGGER
 from hlo_common.hlo.dtypes import PRIMITIVE_TYPES, PrimitiveType
 from hlo_common.hlo.hlo_creation_utils import non_fusion_computations
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
@@ -39,7 +40,7 @@ from hlo_common.hlo.shape import Shape
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.cudnn_conv_utils import BIAS_ACTIVATION, CALL_NAMES, FORWARD, is_forward_conv
 
-_LOG = logging.getLogger("hlo_opt")
+_LOG = logging.getLogger(NOTES_LOGGER)
 F16, F32, F64, S8 = (PRIMITIVE_TYPES[t] for t in ("f16", "f32", "f64", "s8"))
 
 
@@ -371,8 +372,8 @@ def _illegal_integer(conv: HloInstruction) -> bool:
 
 def unfuse_illegal_integer_convs(comp: HloComputation) -> bool:
     """Integer calls cuDNN cannot run (XLA fails the compile on them) become convolutions of ours
-    again, with their epilogue in the result type, each named once on the `hlo_opt` logger
-    (hlo-opt --verbose)."""
+    again, with their epilogue in the result type, each named once in the notes
+    (`hlo_common.cli_util.pass_notes`: hlo-opt --verbose)."""
     changed = False
     for conv in [i for i in comp.instructions if is_forward_conv(i) and _illegal_integer(i)]:
         op_name = conv.metadata_value("op_name")

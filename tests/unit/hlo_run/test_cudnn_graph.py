@@ -17,7 +17,7 @@ import pytest
 
 from hlo_common.hlo.parser import parse_module
 from hlo_common.interpreter.evaluator import evaluate
-from hlo_run.cudnn_graph import ConvGraph, CudnnUnsupported, describe_call
+from hlo_common.gpu.cudnn_graph import ConvGraph, CudnnUnsupported, describe_call
 
 ROOT = Path(__file__).resolve().parents[3] / "testdata"
 FILES = sorted((ROOT / "cudnn").glob("*.xla_gpu.hlo")) + sorted((ROOT / "bench").glob("*.xla_gpu.hlo"))

@@ -2,7 +2,7 @@
 patterns of XLA's cudnn_pad_for_convolutions_test.cc and cudnn_fused_conv_rewriter_test.cc: the
 shapes each rule picks (and declines), with the rewritten module's numbers checked against the
 original in the interpreter. Integer convolutions cuDNN cannot run become convolutions of ours
-again, named once on the `hlo_opt` logger."""
+again, named once in the notes (the `hlo_notes` logger, hlo-opt --verbose)."""
 
 from __future__ import annotations
 
@@ -180,7 +180,7 @@ ENTRY e {
   ROOT r = s32[2,6,6,8] maximum(a, bz)
 }
 """
-    with caplog.at_level(logging.INFO, logger="hlo_opt"):
+    with caplog.at_level(logging.INFO, logger="hlo_notes"):
         m = _run(text)
     assert _calls(m) == []
     assert [i.opcode for i in m.entry.instructions].count("convolution") == 1
