@@ -110,8 +110,12 @@ def make_handle(stream: int = 0):
 class CudnnConvRunner:
     """Built cuDNN plans per graph key, executed on the handle's stream."""
 
-    def __init__(self, handle):
+    def __init__(self, handle, scratch=None):
         self.handle = handle
+        # scratch(bytes) -> a device pointer of at least that many bytes: the workspace of a plan
+        # that needs more than the call's scratch buffer (XLA sizes it when autotuning; calls
+        # written before autotuning, hlo-opt's among them, have u8[0]); None: such a plan is refused
+        self.scratch = scratch
         self._plans: dict[tuple, tuple] = {}
 
     def plan(self, desc: ConvGraph):
@@ -126,7 +130,7 @@ class CudnnConvRunner:
             graph.check_support()
             graph.build_plans()
             need = graph.get_workspace_size()
-            if need > desc.workspace_bytes:
+            if need > desc.workspace_bytes and self.scratch is None:
                 raise CudnnUnsupported(f"the cuDNN plan needs {need} bytes of workspace; the call's "
                                        f"scratch buffer has {desc.workspace_bytes}")
             cached = self._plans[desc.key] = (graph, tensors, need)
@@ -134,7 +138,9 @@ class CudnnConvRunner:
 
     def run(self, desc: ConvGraph, pointers: dict[str, int], workspace: int) -> None:
         """Execute `desc` on device buffers: `pointers` by tensor name, `workspace` the scratch."""
-        graph, tensors, _ = self.plan(desc)
+        graph, tensors, need = self.plan(desc)
+        if need > desc.workspace_bytes:
+            workspace = self.scratch(need)
         values = {t[0]: t[1] for t in tensors.values() if isinstance(t, tuple)}
         values.update({tensors[name]: pointers[name] for name in tensors if name in pointers})
         graph.execute(values, workspace, handle=self.handle)

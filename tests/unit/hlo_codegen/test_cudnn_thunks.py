@@ -171,8 +171,9 @@ def test_the_cuda_platform_picks_the_cudnn_graph_runner(monkeypatch):
     runs, handles = [], []
 
     class Runner:
-        def __init__(self, handle):
+        def __init__(self, handle, scratch):
             handles.append(handle)
+            assert scratch == device._cudnn_scratch  # plans needing more workspace get the device's
 
         def run(self, graph, pointers, workspace):
             runs.append((graph, pointers, workspace))
@@ -180,7 +181,7 @@ def test_the_cuda_platform_picks_the_cudnn_graph_runner(monkeypatch):
     monkeypatch.setattr(cudnn_runner, "CudnnConvRunner", Runner)
     monkeypatch.setattr(cudnn_runner, "make_handle", lambda stream: ("handle", stream))
     device = object.__new__(CudaDevice)  # no driver here: only what cudnn_convolution reads
-    device.stream, device._cudnn = 7, None
+    device.stream, device._cudnn, device._cudnn_workspace = 7, None, None
     result = compile_module(parse_module(FUSED_CALL, "m"), CompileOptions(target="cuda"))
     (thunk,) = _cudnn_thunks(result.manifest)
     for _ in range(2):
@@ -210,3 +211,36 @@ def test_hlo_codegen_verbose_says_it_once_and_hlo_run_passes_it_on(tmp_path, cap
         compile_hook.compile_to_manifest(S32_CONV, "s32", "host", optimize=True, notes=notes)
         said = [line for line in capfd.readouterr().err.splitlines() if line.startswith("hlo-opt: note: ")]
         assert len(said) == (1 if notes else 0) and all("stays a convolution of ours" in s for s in said)
+
+
+def test_a_plan_needing_more_workspace_than_the_scratch_gets_the_device_buffer(monkeypatch):
+    """hlo-opt's calls (as XLA's before autotuning) have u8[0] scratch: a plan needing workspace
+    runs on the device's buffer, or is refused when the runner has none (cuDNN itself faked)."""
+    from hlo_common.gpu.cudnn_graph import CudnnUnsupported
+    from hlo_run import cudnn_runner
+
+    executed = []
+
+    class Graph:
+        def __getattr__(self, name):  # validate, build_operation_graph, ... build_plans
+            return lambda *a, **k: None
+
+        def get_workspace_size(self):
+            return 4096
+
+        def execute(self, values, workspace, handle):
+            executed.append(workspace)
+
+    class Cudnn:
+        heur_mode = type("H", (), {"A": "A", "FALLBACK": "FALLBACK"})
+
+    monkeypatch.setattr(cudnn_runner, "_cudnn", lambda: Cudnn)
+    monkeypatch.setattr(cudnn_runner, "build_pygraph", lambda desc, handle: (Graph(), {}))
+    graph = describe_call(_calls(parse_module(FUSED_CALL, "m"))[0])
+    assert graph.workspace_bytes == 0
+    sizes = []
+    runner = cudnn_runner.CudnnConvRunner("h", scratch=lambda n: sizes.append(n) or 1000)
+    runner.run(graph, {}, 0)
+    assert executed == [1000] and sizes == [4096]
+    with pytest.raises(CudnnUnsupported, match="needs 4096 bytes of workspace"):
+        cudnn_runner.CudnnConvRunner("h").run(graph, {}, 0)
