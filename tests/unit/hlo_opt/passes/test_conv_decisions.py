@@ -75,3 +75,28 @@ def test_records_see_differences():
     assert sorted(r[0] for r in theirs) == ["__cudnn$convBackwardFilter", "__cudnn$convBackwardInput",
                                             "__cudnn$convBiasActivationForward"]
     assert {r[2] for r in theirs} == {"b01f_o01i->b01f"}
+
+
+# XLA:GPU refuses these corpus modules ("Can't lower one or more integer convolutions": s16
+# convolutions); hlo-opt keeps their convolutions as its own and the numbers stay the original's.
+REFUSED_CORPUS = ("tests_fuzz__rand_000060.hlo", "tests_fuzz__rand_000067.hlo")
+
+
+@pytest.mark.parametrize("name", REFUSED_CORPUS)
+def test_corpus_convolutions_xla_refuses_stay_ours(name):
+    import corpus_lib
+
+    from hlo_common.hlo.parser import parse_module
+    from hlo_common.interpreter.evaluator import evaluate
+    from hlo_run.compare import compare_values
+    from hlo_run.inputs import make_fake_arguments
+
+    corpus_lib.require_corpus()
+    text = (corpus_lib.CORPUS_DIR / name).read_text()
+    module = compare_decisions.ours(text, name)
+    assert compare_decisions.call_records(module) == []
+    assert compare_decisions.kept_convolutions(module) == compare_decisions.kept_convolutions(
+        parse_module(text, name)) >= 1
+    args = make_fake_arguments(parse_module(text, name), 0)
+    result = compare_values(evaluate(module, args), evaluate(parse_module(text, name), args))
+    assert result.ok, result.one_line()  # integer results: exactly equal
