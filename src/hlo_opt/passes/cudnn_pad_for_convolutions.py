@@ -37,7 +37,10 @@ from hlo_common.hlo.hlo_creation_utils import non_fusion_computations
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.shape import Shape
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_opt.cudnn_conv_utils import BACKWARD_FILTER, BACKWARD_INPUT, BIAS_ACTIVATION, FORWARD, is_cudnn_conv
+from hlo_opt.cudnn_conv_utils import (
+    BACKWARD_FILTER, BACKWARD_INPUT, BIAS_ACTIVATION, FORWARD, integer_conv_supported, is_cudnn_conv,
+    vectorized_feature_dims,
+)
 
 # XLA's kMaxBytesTouchedBound of each rule
 TENSOR_CORE_BOUND = 1.35  # a padded shape may be at most this much larger
@@ -58,44 +61,6 @@ def _with_dim(shape: Shape, dim: int, size: int) -> Shape:
     dims = list(shape.dims)
     dims[dim] = size
     return shape.with_dims(dims)
-
-
-def vectorized_feature_dims(call: HloInstruction) -> tuple[int | None, int | None, int | None]:
-    """XLA's FindVectorizedFeatureDims: the one dim dim_labels leaves unnamed (NCHW_VECT_C's
-    vector dim) of the input, the filter and the result, or None where there is none."""
-    d: ConvDimensionNumbers = call.attrs["dim_labels"]
-    named = ((d.input_batch, d.input_feature, *d.input_spatial),
-             (d.kernel_input_feature, d.kernel_output_feature, *d.kernel_spatial),
-             (d.output_batch, d.output_feature, *d.output_spatial))
-    shapes = (call.operands[0].shape, call.operands[1].shape, call.shape.tuple_shapes[0])
-    out = []
-    for shape, dims in zip(shapes, named):
-        rest = [k for k in range(shape.rank) if k not in dims]
-        out.append(rest[0] if rest else None)
-    return out[0], out[1], out[2]
-
-
-def integer_conv_supported(call: HloInstruction, vector_size: int, cc: tuple[int, int]) -> bool:
-    """XLA's CudnnSupportsOptimizedIntegerConvolution (xla/service/gpu/cudnn_support_utils.cc)."""
-    if vector_size not in (4, 32) or (vector_size == 32 and cc < (7, 5)) or cc < (6, 1):
-        return False
-    if call.attrs.get("custom_call_target") not in (FORWARD, BIAS_ACTIVATION):
-        return False
-    x, w, y = call.operands[0].shape, call.operands[1].shape, call.shape.tuple_shapes[0]
-    if not (x.element_type.is_integer and w.element_type.is_integer):
-        return False
-    d: ConvDimensionNumbers = call.attrs["dim_labels"]
-    if len(d.input_spatial) != 2 or len(d.kernel_spatial) != 2 or len(d.output_spatial) != 2:
-        return False
-    window = call.attrs["window"].dims
-    if vector_size == 32:
-        if not y.element_type.is_integer:
-            return False
-        for k in range(2):  # XLA compares with the base dilation here, as cudnn_support_utils does
-            size, taps = x.dims[d.input_spatial[k]], w.dims[d.kernel_spatial[k]]
-            if size <= (taps - 1) * window[k].base_dilation:
-                return False
-    return not any(wd.base_dilation != 1 or wd.window_dilation != 1 for wd in window)
 
 
 _Padded = tuple[list[Shape], Shape]  # the operand shapes and the result shape of a padded call
