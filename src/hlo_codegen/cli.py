@@ -25,7 +25,7 @@ from pathlib import Path
 
 import click
 
-from hlo_common.cli_util import click_main, run_command, write_output
+from hlo_common.cli_util import click_main, pass_notes, run_command, write_output
 from hlo_common.source import INPUT_FORMATS, place_in_input, read_input
 
 TOOL = "hlo-codegen"
@@ -70,18 +70,23 @@ def _check_arch(ctx: click.Context, param: click.Parameter, value: str) -> str:
               help="Compile for N replicas (default: the module's replica_count).")
 @click.option("--num-partitions", "--num_partitions", "num_partitions", type=click.IntRange(min=1),
               metavar="N", help="Compile for N partitions (default: the module's num_partitions).")
+@click.option("--verbose", is_flag=True,
+              help="Say more: the passes' notes on stderr (a call cuDNN cannot take becomes our kernel).")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
 def cli(input_path, output_path, target, arch, dump_to, stage, fusion, dump_module_id, cache_dir,
-        no_cache, jobs, debug, input_format=None, num_replicas=None, num_partitions=None) -> None:
+        no_cache, jobs, debug, input_format=None, num_replicas=None, num_partitions=None,
+        verbose=False) -> None:
     """Compile an HLO module (file or stdin) into a manifest for hlo-run."""
     if fusion is not None and stage not in ("kernel-ir", "llvm", "ptx"):
         raise click.UsageError("--fusion selects kernels: use it with --stage kernel-ir, llvm or ptx")
     if stage == "ptx" and target == "host":
         raise click.UsageError("--stage ptx: the host target makes LLVM IR, no PTX (use --stage llvm)")
-    run_command(TOOL, lambda: _compile(input_path, output_path, target, arch, dump_to,
-                                       _cache_dir(cache_dir, no_cache), jobs, stage, fusion,
-                                       dump_module_id, input_format, (num_replicas, num_partitions)),
-                debug)
+    def body() -> None:
+        with pass_notes(TOOL, verbose):
+            _compile(input_path, output_path, target, arch, dump_to, _cache_dir(cache_dir, no_cache), jobs,
+                     stage, fusion, dump_module_id, input_format, (num_replicas, num_partitions))
+
+    run_command(TOOL, body, debug)
 
 
 def _cache_dir(given: str | None, disabled: bool) -> str | None:

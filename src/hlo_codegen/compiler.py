@@ -11,7 +11,8 @@ Where it sits: behind `hlo-codegen` (the CLI) and `hlo_run`'s in-process compile
    changes turned into copies; a module for N > 1 devices keeps them for collective thunks),
    `gemm-fallback` (gemm custom calls cuBLAS cannot run become dot +
    epilogue fusions), `cudnn-conv-fallback` (XLA:GPU's cuDNN convolution calls become convolutions
-   and an epilogue fusion), `inline-nested-fusions`, `fusion-wrapper` (lone instructions that need a
+   and an epilogue fusion; for the cuda target only those cuDNN cannot take: the others become
+   CudnnConvolutionThunks), `inline-nested-fusions`, `fusion-wrapper` (lone instructions that need a
    kernel wrapped into fusions; `fusion_wrapper.needs_kernel` is codegen's rule) and
    `codegen-copy-insertion` (the copies control flow and in-place ops need), then the wrapper
    again for copies that need kernels. On hlo-opt's output most of these change nothing;
@@ -81,8 +82,9 @@ class CompileResult:
     kernels: dict[str, CompiledKernel] = field(default_factory=dict)
 
 
-def prepare_pipeline() -> HloPassPipeline:
-    """Stage 1 as a pass pipeline (the shared passes of `hlo_common.passes`, in this order)."""
+def prepare_pipeline(target: str = "host") -> HloPassPipeline:
+    """Stage 1 as a pass pipeline (the shared passes of `hlo_common.passes`, in this order); for
+    the cuda target the cuDNN convolution calls cuDNN takes stay calls."""
     from hlo_common.passes.async_calls import AsyncOpsToCalls
     from hlo_common.passes.bounded_dynamic_dimensions import BoundedDynamicDimensions
     from hlo_common.passes.codegen_copy_insertion import CodegenCopyInsertion
@@ -100,16 +102,17 @@ def prepare_pipeline() -> HloPassPipeline:
         DecompositionCalls(), AsyncOpsToCalls(), FlattenCallGraph(),
         BoundedDynamicDimensions(),  # `<=N` dimensions static at N, as the interpreter has them
         CodegenSupportChecks(),  # unbounded dimensions and layouts across control flow refused
-        SingleDeviceCollectives(), GemmFallback(), CudnnConvFallback(), NestedFusionInliner(),
+        SingleDeviceCollectives(), GemmFallback(), CudnnConvFallback(keep_cudnn_calls=target == "cuda"),
+        NestedFusionInliner(),
         FusionWrapper(must_wrap=needs_kernel),
         CodegenCopyInsertion(),
         FusionWrapper(must_wrap=needs_kernel),  # copies that copy insertion added may need kernels
     ])
 
 
-def prepare_module(module: HloModule, options: RunOptions | None = None) -> None:
+def prepare_module(module: HloModule, options: RunOptions | None = None, target: str = "host") -> None:
     """Stage 1, in place: flat call graph, static shapes, wrapped lone instructions, copies."""
-    prepare_pipeline().run_with(module, options or RunOptions())
+    prepare_pipeline(target).run_with(module, options or RunOptions())
 
 
 @dataclass
@@ -172,7 +175,7 @@ def compile_module(module: HloModule, options: CompileOptions,
     for key, count in (("replica_count", options.num_replicas), ("num_partitions", options.num_partitions)):
         if count is not None:  # the header is what the passes, the emitter and hlo-run read
             module.set_header_attr(key, str(count))
-    prepare_module(module, RunOptions(dumper=dumper))
+    prepare_module(module, RunOptions(dumper=dumper), options.target)
     # Kernels are made from this module and the bisector interprets it: a prepare pass that
     # leaves invalid HLO (a bug) must stop here, not become a wrong answer.
     verify(module, "hlo-codegen's prepare passes left invalid HLO")

@@ -11,8 +11,8 @@ as a library call or a memcpy (a dot cuBLAS can do, a copy that keeps the bytes)
 `classify(instr)` is the one table the wrapper rule and the thunk emitter share (`ThunkKind`):
 no thunk (parameter, constant, tuple, get-tuple-element, bitcast, ...), control flow (while,
 conditional, call), a library GEMM (`__cublas$gemm` custom calls; plain dots cuBLAS can do), a
-memcpy (a copy, reshape, transpose or bitcast-convert that leaves the bytes as they are), a
-memzero (replica-id / partition-id on one device), the random-number state
+cuDNN convolution (the `__cudnn$conv*` calls the cuda target keeps), a memcpy (a copy, reshape,
+transpose or bitcast-convert that leaves the bytes as they are), a (replica-id / partition-id on one device), the random-number state
 (rng-get-and-update-state), a collective or async copy (copies and memsets
 on one device, `collectives`), an existing fusion, a kernel (everything else), or unsupported
 (infeed, send, other custom calls, ...).
@@ -26,6 +26,7 @@ from hlo_common.errors import HloError
 from hlo_common.gpu.gemm_config import GEMM_CUSTOM_CALL_TARGETS, gemm_config_for_dot
 from hlo_common.hlo.annotations import ANNOTATION_TARGETS
 from hlo_common.hlo.ir import HloInstruction
+from hlo_common.interpreter.cudnn_conv import CUDNN_CONV_TARGETS
 from hlo_common.passes._support import CONTROL_FLOW, physical_order
 from hlo_common.passes.single_device_collectives import COLLECTIVES
 from hlo_common.hlo.shape import Shape
@@ -35,6 +36,7 @@ class ThunkKind(Enum):
     NONE = "none"
     CONTROL_FLOW = "control-flow"
     GEMM = "gemm"
+    CUDNN_CONV = "cudnn-conv"
     COPY = "copy"
     MEMZERO = "memzero"
     RNG_STATE = "rng-state"
@@ -68,6 +70,8 @@ def classify(instr: HloInstruction) -> ThunkKind:
         target = instr.attrs.get("custom_call_target")
         if target in GEMM_CUSTOM_CALL_TARGETS:
             return ThunkKind.GEMM
+        if target in CUDNN_CONV_TARGETS:  # only the cuda target keeps them (cudnn-conv-fallback)
+            return ThunkKind.CUDNN_CONV
         if target in ANNOTATION_TARGETS and _returns_its_operand(instr):
             return ThunkKind.COPY
         return ThunkKind.UNSUPPORTED

@@ -10,6 +10,8 @@ thunks, by the kind `fusion_wrapper.classify` gives it:
                        for the host target a lone convolution (`wrapped_convolution`) is a
                        ConvolutionThunk, a library call, as XLA:GPU calls cuDNN, and a Triton
                        GEMM fusion a GemmFusionThunk (its computation, evaluated with numpy)
+    __cudnn$conv*      CudnnConvolutionThunk (cuda target only: the call's cuDNN graph, a slice per
+                       graph tensor, the scratch buffer as workspace)
     dot / __cublas$*   GemmThunk (gemm_fallback split cuBLASLt epilogues into a GEMM call + a fusion,
                        and made the calls cuBLAS cannot run fusions)
     copy (same bytes)  CopyThunk (nothing when source and destination are one slice)
@@ -200,6 +202,19 @@ class ThunkEmitter:
         return [GemmThunk(instr.name, config, slices["lhs"], slices["rhs"], _slice(self.ba, instr, out_index),
                           slices.get("c"), slices.get("bias"), workspace)]
 
+    def _cudnn_conv(self, instr: HloInstruction) -> list[Thunk]:
+        """The CudnnConvolutionThunk of a `__cudnn$conv*` call cuDNN takes (see cudnn-conv-fallback)."""
+        from hlo_common.gpu.cudnn_graph import describe_call
+        from hlo_common.manifest.cudnn_thunks import CudnnConvolutionThunk
+
+        graph = describe_call(instr)
+        tensors = [d for _, d in graph.inputs] + [p.tensor for p in graph.pointwise if p.tensor is not None]
+        buffers = {d.name: _slice(self.ba, instr.operands[d.operand]) for d in tensors}
+        buffers[graph.output.name] = _slice(self.ba, instr, (0,) if instr.shape.is_tuple else ())
+        scratch = len(instr.shape.tuple_shapes) > 1 and graph.workspace_bytes > 0
+        workspace = _slice(self.ba, instr, (1,)) if scratch else None
+        return [CudnnConvolutionThunk(instr.name, graph.to_json(), tuple(sorted(buffers.items())), workspace)]
+
     def _copy(self, instr: HloInstruction) -> list[Thunk]:
         src, dst = _slice(self.ba, instr.operands[0]), _slice(self.ba, instr)
         return [] if src == dst else [CopyThunk(instr.name, src, dst)]
@@ -285,6 +300,7 @@ _EMITTERS: dict[ThunkKind, Callable[[ThunkEmitter, HloInstruction], list[Thunk]]
     ThunkKind.NONE: ThunkEmitter._nothing,
     ThunkKind.CONTROL_FLOW: ThunkEmitter._control_flow,
     ThunkKind.GEMM: ThunkEmitter._gemm,
+    ThunkKind.CUDNN_CONV: ThunkEmitter._cudnn_conv,
     ThunkKind.COPY: ThunkEmitter._copy,
     ThunkKind.MEMZERO: ThunkEmitter._memzero,
     ThunkKind.RNG_STATE: ThunkEmitter._rng_state,

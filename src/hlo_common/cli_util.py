@@ -251,3 +251,36 @@ def _reason(exc: OSError) -> str:
     if isinstance(exc, IsADirectoryError):
         return "it is a directory"
     return exc.strerror or str(exc)
+
+
+NOTES_LOGGER = "hlo_notes"  # what passes say for --verbose (a decision a user may want to know)
+
+
+class pass_notes:  # noqa: N801 - a context manager used like a function
+    """`--verbose`: the notes of the passes (the `hlo_notes` logger, e.g. a convolution cuDNN
+    cannot take that stays ours) go to stderr, one line each, as `TOOL: note: ...`; without it
+    they are dropped."""
+
+    def __init__(self, tool: str, enabled: bool = True):
+        self.tool, self.enabled = tool, enabled
+
+    def __enter__(self) -> pass_notes:
+        import logging
+
+        tool = self.tool
+
+        class Handler(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:  # sys.stderr of the moment
+                print(f"{tool}: note: {record.getMessage()}", file=sys.stderr)
+
+        self.logger, self.handler = logging.getLogger(NOTES_LOGGER), Handler()
+        self.level = self.logger.level
+        if self.enabled:
+            self.logger.addHandler(self.handler)
+            self.logger.setLevel(logging.INFO)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.logger.removeHandler(self.handler)
+            self.logger.setLevel(self.level)

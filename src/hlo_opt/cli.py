@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hlo_common.cli_util import click_main, run_command, write_output
+from hlo_common.cli_util import click_main, pass_notes, run_command, write_output
 from hlo_common.errors import HloError
 from hlo_common.hlo.ir import HloModule
 from hlo_common.hlo.parser import parse_modules
@@ -59,6 +59,7 @@ class OptOptions:
     output_format: str | None = None
     emit_proto: bool = False
     triton_gemm: bool = True
+    verbose: bool = False
 
 
 # -- passes and pipelines ------------------------------------------------------------------------
@@ -154,6 +155,11 @@ def optimize_module(module: HloModule, index: int, sequence: PipelineSequence, o
 
 
 def run(opts: OptOptions) -> None:
+    with pass_notes(TOOL, opts.verbose):
+        return _run(opts)
+
+
+def _run(opts: OptOptions) -> None:
     from hlo_opt.passes import load_all_passes
 
     load_all_passes()
@@ -239,6 +245,8 @@ def output_format(opts: OptOptions) -> str:
 @click.option("--split-input-file", is_flag=True, help="treat `// -----` as a separator between modules")
 @click.option("--input-format", "--input_format", "input_format", type=click.Choice(INPUT_FORMATS),
               help="hlo text, HloModuleProto (pb, pbtxt) or HloSnapshot; default: from the name and bytes")
+@click.option("--verbose", is_flag=True,
+              help="the passes' notes on stderr (e.g. a convolution cuDNN cannot take stays ours)")
 @click.option("--debug", is_flag=True, help="show Python tracebacks")
 def hlo_opt_command(**kwargs) -> None:
     """Optimize HLO text with XLA:GPU-style passes."""

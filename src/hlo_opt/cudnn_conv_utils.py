@@ -20,7 +20,7 @@ from hlo_common.interpreter.cudnn_conv import (
 
 __all__ = ["BACKWARD_FILTER", "BACKWARD_INPUT", "BIAS_ACTIVATION", "CUDNN_CONV_TARGETS", "FORWARD",
            "parse_cudnn_config", "is_cudnn_conv", "is_forward_conv", "make_dim_labels", "role_shapes",
-           "cudnn_backend_config", "CALL_NAMES"]
+           "cudnn_backend_config", "CALL_NAMES", "integer_conv_supported", "vectorized_feature_dims"]
 
 # XLA's user-friendly names for the calls (CreateGpuConv in conv_rewriter.cc).
 CALL_NAMES = {FORWARD: "cudnn-conv", BACKWARD_INPUT: "cudnn-conv-bw-input",
@@ -67,6 +67,44 @@ def role_shapes(call: HloInstruction, lhs: Shape | None = None, rhs: Shape | Non
     if target == BACKWARD_FILTER:
         return lhs, result, rhs
     return lhs, rhs, result
+
+
+def vectorized_feature_dims(call: HloInstruction) -> tuple[int | None, int | None, int | None]:
+    """XLA's FindVectorizedFeatureDims: the one dim dim_labels leaves unnamed (NCHW_VECT_C's
+    vector dim) of the input, the filter and the result, or None where there is none."""
+    d: ConvDimensionNumbers = call.attrs["dim_labels"]
+    named = ((d.input_batch, d.input_feature, *d.input_spatial),
+             (d.kernel_input_feature, d.kernel_output_feature, *d.kernel_spatial),
+             (d.output_batch, d.output_feature, *d.output_spatial))
+    shapes = (call.operands[0].shape, call.operands[1].shape, call.shape.tuple_shapes[0])
+    out = []
+    for shape, dims in zip(shapes, named):
+        rest = [k for k in range(shape.rank) if k not in dims]
+        out.append(rest[0] if rest else None)
+    return out[0], out[1], out[2]
+
+
+def integer_conv_supported(call: HloInstruction, vector_size: int, cc: tuple[int, int]) -> bool:
+    """XLA's CudnnSupportsOptimizedIntegerConvolution (xla/service/gpu/cudnn_support_utils.cc)."""
+    if vector_size not in (4, 32) or (vector_size == 32 and cc < (7, 5)) or cc < (6, 1):
+        return False
+    if call.attrs.get("custom_call_target") not in (FORWARD, BIAS_ACTIVATION):
+        return False
+    x, w, y = call.operands[0].shape, call.operands[1].shape, call.shape.tuple_shapes[0]
+    if not (x.element_type.is_integer and w.element_type.is_integer):
+        return False
+    d: ConvDimensionNumbers = call.attrs["dim_labels"]
+    if len(d.input_spatial) != 2 or len(d.kernel_spatial) != 2 or len(d.output_spatial) != 2:
+        return False
+    window = call.attrs["window"].dims
+    if vector_size == 32:
+        if not y.element_type.is_integer:
+            return False
+        for k in range(2):  # XLA compares with the base dilation here, as cudnn_support_utils does
+            size, taps = x.dims[d.input_spatial[k]], w.dims[d.kernel_spatial[k]]
+            if size <= (taps - 1) * window[k].base_dilation:
+                return False
+    return not any(wd.base_dilation != 1 or wd.window_dilation != 1 for wd in window)
 
 
 def cudnn_backend_config(old: object = None, **fields) -> dict:

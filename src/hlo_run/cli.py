@@ -178,7 +178,9 @@ class XlaFlagsCommand(click.Command):
               show_default=True, metavar="SECONDS",
               help="How long a collective waits for the other devices of its group.")
 @click.option("--verbose", is_flag=True,
-              help="Say more: the device-to-MPI-rank mapping of --platform host on several devices.")
+              help="Say more: the notes of hlo-opt and hlo-codegen (e.g. a convolution cuDNN cannot take "
+                   "stays a kernel of ours) and the device-to-MPI-rank mapping of --platform host on "
+                   "several devices.")
 @click.option("--split-input-file", is_flag=True,
               help="Treat `// -----` lines as separators between modules.")
 @click.option("--input-format", "input_format", type=click.Choice(INPUT_FORMATS),

@@ -61,11 +61,12 @@ def codegen_command() -> list[str]:
     return tool_command(CODEGEN_TOOL)
 
 
-def run_tool(tool: str, args: list[str], data: bytes, name: str) -> bytes:
-    """Run `tool args -` on `data`; its stdout, or CompileError with its error line. Whatever
+def run_tool(tool: str, args: list[str], data: bytes, name: str, notes: bool = False) -> bytes:
+    """Run `tool args -` on `data`; its stdout, or CompileError with its error line. With
+    `notes`, the tool runs with --verbose and its note lines go on to hlo-run's stderr. Whatever
     stops hlo-run meanwhile (^C, SIGTERM) stops the tool with SIGTERM first, so that it removes
     its own temporary files (a dump being written) before it ends."""
-    cmd = tool_command(tool) + args + ["-"]
+    cmd = tool_command(tool) + args + (["--verbose"] if notes else []) + ["-"]
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
@@ -80,6 +81,9 @@ def run_tool(tool: str, args: list[str], data: bytes, name: str) -> bytes:
         raise
     if proc.returncode != 0:
         raise CompileError(f"{name}: {_tool_message(tool, err)}")
+    for line in err.decode("utf-8", "replace").splitlines() if notes else ():
+        if line.startswith(f"{tool}: note: "):
+            print(line, file=sys.stderr)
     return out
 
 
@@ -101,24 +105,26 @@ def _dump_args(dump_to: str | None, module_id: int) -> list[str]:
     return ["--dump-to", str(dump_to), "--dump-module-id", str(module_id)] if dump_to else []
 
 
-def optimize_text(hlo_text: str, name: str, dump_to: str | None = None, module_id: int = 0) -> str:
+def optimize_text(hlo_text: str, name: str, dump_to: str | None = None, module_id: int = 0,
+                  notes: bool = False) -> str:
     """hlo-opt's `gpu` pipeline on `hlo_text` (dumps to `dump_to` as module `module_id`); the
     optimized HLO text."""
     args = _dump_args(dump_to, module_id)
-    return run_tool(OPT_TOOL, args, hlo_text.encode("utf-8"), name).decode("utf-8")
+    return run_tool(OPT_TOOL, args, hlo_text.encode("utf-8"), name, notes).decode("utf-8")
 
 
 def compile_to_manifest(hlo_text: str, name: str, target: str, arch: str = "sm_90", *,
                         optimize: bool = False, dump_to: str | None = None, module_id: int = 0,
-                        devices: tuple[int, int] | None = None) -> Manifest:
+                        devices: tuple[int, int] | None = None, notes: bool = False) -> Manifest:
     """hlo-opt (when `optimize`), then hlo-codegen on `hlo_text`; the loaded manifest. Both dump
-    to `dump_to` under the number `module_id` (module_NNNN.*)."""
+    to `dump_to` under the number `module_id` (module_NNNN.*); with `notes` (hlo-run --verbose)
+    their notes are printed on stderr."""
     if optimize:
-        hlo_text = optimize_text(hlo_text, name, dump_to, module_id)
+        hlo_text = optimize_text(hlo_text, name, dump_to, module_id, notes)
     args = ["--target", target, "--arch", arch] + _dump_args(dump_to, module_id)
     if devices is not None:  # (replicas, partitions) when they are not the module header's
         args += ["--num-replicas", str(devices[0]), "--num-partitions", str(devices[1])]
-    data = run_tool(CODEGEN_TOOL, args, hlo_text.encode("utf-8"), name)
+    data = run_tool(CODEGEN_TOOL, args, hlo_text.encode("utf-8"), name, notes)
     return load_manifest(data, f"{name} (compiled by {CODEGEN_TOOL})")
 
 
@@ -146,7 +152,7 @@ def manifest_for(program: Program, target: str) -> Manifest:
         devices = (program.replicas, program.partitions) if program.devices > 1 else None
         manifest = compile_to_manifest(program.hlo_text, program.name, target, optimize=optimize,
                                        dump_to=program.dump_to, module_id=program.module_id,
-                                       devices=devices)
+                                       devices=devices, notes=getattr(program, "verbose", False))
         program.manifest = manifest
     if manifest.devices != program.devices:
         raise BackendUnavailable(f"{program.name}: the manifest was compiled for {manifest.devices} "

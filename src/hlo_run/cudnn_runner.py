@@ -1,7 +1,9 @@
 """cuDNN convolution calls on the GPU: a `ConvGraph` built as a `cudnn.pygraph` and executed.
 
-Where it sits: the cuda platform's cuDNN calls. `hlo_run.cudnn_graph.describe_call` makes the
-graph description (pure data, tested without a GPU); this module is the thin part that needs
+Where it sits: the cuda platform's cuDNN calls (`backends.cuda.CudaDevice.cudnn_convolution` runs
+each CudnnConvolutionThunk of a manifest here). `hlo_common.gpu.cudnn_graph.describe_call` made
+the graph description at compile time (pure data, tested without a GPU); this module is the thin
+part that needs
 the `gpu` extra (`nvidia-cudnn-frontend`, `nvidia-cudnn-cu12`) and a GPU: it imports `cudnn`
 on first use only. `build_pygraph` writes the description into a `cudnn.pygraph` (tensors with
 dims, strides and types; the convolution with padding, stride, dilation and mode; the fused
@@ -24,7 +26,7 @@ get_workspace_size, execute(tensor_dict, workspace, handle).
 
 from __future__ import annotations
 
-from hlo_run.cudnn_graph import ConvGraph, CudnnUnsupported, TensorDesc
+from hlo_common.gpu.cudnn_graph import ConvGraph, CudnnUnsupported, TensorDesc
 
 
 def _cudnn():
@@ -96,11 +98,24 @@ def _pointwise(graph, step, y, tensor, tensors: dict, rank: int):
     raise CudnnUnsupported(f"no cuDNN pointwise step {step.op!r}")
 
 
+def make_handle(stream: int = 0):
+    """A cuDNN handle whose work goes on `stream` (a CUstream as an int; 0: the default stream)."""
+    cudnn = _cudnn()
+    handle = cudnn.create_handle()
+    if stream:
+        cudnn.set_stream(handle=handle, stream=stream)
+    return handle
+
+
 class CudnnConvRunner:
     """Built cuDNN plans per graph key, executed on the handle's stream."""
 
-    def __init__(self, handle):
+    def __init__(self, handle, scratch=None):
         self.handle = handle
+        # scratch(bytes) -> a device pointer of at least that many bytes: the workspace of a plan
+        # that needs more than the call's scratch buffer (XLA sizes it when autotuning; calls
+        # written before autotuning, hlo-opt's among them, have u8[0]); None: such a plan is refused
+        self.scratch = scratch
         self._plans: dict[tuple, tuple] = {}
 
     def plan(self, desc: ConvGraph):
@@ -115,7 +130,7 @@ class CudnnConvRunner:
             graph.check_support()
             graph.build_plans()
             need = graph.get_workspace_size()
-            if need > desc.workspace_bytes:
+            if need > desc.workspace_bytes and self.scratch is None:
                 raise CudnnUnsupported(f"the cuDNN plan needs {need} bytes of workspace; the call's "
                                        f"scratch buffer has {desc.workspace_bytes}")
             cached = self._plans[desc.key] = (graph, tensors, need)
@@ -123,7 +138,9 @@ class CudnnConvRunner:
 
     def run(self, desc: ConvGraph, pointers: dict[str, int], workspace: int) -> None:
         """Execute `desc` on device buffers: `pointers` by tensor name, `workspace` the scratch."""
-        graph, tensors, _ = self.plan(desc)
+        graph, tensors, need = self.plan(desc)
+        if need > desc.workspace_bytes:
+            workspace = self.scratch(need)
         values = {t[0]: t[1] for t in tensors.values() if isinstance(t, tuple)}
         values.update({tensors[name]: pointers[name] for name in tensors if name in pointers})
         graph.execute(values, workspace, handle=self.handle)

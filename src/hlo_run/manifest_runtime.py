@@ -9,6 +9,7 @@ with the device calls behind a small `Device` interface:
     gemm(GemmThunk, pointers)               copy(dst, src, size)            memset32(dst, size, value)
     convolution(ConvolutionThunk, pointers) (only where the platform's manifests have them: host)
     gemm_fusion(GemmFusionThunk, operand pointers, output pointer) (likewise)
+    cudnn_convolution(CudnnConvolutionThunk, pointers by tensor name, workspace)  (cuda)
     collective(CollectiveThunk, pointers, label)  (several devices: the host over MPI)
     timer() -> a callable giving seconds since it was made (events on the GPU, perf_counter on host)
 
@@ -37,6 +38,7 @@ import numpy as np
 
 from hlo_common.errors import HloError
 from hlo_common.manifest.collective_thunks import CollectiveDoneThunk, CollectiveThunk, DeviceIdThunk
+from hlo_common.manifest.cudnn_thunks import CudnnConvolutionThunk
 from hlo_common.manifest.layout_bytes import array_to_bytes, bytes_to_array
 from hlo_common.manifest.manifest import Allocation, ManifestKernel, Manifest
 from hlo_common.manifest.thunks import (
@@ -90,6 +92,11 @@ class Device(abc.ABC):
 
     def gemm_fusion(self, thunk: GemmFusionThunk, operands: list[int], output: int) -> None:
         raise HloError(f"the {self.name} platform cannot run GEMM fusion thunks")
+    def cudnn_convolution(self, thunk: CudnnConvolutionThunk, pointers: dict[str, int],
+                          workspace: int) -> None:
+        """A cuDNN graph on device buffers: `pointers` by graph tensor name (the cuda platform)."""
+        raise HloError(f"thunk {thunk.profile_annotation}: the {self.name} platform cannot run cuDNN "
+                       "convolutions (a manifest for --target cuda; compile for this platform's target)")
 
     def collective(self, thunk: CollectiveThunk, pointers: list[tuple[int, int]], label: str) -> None:
         """A collective thunk; `pointers`: (source, destination) per buffer (several devices only:
@@ -155,6 +162,7 @@ class ManifestExecutable(Executable):
         self._dispatch: dict[type, Callable[[Thunk], None]] = {
             KernelThunk: self._kernel, GemmThunk: self._gemm, ConvolutionThunk: self._convolution,
             GemmFusionThunk: self._gemm_fusion,
+            CudnnConvolutionThunk: self._cudnn_convolution,
             CopyThunk: self._copy,
             MemsetThunk: self._memset, RngGetAndUpdateStateThunk: self._rng_state, WhileThunk: self._while,
             ConditionalThunk: self._conditional,
@@ -314,6 +322,10 @@ class ManifestExecutable(Executable):
 
     def _gemm_fusion(self, thunk: GemmFusionThunk) -> None:
         self.device.gemm_fusion(thunk, [self.pointer(o) for o in thunk.operands], self.pointer(thunk.output))
+    def _cudnn_convolution(self, thunk: CudnnConvolutionThunk) -> None:
+        pointers = {name: self.pointer(s) for name, s in thunk.buffers}
+        workspace = self.pointer(thunk.workspace) if thunk.workspace is not None else 0
+        self.device.cudnn_convolution(thunk, pointers, workspace)
 
     def _collective(self, thunk: CollectiveThunk) -> None:
         pointers = [(self.pointer(b.source), self.pointer(b.destination)) for b in thunk.buffers]

@@ -45,13 +45,30 @@ def ours(text: str, name: str):
     return module
 
 
+def xla_refuses(path: Path) -> str | None:
+    """XLA:GPU's refusal of a module (its `.xla_gpu.error`: a convolution cuDNN cannot take), or None."""
+    err = path.with_name(path.name[:-len(".hlo")] + ".xla_gpu.error")
+    return err.read_text().strip() if err.exists() else None
+
+
+def kept_convolutions(module) -> int:
+    return sum(i.opcode == "convolution" for c in module.computations for i in c.instructions)
+
+
 def compare(path: Path) -> tuple[list[tuple], list[tuple]]:
-    """(our records, XLA's records) for one module with an `.xla_gpu.hlo` beside it."""
+    """(our records, XLA's records) for one module with an `.xla_gpu.hlo` beside it. Where XLA
+    refuses the module (`.xla_gpu.error`), XLA's records are [] and ours must be too, with every
+    convolution kept as a convolution of ours (a record ("convolution", N) stands for N of them)."""
     from hlo_common.hlo.parser import parse_module
 
+    mine = ours(path.read_text(), str(path))
+    if xla_refuses(path) is not None:
+        original = parse_module(path.read_text(), str(path))
+        kept = kept_convolutions(mine) == kept_convolutions(original)
+        return call_records(mine) + ([] if kept else [("convolution", kept_convolutions(mine))]), []
     xla_path = path.with_name(path.name[:-len(".hlo")] + ".xla_gpu.hlo")
     theirs = parse_module(xla_path.read_text(), str(xla_path))
-    return call_records(ours(path.read_text(), str(path))), call_records(theirs)
+    return call_records(mine), call_records(theirs)
 
 
 def modules(args: list[str]) -> list[Path]:

@@ -71,6 +71,38 @@ def _cases():
         "grad_bf16": (lambda x, w: grads(lambda x, w: conv(x, w), x, w), (x.astype(bf16), w.astype(bf16))),
         "resnet_block_grad": (_resnet_block_grad(jax, jnp, conv),
                               (x, w, jnp.zeros((3, 3, 16, 8), f32), b)),
+        **_padding_and_int8_cases(jax, jnp, conv),
+    }
+
+
+def _padding_and_int8_cases(jax, jnp, conv):
+    """cudnn_pad_for_convolutions (f16 features to 8, 3 -> 4; bf16 left alone) and the int8 forms
+    of cudnn-fused-convolution-rewriter (s8 -> s8 with clamp, s8 -> f32, bias, side input, int8
+    features padded to 4 or 32); int8_s32 is a convolution XLA:GPU refuses (s32 result)."""
+    f32, f16, bf16, s8, s32 = jnp.float32, jnp.float16, jnp.bfloat16, jnp.int8, jnp.int32
+    z = jnp.zeros
+
+    def s8_out(v):
+        return jnp.clip(v, -128, 127).astype(s8)
+
+    x8, w8, b64 = z((4, 16, 16, 32), s8), z((3, 3, 32, 64), s8), z((64,), f32)
+    return {
+        "pad_f16_c3_32": (lambda x, w: conv(x, w), (z((4, 16, 16, 3), f16), z((3, 3, 3, 32), f16))),
+        "pad_f16_c7_grad": (lambda x, w: jax.grad(lambda x, w: jnp.sum(conv(x, w).astype(f32) ** 2),
+                                                  argnums=(0, 1))(x, w),
+                            (z((4, 16, 16, 7), f16), z((3, 3, 7, 14), f16))),
+        "pad_f16_c6_12_declined": (lambda x, w: conv(x, w), (z((4, 16, 16, 6), f16), z((3, 3, 6, 12), f16))),
+        "pad_bf16_c6_12": (lambda x, w: conv(x, w), (z((4, 16, 16, 6), bf16), z((3, 3, 6, 12), bf16))),
+        "int8_s8_clamp": (lambda x, w: s8_out(conv(x, w, preferred_element_type=s32)), (x8, w8)),
+        "int8_f32": (lambda x, w: conv(x, w, preferred_element_type=f32), (x8, w8)),
+        "int8_bias_relu_s8": (lambda x, w, b: s8_out(jax.nn.relu(conv(x, w, preferred_element_type=f32) + b)),
+                              (x8, w8, b64)),
+        "int8_c6_s8": (lambda x, w: s8_out(conv(x, w, preferred_element_type=f32)),
+                       (z((4, 16, 16, 6), s8), z((3, 3, 6, 12), s8))),
+        "int8_c24_side_s8": (lambda x, w, b, s: s8_out(
+            jax.nn.relu(conv(x, w, preferred_element_type=f32) + b + s.astype(f32))),
+            (z((4, 16, 16, 24), s8), z((3, 3, 24, 24), s8), z((24,), f32), z((4, 16, 16, 24), s8))),
+        "int8_s32": (lambda x, w: conv(x, w, preferred_element_type=s32), (x8, w8)),
     }
 
 
@@ -83,6 +115,17 @@ def _resnet_block_grad(jax, jnp, conv):
         return jnp.sum(block(x, w1, w2, b) ** 2)
 
     return lambda x, w1, w2, b: (block(x, w1, w2, b), jax.grad(loss, argnums=(0, 1, 2, 3))(x, w1, w2, b))
+
+
+def _write_xla_gpu(name: str, text: str, target: str) -> None:
+    """NAME.xla_gpu.hlo, or NAME.xla_gpu.error with the first line of XLA's refusal."""
+    from xla_gpu_compile import xla_gpu_text
+
+    try:
+        (HERE / f"{name}.xla_gpu.hlo").write_text(xla_gpu_text(text, target))
+    except Exception as exc:  # noqa: BLE001 - XLA:GPU refuses the module: that is the expectation
+        lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+        (HERE / f"{name}.xla_gpu.error").write_text(" ".join(lines[:2]) + "\n")
 
 
 def _hlo_text(fn, args) -> str:
@@ -108,9 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(text)
         if opts.xla_gpu_target:
             sys.path.insert(0, str(HERE.parent))
-            from xla_gpu_compile import xla_gpu_text
-
-            (HERE / f"{name}.xla_gpu.hlo").write_text(xla_gpu_text(text, opts.xla_gpu_target))
+            _write_xla_gpu(name, text, opts.xla_gpu_target)
     if stale:
         print("stale: " + ", ".join(stale), file=sys.stderr)
         return 1

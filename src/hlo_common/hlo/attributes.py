@@ -108,7 +108,9 @@ class Window:
 
 @dataclass(frozen=True)
 class ConvDimensionNumbers:
-    """`b01f_01io->b01f`: batch/feature/spatial positions of input, kernel and output."""
+    """`b01f_01io->b01f`: batch/feature/spatial positions of input, kernel and output. A `?` is a
+    dim the labels do not name: cuDNN's vectorized feature dim (NCHW_VECT_C) of int8 convolution
+    calls, which XLA prints so (`b01f?_01i?o->b01f?`)."""
 
     input_batch: int
     input_feature: int
@@ -127,8 +129,8 @@ class ConvDimensionNumbers:
         inp, us, ker = lhs.partition("_")
         if not arrow or not us:
             raise ValueError(f"malformed dim_labels '{text}'")
-        nsp = len(inp) - 2
-        if len(ker) != nsp + 2 or len(out) != nsp + 2 or nsp < 0:
+        nsp = sum(c.isdigit() for c in inp)
+        if any(len(p) - p.count("?") != nsp + 2 for p in (inp, ker, out)):
             raise ValueError(f"dim_labels '{text}' has inconsistent ranks")
 
         def spatial(s: str, letters: str) -> tuple[int, ...]:
@@ -136,7 +138,7 @@ class ConvDimensionNumbers:
             for i, c in enumerate(s):
                 if c.isdigit():
                     pos[int(c)] = i
-                elif c not in letters:
+                elif c not in letters and c != "?":
                     raise ValueError(f"unsupported dim label '{c}' in '{text}'")
             if sorted(pos) != list(range(nsp)):
                 raise ValueError(f"dim_labels '{text}' must name spatial dims 0..{nsp - 1} once each")

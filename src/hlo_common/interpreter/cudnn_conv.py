@@ -16,7 +16,11 @@ add), so they need no transposed-convolution arithmetic of their own.
 As cuDNN (and XLA's gpu_conv_runner), the result is
 `activation(conv_result_scale * conv + side_input_scale * side_input + bias)` with the scales and
 activation from the call's `cudnn_conv_backend_config`, computed in the accumulation type (f32
-for 16-bit floats) and rounded once. The scratch buffer comes back as zeros.
+for 16-bit floats) and rounded once. Integer (s8) convolutions sum exactly, apply the epilogue in
+f32 and write an s8 result rounded to nearest and saturated, as cuDNN's int8 kernels do (an HLO
+convert would truncate). The scratch buffer comes back as zeros. A vectorized int8 call
+(NCHW_VECT_C: a `?` in dim_labels, `cudnn_vectorize_convolutions`) is computed as the plain call
+of its merged features.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import numpy as np
 
 from hlo_common.hlo.attributes import ConvDimensionNumbers, Window
 from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Shape
 from hlo_common.interpreter.convolution import convolve
 from hlo_common.interpreter.custom_call import register_custom_call
 from hlo_common.interpreter.numeric import to_accumulation, to_element_type, unsupported
@@ -242,12 +247,71 @@ def _conv_values(instr: HloInstruction, target: str, operands: list) -> np.ndarr
     return _to_hlo(convolve(instr, x, kernel, fwd.window, fwd.groups, 1), fwd.output_order)
 
 
+def vector_dims(instr: HloInstruction) -> tuple[int | None, int | None, int | None]:
+    """The `?` dims of a vectorized (NCHW_VECT_C) call's input, filter and output labels: each
+    splits the feature dim before it, feature = outer * vector size + inner (XLA's
+    cudnn_vectorize_convolutions); None where a side has none."""
+    text = str(instr.attrs.get("dim_labels") or "")
+    sides = text.replace("->", "_").split("_")
+    if "?" not in text or len(sides) != 3:
+        return None, None, None
+    found = [side.index("?") if "?" in side else None for side in sides]
+    return found[0], found[1], found[2]
+
+
+def merge_vector_dim(values: np.ndarray, feature: int, vect: int) -> np.ndarray:
+    """[.., C/k (feature), .., k (vect), ..] -> the unvectorized array, features in the feature
+    dim's place (the other dims keep their order)."""
+    moved = np.moveaxis(values, vect, feature + 1 if vect > feature else feature)
+    f = feature if vect > feature else feature - 1
+    return moved.reshape(moved.shape[:f] + (moved.shape[f] * moved.shape[f + 1],) + moved.shape[f + 2:])
+
+
+def split_vector_dim(values: np.ndarray, feature: int, vect: int, size: int) -> np.ndarray:
+    """The inverse of `merge_vector_dim`: features split into [C/size, size], the inner part
+    moved to `vect` (positions of the vectorized array)."""
+    f = feature if vect > feature else feature - 1
+    split = values.reshape(values.shape[:f] + (values.shape[f] // size, size) + values.shape[f + 1:])
+    return np.moveaxis(split, f + 1, vect)
+
+
+def _unvectorized(instr: HloInstruction, operands: list, ev):
+    """A vectorized call computed as its plain form: operands merged, result split back."""
+    vin, vker, vout = vector_dims(instr)
+    d: ConvDimensionNumbers = instr.attrs["dim_labels"]
+    plain = ConvDimensionNumbers.parse(d.text.replace("?", ""))
+    merged = [np.asarray(v) for v in operands]
+    merged[0] = merge_vector_dim(merged[0], d.input_feature, vin) if vin is not None else merged[0]
+    if vker is not None:
+        merged[1] = merge_vector_dim(merged[1], d.kernel_input_feature, vker)
+    if len(merged) > 3 and vout is not None:
+        merged[3] = merge_vector_dim(merged[3], d.output_feature, vout)
+    result = _result_shape(instr)
+    size = result.dims[vout] if vout is not None else 1
+    dims = [n for k, n in enumerate(result.dims) if k != vout]
+    dims[plain.output_feature] *= size
+    shape = Shape.array(result.element_type, dims)
+    if instr.shape.is_tuple:
+        shape = Shape.tuple_of([shape] + list(instr.shape.tuple_shapes[1:]))
+    flat = HloInstruction.create("custom-call", [], shape, {**instr.attrs, "dim_labels": plain}, instr.name)
+    flat.backend_config_data = instr.backend_config_data
+    out = _cudnn_convolution(flat, merged, ev)
+    value = out[0] if isinstance(out, tuple) else out
+    if vout is not None:
+        value = split_vector_dim(value, d.output_feature, vout, size)
+    return (value, *out[1:]) if isinstance(out, tuple) else value
+
+
 @register_custom_call(*CUDNN_CONV_TARGETS)
 def _cudnn_convolution(instr, operands, ev):
+    if any(v is not None for v in vector_dims(instr)):
+        return _unvectorized(instr, operands, ev)
     target = instr.attrs.get("custom_call_target")
     config = parse_cudnn_config(instr)
     result = _result_shape(instr)
     values = _conv_values(instr, target, operands)
+    if values.dtype.kind in "iu":  # int8 convs: exact sums, then cuDNN's float epilogue
+        values = values.astype(np.float32)
     if values.shape != result.dims:
         raise unsupported(instr, f"the convolution computes {list(values.shape)}, the call "
                                f"returns {result}")
@@ -256,11 +320,22 @@ def _cudnn_convolution(instr, operands, ev):
     if target == BIAS_ACTIVATION:
         values = _bias_and_side_input(instr, values, operands, config)
     values = activate(values, config)
-    out = to_element_type(values, result.element_type)
+    out = _integer_result(values, result.element_type)
+    if out is None:
+        out = to_element_type(values, result.element_type)
     if not instr.shape.is_tuple:
         return out
     rest = [np.zeros(s.dims, s.element_type.np_dtype) for s in instr.shape.tuple_shapes[1:]]
     return (out, *rest)
+
+
+def _integer_result(values: np.ndarray, t) -> np.ndarray | None:
+    """An integer result as cuDNN writes it (s8 -> s8 convs): rounded to nearest even and
+    saturated at the type's bounds (an HLO convert would truncate and wrap)."""
+    if not t.is_integer:
+        return None
+    info = np.iinfo(t.np_dtype)
+    return np.clip(np.rint(values), info.min, info.max).astype(t.np_dtype)
 
 
 def _bias_and_side_input(instr, values: np.ndarray, operands: list, config: CudnnConvConfig) -> np.ndarray:

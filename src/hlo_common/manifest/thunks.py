@@ -19,6 +19,7 @@ Buffers are named by `BufferSlice`s (allocation index, byte offset, byte size), 
     RngGetAndUpdateStateThunk  writes the 128-bit random-number state into a 16-byte slice and
                       advances it by `delta` (XLA's `rng_state` global: load, add, store)
     CollectiveThunk   (`collective_thunks`) all-reduce, all-gather, ... on several devices
+    CudnnConvolutionThunk  (`cudnn_thunks`) a cuDNN graph for one of XLA's `__cudnn$conv*` calls
     WhileThunk        condition and body SequentialThunks; the predicate slice is read back
     ConditionalThunk  a pred or s32 index slice selects one branch SequentialThunk
     SequentialThunk   a list of thunks run in order
@@ -561,7 +562,7 @@ THUNK_KINDS: dict[str, Callable[[JsonReader], Thunk]] = {
 def thunk_from_json(data: Any, path: str) -> Thunk:
     r = JsonReader(data, path)
     kind = r.str("kind")
-    build = THUNK_KINDS.get(kind) or _collective_kinds().get(kind)
+    build = THUNK_KINDS.get(kind) or _collective_kinds().get(kind) or _cudnn_kinds().get(kind)
     if build is None:
         known = ", ".join(sorted(THUNK_KINDS))
         raise ManifestError(f"{path}: unknown thunk kind {kind!r} (known: {known} and the collectives)")
@@ -573,6 +574,13 @@ def _collective_kinds() -> dict[str, Callable[[JsonReader], Any]]:
     from hlo_common.manifest.collective_thunks import COLLECTIVE_THUNK_KINDS
 
     return COLLECTIVE_THUNK_KINDS
+
+
+def _cudnn_kinds() -> dict[str, Callable[[JsonReader], Any]]:
+    """The cuDNN convolution thunk of `cudnn_thunks` (the cuda target), which imports this module."""
+    from hlo_common.manifest.cudnn_thunks import CUDNN_THUNK_KINDS
+
+    return CUDNN_THUNK_KINDS
 
 
 def children(thunk: Thunk) -> list[tuple[str, SequentialThunk]]:

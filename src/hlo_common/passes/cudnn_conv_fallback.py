@@ -2,9 +2,11 @@
 convolutions (and an epilogue fusion) that the emitters and the host's convolution thunk run.
 
 Where it sits: hlo-codegen's prepare pipeline (`hlo_codegen.compiler.prepare_pipeline`), beside
-`gemm-fallback`, before the fusion wrapper. hlo-run has no cuDNN call of its own yet, so every
-`__cudnn$conv*` call (what XLA:GPU's `conv-rewriter` and `cudnn-fused-conv-rewriter` write; the
-semantics are `hlo_common.interpreter.cudnn_conv`'s) is rewritten here:
+`gemm-fallback`, before the fusion wrapper. For the cuda target (`keep_cudnn_calls`) the calls
+cuDNN takes stay, as CudnnConvolutionThunks (`hlo_common.gpu.cudnn_graph.describe_call` decides;
+the others are said once in the notes, `--verbose`); for the host target every `__cudnn$conv*`
+call (what XLA:GPU's `conv-rewriter` and `cudnn-fused-conv-rewriter` write; the semantics are
+`hlo_common.interpreter.cudnn_conv`'s) is rewritten here:
 
     forward             c = convolution(x, w) with the call's window, dim_labels and groups
     backward input      dx = convolution(dy, w'): dy base-dilated by the forward strides, the kernel
@@ -18,13 +20,17 @@ semantics are `hlo_common.interpreter.cudnn_conv`'s) is rewritten here:
 
 For 16-bit floats with an epilogue the convolution writes f32 and one kLoop fusion applies
 `conv_result_scale`, the bias (along the output feature dim), `side_input_scale * side input` and
-the activation, then rounds once, as cuDNN does. The call's scratch buffer becomes zeros only
+the activation, then rounds once, as cuDNN does; an integer (s8) result is computed the same way
+in f32 and written rounded to nearest and saturated. The call's scratch buffer becomes zeros only
 where something reads it.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+
+import numpy as np
 
 from hlo_common.hlo.attributes import ConvDimensionNumbers, Window, WindowDim
 from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
@@ -39,6 +45,9 @@ from hlo_common.passes._support import global_computations
 from hlo_common.passes.call_lowering import CallLowering, ComputationBuilder, once
 
 
+_NOTES = logging.getLogger("hlo_notes")  # hlo_common.cli_util.pass_notes prints them for --verbose
+
+
 def is_cudnn_conv_call(instr: HloInstruction) -> bool:
     return instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") in CUDNN_CONV_TARGETS
 
@@ -46,18 +55,35 @@ def is_cudnn_conv_call(instr: HloInstruction) -> bool:
 @register_pass
 @dataclass
 class CudnnConvFallback(HloPass):
-    """cuDNN convolution calls become convolution (+ epilogue fusion) HLO."""
+    """cuDNN convolution calls become convolution (+ epilogue fusion) HLO (on the cuda target,
+    only those cuDNN cannot take)."""
 
     name = "cudnn-conv-fallback"
+    keep_cudnn_calls: bool = False  # the cuda target: calls cuDNN takes stay (CudnnConvolutionThunks)
 
     def run(self, module: HloModule) -> bool:
         changed = False
         for comp in global_computations(module):
             for instr in list(comp.instructions):
-                if is_cudnn_conv_call(instr):
+                if is_cudnn_conv_call(instr) and not self._kept(instr):
                     _Lowering(module, comp, instr).run()
                     changed = True
         return changed
+
+    def _kept(self, call: HloInstruction) -> bool:
+        """Whether cuDNN runs `call`; a call it cannot take is said once in the notes (--verbose)."""
+        if not self.keep_cudnn_calls:
+            return False
+        from hlo_common.gpu.cudnn_graph import CudnnUnsupported, describe_call
+
+        parse_cudnn_config(call)  # a malformed config is the user's error, not a fallback
+        try:
+            describe_call(call)
+        except CudnnUnsupported as exc:
+            reason = str(exc).removeprefix(f"{call.name}: ")
+            _NOTES.info("%%%s: %s; it runs as a convolution kernel of ours", call.name, reason)
+            return False
+        return True
 
 
 def dim_labels(input_order: dict[int, str], kernel_order: dict[int, str],
@@ -92,10 +118,11 @@ class _Lowering(CallLowering):
         self.result = call.shape.tuple_shapes[0] if call.shape.is_tuple else call.shape
 
     def run(self) -> None:
-        needs_epilogue = (self.config.conv_result_scale != 1 or self.config.activation_mode != "kNone"
-                          or self.target == BIAS_ACTIVATION)
         t = self.result.element_type
-        conv_type = PRIMITIVE_TYPES["f32"] if needs_epilogue and t.is_low_precision_float else t
+        needs_epilogue = (self.config.conv_result_scale != 1 or self.config.activation_mode != "kNone"
+                          or self.target == BIAS_ACTIVATION or t.is_integer)
+        wide = t.is_low_precision_float or t.is_integer  # int8 convs: f32 sums, rounded and saturated
+        conv_type = PRIMITIVE_TYPES["f32"] if needs_epilogue and wide else t
         conv_shape = self.result.with_element_type(conv_type)
         if self.target == BACKWARD_INPUT:
             value = self._backward_input(conv_shape)
@@ -186,7 +213,13 @@ class _Lowering(CallLowering):
             if cfg.side_input_scale != 1:
                 side = b.binary("multiply", side, b.scalar_like(cfg.side_input_scale, side))
             x = b.binary("add", x, side)
-        x = b.convert(_activation(b, x, cfg), self.result.element_type)
+        x = _activation(b, x, cfg)
+        t = self.result.element_type
+        if t.is_integer:  # cuDNN's int8 result: nearest even, saturated (a convert alone truncates)
+            info = np.iinfo(t.np_dtype)
+            x = b.add("round-nearest-even", [x], x.shape)
+            x = b.add("clamp", [b.scalar_like(int(info.min), x), x, b.scalar_like(int(info.max), x)], x.shape)
+        x = b.convert(x, t)
         body.root = x
         self._add_computation(body)
         return self._top("fusion", operands, x.shape, {"kind": "kLoop", "calls": body}, name="conv_epilogue")

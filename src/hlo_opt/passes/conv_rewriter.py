@@ -26,7 +26,8 @@ backward calls read the forward output as their gradient operand). Recognition, 
   (1D/3D); batch groups are first turned into feature groups.
 
 Declines (leaves the convolution) for element types cuDNN lacks (pred, complex, f8 other than
-e4m3fn/e5m2) and for the patterns none of the three accept.
+e4m3fn/e5m2) and for the patterns none of the three accept. cuDNN calls already in the input must
+carry a well-formed CudnnConvBackendConfig (else a one-line error naming the call).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.shape import Shape
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.cudnn_conv_utils import (
-    BACKWARD_FILTER, BACKWARD_INPUT, CALL_NAMES, FORWARD, cudnn_backend_config, make_dim_labels,
+    BACKWARD_FILTER, BACKWARD_INPUT, CALL_NAMES, FORWARD, cudnn_backend_config, is_cudnn_conv,
+    make_dim_labels, parse_cudnn_config,
 )
 
 _F8_OK = ("f8e4m3fn", "f8e5m2")
@@ -267,6 +269,8 @@ class ConvRewriter(HloPass):
     def run(self, module: HloModule) -> bool:
         changed = False
         for comp in non_fusion_computations(module):
+            for call in [i for i in comp.instructions if is_cudnn_conv(i)]:
+                parse_cudnn_config(call)  # a call of the input with a malformed config: one-line error
             for conv in [i for i in comp.instructions if i.opcode == "convolution"]:
                 changed |= rewrite(conv)
         return changed

@@ -26,11 +26,13 @@ FuseRemoveConvertInConv); integer convolutions stay as `cudnn-conv-rewriter` wro
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
+from hlo_common.cli_util import NOTES_LOGGER
 from hlo_common.hlo.dtypes import PRIMITIVE_TYPES, PrimitiveType
 from hlo_common.hlo.hlo_creation_utils import non_fusion_computations
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
@@ -38,7 +40,8 @@ from hlo_common.hlo.shape import Shape
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.cudnn_conv_utils import BIAS_ACTIVATION, CALL_NAMES, FORWARD, is_forward_conv
 
-F16, F32, F64 = PRIMITIVE_TYPES["f16"], PRIMITIVE_TYPES["f32"], PRIMITIVE_TYPES["f64"]
+_LOG = logging.getLogger(NOTES_LOGGER)
+F16, F32, F64, S8 = (PRIMITIVE_TYPES[t] for t in ("f16", "f32", "f64", "s8"))
 
 
 def _config(conv: HloInstruction) -> dict:
@@ -294,6 +297,55 @@ class _Fuser:
             return self._activate(instr, gte, conv, "kLeakyRelu", _scalar_constant(alpha))
         return False
 
+    def remove_convert(self, instr: HloInstruction) -> bool:
+        """XLA's FuseRemoveConvertInConv: convert<f32>(gte(s32 or s8 conv)) and convert<s8>(gte(f32
+        conv)) become a conv of the converted type."""
+        if instr.opcode != "convert":
+            return False
+        gte = instr.operands[0]
+        conv = _conv_of_gte(gte, is_forward_conv)
+        pair = (gte.shape.element_type.name, instr.shape.element_type.name)
+        if conv is None or len(gte.users) != 1 or pair not in (("s32", "f32"), ("s8", "f32"), ("f32", "s8")):
+            return False
+        result = instr.shape.with_layout(gte.shape.layout)
+        shape = Shape.tuple_of([result] + list(conv.shape.tuple_shapes[1:]))
+        new = conv.clone_with_new_operands(list(conv.operands), shape=shape)
+        new.name = self.comp.unique_name(conv.name)
+        self.comp.add_instruction(new, before=conv)
+        self.comp.replace_instruction(instr, self._gte(new, instr))
+        return True
+
+    def convert_to_s8(self, instr: HloInstruction) -> bool:
+        """XLA's FuseConvertToS8: convert<s8>(clamp(-128, gte, 127)) and convert<s8>(gte(f32 conv))
+        make an s8 -> s8 conv, a plain f32 result of s8 operands an s8 -> f32 conv."""
+        gte, out_t = None, None
+        if instr.opcode == "convert" and instr.shape.element_type is S8:
+            inner = instr.operands[0]
+            if (inner.opcode == "clamp" and _broadcast_scalar(inner.operands[0], -128) is not None
+                    and _broadcast_scalar(inner.operands[2], 127) is not None):
+                gte, out_t = inner.operands[1], S8
+            elif inner.shape.element_type is F32:
+                gte, out_t = inner, S8
+        elif instr.opcode == "get-tuple-element" and instr.shape.element_type is F32:
+            gte, out_t = instr, F32
+        conv = _conv_of_gte(gte, is_forward_conv) if gte is not None else None
+        if conv is None or (out_t is S8 and len(gte.users) != 1):
+            return False
+        ops = list(conv.operands)
+        side_ok = len(ops) < 4 or (lossless_to(ops[3], S8) if out_t is S8
+                                   else ops[3].shape.element_type is F32)
+        if not (lossless_to(ops[0], S8) and lossless_to(ops[1], S8) and side_ok):
+            return False
+        if out_t is F32 and ops[0].shape.element_type is S8 and ops[1].shape.element_type is S8:
+            return False  # already an s8 -> f32 conv: nothing to change
+        ops[0], ops[1] = self._convert(ops[0], S8, conv), self._convert(ops[1], S8, conv)
+        if len(ops) > 3:
+            ops[3] = self._convert(ops[3], out_t, conv)
+        result = conv.shape.tuple_shapes[0].with_element_type(out_t)
+        new = self._replace_conv(conv, ops, Shape.tuple_of([result] + list(conv.shape.tuple_shapes[1:])))
+        self.comp.replace_instruction(instr, self._gte(new, instr))
+        return True
+
     def convert_to_f16(self, instr: HloInstruction) -> bool:
         if instr.opcode != "convert" or instr.shape.element_type is not F16:
             return False
@@ -308,6 +360,74 @@ class _Fuser:
         new = self._replace_conv(conv, operands, Shape.tuple_of([result] + list(conv.shape.tuple_shapes[1:])))
         self.comp.replace_instruction(instr, self._gte(new, instr))
         return True
+
+
+def _illegal_integer(conv: HloInstruction) -> bool:
+    """XLA's CheckNoIllegalIntegerConvs: an integer type other than s8 in the input, filter,
+    result or side input of a forward call."""
+    values = [conv.shape.tuple_shapes[0], conv.operands[0].shape, conv.operands[1].shape]
+    values += [conv.operands[3].shape] if len(conv.operands) > 3 else []
+    return any(s.element_type.is_integer and s.element_type is not S8 for s in values)
+
+
+def unfuse_illegal_integer_convs(comp: HloComputation) -> bool:
+    """Integer calls cuDNN cannot run (XLA fails the compile on them) become convolutions of ours
+    again, with their epilogue in the result type, each named once in the notes
+    (`hlo_common.cli_util.pass_notes`: hlo-opt --verbose)."""
+    changed = False
+    for conv in [i for i in comp.instructions if is_forward_conv(i) and _illegal_integer(i)]:
+        op_name = conv.metadata_value("op_name")
+        _LOG.info("%%%s%s: cuDNN runs integer convolutions only as s8 -> s8 or s8 -> f32; this one "
+                  "(%s) stays a convolution of ours", conv.name, f" (op_name {op_name})" if op_name else "",
+                  ", ".join(str(op.shape.element_type.name) for op in conv.operands[:2])
+                  + f" -> {conv.shape.tuple_shapes[0].element_type.name}")
+        y = conv.shape.tuple_shapes[0]
+        attrs = {k: conv.attrs[k] for k in ("window", "dim_labels", "feature_group_count",
+                                            "operand_precision") if k in conv.attrs}
+        out = comp.add_new_instruction("convolution", list(conv.operands[:2]), y, attrs, before=conv)
+        out.metadata = list(conv.metadata)
+        if conv.attrs["custom_call_target"] == BIAS_ACTIVATION:
+            out = _integer_epilogue(comp, conv, out)
+        scratch = comp.add_new_instruction("constant", [], conv.shape.tuple_shapes[1], before=conv,
+                                           literal=np.zeros(conv.shape.tuple_shapes[1].dims, np.uint8))
+        comp.replace_instruction(conv, comp.add_new_instruction("tuple", [out, scratch], conv.shape,
+                                                                before=conv))
+        changed = True
+    return changed
+
+
+def _integer_epilogue(comp: HloComputation, conv: HloInstruction, x: HloInstruction) -> HloInstruction:
+    """scale * x + side_scale * side + bias, then the activation, in x's integer type (every
+    value the fuser took in was lossless there, so this is the arithmetic it replaced)."""
+    cfg, t = _config(conv), x.shape.element_type
+
+    def add(op: str, a: HloInstruction, b: HloInstruction) -> HloInstruction:
+        return comp.add_new_instruction(op, [a, b], x.shape, before=conv)
+
+    def splat(v: float) -> HloInstruction:
+        c = comp.add_new_instruction("constant", [], Shape.array(t, ()), before=conv,
+                                     literal=np.asarray(v).astype(t.np_dtype))
+        return comp.add_new_instruction("broadcast", [c], x.shape, {"dimensions": ()}, before=conv)
+
+    def as_t(v: HloInstruction) -> HloInstruction:
+        if v.shape.element_type is t:
+            return v
+        return comp.add_new_instruction("convert", [v], v.shape.with_element_type(t), before=conv)
+
+    if float(cfg.get("conv_result_scale", 1)) != 1:
+        x = add("multiply", x, splat(float(cfg["conv_result_scale"])))
+    if len(conv.operands) > 3 and float(cfg.get("side_input_scale", 0)) != 0:
+        side = as_t(conv.operands[3])
+        if float(cfg["side_input_scale"]) != 1:
+            side = add("multiply", side, splat(float(cfg["side_input_scale"])))
+        x = add("add", x, side)
+    feature = conv.attrs["dim_labels"].output_feature
+    bias = comp.add_new_instruction("broadcast", [as_t(conv.operands[2])], x.shape,
+                                    {"dimensions": (feature,)}, before=conv)
+    x = add("add", x, bias)
+    if cfg.get("activation_mode", "kNone") == "kRelu":
+        x = add("maximum", x, splat(0))
+    return x
 
 
 def _runtime_fusible(conv: HloInstruction) -> bool:
@@ -339,8 +459,10 @@ class CudnnFusedConvRewriter(HloPass):
             f = _Fuser(module, comp, self.use_runtime_fusion)
             epilogue = (f.bias_or_side_input, f.bias_or_side_input, f.side_input_alpha,
                         f.relu, f.elu_or_leaky_relu, f.relu6)
-            for step in (f.conv_alpha, *epilogue, f.convert_to_f16, *epilogue):
+            for step in (f.remove_convert, f.conv_alpha, *epilogue, f.convert_to_f16, f.convert_to_s8,
+                         *epilogue):
                 changed |= f.each(step)
+            changed |= unfuse_illegal_integer_convs(comp)
         return changed
 
 

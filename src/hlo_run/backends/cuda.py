@@ -5,7 +5,10 @@ that hlo-run works without the `gpu` extra. The driver API comes from cuda-bindi
 (`cuda.bindings.driver`): one primary context, the legacy default stream, `cuMemAlloc` per
 allocation, PTX linked into a cubin for the device with nvJitLink (`cuModuleLoadData` of the PTX
 as a fallback), `cuLaunchKernel` with one pointer per kernel argument. GemmThunks call cuBLAS
-(`hlo_run.cublas`). Per-thunk times come from CUDA events around each thunk.
+(`hlo_run.cublas`), CudnnConvolutionThunks cuDNN's graph API (`hlo_run.cudnn_runner`: plans built
+once per graph shape on a handle on this stream; a plan needing more workspace than the call's
+scratch gets a device buffer kept for such plans). Per-thunk times come from CUDA events around
+each thunk.
 
 Without a GPU, a driver or the packages, `unavailable_reason` says why in one line and hlo-run
 exits 1.
@@ -18,6 +21,7 @@ from typing import Any
 
 from hlo_common.errors import HloError
 from hlo_common.manifest.manifest import ManifestKernel
+from hlo_common.manifest.cudnn_thunks import CudnnConvolutionThunk
 from hlo_common.manifest.thunks import GemmThunk, KernelThunk
 from hlo_run.backends import Backend, Executable, Program
 from hlo_run.compile_hook import manifest_for
@@ -78,6 +82,8 @@ class CudaDevice(Device):
         self.stream = driver.CUstream(0)
         self.modules: list[Any] = []
         self._blas = None
+        self._cudnn = None  # hlo_run.cudnn_runner.CudnnConvRunner, made on the first cuDNN thunk
+        self._cudnn_workspace: tuple[Any, int] | None = None  # (device buffer, bytes)
 
     # -- memory ---------------------------------------------------------------------------------
     def allocate(self, size: int, alignment: int) -> Any:
@@ -110,6 +116,9 @@ class CudaDevice(Device):
         if self._blas is not None:
             self._blas.close()
             self._blas = None
+        if self._cudnn_workspace is not None:
+            self.release(self._cudnn_workspace[0])
+            self._cudnn_workspace = None
         for module in self.modules:
             check(self.driver.cuModuleUnload(module), "cuModuleUnload")
         self.modules = []
@@ -180,6 +189,24 @@ class CudaDevice(Device):
         check(self.driver.cuLaunchKernel(function, *thunk.grid, *thunk.block, dynamic, self.stream,
                                          ctypes.addressof(params), 0),
               f"cuLaunchKernel({thunk.kernel}, grid {thunk.grid}, block {thunk.block})")
+
+    def cudnn_convolution(self, thunk: CudnnConvolutionThunk, pointers: dict[str, int],
+                          workspace: int) -> None:
+        from hlo_common.gpu.cudnn_graph import ConvGraph
+        from hlo_run.cudnn_runner import CudnnConvRunner, make_handle
+
+        if self._cudnn is None:
+            self._cudnn = CudnnConvRunner(make_handle(int(self.stream)), self._cudnn_scratch)
+        self._cudnn.run(ConvGraph.from_json(thunk.graph), pointers, workspace)
+
+    def _cudnn_scratch(self, size: int) -> int:
+        """A device buffer of at least `size` bytes for cuDNN workspaces, grown when too small."""
+        if self._cudnn_workspace is None or self._cudnn_workspace[1] < size:
+            if self._cudnn_workspace is not None:
+                self.synchronize()  # a plan may still be using the old one
+                self.release(self._cudnn_workspace[0])
+            self._cudnn_workspace = (self.allocate(size, 256), size)
+        return int(self._cudnn_workspace[0])
 
     def gemm(self, thunk: GemmThunk, pointers: dict[str, int]) -> None:
         from hlo_run.cublas import Cublas

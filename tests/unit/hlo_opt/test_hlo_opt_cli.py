@@ -312,3 +312,45 @@ def test_output_and_dumps_are_byte_identical_across_hash_seeds(tmp_path):
     assert out0 and out0 == out1
     assert len(files0) > 12 and files0.keys() == files1.keys()
     assert [n for n in files0 if files0[n] != files1[n]] == []
+
+
+S32_CONV = """HloModule s32conv
+ENTRY e {
+  x = s8[2,6,6,8] parameter(0)
+  w = s8[3,3,8,8] parameter(1)
+  ROOT c = s32[2,6,6,8] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+}
+"""
+
+
+def test_verbose_says_once_that_a_convolution_cudnn_cannot_take_stays_ours(tmp_path, capsys):
+    path = tmp_path / "s32.hlo"
+    path.write_text(S32_CONV)
+    code, out, err = run([str(path), "--verbose"], capsys)
+    assert code == 0
+    notes = [line for line in err.splitlines() if line.startswith("hlo-opt: note:")]
+    assert len(notes) == 1 and "s8, s8 -> s32" in notes[0] and "stays a convolution of ours" in notes[0]
+    assert " convolution(" in out and "__cudnn$conv" not in out
+    code, out2, err = run([str(path)], capsys)
+    assert code == 0 and err == "" and out2 == out  # quiet without --verbose, the same module
+
+
+@pytest.mark.parametrize("config, message", [
+    ('{"cudnn_conv_backend_config":{"activation_mode":"kBogus"}}', "activation_mode 'kBogus' is not one of"),
+    ('{"cudnn_conv_backend_config":{"conv_result_scale":"abc"}}', "bad cudnn_conv_backend_config"),
+    ('{"cudnn_conv_backend_config":[1,2]}', "backend_config is not a CudnnConvBackendConfig"),
+])
+def test_a_malformed_cudnn_backend_config_is_one_line_naming_the_call(tmp_path, capsys, config, message):
+    path = tmp_path / "bad.hlo"
+    path.write_text(f"""HloModule bad
+ENTRY e {{
+  x = f32[2,6,6,8] parameter(0)
+  w = f32[8,3,3,8] parameter(1)
+  call = (f32[2,6,6,8], u8[0]) custom-call(x, w), window={{size=3x3 pad=1_1x1_1}},
+    dim_labels=b01f_o01i->b01f, custom_call_target="__cudnn$convForward", backend_config={config}
+  ROOT g = f32[2,6,6,8] get-tuple-element(call), index=0
+}}
+""")
+    code, out, err = run([str(path)], capsys)
+    assert_one_line_error(code, err, r"%call \(custom-call\) in computation e: " + re.escape(message))
+    assert out == ""

@@ -17,7 +17,7 @@ import pytest
 
 from hlo_common.hlo.parser import parse_module
 from hlo_common.interpreter.evaluator import evaluate
-from hlo_run.cudnn_graph import ConvGraph, CudnnUnsupported, describe_call
+from hlo_common.gpu.cudnn_graph import ConvGraph, CudnnUnsupported, describe_call
 
 ROOT = Path(__file__).resolve().parents[3] / "testdata"
 FILES = sorted((ROOT / "cudnn").glob("*.xla_gpu.hlo")) + sorted((ROOT / "bench").glob("*.xla_gpu.hlo"))
@@ -73,7 +73,7 @@ ROLES = {"__cudnn$convForward": ("lhs", "rhs", "out"),  # the labels of (operand
          "__cudnn$convBiasActivationForward": ("lhs", "rhs", "out"),
          "__cudnn$convBackwardInput": ("out", "rhs", "lhs"),
          "__cudnn$convBackwardFilter": ("lhs", "out", "rhs")}
-TYPES = {"f32": "FLOAT", "f16": "HALF", "bf16": "BFLOAT16", "f64": "DOUBLE"}
+TYPES = {"f32": "FLOAT", "f16": "HALF", "bf16": "BFLOAT16", "f64": "DOUBLE", "s8": "INT8"}
 
 
 @pytest.mark.parametrize("key", sorted(CALLS))
@@ -209,13 +209,21 @@ def _steps(graph: ConvGraph, y: np.ndarray, buffers: dict) -> np.ndarray:
             y = np.where(y > 0, y, y * step.value)
         else:
             raise AssertionError(step.op)
+    if graph.output.data_type == "INT8":  # cuDNN's int8 output: nearest even, saturated
+        y = np.clip(np.rint(y), -128, 127)
     return y
+
+
+def _random(rng, shape) -> np.ndarray:
+    if shape.element_type.is_integer:
+        return rng.integers(-8, 9, shape.dims).astype(shape.element_type.np_dtype)
+    return rng.uniform(-1, 1, shape.dims).astype(shape.element_type.np_dtype)
 
 
 def _check_numerically(instr, attrs: str, seed: int = 3) -> None:
     graph = describe_call(instr)
     rng = np.random.default_rng(seed)
-    args = [rng.uniform(-1, 1, o.shape.dims).astype(o.shape.element_type.np_dtype) for o in instr.operands]
+    args = [_random(rng, o.shape) for o in instr.operands]
     want = np.asarray(evaluate(parse_module(_one_call_module(instr, attrs), "one"), args))
     buffers = {i: _buffer(a, o.shape) for i, (a, o) in enumerate(zip(args, instr.operands))}
     a, b = (_read(buffers[d.operand], d) for _, d in graph.inputs)

@@ -1,10 +1,13 @@
 """A `__cudnn$conv*` custom call as a cuDNN graph description (the cuda platform's cuDNN calls).
 
-Where it sits: hlo-run's cuda platform. `describe_call(instr)` translates one of XLA:GPU's cuDNN
-convolution calls (the targets of xla/service/gpu/cublas_cudnn.h, with their
+Where it sits: GPU facts shared by hlo-codegen and hlo-run. `describe_call(instr)` translates one
+of XLA:GPU's cuDNN convolution calls (the targets of xla/service/gpu/cublas_cudnn.h, with their
 `CudnnConvBackendConfig`) into a `ConvGraph`: plain data in the terms of cuDNN's graph API as the
 `nvidia-cudnn-frontend` Python package takes it (`cudnn.pygraph`), with no cuDNN import, so it is
-tested without a GPU. `hlo_run.cudnn_runner` builds the real graph from it (GPU only).
+tested without a GPU. hlo-codegen's cuda target keeps the calls it describes (`cudnn-conv-fallback`
+lowers the others to kernels of ours) and writes each graph into the manifest's
+`CudnnConvolutionThunk` (`ConvGraph.to_json` / `from_json`); hlo-run's cuda platform builds and
+runs the real graph from it (`hlo_run.cudnn_runner`, GPU only).
 
 The translation follows XLA's xla/service/gpu/gpu_conv_runner.cc (GetGpuConvParams) and the
 fused-graph construction of xla/stream_executor/cuda/cuda_dnn.cc:
@@ -27,12 +30,14 @@ fused-graph construction of xla/stream_executor/cuda/cuda_dnn.cc:
 - `key` identifies the graph for the runner's plan cache (equal keys, equal plans).
 
 A call cuDNN cannot take raises `CudnnUnsupported` with the reason (the caller keeps a kernel of
-its own for it).
+its own for it): besides the window's limits, the type combinations cuDNN has no kernel for
+(`_check_types`: floats in and out of one type; int8 convolutions s8 x s8 -> s8 or f32 with an f32
+bias and a side input of the result's type, XLA's CheckNoIllegalIntegerConvs).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from hlo_common.errors import HloError
 from hlo_common.hlo.attributes import ConvDimensionNumbers, Window
@@ -104,6 +109,25 @@ class ConvGraph:
     pointwise: tuple[Pointwise, ...]
     workspace_bytes: int
 
+    def to_json(self) -> dict:
+        """The graph as the manifest's CudnnConvolutionThunk carries it (JSON values only)."""
+        return _jsonable(asdict(self))
+
+    @staticmethod
+    def from_json(data: dict) -> ConvGraph:
+        """The inverse of `to_json`; a malformed description raises CudnnUnsupported."""
+        try:
+            d = dict(data)
+            steps = tuple(Pointwise(p["op"], _tensor_from(p.get("tensor")), p.get("value"))
+                          for p in d.pop("pointwise"))
+            inputs = tuple((port, _tensor_from(t)) for port, t in d.pop("inputs"))
+            output = _tensor_from(d.pop("output"))
+            ints = {k: tuple(int(v) for v in d.pop(k)) for k in ("pre_padding", "post_padding", "stride",
+                                                               "dilation")}
+            return ConvGraph(inputs=inputs, output=output, pointwise=steps, **ints, **d)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CudnnUnsupported(f"malformed cuDNN graph description: {exc!r}") from None
+
     @property
     def key(self) -> tuple:
         """The plan cache's key: everything a cuDNN plan depends on (not the tensor names)."""
@@ -114,6 +138,21 @@ class ConvGraph:
         return (self.operation, tuple((port, t(d)) for port, d in self.inputs), t(self.output),
                 self.pre_padding, self.post_padding, self.stride, self.dilation, self.convolution_mode,
                 self.groups, self.compute_data_type, steps)
+
+
+def _jsonable(value):
+    if isinstance(value, (tuple, list)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def _tensor_from(data: dict | None) -> TensorDesc | None:
+    if data is None:
+        return None
+    return TensorDesc(str(data["name"]), tuple(int(v) for v in data["dims"]),
+                      tuple(int(v) for v in data["strides"]), str(data["data_type"]), int(data["operand"]))
 
 
 def element_strides(shape: Shape) -> tuple[int, ...]:
@@ -193,6 +232,19 @@ def _epilogue(instr: HloInstruction, roles: dict, out: TensorDesc) -> tuple[Poin
     return tuple(steps)
 
 
+def _check_types(instr: HloInstruction, io_type: str, out_type: str) -> None:
+    """The operand and result types cuDNN has kernels for (see the module docstring)."""
+    names = [op.shape.element_type.name for op in instr.operands[2:4]]  # bias, side input
+    extra = [DATA_TYPES.get(n, n) for n in names]
+    if io_type == "INT8":
+        ok = out_type in ("INT8", "FLOAT") and extra[:1] in ([], ["FLOAT"]) and extra[1:] in ([], [out_type])
+    else:
+        ok = out_type == io_type and all(t == io_type for t in extra)
+    if not ok:
+        types = ", ".join([io_type.lower()] + [t.lower() for t in extra]) + f" -> {out_type.lower()}"
+        raise CudnnUnsupported(f"{instr.name}: cuDNN has no convolution {types}")
+
+
 def describe_call(instr: HloInstruction) -> ConvGraph:
     """The cuDNN graph of one `__cudnn$conv*` custom call (raises CudnnUnsupported)."""
     target = instr.attrs.get("custom_call_target")
@@ -214,6 +266,7 @@ def describe_call(instr: HloInstruction) -> ConvGraph:
     if io_type not in COMPUTE_TYPES or any(d.data_type != io_type for _, d in inputs):
         types = "/".join(d.data_type for _, d in inputs)
         raise CudnnUnsupported(f"{instr.name}: cuDNN convolutions take no {types} operands")
+    _check_types(instr, io_type, out.data_type)
     scratch = result[1] if len(result) > 1 else None
     workspace = scratch.num_elements if scratch is not None and scratch.element_type.name == "u8" else 0
     return ConvGraph(target, operation, inputs, out, pre, post, stride, dilation, mode,
