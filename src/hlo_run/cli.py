@@ -314,9 +314,13 @@ def run_program(program: Program, options: RunOptions) -> bool:
     program.verbose = options.verbose
     try:
         _set_devices(program, options)
-        args = make_arguments(program, options)
+        from hlo_run.spmd_run import prepare
+
+        spmd = prepare(program)  # a sharded program over global arrays: partitioned here
+        shown = spmd.original if spmd is not None else program
+        args = make_arguments(shown, options)
         if options.print_literals:
-            for i, (arg, shape) in enumerate(zip(args, _device_shapes(program))):
+            for i, (arg, shape) in enumerate(zip(args, _device_shapes(shown))):
                 echo_literal(f"** Argument {i} **", arg, shape)
         snapshot = None
         if options.save_snapshot:
@@ -330,10 +334,12 @@ def run_program(program: Program, options: RunOptions) -> bool:
             if snapshot is not None:  # the arguments that show the mismatch, without a result
                 snapshot.finish()
             return matched
-        result = _run_on(options.platform, program, args, options.iterations, options.max_while_iterations,
-                         options.collective_timeout)
+        result = _run_on(options.platform, program, args if spmd is None else spmd.split(args),
+                         options.iterations, options.max_while_iterations, options.collective_timeout)
         if result is None:  # one MPI rank other than 0 (hlo_run.mpi_launch): rank 0 reports
             return True
+        if spmd is not None:  # the global results, and the global program for the reference
+            result, program = spmd.gather(result, program.name), spmd.original
         if snapshot is not None:  # written before any comparison, so that a wrong answer is kept too
             snapshot.finish(result)
         if options.print_literals:

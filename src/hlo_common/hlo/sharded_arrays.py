@@ -66,3 +66,42 @@ def gather(pieces: list[np.ndarray], sharding: HloSharding | None) -> tuple[np.n
         disagree += [int(d) for d in ids[coord][1:] if not np.array_equal(np.asarray(pieces[int(d)]), first,
                                                                            equal_nan=True)]
     return out, sorted(disagree)
+
+
+_DEVICE_OPS = frozenset({
+    "all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter", "all-to-all",
+    "collective-permute", "collective-permute-start", "collective-broadcast", "ragged-all-to-all",
+    "partition-id", "replica-id",
+})
+
+
+def is_global_program(module) -> bool:
+    """Whether `module` is a sharded program over global arrays still to be partitioned (what jax
+    lowers), rather than a per-device program: it carries a sharding and holds no collective and
+    no partition-id / replica-id, and its entry is not an SPMD partitioner's output (XLA and ours
+    name that entry `<name>_spmd`, xla/service/spmd/spmd_partitioner.cc)."""
+    entry = module.entry
+    if entry is None or entry.name.endswith("_spmd"):
+        return False
+    sharded = False
+    for comp in module.computations:
+        for instr in comp.instructions:
+            if instr.opcode in _DEVICE_OPS:
+                return False
+            sharded = sharded or (comp is entry and instr.sharding is not None)
+    return sharded
+
+
+def sharding_devices(module) -> int | None:
+    """The most devices any tiled sharding of the entry names (None without one): what a global
+    program needs `num_partitions` to be."""
+    most = None
+    for instr in module.entry.instructions:
+        shardings = [instr.sharding] if instr.sharding is not None else []
+        while shardings:
+            s = shardings.pop()
+            if s.kind == "tuple":
+                shardings.extend(s.elements)
+            elif s.kind == "tiled":
+                most = max(most or 0, s.tiles.num_elements)
+    return most

@@ -25,7 +25,7 @@ from hlo_common.hlo.ir import HloInstruction, HloModule
 from hlo_common.hlo.sharding import HloSharding
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.spmd import dot_dims, rules
-from hlo_opt.spmd.config import num_partitions
+from hlo_opt.spmd.config import needs_partitioning, num_partitions
 from hlo_opt.spmd.errors import SpmdError
 from hlo_opt.spmd.tiling import Tiling, from_sharding
 
@@ -38,9 +38,9 @@ class ShardingPropagation(HloPass):
     name = "sharding-propagation"
 
     def run(self, module: HloModule) -> bool:
-        n = num_partitions(module)
-        if n <= 1 or module.entry is None:
+        if not needs_partitioning(module):
             return False
+        n = num_partitions(module)
         tilings = propagate(module, n)
         changed = False
         for instr, t in tilings.items():

@@ -25,7 +25,7 @@ from hlo_common.hlo.hlo_computation import HloComputation
 from hlo_common.hlo.ir import HloModule
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.spmd.builder import SpmdBuilder
-from hlo_opt.spmd.config import num_partitions
+from hlo_opt.spmd.config import needs_partitioning, num_partitions
 from hlo_opt.spmd.handlers import Partitioner
 
 
@@ -37,9 +37,9 @@ class SpmdPartitioner(HloPass):
     name = "spmd-partitioning"
 
     def run(self, module: HloModule) -> bool:
-        n = num_partitions(module)
-        if n <= 1 or module.entry is None:
+        if not needs_partitioning(module):
             return False
+        n = num_partitions(module)
         old = module.entry
         new = HloComputation(f"{old.name}_spmd")
         module.add_computation(new)
