@@ -44,7 +44,8 @@ class SpmdPartitioner(HloPass):
         new = HloComputation(f"{old.name}_spmd")
         module.add_computation(new)
         partitioner = Partitioner(SpmdBuilder(module, new, n))
-        for instr in old.post_order():
+        params = sorted(old.parameters, key=lambda p: p.parameter_number)
+        for instr in params + [i for i in old.post_order() if i.opcode != "parameter"]:
             partitioner.handle(instr)
         new.root = partitioner.root(old.root)
         new.root.sharding = old.root.sharding
