@@ -314,14 +314,7 @@ def run_program(program: Program, options: RunOptions) -> bool:
     program.verbose = options.verbose
     try:
         _set_devices(program, options)
-        from hlo_run.spmd_run import prepare
-
-        spmd = prepare(program)  # a sharded program over global arrays: partitioned here
-        shown = spmd.original if spmd is not None else program
-        args = make_arguments(shown, options)
-        if options.print_literals:
-            for i, (arg, shape) in enumerate(zip(args, _device_shapes(shown))):
-                echo_literal(f"** Argument {i} **", arg, shape)
+        spmd, args = _prepare_arguments(program, options)
         snapshot = None
         if options.save_snapshot:
             from hlo_run.snapshot_io import SnapshotWriter
@@ -360,6 +353,20 @@ def run_program(program: Program, options: RunOptions) -> bool:
         prefix = "" if named else f"{program.name}: "  # `name: ...`, `name:12:3: ...`, `name (module m)...`
         raise ProgramError(prefix + line) from exc
     return True
+
+
+def _prepare_arguments(program: Program, options: RunOptions):
+    """The arguments (printed with --print-literals); a sharded program over global arrays is
+    partitioned first and takes global ones (hlo_run.spmd_run)."""
+    from hlo_run.spmd_run import prepare
+
+    spmd = prepare(program)
+    shown = spmd.original if spmd is not None else program
+    args = make_arguments(shown, options)
+    if options.print_literals:
+        for i, (arg, shape) in enumerate(zip(args, _device_shapes(shown))):
+            echo_literal(f"** Argument {i} **", arg, shape)
+    return spmd, args
 
 
 def _set_devices(program: Program, options: RunOptions) -> None:
