@@ -11,7 +11,8 @@ reshardings). For each program:
 - `<name>.npz`: the global arguments (`arg0`, ...) and XLA:CPU's global results (`out0`, ...) on
   N host devices;
 - `xla.json`: per module, the number of each collective in XLA:CPU's partitioned program
-  (`.compile().as_text()`), what ours is measured against.
+  (`.compile().as_text()`) and the bytes one device sends in them
+  (`hlo_common.analysis.collective_traffic`), what ours is measured against.
 
     .venv/bin/python testdata/spmd/make_modules.py            # write every module
     .venv/bin/python testdata/spmd/make_modules.py -k megatron
@@ -24,7 +25,6 @@ import argparse
 import io
 import json
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -39,7 +39,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
-COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+from hlo_common.analysis.collective_traffic import collective_traffic  # noqa: E402
+from hlo_common.hlo.parser import parse_module  # noqa: E402
 
 
 def mesh(*shape_and_names) -> Mesh:
@@ -122,9 +123,9 @@ def build(name: str, prog) -> tuple[str, bytes, dict]:
     arrays = {f"arg{k}": a for k, a in enumerate(args)}
     arrays.update({f"out{k}": np.asarray(r) for k, r in enumerate(results)})
     np.savez(buf, **arrays)
-    xla_text = compiled.as_text()
-    counts = {op: len(re.findall(rf"[\]}})] {op}(?:-start)?\(", xla_text)) for op in COLLECTIVES}
-    return text, buf.getvalue(), {k: v for k, v in counts.items() if v}
+    partitioned = parse_module(compiled.as_text(), f"{name} (XLA:CPU)")
+    counts, sent = collective_traffic(partitioned, 1, len(m.devices.flat))
+    return text, buf.getvalue(), {"collectives": counts, "bytes_sent": sent}
 
 
 def main() -> None:

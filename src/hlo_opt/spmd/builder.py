@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hlo_common.hlo.attributes import SourceTargetPairs
 from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 from hlo_common.hlo.hlo_creation_utils import make_constant, scalar_computation
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
@@ -76,9 +77,9 @@ class SpmdBuilder:
             "channel_id": self.channel(), "replica_groups": _groups(groups),
             "use_global_device_ids": True, "to_apply": reducer})
 
-    def all_to_all(self, x: HloInstruction, groups: list[list[int]], dim: int) -> HloInstruction:
-        return self.add("all-to-all", [x], x.shape, {
-            "channel_id": self.channel(), "replica_groups": _groups(groups), "dimensions": (dim,)})
+    def collective_permute(self, x: HloInstruction, pairs) -> HloInstruction:
+        return self.add("collective-permute", [x], x.shape, {
+            "channel_id": self.channel(), "source_target_pairs": SourceTargetPairs(tuple(pairs))})
 
 
 def _groups(groups: list[list[int]]) -> ReplicaGroups:
