@@ -137,7 +137,8 @@ class Partitioner:
     def _shape_op(self, instr: HloInstruction) -> None:
         want = self.wanted(instr)
         need = rules.operand_from_output(instr, 0, want)
-        if need is None or rules.output_from_operand(instr, 0, need) != want:
+        # a broadcast's new dims are tiled by the output alone; the others must round-trip
+        if need is None or (instr.opcode != "broadcast" and rules.output_from_operand(instr, 0, need) != want):
             self._whole(instr)
             return
         self._clone(instr, [self.get(instr.operands[0], need)], want)
