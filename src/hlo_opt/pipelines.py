@@ -165,7 +165,6 @@ PLANNED_PASSES: dict[str, str] = {
     "optimize_input_output_buffer_alias": "OptimizeInputOutputBufferAlias: alias donated inputs to outputs",
     "qr_expander": "QrExpander: qr custom calls -> Householder loops",
     "reduce-decomposer": "ReduceDecomposer: variadic and layout-changing reduces split",
-    "reduce-scatter-creator": "ReduceScatterCreator: all-reduce + dynamic-slice -> reduce-scatter",
     "rematerialization": "HloRematerialization: recompute values to fit the memory limit",
     "rename-instructions": "AddTrackingSuffixToInstructionNames: stable names before fusion",
     "result_caster": "ResultCaster: dots with a wider result computed then converted",

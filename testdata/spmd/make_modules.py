@@ -78,6 +78,8 @@ def _programs_for(n: int) -> dict:
                              [((2 * n, 4, 8), P("x")), ((2 * n, 8, 3), P("x"))], P("x")),
         "contracting_dot": program(x1, lambda a, b: a @ b,
                                    [((6, 4 * n), P(None, "x")), ((4 * n, 5), P("x"))], P()),
+        "dot_reduce_scatter": program(x1, lambda a, b: a @ b,
+                                      [((4 * n, 4 * n), P(None, "x")), ((4 * n, 6), P("x"))], P("x")),
         "sum_sharded_rows": program(x1, lambda a: (jnp.sum(a, axis=0), jnp.max(a, axis=1)),
                                     [((4 * n, 6), P("x"))], (P(), P("x"))),
         "reshard_rows_to_cols": program(x1, lambda a: a * 2.0, [((2 * n, 4 * n), P("x", None))],

@@ -71,8 +71,18 @@ def test_hlo_run_interpreter_takes_and_gives_global_arrays(name, tmp_path):
 
 
 @pytest.mark.skipif(not (BIN / "mpiexec").is_file(), reason="needs the mpi extra (mpiexec)")
-def test_hlo_run_host_over_mpi_takes_and_gives_global_arrays(tmp_path):
-    _global_run("megatron_mlp_n4", tmp_path, "host", 4)
+@pytest.mark.parametrize("name", ["megatron_mlp_n4", "dot_reduce_scatter_n4"])
+def test_hlo_run_host_over_mpi_takes_and_gives_global_arrays(name, tmp_path):
+    _global_run(name, tmp_path, "host", 4)
+
+
+def test_hlo_opt_makes_a_reduce_scatter_of_a_contraction_wanted_split():
+    """The partitioner's all-reduce + dynamic-slice becomes one reduce-scatter in the
+    collective-optimizations pipeline, as in XLA:GPU's (XLA:CPU, which recorded the results,
+    keeps the all-reduce)."""
+    proc = _tool("hlo-opt", "--num-partitions", "4", str(DATA / "dot_reduce_scatter_n4.hlo"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("reduce-scatter(") == 1 and "all-reduce(" not in proc.stdout
 
 
 def test_hlo_run_sharded_module_without_device_count_is_an_error():

@@ -77,6 +77,14 @@ class SpmdBuilder:
             "channel_id": self.channel(), "replica_groups": _groups(groups),
             "use_global_device_ids": True, "to_apply": reducer})
 
+    def reduce_scatter(self, x: HloInstruction, groups: list[list[int]], dim: int,
+                       reducer: HloComputation) -> HloInstruction:
+        dims = list(x.shape.dims)
+        dims[dim] //= len(groups[0])
+        return self.add("reduce-scatter", [x], x.shape.with_dims(tuple(dims)), {
+            "channel_id": self.channel(), "replica_groups": _groups(groups), "dimensions": (dim,),
+            "use_global_device_ids": True, "to_apply": reducer})
+
     def collective_permute(self, x: HloInstruction, pairs) -> HloInstruction:
         return self.add("collective-permute", [x], x.shape, {
             "channel_id": self.channel(), "source_target_pairs": SourceTargetPairs(tuple(pairs))})

@@ -97,3 +97,33 @@ def joint(lhs: Tiling, rhs: Tiling, axes: list[DotAxis]) -> Tiling | None:
     if project(space, axes, "lhs") != lhs or project(space, axes, "rhs") != rhs:
         return None
     return space
+
+
+def reduce_scatter(space: Tiling, contracting: list[int], out: Tiling,
+                   want: Tiling) -> tuple[int, list[list[int]]] | None:
+    """(dim, groups) when the all-reduce of the partial sums and the slice to `want` are one
+    reduce-scatter (XLA's dot handler and ReduceScatterCreator): `want` splits one output dim
+    further, k ways, k the size of each contraction group, and every group holds each of the k
+    slices once (the group is ordered by slice)."""
+    ratios = [w // o if o and w % o == 0 else 0 for w, o in zip(want.tiles, out.tiles)]
+    if 0 in ratios or want.ids.shape[-1] * _size(want.tiles) != out.n:
+        return None
+    split = [d for d, r in enumerate(ratios) if r > 1]
+    groups = space.groups(contracting)
+    if len(split) != 1 or ratios[split[0]] != len(groups[0]):
+        return None
+    dim, k = split[0], ratios[split[0]]
+    if np.any(want.coords[:, dim] // k != out.coords[:, dim]) or any(
+            np.any(want.coords[:, d] != out.coords[:, d]) for d in range(out.rank) if d != dim):
+        return None
+    ordered = []
+    for group in groups:
+        by_slice = sorted(group, key=lambda dev: want.coords[dev, dim] % k)
+        if [int(want.coords[dev, dim] % k) for dev in by_slice] != list(range(k)):
+            return None
+        ordered.append(by_slice)
+    return dim, ordered
+
+
+def _size(tiles) -> int:
+    return int(np.prod(tiles, dtype=np.int64))

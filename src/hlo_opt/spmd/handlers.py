@@ -177,11 +177,17 @@ class Partitioner:
         need_r = dot_dims.project(space, axes, "rhs")
         out = dot_dims.project(space, axes, "out")
         self._clone(instr, [self.get(lhs, need_l), self.get(rhs, need_r)], out)
-        contracting = [k for k, ax in enumerate(axes) if ax.kind == dot_dims.CONTRACTING and space.tiles[k] > 1]
-        if contracting:
-            new = self.values[instr][0]
-            add = self.b.reducer("add", instr.shape.element_type)
-            self.values[instr] = (self.b.all_reduce(new, space.groups(contracting), add), out)
+        contracting = _contracting(space, axes)
+        if not contracting:
+            return
+        new = self.values[instr][0]
+        add = self.b.reducer("add", instr.shape.element_type)
+        scatter = dot_dims.reduce_scatter(space, contracting, out, want)
+        if scatter is not None:  # the partial sums reduced straight into the wanted tiles
+            dim, groups = scatter
+            self.values[instr] = (self.b.reduce_scatter(new, groups, dim, add), want)
+            return
+        self.values[instr] = (self.b.all_reduce(new, space.groups(contracting), add), out)
 
     def _dot_space(self, instr, axes, have_l: Tiling, have_r: Tiling, want: Tiling) -> Tiling:
         """The iteration-space tiling that moves the fewest elements: both operands as they are
@@ -202,15 +208,23 @@ class Partitioner:
                 continue
             cost = reshard_cost(lhs.shape.dims, have_l, need_l) + reshard_cost(rhs.shape.dims, have_r, need_r)
             local_out = _elements(instr.shape.dims) / out.num_tiles
-            reduced = _elements([space.tiles[k] for k, ax in enumerate(axes) if ax.kind == dot_dims.CONTRACTING])
-            if reduced > 1:
-                cost += 2 * local_out * (reduced - 1) / reduced
-            cost += reshard_cost(instr.shape.dims, out, want)
+            contracting = _contracting(space, axes)
+            reduced = _elements([space.tiles[k] for k in contracting])
+            if contracting and dot_dims.reduce_scatter(space, contracting, out, want) is not None:
+                cost += local_out * (reduced - 1) / reduced
+            else:
+                if reduced > 1:
+                    cost += 2 * local_out * (reduced - 1) / reduced
+                cost += reshard_cost(instr.shape.dims, out, want)
             if best_cost is None or cost < best_cost:
                 best, best_cost = space, cost
         if best is None:  # nothing splits evenly: every device computes the whole dot
             best = dot_dims.lift(Tiling.replicated(lhs.shape.rank, self.n), axes, "lhs")
         return best
+
+
+def _contracting(space: Tiling, axes) -> list[int]:
+    return [k for k, ax in enumerate(axes) if ax.kind == dot_dims.CONTRACTING and space.tiles[k] > 1]
 
 
 def _elements(dims) -> int:

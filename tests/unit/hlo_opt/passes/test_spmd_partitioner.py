@@ -192,3 +192,22 @@ def _check_numbers(text: str, module, n: int) -> None:
     expected = list(expected) if isinstance(expected, tuple) else [expected]
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+
+
+def test_reduce_scatter_creator_turns_the_sharded_contraction_into_a_reduce_scatter():
+    """A contraction split 4 ways whose result is wanted split by rows: the partitioner writes
+    all-reduce + dynamic-slice, reduce-scatter-creator one reduce-scatter (as XLA:GPU's pipeline)."""
+    text = """HloModule module
+ENTRY entry {
+  a = f32[16,16] parameter(0), sharding={devices=[1,4]<=[4]}
+  b = f32[16,6] parameter(1), sharding={devices=[4,1]<=[4]}
+  d = f32[16,6] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={replicated}
+  ROOT n = f32[16,6] negate(d), sharding={devices=[4,1]<=[4]}
+}"""
+    before = partition(text, 4, "rs")
+    assert _collectives(before) == ["all-reduce"]
+    module = partition(text, 4, "rs", passes=("sharding-propagation", "spmd-partitioning", "dce",
+                                              "reduce-scatter-creator", "dce"))
+    assert _collectives(module) == ["reduce-scatter"]
+    assert _match(module.entry.root, "negate:f32[4,6](reduce-scatter:f32[4,6](dot:f32[16,6]))")
+    _check_numbers(text, module, 4)
