@@ -27,6 +27,9 @@ KNOWN_DIFFERENCES = {
     # on 2 devices ours all-gathers the hidden layer's activations instead of all-reducing w1's
     # gradient (the dot strategy's cost model prefers the cheaper bytes there).
     "dp_mlp_step": "combiner",
+    # XLA:CPU all-reduces the partial sums then slices; ours (and XLA:GPU's ReduceScatterCreator)
+    # reduce-scatters them into the wanted tiles.
+    "dot_reduce_scatter": "reduce-scatter where XLA:CPU has all-reduce + dynamic-slice",
     # XLA reduces one mesh axis at a time; ours all-reduces over both in one collective.
     "mesh2d_reduce": "one all-reduce where XLA has two",
 }

@@ -114,22 +114,28 @@ def propagate(module: HloModule, n: int) -> dict:
             t = replicated_like(instr.shape, n)
         if t is not None:
             tilings[instr] = t
+    fixed = set(tilings)
+    open_ = [i for i in order if i not in fixed]
     changed = True
-    while changed:
+    while changed:  # each change tiles an instruction more finely, so this ends
         changed = False
-        for instr in order:
-            if instr not in tilings:
-                changed |= _assign(tilings, instr, _forward(instr, tilings))
-        for instr in reversed(order):
-            if instr not in tilings:
-                changed |= _assign(tilings, instr, _backward(instr, tilings))
+        for instr in open_:
+            changed |= _assign(tilings, instr, _forward(instr, tilings))
+        for instr in reversed(open_):
+            changed |= _assign(tilings, instr, _backward(instr, tilings))
     for instr in order:
         tilings.setdefault(instr, replicated_like(instr.shape, n))
     return tilings
 
 
 def _assign(tilings: dict, instr: HloInstruction, t) -> bool:
+    """Give `instr` tiling `t` if it has none, or refine it where `t` splits it into more tiles
+    (XLA's IsShardingMoreSpecific: a replicated guess gives way to a sharded one)."""
     if t is None:
+        return False
+    current = tilings.get(instr)
+    if current is not None and (isinstance(t, tuple) or isinstance(current, tuple)
+                                or t.num_tiles <= current.num_tiles):
         return False
     tilings[instr] = t
     return True
