@@ -77,9 +77,9 @@ def test_hlo_run_host_over_mpi_takes_and_gives_global_arrays(name, tmp_path):
 
 
 def test_hlo_opt_makes_a_reduce_scatter_of_a_contraction_wanted_split():
-    """The partitioner's all-reduce + dynamic-slice becomes one reduce-scatter in the
-    collective-optimizations pipeline, as in XLA:GPU's (XLA:CPU, which recorded the results,
-    keeps the all-reduce)."""
+    """The partial sums of the split contraction go straight into the wanted row tiles: one
+    reduce-scatter, as XLA:GPU's pipeline ends with (XLA:CPU, which recorded the results, keeps an
+    all-reduce and a dynamic-slice)."""
     proc = _tool("hlo-opt", "--num-partitions", "4", str(DATA / "dot_reduce_scatter_n4.hlo"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("reduce-scatter(") == 1 and "all-reduce(" not in proc.stdout
