@@ -89,6 +89,15 @@ def _programs_for(n: int) -> dict:
         "broadcast_add": program(x1, lambda a, b: jnp.exp(a + b[None, :]),
                                  [((2 * n, 8), P("x")), ((8,), P())], P("x")),
     }
+    progs["shard_map_psum"] = program(
+        x1, lambda a, b: jnp.tanh(jax.shard_map(lambda u, v: jax.lax.psum(u @ v, "x"), mesh=x1,
+                                                in_specs=(P(None, "x"), P("x", None)), out_specs=P(),
+                                                check_vma=False)(a, b)),
+        [((8, 4 * n), P(None, "x")), ((4 * n, 4), P("x", None))], P())
+    progs["shard_map_all_gather"] = program(
+        x1, lambda a: jax.shard_map(lambda u: jax.lax.all_gather(jnp.exp(u), "x", tiled=True) * 2.0, mesh=x1,
+                                    in_specs=P("x"), out_specs=P(), check_vma=False)(a + 1.0),
+        [((2 * n, 3), P("x"))], P())
     if n >= 4:
         xy = mesh((2, "x"), (n // 2, "y"))
         progs["mesh2d_mlp"] = program(xy, _mlp, [((8, 16), P("x", None)), ((16, 4 * n), P(None, "y")),

@@ -119,3 +119,14 @@ def test_hlo_opt_bad_shardy_attribute_is_a_one_line_error():
             'frontend_attributes={xla.sdy.sharding="#sdy.sharding_per_value<[<@mesh, [{\\"z\\"}]>]>"}\n}\n')
     proc = _tool("hlo-opt", "--num-partitions", "4", "-", stdin=text)
     _one_line_error(proc, "%r", "unknown mesh axis 'z'")
+
+
+def test_manual_region_of_the_wrong_shape_is_a_one_line_error():
+    """A shard_map region whose per-device operand is not the tile its in_sharding gives (the
+    first operand's columns, f32[8,16] -> f32[8,4], said to be split by rows)."""
+    good = (DATA / "shard_map_psum_n4.hlo").read_text()
+    text = good.replace('in_shardings="#sdy.sharding_per_value<[<@mesh, [{}, {\\"x\\"}]>',
+                        'in_shardings="#sdy.sharding_per_value<[<@mesh, [{\\"x\\"}, {}]>')
+    assert text != good
+    proc = _tool("hlo-opt", "--num-partitions", "4", "-", stdin=text)
+    _one_line_error(proc, "%shard_map.9", "manual region", "f32[8,4]")

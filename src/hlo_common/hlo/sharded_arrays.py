@@ -78,11 +78,15 @@ _DEVICE_OPS = frozenset({
 def is_global_program(module) -> bool:
     """Whether `module` is a sharded program over global arrays still to be partitioned (what jax
     lowers), rather than a per-device program: it carries a sharding and holds no collective and
-    no partition-id / replica-id, and its entry is not an SPMD partitioner's output (XLA and ours
+    no partition-id / replica-id (outside shard_map regions, which only such programs have), and
+    its entry is not an SPMD partitioner's output (XLA and ours
     name that entry `<name>_spmd`, xla/service/spmd/spmd_partitioner.cc)."""
     entry = module.entry
     if entry is None or entry.name.endswith("_spmd"):
         return False
+    if any(i.opcode == "custom-call" and i.attrs.get("custom_call_target") == "xla.sdy.GlobalToLocalShape"
+           for i in entry.instructions):
+        return True  # a shard_map region: its body's collectives are the user's
     sharded = False
     for comp in module.computations:
         for instr in comp.instructions:

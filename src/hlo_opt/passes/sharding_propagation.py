@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from hlo_common.hlo.ir import HloInstruction, HloModule
 from hlo_common.hlo.sharding import HloSharding
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_opt.spmd import dot_dims, rules
+from hlo_opt.spmd import dot_dims, manual, rules
 from hlo_opt.spmd.config import needs_partitioning, num_partitions
 from hlo_opt.spmd.errors import SpmdError
 from hlo_opt.spmd.tiling import Tiling, from_sharding
@@ -51,6 +51,8 @@ class ShardingPropagation(HloPass):
 
 
 def to_hlo_sharding(t) -> HloSharding:
+    if t == manual.MANUAL:
+        return HloSharding("manual")
     if isinstance(t, tuple):
         return HloSharding("tuple", elements=tuple(_leaves_sharding(t)))
     return t.to_sharding()
@@ -61,7 +63,7 @@ def _leaves_sharding(t):
         if isinstance(e, tuple):
             yield from _leaves_sharding(e)
         else:
-            yield e.to_sharding()
+            yield to_hlo_sharding(e)
 
 
 def annotation(instr: HloInstruction, n: int):
@@ -109,7 +111,9 @@ def propagate(module: HloModule, n: int) -> dict:
     order = comp.post_order()
     tilings: dict = {}
     for instr in order:
-        t = annotation(instr, n)
+        t = _region(instr, tilings, n)
+        if t is None:
+            t = annotation(instr, n)
         if t is None and (instr.opcode == "parameter" or instr is comp.root):
             t = replicated_like(instr.shape, n)
         if t is not None:
@@ -122,10 +126,23 @@ def propagate(module: HloModule, n: int) -> dict:
         for instr in open_:
             changed |= _assign(tilings, instr, _forward(instr, tilings))
         for instr in reversed(open_):
-            changed |= _assign(tilings, instr, _backward(instr, tilings))
+            changed |= _assign(tilings, instr, _backward(instr, tilings, n))
     for instr in order:
         tilings.setdefault(instr, replicated_like(instr.shape, n))
     return tilings
+
+
+def _region(instr: HloInstruction, tilings: dict, n: int):
+    """Inside a shard_map region (after GlobalToLocalShape, up to LocalToGlobalShape) values are
+    MANUAL; LocalToGlobalShape's result has the region's out sharding."""
+    edge = manual.target(instr)
+    if edge == manual.TO_LOCAL:
+        return manual.like(instr.shape)
+    if edge == manual.TO_GLOBAL:
+        return manual.region_tilings(instr, n)[0]
+    if any(manual.is_manual(tilings.get(op)) for op in instr.operands):
+        return manual.like(instr.shape)
+    return None
 
 
 def _assign(tilings: dict, instr: HloInstruction, t) -> bool:
@@ -184,7 +201,7 @@ def _dot_forward(dot: HloInstruction, tilings: dict) -> Tiling | None:
     return _best(dot, options)
 
 
-def _backward(instr: HloInstruction, tilings: dict):
+def _backward(instr: HloInstruction, tilings: dict, n: int):
     if instr.shape.is_tuple:
         return None
     candidates = []
@@ -195,7 +212,9 @@ def _backward(instr: HloInstruction, tilings: dict):
         for k, op in enumerate(user.operands):
             if op is not instr:
                 continue
-            if user.opcode == "tuple":
+            if manual.target(user) == manual.TO_LOCAL:
+                candidates.append(manual.region_tilings(user, n)[k])
+            elif user.opcode == "tuple":
                 candidates.append(t[k])
             elif isinstance(t, Tiling) and user.opcode == "dot" and k < 2:
                 axes = dot_dims.dot_axes(user)

@@ -10,7 +10,7 @@ layout its result comes out in; the consumer reshards if it wants another.
 from __future__ import annotations
 
 from hlo_common.hlo.ir import HloInstruction
-from hlo_opt.spmd import dot_dims, rules
+from hlo_opt.spmd import dot_dims, manual, rules
 from hlo_opt.spmd.builder import SpmdBuilder
 from hlo_opt.spmd.errors import SpmdError
 from hlo_opt.spmd.reshard import reshard, reshard_cost
@@ -33,6 +33,8 @@ class Partitioner:
             leaves = list(sharding.elements) if sharding is not None and sharding.kind == "tuple" else None
             it = iter(leaves) if leaves is not None else None
             return self._wanted_tuple(shape, it, sharding, instr)
+        if sharding is not None and sharding.kind == "manual":
+            return manual.MANUAL
         t = from_sharding(sharding, shape.rank, self.n)
         if t is None:
             raise SpmdError(f"cannot partition sharding {sharding} (manual and subgroup shardings "
@@ -51,6 +53,11 @@ class Partitioner:
     def get(self, instr: HloInstruction, want) -> HloInstruction:
         """`instr`'s per-device value in layout `want` (a tuple of layouts for a tuple)."""
         new, have = self.values[instr]
+        if manual.is_manual(have) or manual.is_manual(want):
+            if have != want:
+                raise SpmdError("a value crosses a shard_map region's edge other than through "
+                                "GlobalToLocalShape / LocalToGlobalShape", instr)
+            return new
         if isinstance(want, tuple):
             if have == want:
                 return new
@@ -88,7 +95,11 @@ class Partitioner:
     # -- handlers ------------------------------------------------------------------------------
     def handle(self, instr: HloInstruction) -> None:
         op = instr.opcode
-        if op == "parameter":
+        if manual.target(instr) is not None:
+            self._region_edge(instr)
+        elif any(manual.is_manual(self.values[o][1]) for o in instr.operands):
+            self._inside_region(instr)
+        elif op == "parameter":
             self._parameter(instr)
         elif rules.is_elementwise_like(instr):
             self._elementwise(instr)
@@ -109,6 +120,31 @@ class Partitioner:
             self.values[instr] = (gte, have[k])
         else:
             self._whole(instr)
+
+    def _region_edge(self, instr: HloInstruction) -> None:
+        """GlobalToLocalShape: each operand as its region tiling's tile; LocalToGlobalShape: the
+        per-device result taken as the tile of its out tiling."""
+        tilings = manual.region_tilings(instr, self.n)
+        if manual.target(instr) == manual.TO_GLOBAL:
+            (operand,), (tiling,) = instr.operands, tilings
+            manual.check_local(instr, instr.shape, tiling, operand.shape)
+            self.values[instr] = (self.values[operand][0], tiling)
+            return
+        locals_ = instr.shape.tuple_shapes if instr.shape.is_tuple else [instr.shape]
+        parts = []
+        for operand, tiling, local in zip(instr.operands, tilings, locals_, strict=True):
+            manual.check_local(instr, operand.shape, tiling, local)
+            parts.append(self.get(operand, tiling))
+        value = self.b.add("tuple", parts, name=instr.name) if instr.shape.is_tuple else parts[0]
+        self.values[instr] = (value, manual.like(instr.shape))
+
+    def _inside_region(self, instr: HloInstruction) -> None:
+        """An instruction on per-device values (the region's call, its get-tuple-elements): as is."""
+        operands = [self.values[o][0] for o in instr.operands]
+        new = instr.clone(new_operands=operands, name=self.b.comp.unique_name(instr.name))
+        new.sharding = None
+        self.b.comp.add_instruction(new)
+        self.values[instr] = (new, manual.like(instr.shape))
 
     def _parameter(self, instr: HloInstruction) -> None:
         want = self.wanted(instr)
