@@ -331,8 +331,9 @@ def run_program(program: Program, options: RunOptions) -> bool:
                          options.iterations, options.max_while_iterations, options.collective_timeout)
         if result is None:  # one MPI rank other than 0 (hlo_run.mpi_launch): rank 0 reports
             return True
-        if spmd is not None:  # the global results, and the global program for the reference
-            result, program = spmd.gather(result, program.name), spmd.original
+        checked = False
+        if spmd is not None:  # the global results (hlo_run.spmd_run says what the reference runs)
+            result, program, checked = spmd.finish(result, program, args, options, _check_against_reference)
         if snapshot is not None:  # written before any comparison, so that a wrong answer is kept too
             snapshot.finish(result)
         if options.print_literals:
@@ -343,7 +344,7 @@ def run_program(program: Program, options: RunOptions) -> bool:
             save_outputs(options.output, result)
         if options.snapshot is not None and options.snapshot.result is not None and not options.inputs:
             _check_against_snapshot(program, options, result)
-        if options.reference != "none":
+        if options.reference != "none" and not checked:
             _check_against_reference(program, options, args, result)
     except (HloParseError, ProgramError, ComparisonFailed, InputError):
         raise

@@ -10,7 +10,8 @@ global, as jax's: `--inputs` holds each parameter's full shape and random ones a
 full shapes; `split` hands each device its tile by the parameter's sharding, `gather` puts each
 result back together by the root's sharding (`hlo_common.hlo.sharded_arrays`), checking that
 the replicas of a tile agree. The reference runs the global program as it was given, on one
-device. A sharded module whose device count nobody gave is a one-line error.
+device, or, for a program with shard_map regions (their bodies' collectives need the N devices),
+the partitioned program on the N devices. A sharded module whose device count nobody gave is a one-line error.
 """
 
 from __future__ import annotations
@@ -34,6 +35,17 @@ class GlobalProgram:
     n: int
     param_shardings: list
     root_sharding: Any
+    regions: bool = False  # holds shard_map regions, whose bodies need the N devices
+
+    def finish(self, result: Any, partitioned: Program, args: list[Any], options, check) -> tuple:
+        """(global result, program the caller compares, whether the reference ran here). A
+        program with shard_map regions cannot run on one device, so its reference runs the
+        partitioned program on the N devices (`check` is hlo_run.cli's comparison)."""
+        checked = False
+        if self.regions and options.reference != "none":
+            check(partitioned, options, self.split(args), result)
+            checked = True
+        return self.gather(result, partitioned.name), self.original, checked
 
     def split(self, args: list[Any]) -> list[Any]:
         """Global arguments -> per-device arguments stacked along a leading device axis."""
@@ -83,4 +95,6 @@ def prepare(program: Program) -> GlobalProgram | None:
     partitioned = parse_module(text, f"{program.name} (partitioned by {OPT_TOOL})")
     program.module, program.hlo_text = partitioned, text
     params = sorted(partitioned.entry.parameters, key=lambda p: p.parameter_number)
-    return GlobalProgram(original, n, [p.sharding for p in params], partitioned.entry.root.sharding)
+    regions = any(i.opcode == "custom-call" and i.attrs.get("custom_call_target") == "xla.sdy.GlobalToLocalShape"
+                  for i in module.entry.instructions)
+    return GlobalProgram(original, n, [p.sharding for p in params], partitioned.entry.root.sharding, regions)

@@ -71,8 +71,10 @@ def test_hlo_run_interpreter_takes_and_gives_global_arrays(name, tmp_path):
 
 
 @pytest.mark.skipif(not (BIN / "mpiexec").is_file(), reason="needs the mpi extra (mpiexec)")
-@pytest.mark.parametrize("name", ["megatron_mlp_n4", "dot_reduce_scatter_n4"])
+@pytest.mark.parametrize("name", ["megatron_mlp_n4", "dot_reduce_scatter_n4", "shard_map_psum_n4"])
 def test_hlo_run_host_over_mpi_takes_and_gives_global_arrays(name, tmp_path):
+    """Also checked by hlo-run against its default reference, the interpreter: the global program
+    on one device, or for the shard_map program the partitioned one on the 4 devices."""
     _global_run(name, tmp_path, "host", 4)
 
 
