@@ -49,10 +49,15 @@ class GlobalProgram:
 
     def split(self, args: list[Any]) -> list[Any]:
         """Global arguments -> per-device arguments stacked along a leading device axis."""
-        out = []
-        for arg, sharding in zip(args, self.param_shardings):
-            out.append(stack(split(arg, sharding, self.n)))
-        return out
+        return [stack(self._pieces(arg, sharding)) for arg, sharding in zip(args, self.param_shardings)]
+
+    def _pieces(self, value: Any, sharding) -> list[Any]:
+        if not isinstance(value, tuple):
+            return split(value, sharding, self.n)
+        shardings = list(sharding.elements) if sharding is not None and sharding.kind == "tuple" \
+            else [sharding] * len(value)
+        parts = [self._pieces(v, s) for v, s in zip(value, shardings)]
+        return [tuple(p[d] for p in parts) for d in range(self.n)]
 
     def gather(self, result: Any, name: str) -> Any:
         per_device = unstack(result, self.n)

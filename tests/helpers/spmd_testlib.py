@@ -41,7 +41,7 @@ def run_global(module, args: list[np.ndarray], n: int) -> list[np.ndarray]:
     from hlo_common.interpreter.devices import run_devices
 
     params = sorted(module.entry.parameters, key=lambda p: p.parameter_number)
-    pieces = [split(a, p.sharding, n) for a, p in zip(args, params)]
+    pieces = [_split_value(a, p.sharding, n, split) for a, p in zip(args, params)]
     per_device = [[pieces[k][d] for k in range(len(params))] for d in range(n)]
     results = run_devices(module, per_device, 1, n)
     root = module.entry.root
@@ -56,6 +56,16 @@ def run_global(module, args: list[np.ndarray], n: int) -> list[np.ndarray]:
         assert not disagree, f"out{k}: replicas {disagree} disagree"
         out.append(array)
     return out
+
+
+def _split_value(value, sharding, n: int, split):
+    """Each device's piece of a global argument (a tuple: element by element)."""
+    if not isinstance(value, tuple):
+        return split(value, sharding, n)
+    shardings = list(sharding.elements) if sharding is not None and sharding.kind == "tuple" \
+        else [sharding] * len(value)
+    parts = [split(v, s, n) for v, s in zip(value, shardings)]
+    return [tuple(p[d] for p in parts) for d in range(n)]
 
 
 def collective_counts(module) -> dict[str, int]:

@@ -10,6 +10,7 @@ layout its result comes out in; the consumer reshards if it wants another.
 from __future__ import annotations
 
 from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Shape
 from hlo_opt.spmd import dot_dims, manual, rules
 from hlo_opt.spmd.builder import SpmdBuilder
 from hlo_opt.spmd.errors import SpmdError
@@ -89,6 +90,12 @@ class Partitioner:
             raise SpmdError(f"uneven shards of {shape} over {t.tiles} (padding is not supported yet)", instr)
         return shape.with_dims(dims)
 
+    def _local_of(self, shape, want, instr):
+        """The per-device shape of a value (a tuple: leaf by leaf)."""
+        if isinstance(want, tuple):
+            return Shape.tuple_of([self._local_of(s, w, instr) for s, w in zip(shape.tuple_shapes, want)])
+        return self.local(shape, want, instr)
+
     def root(self, instr: HloInstruction) -> HloInstruction:
         return self.get(instr, self.wanted(instr))
 
@@ -148,9 +155,7 @@ class Partitioner:
 
     def _parameter(self, instr: HloInstruction) -> None:
         want = self.wanted(instr)
-        if isinstance(want, tuple):
-            raise SpmdError("tuple-shaped entry parameters are not partitioned yet", instr)
-        new = self.b.comp.add_new_instruction("parameter", [], self.local(instr.shape, want, instr), {},
+        new = self.b.comp.add_new_instruction("parameter", [], self._local_of(instr.shape, want, instr), {},
                                               name=instr.name, parameter_number=instr.parameter_number)
         new.sharding, new.metadata = instr.sharding, list(instr.metadata)
         self.values[instr] = (new, want)

@@ -111,6 +111,15 @@ ENTRY entry {
     to_apply=%sum, sharding={devices=[2]0,1}
 }""", "dynamic-slice:f32[4](all-reduce:f32[8](reduce(copy:f32[4,16,32,8](dynamic-slice(parameter, constant, "
           "reshape, constant, constant)), constant)), reshape)", ["all-reduce"]),
+    "GetTupleElementTiled": (2, """HloModule module
+ENTRY entry {
+  param.0 = (f32[2,3]{1,0}, u32[2,3]{1,0}) parameter(0), sharding={{replicated}, {replicated}}
+  gte.0 = f32[2,3]{1,0} get-tuple-element(param.0), index=0, sharding={devices=[2,1]0,1}
+  gte.1 = u32[2,3]{1,0} get-tuple-element(param.0), index=1, sharding={devices=[2,1]0,1}
+  ROOT %tuple = (f32[2,3]{1,0}, u32[2,3]{1,0}) tuple(gte.0, gte.1),
+    sharding={{devices=[2,1]0,1},{devices=[2,1]0,1}}
+}""", "tuple(dynamic-slice:f32[1,3](get-tuple-element(parameter), reshape, constant), "
+          "dynamic-slice:u32[1,3](get-tuple-element(parameter), reshape, constant))", []),
     # XLA: all-reduce of a select on partition-id (device 0 alone holds a maximal constant); a
     # constant is on every device here, so the tile is sliced from it directly
     "SingleDeviceToTiled": (2, """HloModule module
@@ -185,8 +194,13 @@ def _check_numbers(text: str, module, n: int) -> None:
 
     original = parse_module(text, "original")
     rng = np.random.default_rng(7)
-    args = [rng.standard_normal(p.shape.dims).astype(p.shape.element_type.np_dtype)
-            for p in sorted(original.entry.parameters, key=lambda p: p.parameter_number)]
+
+    def random(shape):
+        if shape.is_tuple:
+            return tuple(random(s) for s in shape.tuple_shapes)
+        return (rng.standard_normal(shape.dims) * 4).astype(shape.element_type.np_dtype)
+
+    args = [random(p.shape) for p in sorted(original.entry.parameters, key=lambda p: p.parameter_number)]
     expected = Evaluator().evaluate(original, list(args))
     got = run_global(module, args, n)
     expected = list(expected) if isinstance(expected, tuple) else [expected]
