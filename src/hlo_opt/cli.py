@@ -60,6 +60,8 @@ class OptOptions:
     emit_proto: bool = False
     triton_gemm: bool = True
     verbose: bool = False
+    num_partitions: int | None = None
+    num_replicas: int | None = None
 
 
 # -- passes and pipelines ------------------------------------------------------------------------
@@ -128,6 +130,7 @@ def build_sequence(opts: OptOptions) -> PipelineSequence:
 def optimize_module(module: HloModule, index: int, sequence: PipelineSequence, opts: OptOptions,
                     dump: DumpOptions | None, run_options: RunOptions) -> HloModule:
     """Dump, verify, run the passes on and verify one module of the input."""
+    _set_device_counts(module, opts)
     dumper = None
     if dump is not None:  # the dump module (and what it imports) only when dumping
         from hlo_opt.dump import ModuleDumper
@@ -152,6 +155,15 @@ def optimize_module(module: HloModule, index: int, sequence: PipelineSequence, o
     if dumper is not None:
         dumper.dump(module, "after_optimizations")
     return module
+
+
+def _set_device_counts(module: HloModule, opts: OptOptions) -> None:
+    """--num-partitions / --num-replicas into the header, where XLA's HloModuleConfig keeps them
+    (jax passes them in compile options, so its HLO text lacks them; docs/spmd.md)."""
+    if opts.num_partitions is not None:
+        module.set_header_attr("num_partitions", str(opts.num_partitions))
+    if opts.num_replicas is not None:
+        module.set_header_attr("replica_count", str(opts.num_replicas))
 
 
 def run(opts: OptOptions) -> None:
@@ -247,6 +259,11 @@ def output_format(opts: OptOptions) -> str:
               help="hlo text, HloModuleProto (pb, pbtxt) or HloSnapshot; default: from the name and bytes")
 @click.option("--verbose", is_flag=True,
               help="the passes' notes on stderr (e.g. a convolution cuDNN cannot take stays ours)")
+@click.option("--num-partitions", "--num_partitions", "num_partitions", type=click.IntRange(min=1),
+              metavar="N", help="partitions to compile for (default: the module's num_partitions); "
+              "N > 1 runs sharding propagation and the SPMD partitioner")
+@click.option("--num-replicas", "--num_replicas", "num_replicas", type=click.IntRange(min=1), metavar="N",
+              help="replicas (default: the module's replica_count)")
 @click.option("--debug", is_flag=True, help="show Python tracebacks")
 def hlo_opt_command(**kwargs) -> None:
     """Optimize HLO text with XLA:GPU-style passes."""

@@ -60,8 +60,10 @@ GPU_PIPELINES: tuple[PipelineSpec, ...] = (
          p("convert-memory-placement-to-internal-annotations"),
          p("flatten-call-graph"), p("call-inliner"), p("zero_sized_hlo_elimination"),
          p("conditional-canonicalizer"), p("topk-decomposer")),
-    # num_partitions == 1: no SPMD partitioning, only sharding removal.
-    pipe("spmd-partitioner", p("sharding-remover"), p("dce")),
+    # num_partitions == 1: only sharding removal; > 1: Shardy import, propagation, partitioning
+    # (each pass checks the module's num_partitions, as RunSPMDPasses chooses in gpu_compiler.cc)
+    pipe("spmd-partitioner", p("sdy-round-trip-import"), p("sharding-remover"), p("sharding-propagation"),
+         p("spmd-partitioning"), p("dce")),
     pipe("optimization",
          p("batched-gather-scatter-normalizer"), p("dot_dimension_sorter"), p("dot_decomposer"),
          p("result_caster"), p("operand_upcaster"), p("rng-expander"), p("rng-bit-generator-expander"),
@@ -166,7 +168,6 @@ PLANNED_PASSES: dict[str, str] = {
     "optimize_input_output_buffer_alias": "OptimizeInputOutputBufferAlias: alias donated inputs to outputs",
     "qr_expander": "QrExpander: qr custom calls -> Householder loops",
     "reduce-decomposer": "ReduceDecomposer: variadic and layout-changing reduces split",
-    "reduce-scatter-creator": "ReduceScatterCreator: all-reduce + dynamic-slice -> reduce-scatter",
     "rematerialization": "HloRematerialization: recompute values to fit the memory limit",
     "rename-instructions": "AddTrackingSuffixToInstructionNames: stable names before fusion",
     "result_caster": "ResultCaster: dots with a wider result computed then converted",

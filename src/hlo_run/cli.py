@@ -319,10 +319,7 @@ def run_program(program: Program, options: RunOptions) -> bool:
     program.verbose = options.verbose
     try:
         _set_devices(program, options)
-        args = make_arguments(program, options)
-        if options.print_literals:
-            for i, (arg, shape) in enumerate(zip(args, _device_shapes(program))):
-                echo_literal(f"** Argument {i} **", arg, shape)
+        spmd, args = _prepare_arguments(program, options)
         snapshot = None
         if options.save_snapshot:
             from hlo_run.snapshot_io import SnapshotWriter
@@ -335,10 +332,13 @@ def run_program(program: Program, options: RunOptions) -> bool:
             if snapshot is not None:  # the arguments that show the mismatch, without a result
                 snapshot.finish()
             return matched
-        result = _run_on(options.platform, program, args, options.iterations, options.max_while_iterations,
-                         options.collective_timeout)
+        result = _run_on(options.platform, program, args if spmd is None else spmd.split(args),
+                         options.iterations, options.max_while_iterations, options.collective_timeout)
         if result is None:  # one MPI rank other than 0 (hlo_run.mpi_launch): rank 0 reports
             return True
+        checked = False
+        if spmd is not None:  # the global results (hlo_run.spmd_run says what the reference runs)
+            result, program, checked = spmd.finish(result, program, args, options, _check_against_reference)
         if snapshot is not None:  # written before any comparison, so that a wrong answer is kept too
             snapshot.finish(result)
         if options.print_literals:
@@ -349,7 +349,7 @@ def run_program(program: Program, options: RunOptions) -> bool:
             save_outputs(options.output, result)
         if options.snapshot is not None and options.snapshot.result is not None and not options.inputs:
             _check_against_snapshot(program, options, result)
-        if options.reference != "none":
+        if options.reference != "none" and not checked:
             _check_against_reference(program, options, args, result)
     except (HloParseError, ProgramError, ComparisonFailed, InputError):
         raise
@@ -359,6 +359,20 @@ def run_program(program: Program, options: RunOptions) -> bool:
         prefix = "" if named else f"{program.name}: "  # `name: ...`, `name:12:3: ...`, `name (module m)...`
         raise ProgramError(prefix + line) from exc
     return True
+
+
+def _prepare_arguments(program: Program, options: RunOptions):
+    """The arguments (printed with --print-literals); a sharded program over global arrays is
+    partitioned first and takes global ones (hlo_run.spmd_run)."""
+    from hlo_run.spmd_run import prepare
+
+    spmd = prepare(program)
+    shown = spmd.original if spmd is not None else program
+    args = make_arguments(shown, options)
+    if options.print_literals:
+        for i, (arg, shape) in enumerate(zip(args, _device_shapes(shown))):
+            echo_literal(f"** Argument {i} **", arg, shape)
+    return spmd, args
 
 
 def _set_devices(program: Program, options: RunOptions) -> None:

@@ -13,7 +13,7 @@ partition each is its operand, so every user (and the root) reads the operand in
 
 A marker whose result shape differs from its operand's (a full-to-shard conversion written for
 several partitions) is left alone: replacing it would change the program's shapes. Nothing else
-is touched.
+is touched. On more than one partition the pass does nothing (spmd-partitioning consumes them).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from hlo_common.hlo.annotations import SHARDING_MARKERS
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
+from hlo_opt.spmd.config import num_partitions
 
 @register_pass
 @dataclass
@@ -31,6 +32,11 @@ class ShardingRemover(OpExpanderPass):
     """Replaces Sharding and SPMD shape-conversion custom calls by their operand."""
 
     name = "sharding-remover"
+
+    def run(self, module) -> bool:
+        if num_partitions(module) > 1:  # the partitioner consumes the markers instead
+            return False
+        return super().run(module)
 
     def instruction_matches_pattern(self, instr: HloInstruction) -> bool:
         return (instr.opcode == "custom-call" and len(instr.operands) == 1

@@ -1,0 +1,111 @@
+"""Global arrays and their per-device pieces under an HloSharding: how a runner hands a sharded
+program jax's global arguments (each device its tile) and reassembles its results (issue 17
+item 4; the layout rule is XLA's, xla/hlo/ir/hlo_sharding.h: tile (c_0, ..., c_{r-1}) of a
+tiled sharding is held by the devices at those coordinates of its tile assignment, and by every
+device of a replicated one).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hlo_common.hlo.sharding import HloSharding
+from hlo_common.hlo.tile_assignment import ShardingError
+
+
+def device_tiles(sharding: HloSharding | None, rank: int, n: int) -> np.ndarray:
+    """ids[c_0, ..., c_{r-1}, k]: the devices holding each tile (k over its replicas)."""
+    if sharding is None or sharding.kind in ("replicated", "maximal"):
+        return np.arange(n).reshape((1,) * rank + (n,))
+    if sharding.kind != "tiled" or sharding.subgroup_types:
+        raise ShardingError(f"sharding {sharding} does not say which device holds which tile")
+    ids = sharding.tiles.array()
+    if not sharding.last_tile_dim_replicate:
+        ids = ids[..., None]
+    if ids.ndim != rank + 1 or ids.size != n:
+        raise ShardingError(f"sharding {sharding} does not tile a rank-{rank} array over {n} devices")
+    return ids
+
+
+def _tile_slices(shape, tiles) -> dict:
+    out = {}
+    for coord in np.ndindex(*tiles):
+        out[coord] = tuple(slice(c * (d // t), (c + 1) * (d // t)) for c, d, t in zip(coord, shape, tiles))
+    return out
+
+
+def _check_even(shape, tiles, sharding) -> None:
+    if any(d % t for d, t in zip(shape, tiles)):
+        raise ShardingError(f"sharding {sharding} splits {list(shape)} into uneven tiles")
+
+
+def split(array: np.ndarray, sharding: HloSharding | None, n: int) -> list[np.ndarray]:
+    """Each device's piece of a global array."""
+    ids = device_tiles(sharding, array.ndim, n)
+    tiles = ids.shape[:-1]
+    _check_even(array.shape, tiles, sharding)
+    pieces: list = [None] * n
+    for coord, where in _tile_slices(array.shape, tiles).items():
+        for device in ids[coord]:
+            pieces[int(device)] = np.ascontiguousarray(array[where])
+    return pieces
+
+
+def gather(pieces: list[np.ndarray], sharding: HloSharding | None) -> tuple[np.ndarray, list[int]]:
+    """The global array from each device's piece, and the devices whose piece differs from what
+    another replica of the same tile holds (a correct program leaves that list empty)."""
+    n, local = len(pieces), np.asarray(pieces[0])
+    ids = device_tiles(sharding, local.ndim, n)
+    tiles = ids.shape[:-1]
+    shape = tuple(d * t for d, t in zip(local.shape, tiles))
+    out = np.empty(shape, local.dtype)
+    disagree = []
+    for coord, where in _tile_slices(shape, tiles).items():
+        first = np.asarray(pieces[int(ids[coord][0])])
+        out[where] = first
+        disagree += [int(d) for d in ids[coord][1:] if not np.array_equal(np.asarray(pieces[int(d)]), first,
+                                                                           equal_nan=True)]
+    return out, sorted(disagree)
+
+
+_DEVICE_OPS = frozenset({
+    "all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter", "all-to-all",
+    "collective-permute", "collective-permute-start", "collective-broadcast", "ragged-all-to-all",
+    "partition-id", "replica-id",
+})
+
+
+def is_global_program(module) -> bool:
+    """Whether `module` is a sharded program over global arrays still to be partitioned (what jax
+    lowers), rather than a per-device program: it carries a sharding and holds no collective and
+    no partition-id / replica-id (outside shard_map regions, which only such programs have), and
+    its entry is not an SPMD partitioner's output (XLA and ours
+    name that entry `<name>_spmd`, xla/service/spmd/spmd_partitioner.cc)."""
+    entry = module.entry
+    if entry is None or entry.name.endswith("_spmd"):
+        return False
+    if any(i.opcode == "custom-call" and i.attrs.get("custom_call_target") == "xla.sdy.GlobalToLocalShape"
+           for i in entry.instructions):
+        return True  # a shard_map region: its body's collectives are the user's
+    sharded = False
+    for comp in module.computations:
+        for instr in comp.instructions:
+            if instr.opcode in _DEVICE_OPS:
+                return False
+            sharded = sharded or (comp is entry and instr.sharding is not None)
+    return sharded
+
+
+def sharding_devices(module) -> int | None:
+    """The most devices any tiled sharding of the entry names (None without one): what a global
+    program needs `num_partitions` to be."""
+    most = None
+    for instr in module.entry.instructions:
+        shardings = [instr.sharding] if instr.sharding is not None else []
+        while shardings:
+            s = shardings.pop()
+            if s.kind == "tuple":
+                shardings.extend(s.elements)
+            elif s.kind == "tiled":
+                most = max(most or 0, s.tiles.num_elements)
+    return most

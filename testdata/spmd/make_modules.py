@@ -1,0 +1,172 @@
+"""Regenerate the SPMD tier's inputs: `testdata/spmd/<name>_n<N>.hlo`, `.npz` and `xla.json`.
+
+The input of `tests/spmd/` (issue 17 items 4 and 6): sharded jax programs on meshes of 2, 4 and 8
+CPU devices (a data-parallel MLP training step, a Megatron column-then-row MLP, 2-D meshes, dots
+over sharded batch, contracting and non-contracting dims, reductions over sharded dims,
+reshardings). For each program:
+
+- `<name>.hlo`: the pre-optimization HLO jax hands to XLA, `jax.jit(f, in_shardings=...,
+  out_shardings=...).lower(*args).as_text(dialect="hlo")`, with its Shardy attributes and
+  `sharding=` annotations and no device count (jax passes it in compile options);
+- `<name>.npz`: the global arguments (`arg0`, ...) and XLA:CPU's global results (`out0`, ...) on
+  N host devices;
+- `xla.json`: per module, the number of each collective in XLA:CPU's partitioned program
+  (`.compile().as_text()`) and the bytes one device sends in them
+  (`hlo_common.analysis.collective_traffic`), what ours is measured against.
+
+    .venv/bin/python testdata/spmd/make_modules.py            # write every module
+    .venv/bin/python testdata/spmd/make_modules.py -k megatron
+    .venv/bin/python testdata/spmd/make_modules.py --check    # exit 1 if a file differs
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DEVICES = 8
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                           f" --xla_force_host_platform_device_count={DEVICES}").strip()
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402 - the flag above must be set before jax creates its CPU client
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
+
+from hlo_common.analysis.collective_traffic import collective_traffic  # noqa: E402
+from hlo_common.hlo.parser import parse_module  # noqa: E402
+
+
+def mesh(*shape_and_names) -> Mesh:
+    sizes = [s for s, _ in shape_and_names]
+    names = tuple(n for _, n in shape_and_names)
+    return Mesh(np.array(jax.devices()[:int(np.prod(sizes))]).reshape(sizes), names)
+
+
+def program(m: Mesh, f, args, out_specs):
+    """(jitted f, [(shape, spec)], mesh): arguments are f32 arrays sharded by their specs."""
+    in_shardings = tuple(NamedSharding(m, spec) for _, spec in args)
+    outs = jax.tree.map(lambda s: NamedSharding(m, s), out_specs, is_leaf=lambda x: isinstance(x, P))
+    return jax.jit(f, in_shardings=in_shardings, out_shardings=outs), [s for s, _ in args], m
+
+
+def _mlp(x, w1, w2):
+    return jnp.tanh(x @ w1) @ w2
+
+
+def _dp_step(x, y, w1, w2):
+    def loss(w1, w2):
+        return jnp.mean((_mlp(x, w1, w2) - y) ** 2)
+    g1, g2 = jax.grad(loss, argnums=(0, 1))(w1, w2)
+    return w1 - 0.1 * g1, w2 - 0.1 * g2
+
+
+def _programs_for(n: int) -> dict:
+    x1 = mesh((n, "x"))
+    progs = {
+        "dp_mlp_step": program(x1, _dp_step, [((4 * n, 8), P("x")), ((4 * n, 4), P("x")),
+                                              ((8, 16), P()), ((16, 4), P())], (P(), P())),
+        "megatron_mlp": program(x1, _mlp, [((8, 16), P()), ((16, 8 * n), P(None, "x")),
+                                           ((8 * n, 16), P("x", None))], P()),
+        "batch_dot": program(x1, lambda a, b: jnp.einsum("bij,bjk->bik", a, b),
+                             [((2 * n, 4, 8), P("x")), ((2 * n, 8, 3), P("x"))], P("x")),
+        "contracting_dot": program(x1, lambda a, b: a @ b,
+                                   [((6, 4 * n), P(None, "x")), ((4 * n, 5), P("x"))], P()),
+        "dot_reduce_scatter": program(x1, lambda a, b: a @ b,
+                                      [((4 * n, 4 * n), P(None, "x")), ((4 * n, 6), P("x"))], P("x")),
+        "sum_sharded_rows": program(x1, lambda a: (jnp.sum(a, axis=0), jnp.max(a, axis=1)),
+                                    [((4 * n, 6), P("x"))], (P(), P("x"))),
+        "reshard_rows_to_cols": program(x1, lambda a: a * 2.0, [((2 * n, 4 * n), P("x", None))],
+                                        P(None, "x")),
+        "transpose_reshape": program(x1, lambda a: jnp.transpose(a.reshape(2 * n, 3, 4), (2, 0, 1)) + 1.0,
+                                     [((2 * n, 12), P("x"))], P(None, "x")),
+        "broadcast_add": program(x1, lambda a, b: jnp.exp(a + b[None, :]),
+                                 [((2 * n, 8), P("x")), ((8,), P())], P("x")),
+    }
+    progs["shard_map_psum"] = program(
+        x1, lambda a, b: jnp.tanh(jax.shard_map(lambda u, v: jax.lax.psum(u @ v, "x"), mesh=x1,
+                                                in_specs=(P(None, "x"), P("x", None)), out_specs=P(),
+                                                check_vma=False)(a, b)),
+        [((8, 4 * n), P(None, "x")), ((4 * n, 4), P("x", None))], P())
+    progs["shard_map_all_gather"] = program(
+        x1, lambda a: jax.shard_map(lambda u: jax.lax.all_gather(jnp.exp(u), "x", tiled=True) * 2.0, mesh=x1,
+                                    in_specs=P("x"), out_specs=P(), check_vma=False)(a + 1.0),
+        [((2 * n, 3), P("x"))], P())
+    if n >= 4:
+        xy = mesh((2, "x"), (n // 2, "y"))
+        progs["mesh2d_mlp"] = program(xy, _mlp, [((8, 16), P("x", None)), ((16, 4 * n), P(None, "y")),
+                                                 ((4 * n, 8), P("y", None))], P("x", None))
+        progs["mesh2d_reshard"] = program(xy, lambda a: jnp.sin(a),
+                                          [((4 * n, 4 * n), P("x", "y"))], P("y", "x"))
+        progs["mesh2d_reduce"] = program(xy, lambda a: jnp.sum(a * a, axis=(0, 1)),
+                                         [((4 * n, 2 * n, 3), P("x", "y"))], P())
+    return progs
+
+
+def all_programs() -> dict:
+    out = {}
+    for n in (2, 4, 8):
+        for name, prog in _programs_for(n).items():
+            out[f"{name}_n{n}"] = prog
+    return out
+
+
+def _arguments(name: str, shapes) -> list[np.ndarray]:
+    rng = np.random.default_rng([sum(map(ord, name)), len(shapes)])  # the same on every run
+    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+
+def build(name: str, prog) -> tuple[str, bytes, dict]:
+    fn, shapes, m = prog
+    args = _arguments(name, shapes)
+    placed = [jax.device_put(a, s) for a, s in zip(args, fn.lower(*args).compile().input_shardings[0])]
+    lowered = fn.lower(*args)
+    text = lowered.as_text(dialect="hlo")
+    compiled = lowered.compile()
+    results = jax.tree.leaves(compiled(*placed))
+    buf = io.BytesIO()
+    arrays = {f"arg{k}": a for k, a in enumerate(args)}
+    arrays.update({f"out{k}": np.asarray(r) for k, r in enumerate(results)})
+    np.savez(buf, **arrays)
+    partitioned = parse_module(compiled.as_text(), f"{name} (XLA:CPU)")
+    counts, sent = collective_traffic(partitioned, 1, len(m.devices.flat))
+    return text, buf.getvalue(), {"collectives": counts, "bytes_sent": sent}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-k", default="", help="only programs whose name contains this")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a file would change")
+    opts = parser.parse_args()
+    summary_path = HERE / "xla.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    differ = []
+    for name, prog in all_programs().items():
+        if opts.k not in name:
+            continue
+        text, data, counts = build(name, prog)
+        hlo = HERE / f"{name}.hlo"
+        if opts.check:
+            if not hlo.exists() or hlo.read_text() != text or summary.get(name) != counts:
+                differ.append(name)
+            continue
+        hlo.write_text(text)
+        (HERE / f"{name}.npz").write_bytes(data)
+        summary[name] = counts
+        print(name, counts)
+    if opts.check:
+        if differ:
+            print("differ:", " ".join(differ), file=sys.stderr)
+            sys.exit(1)
+        return
+    summary_path.write_text(json.dumps(dict(sorted(summary.items())), indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""The SPMD tier's driver (tests/spmd/): a sharded module through hlo-opt's SPMD passes, its
+global arguments split by the parameters' shardings, the N-device interpreter, and the results
+gathered by the root's sharding, to compare with XLA:CPU's recorded global results."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "testdata" / "spmd"
+SPMD_PASSES = ("sdy-round-trip-import", "sharding-remover", "sharding-propagation", "spmd-partitioning", "dce")
+
+
+def devices_of(path: Path) -> int:
+    return int(re.search(r"_n(\d+)$", path.stem).group(1))
+
+
+def partition(text: str, n: int, name: str = "m", passes=SPMD_PASSES):
+    """The module parsed, given num_partitions n, run through `passes` and verified."""
+    from hlo_common.hlo.parser import parse_module
+    from hlo_common.hlo_pass.pass_base import PASS_REGISTRY
+    from hlo_common.hlo_pass.pipeline import verify
+    from hlo_opt.passes import load_all_passes
+
+    load_all_passes()
+    module = parse_module(text, name)
+    module.set_header_attr("num_partitions", str(n))
+    for p in passes:
+        PASS_REGISTRY[p]().run(module)
+    verify(module, "verification failed after partitioning")
+    return module
+
+
+def run_global(module, args: list[np.ndarray], n: int) -> list[np.ndarray]:
+    """Run the partitioned `module` on n interpreter devices from global arguments; the global
+    results (each replica of a tile checked to agree)."""
+    from hlo_common.hlo.sharded_arrays import gather, split
+    from hlo_common.interpreter.devices import run_devices
+
+    params = sorted(module.entry.parameters, key=lambda p: p.parameter_number)
+    pieces = [_split_value(a, p.sharding, n, split) for a, p in zip(args, params)]
+    per_device = [[pieces[k][d] for k in range(len(params))] for d in range(n)]
+    results = run_devices(module, per_device, 1, n)
+    root = module.entry.root
+    if root.shape.is_tuple:
+        shardings = list(root.sharding.elements) if root.sharding is not None else [None] * len(results[0])
+        leaves = [[r[k] for r in results] for k in range(len(results[0]))]
+    else:
+        shardings, leaves = [root.sharding], [results]
+    out = []
+    for k, (sharding, per) in enumerate(zip(shardings, leaves)):
+        array, disagree = gather(per, sharding)
+        assert not disagree, f"out{k}: replicas {disagree} disagree"
+        out.append(array)
+    return out
+
+
+def _split_value(value, sharding, n: int, split):
+    """Each device's piece of a global argument (a tuple: element by element)."""
+    if not isinstance(value, tuple):
+        return split(value, sharding, n)
+    shardings = list(sharding.elements) if sharding is not None and sharding.kind == "tuple" \
+        else [sharding] * len(value)
+    parts = [split(v, s, n) for v, s in zip(value, shardings)]
+    return [tuple(p[d] for p in parts) for d in range(n)]
+
+
+def collective_counts(module) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for comp in module.computations:
+        for instr in comp.instructions:
+            op = instr.opcode.removesuffix("-start")
+            if op in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute"):
+                counts[op] = counts.get(op, 0) + 1
+    return counts
