@@ -16,19 +16,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "bench"))
 from adversarial_shapes import elementwise_chain  # noqa: E402
 
 
-def _live_instructions() -> int:
-    return sum(isinstance(o, HloInstruction) for o in gc.get_objects())
+def _live_instructions() -> set[int]:
+    return {id(o) for o in gc.get_objects() if isinstance(o, HloInstruction)}
 
 
 def test_priority_fusion_leaves_no_dead_instruction_behind():
     gc.collect()
     gc.disable()
     try:
+        before = _live_instructions()  # other tests' leftovers in this process
         m = parse_module(elementwise_chain(600, width=64))
         PriorityFusion().run(m)
-        in_module = sum(len(c.instructions) for c in m.computations)
+        in_module = {id(i) for c in m.computations for i in c.instructions}
         assert len(m.entry.instructions) < 10  # the chain became one fusion
-        assert _live_instructions() - in_module < 50  # before: ~1,750 dead fused instructions
+        dead = _live_instructions() - before - in_module
+        assert len(dead) < 50  # before: ~1,750 dead fused instructions
     finally:
         gc.enable()
 
