@@ -22,7 +22,9 @@ For 16-bit floats with an epilogue the convolution writes f32 and one kLoop fusi
 `conv_result_scale`, the bias (along the output feature dim), `side_input_scale * side input` and
 the activation, then rounds once, as cuDNN does; an integer (s8) result is computed the same way
 in f32 and written rounded to nearest and saturated. The call's scratch buffer becomes zeros only
-where something reads it.
+where something reads it. A vectorized int8 call (NCHW_VECT_C, a `?` in its dim_labels, what
+`cudnn_vectorize_convolutions` writes) first becomes its plain form: each split feature dim merged
+(transpose + reshape), the plain call, its result split back (`_Devectorize`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from hlo_common.hlo.shape import Shape
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_common.interpreter.cudnn_conv import (
     BACKWARD_FILTER, BACKWARD_INPUT, BIAS_ACTIVATION, CUDNN_CONV_TARGETS, CudnnConvConfig,
-    parse_cudnn_config,
+    parse_cudnn_config, vector_dims,
 )
 from hlo_common.passes._support import global_computations
 from hlo_common.passes.call_lowering import CallLowering, ComputationBuilder, once
@@ -66,6 +68,8 @@ class CudnnConvFallback(HloPass):
         for comp in global_computations(module):
             for instr in list(comp.instructions):
                 if is_cudnn_conv_call(instr) and not self._kept(instr):
+                    if any(v is not None for v in vector_dims(instr)):
+                        instr = _Devectorize(module, comp, instr).run()
                     _Lowering(module, comp, instr).run()
                     changed = True
         return changed
@@ -231,6 +235,72 @@ class _Lowering(CallLowering):
             return
         scratch = [once(lambda shape=shape: self._zeros(shape)) for shape in self.call.shape.tuple_shapes[1:]]
         self._replace_tuple_call([lambda: value] + scratch)
+
+
+class _Devectorize(CallLowering):
+    """A vectorized call -> the same call on merged features, whose result is split back: feature f
+    of a vectorized side is [f / k, f % k] over (feature dim, `?` dim), as the interpreter reads it
+    (`hlo_common.interpreter.cudnn_conv.merge_vector_dim`)."""
+
+    def run(self) -> HloInstruction:
+        call = self.call
+        vin, vker, vout = vector_dims(call)
+        d: ConvDimensionNumbers = call.attrs["dim_labels"]
+        operands = list(call.operands)
+        for k, (feature, vect) in ((0, (d.input_feature, vin)), (1, (d.kernel_input_feature, vker)),
+                                    (3, (d.output_feature, vout))):
+            if k < len(operands) and vect is not None:
+                operands[k] = self._merge(operands[k], feature, vect)
+        result = call.shape.tuple_shapes[0] if call.shape.is_tuple else call.shape
+        size = result.dims[vout] if vout is not None else 1
+        plain = self._merged_shape(result, d.output_feature, vout) if vout is not None else result
+        shape = Shape.tuple_of([plain] + list(call.shape.tuple_shapes[1:])) if call.shape.is_tuple else plain
+        attrs = {**call.attrs, "dim_labels": ConvDimensionNumbers.parse(d.text.replace("?", ""))}
+        flat = self._top("custom-call", operands, shape, attrs, name=call.name)
+        flat.backend_config_data = call.backend_config_data
+        flat.metadata = list(call.metadata)
+
+        def value() -> HloInstruction:
+            out = self._top("get-tuple-element", [flat], plain, {"index": 0}) if call.shape.is_tuple else flat
+            return self._split(out, result, d.output_feature, vout, size) if vout is not None else out
+        if not call.shape.is_tuple:
+            self._replace(call, value())
+            return flat
+        rest = [once(lambda k=k, s=s: self._top("get-tuple-element", [flat], s, {"index": k}))
+                for k, s in enumerate(call.shape.tuple_shapes[1:], start=1)]
+        self._replace_tuple_call([once(value)] + rest)
+        return flat
+
+    @staticmethod
+    def _merged_shape(shape: Shape, feature: int, vect: int) -> Shape:
+        dims = list(shape.dims)
+        size = dims.pop(vect)
+        dims[feature if vect > feature else feature - 1] *= size
+        return Shape.array(shape.element_type, tuple(dims))
+
+    def _merge(self, x: HloInstruction, feature: int, vect: int) -> HloInstruction:
+        """[.., C/k, .., k, ..] -> [.., C, ..]: k moved next to the feature dim, the two merged."""
+        f = feature if vect > feature else feature - 1
+        order = [k for k in range(len(x.shape.dims)) if k != vect]
+        order.insert(f + 1, vect)
+        if order != sorted(order):
+            x = self._top("transpose", [x], _permuted(x.shape, order), {"dimensions": tuple(order)})
+        dims = list(x.shape.dims)
+        dims[f:f + 2] = [dims[f] * dims[f + 1]]
+        return self._top("reshape", [x], Shape.array(x.shape.element_type, tuple(dims)))
+
+    def _split(self, x: HloInstruction, result: Shape, feature: int, vect: int, size: int) -> HloInstruction:
+        """The inverse of `_merge`, into the vectorized `result` shape."""
+        f = feature if vect > feature else feature - 1
+        dims = list(x.shape.dims)
+        dims[f:f + 1] = [dims[f] // size, size]
+        t = result.element_type
+        x = self._top("reshape", [x], Shape.array(t, tuple(dims)))
+        order = [k for k in range(len(dims)) if k != f + 1]
+        order.insert(vect, f + 1)
+        if order != sorted(order):
+            x = self._top("transpose", [x], _permuted(x.shape, order), {"dimensions": tuple(order)})
+        return x
 
 
 def _permuted(shape: Shape, order: list[int]) -> Shape:
