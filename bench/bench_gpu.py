@@ -52,6 +52,14 @@ MODULES = (
     ("rmsnorm_f32", "testdata/fusion/rmsnorm_f32.hlo"),
     ("rmsnorm_bf16", "testdata/fusion/rmsnorm_bf16.hlo"),
     ("transformer_fwd", "testdata/fusion/transformer_fwd.hlo"),
+    # library calls and Triton GEMM fusions (issues 18 and 20; testdata/bench/make_modules.py,
+    # testdata/triton/make_modules.py): both sides call cuDNN / run GEMM kernels
+    ("gemm_bf16_2048", "testdata/bench/gemm_bf16_2048.hlo"),
+    ("gemm_bf16_4096", "testdata/bench/gemm_bf16_4096.hlo"),
+    ("gemm_bias_gelu_bf16", "testdata/triton/bias_gelu_bf16.hlo"),
+    ("int8_x_bf16_matmul", "testdata/triton/int8_bf16.hlo"),
+    ("attention_bf16", "testdata/triton/attention_bf16.hlo"),
+    ("resnet50_stage_bf16 (b32)", "testdata/bench/resnet50_stage_bf16.hlo"),
 )
 
 

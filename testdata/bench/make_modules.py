@@ -4,7 +4,9 @@ The rest of the bench set lives in `testdata/` and `testdata/fusion/`; these are
 adds: a bf16 layer norm as large as the GELU of the emitters document (12.6M elements), and a
 small convolution block (two 3x3 convolutions, NHWC activations, HWIO kernels, each followed by
 a bias add and a relu, as `flax.linen.Conv` and `jax.nn.relu` make it), and the convolutions of
-issue 20 (a ResNet basic block, a depthwise convolution, a weight gradient). They are lowered by jax
+issue 20 (a ResNet basic block, a depthwise convolution, a weight gradient), and the GPU bench's
+library-call rows (`bench/bench_gpu.py`: a ResNet-50 stage in bf16 at batch 32, issue 20; bf16
+GEMMs of 2048^3 and 4096^3, issue 18; too large for the host benches). They are lowered by jax
 to pre-optimization HLO text with default layouts, as `testdata/fusion/make_modules.py` does
 (whose building blocks and lowering this script reuses); weights are entry parameters, so
 hlo-run makes them from --seed.
@@ -81,6 +83,41 @@ def conv_wgrad(x, w, dy):
     return jax.grad(lambda w: jnp.sum(_conv(x, w) * dy))(w)
 
 
+def bottleneck(x, w1, b1, w2, b2, w3, b3, wp=None, bp=None):
+    """A ResNet-50 bottleneck block at inference (batch norm folded into weights and a bias): 1x1
+    down to the block's width, 3x3, 1x1 up, relu after each and after the residual add; the first
+    block of a stage projects its input with one more 1x1 convolution."""
+    h = jax.nn.relu(_conv(x, w1) + b1)
+    h = jax.nn.relu(_conv(h, w2) + b2)
+    shortcut = x if wp is None else _conv(x, wp) + bp
+    return jax.nn.relu(_conv(h, w3) + b3 + shortcut)
+
+
+def resnet50_stage(x, *weights):
+    """ResNet-50's first stage (conv2_x): three bottleneck blocks, 64 -> 256 channels at 56x56."""
+    first, rest = weights[:8], weights[8:]
+    h = bottleneck(x, *first[:6], *first[6:])
+    for k in range(0, len(rest), 6):
+        h = bottleneck(h, *rest[k:k + 6])
+    return h
+
+
+def _stage_specs(batch=32, hw=56, cin=64, width=64, cout=256, blocks=3):
+    t = bf16
+    out = [spec((batch, hw, hw, cin), t)]
+    for k in range(blocks):
+        c = cin if k == 0 else cout
+        out += [spec((1, 1, c, width), t), spec((width,), t), spec((3, 3, width, width), t), spec((width,), t),
+                spec((1, 1, width, cout), t), spec((cout,), t)]
+        if k == 0:
+            out += [spec((1, 1, cin, cout), t), spec((cout,), t)]
+    return tuple(out)
+
+
+def gemm(a, b):
+    return a @ b
+
+
 N, HW, C1, C2 = 8, 32, 32, 64  # batch, height = width, input and block channels
 RN, RHW, RC, DC = 8, 56, 64, 128  # ResNet's first stage: batch, height = width, channels; depthwise channels
 # name -> (function, argument specs).
@@ -93,9 +130,12 @@ MODULES: dict[str, tuple] = {
                                     spec((3, 3, RC, RC)), spec((RC,)))),
     "depthwise_conv": (depthwise_conv, (spec((RN, RHW, RHW, DC)), spec((3, 3, 1, DC)), spec((DC,)))),
     "conv_wgrad": (conv_wgrad, (spec((RN, RHW, RHW, RC)), spec((3, 3, RC, RC)), spec((RN, RHW, RHW, RC)))),
+    "resnet50_stage_bf16": (resnet50_stage, _stage_specs()),
+    "gemm_bf16_2048": (gemm, (spec((2048, 2048), bf16), spec((2048, 2048), bf16))),
+    "gemm_bf16_4096": (gemm, (spec((4096, 4096), bf16), spec((4096, 4096), bf16))),
 }
 
-CONV_MODULES = ("conv_block", "resnet_block", "depthwise_conv", "conv_wgrad")
+CONV_MODULES = ("conv_block", "resnet_block", "depthwise_conv", "conv_wgrad", "resnet50_stage_bf16")
 
 
 def lower(name: str) -> str:

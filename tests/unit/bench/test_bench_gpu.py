@@ -39,7 +39,7 @@ def test_module_set_loads_and_covers_the_issue():
     modules = bench_gpu.load_modules()
     labels = " ".join(label for label, _, _ in modules)
     for word in ("gelu", "reduce_row", "reduce_column", "transpose", "softmax", "layernorm", "rmsnorm",
-                 "transformer_fwd"):
+                 "transformer_fwd", "gemm_bf16_4096", "gemm_bias_gelu", "int8_x_bf16", "attention", "resnet50_stage"):
         assert word in labels
     from hlo_common.hlo.parser import parse_module
 
