@@ -84,7 +84,8 @@ class CompileResult:
 
 def prepare_pipeline(target: str = "host") -> HloPassPipeline:
     """Stage 1 as a pass pipeline (the shared passes of `hlo_common.passes`, in this order); for
-    the cuda target the cuDNN convolution calls cuDNN takes stay calls."""
+    the cuda target the cuDNN convolution calls cuDNN takes and the cuBLASLt calls with an epilogue
+    cublasLtMatmul takes stay calls."""
     from hlo_common.passes.async_calls import AsyncOpsToCalls
     from hlo_common.passes.bounded_dynamic_dimensions import BoundedDynamicDimensions
     from hlo_common.passes.codegen_copy_insertion import CodegenCopyInsertion
@@ -102,7 +103,8 @@ def prepare_pipeline(target: str = "host") -> HloPassPipeline:
         DecompositionCalls(), AsyncOpsToCalls(), FlattenCallGraph(),
         BoundedDynamicDimensions(),  # `<=N` dimensions static at N, as the interpreter has them
         CodegenSupportChecks(),  # unbounded dimensions and layouts across control flow refused
-        SingleDeviceCollectives(), GemmFallback(), CudnnConvFallback(keep_cudnn_calls=target == "cuda"),
+        SingleDeviceCollectives(), GemmFallback(keep_lt_epilogues=target == "cuda"),
+        CudnnConvFallback(keep_cudnn_calls=target == "cuda"),
         NestedFusionInliner(),
         FusionWrapper(must_wrap=needs_kernel),
         CodegenCopyInsertion(),

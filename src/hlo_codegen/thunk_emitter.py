@@ -12,7 +12,8 @@ thunks, by the kind `fusion_wrapper.classify` gives it:
                        GEMM fusion a GemmFusionThunk (its computation, evaluated with numpy)
     __cudnn$conv*      CudnnConvolutionThunk (cuda target only: the call's cuDNN graph, a slice per
                        graph tensor, the scratch buffer as workspace)
-    dot / __cublas$*   GemmThunk (gemm_fallback split cuBLASLt epilogues into a GEMM call + a fusion,
+    dot / __cublas$*   GemmThunk (for the cuda target with the cuBLASLt epilogue cublasLtMatmul runs;
+                       elsewhere gemm_fallback split such epilogues into a GEMM call + a fusion,
                        and made the calls cuBLAS cannot run fusions)
     copy (same bytes)  CopyThunk (nothing when source and destination are one slice)
     rng-get-and-update-state  RngGetAndUpdateStateThunk (XLA emits a load / add / store of its
@@ -190,7 +191,7 @@ class ThunkEmitter:
             out_index: tuple[int, ...] = ()
             workspace = None
         else:
-            found = gemm_config_for_custom_call(instr)
+            found = gemm_config_for_custom_call(instr, lt=True)  # an epilogue left here is cuBLASLt's
             if found is None:  # gemm_fallback lowers these to kernels before thunk emission
                 raise HloError(f"%{instr.name}: cuBLAS cannot run this gemm and it was not lowered to a "
                                "kernel")

@@ -24,14 +24,17 @@ Which GEMMs become GemmThunks: those hlo-run's cuBLAS call (`hlo_run/cublas.py`,
 (`hlo_common.interpreter.gemm_semantics`): a type combination of `CUBLAS_TYPES` (XLA's
 TypesAreSupportedByLegacyCublas), operands and result in a memory order MatrixLayout takes, a c operand
 of exactly the result's shape and layout (cuBLAS overwrites it in place), the DEFAULT epilogue
-(hlo-run calls no cuBLASLt), no amax output, no algorithm that rounds f32 operands to 16 bits,
+(with `lt`, below, also BIAS/RELU/GELU), no amax output, no algorithm that rounds f32 operands to 16 bits,
 and for s8 operands XLA's int8 rules: every row and column count of the two operands a
 multiple of 4 (what XLA's cublas-pad-for-gemms guarantees: cuBLAS needs 4-aligned leading dims
 and batch strides for int8) and, for an s32 result, integral alpha and beta (an int32 scale).
 The host target takes the same decision, so a host run executes the thunks the GPU runs. Every
 other gemm custom call is rewritten by `hlo_common.passes.gemm_fallback` (never a failure): a
 cuBLASLt call whose only obstacle is its epilogue becomes a `__cublas$gemm` call plus an epilogue
-kernel, the rest one kernel each.
+kernel, the rest one kernel each. For the cuda target (`lt=True`) a cuBLASLt call with a BIAS, RELU or
+GELU epilogue (no aux output, no amax) on f16/bf16/f32/f64 results, whose bias has the result's type
+and one element per element of the result's most minor dim, stays one GemmThunk with its epilogue:
+one `cublasLtMatmul` (`hlo_run/cublas_lt.py`), as XLA:GPU runs it.
 """
 
 from __future__ import annotations
@@ -141,28 +144,53 @@ def gemm_backend_config(instr: HloInstruction) -> dict:
     return _inner_config(instr.backend_config_data) or {}
 
 
-def cublas_can_run(sem: GemmSemantics, lhs: Shape) -> bool:
-    """Whether hlo-run's legacy cuBLAS call computes `sem` as the reference does (shapes aside)."""
+LT_EPILOGUES = frozenset({"RELU", "BIAS", "BIAS_RELU", "GELU", "BIAS_GELU"})  # one cublasLtMatmul each
+LT_RESULT_TYPES = frozenset({"f16", "bf16", "f32", "f64"})
+
+
+def cublas_can_run(sem: GemmSemantics, lhs: Shape, lt: bool = False) -> bool:
+    """Whether hlo-run's legacy cuBLAS call (with `lt`, or its cuBLASLt call) computes `sem` as the
+    reference does (shapes aside)."""
     rounds = ALGORITHM_OPERAND_TYPES.get(sem.algorithm)
-    return (sem.epilogue == "DEFAULT" and not sem.damax_output
-            and (rounds is None or lhs.element_type.name == rounds))
+    epilogue_ok = sem.epilogue == "DEFAULT" or (lt and sem.epilogue in LT_EPILOGUES)
+    return epilogue_ok and not sem.damax_output and (rounds is None or lhs.element_type.name == rounds)
 
 
-def gemm_config_for_custom_call(instr: HloInstruction) -> tuple[GemmConfig, dict[str, int]] | None:
+def _lt_fits(instr: HloInstruction, sem: GemmSemantics, out: Shape, config: GemmConfig) -> bool:
+    """A cuBLASLt epilogue's operands as cublasLtMatmul takes them: a result type it fuses into, and
+    a bias of the result's type with one element per row of D as cuBLAS sees it (the output's
+    minor rows or columns: hlo_run/cublas.py's operand swap), read in memory order."""
+    if sem.epilogue == "DEFAULT":
+        return True
+    if not out.is_array or out.element_type.name not in LT_RESULT_TYPES:
+        return False
+    roles = sem.operand_roles()
+    if "bias" not in roles:
+        return True
+    bias = instr.operands[roles["bias"]].shape
+    d = config.output_matrix
+    rows = d.rows if d.order == "column_major" else d.cols
+    return bias.element_type is out.element_type and bias.num_elements == rows
+
+
+def gemm_config_for_custom_call(instr: HloInstruction, lt: bool = False
+                                ) -> tuple[GemmConfig, dict[str, int]] | None:
     """The GemmConfig of a `__cublas$gemm` custom call and which operand is what
-    (`{"lhs": 0, "rhs": 1, "c": 2}`), or None when cuBLAS cannot run it (then `gemm_fallback`
-    makes it a kernel); HloError naming the call when its config is unusable."""
+    (`{"lhs": 0, "rhs": 1, "c": 2}`), or None when cuBLAS (with `lt`, or cuBLASLt) cannot run it
+    (then `gemm_fallback` makes it a kernel); HloError naming the call when its config is unusable."""
     sem = parse_gemm_semantics(instr)
     lhs, rhs = instr.operands[0].shape, instr.operands[1].shape
-    if not cublas_can_run(sem, lhs):
-        return None
     out, roles = gemm_output_shape(instr), sem.operand_roles()
+    if not cublas_can_run(sem, lhs, lt):
+        return None
     # cuBLAS reads c as the output it overwrites (hlo-run copies c's bytes into the output first).
     if "c" in roles and instr.operands[roles["c"]].shape.to_string() != out.to_string():
         return None
     config = build_gemm_config(lhs, rhs, out, sem.dims, (sem.alpha_real, sem.alpha_imag), sem.beta,
                                sem.epilogue)
-    return (config, roles) if config is not None else None
+    if config is None or not _lt_fits(instr, sem, out, config):
+        return None
+    return config, roles
 
 
 def gemm_output_shape(instr: HloInstruction) -> Shape:

@@ -6,8 +6,10 @@ the fusion wrapper. `hlo_common.gpu.gemm_config.gemm_config_for_custom_call` say
 `__cublas$lt$matmul` calls hlo-run's cuBLAS call can run; every other one is rewritten here into
 HLO that computes the same thing as `hlo_common.interpreter.gemm_semantics` says.
 
-A cuBLASLt call that only its epilogue (BIAS, RELU, GELU, *_AUX) keeps from cuBLAS
-(`epilogue_split`) becomes a `__cublas$gemm` call (a GemmThunk: alpha, and beta * c when c can be
+For the cuda target (`keep_lt_epilogues`) a cuBLASLt call with a BIAS / RELU / GELU epilogue that
+cublasLtMatmul computes as the reference does stays one call (a GemmThunk with its epilogue,
+`hlo_common.gpu.gemm_config`). Elsewhere, a cuBLASLt call that only its epilogue (BIAS, RELU, GELU,
+*_AUX) keeps from cuBLAS (`epilogue_split`) becomes a `__cublas$gemm` call (a GemmThunk: alpha, and beta * c when c can be
 the GEMM's initial result) and one kernel for the rest, as XLA:GPU runs the same calls without
 cuBLASLt. For 16-bit results the GEMM writes f32 (cuBLAS's bf16 x bf16 -> f32), so the epilogue
 rounds once, as the reference does:
@@ -71,13 +73,15 @@ def is_gemm_custom_call(instr: HloInstruction) -> bool:
     return instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") in GEMM_CUSTOM_CALL_TARGETS
 
 
-def lower_unsupported_gemms(module: HloModule, computations: list[HloComputation]) -> list[HloInstruction]:
-    """Rewrite every gemm custom call of `computations` that cuBLAS cannot run; returns the fusions
-    (for a cuBLASLt epilogue, the epilogue's fusion after its new `__cublas$gemm` call)."""
+def lower_unsupported_gemms(module: HloModule, computations: list[HloComputation],
+                            lt: bool = False) -> list[HloInstruction]:
+    """Rewrite every gemm custom call of `computations` that cuBLAS (with `lt`, or cuBLASLt) cannot
+    run; returns the fusions (for a cuBLASLt epilogue, the epilogue's fusion after its new
+    `__cublas$gemm` call)."""
     fusions = []
     for comp in computations:
         for instr in list(comp.instructions):
-            if is_gemm_custom_call(instr) and gemm_config_for_custom_call(instr) is None:
+            if is_gemm_custom_call(instr) and gemm_config_for_custom_call(instr, lt) is None:
                 split = epilogue_split(instr)
                 lowering = GemmLowering(module, comp, instr) if split is None else \
                     EpilogueLowering(module, comp, instr, split)
@@ -92,9 +96,10 @@ class GemmFallback(HloPass):
     epilogue."""
 
     name = "gemm-fallback"
+    keep_lt_epilogues: bool = False  # the cuda target: cuBLASLt calls with an epilogue stay one call
 
     def run(self, module: HloModule) -> bool:
-        return bool(lower_unsupported_gemms(module, global_computations(module)))
+        return bool(lower_unsupported_gemms(module, global_computations(module), self.keep_lt_epilogues))
 
 
 def accumulation_type(t: PrimitiveType) -> PrimitiveType:

@@ -5,7 +5,7 @@ that hlo-run works without the `gpu` extra. The driver API comes from cuda-bindi
 (`cuda.bindings.driver`): one primary context, the legacy default stream, `cuMemAlloc` per
 allocation, PTX linked into a cubin for the device with nvJitLink (`cuModuleLoadData` of the PTX
 as a fallback), `cuLaunchKernel` with one pointer per kernel argument. GemmThunks call cuBLAS
-(`hlo_run.cublas`), CudnnConvolutionThunks cuDNN's graph API (`hlo_run.cudnn_runner`: plans built
+(`hlo_run.cublas`; one with a cuBLASLt epilogue `hlo_run.cublas_lt`), CudnnConvolutionThunks cuDNN's graph API (`hlo_run.cudnn_runner`: plans built
 once per graph shape on a handle on this stream; a plan needing more workspace than the call's
 scratch gets a device buffer kept for such plans). Per-thunk times come from CUDA events around
 each thunk.
@@ -20,7 +20,7 @@ import ctypes
 from typing import Any
 
 from hlo_common.errors import HloError
-from hlo_common.manifest.manifest import ManifestKernel
+from hlo_common.manifest.manifest import ManifestKernel, parse_shape_text
 from hlo_common.manifest.cudnn_thunks import CudnnConvolutionThunk
 from hlo_common.manifest.thunks import GemmThunk, KernelThunk
 from hlo_run.backends import Backend, Executable, Program
@@ -82,6 +82,7 @@ class CudaDevice(Device):
         self.stream = driver.CUstream(0)
         self.modules: list[Any] = []
         self._blas = None
+        self._blas_lt = None  # cuBLASLt, for GemmThunks with an epilogue (hlo_run.cublas_lt)
         self._cudnn = None  # hlo_run.cudnn_runner.CudnnConvRunner, made on the first cuDNN thunk
         self._cudnn_workspace: tuple[Any, int] | None = None  # (device buffer, bytes)
 
@@ -113,9 +114,10 @@ class CudaDevice(Device):
         check(self.driver.cuMemsetD32Async(dst, value, size // 4, self.stream), "cuMemsetD32Async")
 
     def close(self) -> None:
-        if self._blas is not None:
-            self._blas.close()
-            self._blas = None
+        for blas in (self._blas, self._blas_lt):
+            if blas is not None:
+                blas.close()
+        self._blas = self._blas_lt = None
         if self._cudnn_workspace is not None:
             self.release(self._cudnn_workspace[0])
             self._cudnn_workspace = None
@@ -209,13 +211,23 @@ class CudaDevice(Device):
         return int(self._cudnn_workspace[0])
 
     def gemm(self, thunk: GemmThunk, pointers: dict[str, int]) -> None:
+        c = pointers.get("c")
+        if c is not None and c != pointers["output"]:
+            self.copy(pointers["output"], c, thunk.output.size)
+        if thunk.config.epilogue != "DEFAULT":  # one cublasLtMatmul: GEMM, bias and activation
+            from hlo_run.cublas_lt import CublasLt
+
+            if self._blas_lt is None:
+                self._blas_lt = CublasLt(int(self.stream))
+            out_type = parse_shape_text(thunk.config.output_shape, "gemm").element_type
+            bias = thunk.bias.size // out_type.byte_size if thunk.bias is not None else None
+            workspace = thunk.workspace.size if thunk.workspace is not None else 0
+            self._blas_lt.matmul(thunk.config, pointers, bias, workspace)
+            return
         from hlo_run.cublas import Cublas
 
         if self._blas is None:
             self._blas = Cublas(int(self.stream))
-        c = pointers.get("c")
-        if c is not None and c != pointers["output"]:
-            self.copy(pointers["output"], c, thunk.output.size)
         self._blas.gemm(thunk.config, pointers)
 
 
