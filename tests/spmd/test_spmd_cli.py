@@ -134,3 +134,15 @@ def test_manual_region_of_the_wrong_shape_is_a_one_line_error():
     assert text != good
     proc = _tool("hlo-opt", "--num-partitions", "4", "-", stdin=text)
     _one_line_error(proc, "%shard_map.9", "manual region", "f32[8,4]")
+
+
+def test_hlo_opt_manual_region_without_num_partitions_is_a_one_line_error(tmp_path):
+    text = ('HloModule m\n\nENTRY e {\n  p = f32[8,16] parameter(0), sharding={devices=[4,1]<=[4]}\n'
+            '  m = f32[2,16] custom-call(p), custom_call_target="SPMDFullToShardShape", sharding={manual}\n'
+            '  n = f32[2,16] negate(m), sharding={manual}\n'
+            '  ROOT r = f32[8,16] custom-call(n), custom_call_target="SPMDShardToFullShape", '
+            'sharding={devices=[4,1]<=[4]}\n}\n')
+    out = tmp_path / "out.hlo"
+    proc = _tool("hlo-opt", "-", "-o", str(out), stdin=text)
+    _one_line_error(proc, "%m", "no num_partitions", "--num-partitions N")
+    assert not out.exists()

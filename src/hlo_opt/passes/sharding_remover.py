@@ -12,8 +12,9 @@ partition each is its operand, so every user (and the root) reads the operand in
       =>  ROOT %n = f32[8] negate(%x)
 
 A marker whose result shape differs from its operand's (a full-to-shard conversion written for
-several partitions) is left alone: replacing it would change the program's shapes. Nothing else
-is touched. On more than one partition the pass does nothing (spmd-partitioning consumes them).
+several partitions) cannot go: the program needs the device count its manual region was written
+for, which jax passes in its compile options, not in the HLO, so it is a one-line error asking
+for `--num-partitions` (issue 17 item 8). Nothing else is touched. On more than one partition the pass does nothing (spmd-partitioning consumes them).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo_pass.pass_base import register_pass
 from hlo_opt.passes.op_expander_pass import OpExpanderPass
 from hlo_opt.spmd.config import num_partitions
+from hlo_opt.spmd.errors import SpmdError
 
 @register_pass
 @dataclass
@@ -44,6 +46,11 @@ class ShardingRemover(OpExpanderPass):
 
     def expand_instruction(self, instr: HloInstruction) -> HloInstruction | None:
         operand = instr.operands[0]
+        if operand.shape.dims != instr.shape.dims or operand.shape.element_type != instr.shape.element_type:
+            target = instr.attrs.get("custom_call_target")
+            raise SpmdError(f"{target} turns {operand.shape} into {instr.shape}: a manual region for "
+                            f"several devices, and the module gives no num_partitions (hlo-opt "
+                            f"--num-partitions N)", instr)
         if operand.shape != instr.shape:
             return None
         return operand
