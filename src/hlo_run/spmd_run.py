@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hlo_common.errors import InputError
-from hlo_common.hlo.sharded_arrays import gather, is_global_program, sharding_devices, split
+from hlo_common.hlo.sharded_arrays import REGION_ENTRIES, gather, is_global_program, sharding_devices, split
 from hlo_run.backends import Program
 from hlo_run.devices import stack, unstack
 
@@ -100,6 +100,6 @@ def prepare(program: Program) -> GlobalProgram | None:
     partitioned = parse_module(text, f"{program.name} (partitioned by {OPT_TOOL})")
     program.module, program.hlo_text = partitioned, text
     params = sorted(partitioned.entry.parameters, key=lambda p: p.parameter_number)
-    regions = any(i.opcode == "custom-call" and i.attrs.get("custom_call_target") == "xla.sdy.GlobalToLocalShape"
+    regions = any(i.opcode == "custom-call" and i.attrs.get("custom_call_target") in REGION_ENTRIES
                   for i in module.entry.instructions)
     return GlobalProgram(original, n, [p.sharding for p in params], partitioned.entry.root.sharding, regions)

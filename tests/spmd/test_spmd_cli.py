@@ -146,3 +146,40 @@ def test_hlo_opt_manual_region_without_num_partitions_is_a_one_line_error(tmp_pa
     proc = _tool("hlo-opt", "-", "-o", str(out), stdin=text)
     _one_line_error(proc, "%m", "no num_partitions", "--num-partitions N")
     assert not out.exists()
+
+
+GSPMD_REGION = """HloModule gspmd_region, num_partitions=4
+
+sum {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+
+ENTRY main {
+  p = f32[8,16] parameter(0), sharding={devices=[4,1]<=[4]}
+  pin = f32[8,16] custom-call(p), custom_call_target="Sharding", sharding={devices=[4,1]<=[4]}
+  m = f32[2,16] custom-call(pin), custom_call_target="SPMDFullToShardShape", sharding={manual}
+  ar = f32[2,16] all-reduce(m), replica_groups={{0,1,2,3}}, channel_id=1, use_global_device_ids=true,
+       to_apply=sum, sharding={manual}
+  e = f32[2,16] exponential(ar), sharding={manual}
+  back = f32[2,16] custom-call(e), custom_call_target="Sharding", sharding={manual}
+  ROOT r = f32[8,16] custom-call(back), custom_call_target="SPMDShardToFullShape", sharding={devices=[4,1]<=[4]}
+}
+"""
+
+
+@pytest.mark.parametrize("platform", ["interpreter", "host"])
+def test_gspmd_manual_region_runs_on_global_arrays(platform, tmp_path):
+    """A shard_map region in GSPMD's form (SPMDFullToShardShape / SPMDShardToFullShape around
+    {manual} values, as XLA's tests and older jax write it): each device's row block, summed over
+    the 4 devices by the user's all-reduce, exp'd, and gathered back as the rows of the result."""
+    src, inputs, output = tmp_path / "m.hlo", tmp_path / "in.npz", tmp_path / "out.npz"
+    src.write_text(GSPMD_REGION)
+    x = np.random.default_rng(3).uniform(-1, 1, (8, 16)).astype(np.float32)
+    np.savez(inputs, arg0=x)
+    proc = _tool("hlo-run", str(src), "--platform", platform, "--inputs", str(inputs), "--output", str(output))
+    assert proc.returncode == 0, proc.stderr
+    (got,) = np.load(output).values()
+    want = np.tile(np.exp(x.reshape(4, 2, 16).sum(axis=0)), (4, 1))
+    np.testing.assert_allclose(got, want, rtol=1e-5)

@@ -75,6 +75,10 @@ _DEVICE_OPS = frozenset({
 })
 
 
+# the entries of a manual (shard_map) region: Shardy's (jax 0.10) and GSPMD's
+REGION_ENTRIES = frozenset({"xla.sdy.GlobalToLocalShape", "SPMDFullToShardShape"})
+
+
 def is_global_program(module) -> bool:
     """Whether `module` is a sharded program over global arrays still to be partitioned (what jax
     lowers), rather than a per-device program: it carries a sharding and holds no collective and
@@ -84,7 +88,7 @@ def is_global_program(module) -> bool:
     entry = module.entry
     if entry is None or entry.name.endswith("_spmd"):
         return False
-    if any(i.opcode == "custom-call" and i.attrs.get("custom_call_target") == "xla.sdy.GlobalToLocalShape"
+    if any(i.opcode == "custom-call" and i.attrs.get("custom_call_target") in REGION_ENTRIES
            for i in entry.instructions):
         return True  # a shard_map region: its body's collectives are the user's
     sharded = False

@@ -70,6 +70,8 @@ def annotation(instr: HloInstruction, n: int):
     """The user's tiling of `instr` (a tuple of them for a tuple shape), None without one."""
     if instr.sharding is None:
         return None
+    if instr.sharding.kind == "manual":  # inside a GSPMD manual region: per-device already
+        return manual.like(instr.shape)
     try:
         return _tiling_of(instr.sharding, instr.shape, n, instr)
     except ValueError as exc:

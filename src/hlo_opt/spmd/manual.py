@@ -6,8 +6,10 @@ tiles of a global value (`xla.sdy.out_shardings`). XLA's GSPMD form of the same 
 `SPMDFullToShardShape` / `SPMDShardToFullShape` pair around `{manual}` values
 (xla/service/spmd/shardy/sdy_round_trip/, spmd_partitioner.cc's HandleCustomCall).
 
-Values inside a region are `MANUAL`: already per-device, never resharded. Only regions manual
-over every mesh axis are taken so far.
+Both forms are taken: `target` names either edge by its Shardy name; a GSPMD edge's global tiling
+is the sharding of the full-shape side (the operand entering, the result leaving). Values inside
+a region are `MANUAL`: already per-device, never resharded. Only regions manual over every mesh
+axis (every device) are taken so far.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ from hlo_opt.spmd.tiling import Tiling, from_sharding
 MANUAL = "manual"
 TO_LOCAL = "xla.sdy.GlobalToLocalShape"
 TO_GLOBAL = "xla.sdy.LocalToGlobalShape"
+_EDGES = {TO_LOCAL: TO_LOCAL, TO_GLOBAL: TO_GLOBAL,  # GSPMD's names for the same edges
+          "SPMDFullToShardShape": TO_LOCAL, "SPMDShardToFullShape": TO_GLOBAL}
 
 
 def target(instr: HloInstruction) -> str | None:
+    """TO_LOCAL or TO_GLOBAL for a region's edge (in either form), else None."""
     if instr.opcode != "custom-call":
         return None
-    name = instr.attrs.get("custom_call_target")
-    return name if name in (TO_LOCAL, TO_GLOBAL) else None
+    return _EDGES.get(instr.attrs.get("custom_call_target"))
 
 
 def is_manual(t) -> bool:
@@ -44,6 +48,8 @@ def like(shape):
 def region_tilings(instr: HloInstruction, n: int) -> list[Tiling]:
     """The global tilings at a region's edge: of each operand entering (GlobalToLocalShape), of
     each result leaving (LocalToGlobalShape)."""
+    if instr.attrs.get("custom_call_target") not in (TO_LOCAL, TO_GLOBAL):
+        return _gspmd_tilings(instr, n)
     attrs = dict(instr.frontend_attributes)
     key = "xla.sdy.in_shardings" if target(instr) == TO_LOCAL else "xla.sdy.out_shardings"
     module = instr.parent.parent
@@ -62,6 +68,21 @@ def region_tilings(instr: HloInstruction, n: int) -> list[Tiling]:
         if any(f'"{name}"' not in axes for name, _ in mesh_axes):
             raise SpmdError("a region manual over some mesh axes only is not partitioned yet", instr)
     return [from_sharding(s, r, n) for s, r in zip(shardings, ranks)]
+
+
+def _gspmd_tilings(instr: HloInstruction, n: int) -> list[Tiling]:
+    """SPMDFullToShardShape: the tiling of its operand's sharding (jax pins it with a `Sharding`
+    call); SPMDShardToFullShape: of its own sharding."""
+    full = instr.operands[0] if target(instr) == TO_LOCAL else instr
+    sharding = full.sharding
+    if sharding is None or sharding.kind == "manual":
+        side = "operand" if full is not instr else "result"
+        raise SpmdError(f"{instr.attrs.get('custom_call_target')}: its full-shape {side} has no tiled or "
+                        f"replicated sharding", instr)
+    tiling = from_sharding(sharding, full.shape.rank, n)
+    if tiling is None:
+        raise SpmdError(f"a region manual over some devices only ({sharding}) is not partitioned yet", instr)
+    return [tiling]
 
 
 def check_local(instr: HloInstruction, global_shape, tiling: Tiling, local_shape) -> None:
