@@ -71,6 +71,7 @@ class Plan:
         folded = _folded_converts(order) if fold_converts else {}
         groups = regions.find_regions(order, invariant, exclude=folded)
         fused = _attach_reductions(order, groups, folded) if fold_converts else set()
+        regions.keep_wide_outputs(groups, {id(i) for i in order}, comp.root)
         nodes = _schedule(order, groups, invariant)
         slot = {id(instr): k for k, instr in enumerate(order)}
         for convert, source in folded.items():  # the reduce reads the convert's operand
