@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from hlo_common.errors import HloError, InterpreterError
-from hlo_common.interpreter import blas, fast
+from hlo_common.interpreter import blas, fast, heap
 from hlo_common.interpreter.plan import ARRAY_CHECK, Plan
 from hlo_common.interpreter.registry import HANDLERS, TOKEN
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
@@ -105,6 +105,7 @@ class Evaluator:
     def __init__(self, *, replica_id: int = 0, partition_id: int = 0, rng_seed: int = 0x5EED,
                  rng_state: int = 0x7012395, max_while_iterations: int | None = None):
         _import_handlers()
+        heap.keep_freed_memory()
         self.max_while_iterations = max_while_iterations  # None: loops run until their condition fails
         self.replica_id = replica_id
         self.partition_id = partition_id

@@ -25,6 +25,7 @@ call and lets the handler write into it if nothing else refers to the array.
 from __future__ import annotations
 
 import heapq
+import math
 from operator import itemgetter
 from typing import Callable, Sequence
 
@@ -70,6 +71,7 @@ class Plan:
         folded = _folded_converts(order) if fold_converts else {}
         groups = regions.find_regions(order, invariant, exclude=folded)
         fused = _attach_reductions(order, groups, folded) if fold_converts else set()
+        regions.keep_wide_outputs(groups, {id(i) for i in order}, comp.root)
         nodes = _schedule(order, groups, invariant)
         slot = {id(instr): k for k, instr in enumerate(order)}
         for convert, source in folded.items():  # the reduce reads the convert's operand
@@ -220,7 +222,8 @@ def _attach_reductions(order: list[HloInstruction], groups: list[regions.Region]
         dims = tuple(sorted(int(d) for d in instr.attrs.get("dimensions") or ()))
         if region is None or kind is None or ptype.is_pred or not region.can_reduce(dims):
             continue
-        ufunc, wide = fast_reduction(kind, ptype)
+        row = math.prod(source.shape.dims[d] for d in dims)
+        ufunc, wide = fast_reduction(kind, ptype, row)  # slabs are contiguous rows
         region.reductions.append(regions.Reduction(instr, source, kind, dims, ufunc, wide))
         absorbed.setdefault(id(region), set()).update({id(instr), id(instr.operands[0])})
         fused.add(id(instr))

@@ -75,6 +75,7 @@ class Region:
         """Work out inputs, outputs and the per-slab program once all members are known; users
         whose ids are in `absorbed` (reductions the region computes) do not make outputs."""
         self.inputs = []
+        self.absorbed = absorbed
         self._axis, self._step = chunking(self.dims)
         local = {id(m): k for k, m in enumerate(self.members)}
         for m in self.members:
@@ -90,8 +91,19 @@ class Region:
         self._output_slots = [local[id(o)] for o in self.outputs]
         kept = set(self._output_slots) | set(self._reduction_slots)  # read after the members ran
         self._program, wide, kernels = _slab_program(self.members, local, kept)
+        self.kernel_ids = {id(self.members[k]) for k in kernels}
         self._output_wide = [slot in wide for slot in self._output_slots]
         self._direct = {slot for slot in self._output_slots if slot in kernels and slot not in wide}
+        self.handed_wide: list[bool] = [False] * len(self.outputs)
+
+    def hand_wide(self, handed: set[int]) -> None:
+        """Outputs whose ids are in `handed` (bf16 values kept in f32 by this region) leave it
+        as f32 arrays of bf16 values, for other regions' kernels, which read them as they are
+        (`keep_wide_outputs`): no narrowing here and no widening there."""
+        self.handed_wide = [id(o) in handed and w for o, w in zip(self.outputs, self._output_wide)]
+        for o, slot, handed_out in zip(self.outputs, self._output_slots, self.handed_wide):
+            if handed_out:
+                self._direct.add(slot)
 
     def can_reduce(self, dims: tuple[int, ...]) -> bool:
         """True when every slab holds whole rows of a reduction over trailing `dims`."""
@@ -103,7 +115,8 @@ class Region:
         """The region's outputs, then the reductions of its `reductions` (each in its accumulation
         dtype, the init not applied yet), computed slab by slab (a plan step handler)."""
         dims = self.dims
-        outs = [np.empty(dims, o.shape.element_type.np_dtype) for o in self.outputs]
+        outs = [np.empty(dims, np.float32 if handed else o.shape.element_type.np_dtype)
+                for o, handed in zip(self.outputs, self.handed_wide)]
         partials = [np.empty(dims[:r.dims[0]], r.wide) for r in self.reductions]
         inputs = [_compact_broadcast(x, dims) for x in operands]
         n_values = len(self.members) + len(inputs)
@@ -117,8 +130,11 @@ class Region:
             targets = {slot: out[index] for out, slot in zip(outs, self._output_slots)
                        if slot in self._direct}
             self._run_slab(values, ev, targets, donors)
-            for out, slot, wide in zip(outs, self._output_slots, self._output_wide):
-                if wide:
+            for out, slot, wide, handed in zip(outs, self._output_slots, self._output_wide, self.handed_wide):
+                if handed:
+                    if values[slot] is not targets[slot]:
+                        out[index] = values[slot]
+                elif wide:
                     narrow.narrow_into(out[index], values[slot])
                 elif values[slot] is not targets.get(slot):
                     out[index] = values[slot]
@@ -152,7 +168,9 @@ class Region:
                 if out is None and donors[k] >= 0:
                     out = values[donors[k]]
                 value = fn(member, ops, out, ev)
-                values[k] = narrow.round_bf16_in_place(value) if rounds else value
+                if rounds:
+                    narrow.round_bf16_in_place(value)  # in place, also in a target's array
+                values[k] = value
         except InterpreterError:
             raise
         except HloError as exc:
@@ -357,6 +375,17 @@ def find_regions(order: list[HloInstruction], invariant: set[int], exclude=froze
     for r in found:
         r.finish(live, order[-1])
     return found
+
+
+def keep_wide_outputs(groups: list[Region], live: set[int], root: HloInstruction) -> None:
+    """Let each region hand a bf16 output to other regions in its f32 form when every live user of
+    it is another region's member run as a kernel (those read bf16 operands in f32 anyway)."""
+    kernel_region = {i: g for g in groups for i in g.kernel_ids}
+    for g in groups:
+        own = {id(m) for m in g.members} | g.absorbed  # these read the slab's value, not the output
+        handed = {id(o) for o in g.outputs if o is not root and all(
+            id(u) in own or kernel_region.get(id(u)) not in (None, g) for u in o.users if id(u) in live)}
+        g.hand_wide(handed)
 
 
 def _may_join(instr: HloInstruction, region: Region, region_bit: int, region_of: dict, deps: dict) -> bool:

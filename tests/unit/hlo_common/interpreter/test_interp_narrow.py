@@ -159,3 +159,47 @@ def test_an_error_in_a_worker_thread_names_the_instruction(monkeypatch):
     monkeypatch.setitem(HANDLERS, "power", boom)
     with pytest.raises(Exception, match=r"%pw \(power\).*boom"):
         evaluate(module, _chain_inputs())
+
+
+SOFTMAX = """
+HloModule sm
+mx { a = bf16[] parameter(0) b = bf16[] parameter(1) ROOT m = bf16[] maximum(a, b) }
+add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }
+ENTRY e {
+  x = bf16[512,512] parameter(0)
+  ninf = bf16[] constant(-inf)
+  m = bf16[512] reduce(x, ninf), dimensions={1}, to_apply=mx
+  mb = bf16[512,512] broadcast(m), dimensions={0}
+  d = bf16[512,512] subtract(x, mb)
+  e = bf16[512,512] exponential(d)
+  f = f32[512,512] convert(e)
+  z = f32[] constant(0)
+  s = f32[512] reduce(f, z), dimensions={1}, to_apply=add
+  sb = bf16[512] convert(s)
+  b = bf16[512,512] broadcast(sb), dimensions={0}
+  ROOT q = bf16[512,512] divide(e, b)%s
+}
+"""
+
+
+@pytest.mark.parametrize("handler_reads", [False, True])
+def test_a_bf16_value_between_regions_stays_f32_only_for_kernels(monkeypatch, handler_reads):
+    """exp's value leaves its region as f32 when only the divide's region (a kernel) and the fused
+    sum read it; a handler reading it too (a transpose) gets it in bf16. Either way every
+    value is the one each op rounding its own array gives."""
+    tail = "\n  tr = bf16[512,512] transpose(e), dimensions={1,0}\n  ROOT t = (bf16[512,512], bf16[512,512]) tuple(q, tr)"
+    module = parse_module((SOFTMAX % tail).replace("ROOT q", "q") if handler_reads else SOFTMAX % "")
+    handed: dict[str, bool] = {}
+    hand_wide = regions.Region.hand_wide
+
+    def record(self, ids):
+        hand_wide(self, ids)
+        handed.update({o.name: h for o, h in zip(self.outputs, self.handed_wide)})
+
+    monkeypatch.setattr(regions.Region, "hand_wide", record)
+    x = _chain_inputs()[0]
+    fast = evaluate(module, [x])
+    assert handed["e"] is (not handler_reads)
+    monkeypatch.setattr(regions, "MIN_ELEMENTS", 1 << 62)
+    slow = evaluate(module, [x])
+    assert _bits(fast if handler_reads else [fast]) == _bits(slow if handler_reads else [slow])
