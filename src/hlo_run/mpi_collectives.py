@@ -9,7 +9,7 @@ xla/backends/cpu/collectives/mpi_communicator.cc):
 
     all-reduce            Allreduce (MPI.IN_PLACE when source and destination are one slice)
     all-gather            Allgather          reduce-scatter    Reduce_scatter_block
-    all-to-all            Alltoall           collective-broadcast  Bcast from the group's first
+    all-to-all            Alltoall           collective-broadcast  Ibcast from the group's first
     collective-permute    Sendrecv with the pair's target and source (MPI.PROC_NULL for none;
                           a target nobody sends to gets zeros)
 
@@ -212,11 +212,16 @@ class MpiCollectives:
             dst[:n] = got[k * n:(k + 1) * n]
 
     def _collective_broadcast(self, thunk, buffer, src, dst) -> None:
+        """The root sends from its operand and copies it into its result while the transfer runs
+        (a nonblocking Ibcast on every member: blocking and nonblocking collectives do not match),
+        so the copy the root's result needs costs no time on top of the broadcast."""
         comm = self.communicator(thunk.groups)
         n = buffer.source.size
-        if comm.Get_rank() == 0 and src.ctypes.data != dst.ctypes.data:
+        copy = comm.Get_rank() == 0 and src.ctypes.data != dst.ctypes.data
+        request = comm.Ibcast([src if copy else dst, n, self.MPI.BYTE], root=0)
+        if copy:
             dst[:n] = src[:n]
-        comm.Bcast([dst, n, self.MPI.BYTE], root=0)
+        request.Wait()
 
     def _collective_permute(self, thunk, buffer, src, dst) -> None:
         MPI = self.MPI
