@@ -376,7 +376,7 @@ def _prepare_arguments(program: Program, options: RunOptions):
 
 
 def _set_devices(program: Program, options: RunOptions) -> None:
-    """The program's replica and partition counts; cuda runs one device so far."""
+    """The program's replica and partition counts (several devices: host, cuda over NCCL, interpreter)."""
     if program.module is None:
         return
     from hlo_run.devices import DeviceCountError, check_device_groups, device_counts
@@ -385,11 +385,6 @@ def _set_devices(program: Program, options: RunOptions) -> None:
         program.module, options.num_replicas, options.num_partitions, options.max_devices)
     check_device_groups(program.module, program.replicas, program.partitions)
     if program.devices > 1:
-        for platform in {options.platform, options.reference} - {"interpreter", "xla-cpu", "host", "none"}:
-            raise DeviceCountError(
-                f"module {program.module.name} runs on {program.devices} devices ({program.replicas} "
-                f"replica(s) x {program.partitions} partition(s)); platform {platform} runs one "
-                "device so far: use --platform host or interpreter (reference: xla-cpu)")
         if options.find_first_mismatch:
             raise DeviceCountError(f"--find-first-mismatch runs one device; module {program.module.name} "
                                    f"runs on {program.devices}")

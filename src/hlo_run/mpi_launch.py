@@ -1,6 +1,7 @@
 """Starting the host platform's MPI ranks: `mpiexec -n N` from hlo-run, or hlo-run as one rank.
 
-Where it sits: `backends/host.py` loads a manifest for N > 1 devices through `host_executable`:
+Where it sits: `backends/host.py` (and `backends/cuda.py`, one process per GPU with NCCL for the
+collectives, `hlo_run.nccl_runtime`) loads a manifest for N > 1 devices through `host_executable`:
 
 - started under an MPI launcher (`mpiexec`, `srun`: `under_mpi()` reads the variables they set),
   hlo-run is one rank: rank 0 compiles the module and sends the manifest to the others, each runs
@@ -51,7 +52,7 @@ def find_mpiexec() -> str:
         candidate = folder / "mpiexec"
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
-    raise MpiUnavailable(f"--platform host runs several devices through MPI, but mpiexec is not installed "
+    raise MpiUnavailable(f"hlo-run runs several devices through MPI, but mpiexec is not installed "
                          f"next to {sys.executable}: {INSTALL_HINT}")
 
 
@@ -59,15 +60,16 @@ def check_mpi4py() -> None:
     try:
         import mpi4py  # noqa: F401
     except ImportError:
-        raise MpiUnavailable(f"--platform host runs several devices through MPI, but mpi4py is not "
+        raise MpiUnavailable(f"hlo-run runs several devices through MPI, but mpi4py is not "
                              f"installed: {INSTALL_HINT}") from None
 
 
 class MpiLaunch:
     """An executable for N devices that runs each `run` as one `mpiexec -n N` job."""
 
-    def __init__(self, manifest, name: str, replicas: int, partitions: int, verbose: bool = False):
-        self.manifest, self.name = manifest, name
+    def __init__(self, manifest, name: str, replicas: int, partitions: int, verbose: bool = False,
+                 platform: str = "host"):
+        self.manifest, self.name, self.platform = manifest, name, platform
         self.replicas, self.partitions = replicas, partitions
         self.n = replicas * partitions
         self.verbose = verbose
@@ -99,7 +101,7 @@ class MpiLaunch:
                 pickle.dump(args, f, protocol=pickle.HIGHEST_PROTOCOL)
         spec = {"name": self.name, "timeout": self.collective_timeout, "verbose": self.verbose,
                 "max_while_iterations": self.max_while_iterations, "replicas": self.replicas,
-                "partitions": self.partitions}
+                "partitions": self.partitions, "platform": self.platform}
         (job / "job.json").write_text(json.dumps(spec))
 
     def command(self, job: Path) -> list[str]:
@@ -152,23 +154,25 @@ def mpiexec_available() -> bool:
         return False
 
 
-def host_executable(program) -> Any:
-    """The host platform's executable for `program` on program.devices > 1 devices."""
+def host_executable(program, platform: str = "host") -> Any:
+    """The executable of the host (or cuda) platform for `program` on program.devices > 1 devices:
+    one MPI rank per device, the same launch for both platforms."""
     from hlo_run.compile_hook import manifest_for
 
     if not under_mpi():
         check_mpi4py()
         find_mpiexec()  # before compiling: a missing launcher is the first thing to hear about
-        manifest = manifest_for(program, "host")
-        return MpiLaunch(manifest, program.name, program.replicas, program.partitions, program.verbose)
-    return RankInJob(program)
+        manifest = manifest_for(program, platform)
+        return MpiLaunch(manifest, program.name, program.replicas, program.partitions, program.verbose,
+                         platform)
+    return RankInJob(program, platform)
 
 
 class RankInJob:
     """hlo-run started as one rank of an MPI job: rank 0 compiles, every rank runs its device,
     rank 0 gets the stacked results (the other ranks get None)."""
 
-    def __init__(self, program):
+    def __init__(self, program, platform: str = "host"):
         from mpi4py import MPI
 
         from hlo_common.manifest.manifest import load_manifest
@@ -182,14 +186,14 @@ class RankInJob:
         data = None
         if world.Get_rank() == 0:
             try:
-                data = manifest_for(program, "host").to_bytes()
+                data = manifest_for(program, platform).to_bytes()
             except HloError as exc:  # said here, before any rank leaves (the others would end it)
                 print(f"hlo-run: error: {exc.one_line()}", file=sys.stderr, flush=True)
         data = world.bcast(data, root=0)
         if data is None:
             sys.exit(1)  # every rank: rank 0 said why
         self.program, self.world = program, world
-        self.inner = MpiRankExecutable(load_manifest(data, program.name), world, 60.0, program.name)
+        self.inner = MpiRankExecutable(load_manifest(data, program.name), world, 60.0, program.name, platform)
         self.is_root = self.inner.is_root
         self.source_module = None
 

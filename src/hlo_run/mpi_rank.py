@@ -35,7 +35,7 @@ def main(job: Path) -> None:
             mine = pickle.load(f)
     except (OSError, ValueError, KeyError, HloError) as exc:
         fail(world, f"cannot read the job: {exc.one_line() if isinstance(exc, HloError) else exc}")
-    exe = MpiRankExecutable(manifest, world, float(spec["timeout"]), spec["name"])
+    exe = MpiRankExecutable(manifest, world, float(spec["timeout"]), spec["name"], spec.get("platform", "host"))
     exe.max_while_iterations = spec["max_while_iterations"]
     mapping = mapping_lines(world, spec["replicas"], spec["partitions"]) if spec["verbose"] else None
     args = [mine if d == rank else None for d in range(world.Get_size())]

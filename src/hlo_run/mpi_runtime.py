@@ -115,6 +115,17 @@ class MpiHostDevice(HostDevice):
         super().close()
 
 
+def rank_device(platform: str, world, timeout: float):
+    """This rank's device: the host's, or (`cuda`) a GPU whose collectives go through NCCL."""
+    if platform == "host":
+        return MpiHostDevice(world, timeout)
+    if platform == "cuda":
+        from hlo_run.nccl_runtime import NcclCudaDevice
+
+        return NcclCudaDevice(world, timeout)
+    raise HloError(f"platform {platform} does not run on several devices (host and cuda do)")
+
+
 def fail(world, message: str) -> None:
     """Report `message` for this rank on one line and end every rank (MPI_Abort)."""
     rank = world.Get_rank()
@@ -146,10 +157,13 @@ class MpiRankExecutable:
     """The manifest on this rank's device; `run` gives every device's result on rank 0, None on
     the others."""
 
-    def __init__(self, manifest, world, timeout: float, name: str = ""):
+    def __init__(self, manifest, world, timeout: float, name: str = "", platform: str = "host"):
         self.world = world
         self.rank = world.Get_rank()
-        self.device = MpiHostDevice(world, timeout)
+        try:
+            self.device = rank_device(platform, world, timeout)
+        except HloError as exc:
+            fail(world, exc.one_line())
         try:
             self.inner = ManifestExecutable(manifest, self.device, name)
         except HloError as exc:

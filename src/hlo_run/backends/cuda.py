@@ -66,12 +66,13 @@ def _unavailable() -> str | None:
 class CudaDevice(Device):
     name = "cuda"
 
-    def __init__(self) -> None:
+    def __init__(self, gpu: int = 0) -> None:
+        """The device on GPU `gpu` (several devices: each MPI rank takes its own, hlo_run.nccl_runtime)."""
         from cuda.bindings import driver
 
         self.driver = driver
         check(driver.cuInit(0), "cuInit")
-        self.device = check(driver.cuDeviceGet(0), "cuDeviceGet")
+        self.device = check(driver.cuDeviceGet(gpu), "cuDeviceGet")
         self.context = check(driver.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")
         check(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
         attr = driver.CUdevice_attribute
@@ -239,5 +240,11 @@ class CudaBackend(Backend):
         return _unavailable()
 
     def load(self, program: Program) -> Executable:
+        if program.devices > 1:  # one process per GPU, collectives through NCCL (hlo_run.nccl_runtime)
+            from hlo_run.mpi_launch import host_executable
+            from hlo_run.nccl_runtime import check_nccl
+
+            check_nccl()
+            return host_executable(program, "cuda")
         manifest = manifest_for(program, "cuda")
         return ManifestExecutable(manifest, CudaDevice(), program.name)

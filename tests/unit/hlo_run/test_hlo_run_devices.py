@@ -75,7 +75,6 @@ def test_run_hlo_module_spellings_override_the_header(tmp_path):
 
 
 @pytest.mark.parametrize("args, text, message", [
-    (["--platform", "cuda"], PSUM, "platform cuda runs one device so far"),
     (["--platform", "host", "--max-devices", "2"], PSUM,
      "asks for 4 devices .* more than --max-devices 2"),
     (["--platform", "host", "--num-partitions", "8"], PSUM, "leave out device 4 of the module's 8"),
