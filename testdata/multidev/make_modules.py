@@ -3,6 +3,7 @@
 The input of `tests/multidev/test_multidev.py` (issue 16 item 6): programs on 2, 4 and 8 devices
 as people write them with jax (`shard_map` with psum, pmean, pmax, all_gather tiled and not,
 psum_scatter, all_to_all, ppermute rings, 2-D meshes grouping one axis or both, axis_index;
+groups of 3 and 6 devices with pieces of odd sizes;
 `pmap` (which jax 0.10 lowers through shard_map: partitions, not replicas); and `jax.jit` of a sharded MLP, attention block and data-parallel training step, which
 XLA's SPMD partitioner splits). Each file is the per-device program XLA:CPU compiled for
 jax's CPU devices, `jax.jit(f).lower(*args).compile().as_text()`: an optimized, partitioned module
@@ -156,8 +157,31 @@ def _partitioned() -> dict:
     }
 
 
+def _odd_sizes() -> dict:
+    """Groups of 3 and 6 devices and per-device pieces of odd sizes (3 x 5, 3 x 9, ...): nothing in
+    the collectives' arithmetic may assume powers of two."""
+    m3, m23 = mesh((3, "x")), mesh((2, "x"), (3, "y"))
+    ring = [(0, 1), (1, 2), (2, 0)]
+    return {
+        "odd_all_gather_n3": (smap(m3, lambda a: jax.lax.all_gather(a, "x", axis=0, tiled=True), P("x"), P()),
+                              [arg(m3, (9, 5), P("x"))]),
+        "odd_psum_scatter_n3": (
+            smap(m3, lambda a: jax.lax.psum_scatter(a, "x", scatter_dimension=0, tiled=True), P("x"), P("x")),
+            [arg(m3, (27, 5), P("x"))]),
+        "odd_all_to_all_n3": (smap(m3, lambda a: jax.lax.all_to_all(a, "x", 1, 0, tiled=True), P("x"), P("x")),
+                              [arg(m3, (9, 9), P("x"))]),
+        "odd_ppermute_ring_n3": (smap(m3, lambda a: jax.lax.ppermute(a, "x", ring), P("x"), P("x")),
+                                 [arg(m3, (3, 7), P("x"))]),
+        "mesh2x3_psum_y_n6": (smap(m23, lambda v: jax.lax.psum(v, "y"), P("x", "y"), P("x")),
+                              [arg(m23, (4, 9), P("x", "y"))]),
+        "mesh2x3_all_gather_x_n6": (
+            smap(m23, lambda v: jax.lax.all_gather(v, "x", axis=0, tiled=True), P("x", "y"), P(None, "y")),
+            [arg(m23, (6, 15), P("x", "y"))]),
+    }
+
+
 def programs() -> dict:
-    return {**_collectives_1d(), **_collectives_2d(), **_pmaps(), **_partitioned()}
+    return {**_collectives_1d(), **_collectives_2d(), **_pmaps(), **_partitioned(), **_odd_sizes()}
 
 
 _METADATA = re.compile(r", metadata=\{[^{}]*\}")

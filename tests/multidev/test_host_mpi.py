@@ -23,7 +23,7 @@ DATA = ROOT / "testdata" / "multidev"
 MODULES = sorted(DATA.glob("*.hlo"))
 # one per collective kind and device-id thunk, on 2, 4 and 8 ranks
 DEFAULT = {"psum_n2", "all_gather_tiled_n4", "psum_scatter_n8", "all_to_all_n4", "ppermute_ring_n8",
-           "axis_index_n8", "sharded_mlp_n8"}
+           "axis_index_n8", "sharded_mlp_n8", "odd_all_to_all_n3", "mesh2x3_psum_y_n6"}
 BIN = Path(sys.executable).parent
 
 pytestmark = pytest.mark.skipif(not (BIN / "mpiexec").is_file(), reason="needs the mpi extra (mpiexec)")

@@ -33,10 +33,10 @@ def _load(path: Path):
     return module, text
 
 
-def test_the_tier_covers_2_4_and_8_devices_and_every_collective_kind():
+def test_the_tier_covers_2_3_4_6_and_8_devices_and_every_collective_kind():
     assert len(MODULES) >= 25
     counts = {int(re.search(r"_n(\d+)\.hlo$", p.name).group(1)) for p in MODULES}
-    assert counts == {2, 4, 8}
+    assert counts == {2, 3, 4, 6, 8}
     text = "".join(p.read_text() for p in MODULES)
     for op in ("all-reduce(", "all-gather(", "reduce-scatter(", "all-to-all(", "collective-permute(",
                "partition-id(", "replica_groups=mesh["):
