@@ -4,7 +4,9 @@ Where it sits: behind `hlo-run --platform cuda`; everything CUDA is imported her
 that hlo-run works without the `gpu` extra. The driver API comes from cuda-bindings
 (`cuda.bindings.driver`): one primary context, the legacy default stream, `cuMemAlloc` per
 allocation, PTX linked into a cubin for the device with nvJitLink (`cuModuleLoadData` of the PTX
-as a fallback), `cuLaunchKernel` with one pointer per kernel argument. GemmThunks call cuBLAS
+as a fallback), `cuLaunchKernel` with one pointer per kernel argument. A Triton kernel (a GEMM
+fusion) loads its own cubin when it was compiled for this device, and gets null pointers for
+the scratch parameters Triton appends. GemmThunks call cuBLAS
 (`hlo_run.cublas`), CudnnConvolutionThunks cuDNN's graph API (`hlo_run.cudnn_runner`: plans built
 once per graph shape on a handle on this stream; a plan needing more workspace than the call's
 scratch gets a device buffer kept for such plans). Per-thunk times come from CUDA events around
@@ -17,6 +19,7 @@ exits 1.
 from __future__ import annotations
 
 import ctypes
+import re
 from typing import Any
 
 from hlo_common.errors import HloError
@@ -146,7 +149,7 @@ class CudaDevice(Device):
 
     # -- kernels ----------------------------------------------------------------------------------
     def load_kernel(self, kernel: ManifestKernel) -> Any:
-        image = self._cubin(kernel) or kernel.ptx.encode() + b"\0"
+        image = self._triton_cubin(kernel) or self._cubin(kernel) or kernel.ptx.encode() + b"\0"
         module = check(self.driver.cuModuleLoadData(image), f"cuModuleLoadData({kernel.name})")
         self.modules.append(module)
         function = check(self.driver.cuModuleGetFunction(module, kernel.name.encode()),
@@ -155,7 +158,14 @@ class CudaDevice(Device):
         if dynamic > 48 * 1024:
             attr = self.driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             check(self.driver.cuFuncSetAttribute(function, attr, dynamic), "cuFuncSetAttribute")
-        return function, dynamic
+        return function, dynamic, kernel.scratch_params
+
+    def _triton_cubin(self, kernel: ManifestKernel) -> bytes | None:
+        """A Triton kernel's own cubin when it was compiled for this device's architecture."""
+        if kernel.cubin is None:
+            return None
+        target = re.search(r"^\.target\s+sm_(\d+)", kernel.ptx or "", re.M)
+        return kernel.cubin if target and target.group(1) == f"{self.cc[0]}{self.cc[1]}" else None
 
     def _cubin(self, kernel: ManifestKernel) -> bytes | None:
         """PTX -> cubin for this device with nvJitLink, or None when nvJitLink is not installed."""
@@ -164,6 +174,9 @@ class CudaDevice(Device):
         except ImportError:
             return None
         arch = f"-arch=sm_{self.cc[0]}{self.cc[1]}"
+        target = re.search(r"^\.target\s+sm_\d+([af])\b", kernel.ptx, re.M)
+        if target and kernel.num_warps is not None:  # Triton's sm_90a PTX (wgmma) links for sm_90a only
+            arch += target.group(1)
         handle = nvjitlink.create(1, [arch])
         try:
             data = kernel.ptx.encode()
@@ -183,8 +196,8 @@ class CudaDevice(Device):
             nvjitlink.destroy(handle)
 
     def launch(self, handle: Any, thunk: KernelThunk, pointers: list[int]) -> None:
-        function, dynamic = handle
-        values = [ctypes.c_void_p(p) for p in pointers]
+        function, dynamic, scratch = handle
+        values = [ctypes.c_void_p(p) for p in pointers] + [ctypes.c_void_p(0) for _ in range(scratch)]
         params = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
         check(self.driver.cuLaunchKernel(function, *thunk.grid, *thunk.block, dynamic, self.stream,
                                          ctypes.addressof(params), 0),
