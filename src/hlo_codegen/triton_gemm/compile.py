@@ -58,8 +58,10 @@ def compile_kernels(sources: list[KernelSource], arch: str = "sm_90") -> list[Co
     requests = [{"text": s.text, "name": s.name, "signature": s.signature, "arch": arch,
                  "num_warps": s.config.get("num_warps", 4), "num_stages": s.config.get("num_stages", 3)}
                 for s in sources]
+    # no line info: it names the kernel's file (this machine's temporary directory) in the PTX
+    env = dict(os.environ, TRITON_DISABLE_LINE_INFO="1")
     done = subprocess.run([sys.executable, "-m", "hlo_codegen.triton_gemm.compile"],
-                          input=json.dumps(requests), capture_output=True, text=True)
+                          input=json.dumps(requests), capture_output=True, text=True, env=env)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         names = ", ".join(s.name for s in sources)

@@ -8,7 +8,8 @@ Where it sits: hlo_codegen.triton_gemm (package docstring); the thunk emitter re
 every GEMM fusion before it writes anything. A block size or warp count that is not a power of
 two, or tiles whose pipelined copies cannot fit the device's shared memory per block, is a
 one-line HloError naming the fusion (XLA's `TritonGemmConfig` and the autotuner refuse such
-configs too: `xla/service/gpu/autotuning/gemm_fusion_autotuner.cc`).
+configs too: `xla/service/gpu/autotuning/gemm_fusion_autotuner.cc`); so is an accumulator tile
+larger than a thread's 255 registers can hold (Triton would spend minutes compiling it, to spill).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from hlo_common.hlo.ir import HloInstruction
 
 KEYS = ("block_m", "block_n", "block_k", "split_k", "num_stages", "num_warps")
 MIN_DOT_TILE = 16  # tl.dot takes tiles of at least 16 on each side; smaller tiles are padded
+MAX_ACC_PER_THREAD = 255  # a thread's registers: a larger accumulator tile per thread only spills
 
 
 def _int(value, what: str, fusion: HloInstruction) -> int:
@@ -111,6 +113,12 @@ def check_config(fusion: HloInstruction, config: dict, device: DeviceDescription
     if config["num_stages"] < 1 or config["split_k"] < 1:
         raise HloError(f"%{fusion.name}: Triton GEMM config needs num_stages and split_k of at least 1 "
                        f"(found {config['num_stages']} and {config['split_k']})")
+    threads = 32 * config["num_warps"]
+    per_thread = padded(config["block_m"]) * padded(config["block_n"]) // threads
+    if per_thread > MAX_ACC_PER_THREAD:
+        raise HloError(f"%{fusion.name}: Triton GEMM config {config['block_m']}x{config['block_n']} on "
+                       f"{config['num_warps']} warps holds {per_thread} accumulator elements per thread; "
+                       f"a thread has at most {MAX_ACC_PER_THREAD} registers")
     need, limit = shared_memory_bytes(fusion, config), device.shared_memory_per_block_optin
     if need > limit:
         raise HloError(f"%{fusion.name}: Triton GEMM config {config['block_m']}x{config['block_n']}x"
@@ -118,4 +126,4 @@ def check_config(fusion: HloInstruction, config: dict, device: DeviceDescription
                        f"memory for its tiles; the {device.name} has {limit} per block")
 
 
-__all__ = ["KEYS", "MIN_DOT_TILE", "check_config", "fusion_config", "padded", "shared_memory_bytes"]
+__all__ = ["KEYS", "MIN_DOT_TILE", "check_config", "fusion_config", "padded", "shared_memory_bytes", "MAX_ACC_PER_THREAD"]
