@@ -75,8 +75,8 @@ def _with_thunks(opts) -> int:
         path = Path(name)
         with tempfile.TemporaryDirectory() as dump:
             env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={dump}")
-            done = subprocess.run([sys.executable, __file__, "--target", opts.target, "--out-dir", opts.out_dir,
-                                   name], env=env)
+            command = [sys.executable, __file__, "--target", opts.target, "--out-dir", opts.out_dir, name]
+            done = subprocess.run(command, env=env)
             found = sorted(Path(dump).glob("*thunk_sequence.txt"))
             if done.returncode or len(found) != 1:
                 print(f"{path}: no thunk sequence ({len(found)} dumped)", file=sys.stderr)

@@ -126,4 +126,5 @@ def check_config(fusion: HloInstruction, config: dict, device: DeviceDescription
                        f"memory for its tiles; the {device.name} has {limit} per block")
 
 
-__all__ = ["KEYS", "MIN_DOT_TILE", "check_config", "fusion_config", "padded", "shared_memory_bytes", "MAX_ACC_PER_THREAD"]
+__all__ = ["KEYS", "MAX_ACC_PER_THREAD", "MIN_DOT_TILE", "check_config", "fusion_config", "padded",
+           "shared_memory_bytes"]

@@ -102,7 +102,8 @@ class TritonGemmEmitter:
                                     scratch_params=k.scratch_params)
             kernels[k.name] = (kernel, {"triton.py": p.source.text, "ptx": k.ptx})
             for t in p.thunks:
-                final[t.profile_annotation] = replace(t, grid=k.grid, block=block, shared_bytes=k.shared_bytes)
+                final[t.profile_annotation] = replace(t, grid=k.grid, block=block,
+                                                      shared_bytes=k.shared_bytes)
         return kernels, final
 
 

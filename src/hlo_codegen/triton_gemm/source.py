@@ -145,9 +145,10 @@ def _prologue(p: TiledProgram, config: dict) -> list[str]:
     bm, bn, bk = config["block_m"], config["block_n"], config["block_k"]
     pm, pn, pk = padded(bm), padded(bn), k_tile(p, config)
     gm, gn = tiles_m(p, config), tiles_n(p, config)
-    batch = [f"    pb{j} = pid_b // {_prod(p.batch_sizes[j + 1:])} % {size}" for j, size in enumerate(p.batch_sizes)]
-    return ["    pid = tl.program_id(0)", f"    pid_b = pid // {gm * gn}", f"    pid_m = (pid // {gn}) % {gm}",
-            f"    pid_n = pid % {gn}", *batch,
+    batch = [f"    pb{j} = pid_b // {_prod(p.batch_sizes[j + 1:])} % {size}"
+             for j, size in enumerate(p.batch_sizes)]
+    return ["    pid = tl.program_id(0)", f"    pid_b = pid // {gm * gn}",
+            f"    pid_m = (pid // {gn}) % {gm}", f"    pid_n = pid % {gn}", *batch,
             f"    rm = pid_m * {bm} + tl.arange(0, {pm})", f"    rn = pid_n * {bn} + tl.arange(0, {pn})",
             f"    ok_m = (tl.arange(0, {pm}) < {bm}) & (rm < {p.m})",
             f"    ok_n = (tl.arange(0, {pn}) < {bn}) & (rn < {p.n})",

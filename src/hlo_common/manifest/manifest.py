@@ -194,7 +194,8 @@ class ManifestKernel:
         if self.llvm_ir is not None:
             out["llvm_ir"] = self.llvm_ir
         if self.num_warps is not None:  # a Triton kernel
-            out["triton"] = {"num_warps": self.num_warps, "cluster_dims": list(self.cluster_dims or (1, 1, 1)),
+            out["triton"] = {"num_warps": self.num_warps,
+                             "cluster_dims": list(self.cluster_dims or (1, 1, 1)),
                              "scratch_params": self.scratch_params,
                              "cubin": base64.b64encode(self.cubin or b"").decode("ascii")}
         return out
@@ -203,7 +204,8 @@ class ManifestKernel:
     def from_json(v: Any, path: str) -> ManifestKernel:
         r = JsonReader(v, path)
         kernel = ManifestKernel(r.str("name"), r.ints("grid", 3), r.ints("block", 3), r.int("shared_bytes"),
-                                r.int("num_params"), r.str("ptx", optional=True), r.str("llvm_ir", optional=True))
+                                r.int("num_params"), r.str("ptx", optional=True),
+                                r.str("llvm_ir", optional=True))
         if "triton" not in r.data:
             return kernel
         t = r.obj("triton")

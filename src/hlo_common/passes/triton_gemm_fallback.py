@@ -52,7 +52,8 @@ class TritonGemmFallback(HloPass):
                     inline_fusion(instr, uniquer)
         if not bodies:
             return False
-        called = {id(c) for comp in module.computations for i in comp.instructions for c in i.called_computations()}
+        called = {id(c) for comp in module.computations for i in comp.instructions
+                  for c in i.called_computations()}
         gone = {id(b) for b in bodies if id(b) not in called}
         module.computations = [c for c in module.computations if id(c) not in gone]
         return True

@@ -74,7 +74,8 @@ def test_tiled_program_gives_the_interpreters_answer(name):
         _check(fusion, CONFIGS[0])
 
 
-@pytest.mark.parametrize("config", [*CONFIGS, XLA_DEFAULT], ids=lambda c: f"{c['block_m']}x{c['block_n']}x{c['block_k']}")
+@pytest.mark.parametrize("config", [*CONFIGS, XLA_DEFAULT],
+                         ids=lambda c: f"{c['block_m']}x{c['block_n']}x{c['block_k']}")
 def test_ragged_edges_column_major_lhs_and_an_epilogue(config):
     (fusion,) = _fusions(RAGGED, "ragged")
     ops = sorted(i.opcode for i in fusion.fused_computation().instructions if i.opcode != "parameter")
@@ -99,7 +100,9 @@ gemm_body {
 ENTRY e {
   a = bf16[32,64]{1,0} parameter(0)
   b = bf16[64,16]{1,0} parameter(1)
-  ROOT f = bf16[32,16]{1,0} fusion(a, b), kind=kCustom, calls=gemm_body, backend_config={"fusion_backend_config":{"kind":"__triton_gemm","triton_gemm_config":{"block_m":"16","block_n":"16","block_k":"16","split_k":"1","num_stages":"1","num_warps":"2"}}}
+  ROOT f = bf16[32,16]{1,0} fusion(a, b), kind=kCustom, calls=gemm_body,
+    backend_config={"fusion_backend_config":{"kind":"__triton_gemm","triton_gemm_config":
+      {"block_m":"16","block_n":"16","block_k":"16","split_k":"1","num_stages":"1","num_warps":"2"}}}
 }"""
 
 
