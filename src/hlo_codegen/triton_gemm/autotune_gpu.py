@@ -128,7 +128,8 @@ def autotune_module(module: HloModule, arch: str, out_path: str) -> None:
     reason = gpu_unavailable()
     if reason is not None:
         raise HloError(f"--autotune times tile configs on a GPU, and this machine has none usable: "
-                       f"{reason} (compile with the default configs, or --xla_gpu_load_autotune_results_from FILE)")
+                       f"{reason} (compile with the default configs, or "
+                       "--xla_gpu_load_autotune_results_from FILE)")
     device, gpu, entries = device_for_arch(arch), _Gpu(), []
     cc = arch.removeprefix("sm_").rstrip("af")
     for comp in global_computations(module):
@@ -142,8 +143,8 @@ def autotune_module(module: HloModule, arch: str, out_path: str) -> None:
                                                           "num_stages", "num_warps"))
             entries.append(f"results {{\n  device: \"CUDA: {cc[:-1]}.{cc[-1]}\"\n  hlo: "
                            f"{json.dumps(canonical_text(fusion.fused_computation()))}\n  result {{\n"
-                           f"    run_time {{ nanos: {int(seconds * 1e9)} }}\n    triton {{ {key} num_ctas: 1 }}\n"
-                           "  }\n}\n")
+                           f"    run_time {{ nanos: {int(seconds * 1e9)} }}\n"
+                           f"    triton {{ {key} num_ctas: 1 }}\n  }}\n}}\n")
     tmp = Path(f"{out_path}.{os.getpid()}.tmp")
     tmp.write_text("version: 3\n" + "".join(entries))
     os.replace(tmp, out_path)  # whole or not at all
