@@ -18,6 +18,7 @@ Malformed files are one-line errors naming file:line:col.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -140,6 +141,14 @@ def apply_autotune_results(module: HloModule, path: str, arch: str) -> int:
     return count
 
 
+def format_entry(device: str, hlo: str, config: dict, seconds: float) -> str:
+    """One `results` entry of an AutotuneResults text proto (what `--autotune` writes)."""
+    key = " ".join(f"{k}: {config.get(k, 1)}" for k in ("block_m", "block_n", "block_k", "split_k",
+                                                         "num_stages", "num_warps"))
+    return (f"results {{\n  device: {json.dumps(device)}\n  hlo: {json.dumps(hlo)}\n"
+            f"  result {{\n    run_time {{ nanos: {int(seconds * 1e9)} }}\n    triton {{ {key} num_ctas: 1 }}\n  }}\n}}\n")
+
+
 def set_config(fusion: HloInstruction, key: dict) -> None:
     """Write a TritonGemmKey as the fusion's block-level config (and its dot's block_k)."""
     if key.get("split_k", 1) != 1:
@@ -161,5 +170,5 @@ def set_config(fusion: HloInstruction, key: dict) -> None:
             instr.backend_config_data = {"sizes": [str(key.get("block_k", 16))]}
 
 
-__all__ = ["apply_autotune_results", "canonical_text", "load_autotune_results", "parse_textproto",
+__all__ = ["apply_autotune_results", "canonical_text", "format_entry", "load_autotune_results", "parse_textproto",
            "set_config"]

@@ -15,7 +15,6 @@ wins); split-k candidates are hlo-opt's to make (they rewrite the fusion).
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 from pathlib import Path
 
@@ -121,7 +120,7 @@ def _tune(gpu: _Gpu, fusion, arch: str, device) -> tuple[dict, float] | None:
 
 def autotune_module(module: HloModule, arch: str, out_path: str) -> None:
     """Time the candidates of every GEMM fusion, apply the fastest, write the results file."""
-    from hlo_codegen.triton_gemm.autotune import canonical_text, set_config
+    from hlo_codegen.triton_gemm.autotune import canonical_text, format_entry, set_config
     from hlo_common.passes._support import global_computations
     from hlo_common.passes.triton_gemm_fallback import is_triton_gemm_fusion
 
@@ -139,12 +138,8 @@ def autotune_module(module: HloModule, arch: str, out_path: str) -> None:
                 continue
             config, seconds = found
             set_config(fusion, config)
-            key = " ".join(f"{k}: {config[k]}" for k in ("block_m", "block_n", "block_k", "split_k",
-                                                          "num_stages", "num_warps"))
-            entries.append(f"results {{\n  device: \"CUDA: {cc[:-1]}.{cc[-1]}\"\n  hlo: "
-                           f"{json.dumps(canonical_text(fusion.fused_computation()))}\n  result {{\n"
-                           f"    run_time {{ nanos: {int(seconds * 1e9)} }}\n"
-                           f"    triton {{ {key} num_ctas: 1 }}\n  }}\n}}\n")
+            hlo = canonical_text(fusion.fused_computation())
+            entries.append(format_entry(f"CUDA: {cc[:-1]}.{cc[-1]}", hlo, config, seconds))
     tmp = Path(f"{out_path}.{os.getpid()}.tmp")
     tmp.write_text("version: 3\n" + "".join(entries))
     os.replace(tmp, out_path)  # whole or not at all

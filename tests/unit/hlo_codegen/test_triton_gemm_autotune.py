@@ -98,3 +98,16 @@ def test_autotune_without_a_gpu_says_it_needs_one(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 1 and len(lines) == 1 and "on a GPU" in lines[0], lines
     assert not out.exists() and not (tmp_path / "m.json").exists()
+
+
+def test_what_autotune_writes_reads_back_for_the_same_fusion(tmp_path):
+    from hlo_codegen.triton_gemm.autotune import canonical_text, format_entry
+
+    module, fusion = _small()
+    assert canonical_text(fusion.fused_computation()) == SMALL_KEY.replace("\\n", "\n")  # XLA's form
+    config = {"block_m": 64, "block_n": 32, "block_k": 64, "split_k": 1, "num_stages": 4, "num_warps": 8}
+    path = tmp_path / "tuned.txtpb"
+    path.write_text("version: 3\n" + format_entry("CUDA: 9.0", canonical_text(fusion.fused_computation()),
+                                                  config, 7.5e-6))
+    assert apply_autotune_results(module, str(path), "sm_90a") == 1
+    assert {k: fusion_config(fusion)[k] for k in config} == config
