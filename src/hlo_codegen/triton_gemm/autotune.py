@@ -146,7 +146,8 @@ def format_entry(device: str, hlo: str, config: dict, seconds: float) -> str:
     key = " ".join(f"{k}: {config.get(k, 1)}" for k in ("block_m", "block_n", "block_k", "split_k",
                                                          "num_stages", "num_warps"))
     return (f"results {{\n  device: {json.dumps(device)}\n  hlo: {json.dumps(hlo)}\n"
-            f"  result {{\n    run_time {{ nanos: {int(seconds * 1e9)} }}\n    triton {{ {key} num_ctas: 1 }}\n  }}\n}}\n")
+            f"  result {{\n    run_time {{ nanos: {int(seconds * 1e9)} }}\n"
+            f"    triton {{ {key} num_ctas: 1 }}\n  }}\n}}\n")
 
 
 def set_config(fusion: HloInstruction, key: dict) -> None:
@@ -170,5 +171,5 @@ def set_config(fusion: HloInstruction, key: dict) -> None:
             instr.backend_config_data = {"sizes": [str(key.get("block_k", 16))]}
 
 
-__all__ = ["apply_autotune_results", "canonical_text", "format_entry", "load_autotune_results", "parse_textproto",
-           "set_config"]
+__all__ = ["apply_autotune_results", "canonical_text", "format_entry", "load_autotune_results",
+           "parse_textproto", "set_config"]
