@@ -9,7 +9,9 @@ thunks, by the kind `fusion_wrapper.classify` gives it:
                        MemsetThunk, a fusion that only forwards a parameter's bytes a CopyThunk;
                        for the host target a lone convolution (`wrapped_convolution`) is a
                        ConvolutionThunk, a library call, as XLA:GPU calls cuDNN, and a Triton
-                       GEMM fusion a GemmFusionThunk (its computation, evaluated with numpy)
+                       GEMM fusion a GemmFusionThunk (its computation, evaluated with numpy);
+                       for cuda a Triton GEMM fusion is a KernelThunk of a Triton kernel
+                       (`triton_gemm.emitter`, all of a module's compiled up front in one batch)
     __cudnn$conv*      CudnnConvolutionThunk (cuda target only: the call's cuDNN graph, a slice per
                        graph tensor, the scratch buffer as workspace)
     dot / __cublas$*   GemmThunk (gemm_fallback split cuBLASLt epilogues into a GEMM call + a fusion,
