@@ -5,8 +5,9 @@ that hlo-run works without the `gpu` extra. The driver API comes from cuda-bindi
 (`cuda.bindings.driver`): one primary context, the legacy default stream, `cuMemAlloc` per
 allocation, PTX linked into a cubin for the device with nvJitLink (`cuModuleLoadData` of the PTX
 as a fallback), `cuLaunchKernel` with one pointer per kernel argument. A Triton kernel (a GEMM
-fusion) loads its own cubin when it was compiled for this device, and gets null pointers for
-the scratch parameters Triton appends. GemmThunks call cuBLAS
+fusion) is linked from its PTX like the others, the code `kernel_check` checked (its cubin in
+the manifest is Triton's own build, not what runs), for the PTX's `a` target (sm_90a, wgmma),
+and gets null pointers for the scratch parameters Triton appends. GemmThunks call cuBLAS
 (`hlo_run.cublas`), CudnnConvolutionThunks cuDNN's graph API (`hlo_run.cudnn_runner`: plans built
 once per graph shape on a handle on this stream; a plan needing more workspace than the call's
 scratch gets a device buffer kept for such plans). Per-thunk times come from CUDA events around
@@ -149,7 +150,7 @@ class CudaDevice(Device):
 
     # -- kernels ----------------------------------------------------------------------------------
     def load_kernel(self, kernel: ManifestKernel) -> Any:
-        image = self._triton_cubin(kernel) or self._cubin(kernel) or kernel.ptx.encode() + b"\0"
+        image = self._cubin(kernel) or kernel.ptx.encode() + b"\0"
         module = check(self.driver.cuModuleLoadData(image), f"cuModuleLoadData({kernel.name})")
         self.modules.append(module)
         function = check(self.driver.cuModuleGetFunction(module, kernel.name.encode()),
@@ -159,13 +160,6 @@ class CudaDevice(Device):
             attr = self.driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             check(self.driver.cuFuncSetAttribute(function, attr, dynamic), "cuFuncSetAttribute")
         return function, dynamic, kernel.scratch_params
-
-    def _triton_cubin(self, kernel: ManifestKernel) -> bytes | None:
-        """A Triton kernel's own cubin when it was compiled for this device's architecture."""
-        if kernel.cubin is None:
-            return None
-        target = re.search(r"^\.target\s+sm_(\d+)", kernel.ptx or "", re.M)
-        return kernel.cubin if target and target.group(1) == f"{self.cc[0]}{self.cc[1]}" else None
 
     def _cubin(self, kernel: ManifestKernel) -> bytes | None:
         """PTX -> cubin for this device with nvJitLink, or None when nvJitLink is not installed."""

@@ -27,6 +27,7 @@ from hlo_common.manifest.thunks import GemmThunk, KernelThunk, walk
 
 from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_codegen.triton_gemm.compile import triton_available
+from hlo_run.kernel_check import check_manifest_kernels
 
 ROOT = Path(__file__).resolve().parents[3]
 TRITON = ROOT / "testdata" / "triton"
@@ -56,6 +57,7 @@ def test_gemm_fusions_launch_as_xla_launches_them():
         ours = {t.kernel: (t.grid, t.block) for t in walk(manifest.thunks) if isinstance(t, KernelThunk)
                 and manifest.kernels[t.kernel].num_warps is not None}
         assert ours == want, name  # every GEMM fusion a Triton kernel, named and launched as XLA's
+        check_manifest_kernels(manifest, name)  # what hlo-run checks before it loads a kernel
         checked += len(ours)
     assert checked >= 25
 
