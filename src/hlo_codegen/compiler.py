@@ -231,7 +231,8 @@ def triton_emitter(module: HloModule, options: CompileOptions):
     device = device_for_arch(options.arch)
     fusions = [i for c in global_computations(module) for i in c.instructions if is_triton_gemm_fusion(i)]
     for fusion in fusions:
-        check_config(fusion, fusion_config(fusion), device)
+        if sum(i.opcode == "dot" for i in fusion.fused_computation().instructions) == 1:
+            check_config(fusion, fusion_config(fusion), device)
     if options.triton is False:
         return None
     if not triton_available():

@@ -9,7 +9,7 @@ every GEMM fusion before it writes anything. A block size or warp count that is 
 two, or tiles whose pipelined copies cannot fit the device's shared memory per block, is a
 one-line HloError naming the fusion (XLA's `TritonGemmConfig` and the autotuner refuse such
 configs too: `xla/service/gpu/autotuning/gemm_fusion_autotuner.cc`); so is an accumulator tile
-larger than a thread's 255 registers can hold (Triton would spend minutes compiling it, to spill).
+of more than 4 times a thread's 255 registers (Triton would spend minutes compiling it, to spill).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from hlo_common.hlo.ir import HloInstruction
 
 KEYS = ("block_m", "block_n", "block_k", "split_k", "num_stages", "num_warps")
 MIN_DOT_TILE = 16  # tl.dot takes tiles of at least 16 on each side; smaller tiles are padded
-MAX_ACC_PER_THREAD = 255  # a thread's registers: a larger accumulator tile per thread only spills
+REGISTERS = 255  # a thread's registers
+MAX_ACC_PER_THREAD = 4 * REGISTERS  # XLA's largest configs hold 256 per thread; 4x is no real config
 
 
 def _int(value, what: str, fusion: HloInstruction) -> int:
@@ -105,7 +106,10 @@ def shared_memory_bytes(fusion: HloInstruction, config: dict) -> int:
 
 
 def check_config(fusion: HloInstruction, config: dict, device: DeviceDescription) -> None:
-    """One-line HloError naming the fusion for a config the kernel cannot be built with."""
+    """One-line HloError naming the fusion for a config the kernel cannot be built with (only
+    for fusions of one dot: the others fall back to cuBLAS plus kernels)."""
+    if sum(i.opcode == "dot" for i in fusion.fused_computation().instructions) != 1:
+        return
     for key in ("block_m", "block_n", "block_k", "num_warps"):
         value = config[key]
         if value < 1 or value & (value - 1):
@@ -118,7 +122,7 @@ def check_config(fusion: HloInstruction, config: dict, device: DeviceDescription
     if per_thread > MAX_ACC_PER_THREAD:
         raise HloError(f"%{fusion.name}: Triton GEMM config {config['block_m']}x{config['block_n']} on "
                        f"{config['num_warps']} warps holds {per_thread} accumulator elements per thread; "
-                       f"a thread has at most {MAX_ACC_PER_THREAD} registers")
+                       f"more than 4 times a thread's {REGISTERS} registers")
     need, limit = shared_memory_bytes(fusion, config), device.shared_memory_per_block_optin
     if need > limit:
         raise HloError(f"%{fusion.name}: Triton GEMM config {config['block_m']}x{config['block_n']}x"

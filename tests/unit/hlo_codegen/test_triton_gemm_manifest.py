@@ -144,7 +144,7 @@ BAD = {
     "block_m": ('"sizes":["16","8"]', '"sizes":["24","8"]', "block_m=24 is not a power of two"),
     "num_warps": ('"num_warps":"2"', '"num_warps":"3"', "num_warps=3 is not a power of two"),
     "shared": ('"sizes":["16"]}', '"sizes":["8192"]}', "needs 524288 bytes of shared memory"),  # block_k
-    "registers": ('"sizes":["16","8"]', '"sizes":["256","256"]', "1024 accumulator elements per thread"),
+    "registers": ('"sizes":["16","8"]', '"sizes":["512","512"]', "4096 accumulator elements per thread"),
 }
 
 
