@@ -50,9 +50,11 @@ def compile_kernel(source: KernelSource, arch: str = "sm_90") -> CompiledTritonK
     return compile_kernels([source], arch)[0]
 
 
-def compile_kernels(sources: list[KernelSource], arch: str = "sm_90") -> list[CompiledTritonKernel]:
+def compile_kernels(sources: list[KernelSource], arch: str = "sm_90",
+                    failures: dict[str, str] | None = None) -> list[CompiledTritonKernel | None]:
     """`compile_kernel` of each source, all in one child process (Triton's import is most of a
-    small kernel's compile time)."""
+    small kernel's compile time). With `failures`, a kernel Triton cannot compile is None in the
+    list and its reason recorded there by name; otherwise it is an HloError."""
     if not sources:
         return []
     requests = [{"text": s.text, "name": s.name, "signature": s.signature, "arch": arch,
@@ -66,15 +68,21 @@ def compile_kernels(sources: list[KernelSource], arch: str = "sm_90") -> list[Co
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         names = ", ".join(s.name for s in sources)
         raise HloError(f"Triton could not compile {names} for {arch}: {last}")
-    outs = json.loads(done.stdout)
-    for source, out in zip(sources, outs):
-        if out["global_scratch"]:  # the launch passes a null scratch pointer
-            raise HloError(f"Triton kernel {source.name} for {arch} needs {out['global_scratch']} bytes of "
-                           "global scratch memory, which hlo-run does not provide")
-    return [CompiledTritonKernel(out["name"], out["ptx"], base64.b64decode(out["cubin"]), out["num_warps"],
-                                 out["shared"], tuple(out["cluster_dims"]), source.grid,
-                                 ptx_param_count(out["ptx"]) - len(source.signature))
-            for source, out in zip(sources, outs)]
+    compiled: list[CompiledTritonKernel | None] = []
+    for source, out in zip(sources, json.loads(done.stdout)):
+        error = out.get("error")
+        if not error and out["global_scratch"]:  # the launch passes a null scratch pointer
+            error = f"needs {out['global_scratch']} bytes of global scratch memory; hlo-run gives none"
+        if error:
+            if failures is None:
+                raise HloError(f"Triton could not compile {source.name} for {arch}: {error}")
+            failures[source.name] = error
+            compiled.append(None)
+            continue
+        compiled.append(CompiledTritonKernel(
+            out["name"], out["ptx"], base64.b64decode(out["cubin"]), out["num_warps"], out["shared"],
+            tuple(out["cluster_dims"]), source.grid, ptx_param_count(out["ptx"]) - len(source.signature)))
+    return compiled
 
 
 def ptx_param_count(ptx: str) -> int:
@@ -112,8 +120,16 @@ def _compile_here(request: dict) -> dict:
             "cluster_dims": list(getattr(meta, "cluster_dims", (1, 1, 1)) or (1, 1, 1))}
 
 
+def _compile_or_say_why(request: dict) -> dict:
+    try:
+        return _compile_here(request)
+    except Exception as exc:  # noqa: BLE001 - Triton's refusal of one kernel; the parent decides
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        return {"error": f"{type(exc).__name__}: {lines[-1][:300]}"}
+
+
 if __name__ == "__main__":
-    json.dump([_compile_here(request) for request in json.loads(sys.stdin.read())], sys.stdout)
+    json.dump([_compile_or_say_why(request) for request in json.loads(sys.stdin.read())], sys.stdout)
 
 
 __all__ = ["CompiledTritonKernel", "compile_kernel", "compile_kernels", "ptx_param_count", "triton_available"]

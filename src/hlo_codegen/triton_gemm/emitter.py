@@ -8,11 +8,13 @@ it walks the module (a fusion the writer does not take, `Unsupported`, stays wit
 emitter); `finish` then compiles every planned kernel in one Triton child process
 (`compile.compile_kernels`) and fills in the kernels' code, metadata and launch dimensions. Equal
 fusions (same tiled program and config) share one kernel, as XLA's kernel reuse does. Kernel
-arguments follow the Triton signature: every fusion operand in order, then the output.
+arguments follow the Triton signature: every fusion operand in order, then the output. A kernel
+Triton refuses to compile is said once on stderr and its fusions keep the loop emitter.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field, replace
 
 from hlo_common.errors import HloError
@@ -89,10 +91,15 @@ class TritonGemmEmitter:
         from hlo_codegen.triton_gemm.compile import compile_kernels
 
         planned = list(self._planned.values())
-        compiled = compile_kernels([p.source for p in planned], self.arch)
+        failures: dict[str, str] = {}
+        compiled = compile_kernels([p.source for p in planned], self.arch, failures)
         kernels: dict[str, tuple[ManifestKernel, dict]] = {}
         final: dict[str, KernelThunk] = {}
         for p, k in zip(planned, compiled):
+            if k is None:  # its fusions keep the loop emitter (the thunk emitter's default)
+                print(f"hlo-codegen: note: Triton could not compile {p.source.name} for {self.arch} "
+                      f"({failures[p.source.name][:160]}); its fusion runs as a loop kernel", file=sys.stderr)
+                continue
             if tuple(k.cluster_dims) != (1, 1, 1):
                 raise HloError(f"Triton kernel {k.name}: cluster dims {k.cluster_dims}; hlo-run launches "
                                "single-CTA kernels only")

@@ -160,3 +160,21 @@ def test_a_config_that_cannot_be_built_is_a_one_line_error(tmp_path, what):
     assert done.returncode == 1 and not out.exists()
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "%gemm_fusion_dot_general.1" in lines[0] and message in lines[0], lines
+
+
+@needs_triton
+def test_a_kernel_triton_refuses_is_said_and_its_fusion_keeps_the_loop_emitter(monkeypatch, capsys):
+    from hlo_codegen.triton_gemm import emitter
+
+    render = emitter.render
+
+    def broken(program, config, name):  # Triton's front end refuses an unknown tl function
+        return render(program, config, name).replace("tl.dot(", "tl.no_such_dot(")
+
+    monkeypatch.setattr(emitter, "render", broken)
+    manifest = _compile("int8_bf16").manifest
+    assert all(k.num_warps is None for k in manifest.kernels.values())  # loop kernels only
+    assert any(t.profile_annotation == "gemm_fusion_dot" for t in walk(manifest.thunks)
+               if isinstance(t, KernelThunk))
+    err = capsys.readouterr().err
+    assert "Triton could not compile gemm_fusion_dot" in err and "runs as a loop kernel" in err
