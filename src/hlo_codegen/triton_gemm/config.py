@@ -20,6 +20,9 @@ from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 from hlo_common.hlo.ir import HloInstruction
 
 KEYS = ("block_m", "block_n", "block_k", "split_k", "num_stages", "num_warps")
+# a fusion without a config gets what XLA's autotuner gives one without a device (hlo-opt's
+# gemm-fusion writes the same: hlo_opt.passes.gemm_fusion.DEFAULT_CONFIG)
+DEFAULT_CONFIG = {"block_m": 16, "block_n": 8, "block_k": 16, "split_k": 1, "num_stages": 1, "num_warps": 2}
 MIN_DOT_TILE = 16  # tl.dot takes tiles of at least 16 on each side; smaller tiles are padded
 REGISTERS = 255  # a thread's registers
 MAX_ACC_PER_THREAD = 4 * REGISTERS  # XLA's largest configs hold 256 per thread; 4x is no real config
@@ -39,6 +42,8 @@ def fusion_config(fusion: HloInstruction) -> dict:
     legacy = fbc.get("triton_gemm_config")
     if isinstance(legacy, dict):
         return {k: _int(legacy.get(k, 1), k, fusion) for k in KEYS}
+    if "block_level_fusion_config" not in fbc:  # not tuned yet: XLA's deviceless default
+        return dict(DEFAULT_CONFIG)
     block = fbc.get("block_level_fusion_config") or {}
     tiles = block.get("output_tiles") or [{}]
     sizes = [_int(s, "output tile", fusion) for s in (tiles[0].get("sizes") or [])]
@@ -130,5 +135,5 @@ def check_config(fusion: HloInstruction, config: dict, device: DeviceDescription
                        f"memory for its tiles; the {device.name} has {limit} per block")
 
 
-__all__ = ["KEYS", "MAX_ACC_PER_THREAD", "MIN_DOT_TILE", "check_config", "fusion_config", "padded",
+__all__ = ["DEFAULT_CONFIG", "KEYS", "MAX_ACC_PER_THREAD", "MIN_DOT_TILE", "check_config", "fusion_config", "padded",
            "shared_memory_bytes"]

@@ -111,3 +111,12 @@ def test_what_autotune_writes_reads_back_for_the_same_fusion(tmp_path):
                                                   config, 7.5e-6))
     assert apply_autotune_results(module, str(path), "sm_90a") == 1
     assert {k: fusion_config(fusion)[k] for k in config} == config
+
+
+def test_a_fusion_without_a_config_gets_xlas_deviceless_default():
+    text = (TRITON / "small_bf16.xla_gpu.hlo").read_text()
+    start = text.index('"fusion_backend_config":{')
+    end = text.index("}}", start) + 2
+    module = parse_module(text[:start] + '"fusion_backend_config":{"kind":"__triton_gemm"}' + text[end:], "m")
+    config = fusion_config(module.entry.root)
+    assert (config["block_m"], config["block_n"], config["block_k"], config["num_warps"]) == (16, 8, 16, 2)
