@@ -48,18 +48,19 @@ def _xla_gemm_launches(name: str) -> dict[str, tuple]:
             for m in XLA_LINE.finditer(text) if m.group(1).startswith("gemm_fusion")}
 
 
+def test_xlas_thunk_sequences_name_25_gemm_kernels():
+    assert len(MODULES) == 24 and sum(len(_xla_gemm_launches(n)) for n in MODULES) == 25
+
+
 @needs_triton
-def test_gemm_fusions_launch_as_xla_launches_them():
-    checked = 0
-    for name in MODULES:
-        manifest = _compile(name).manifest
-        want = _xla_gemm_launches(name)
-        ours = {t.kernel: (t.grid, t.block) for t in walk(manifest.thunks) if isinstance(t, KernelThunk)
-                and manifest.kernels[t.kernel].num_warps is not None}
-        assert ours == want, name  # every GEMM fusion a Triton kernel, named and launched as XLA's
-        check_manifest_kernels(manifest, name)  # what hlo-run checks before it loads a kernel
-        checked += len(ours)
-    assert checked >= 25
+@pytest.mark.parametrize("name", MODULES)
+def test_gemm_fusions_launch_as_xla_launches_them(name):
+    manifest = _compile(name).manifest
+    want = _xla_gemm_launches(name)
+    ours = {t.kernel: (t.grid, t.block) for t in walk(manifest.thunks) if isinstance(t, KernelThunk)
+            and manifest.kernels[t.kernel].num_warps is not None}
+    assert ours == want  # every GEMM fusion a Triton kernel, named and launched as XLA's
+    check_manifest_kernels(manifest, name)  # what hlo-run checks before it loads a kernel
 
 
 @needs_triton
