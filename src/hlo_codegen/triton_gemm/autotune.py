@@ -169,6 +169,13 @@ def set_config(fusion: HloInstruction, key: dict) -> None:
     for instr in fusion.fused_computation().instructions:
         if instr.opcode == "dot":
             instr.backend_config_data = {"sizes": [str(key.get("block_k", 16))]}
+    from hlo_codegen.triton_gemm.config import fusion_config
+
+    got = fusion_config(fusion)
+    want = (key.get("block_m", 16), key.get("block_n", 16))
+    if (got["block_m"], got["block_n"]) != want and root_rank >= 2:
+        tile[-2:] = tile[-1], tile[-2]  # the root is a bitcast of the dot that swaps M and N
+        fbc["block_level_fusion_config"]["output_tiles"] = [{"sizes": [str(t) for t in tile]}]
 
 
 __all__ = ["apply_autotune_results", "canonical_text", "format_entry", "load_autotune_results",

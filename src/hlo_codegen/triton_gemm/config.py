@@ -135,5 +135,5 @@ def check_config(fusion: HloInstruction, config: dict, device: DeviceDescription
                        f"memory for its tiles; the {device.name} has {limit} per block")
 
 
-__all__ = ["DEFAULT_CONFIG", "KEYS", "MAX_ACC_PER_THREAD", "MIN_DOT_TILE", "check_config", "fusion_config", "padded",
-           "shared_memory_bytes"]
+__all__ = ["DEFAULT_CONFIG", "KEYS", "MAX_ACC_PER_THREAD", "MIN_DOT_TILE", "check_config", "fusion_config",
+           "padded", "shared_memory_bytes"]

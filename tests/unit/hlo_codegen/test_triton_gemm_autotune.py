@@ -120,3 +120,17 @@ def test_a_fusion_without_a_config_gets_xlas_deviceless_default():
     module = parse_module(text[:start] + '"fusion_backend_config":{"kind":"__triton_gemm"}' + text[end:], "m")
     config = fusion_config(module.entry.root)
     assert (config["block_m"], config["block_n"], config["block_k"], config["num_warps"]) == (16, 8, 16, 2)
+
+
+def test_a_config_lands_on_the_dots_m_and_n_through_a_root_bitcast():
+    from hlo_codegen.triton_gemm.autotune import set_config
+    from hlo_common.passes.triton_gemm_fallback import is_triton_gemm_fusion
+
+    # XLA's skinny_bf16: the dot f32[8,4096,4]{1,2,0} under a root bitcast to f32[8,4,4096]{2,1,0}
+    module = parse_module((TRITON / "skinny_bf16.xla_gpu.hlo").read_text(), "skinny")
+    (fusion,) = [i for c in module.computations for i in c.instructions if is_triton_gemm_fusion(i)]
+    set_config(fusion, {"block_m": 64, "block_n": 16, "block_k": 32, "num_stages": 2, "num_warps": 4})
+    config = fusion_config(fusion)
+    assert (config["block_m"], config["block_n"], config["block_k"]) == (64, 16, 32)
+    tile = fusion.backend_config_data["fusion_backend_config"]["block_level_fusion_config"]["output_tiles"]
+    assert tile == [{"sizes": ["1", "16", "64"]}]  # root dims [8, 4 (the dot's N), 4096 (its M)]
