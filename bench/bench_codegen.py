@@ -4,6 +4,10 @@ phase (a benchmark, never a test).
     .venv/bin/python bench/bench_codegen.py [--runs 3] [--tools DIR] [--no-xla] [--keep-env] [MODULE.hlo ...]
     .venv/bin/python bench/bench_codegen.py --phases [--targets host,cuda] [--corpus 24] [--top 10]
                                             [--profile N] [MODULE.hlo ...]
+    .venv/bin/python bench/bench_codegen.py --triton [--arch sm_90]
+
+With `--triton` it prints Triton's compile time per GEMM kernel, cold (an empty Triton cache)
+and warm (Triton's cache filled): `bench/triton_compile_time.py`.
 
 Without `--phases` it prints the table of `bench/compile_pipe.py`: `hlo-opt m.hlo | hlo-codegen
 --target cuda` with an empty and with a filled kernel cache, and XLA:GPU's deviceless compile of
@@ -249,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="hlo-codegen's compile time: the pipe, or per kernel and phase")
     ap.add_argument("modules", nargs="*", type=Path)
     ap.add_argument("--phases", action="store_true", help="per kernel and phase, in this process")
+    ap.add_argument("--triton", action="store_true",
+                    help="Triton compile time per GEMM kernel, cold and warm")
+    ap.add_argument("--arch", default="sm_90", help="--triton: the arch to compile for")
     ap.add_argument("--runs", type=int, default=3, help="pipe: best of this many runs")
     ap.add_argument("--tools", type=Path, help="pipe: the directory holding hlo-opt and hlo-codegen")
     ap.add_argument("--no-xla", action="store_true", help="pipe: leave out XLA's column")
@@ -259,6 +266,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--profile", type=int, default=0, metavar="N")
     opts = ap.parse_args(argv)
+    if opts.triton:
+        from triton_compile_time import run as run_triton
+
+        return run_triton(opts.arch)
     if not opts.phases:
         import compile_pipe
         from compile_pipe import default_tools, run

@@ -141,6 +141,13 @@ def ptx_of_module(kind: str, path: Path, arch: str) -> dict[str, str]:
     return {name: k.ptx for name, k in sorted(result.manifest.kernels.items()) if k.ptx}
 
 
+def ptx_arch(ptx: str, arch: str) -> str:
+    """The arch ptxas compiles the PTX for: its own `.target` when that is `arch` with a feature
+    suffix (Triton's GEMM kernels target sm_90a, for wgmma), else `arch`."""
+    target = re.search(r"^\.target\s+(sm_\d+[af]?)", ptx, re.M)
+    return target.group(1) if target and target.group(1).rstrip("af") == arch else arch
+
+
 def report_module(ptxas: str, kind: str, path: Path, arch: str) -> list[KernelReport]:
     module = f"{kind}/{path.name}"
     try:
@@ -151,7 +158,7 @@ def report_module(ptxas: str, kind: str, path: Path, arch: str) -> list[KernelRe
         return [KernelReport(module, "-", error=f"{type(e).__name__}: {first}")]
     out = []
     for name, code in ptx.items():
-        figures, err = run_ptxas(ptxas, code, arch)
+        figures, err = run_ptxas(ptxas, code, ptx_arch(code, arch))
         if err:
             out.append(KernelReport(module, name, error=err))
             continue

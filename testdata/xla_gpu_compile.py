@@ -7,6 +7,8 @@ own optimized modules beside ours (XLA:GPU's fusions, Triton GEMMs, cuBLAS and c
 Needs jax's CUDA plugin of jax's version (jax-cuda12-plugin and jax-cuda12-pjrt) and a
 GpuTargetConfigProto text file (XLA's xla/backends/gpu/target_config/specs/h100_sxm.txtpb).
 Writes DIR/<name>.hlo for each MODULE (its stem); a module XLA rejects is named on stderr.
+With `--thunks`, also DIR/<stem>.xla_thunks.txt: the `thunk_sequence.txt` XLA dumps for the
+module (its kernels' launch grids, threads and shared memory), from `--xla_dump_to`.
 """
 
 from __future__ import annotations
@@ -43,8 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", required=True, help="GpuTargetConfigProto text file")
     ap.add_argument("--out-dir", required=True)
+    ap.add_argument("--thunks", action="store_true", help="also keep XLA's thunk_sequence.txt per module")
     ap.add_argument("modules", nargs="+")
     opts = ap.parse_args(argv)
+    if opts.thunks:
+        return _with_thunks(opts)
     out = Path(opts.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     failed = 0
@@ -55,6 +60,29 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # noqa: BLE001 - XLA's rejection of one module; the others go on
             print(f"{path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
             failed += 1
+    return 1 if failed else 0
+
+
+def _with_thunks(opts) -> int:
+    """One child process per module (XLA reads --xla_dump_to once per process), each dumping into
+    a directory of its own, whose thunk_sequence.txt is kept as <stem>.xla_thunks.txt."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    failed = 0
+    for name in opts.modules:
+        path = Path(name)
+        with tempfile.TemporaryDirectory() as dump:
+            env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={dump}")
+            command = [sys.executable, __file__, "--target", opts.target, "--out-dir", opts.out_dir, name]
+            done = subprocess.run(command, env=env)
+            found = sorted(Path(dump).glob("*thunk_sequence.txt"))
+            if done.returncode or len(found) != 1:
+                print(f"{path}: no thunk sequence ({len(found)} dumped)", file=sys.stderr)
+                failed += 1
+                continue
+            shutil.copy(found[0], Path(opts.out_dir) / (path.name[:-len(".hlo")] + ".xla_thunks.txt"))
     return 1 if failed else 0
 
 

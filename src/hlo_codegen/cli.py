@@ -10,7 +10,10 @@ from the kernel cache (`hlo_codegen.kernel_cache`): `--cache-dir DIR` (default
 `$HLO_TOOLCHAIN_CACHE_DIR`, else `$XDG_CACHE_HOME/hlo-toolchain` or `~/.cache/hlo-toolchain`),
 `--no-cache` to compile every kernel. `--stage hlo|buffer-assignment|thunks|kernel-ir|llvm|ptx`
 prints that stage instead of the manifest (`--fusion NAME`: one instruction's kernels), as XLA's
-`hlo-opt --stage=` does for golden-file tests.
+`hlo-opt --stage=` does for golden-file tests. GEMM fusions take their tile configs from the
+module (hlo-opt's defaults), from XLA's autotune results (`--xla_gpu_load_autotune_results_from`,
+`hlo_codegen.triton_gemm.autotune`) or, on a machine with a GPU, from timing candidates on it
+(`--autotune FILE`, which also writes them for later compiles without a GPU).
 
     hlo-opt model.hlo | hlo-codegen --target host -o model.manifest.json
 
@@ -70,21 +73,29 @@ def _check_arch(ctx: click.Context, param: click.Parameter, value: str) -> str:
               help="Compile for N replicas (default: the module's replica_count).")
 @click.option("--num-partitions", "--num_partitions", "num_partitions", type=click.IntRange(min=1),
               metavar="N", help="Compile for N partitions (default: the module's num_partitions).")
+@click.option("--xla_gpu_load_autotune_results_from", "--xla-gpu-load-autotune-results-from", "autotune_from",
+              metavar="FILE", help="Tile configs of the GEMM fusions from XLA's AutotuneResults text proto.")
+@click.option("--autotune", "autotune_to", metavar="FILE",
+              help="Time candidate tile configs of every GEMM fusion on the GPU (cuda target; needs a GPU), "
+                   "use the fastest, and write them to FILE as XLA's AutotuneResults text proto.")
 @click.option("--verbose", is_flag=True,
               help="Say more: the passes' notes on stderr (a call cuDNN cannot take becomes our kernel).")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
 def cli(input_path, output_path, target, arch, dump_to, stage, fusion, dump_module_id, cache_dir,
         no_cache, jobs, debug, input_format=None, num_replicas=None, num_partitions=None,
-        verbose=False) -> None:
+        verbose=False, autotune_from=None, autotune_to=None) -> None:
     """Compile an HLO module (file or stdin) into a manifest for hlo-run."""
     if fusion is not None and stage not in ("kernel-ir", "llvm", "ptx"):
         raise click.UsageError("--fusion selects kernels: use it with --stage kernel-ir, llvm or ptx")
     if stage == "ptx" and target == "host":
         raise click.UsageError("--stage ptx: the host target makes LLVM IR, no PTX (use --stage llvm)")
+    if (autotune_from or autotune_to) and target != "cuda":
+        raise click.UsageError("tile configs and --autotune are for the cuda target's GEMM fusions")
     def body() -> None:
         with pass_notes(TOOL, verbose):
             _compile(input_path, output_path, target, arch, dump_to, _cache_dir(cache_dir, no_cache), jobs,
-                     stage, fusion, dump_module_id, input_format, (num_replicas, num_partitions))
+                     stage, fusion, dump_module_id, input_format, (num_replicas, num_partitions),
+                     (autotune_from, autotune_to))
 
     run_command(TOOL, body, debug)
 
@@ -102,7 +113,8 @@ def _cache_dir(given: str | None, disabled: bool) -> str | None:
 def _compile(input_path: str | None, output_path: str | None, target: str, arch: str,
              dump_to: str | None, cache_dir: str | None = None, jobs: int | None = None,
              stage: str | None = None, fusion: str | None = None, dump_module_id: int = 0,
-             input_format: str | None = None, devices: tuple = (None, None)) -> None:
+             input_format: str | None = None, devices: tuple = (None, None),
+             autotune: tuple = (None, None)) -> None:
     # The compiler is imported before the input is read: behind `hlo-opt |`, that import
     # happens while hlo-opt is still optimizing instead of after it.
     from hlo_common.hlo.parser import parse_module
@@ -123,6 +135,7 @@ def _compile(input_path: str | None, output_path: str | None, target: str, arch:
         if count is not None:  # the verifier checks replica groups against these counts
             module.set_header_attr(key, str(count))
     verify(module, "verification failed in the input")  # else a bad input reads as a bug of the passes
+    _tile_configs(module, arch, *autotune)
     prepare = None
     if dump_to is not None:
         from hlo_codegen.dump import PrepareDumps
@@ -139,6 +152,18 @@ def _compile(input_path: str | None, output_path: str | None, target: str, arch:
         write_output(output_path, stage_text(result, stage, fusion).encode())
         return
     write_output(output_path, result.manifest.to_bytes())
+
+
+def _tile_configs(module, arch: str, load_from: str | None, autotune_to: str | None) -> None:
+    """The GEMM fusions' tile configs from an autotune results file, or timed on the GPU."""
+    if load_from is not None:
+        from hlo_codegen.triton_gemm.autotune import apply_autotune_results
+
+        apply_autotune_results(module, load_from, arch)
+    if autotune_to is not None:
+        from hlo_codegen.triton_gemm.autotune_gpu import autotune_module
+
+        autotune_module(module, arch, autotune_to)
 
 
 def main(argv: list[str] | None = None) -> None:

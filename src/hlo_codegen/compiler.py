@@ -34,6 +34,7 @@ Every failure is an HloError naming the instruction or kernel.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 from hlo_common.errors import HloError
@@ -64,6 +65,7 @@ class CompileOptions:
     jobs: int | None = None  # threads compiling PTX (`kernel_backend`); None: one per CPU
     num_replicas: int | None = None  # devices to compile for; None: the module header's counts
     num_partitions: int | None = None
+    triton: bool | None = None  # cuda: GEMM fusions as Triton kernels; None: when `triton` is installed
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
@@ -82,10 +84,11 @@ class CompileResult:
     kernels: dict[str, CompiledKernel] = field(default_factory=dict)
 
 
-def prepare_pipeline(target: str = "host") -> HloPassPipeline:
+def prepare_pipeline(target: str = "host", gemm_fallback=None) -> HloPassPipeline:
     """Stage 1 as a pass pipeline (the shared passes of `hlo_common.passes`, in this order); for
     the cuda target the cuDNN convolution calls cuDNN takes and the cuBLASLt calls with an epilogue
-    cublasLtMatmul takes stay calls."""
+    cublasLtMatmul takes stay calls. `gemm_fallback` (a predicate on Triton GEMM fusions) adds
+    `triton-gemm-fallback` for the fusions it picks."""
     from hlo_common.passes.async_calls import AsyncOpsToCalls
     from hlo_common.passes.bounded_dynamic_dimensions import BoundedDynamicDimensions
     from hlo_common.passes.codegen_copy_insertion import CodegenCopyInsertion
@@ -96,6 +99,7 @@ def prepare_pipeline(target: str = "host") -> HloPassPipeline:
     from hlo_common.passes.gemm_fallback import GemmFallback
     from hlo_common.passes.nested_fusions import NestedFusionInliner
     from hlo_common.passes.single_device_collectives import SingleDeviceCollectives
+    from hlo_common.passes.triton_gemm_fallback import TritonGemmFallback
 
     from hlo_codegen.fusion_wrapper import needs_kernel
 
@@ -106,15 +110,17 @@ def prepare_pipeline(target: str = "host") -> HloPassPipeline:
         SingleDeviceCollectives(), GemmFallback(keep_lt_epilogues=target == "cuda"),
         CudnnConvFallback(keep_cudnn_calls=target == "cuda"),
         NestedFusionInliner(),
+        *([TritonGemmFallback(gemm_fallback)] if gemm_fallback is not None else []),
         FusionWrapper(must_wrap=needs_kernel),
         CodegenCopyInsertion(),
         FusionWrapper(must_wrap=needs_kernel),  # copies that copy insertion added may need kernels
     ])
 
 
-def prepare_module(module: HloModule, options: RunOptions | None = None, target: str = "host") -> None:
+def prepare_module(module: HloModule, options: RunOptions | None = None, target: str = "host",
+                   gemm_fallback=None) -> None:
     """Stage 1, in place: flat call graph, static shapes, wrapped lone instructions, copies."""
-    prepare_pipeline(target).run_with(module, options or RunOptions())
+    prepare_pipeline(target, gemm_fallback).run_with(module, options or RunOptions())
 
 
 @dataclass
@@ -177,14 +183,19 @@ def compile_module(module: HloModule, options: CompileOptions,
     for key, count in (("replica_count", options.num_replicas), ("num_partitions", options.num_partitions)):
         if count is not None:  # the header is what the passes, the emitter and hlo-run read
             module.set_header_attr(key, str(count))
-    prepare_module(module, RunOptions(dumper=dumper), options.target)
+    triton = triton_emitter(module, options)
+    gemm_fallback = None
+    if options.target == "cuda":  # what the Triton writer does not take: cuBLAS plus kernels
+        gemm_fallback = triton.rejects if triton is not None else (lambda fusion: True)
+    prepare_module(module, RunOptions(dumper=dumper), options.target, gemm_fallback)
     # Kernels are made from this module and the bisector interprets it: a prepare pass that
     # leaves invalid HLO (a bug) must stop here, not become a wrong answer.
     verify(module, "hlo-codegen's prepare passes left invalid HLO")
     assignment = assign_buffers(module)
     backend = backend if backend is not None else default_backend(options)
     host = options.target == "host"
-    emitter = ThunkEmitter(module, assignment, backend, convolution_thunks=host, gemm_fusion_thunks=host)
+    emitter = ThunkEmitter(module, assignment, backend, convolution_thunks=host, gemm_fusion_thunks=host,
+                           triton=triton)
     try:
         thunks = emitter.emit_entry()
     except BaseException:
@@ -199,6 +210,42 @@ def compile_module(module: HloModule, options: CompileOptions,
         thunks=thunks, replica_count=replicas, num_partitions=partitions)
     manifest.validate()
     return CompileResult(module, assignment, manifest, emitter.kernels)
+
+
+_TRITON_NOTE_SAID = False
+
+
+def triton_emitter(module: HloModule, options: CompileOptions):
+    """The Triton GEMM emitter for a cuda compile (`triton_gemm.emitter`), or None: for the host,
+    when `options.triton` is False, or when the `triton` package is missing, which is said once
+    per process on stderr when the module has GEMM fusions (they then fall back to cuBLAS plus
+    kernels). Every GEMM fusion's tile config is checked against the device here, before anything
+    is compiled."""
+    global _TRITON_NOTE_SAID
+    if options.target != "cuda":
+        return None
+    from hlo_common.gpu.device import device_for_arch
+    from hlo_common.passes.triton_gemm_fallback import is_triton_gemm_fusion
+
+    from hlo_codegen.triton_gemm.compile import triton_available
+    from hlo_codegen.triton_gemm.config import check_config, fusion_config
+
+    device = device_for_arch(options.arch)
+    fusions = [i for c in global_computations(module) for i in c.instructions if is_triton_gemm_fusion(i)]
+    for fusion in fusions:
+        if sum(i.opcode == "dot" for i in fusion.fused_computation().instructions) == 1:
+            check_config(fusion, fusion_config(fusion), device)
+    if options.triton is False:
+        return None
+    if not triton_available():
+        if fusions and not _TRITON_NOTE_SAID:
+            _TRITON_NOTE_SAID = True
+            print("hlo-codegen: note: the `triton` package is not installed (pip install "
+                  "'hlo-toolchain[triton]'): GEMM fusions fall back to cuBLAS plus kernels", file=sys.stderr)
+        return None
+    from hlo_codegen.triton_gemm.emitter import TritonGemmEmitter
+
+    return TritonGemmEmitter(options.arch, device)
 
 
 def _finish(backend: KernelBackend) -> None:

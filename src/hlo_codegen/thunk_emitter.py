@@ -9,7 +9,9 @@ thunks, by the kind `fusion_wrapper.classify` gives it:
                        MemsetThunk, a fusion that only forwards a parameter's bytes a CopyThunk;
                        for the host target a lone convolution (`wrapped_convolution`) is a
                        ConvolutionThunk, a library call, as XLA:GPU calls cuDNN, and a Triton
-                       GEMM fusion a GemmFusionThunk (its computation, evaluated with numpy)
+                       GEMM fusion a GemmFusionThunk (its computation, evaluated with numpy);
+                       for cuda a Triton GEMM fusion is a KernelThunk of a Triton kernel
+                       (`triton_gemm.emitter`, all of a module's compiled up front in one batch)
     __cudnn$conv*      CudnnConvolutionThunk (cuda target only: the call's cuDNN graph, a slice per
                        graph tensor, the scratch buffer as workspace)
     dot / __cublas$*   GemmThunk (for the cuda target with the cuBLASLt epilogue cublasLtMatmul runs;
@@ -60,6 +62,7 @@ from hlo_codegen.buffer_assignment import BufferAssignment
 from hlo_codegen.buffer_assignment.call_graph import instruction_sequence
 from hlo_codegen.collectives import collective_thunks
 from hlo_common.passes.single_device_collectives import module_devices
+from hlo_common.passes.triton_gemm_fallback import is_triton_gemm_fusion
 from hlo_codegen.fusion_wrapper import ThunkKind, classify, is_memcpy
 from hlo_common.gpu.gemm_config import gemm_config_for_custom_call, gemm_config_for_dot, gemm_workspace_index
 
@@ -138,8 +141,10 @@ class ThunkEmitter:
     """Builds the thunk tree of `module`; compiled kernels are collected in `kernels`."""
 
     def __init__(self, module: HloModule, assignment: BufferAssignment, backend: KernelBackend,
-                 convolution_thunks: bool = False, gemm_fusion_thunks: bool = False):
+                 convolution_thunks: bool = False, gemm_fusion_thunks: bool = False, triton=None):
         self.module = module
+        self.triton = triton  # a triton_gemm.emitter.TritonGemmEmitter: GEMM fusions as Triton kernels
+        self._triton_thunks: dict[str, KernelThunk] = {}
         self.convolution_thunks = convolution_thunks  # lone convolutions as ConvolutionThunks
         self.gemm_fusion_thunks = gemm_fusion_thunks  # Triton GEMM fusions as GemmFusionThunks
         self.ba = assignment
@@ -149,7 +154,22 @@ class ThunkEmitter:
         self._reuse: dict[str, list[CompiledKernel]] = {}
 
     def emit_entry(self) -> SequentialThunk:
+        if self.triton is not None:
+            self._compile_triton_gemms()
         return self.emit_computation(self.module.entry)
+
+    def _compile_triton_gemms(self) -> None:
+        """Every GEMM fusion the Triton writer takes, compiled up front in one batch."""
+        from hlo_common.passes._support import global_computations
+
+        slice_of = lambda instr: _slice(self.ba, instr)  # noqa: E731
+        for comp in global_computations(self.module):
+            for instr in instruction_sequence(comp, self.module.is_scheduled):
+                if is_triton_gemm_fusion(instr) and instr.shape.is_array:
+                    self.triton.plan(instr, slice_of, self._unique_kernel_name)
+        kernels, self._triton_thunks = self.triton.finish()
+        for name, (kernel, artifacts) in kernels.items():
+            self.kernels[name] = CompiledKernel(kernel, (), artifacts)
 
     def emit_computation(self, comp: HloComputation) -> SequentialThunk:
         thunks: list[Thunk] = []
@@ -250,6 +270,8 @@ class ThunkEmitter:
             return [self._convolution(instr, conv)]
         if self.gemm_fusion_thunks and is_triton_gemm_fusion(instr) and instr.shape.is_array:
             return [self._gemm_fusion(instr)]
+        if instr.name in self._triton_thunks:
+            return [self._triton_thunks[instr.name]]
         args = kernel_arguments(instr, self.ba)
         key = kernel_reuse_key(instr, args)
         compiled = self._reuse.get(key)
@@ -397,14 +419,6 @@ def _memcpy_source(fusion: HloInstruction) -> int | None:
     if not operand.shape.is_array or operand.shape.byte_size() != fusion.shape.byte_size():
         return None
     return node.parameter_number
-
-
-def is_triton_gemm_fusion(fusion: HloInstruction) -> bool:
-    """A kCustom fusion of kind __triton_gemm / __triton_nested_gemm_fusion (hlo-opt's
-    triton-gemm-rewriter makes them)."""
-    data = fusion.backend_config_data
-    cfg = data.get("fusion_backend_config") if isinstance(data, dict) else None
-    return isinstance(cfg, dict) and cfg.get("kind") in ("__triton_gemm", "__triton_nested_gemm_fusion")
 
 
 def computation_module_text(comp: HloComputation) -> str:

@@ -11,7 +11,7 @@ so what the runtime trusts is checked here, one `KernelCheckError` line naming t
 - the kernel's signature is what the runtime passes: host `void @name(ptr, i64, i64)` whose
   argument array is read only at constant indices below the manifest's `num_params` (a kernel
   reading one more pointer than it is given crashed the process); PTX `.entry name(...)` with
-  `num_params` 64-bit parameters;
+  `num_params` 64-bit parameters (a Triton kernel: and its `scratch_params`, passed as null);
 - launch dimensions and shared memory are within the device's limits (XLA's LaunchDimensions
   checks; a 2^31 x 65535 x 65535 grid is refused rather than run for ever).
 """
@@ -47,7 +47,7 @@ def check_manifest_kernels(manifest: Manifest, source: str = "") -> None:
             if manifest.target == "host":
                 check_host_ir(kernel.llvm_ir or "", kernel.name, kernel.num_params)
             else:
-                check_ptx(kernel.ptx or "", kernel.name, kernel.num_params)
+                check_ptx(kernel.ptx or "", kernel.name, kernel.num_params + kernel.scratch_params)
         except KernelCheckError as exc:
             raise KernelCheckError(f"{prefix}kernel {name}: {exc.one_line()}") from None
 

@@ -8,6 +8,9 @@ loads with the prologue converts applied to the loaded tiles, `tl.dot` into an f
 accumulator over K, the epilogue on the tile, a masked store); `compile.py` compiles that with
 the `triton` package (the optional `.[triton]` extra) for an arch to PTX and cubin, with no GPU;
 `tiled_eval.py` runs the same program tile by tile in numpy, which checks the tiling against
-the interpreter. Not yet wired into the manifest: the cuda target still runs these fusions with
-the elemental loop emitter, the host with a GemmFusionThunk.
+the interpreter. `config.py` reads and checks a fusion's tile config, `emitter.py` makes the
+cuda target's kernel thunks (the thunk emitter calls it; a fusion the writer does not take falls
+back to cuBLAS plus kernels, `hlo_common.passes.triton_gemm_fallback`, as all do without the
+`triton` package), `autotune.py` reads XLA's autotune results and `autotune_gpu.py` times
+candidates on a GPU. The host target runs these fusions with a GemmFusionThunk.
 """

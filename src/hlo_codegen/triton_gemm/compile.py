@@ -18,6 +18,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -41,21 +42,53 @@ class CompiledTritonKernel:
     shared_bytes: int
     cluster_dims: tuple[int, ...]
     grid: tuple[int, int, int]
+    scratch_params: int = 0  # Triton's trailing pointer parameters (global and profile scratch)
 
 
 def compile_kernel(source: KernelSource, arch: str = "sm_90") -> CompiledTritonKernel:
     """PTX and cubin of `source` for `arch` (sm_90, sm_80, ...), with its config's warps and stages."""
-    request = {"text": source.text, "name": source.name, "signature": source.signature, "arch": arch,
-               "num_warps": source.config.get("num_warps", 4),
-               "num_stages": source.config.get("num_stages", 3)}
+    return compile_kernels([source], arch)[0]
+
+
+def compile_kernels(sources: list[KernelSource], arch: str = "sm_90",
+                    failures: dict[str, str] | None = None) -> list[CompiledTritonKernel | None]:
+    """`compile_kernel` of each source, all in one child process (Triton's import is most of a
+    small kernel's compile time). With `failures`, a kernel Triton cannot compile is None in the
+    list and its reason recorded there by name; otherwise it is an HloError."""
+    if not sources:
+        return []
+    requests = [{"text": s.text, "name": s.name, "signature": s.signature, "arch": arch,
+                 "num_warps": s.config.get("num_warps", 4), "num_stages": s.config.get("num_stages", 3)}
+                for s in sources]
+    # no line info: it names the kernel's file (this machine's temporary directory) in the PTX
+    env = dict(os.environ, TRITON_DISABLE_LINE_INFO="1")
     done = subprocess.run([sys.executable, "-m", "hlo_codegen.triton_gemm.compile"],
-                          input=json.dumps(request), capture_output=True, text=True)
+                          input=json.dumps(requests), capture_output=True, text=True, env=env)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise HloError(f"Triton could not compile {source.name} for {arch}: {last}")
-    out = json.loads(done.stdout)
-    return CompiledTritonKernel(out["name"], out["ptx"], base64.b64decode(out["cubin"]), out["num_warps"],
-                                out["shared"], tuple(out["cluster_dims"]), source.grid)
+        names = ", ".join(s.name for s in sources)
+        raise HloError(f"Triton could not compile {names} for {arch}: {last}")
+    compiled: list[CompiledTritonKernel | None] = []
+    for source, out in zip(sources, json.loads(done.stdout)):
+        error = out.get("error")
+        if not error and out["global_scratch"]:  # the launch passes a null scratch pointer
+            error = f"needs {out['global_scratch']} bytes of global scratch memory; hlo-run gives none"
+        if error:
+            if failures is None:
+                raise HloError(f"Triton could not compile {source.name} for {arch}: {error}")
+            failures[source.name] = error
+            compiled.append(None)
+            continue
+        compiled.append(CompiledTritonKernel(
+            out["name"], out["ptx"], base64.b64decode(out["cubin"]), out["num_warps"], out["shared"],
+            tuple(out["cluster_dims"]), source.grid, ptx_param_count(out["ptx"]) - len(source.signature)))
+    return compiled
+
+
+def ptx_param_count(ptx: str) -> int:
+    """The number of parameters of the PTX's (one) kernel entry."""
+    match = re.search(r"\.entry\s+\S+\s*\((.*?)\)", ptx, re.S)
+    return 0 if match is None or not match.group(1).strip() else match.group(1).count(".param")
 
 
 def _compile_here(request: dict) -> dict:
@@ -83,12 +116,20 @@ def _compile_here(request: dict) -> dict:
     meta = kernel.metadata
     return {"name": meta.name, "ptx": kernel.asm["ptx"],
             "cubin": base64.b64encode(kernel.asm["cubin"]).decode(), "num_warps": meta.num_warps,
-            "shared": meta.shared,
+            "shared": meta.shared, "global_scratch": getattr(meta, "global_scratch_size", 0) or 0,
             "cluster_dims": list(getattr(meta, "cluster_dims", (1, 1, 1)) or (1, 1, 1))}
 
 
+def _compile_or_say_why(request: dict) -> dict:
+    try:
+        return _compile_here(request)
+    except Exception as exc:  # noqa: BLE001 - Triton's refusal of one kernel; the parent decides
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        return {"error": f"{type(exc).__name__}: {lines[-1][:300]}"}
+
+
 if __name__ == "__main__":
-    json.dump(_compile_here(json.loads(sys.stdin.read())), sys.stdout)
+    json.dump([_compile_or_say_why(request) for request in json.loads(sys.stdin.read())], sys.stdout)
 
 
-__all__ = ["CompiledTritonKernel", "compile_kernel", "triton_available"]
+__all__ = ["CompiledTritonKernel", "compile_kernel", "compile_kernels", "ptx_param_count", "triton_available"]

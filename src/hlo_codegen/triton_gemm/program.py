@@ -9,12 +9,14 @@ pid_b) covers rows rm = pid_m*BM + [0, BM) and columns rn = pid_n*BN + [0, BN) o
 layout, through transposes and bitcasts), its converts applied to the loaded tile; an epilogue
 side input at the sum of (result index of dim d) * stride over its (d, stride) pairs.
 
-What it takes (else Unsupported): one dot with one contracting dim, at most one batch dim and
-one free dim per operand; operands that are fusion parameters seen through converts, transposes
-and bitcasts (physically no-op reshapes, e.g. split-k's); an epilogue of elementwise ops whose
+What it takes (else Unsupported): one dot with one contracting dim, any number of batch dims
+and one free dim per operand; operands that are fusion parameters seen through converts,
+transposes, broadcasts (stride 0 along the dims they add), slices (a start offset and a step)
+and bitcasts (a transpose in disguise maps dims; a physically no-op reshape, e.g. split-k's,
+addresses the parameter's bytes with its own strides); an epilogue of elementwise ops whose
 other inputs are scalar constants, parameters of the result's shape or broadcasts of
-parameters, ending at the root. Slices, broadcasts and copying reshapes in the prologue are not
-taken yet.
+parameters, ending at the root or at bitcasts of it. Copying reshapes in the prologue are not
+taken.
 """
 
 from __future__ import annotations
@@ -34,11 +36,14 @@ class Unsupported(Exception):
 
 @dataclass(frozen=True)
 class Operand:
-    """A dot operand: the parameter read, element strides of its batch, free and contracting
-    dims, the parameter's type and the converts applied to the loaded tile, in order."""
+    """A dot operand: the parameter read, the element offset of its [0, 0] (a slice's start),
+    element strides of each batch dim (in the dot's batch order), of its free and contracting
+    dim (0 along a broadcast dim), the parameter's type and the converts applied to the loaded
+    tile, in order."""
 
     param: int
-    batch: int
+    base: int
+    batch: tuple[int, ...]
     free: int
     contracting: int
     param_type: str
@@ -68,16 +73,23 @@ class TiledProgram:
     m: int
     n: int
     k: int
-    batch: int
-    rank: int  # of the dot's result: 2, or 3 with the batch dim first
+    batch_sizes: tuple[int, ...]  # the dot's batch dims, the result's leading dims
     lhs: Operand
     rhs: Operand
     acc_type: str  # s32, f64 or f32
     dot_type: str
     epilogue: tuple[EpilogueOp, ...]
     out_type: str
-    out_strides: tuple[int, ...]
+    out_strides: tuple[int, ...]  # of the result's dims in the output buffer (through a root bitcast)
     operand_types: tuple[str, ...]
+
+    @property
+    def batch(self) -> int:
+        return _prod(self.batch_sizes)
+
+    @property
+    def rank(self) -> int:
+        return len(self.batch_sizes) + 2
 
 
 def strides(shape) -> list[int]:
@@ -98,30 +110,72 @@ def _is_bitcast(node: HloInstruction) -> bool:
                                         reshape_is_bitcast(node.operands[0].shape, node.shape))
 
 
+def _physical_dims(shape) -> list[int]:
+    """The dims of size > 1, major to minor."""
+    return [d for d in reversed(shape.minor_to_major) if shape.dims[d] != 1]
+
+
+def _step(node: HloInstruction, cur: list) -> list | None:
+    """The operand's index of each dim as (dot operand dim or None, scale, offset), from the
+    node's (`cur`); None for a bitcast that is not a transpose in disguise."""
+    op = node.operands[0].shape
+    new: list = [(None, 0, 0)] * op.rank
+    if node.opcode == "transpose":
+        for i, d in enumerate(node.attrs["dimensions"]):
+            new[d] = cur[i]
+    elif node.opcode == "broadcast":  # the dims it adds read the same elements: stride 0
+        for j, d in enumerate(node.attrs["dimensions"]):
+            new[j] = cur[d]
+    elif node.opcode == "slice":
+        for d, (start, _, step) in enumerate(_slice_bounds(node)):
+            t, scale, offset = cur[d]
+            new[d] = (t, scale * step, offset * step + start)
+    else:  # a bitcast: dim for dim when both sides list the same sizes major to minor
+        have, want = _physical_dims(node.shape), _physical_dims(op)
+        if [node.shape.dims[d] for d in have] != [op.dims[d] for d in want]:
+            return None
+        for r, o in zip(have, want):
+            new[o] = cur[r]
+    return new
+
+
+def _slice_bounds(node: HloInstruction) -> list[tuple[int, int, int]]:
+    return [(int(start), int(limit), int(step)) for start, limit, step in node.attrs["slice"].dims]
+
+
 def trace_operand(op: HloInstruction, batch: tuple, contracting: tuple) -> Operand:
-    """Follow a dot operand to its parameter through converts, transposes and bitcasts."""
+    """Follow a dot operand to its parameter through converts, transposes, broadcasts, slices and
+    bitcasts: the element offset of each operand dim in the parameter's buffer."""
     converts: list[str] = []
-    dims = list(range(op.shape.rank))  # operand dim -> dim of the current instruction
-    node, addressed = op, None  # addressed: the bitcast whose layout addresses the parameter's bytes
+    cur = [(d, 1, 0) for d in range(op.shape.rank)]
+    node, addressed = op, None  # addressed: a reshaping bitcast whose layout addresses the bytes
     while node.opcode != "parameter":
         if node.opcode == "convert":
             converts.insert(0, _etype(node))
-        elif node.opcode == "transpose" and addressed is None:
-            perm = node.attrs["dimensions"]
-            dims = [perm[d] for d in dims]
-        elif _is_bitcast(node):
-            addressed = addressed or node  # the same bytes: its strides read the parameter
+        elif addressed is not None:
+            if not _is_bitcast(node):
+                raise Unsupported(f"{node.opcode} under a reshaping bitcast in the prologue")
+        elif node.opcode in ("transpose", "broadcast", "slice") or _is_bitcast(node):
+            new = _step(node, cur)
+            if new is None:  # the same bytes: its strides read the parameter
+                addressed = node
+            else:
+                cur = new
         else:
             raise Unsupported(f"{node.opcode} in the prologue")
         node = node.operands[0]
-    if len(batch) > 1 or len(contracting) != 1:
-        raise Unsupported("several batch or contracting dims")
+    if len(contracting) != 1:
+        raise Unsupported("several contracting dims")
     free = [d for d in range(op.shape.rank) if d not in batch and d not in contracting]
     if len(free) != 1:
         raise Unsupported("several free dims on one operand")
     st = strides((addressed or node).shape)
-    return Operand(node.parameter_number, st[dims[batch[0]]] if batch else 0, st[dims[free[0]]],
-                   st[dims[contracting[0]]], _etype(node), tuple(converts))
+    per_dim, base = [0] * op.shape.rank, sum(st[d] * cur[d][2] for d in range(len(cur)))
+    for d, (t, scale, _) in enumerate(cur):
+        if t is not None:
+            per_dim[t] += st[d] * scale
+    return Operand(node.parameter_number, base, tuple(per_dim[b] for b in batch), per_dim[free[0]],
+                   per_dim[contracting[0]], _etype(node), tuple(converts))
 
 
 def _reaches(node: HloInstruction, target: HloInstruction) -> bool:
@@ -143,7 +197,7 @@ def _side_input(node: HloInstruction, rank: int) -> SideInput:
 
 
 def _epilogue(root: HloInstruction, dot: HloInstruction) -> tuple[EpilogueOp, ...]:
-    """The ops from the dot up to the root (each has exactly one operand on the chain)."""
+    """The ops from the dot up to `root` (each has exactly one operand on the chain)."""
     chain: list[EpilogueOp] = []
     node = root
     while node is not dot:
@@ -165,27 +219,36 @@ def _prod(values) -> int:
     return out
 
 
+def _store_root(root: HloInstruction, dot: HloInstruction) -> HloInstruction:
+    """The root below bitcasts of it (same bytes: the store addresses the buffer with the strides
+    of the instruction under them)."""
+    while root is not dot and _is_bitcast(root):
+        root = root.operands[0]
+    if not root.shape.is_array or root.shape.dims != dot.shape.dims:
+        raise Unsupported("the root is not the dot's shape")
+    return root
+
+
 def tiled_program(fusion: HloInstruction) -> TiledProgram:
     """The tiled program of a Triton GEMM fusion (raises Unsupported)."""
     body = fusion.fused_computation()
     dots = [i for i in body.instructions if i.opcode == "dot"]
     if len(dots) != 1:
         raise Unsupported(f"{len(dots)} dots")
-    dot, root = dots[0], body.root
+    dot = dots[0]
+    root = _store_root(body.root, dot)
     attr = lambda k: tuple(int(v) for v in dot.attrs.get(k, ()))  # noqa: E731
     lb, lc, rb, rc = (attr(k) for k in ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims",
                                         "rhs_contracting_dims"))
     lhs, rhs = trace_operand(dot.operands[0], lb, lc), trace_operand(dot.operands[1], rb, rc)
-    if not root.shape.is_array or root.shape.rank != dot.shape.rank:
-        raise Unsupported("the root is not the dot's shape")
     ldims = dot.operands[0].shape.dims
     dot_type = _etype(dot)
     acc = "s32" if not dot.shape.element_type.is_float else "f64" if dot_type == "f64" else "f32"
     return TiledProgram(
         m=_prod(s for d, s in enumerate(ldims) if d not in lb and d not in lc), k=ldims[lc[0]],
         n=_prod(s for d, s in enumerate(dot.operands[1].shape.dims) if d not in rb and d not in rc),
-        batch=_prod(ldims[d] for d in lb), rank=dot.shape.rank, lhs=lhs, rhs=rhs, acc_type=acc,
-        dot_type=dot_type, epilogue=_epilogue(root, dot), out_type=_etype(root),
+        batch_sizes=tuple(ldims[d] for d in lb), lhs=lhs, rhs=rhs, acc_type=acc,
+        dot_type=dot_type, epilogue=_epilogue(root, dot), out_type=_etype(body.root),
         out_strides=tuple(strides(root.shape)), operand_types=tuple(_etype(o) for o in fusion.operands))
 
 

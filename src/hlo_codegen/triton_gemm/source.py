@@ -4,7 +4,9 @@ keeps the elemental kernel).
 
 Where it sits: hlo_codegen.triton_gemm (package docstring); `compile.py` compiles the text,
 `tiled_eval.py` runs the same program in numpy. The kernel is specialized to the fusion's
-shapes, as XLA's are: every size and stride is a literal. Grid: ceil(M/BM), ceil(N/BN), batch.
+shapes, as XLA's are: every size and stride is a literal. Grid: XLA's, one program per output
+tile on x (batch x ceil(M/BM) x ceil(N/BN)); tiles under tl.dot's 16 (XLA's default 16 x 8) are
+computed padded to 16 with the rows past the config's tile masked off.
 
     acc = zeros((BM, BN), f32)                          # s32 for integer dots, f64 for f64
     for k0 in range(0, K, BK):
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hlo_codegen.triton_gemm.config import padded
 from hlo_codegen.triton_gemm.program import Operand, SideInput, TiledProgram, Unsupported, tiled_program
 from hlo_common.hlo.ir import HloInstruction
 
@@ -54,12 +57,24 @@ class KernelSource:
 
 def _index(d: int, rank: int) -> str:
     """The index expression of dim d of the dot's result inside the program's tile."""
-    return "rn[None, :]" if d == rank - 1 else "rm[:, None]" if d == rank - 2 else "pid_b"
+    return "rn[None, :]" if d == rank - 1 else "rm[:, None]" if d == rank - 2 else f"pb{d}"
+
+
+def _batch_offset(op: Operand) -> str:
+    """The element offset of the program's batch (and a slice's start) in the operand."""
+    return " + ".join([str(op.base)] + [f"pb{j} * {s}" for j, s in enumerate(op.batch) if s])
+
+
+def k_tile(p: TiledProgram, config: dict) -> int:
+    """The K side the kernel computes with: tl.dot takes K >= 32 for 8-bit tiles, else >= 16."""
+    tiles = [(o.converts or (o.param_type,))[-1] for o in (p.lhs, p.rhs)]
+    eight_bit = any(t in ("s8", "u8") or t.startswith("f8") for t in tiles)
+    return max(padded(config["block_k"]), 32 if eight_bit else 16)
 
 
 def _load(op: Operand, tile: str, mask: str) -> list[str]:
     lines = [f"        mask = {mask}",
-             f"        x = tl.load(p{op.param} + pid_b * {op.batch} + {tile}, mask=mask)"]
+             f"        x = tl.load(p{op.param} + {_batch_offset(op)} + {tile}, mask=mask)"]
     source = op.param_type
     for t in op.converts:  # f8 goes through f32 (Triton has no direct f8 <-> bf16 conversion)
         via = ".to(tl.float32)" if source.startswith("f8") or t.startswith("f8") else ""
@@ -97,7 +112,23 @@ def kernel_source(fusion: HloInstruction, config: dict, name: str | None = None)
 
 
 def grid(p: TiledProgram, config: dict) -> tuple[int, int, int]:
-    return (-(-p.m // config["block_m"]), -(-p.n // config["block_n"]), p.batch)
+    """XLA's launch grid: one program per output tile, on x (`blocks: {tiles, 1, 1}`)."""
+    return (tiles_m(p, config) * tiles_n(p, config) * p.batch, 1, 1)
+
+
+def _prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
+def tiles_m(p: TiledProgram, config: dict) -> int:
+    return -(-p.m // config["block_m"])
+
+
+def tiles_n(p: TiledProgram, config: dict) -> int:
+    return -(-p.n // config["block_n"])
 
 
 def _signature(p: TiledProgram) -> dict[str, str]:
@@ -108,24 +139,37 @@ def _signature(p: TiledProgram) -> dict[str, str]:
     return signature
 
 
-def render(p: TiledProgram, config: dict, kernel: str) -> str:
+def _prologue(p: TiledProgram, config: dict) -> list[str]:
+    """Program id -> (batch, tile row, tile column), batch-major then row-major as XLA orders the
+    output tiles; the rows, columns and K indices of the (padded) tiles with their masks."""
     bm, bn, bk = config["block_m"], config["block_n"], config["block_k"]
+    pm, pn, pk = padded(bm), padded(bn), k_tile(p, config)
+    gm, gn = tiles_m(p, config), tiles_n(p, config)
+    batch = [f"    pb{j} = pid_b // {_prod(p.batch_sizes[j + 1:])} % {size}"
+             for j, size in enumerate(p.batch_sizes)]
+    return ["    pid = tl.program_id(0)", f"    pid_b = pid // {gm * gn}",
+            f"    pid_m = (pid // {gn}) % {gm}", f"    pid_n = pid % {gn}", *batch,
+            f"    rm = pid_m * {bm} + tl.arange(0, {pm})", f"    rn = pid_n * {bn} + tl.arange(0, {pn})",
+            f"    ok_m = (tl.arange(0, {pm}) < {bm}) & (rm < {p.m})",
+            f"    ok_n = (tl.arange(0, {pn}) < {bn}) & (rn < {p.n})",
+            f"    acc = tl.zeros(({pm}, {pn}), dtype={TL_TYPES[p.acc_type]})",
+            f"    for k0 in range(0, {p.k}, {bk}):", f"        kk = k0 + tl.arange(0, {pk})",
+            f"        ok_k = (tl.arange(0, {pk}) < {bk}) & (kk < {p.k})"]
+
+
+def render(p: TiledProgram, config: dict, kernel: str) -> str:
     acc_t = TL_TYPES[p.acc_type]
     params = [f"p{i}" for i in range(len(p.operand_types))] + ["out"]
     tile_type = (p.lhs.converts or (p.lhs.param_type,))[-1]  # what tl.dot multiplies
     precision = ', input_precision="ieee"' if tile_type in ("f32", "f64") else ""  # not tf32
-    lines = [f"@triton.jit\ndef {kernel}({', '.join(params)}):",
-             "    pid_m = tl.program_id(0)", "    pid_n = tl.program_id(1)", "    pid_b = tl.program_id(2)",
-             f"    rm = pid_m * {bm} + tl.arange(0, {bm})", f"    rn = pid_n * {bn} + tl.arange(0, {bn})",
-             f"    acc = tl.zeros(({bm}, {bn}), dtype={acc_t})",
-             f"    for k0 in range(0, {p.k}, {bk}):", f"        kk = k0 + tl.arange(0, {bk})"]
+    lines = [f"@triton.jit\ndef {kernel}({', '.join(params)}):"] + _prologue(p, config)
     lines += _load(p.lhs, f"rm[:, None] * {p.lhs.free} + kk[None, :] * {p.lhs.contracting}",
-                   f"(rm[:, None] < {p.m}) & (kk[None, :] < {p.k})")
+                   "ok_m[:, None] & ok_k[None, :]")
     lines += ["        a = x"]
     lines += _load(p.rhs, f"kk[:, None] * {p.rhs.contracting} + rn[None, :] * {p.rhs.free}",
-                   f"(kk[:, None] < {p.k}) & (rn[None, :] < {p.n})")
+                   "ok_k[:, None] & ok_n[None, :]")
     lines += [f"        acc += tl.dot(a, x, out_dtype={acc_t}{precision})",
-              f"    mask_mn = (rm[:, None] < {p.m}) & (rn[None, :] < {p.n})",
+              "    mask_mn = ok_m[:, None] & ok_n[None, :]",
               f"    v = acc.to({TL_TYPES[p.dot_type]})"]
     for op in p.epilogue:
         args = ["v" if a == "acc" else _side(a, p.rank) for a in op.args]
@@ -135,4 +179,4 @@ def render(p: TiledProgram, config: dict, kernel: str) -> str:
     return "import triton\nimport triton.language as tl\n\n\n" + HELPERS + "\n".join(lines) + "\n"
 
 
-__all__ = ["KernelSource", "Unsupported", "grid", "kernel_source", "render"]
+__all__ = ["KernelSource", "Unsupported", "grid", "kernel_source", "k_tile", "render", "tiles_m", "tiles_n"]

@@ -13,7 +13,8 @@ Layout (keys sorted; lists keep their meaningful order, kernels are sorted by na
     entry                  parameter shapes, the result shape, and the slice of every result leaf
     allocations            XLA's BufferAllocations: size, kind (parameter | constant | output | temp),
                            parameter number and shape index, constant bytes (base64), alignment
-    kernels                name, launch dims, shared bytes, parameter count, `ptx` or `llvm_ir`
+    kernels                name, launch dims, shared bytes, parameter count, `ptx` or `llvm_ir`;
+                           a Triton kernel also `triton`: cubin, num_warps, cluster dims
     thunks                 the entry SequentialThunk (`hlo_common.manifest.thunks`)
     replica_count, num_partitions   the devices it was compiled for (N = their product; every
                            device runs these thunks, collective thunks name the groups)
@@ -35,7 +36,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hlo_common.errors import HloParseError
@@ -49,7 +50,8 @@ from hlo_common.hlo.shape import Shape
 
 FORMAT_NAME = "hlo-toolchain-manifest"
 # 2: collective thunks (`collective_thunks`) and the device counts `replica_count`, `num_partitions`
-FORMAT_VERSION = 2
+# 3: Triton kernels (`ManifestKernel`'s `triton` metadata: cubin, warps, cluster dims, scratch params)
+FORMAT_VERSION = 3
 TARGETS = ("cuda", "host")
 ALLOCATION_KINDS = ("parameter", "constant", "output", "temp")
 # Which field of a kernel holds its code, per target.
@@ -165,7 +167,12 @@ class EntrySignature:
 
 @dataclass(frozen=True)
 class ManifestKernel:
-    """One compiled kernel: PTX (cuda) or LLVM IR with `void @name(ptr, i64, i64)` (host)."""
+    """One compiled kernel: PTX (cuda) or LLVM IR with `void @name(ptr, i64, i64)` (host).
+
+    A Triton kernel (a GEMM fusion, `hlo_codegen.triton_gemm`) also carries Triton's metadata:
+    its `cubin` for the manifest's arch, `num_warps`, `cluster_dims`, and `scratch_params`, the
+    trailing pointer parameters Triton adds (global and profile scratch), passed as null: the
+    kernels written here use no scratch memory."""
 
     name: str
     grid: tuple[int, int, int]
@@ -174,6 +181,10 @@ class ManifestKernel:
     num_params: int
     ptx: str | None = None
     llvm_ir: str | None = None
+    cubin: bytes | None = None
+    num_warps: int | None = None
+    cluster_dims: tuple[int, int, int] | None = None
+    scratch_params: int = 0
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {"name": self.name, "grid": list(self.grid), "block": list(self.block),
@@ -182,13 +193,28 @@ class ManifestKernel:
             out["ptx"] = self.ptx
         if self.llvm_ir is not None:
             out["llvm_ir"] = self.llvm_ir
+        if self.num_warps is not None:  # a Triton kernel
+            out["triton"] = {"num_warps": self.num_warps,
+                             "cluster_dims": list(self.cluster_dims or (1, 1, 1)),
+                             "scratch_params": self.scratch_params,
+                             "cubin": base64.b64encode(self.cubin or b"").decode("ascii")}
         return out
 
     @staticmethod
     def from_json(v: Any, path: str) -> ManifestKernel:
         r = JsonReader(v, path)
-        return ManifestKernel(r.str("name"), r.ints("grid", 3), r.ints("block", 3), r.int("shared_bytes"),
-                      r.int("num_params"), r.str("ptx", optional=True), r.str("llvm_ir", optional=True))
+        kernel = ManifestKernel(r.str("name"), r.ints("grid", 3), r.ints("block", 3), r.int("shared_bytes"),
+                                r.int("num_params"), r.str("ptx", optional=True),
+                                r.str("llvm_ir", optional=True))
+        if "triton" not in r.data:
+            return kernel
+        t = r.obj("triton")
+        try:
+            cubin = base64.b64decode(t.str("cubin").encode("ascii"), validate=True)
+        except (ValueError, UnicodeEncodeError):
+            raise ManifestError(f"{path}.triton.cubin: not valid base64") from None
+        return replace(kernel, cubin=cubin or None, num_warps=t.int("num_warps", minimum=1),
+                       cluster_dims=t.ints("cluster_dims", 3), scratch_params=t.int("scratch_params"))
 
 
 @dataclass

@@ -4,7 +4,10 @@ Where it sits: behind `hlo-run --platform cuda`; everything CUDA is imported her
 that hlo-run works without the `gpu` extra. The driver API comes from cuda-bindings
 (`cuda.bindings.driver`): one primary context, the legacy default stream, `cuMemAlloc` per
 allocation, PTX linked into a cubin for the device with nvJitLink (`cuModuleLoadData` of the PTX
-as a fallback), `cuLaunchKernel` with one pointer per kernel argument. GemmThunks call cuBLAS
+as a fallback), `cuLaunchKernel` with one pointer per kernel argument. A Triton kernel (a GEMM
+fusion) is linked from its PTX like the others, the code `kernel_check` checked (its cubin in
+the manifest is Triton's own build, not what runs), for the PTX's `a` target (sm_90a, wgmma),
+and gets null pointers for the scratch parameters Triton appends. GemmThunks call cuBLAS
 (`hlo_run.cublas`; one with a cuBLASLt epilogue `hlo_run.cublas_lt`), CudnnConvolutionThunks cuDNN's graph API (`hlo_run.cudnn_runner`: plans built
 once per graph shape on a handle on this stream; a plan needing more workspace than the call's
 scratch gets a device buffer kept for such plans). Per-thunk times come from CUDA events around
@@ -17,6 +20,7 @@ exits 1.
 from __future__ import annotations
 
 import ctypes
+import re
 from typing import Any
 
 from hlo_common.errors import HloError
@@ -158,7 +162,7 @@ class CudaDevice(Device):
         if dynamic > 48 * 1024:
             attr = self.driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             check(self.driver.cuFuncSetAttribute(function, attr, dynamic), "cuFuncSetAttribute")
-        return function, dynamic
+        return function, dynamic, kernel.scratch_params
 
     def _cubin(self, kernel: ManifestKernel) -> bytes | None:
         """PTX -> cubin for this device with nvJitLink, or None when nvJitLink is not installed."""
@@ -167,6 +171,9 @@ class CudaDevice(Device):
         except ImportError:
             return None
         arch = f"-arch=sm_{self.cc[0]}{self.cc[1]}"
+        target = re.search(r"^\.target\s+sm_\d+([af])\b", kernel.ptx, re.M)
+        if target and kernel.num_warps is not None:  # Triton's sm_90a PTX (wgmma) links for sm_90a only
+            arch += target.group(1)
         handle = nvjitlink.create(1, [arch])
         try:
             data = kernel.ptx.encode()
@@ -186,8 +193,8 @@ class CudaDevice(Device):
             nvjitlink.destroy(handle)
 
     def launch(self, handle: Any, thunk: KernelThunk, pointers: list[int]) -> None:
-        function, dynamic = handle
-        values = [ctypes.c_void_p(p) for p in pointers]
+        function, dynamic, scratch = handle
+        values = [ctypes.c_void_p(p) for p in pointers] + [ctypes.c_void_p(0) for _ in range(scratch)]
         params = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
         check(self.driver.cuLaunchKernel(function, *thunk.grid, *thunk.block, dynamic, self.stream,
                                          ctypes.addressof(params), 0),

@@ -63,6 +63,7 @@ def _check(fusion, config) -> None:
 
 
 CONFIGS = [{"block_m": 32, "block_n": 32, "block_k": 32}, {"block_m": 64, "block_n": 16, "block_k": 64}]
+XLA_DEFAULT = {"block_m": 16, "block_n": 8, "block_k": 16}  # under tl.dot's 16: padded, masked
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -73,7 +74,8 @@ def test_tiled_program_gives_the_interpreters_answer(name):
         _check(fusion, CONFIGS[0])
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c['block_m']}x{c['block_n']}x{c['block_k']}")
+@pytest.mark.parametrize("config", [*CONFIGS, XLA_DEFAULT],
+                         ids=lambda c: f"{c['block_m']}x{c['block_n']}x{c['block_k']}")
 def test_ragged_edges_column_major_lhs_and_an_epilogue(config):
     (fusion,) = _fusions(RAGGED, "ragged")
     ops = sorted(i.opcode for i in fusion.fused_computation().instructions if i.opcode != "parameter")
@@ -88,7 +90,54 @@ def test_split_k_with_a_ragged_k():
     _check(fusion, {"block_m": 16, "block_n": 32, "block_k": 64})
 
 
+REVERSED = """HloModule reversed
+gemm_body {
+  p0 = bf16[32,64]{1,0} parameter(0)
+  r = bf16[32,64]{1,0} reverse(p0), dimensions={0}
+  p1 = bf16[64,16]{1,0} parameter(1)
+  ROOT d = bf16[32,16]{1,0} dot(r, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+ENTRY e {
+  a = bf16[32,64]{1,0} parameter(0)
+  b = bf16[64,16]{1,0} parameter(1)
+  ROOT f = bf16[32,16]{1,0} fusion(a, b), kind=kCustom, calls=gemm_body,
+    backend_config={"fusion_backend_config":{"kind":"__triton_gemm","triton_gemm_config":
+      {"block_m":"16","block_n":"16","block_k":"16","split_k":"1","num_stages":"1","num_warps":"2"}}}
+}"""
+
+
 def test_what_the_program_does_not_take_is_said():
-    (fusion,) = _fusions((TRITON / "sliced_bf16.hlo").read_text(), "sliced")
-    with pytest.raises(Unsupported, match="slice in the prologue"):
+    fusion = parse_module(REVERSED, "reversed").entry.root
+    with pytest.raises(Unsupported, match="reverse in the prologue"):
         tiled_program(fusion)
+
+
+@pytest.mark.parametrize("name", ["broadcast_lhs_bf16", "matmul_s8", "sliced_bf16"])
+def test_broadcast_slice_and_transpose_under_bitcast_prologues(name):
+    (fusion,) = _fusions((TRITON / f"{name}.hlo").read_text(), name)
+    ops = {i.opcode for i in fusion.fused_computation().instructions}
+    assert ops & {"broadcast", "slice", "transpose"}  # the prologue op is inside the fusion
+    for config in [*CONFIGS, XLA_DEFAULT]:
+        _check(fusion, config)
+
+
+def _xla_fusions(name: str):
+    """The GEMM fusions of XLA:GPU's own optimized module (testdata/triton/NAME.xla_gpu.hlo):
+    XLA's nesting, split-k batches and root bitcasts, with XLA's configs."""
+    from hlo_common.passes.triton_gemm_fallback import is_triton_gemm_fusion
+
+    module = parse_module((TRITON / f"{name}.xla_gpu.hlo").read_text(), name)
+    return [i for c in module.computations for i in c.instructions if is_triton_gemm_fusion(i)]
+
+
+LARGE = {"matmul_f32_large", "mlp_bf16", "bias_gelu_bf16"}  # thousands of 16 x 8 tiles: 4-9 s each
+XLA_MODULES = [pytest.param(n, marks=[pytest.mark.slow] if n in LARGE else []) for n in
+               sorted(p.name[:-len(".xla_gpu.hlo")] for p in TRITON.glob("*.xla_gpu.hlo"))]
+
+
+@pytest.mark.parametrize("name", XLA_MODULES)
+def test_xlas_own_gemm_fusions_tile_by_tile_with_xlas_configs(name):
+    from hlo_codegen.triton_gemm.config import fusion_config
+
+    for fusion in _xla_fusions(name):
+        _check(fusion, fusion_config(fusion))

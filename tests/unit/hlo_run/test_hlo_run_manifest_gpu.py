@@ -117,3 +117,30 @@ def test_cli_runs_a_cuda_manifest(tmp_path):
                              catch_exceptions=False)
     assert out.exit_code == 0, out.stderr
     assert "Results on cuda and interpreter are close enough" in out.stderr and "001 kGemm d" in out.stderr
+
+
+@pytest.mark.parametrize("name", ["int8_bf16", "mlp_bf16", "sliced_bf16", "batched_bf16", "skinny_bf16",
+                                  "matmul_f32", "matmul_s8", "f8_bf16"])
+def test_triton_gemm_kernels_match_the_interpreter(name):
+    # XLA's own optimized modules (its GEMM fusions and tile configs), each GEMM a Triton kernel
+    from pathlib import Path
+
+    from hlo_codegen.compiler import CompileOptions, compile_module
+    from hlo_run.backends.cuda import CudaDevice
+    from hlo_run.compare import compare_values
+    from hlo_run.inputs import make_fake_arguments
+    from hlo_run.manifest_runtime import ManifestExecutable
+
+    pytest.importorskip("triton")
+    text = (Path(__file__).resolve().parents[3] / "testdata" / "triton" / f"{name}.xla_gpu.hlo").read_text()
+    args = make_fake_arguments(parse_module(text, name), 1)
+    want = evaluate(parse_module(text, name), args)
+    result = compile_module(parse_module(text, name), CompileOptions(target="cuda", arch="sm_90"))
+    assert any(k.num_warps for k in result.manifest.kernels.values())
+    executable = ManifestExecutable(load_manifest(result.manifest.to_bytes(), "m.json"), CudaDevice())
+    try:
+        got = executable.run(args)
+    finally:
+        executable.close()
+    comparison = compare_values(got, want)
+    assert comparison.ok, comparison.one_line()

@@ -85,7 +85,7 @@ def _set(path, value):
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (_set(["version"], 1), "manifest format version 1; this tool reads version 2"),
+    (_set(["version"], 1), "manifest format version 1; this tool reads version 3"),
     (_set(["format"], "something-else"), "not an hlo-toolchain-manifest file"),
     (_set(["target"], "tpu"), "target 'tpu' is not one of cuda, host"),
     (lambda b: _first_thunk(b).update(source=[99, 0, 64]), "references unknown allocation 99"),
