@@ -1,0 +1,9 @@
+"""The handlers of the ops beyond the core ones in `hlo_opt.spmd.handlers`, by opcode: each takes
+the `Partitioner` and the instruction and returns False where it does not apply (the op then
+runs whole, replicated)."""
+
+from __future__ import annotations
+
+from hlo_opt.spmd import window_handlers
+
+HANDLERS = dict(window_handlers.HANDLERS)

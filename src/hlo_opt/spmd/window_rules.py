@@ -1,0 +1,35 @@
+"""How a tiling passes through slice, pad, concatenate, dynamic-slice and dynamic-update-slice
+(the cases of xla/service/sharding_propagation.cc and hlo_sharding_util.cc for them), forward
+and backward; called by `hlo_opt.spmd.rules` for the ops it does not know.
+
+Slice, pad and concatenate keep the tiling dim for dim (the partitioner exchanges halos where a
+window crosses tiles); dynamic-slice and dynamic-update-slice keep it on the dims they take
+whole and replicate the dims they slice or update in part, as XLA does. Their offsets and pad
+values are scalars and get no tiling from here.
+"""
+
+from __future__ import annotations
+
+from hlo_common.hlo.ir import HloInstruction
+from hlo_opt.spmd.tiling import Tiling
+
+
+def _partial(instr: HloInstruction) -> list[int]:
+    """The dims a dynamic-slice or dynamic-update-slice touches only in part."""
+    full = instr.operands[0].shape.dims
+    part = instr.shape.dims if instr.opcode == "dynamic-slice" else instr.operands[1].shape.dims
+    return [d for d, (n, s) in enumerate(zip(full, part)) if n != s]
+
+
+def passes(instr: HloInstruction, index: int, t: Tiling) -> Tiling | None:
+    """The tiling on the other side of `instr` from operand `index` (the same rule both ways)."""
+    op = instr.opcode
+    if instr.shape.is_tuple or t.rank != instr.shape.rank:
+        return None
+    if op in ("slice", "pad") and index == 0:
+        return t
+    if op == "concatenate":
+        return t
+    if (op == "dynamic-slice" and index == 0) or (op == "dynamic-update-slice" and index < 2):
+        return t.to_replication(_partial(instr))
+    return None
