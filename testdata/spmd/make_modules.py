@@ -89,6 +89,7 @@ def _programs_for(n: int) -> dict:
         "broadcast_add": program(x1, lambda a, b: jnp.exp(a + b[None, :]),
                                  [((2 * n, 8), P("x")), ((8,), P())], P("x")),
     }
+    progs.update(_window_programs(n, x1))
     progs["shard_map_psum"] = program(
         x1, lambda a, b: jnp.tanh(jax.shard_map(lambda u, v: jax.lax.psum(u @ v, "x"), mesh=x1,
                                                 in_specs=(P(None, "x"), P("x", None)), out_specs=P(),
@@ -107,6 +108,26 @@ def _programs_for(n: int) -> dict:
         progs["mesh2d_reduce"] = program(xy, lambda a: jnp.sum(a * a, axis=(0, 1)),
                                          [((4 * n, 2 * n, 3), P("x", "y"))], P())
     return progs
+
+
+def _window_programs(n: int, x1: Mesh) -> dict:
+    """Slice, pad, concatenate, dynamic-(update-)slice and iota on arrays sharded along the dim
+    they work on (halo exchange) or beside it."""
+    rows = P("x")
+    return {
+        "roll_rows": program(x1, lambda a: jnp.roll(a, 3, axis=0) * 2.0, [((8 * n, 4), rows)], rows),
+        "pad_rows": program(x1, lambda a: jnp.pad(jnp.tanh(a), ((4, 4), (0, 0)), constant_values=1.5),
+                            [((8 * n, 4), rows)], rows),
+        "halves_sum": program(x1, lambda a: a[:4 * n] + a[4 * n:], [((8 * n, 6), rows)], rows),
+        "concat_rows": program(x1, lambda a, b: jnp.concatenate([a, jnp.exp(b)], axis=0),
+                               [((4 * n, 3), rows), ((4 * n, 3), rows)], rows),
+        "iota_rows": program(x1, lambda a: a * jnp.arange(8 * n, dtype=jnp.float32)[:, None],
+                             [((8 * n, 5), rows)], rows),
+        "dynamic_slice_cols": program(
+            x1, lambda a, b: jax.lax.dynamic_update_slice(a, jax.lax.dynamic_slice_in_dim(b, 2, 3, axis=1) + 1.0,
+                                                          (0, 1)),
+            [((4 * n, 6), rows), ((4 * n, 8), rows)], rows),
+    }
 
 
 def all_programs() -> dict:

@@ -32,6 +32,12 @@ KNOWN_DIFFERENCES = {
     "dot_reduce_scatter": "reduce-scatter where XLA:CPU has all-reduce + dynamic-slice",
     # XLA reduces one mesh axis at a time; ours all-reduces over both in one collective.
     "mesh2d_reduce": "one all-reduce where XLA has two",
+    # XLA:CPU all-gathers both operands of a concatenate along the sharded dim; ours fetches only
+    # the rows each device's output tile needs from the devices holding them (fewer bytes).
+    "concat_rows": "collective-permutes of the needed rows where XLA all-gathers",
+    # XLA exchanges the pad's halo with both neighbours; ours sends only the rows a window lacks
+    # (one collective-permute, half the bytes).
+    "pad_rows": "one collective-permute where XLA has two",
 }
 
 

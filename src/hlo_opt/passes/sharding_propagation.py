@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 from hlo_common.hlo.ir import HloInstruction, HloModule
 from hlo_common.hlo.sharding import HloSharding
+from hlo_common.hlo.hlo_utils import NameUniquer
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
+from hlo_opt.passes.call_inliner import inline_call, is_inlineable
 from hlo_opt.spmd import dot_dims, manual, rules
 from hlo_opt.spmd.config import needs_partitioning, num_partitions
 from hlo_opt.spmd.errors import SpmdError
@@ -41,13 +43,28 @@ class ShardingPropagation(HloPass):
         if not needs_partitioning(module):
             return False
         n = num_partitions(module)
+        changed = _inline_calls(module)
         tilings = propagate(module, n)
-        changed = False
         for instr, t in tilings.items():
             if instr.sharding is None:  # the user's annotations stay as written
                 instr.sharding = to_hlo_sharding(t)
                 changed = True
         return changed
+
+
+def _inline_calls(module: HloModule) -> bool:
+    """The entry's calls (jax wraps jnp.pad, jnp.roll, ... in them) replaced by their bodies, so
+    that propagation and the partitioner see through them, as XLA's SPMD pipeline runs CallInliner
+    first; shard_map bodies (inlineable="false") stay calls."""
+    uniquer = NameUniquer.for_module(module)
+    changed = False
+    while True:
+        calls = [i for i in module.entry.post_order() if is_inlineable(i)]
+        if not calls:
+            return changed
+        for call in calls:
+            inline_call(call, uniquer)
+        changed = True
 
 
 def to_hlo_sharding(t) -> HloSharding:

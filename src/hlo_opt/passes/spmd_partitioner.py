@@ -25,6 +25,7 @@ from hlo_common.hlo.hlo_computation import HloComputation
 from hlo_common.hlo.ir import HloModule
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.spmd.builder import SpmdBuilder
+from hlo_opt.spmd.cleanup import remove_dead
 from hlo_opt.spmd.config import needs_partitioning, num_partitions
 from hlo_opt.spmd.handlers import Partitioner
 
@@ -49,6 +50,7 @@ class SpmdPartitioner(HloPass):
             partitioner.handle(instr)
         new.root = partitioner.root(old.root)
         new.root.sharding = old.root.sharding
+        remove_dead(new)
         module.add_computation(new, entry=True)
         module.remove_computation(old)
         params = sorted(new.parameters, key=lambda p: p.parameter_number)

@@ -1,21 +1,23 @@
-"""Windowed input along one tiled dimension: each device's window of a tiled array, reached by a
-halo exchange with its neighbours (XLA's PartitionedHlo::ReshardAsWindowedInput and ExchangeHalo
-in xla/service/spmd/spmd_partitioner.cc and spmd_partitioner_util.cc).
+"""Windowed input along one tiled dimension: each device's window of a tiled array, the parts
+other devices hold fetched by collective-permutes (XLA's PartitionedHlo::ReshardAsWindowedInput
+and ExchangeHalo in xla/service/spmd/spmd_partitioner.cc and spmd_partitioner_util.cc).
 
-Device with tile coordinate c on dimension `dim` holds the global elements [c*i, (c+1)*i) of it
-and wants [lo_c, lo_c + width), which may start before 0 or end past the dimension (pad). The
-halo is what the windows need beyond the device's own tile, clipped to the array: the widest
-left and right halos over the devices are fetched from the neighbours at distance 1, 2, ... by
-one collective-permute each (as XLA, every device receives the widest halo), concatenated around
-the local tile, and each device's window is cut out at its offset (a dynamic-slice indexed by
-partition-id). Positions outside the array are set to the pad value where one is given.
+Device at tile coordinate c on dimension `dim` holds the global elements [c*i, (c+1)*i) and wants
+[lo_c, lo_c + width), which may start before 0 or end past the dimension (pad). Every transfer
+(source tile, target tile, the part of the source's tile the target's window needs) is packed
+into rounds in which each device sends at most once and receives at most once (XLA's halo
+exchange is the special case of the neighbours at distance 1; a rotation is one round); a round
+is one collective-permute of the widest part in it, each source cutting its part at its own
+offset. Each device writes its tile and what it received into a buffer laid out as its window
+(with margins), initialised to the pad value, and cuts the window out. Several windows of one
+array (a concatenate of slices of it) share the rounds.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from hlo_common.hlo.attributes import PaddingConfig, SliceSpec
+from hlo_common.hlo.attributes import SliceSpec
 from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 from hlo_common.hlo.hlo_creation_utils import make_constant
 from hlo_common.hlo.ir import HloInstruction
@@ -29,56 +31,110 @@ def window(b: SpmdBuilder, x: HloInstruction, t: Tiling, dim: int, full: int, st
            width: int, pad: HloInstruction | None = None) -> HloInstruction:
     """`x`, this device's tile of a dim of size `full` tiled by `t`, replaced on `dim` by the
     window [starts[c], starts[c] + width) of the device at tile coordinate c. `pad` (a scalar)
-    fills positions outside [0, full); without it they hold unspecified values."""
-    tiles = t.tiles[dim]
-    i = full // tiles
-    need = [(max(lo, 0), min(lo + width, full)) for lo in starts]
-    left = max([c * i - a for c, (a, z) in enumerate(need) if a < z] + [0])
-    right = max([z - (c + 1) * i for c, (a, z) in enumerate(need) if a < z] + [0])
-    pieces = [_halo(b, x, t, dim, i, left, -1)] if left else []
-    pieces.append(x)
-    if right:
-        pieces.append(_halo(b, x, t, dim, i, right, +1))
-    e = _concat(b, pieces, dim)
-    offsets = [lo - (c * i - left) for c, lo in enumerate(starts)]
-    grow_lo = max(0, -min(offsets))
-    grow_hi = max(0, max(o + width for o in offsets) - e.shape.dims[dim])
-    if grow_lo or grow_hi:
-        e = _pad(b, e, dim, grow_lo, grow_hi, pad)
-        offsets = [o + grow_lo for o in offsets]
-    out = _cut(b, e, t, dim, offsets, width)
-    outside = any(lo < 0 or lo + width > full for lo in starts)
-    if pad is not None and outside:
-        out = _mask(b, out, t, dim, starts, full, pad)
+    fills positions outside [0, full) (zeros without it)."""
+    return windows(b, x, t, dim, full, [(starts, width)], pad)[0]
+
+
+def windows(b: SpmdBuilder, x: HloInstruction, t: Tiling, dim: int, full: int, wins, pad=None) -> list:
+    """One window per (starts, width) of `wins`, sharing the collective-permutes; a window given
+    as (starts, width, low, high) needs only the elements [low, high) (the rest unspecified)."""
+    i = full // t.tiles[dim]
+    transfers = _transfers(t.tiles[dim], i, full, wins)
+    inside = all(c * i <= lo and lo + w <= (c + 1) * i for starts, w, *_b in wins for c, lo in enumerate(starts))
+    if inside:  # every window within the device's own tile
+        return [_cut(b, x, t, dim, [lo - c * i for c, lo in enumerate(starts)], w) for starts, w, *_b in wins]
+    value = pad if pad is not None else make_constant(b.comp, 0, x.shape.element_type)
+    coords = [int(c) for c in t.coords[:, dim]]
+    buffers = []
+    for starts, w, *_b in wins:
+        dims = list(x.shape.dims)
+        dims[dim] = w + 3 * i  # margins of i on both sides and a scratch tile at the end
+        buf = b.add("broadcast", [value], x.shape.with_dims(tuple(dims)), {"dimensions": ()})
+        own = [c * i - starts[c] + i if c * i < starts[c] + w and (c + 1) * i > starts[c] else w + 2 * i
+               for c in coords]
+        buffers.append(_place(b, buf, x, dim, own))
+    for round_ in _rounds(transfers):
+        piece, pairs, placed = _send(b, x, t, dim, i, round_, wins)
+        got = b.collective_permute(piece, pairs)
+        for k, (starts, w, *_b) in enumerate(wins):
+            if any(kk == k for kk, *_ in round_):
+                where = [placed.get((k, c), w + 2 * i) for c in coords]
+                buffers[k] = _place(b, buffers[k], got, dim, where)
+    return [_static_slice(b, buf, dim, i, i + win[1]) for buf, win in zip(buffers, wins)]
+
+
+def _transfers(tiles: int, i: int, full: int, wins) -> list[tuple[int, int, int, int, int]]:
+    """(window, source tile, target tile, lo, hi): the global elements [lo, hi) of the source's
+    tile in the target's window."""
+    out = []
+    for k, (starts, width, *bounds) in enumerate(wins):
+        low, high = bounds or (0, full)
+        for c, a in enumerate(starts):
+            need_lo, need_hi = max(a, low), min(a + width, high)
+            for s in range(tiles):
+                lo, hi = max(need_lo, s * i), min(need_hi, (s + 1) * i)
+                if s != c and lo < hi:
+                    out.append((k, s, c, lo, hi))
     return out
 
 
-def _halo(b: SpmdBuilder, x, t: Tiling, dim: int, i: int, size: int, side: int) -> HloInstruction:
-    """`size` elements from the neighbours on one side (-1: left, +1: right), nearest last on
-    the left and first on the right, as they lie in the array."""
-    parts = []
-    for k in range(1, -(-size // i) + 1):
-        take = min(i, size - (k - 1) * i)
-        lo = i - take if side < 0 else 0
-        piece = _static_slice(b, x, dim, lo, lo + take)
-        parts.append(b.collective_permute(piece, neighbour_pairs(t, dim, -side * k)))
-    if side < 0:
-        parts.reverse()
-    return _concat(b, parts, dim)
+def _rounds(transfers) -> list[list]:
+    """Transfers packed greedily, by cyclic distance, into rounds where a tile sends at most once
+    and receives at most once."""
+    tiles = 1 + max([max(s, c) for _k, s, c, _l, _h in transfers], default=0)
+    order = sorted(transfers, key=lambda tr: ((tr[2] - tr[1]) % tiles, tr))
+    rounds: list[tuple[list, set, set]] = []
+    for tr in order:
+        for members, sources, targets in rounds:
+            if tr[1] not in sources and tr[2] not in targets:
+                members.append(tr)
+                sources.add(tr[1])
+                targets.add(tr[2])
+                break
+        else:
+            rounds.append(([tr], {tr[1]}, {tr[2]}))
+    return [members for members, _s, _t in rounds]
 
 
-def neighbour_pairs(t: Tiling, dim: int, shift: int) -> list[tuple[int, int]]:
-    """(source, target) for every device whose tile coordinate on `dim` minus `shift` exists:
-    the target receives from the device `shift` tiles before it (same other coordinates and
-    replica slot)."""
+def _send(b: SpmdBuilder, x, t: Tiling, dim: int, i: int, round_, wins):
+    """The piece each source sends in a round (the widest part, cut so it holds its own), the
+    device pairs, and where each (window, target tile) puts what it receives."""
+    w = max(hi - lo for _k, _s, _c, lo, hi in round_)
+    offsets, tile_pairs, placed = {}, [], {}
+    for k, s, c, lo, hi in round_:
+        o = min(lo - s * i, i - w)
+        offsets[s] = o
+        tile_pairs.append((s, c))
+        placed[(k, c)] = s * i + o - wins[k][0][c] + i
+    coords = [int(c) for c in t.coords[:, dim]]
+    values = [offsets.get(c, 0) for c in coords]
+    if all(v == values[0] for v in values):
+        piece = _static_slice(b, x, dim, values[0], values[0] + w)
+    else:
+        starts = [b.zero()] * x.shape.rank
+        starts[dim] = b.per_partition(values)
+        sizes = list(x.shape.dims)
+        sizes[dim] = w
+        piece = b.add("dynamic-slice", [x] + starts, x.shape.with_dims(tuple(sizes)),
+                      {"dynamic_slice_sizes": tuple(sizes)})
+    return piece, tile_pairs_to_devices(t, dim, tile_pairs), placed
+
+
+def tile_pairs_to_devices(t: Tiling, dim: int, tile_pairs) -> list[tuple[int, int]]:
+    """(source device, target device) for every (source tile, target tile) on `dim`, in every
+    group of devices that share the other tile coordinates and the replica slot."""
     ids = np.moveaxis(t.ids, dim, 0)
-    tiles = ids.shape[0]
     pairs = []
-    for c in range(tiles):
-        src = c - shift
-        if 0 <= src < tiles:
-            pairs += [(int(s), int(d)) for s, d in zip(ids[src].reshape(-1), ids[c].reshape(-1))]
+    for s, c in tile_pairs:
+        pairs += [(int(a), int(z)) for a, z in zip(ids[s].reshape(-1), ids[c].reshape(-1))]
     return sorted(pairs)
+
+
+def _place(b: SpmdBuilder, buf, piece, dim: int, where: list[int]) -> HloInstruction:
+    """dynamic-update-slice of `piece` into `buf` at where[d] on `dim` on device d."""
+    starts = [b.zero()] * buf.shape.rank
+    starts[dim] = b.per_partition(where)
+    return b.add("dynamic-update-slice", [buf, piece] + starts, buf.shape)
 
 
 def _static_slice(b: SpmdBuilder, x, dim: int, lo: int, hi: int) -> HloInstruction:
@@ -89,23 +145,6 @@ def _static_slice(b: SpmdBuilder, x, dim: int, lo: int, hi: int) -> HloInstructi
     dims = list(x.shape.dims)
     dims[dim] = hi - lo
     return b.add("slice", [x], x.shape.with_dims(tuple(dims)), {"slice": SliceSpec(tuple(spec))})
-
-
-def _concat(b: SpmdBuilder, parts, dim: int) -> HloInstruction:
-    if len(parts) == 1:
-        return parts[0]
-    dims = list(parts[0].shape.dims)
-    dims[dim] = sum(p.shape.dims[dim] for p in parts)
-    return b.add("concatenate", parts, parts[0].shape.with_dims(tuple(dims)), {"dimensions": (dim,)})
-
-
-def _pad(b: SpmdBuilder, x, dim: int, lo: int, hi: int, pad) -> HloInstruction:
-    value = pad if pad is not None else make_constant(b.comp, 0, x.shape.element_type)
-    config = [(0, 0, 0)] * x.shape.rank
-    config[dim] = (lo, hi, 0)
-    dims = list(x.shape.dims)
-    dims[dim] += lo + hi
-    return b.add("pad", [x, value], x.shape.with_dims(tuple(dims)), {"padding": PaddingConfig(tuple(config))})
 
 
 def _cut(b: SpmdBuilder, e, t: Tiling, dim: int, offsets: list[int], width: int) -> HloInstruction:
@@ -140,9 +179,3 @@ def in_range(b: SpmdBuilder, index, lo: int, hi: int) -> HloInstruction:
     ge = b.add("compare", [index, bound(lo)], pred, {"direction": "GE"})
     lt = b.add("compare", [index, bound(hi)], pred, {"direction": "LT"})
     return b.add("and", [ge, lt], pred)
-
-
-def _mask(b: SpmdBuilder, x, t: Tiling, dim: int, starts: list[int], full: int, pad) -> HloInstruction:
-    inside = in_range(b, global_index(b, x, t, dim, starts), 0, full)
-    fill = b.add("broadcast", [pad], x.shape, {"dimensions": ()})
-    return b.add("select", [inside, x, fill], x.shape)

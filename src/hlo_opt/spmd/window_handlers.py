@@ -22,7 +22,7 @@ from __future__ import annotations
 from hlo_common.hlo.attributes import PaddingConfig, SliceSpec
 from hlo_common.hlo.ir import HloInstruction
 from hlo_opt.spmd.tiling import Tiling
-from hlo_opt.spmd.window import global_index, in_range, window
+from hlo_opt.spmd.window import global_index, in_range, window, windows
 
 
 def _even(shape, t: Tiling) -> bool:
@@ -83,28 +83,50 @@ def handle_pad(p, instr: HloInstruction) -> bool:
 def handle_concatenate(p, instr: HloInstruction) -> bool:
     want = p.wanted(instr)
     (dim,) = instr.attrs["dimensions"]
-    if not all(_even(o.shape, want) for o in instr.operands + [instr]):
+    if not _even(instr.shape, want):
         return False
-    parts = [p.get(o, want) for o in instr.operands]
     local = p.local(instr.shape, want, instr)
     t = want.tiles[dim]
     if t == 1:
+        if not all(_even(o.shape, want) for o in instr.operands):
+            return False
+        parts = [p.get(o, want) for o in instr.operands]
         return _done(p, instr, p.b.add("concatenate", parts, local, {"dimensions": (dim,)}), want)
+    sources = [_source(o, dim, want) for o in instr.operands]
+    if any(src is None for src, _lo, _hi in sources):
+        return False
     o = local.dims[dim]
-    out, offset = None, 0
-    for operand, x in zip(instr.operands, parts):
-        starts = [c * o - offset for c in range(t)]
-        size = operand.shape.dims[dim]
-        if any(lo < size and lo + o > 0 for lo in starts):  # some device's window meets it
-            piece = window(p.b, x, want, dim, size, starts, o)
-            if out is None:
-                out = piece
-            else:
-                index = global_index(p.b, piece, want, dim, [c * o for c in range(t)])
-                inside = in_range(p.b, index, offset, offset + size)
-                out = p.b.add("select", [inside, piece, out], piece.shape)
-        offset += size
+    groups: dict = {}  # source -> [(output offset, (starts, width, low, high))]
+    offset = 0
+    for operand, (src, lo, hi) in zip(instr.operands, sources):
+        starts = [c * o - offset + lo for c in range(t)]
+        if any(a < hi and a + o > lo for a in starts):  # some device's window meets it
+            groups.setdefault(src, []).append((offset, (starts, o, lo, hi)))
+        offset += operand.shape.dims[dim]
+    pieces = []
+    for src, wins in groups.items():
+        got = windows(p.b, p.get(src, want), want, dim, src.shape.dims[dim], [w for _o, w in wins])
+        pieces += [(at, win[3] - win[2], piece) for (at, win), piece in zip(wins, got)]
+    pieces.sort(key=lambda piece: piece[0])
+    out = pieces[0][2]
+    for at, size, piece in pieces[1:]:
+        index = global_index(p.b, piece, want, dim, [c * o for c in range(t)])
+        out = p.b.add("select", [in_range(p.b, index, at, at + size), piece, out], piece.shape)
     return _done(p, instr, out, want)
+
+
+def _source(operand: HloInstruction, dim: int, want: Tiling):
+    """(array, low, high): the operand is elements [low, high) of `array` on `dim`, which tiles
+    evenly; a unit-stride slice along `dim` alone is read from the array it slices (a rotation
+    then moves only what crosses tiles). None where nothing tiles evenly."""
+    if operand.opcode == "slice" and _even(operand.operands[0].shape, want):
+        spec, src = operand.attrs["slice"].dims, operand.operands[0]
+        others = all(s == (0, n, 1) for d, (s, n) in enumerate(zip(spec, src.shape.dims)) if d != dim)
+        if others and spec[dim][2] == 1:
+            return src, spec[dim][0], spec[dim][1]
+    if _even(operand.shape, want):
+        return operand, 0, operand.shape.dims[dim]
+    return None, 0, 0
 
 
 def _partial_dims(operand_dims, sizes) -> list[int]:

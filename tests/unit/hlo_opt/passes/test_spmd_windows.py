@@ -72,6 +72,15 @@ ENTRY entry {
   %c = f32[4,2] parameter(2), sharding={devices=[4,1]<=[4]}
   ROOT %cat = f32[16,2] concatenate(%a, %b, %c), dimensions={0}, sharding={devices=[4,1]<=[4]}
 }""", "f32[4,2]", ["collective-permute"] * 8),  # halos of 4+2+1+3 rows; XLA all-reduces all 16
+    # jnp.roll: a concatenate of two slices of one array, read from the array itself: every device
+    # receives the 3 rows it lacks in one collective-permute (XLA: one collective-permute)
+    "RotateIsOneCollectivePermute": (4, """HloModule module
+ENTRY entry {
+  %a = f32[32,4] parameter(0), sharding={devices=[4,1]<=[4]}
+  %lo = f32[3,4] slice(%a), slice={[29:32], [0:4]}
+  %hi = f32[29,4] slice(%a), slice={[0:29], [0:4]}
+  ROOT %cat = f32[32,4] concatenate(%lo, %hi), dimensions={0}, sharding={devices=[4,1]<=[4]}
+}""", "f32[8,4]", ["collective-permute"]),
     # XLA: the dynamic-slice on the whole dims stays local, no collective
     "DynamicSliceAlongNonPartitionedDimension": (2, """HloModule module
 ENTRY entry {
