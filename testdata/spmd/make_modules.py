@@ -90,6 +90,7 @@ def _programs_for(n: int) -> dict:
                                  [((2 * n, 8), P("x")), ((8,), P())], P("x")),
     }
     progs.update(_window_programs(n, x1))
+    progs.update(_loop_programs(n, x1))
     progs["shard_map_psum"] = program(
         x1, lambda a, b: jnp.tanh(jax.shard_map(lambda u, v: jax.lax.psum(u @ v, "x"), mesh=x1,
                                                 in_specs=(P(None, "x"), P("x", None)), out_specs=P(),
@@ -128,6 +129,18 @@ def _window_programs(n: int, x1: Mesh) -> dict:
                                                           (0, 1)),
             [((4 * n, 6), rows), ((4 * n, 8), rows)], rows),
     }
+
+
+def _scan(c, xs):
+    def step(c, x):
+        c = jnp.tanh(c * x[None, :] + 1.0)
+        return c, jnp.sum(c, axis=1)
+    return jax.lax.scan(step, c, xs)
+
+
+def _loop_programs(n: int, x1: Mesh) -> dict:
+    """A lax.scan whose carry and stacked outputs stay sharded through the loop."""
+    return {"scan_carry": program(x1, _scan, [((4 * n, 4), P("x")), ((5, 4), P())], (P("x"), P(None, "x")))}
 
 
 def all_programs() -> dict:

@@ -26,7 +26,7 @@ from hlo_common.hlo.sharding import HloSharding
 from hlo_common.hlo.hlo_utils import NameUniquer
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.passes.call_inliner import inline_call, is_inlineable
-from hlo_opt.spmd import dot_dims, manual, rules
+from hlo_opt.spmd import control_rules, dot_dims, manual, rules
 from hlo_opt.spmd.config import needs_partitioning, num_partitions
 from hlo_opt.spmd.errors import SpmdError
 from hlo_opt.spmd.tiling import Tiling, from_sharding
@@ -53,18 +53,30 @@ class ShardingPropagation(HloPass):
 
 
 def _inline_calls(module: HloModule) -> bool:
-    """The entry's calls (jax wraps jnp.pad, jnp.roll, ... in them) replaced by their bodies, so
-    that propagation and the partitioner see through them, as XLA's SPMD pipeline runs CallInliner
-    first; shard_map bodies (inlineable="false") stay calls."""
+    """The calls of the entry and of the loops it runs (jax wraps jnp.pad, jnp.roll, a scan's
+    step, ... in them) replaced by their bodies, so that propagation and the partitioner see
+    through them, as XLA's SPMD pipeline runs CallInliner first; shard_map bodies
+    (inlineable="false") stay calls."""
     uniquer = NameUniquer.for_module(module)
     changed = False
-    while True:
-        calls = [i for i in module.entry.post_order() if is_inlineable(i)]
-        if not calls:
-            return changed
-        for call in calls:
-            inline_call(call, uniquer)
-        changed = True
+    for comp in _partitioned_computations(module.entry):
+        while True:
+            calls = [i for i in comp.post_order() if is_inlineable(i)]
+            if not calls:
+                break
+            for call in calls:
+                inline_call(call, uniquer)
+            changed = True
+    return changed
+
+
+def _partitioned_computations(comp):
+    """`comp` and, recursively, the bodies and conditions of the loops in it."""
+    yield comp
+    for instr in list(comp.instructions):
+        if instr.opcode == "while":
+            yield from _partitioned_computations(instr.attrs["body"])
+            yield from _partitioned_computations(instr.attrs["condition"])
 
 
 def to_hlo_sharding(t) -> HloSharding:
@@ -124,11 +136,18 @@ def replicated_like(shape, n: int):
 
 
 def propagate(module: HloModule, n: int) -> dict:
-    comp = module.entry
+    return propagate_computation(module.entry, n, {})
+
+
+def propagate_computation(comp, n: int, given: dict) -> dict:
+    """Tilings for every instruction of `comp` (and of the loops it runs): `given` (a loop
+    body's parameter and root) and the user's annotations fixed, the rest propagated."""
     order = comp.post_order()
     tilings: dict = {}
     for instr in order:
-        t = _region(instr, tilings, n)
+        t = given.get(instr)
+        if t is None:
+            t = _region(instr, tilings, n)
         if t is None:
             t = annotation(instr, n)
         if t is None and (instr.opcode == "parameter" or instr is comp.root):
@@ -145,8 +164,20 @@ def propagate(module: HloModule, n: int) -> dict:
         for instr in reversed(open_):
             changed |= _assign(tilings, instr, _backward(instr, tilings, n))
     for instr in order:
-        tilings.setdefault(instr, replicated_like(instr.shape, n))
+        tilings[instr] = _complete(tilings.get(instr), instr.shape, n)
+    for instr in order:
+        if instr.opcode == "while":
+            tilings.update(control_rules.loop_tilings(instr, tilings[instr], n, propagate_computation))
     return tilings
+
+
+def _complete(t, shape, n: int):
+    """`t` with its unknown tuple leaves (or all of it) replicated."""
+    if t is None:
+        return replicated_like(shape, n)
+    if isinstance(t, tuple):
+        return tuple(_complete(e, s, n) for e, s in zip(t, shape.tuple_shapes))
+    return t
 
 
 def _region(instr: HloInstruction, tilings: dict, n: int):
@@ -164,12 +195,18 @@ def _region(instr: HloInstruction, tilings: dict, n: int):
 
 def _assign(tilings: dict, instr: HloInstruction, t) -> bool:
     """Give `instr` tiling `t` if it has none, or refine it where `t` splits it into more tiles
-    (XLA's IsShardingMoreSpecific: a replicated guess gives way to a sharded one)."""
+    (XLA's IsShardingMoreSpecific: a replicated guess gives way to a sharded one); a tuple leaf
+    by leaf (None: not known yet)."""
     if t is None:
         return False
     current = tilings.get(instr)
-    if current is not None and (isinstance(t, tuple) or isinstance(current, tuple)
-                                or t.num_tiles <= current.num_tiles):
+    if isinstance(t, tuple):
+        merged = control_rules.merge_tuple(current, t)
+        if merged is None or merged == current:
+            return False
+        tilings[instr] = merged
+        return True
+    if current is not None and (isinstance(current, tuple) or t.num_tiles <= current.num_tiles):
         return False
     tilings[instr] = t
     return True
@@ -193,8 +230,9 @@ def _forward(instr: HloInstruction, tilings: dict):
         t = tilings.get(instr.operands[0])
         return t[instr.attrs["index"]] if isinstance(t, tuple) else None
     if instr.opcode == "tuple":
-        elements = [tilings.get(op) for op in instr.operands]
-        return tuple(elements) if all(e is not None for e in elements) else None
+        return tuple(tilings.get(op) for op in instr.operands)
+    if instr.opcode == "while":
+        return tilings.get(instr.operands[0])
     if instr.shape.is_tuple:
         return None
     if instr.opcode == "dot":
@@ -220,7 +258,7 @@ def _dot_forward(dot: HloInstruction, tilings: dict) -> Tiling | None:
 
 def _backward(instr: HloInstruction, tilings: dict, n: int):
     if instr.shape.is_tuple:
-        return None
+        return control_rules.tuple_from_users(instr, tilings)
     candidates = []
     for user in instr.users:
         t = tilings.get(user)

@@ -4,6 +4,7 @@ runs whole, replicated)."""
 
 from __future__ import annotations
 
-from hlo_opt.spmd import window_handlers
+from hlo_opt.spmd import control_handlers, window_handlers
 
 HANDLERS = dict(window_handlers.HANDLERS)
+HANDLERS["while"] = control_handlers.handle_while

@@ -1,0 +1,80 @@
+"""Sharding propagation through tuples and while loops (xla/service/sharding_propagation.cc: a
+while's operand, result, body parameter, body root and condition parameter share one sharding).
+
+Tuple tilings may be partial while propagating (a None leaf: not known yet) and are merged leaf
+by leaf, each leaf taking the more tiled candidate. A loop's carried tiling comes from the
+computation around it (its operand, the users of its result); its body and condition are then
+propagated with that tiling fixed on their parameter (and on the body's root), so that every
+iteration hands the next one the layout it expects.
+"""
+
+from __future__ import annotations
+
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Shape
+from hlo_opt.spmd.tiling import Tiling
+
+
+def merge_tuple(current, t):
+    """`current` refined leaf by leaf by `t` (both tuples, None leaves unknown); None where
+    nothing is known or `current` is not a tuple."""
+    if current is None:
+        return t if _known(t) else None
+    if not isinstance(current, tuple) or len(current) != len(t):
+        return None
+    return tuple(_merge_leaf(c, e) for c, e in zip(current, t))
+
+
+def _merge_leaf(c, e):
+    if e is None:
+        return c
+    if c is None:
+        return e
+    if isinstance(c, tuple) and isinstance(e, tuple):
+        return merge_tuple(c, e)
+    if isinstance(c, Tiling) and isinstance(e, Tiling) and e.rank == c.rank and e.num_tiles > c.num_tiles:
+        return e
+    return c
+
+
+def _known(t) -> bool:
+    if isinstance(t, tuple):
+        return any(_known(e) for e in t)
+    return t is not None
+
+
+def tuple_from_users(instr: HloInstruction, tilings: dict):
+    """A tuple-shaped value's tiling as its users want it: a get-tuple-element its leaf, a while
+    (whose operand it is) or a tuple (holding it) theirs. None where no user says anything."""
+    out = tuple([None] * len(instr.shape.tuple_shapes))
+    for user in instr.users:
+        t = tilings.get(user)
+        if t is None or user.parent is not instr.parent:
+            continue
+        if user.opcode == "get-tuple-element":
+            leaves = [None] * len(out)
+            leaves[user.attrs["index"]] = t
+            out = merge_tuple(out, tuple(leaves)) or out
+        elif user.opcode == "while" and isinstance(t, tuple):
+            out = merge_tuple(out, t) or out
+        elif user.opcode == "tuple" and isinstance(t, tuple):
+            for k, op in enumerate(user.operands):
+                if op is instr and isinstance(t[k], tuple):
+                    out = merge_tuple(out, t[k]) or out
+    return out if _known(out) else None
+
+
+def loop_tilings(loop: HloInstruction, carried, n: int, propagate) -> dict:
+    """The tilings inside `loop`'s body and condition, the carried tiling fixed on their
+    parameters and the body's root (`propagate(comp, n, given)` is the computation-level pass)."""
+    body, cond = loop.attrs["body"], loop.attrs["condition"]
+    out = propagate(body, n, {body.parameters[0]: carried, body.root: carried})
+    scalar = Tiling.replicated(0, n)
+    out.update(propagate(cond, n, {cond.parameters[0]: carried, cond.root: _replicated(cond.root.shape, n, scalar)}))
+    return out
+
+
+def _replicated(shape: Shape, n: int, scalar: Tiling):
+    if shape.is_tuple:
+        return tuple(_replicated(s, n, scalar) for s in shape.tuple_shapes)
+    return Tiling.replicated(shape.rank, n)
