@@ -71,12 +71,16 @@ def _inline_calls(module: HloModule) -> bool:
 
 
 def _partitioned_computations(comp):
-    """`comp` and, recursively, the bodies and conditions of the loops in it."""
+    """`comp` and, recursively, the bodies, conditions and branches of the loops and
+    conditionals in it."""
     yield comp
     for instr in list(comp.instructions):
         if instr.opcode == "while":
             yield from _partitioned_computations(instr.attrs["body"])
             yield from _partitioned_computations(instr.attrs["condition"])
+        elif instr.opcode == "conditional":
+            for branch in control_rules.branches(instr):
+                yield from _partitioned_computations(branch)
 
 
 def to_hlo_sharding(t) -> HloSharding:
@@ -168,6 +172,8 @@ def propagate_computation(comp, n: int, given: dict) -> dict:
     for instr in order:
         if instr.opcode == "while":
             tilings.update(control_rules.loop_tilings(instr, tilings[instr], n, propagate_computation))
+        elif instr.opcode == "conditional":
+            tilings.update(control_rules.branch_tilings(instr, tilings, n, propagate_computation))
     return tilings
 
 

@@ -1,8 +1,9 @@
-"""The partitioner's handler for while loops (XLA's SpmdPartitioningVisitor::HandleWhile in
-xla/service/spmd/spmd_partitioner.cc): the body and the condition are partitioned as computations
-of their own, their parameter holding the carried tiling sharding-propagation gave the loop, the
-body's root resharded to it at the end of every iteration, and the loop runs on the per-device
-tuple. Collectives inside take channel ids after the enclosing computation's.
+"""The partitioner's handlers for while loops and conditionals (XLA's SpmdPartitioningVisitor::
+HandleWhile and HandleConditional in xla/service/spmd/spmd_partitioner.cc): the body and the
+condition are partitioned as computations of their own, their parameter holding the carried
+tiling sharding-propagation gave the loop, the body's root resharded to it at the end of every
+iteration, and the loop runs on the per-device tuple; each branch of a conditional likewise,
+its parameter in its operand's tiling and its root in the conditional's. Collectives inside take channel ids after the enclosing computation's.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from hlo_common.hlo.hlo_computation import HloComputation
 from hlo_common.hlo.hlo_creation_utils import add_embedded_computation
 from hlo_common.hlo.ir import HloInstruction
+from hlo_opt.spmd import control_rules
 from hlo_opt.spmd.builder import SpmdBuilder
 from hlo_opt.spmd.cleanup import remove_dead
 
@@ -23,6 +25,27 @@ def handle_while(p, instr: HloInstruction) -> bool:
     init = p.get(instr.operands[0], carried)
     new = p.b.add("while", [init], init.shape, {"condition": cond, "body": body}, name=instr.name)
     p.values[instr] = (new, carried)
+    return True
+
+
+def handle_conditional(p, instr: HloInstruction) -> bool:
+    """Each branch partitioned with its parameter as its operand's tiling and its root as the
+    conditional's; the branch index (or predicate) replicated."""
+    want = p.wanted(instr)
+    comps = control_rules.branches(instr)
+    if instr.shape.is_tuple and any(isinstance(e, tuple) for e in want):
+        return False
+    operands = [p.get(instr.operands[0], p.replicated(instr.operands[0].shape))]
+    new_comps = []
+    for k, comp in enumerate(comps):
+        operand = instr.operands[k + 1]
+        operands.append(p.get(operand, p.wanted(comp.parameters[0]) if comp.parameters else p.wanted(operand)))
+        new_comps.append(partition_computation(p, comp, want))
+    attrs = {"branch_computations": tuple(new_comps)} if "branch_computations" in instr.attrs else \
+        {"true_computation": new_comps[0], "false_computation": new_comps[1]}
+    local = p._local_of(instr.shape, want, instr)
+    new = p.b.add("conditional", operands, local, attrs, name=instr.name)
+    p.values[instr] = (new, want)
     return True
 
 

@@ -1,5 +1,6 @@
-"""Sharding propagation through tuples and while loops (xla/service/sharding_propagation.cc: a
-while's operand, result, body parameter, body root and condition parameter share one sharding).
+"""Sharding propagation through tuples, while loops and conditionals (xla/service/
+sharding_propagation.cc: a while's operand, result, body parameter, body root and condition
+parameter share one sharding; a branch's parameter takes its operand's, its root the result's).
 
 Tuple tilings may be partial while propagating (a None leaf: not known yet) and are merged leaf
 by leaf, each leaf taking the more tiled candidate. A loop's carried tiling comes from the
@@ -78,3 +79,22 @@ def _replicated(shape: Shape, n: int, scalar: Tiling):
     if shape.is_tuple:
         return tuple(_replicated(s, n, scalar) for s in shape.tuple_shapes)
     return Tiling.replicated(shape.rank, n)
+
+
+def branches(cond: HloInstruction) -> list:
+    """A conditional's branch computations, in operand order (operand k + 1 is branch k's)."""
+    if "branch_computations" in cond.attrs:
+        return list(cond.attrs["branch_computations"])
+    return [cond.attrs["true_computation"], cond.attrs["false_computation"]]
+
+
+def branch_tilings(cond: HloInstruction, tilings: dict, n: int, propagate) -> dict:
+    """The tilings inside each branch: its parameter as the operand handed to it, its root as the
+    conditional's result."""
+    out: dict = {}
+    for k, comp in enumerate(branches(cond)):
+        given = {comp.root: tilings[cond]}
+        if comp.parameters:
+            given[comp.parameters[0]] = tilings[cond.operands[k + 1]]
+        out.update(propagate(comp, n, given))
+    return out

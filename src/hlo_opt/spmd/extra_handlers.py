@@ -8,3 +8,4 @@ from hlo_opt.spmd import control_handlers, window_handlers
 
 HANDLERS = dict(window_handlers.HANDLERS)
 HANDLERS["while"] = control_handlers.handle_while
+HANDLERS["conditional"] = control_handlers.handle_conditional

@@ -83,3 +83,48 @@ def test_propagation_gives_the_body_and_condition_the_carried_sharding():
     assert str(loop.attrs["condition"].parameters[0].sharding) == carried
     tanh = next(i for i in loop.attrs["body"].instructions if i.opcode == "tanh")
     assert str(tanh.sharding) == "{devices=[4,1]<=[4]}"
+
+
+CONDITIONAL = """HloModule module
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+on_true {
+  a = f32[8,6] parameter(0)
+  ROOT e = f32[8,6] exponential(a)
+}
+on_false {
+  b = f32[8,6] parameter(0)
+  zero = f32[] constant(0)
+  rows = f32[8] reduce(b, zero), dimensions={1}, to_apply=add
+  ROOT r = f32[8,6] broadcast(rows), dimensions={0}
+}
+ENTRY entry {
+  p = pred[] parameter(0)
+  x = f32[8,6] parameter(1), sharding={devices=[2,1]0,1}
+  y = f32[8,6] parameter(2), sharding={devices=[1,2]0,1}
+  ROOT c = f32[8,6] conditional(p, x, y), true_computation=on_true, false_computation=on_false, sharding={devices=[2,1]0,1}
+}"""
+
+
+def test_conditional_branches_run_on_tiles_and_match_the_unpartitioned_one():
+    from hlo_common.interpreter.evaluator import Evaluator
+
+    module = partition(CONDITIONAL, 2, "conditional")
+    cond = next(i for i in module.entry.instructions if i.opcode == "conditional")
+    on_true, on_false = cond.attrs["true_computation"], cond.attrs["false_computation"]
+    assert str(on_true.parameters[0].shape).startswith("f32[4,6]")
+    # the false branch sums rows split by columns: an all-reduce inside it, then its root is
+    # cut to the row tile the conditional returns (no communication)
+    assert str(on_false.parameters[0].shape).startswith("f32[8,3]")
+    assert _collectives(on_false) == ["all-reduce"]
+    assert _collectives(on_true) == [] and _collectives(module.entry) == []
+    rng = np.random.default_rng(5)
+    for flag in (True, False):
+        args = [np.asarray(flag), rng.standard_normal((8, 6)).astype(np.float32),
+                rng.standard_normal((8, 6)).astype(np.float32)]
+        expected = Evaluator().evaluate(parse_module(CONDITIONAL, "original"), list(args))
+        (got,) = run_global(module, args, 2)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
