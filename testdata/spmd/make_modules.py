@@ -91,6 +91,7 @@ def _programs_for(n: int) -> dict:
     }
     progs.update(_window_programs(n, x1))
     progs.update(_loop_programs(n, x1))
+    progs.update(_gather_programs(n, x1))
     progs["shard_map_psum"] = program(
         x1, lambda a, b: jnp.tanh(jax.shard_map(lambda u, v: jax.lax.psum(u @ v, "x"), mesh=x1,
                                                 in_specs=(P(None, "x"), P("x", None)), out_specs=P(),
@@ -138,6 +139,21 @@ def _scan(c, xs):
     return jax.lax.scan(step, c, xs)
 
 
+def _gather_programs(n: int, x1: Mesh) -> dict:
+    """Embedding lookups (indices split by batch; a table split by rows, vocabulary-parallel)
+    and scatter-adds into a table split by columns and by rows."""
+    ids = ("s32", (4 * n,), 4 * n)
+    take = lambda t, i: jnp.take(t, i, axis=0) * 2.0  # noqa: E731
+    scatter = lambda t, i, u: t.at[i].add(jnp.tanh(u))  # noqa: E731
+    return {
+        "embedding_batch": program(x1, take, [((4 * n, 8), P()), (ids, P("x"))], P("x")),
+        "embedding_vocab": program(x1, take, [((16 * n, 8), P("x")), (("s32", (4 * n,), 16 * n), P())], P()),
+        "scatter_add_cols": program(x1, scatter, [((4 * n, 2 * n), P(None, "x")), (ids, P()),
+                                                  ((4 * n, 2 * n), P(None, "x"))], P(None, "x")),
+        "scatter_add_rows": program(x1, scatter, [((4 * n, 6), P("x")), (ids, P()), ((4 * n, 6), P())], P("x")),
+    }
+
+
 def _loop_programs(n: int, x1: Mesh) -> dict:
     """A lax.scan whose carry and stacked outputs stay sharded through the loop."""
     return {"scan_carry": program(x1, _scan, [((4 * n, 4), P("x")), ((5, 4), P())], (P("x"), P(None, "x")))}
@@ -152,8 +168,10 @@ def all_programs() -> dict:
 
 
 def _arguments(name: str, shapes) -> list[np.ndarray]:
+    """f32 normals; an s32 argument (shape ("s32", dims, high)) holds integers in [0, high)."""
     rng = np.random.default_rng([sum(map(ord, name)), len(shapes)])  # the same on every run
-    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    return [rng.integers(0, s[2], s[1]).astype(np.int32) if s[0] == "s32" else
+            rng.standard_normal(s).astype(np.float32) for s in shapes]
 
 
 def build(name: str, prog) -> tuple[str, bytes, dict]:

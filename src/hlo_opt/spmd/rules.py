@@ -120,7 +120,7 @@ def output_from_operand(instr: HloInstruction, index: int, t: Tiling) -> Tiling 
         return reshape_tiling(t, instr.operands[0].shape.dims, instr.shape.dims)
     if op == "reduce" and not instr.shape.is_tuple and index == 0:
         return reduce_forward(t, tuple(instr.attrs["dimensions"]))
-    return window_rules.passes(instr, index, t)
+    return window_rules.forward(instr, index, t)
 
 
 def operand_from_output(instr: HloInstruction, index: int, t: Tiling) -> Tiling | None:
@@ -136,4 +136,4 @@ def operand_from_output(instr: HloInstruction, index: int, t: Tiling) -> Tiling 
         return reshape_tiling(t, instr.shape.dims, instr.operands[0].shape.dims)
     if op == "reduce" and not instr.shape.is_tuple and index == 0:
         return reduce_backward(t, tuple(instr.attrs["dimensions"]), instr.operands[0].shape.rank)
-    return window_rules.passes(instr, index, t)
+    return window_rules.backward(instr, index, t)

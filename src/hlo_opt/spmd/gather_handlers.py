@@ -1,0 +1,159 @@
+"""The partitioner's handlers for gather and scatter (XLA's gather_scatter_handler.cc in
+xla/service/spmd/).
+
+gather, the cheaper (bytes each device sends) of:
+- passthrough: the result in its wanted tiling, restricted to the dims a tiling can reach
+  (offset dims from passthrough operand dims, batch dims from the indices' dims); operand and
+  indices resharded to match, the gather local, no collective (an embedding lookup with the
+  indices split by batch);
+- trivially sliced operand: the operand stays split along a dim indexed by size-1 slices (a
+  vocabulary-parallel table); each device looks up the indices shifted by its first row,
+  zeroes the rows it does not hold, and an all-reduce sums the pieces.
+scatter: the operand split along passthrough dims (updates split to match) and along trivially
+sliced dims (each device applies the updates shifted by its first row; the others fall outside
+its tile and scatter skips them), indices replicated; local, no collective.
+"""
+
+from __future__ import annotations
+
+from hlo_common.hlo.attributes import SliceSpec
+from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
+from hlo_common.hlo.hlo_creation_utils import make_constant
+from hlo_common.hlo.ir import HloInstruction
+from hlo_opt.spmd.gather_dims import Dims, dims_of, inverse, project
+from hlo_opt.spmd.reshard import reshard_cost
+from hlo_opt.spmd.tiling import Tiling
+
+
+def _elements(dims) -> int:
+    out = 1
+    for d in dims:
+        out *= int(d)
+    return out
+
+
+def handle_gather(p, instr: HloInstruction) -> bool:
+    dims = dims_of(instr)
+    if dims is None:
+        return False
+    operand, indices = instr.operands
+    want, have = p.wanted(instr), p.values[operand][1]
+    rank = instr.shape.rank
+    out_a = project(want, {d: d for d in list(dims.operand_to_out.values()) + list(dims.indices_to_out.values())}, rank)
+    need_op = project(want, inverse(dims.operand_to_out), operand.shape.rank)
+    need_idx = project(want, inverse(dims.indices_to_out), indices.shape.rank)
+    idx_have = p.values[indices][1]
+    cost_a = reshard_cost(operand.shape.dims, have, need_op) + reshard_cost(indices.shape.dims, idx_have, need_idx)
+    trivial = [d for d in dims.trivial if have.tiles[d] > 1]
+    passthrough_only = all(have.tiles[d] == 1 or d in dims.operand_to_out or d in trivial
+                           for d in range(operand.shape.rank))
+    if trivial and passthrough_only and have.local_dims(operand.shape.dims) is not None:
+        out_b = project(have, dims.operand_to_out, rank)
+        groups = _elements(have.tiles[d] for d in trivial)
+        local_out = _elements(instr.shape.dims) / out_b.num_tiles
+        cost_b = reshard_cost(indices.shape.dims, idx_have, p.replicated(indices.shape)) \
+            + 2 * local_out * (groups - 1) / groups + reshard_cost(instr.shape.dims, out_b, want)
+        if cost_b < cost_a:
+            return _gather_trivial(p, instr, dims, have, trivial, out_b)
+    if any(t.local_dims(s.dims) is None for t, s in
+           ((need_op, operand.shape), (need_idx, indices.shape), (out_a, instr.shape))):
+        return False
+    x, idx = p.get(operand, need_op), p.get(indices, need_idx)
+    p.values[instr] = (_local_gather(p, instr, x, idx, need_op, out_a), out_a)
+    return True
+
+
+def _local_gather(p, instr, x, idx, operand_tiling: Tiling, out: Tiling) -> HloInstruction:
+    full = instr.operands[0].shape.dims  # only slices that take a whole dim take a whole tile
+    sizes = tuple(s // t if s == f else s for s, t, f in zip(instr.attrs["slice_sizes"], operand_tiling.tiles, full))
+    attrs = dict(instr.attrs)
+    attrs["slice_sizes"] = sizes
+    return p.b.add("gather", [x, idx], p.local(instr.shape, out, instr), attrs)
+
+
+def _gather_trivial(p, instr, dims: Dims, have: Tiling, trivial: list[int], out: Tiling) -> bool:
+    operand, indices = instr.operands
+    x = p.get(operand, have)
+    idx = p.get(indices, p.replicated(indices.shape))
+    local_rows = have.local_dims(operand.shape.dims)
+    valid = None
+    for d in trivial:
+        first = [int(c) * local_rows[d] for c in have.coords[:, d]]
+        idx, inside = shift_indices(p, idx, instr.attrs["index_vector_dim"], dims.index_component[d],
+                                    first, local_rows[d])
+        valid = inside if valid is None else p.b.add("and", [valid, inside], inside.shape)
+    got = _local_gather(p, instr, x, idx, have, out)
+    batch = sorted(dims.indices_to_out.values())
+    mask = p.b.add("broadcast", [valid], got.shape.with_element_type(valid.shape.element_type),
+                   {"dimensions": tuple(batch)})
+    zero = p.b.add("broadcast", [_scalar(p, got, 0)], got.shape, {"dimensions": ()})
+    got = p.b.add("select", [mask, got, zero], got.shape)
+    add = p.b.reducer("add", got.shape.element_type)
+    got = p.b.all_reduce(got, have.groups(trivial), add)
+    p.values[instr] = (got, out)
+    return True
+
+
+def _scalar(p, like, value):
+    return make_constant(p.b.comp, value, like.shape.element_type)
+
+
+def shift_indices(p, idx, ivd: int, component: int, first: list[int], rows: int):
+    """(indices with component `component` lowered by first[device], pred over the batch dims:
+    whether that component lies in [first, first + rows))."""
+    et = idx.shape.element_type
+    base = p.b.per_partition(first)
+    if et != base.shape.element_type:
+        base = p.b.add("convert", [base], base.shape.with_element_type(et))
+    if ivd < idx.shape.rank:
+        lo = [0] * idx.shape.rank
+        spec_dims = list(idx.shape.dims)
+        lo[ivd], spec_dims[ivd] = component, 1
+        spec = SliceSpec(tuple((a, a + n, 1) for a, n in zip(lo, spec_dims)))
+        comp = p.b.add("slice", [idx], idx.shape.with_dims(tuple(spec_dims)), {"slice": spec})
+        batch_dims = tuple(n for k, n in enumerate(idx.shape.dims) if k != ivd)
+        comp = p.b.add("reshape", [comp], idx.shape.with_dims(batch_dims))
+    else:
+        comp = idx
+    pred = comp.shape.with_element_type(PRIMITIVE_TYPES["pred"])
+    lo_b = p.b.add("broadcast", [base], comp.shape, {"dimensions": ()})
+    hi = p.b.add("add", [base, _scalar(p, base, rows)], base.shape)
+    hi_b = p.b.add("broadcast", [hi], comp.shape, {"dimensions": ()})
+    inside = p.b.add("and", [p.b.add("compare", [comp, lo_b], pred, {"direction": "GE"}),
+                             p.b.add("compare", [comp, hi_b], pred, {"direction": "LT"})], pred)
+    offset = p.b.add("broadcast", [base], idx.shape, {"dimensions": ()})
+    if ivd < idx.shape.rank and idx.shape.dims[ivd] > 1:
+        s32 = idx.shape.with_element_type(PRIMITIVE_TYPES["s32"])
+        iota = p.b.add("iota", [], s32, {"iota_dimension": ivd})
+        k = p.b.add("broadcast", [_scalar(p, iota, component)], s32, {"dimensions": ()})
+        on = p.b.add("compare", [iota, k], idx.shape.with_element_type(PRIMITIVE_TYPES["pred"]), {"direction": "EQ"})
+        offset = p.b.add("select", [on, offset, p.b.add("broadcast", [_scalar(p, idx, 0)], idx.shape,
+                                                        {"dimensions": ()})], idx.shape)
+    return p.b.add("subtract", [idx, offset], idx.shape), inside
+
+
+def handle_scatter(p, instr: HloInstruction) -> bool:
+    dims = dims_of(instr)
+    if dims is None or len(instr.operands) != 3 or instr.shape.is_tuple:
+        return False
+    operand, indices, updates = instr.operands
+    rank = operand.shape.rank
+    keep = set(dims.operand_to_out) | set(dims.trivial)
+    need = project(p.wanted(instr), {d: d for d in keep}, rank)
+    need_upd = project(need, dims.operand_to_out, updates.shape.rank)
+    if need.local_dims(operand.shape.dims) is None or need_upd.local_dims(updates.shape.dims) is None:
+        return False
+    x, upd = p.get(operand, need), p.get(updates, need_upd)
+    idx = p.get(indices, p.replicated(indices.shape))
+    local_rows = need.local_dims(operand.shape.dims)
+    for d in dims.trivial:
+        if need.tiles[d] > 1:
+            first = [int(c) * local_rows[d] for c in need.coords[:, d]]
+            idx, _inside = shift_indices(p, idx, instr.attrs["index_vector_dim"], dims.index_component[d],
+                                         first, local_rows[d])
+    new = p.b.add("scatter", [x, idx, upd], p.local(instr.shape, need, instr), dict(instr.attrs))
+    p.values[instr] = (new, need)
+    return True
+
+
+HANDLERS = {"gather": handle_gather, "scatter": handle_scatter}
