@@ -80,7 +80,7 @@ def _gather_trivial(p, instr, dims: Dims, have: Tiling, trivial: list[int], out:
     for d in trivial:
         first = [int(c) * local_rows[d] for c in have.coords[:, d]]
         idx, inside = shift_indices(p, idx, instr.attrs["index_vector_dim"], dims.index_component[d],
-                                    first, local_rows[d])
+                                    first, local_rows[d], operand.shape.dims[d] - 1)
         valid = inside if valid is None else p.b.add("and", [valid, inside], inside.shape)
     got = _local_gather(p, instr, x, idx, have, out)
     batch = sorted(dims.indices_to_out.values())
@@ -98,38 +98,40 @@ def _scalar(p, like, value):
     return make_constant(p.b.comp, value, like.shape.element_type)
 
 
-def shift_indices(p, idx, ivd: int, component: int, first: list[int], rows: int):
+def shift_indices(p, idx, ivd: int, component: int, first: list[int], rows: int, clamp_to: int | None):
     """(indices with component `component` lowered by first[device], pred over the batch dims:
-    whether that component lies in [first, first + rows))."""
+    whether the shifted component lies in [0, rows)). With `clamp_to`, the component is first
+    clamped to [0, clamp_to] as a gather clamps it on the whole operand."""
     et = idx.shape.element_type
     base = p.b.per_partition(first)
     if et != base.shape.element_type:
         base = p.b.add("convert", [base], base.shape.with_element_type(et))
+    batch_dims = tuple(n for k, n in enumerate(idx.shape.dims) if k != ivd)
+    comp = idx
     if ivd < idx.shape.rank:
-        lo = [0] * idx.shape.rank
-        spec_dims = list(idx.shape.dims)
-        lo[ivd], spec_dims[ivd] = component, 1
-        spec = SliceSpec(tuple((a, a + n, 1) for a, n in zip(lo, spec_dims)))
-        comp = p.b.add("slice", [idx], idx.shape.with_dims(tuple(spec_dims)), {"slice": spec})
-        batch_dims = tuple(n for k, n in enumerate(idx.shape.dims) if k != ivd)
+        spec = SliceSpec(tuple((component, component + 1, 1) if k == ivd else (0, n, 1)
+                               for k, n in enumerate(idx.shape.dims)))
+        one = tuple(1 if k == ivd else n for k, n in enumerate(idx.shape.dims))
+        comp = p.b.add("slice", [idx], idx.shape.with_dims(one), {"slice": spec})
         comp = p.b.add("reshape", [comp], idx.shape.with_dims(batch_dims))
-    else:
-        comp = idx
+    if clamp_to is not None:
+        comp = p.b.add("clamp", [_scalar(p, comp, 0), comp, _scalar(p, comp, clamp_to)], comp.shape)
+    shifted = p.b.add("subtract", [comp, p.b.add("broadcast", [base], comp.shape, {"dimensions": ()})], comp.shape)
     pred = comp.shape.with_element_type(PRIMITIVE_TYPES["pred"])
-    lo_b = p.b.add("broadcast", [base], comp.shape, {"dimensions": ()})
-    hi = p.b.add("add", [base, _scalar(p, base, rows)], base.shape)
-    hi_b = p.b.add("broadcast", [hi], comp.shape, {"dimensions": ()})
-    inside = p.b.add("and", [p.b.add("compare", [comp, lo_b], pred, {"direction": "GE"}),
-                             p.b.add("compare", [comp, hi_b], pred, {"direction": "LT"})], pred)
-    offset = p.b.add("broadcast", [base], idx.shape, {"dimensions": ()})
-    if ivd < idx.shape.rank and idx.shape.dims[ivd] > 1:
-        s32 = idx.shape.with_element_type(PRIMITIVE_TYPES["s32"])
-        iota = p.b.add("iota", [], s32, {"iota_dimension": ivd})
-        k = p.b.add("broadcast", [_scalar(p, iota, component)], s32, {"dimensions": ()})
-        on = p.b.add("compare", [iota, k], idx.shape.with_element_type(PRIMITIVE_TYPES["pred"]), {"direction": "EQ"})
-        offset = p.b.add("select", [on, offset, p.b.add("broadcast", [_scalar(p, idx, 0)], idx.shape,
-                                                        {"dimensions": ()})], idx.shape)
-    return p.b.add("subtract", [idx, offset], idx.shape), inside
+
+    def bound(v):
+        return p.b.add("broadcast", [_scalar(p, comp, v)], comp.shape, {"dimensions": ()})
+    inside = p.b.add("and", [p.b.add("compare", [shifted, bound(0)], pred, {"direction": "GE"}),
+                             p.b.add("compare", [shifted, bound(rows)], pred, {"direction": "LT"})], pred)
+    if ivd >= idx.shape.rank or idx.shape.dims[ivd] == 1:
+        return p.b.add("reshape", [shifted], idx.shape), inside
+    keep = tuple(k for k in range(idx.shape.rank) if k != ivd)
+    spread = p.b.add("broadcast", [shifted], idx.shape, {"dimensions": keep})
+    s32 = idx.shape.with_element_type(PRIMITIVE_TYPES["s32"])
+    iota = p.b.add("iota", [], s32, {"iota_dimension": ivd})
+    k = p.b.add("broadcast", [_scalar(p, iota, component)], s32, {"dimensions": ()})
+    on = p.b.add("compare", [iota, k], idx.shape.with_element_type(PRIMITIVE_TYPES["pred"]), {"direction": "EQ"})
+    return p.b.add("select", [on, spread, idx], idx.shape), inside
 
 
 def handle_scatter(p, instr: HloInstruction) -> bool:
@@ -150,7 +152,7 @@ def handle_scatter(p, instr: HloInstruction) -> bool:
         if need.tiles[d] > 1:
             first = [int(c) * local_rows[d] for c in need.coords[:, d]]
             idx, _inside = shift_indices(p, idx, instr.attrs["index_vector_dim"], dims.index_component[d],
-                                         first, local_rows[d])
+                                         first, local_rows[d], None)
     new = p.b.add("scatter", [x, idx, upd], p.local(instr.shape, need, instr), dict(instr.attrs))
     p.values[instr] = (new, need)
     return True
