@@ -92,6 +92,7 @@ def _programs_for(n: int) -> dict:
     progs.update(_window_programs(n, x1))
     progs.update(_loop_programs(n, x1))
     progs.update(_gather_programs(n, x1))
+    progs.update(_conv_programs(n, x1))
     progs["shard_map_psum"] = program(
         x1, lambda a, b: jnp.tanh(jax.shard_map(lambda u, v: jax.lax.psum(u @ v, "x"), mesh=x1,
                                                 in_specs=(P(None, "x"), P("x", None)), out_specs=P(),
@@ -151,6 +152,19 @@ def _gather_programs(n: int, x1: Mesh) -> dict:
         "scatter_add_cols": program(x1, scatter, [((4 * n, 2 * n), P(None, "x")), (ids, P()),
                                                   ((4 * n, 2 * n), P(None, "x"))], P(None, "x")),
         "scatter_add_rows": program(x1, scatter, [((4 * n, 6), P("x")), (ids, P()), ((4 * n, 6), P())], P("x")),
+    }
+
+
+def _conv(x, k):
+    return jnp.tanh(jax.lax.conv_general_dilated(x, k, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW")))
+
+
+def _conv_programs(n: int, x1: Mesh) -> dict:
+    """Convolutions split over the batch (data parallel) and over the output features."""
+    return {
+        "conv_batch": program(x1, _conv, [((2 * n, 3, 8, 8), P("x")), ((4, 3, 3, 3), P())], P("x")),
+        "conv_out_features": program(x1, _conv, [((2, 3, 8, 8), P()), ((2 * n, 3, 3, 3), P("x"))],
+                                     P(None, "x")),
     }
 
 

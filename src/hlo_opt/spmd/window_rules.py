@@ -1,5 +1,5 @@
 """How a tiling passes through slice, pad, concatenate, dynamic-slice and dynamic-update-slice,
-and (through `hlo_opt.spmd.gather_dims`) gather and scatter (the cases of xla/service/sharding_propagation.cc and hlo_sharding_util.cc for them), forward
+and (through `hlo_opt.spmd.gather_dims` and `conv_handlers`) gather, scatter and convolution (the cases of xla/service/sharding_propagation.cc and hlo_sharding_util.cc for them), forward
 and backward; called by `hlo_opt.spmd.rules` for the ops it does not know.
 
 Slice, pad and concatenate keep the tiling dim for dim (the partitioner exchanges halos where a
@@ -11,7 +11,7 @@ values are scalars and get no tiling from here.
 from __future__ import annotations
 
 from hlo_common.hlo.ir import HloInstruction
-from hlo_opt.spmd import gather_dims
+from hlo_opt.spmd import conv_handlers, gather_dims
 from hlo_opt.spmd.tiling import Tiling
 
 
@@ -37,12 +37,16 @@ def passes(instr: HloInstruction, index: int, t: Tiling) -> Tiling | None:
 
 
 def forward(instr: HloInstruction, index: int, t: Tiling) -> Tiling | None:
+    if instr.opcode == "convolution":
+        return conv_handlers.forward(instr, index, t)
     if instr.opcode in ("gather", "scatter"):
         return gather_dims.forward(instr, index, t)
     return passes(instr, index, t)
 
 
 def backward(instr: HloInstruction, index: int, t: Tiling) -> Tiling | None:
+    if instr.opcode == "convolution":
+        return conv_handlers.backward(instr, index, t)
     if instr.opcode in ("gather", "scatter"):
         return gather_dims.backward(instr, index, t)
     return passes(instr, index, t)
