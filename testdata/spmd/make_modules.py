@@ -124,6 +124,8 @@ def _window_programs(n: int, x1: Mesh) -> dict:
         "halves_sum": program(x1, lambda a: a[:4 * n] + a[4 * n:], [((8 * n, 6), rows)], rows),
         "concat_rows": program(x1, lambda a, b: jnp.concatenate([a, jnp.exp(b)], axis=0),
                                [((4 * n, 3), rows), ((4 * n, 3), rows)], rows),
+        "random_rows": program(x1, lambda a: a + jax.random.uniform(jax.random.key(7), (8 * n, 5)),
+                               [((8 * n, 5), rows)], rows),
         "iota_rows": program(x1, lambda a: a * jnp.arange(8 * n, dtype=jnp.float32)[:, None],
                              [((8 * n, 5), rows)], rows),
         "dynamic_slice_cols": program(
