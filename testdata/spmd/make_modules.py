@@ -162,11 +162,13 @@ def _conv(x, k):
 
 
 def _conv_programs(n: int, x1: Mesh) -> dict:
-    """Convolutions split over the batch (data parallel) and over the output features."""
+    """Convolutions split over the batch (data parallel), the output features and image rows."""
     return {
         "conv_batch": program(x1, _conv, [((2 * n, 3, 8, 8), P("x")), ((4, 3, 3, 3), P())], P("x")),
         "conv_out_features": program(x1, _conv, [((2, 3, 8, 8), P()), ((2 * n, 3, 3, 3), P("x"))],
                                      P(None, "x")),
+        "conv_spatial": program(x1, _conv, [((2, 3, 4 * n, 6), P(None, None, "x")), ((4, 3, 3, 3), P())],
+                                P(None, None, "x")),
     }
 
 

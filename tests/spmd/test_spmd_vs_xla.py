@@ -38,6 +38,9 @@ KNOWN_DIFFERENCES = {
     # XLA exchanges the pad's halo with both neighbours; ours sends only the rows a window lacks
     # (one collective-permute, half the bytes).
     "pad_rows": "one collective-permute where XLA has two",
+    # on 2 devices the halos for both sides are one exchange (0 -> 1 and 1 -> 0 in one
+    # collective-permute); XLA sends each side separately.
+    "conv_spatial": "both halos in one collective-permute on 2 devices",
 }
 
 

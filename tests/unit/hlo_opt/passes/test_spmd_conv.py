@@ -33,14 +33,29 @@ ENTRY entry {
   %rhs = f32[3,3,4,3] parameter(1), sharding={devices=[1,1,2,1]0,1}
   ROOT %conv = f32[2,3,3,3] convolution(%lhs, %rhs), window={size=3x3}, dim_labels=b01f_01io->b01f, sharding={replicated}
 }""", "f32[2,3,3,3]", ["all-reduce"]),
-    # a spatial dim split (halos not written yet): one all-to-all moves the split to the batch the
-    # result wants, and the convolution runs on whole images
-    "ConvSpatialGathered": (2, """HloModule module
+    # XLA's ConvolutionLhsTiledRhsReplicated: rows split, each device fetches the one-row halos
+    # from both neighbours (two collective-permutes), the local convolution runs unpadded
+    "ConvSpatialHalo": (4, """HloModule module
+ENTRY entry {
+  %lhs = f32[2,16,6,3] parameter(0), sharding={devices=[1,4,1,1]<=[4]}
+  %rhs = f32[3,3,3,2] parameter(1), sharding={replicated}
+  ROOT %conv = f32[2,16,6,2] convolution(%lhs, %rhs), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, sharding={devices=[1,4,1,1]<=[4]}
+}""", "f32[2,4,6,2]", ["collective-permute", "collective-permute"]),
+    # strided and dilated: windows of (o - 1) * 2 + 5 rows from c * o * 2 - 2
+    "ConvSpatialHaloStridedDilated": (2, """HloModule module
+ENTRY entry {
+  %lhs = f32[1,16,5,2] parameter(0), sharding={devices=[1,2,1,1]0,1}
+  %rhs = f32[3,3,2,2] parameter(1), sharding={replicated}
+  ROOT %conv = f32[1,8,3,2] convolution(%lhs, %rhs), window={size=3x3 stride=2x2 pad=2_1x1_1 rhs_dilate=2x1}, dim_labels=b01f_01io->b01f, sharding={devices=[1,2,1,1]0,1}
+}""", "f32[1,4,3,2]", ["collective-permute"]),
+    # rows split, the result wanted split by batch: the halo, then the (smaller) result moved
+    # to the batch split by one all-to-all
+    "ConvSpatialThenBatch": (2, """HloModule module
 ENTRY entry {
   %lhs = f32[2,8,6,3] parameter(0), sharding={devices=[1,2,1,1]0,1}
   %rhs = f32[3,3,3,2] parameter(1), sharding={replicated}
   ROOT %conv = f32[2,8,6,2] convolution(%lhs, %rhs), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, sharding={devices=[2,1,1,1]0,1}
-}""", "f32[1,8,6,2]", ["all-to-all"]),
+}""", "f32[1,8,6,2]", ["all-to-all", "collective-permute"]),
 }
 
 
