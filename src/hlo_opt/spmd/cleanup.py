@@ -9,7 +9,8 @@ from __future__ import annotations
 from hlo_common.hlo.hlo_utils import has_side_effect
 from hlo_common.hlo.ir import HloComputation
 
-OWN_COLLECTIVES = frozenset({"all-gather", "all-reduce", "all-to-all", "collective-permute", "reduce-scatter"})
+OWN_COLLECTIVES = frozenset({"all-gather", "all-reduce", "all-to-all", "collective-permute",
+                             "reduce-scatter"})
 
 
 def remove_dead(comp: HloComputation) -> None:

@@ -3,7 +3,8 @@ HandleWhile and HandleConditional in xla/service/spmd/spmd_partitioner.cc): the 
 condition are partitioned as computations of their own, their parameter holding the carried
 tiling sharding-propagation gave the loop, the body's root resharded to it at the end of every
 iteration, and the loop runs on the per-device tuple; each branch of a conditional likewise,
-its parameter in its operand's tiling and its root in the conditional's. Collectives inside take channel ids after the enclosing computation's.
+its parameter in its operand's tiling and its root in the conditional's. Collectives inside
+take channel ids after the enclosing computation's.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ def handle_while(p, instr: HloInstruction) -> bool:
     if not isinstance(carried, tuple) or any(isinstance(e, tuple) for e in carried):
         return False  # nested tuples: run whole
     body = partition_computation(p, instr.attrs["body"], carried)
-    cond = partition_computation(p, instr.attrs["condition"], p.replicated(instr.attrs["condition"].root.shape))
+    condition = instr.attrs["condition"]
+    cond = partition_computation(p, condition, p.replicated(condition.root.shape))
     init = p.get(instr.operands[0], carried)
     new = p.b.add("while", [init], init.shape, {"condition": cond, "body": body}, name=instr.name)
     p.values[instr] = (new, carried)
@@ -39,7 +41,8 @@ def handle_conditional(p, instr: HloInstruction) -> bool:
     new_comps = []
     for k, comp in enumerate(comps):
         operand = instr.operands[k + 1]
-        operands.append(p.get(operand, p.wanted(comp.parameters[0]) if comp.parameters else p.wanted(operand)))
+        param = comp.parameters[0] if comp.parameters else operand
+        operands.append(p.get(operand, p.wanted(param)))
         new_comps.append(partition_computation(p, comp, want))
     attrs = {"branch_computations": tuple(new_comps)} if "branch_computations" in instr.attrs else \
         {"true_computation": new_comps[0], "false_computation": new_comps[1]}

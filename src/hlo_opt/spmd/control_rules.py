@@ -71,7 +71,8 @@ def loop_tilings(loop: HloInstruction, carried, n: int, propagate) -> dict:
     body, cond = loop.attrs["body"], loop.attrs["condition"]
     out = propagate(body, n, {body.parameters[0]: carried, body.root: carried})
     scalar = Tiling.replicated(0, n)
-    out.update(propagate(cond, n, {cond.parameters[0]: carried, cond.root: _replicated(cond.root.shape, n, scalar)}))
+    root = _replicated(cond.root.shape, n, scalar)
+    out.update(propagate(cond, n, {cond.parameters[0]: carried, cond.root: root}))
     return out
 
 

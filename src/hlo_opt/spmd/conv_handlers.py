@@ -35,7 +35,8 @@ def conv_axes(conv: HloInstruction) -> list[DotAxis]:
     axes = [DotAxis(LHS, d.input_batch, None, d.output_batch),
             DotAxis(RHS, None, d.kernel_output_feature, d.output_feature),
             DotAxis(CONTRACTING, d.input_feature, d.kernel_input_feature, None)]
-    axes += [DotAxis(SPATIAL, i, k, o) for i, k, o in zip(d.input_spatial, d.kernel_spatial, d.output_spatial)]
+    spatial = zip(d.input_spatial, d.kernel_spatial, d.output_spatial)
+    axes += [DotAxis(SPATIAL, i, k, o) for i, k, o in spatial]
     return axes
 
 
@@ -81,7 +82,8 @@ def handle_convolution(p, instr: HloInstruction) -> bool:
         window[k - 3] = replace(wd, padding_low=0, padding_high=0)
     attrs = dict(instr.attrs)
     attrs["window"] = Window(tuple(window))
-    new = p.b.add("convolution", [x, p.get(rhs, _kernel(space, axes))], p.local(instr.shape, out, instr), attrs)
+    kernel = p.get(rhs, _kernel(space, axes))
+    new = p.b.add("convolution", [x, kernel], p.local(instr.shape, out, instr), attrs)
     p.values[instr] = (new, out)
     contracting = [k for k, ax in enumerate(axes) if ax.kind == CONTRACTING and space.tiles[k] > 1]
     if contracting:
@@ -127,7 +129,9 @@ def forward(conv: HloInstruction, index: int, t: Tiling) -> Tiling | None:
         return None
     axes = conv_axes(conv)
     space = dot_dims.lift(t, axes, "lhs" if index == 0 else "rhs")
-    fixed = _fixed_axes(conv, axes) + ([k for k, ax in enumerate(axes) if ax.kind == SPATIAL] if index else [])
+    fixed = _fixed_axes(conv, axes)
+    if index == 1:  # the kernel slides whole: its spatial tiles say nothing about the result
+        fixed += [k for k, ax in enumerate(axes) if ax.kind == SPATIAL]
     return dot_dims.project(space.to_replication(fixed), axes, "out")
 
 

@@ -39,11 +39,13 @@ def handle_gather(p, instr: HloInstruction) -> bool:
     operand, indices = instr.operands
     want, have = p.wanted(instr), p.values[operand][1]
     rank = instr.shape.rank
-    out_a = project(want, {d: d for d in list(dims.operand_to_out.values()) + list(dims.indices_to_out.values())}, rank)
+    reachable = list(dims.operand_to_out.values()) + list(dims.indices_to_out.values())
+    out_a = project(want, {d: d for d in reachable}, rank)
     need_op = project(want, inverse(dims.operand_to_out), operand.shape.rank)
     need_idx = project(want, inverse(dims.indices_to_out), indices.shape.rank)
     idx_have = p.values[indices][1]
-    cost_a = reshard_cost(operand.shape.dims, have, need_op) + reshard_cost(indices.shape.dims, idx_have, need_idx)
+    cost_a = reshard_cost(operand.shape.dims, have, need_op) \
+        + reshard_cost(indices.shape.dims, idx_have, need_idx)
     trivial = [d for d in dims.trivial if have.tiles[d] > 1]
     passthrough_only = all(have.tiles[d] == 1 or d in dims.operand_to_out or d in trivial
                            for d in range(operand.shape.rank))
@@ -65,7 +67,8 @@ def handle_gather(p, instr: HloInstruction) -> bool:
 
 def _local_gather(p, instr, x, idx, operand_tiling: Tiling, out: Tiling) -> HloInstruction:
     full = instr.operands[0].shape.dims  # only slices that take a whole dim take a whole tile
-    sizes = tuple(s // t if s == f else s for s, t, f in zip(instr.attrs["slice_sizes"], operand_tiling.tiles, full))
+    sizes = tuple(s // t if s == f else s
+                  for s, t, f in zip(instr.attrs["slice_sizes"], operand_tiling.tiles, full))
     attrs = dict(instr.attrs)
     attrs["slice_sizes"] = sizes
     return p.b.add("gather", [x, idx], p.local(instr.shape, out, instr), attrs)
@@ -116,7 +119,8 @@ def shift_indices(p, idx, ivd: int, component: int, first: list[int], rows: int,
         comp = p.b.add("reshape", [comp], idx.shape.with_dims(batch_dims))
     if clamp_to is not None:
         comp = p.b.add("clamp", [_scalar(p, comp, 0), comp, _scalar(p, comp, clamp_to)], comp.shape)
-    shifted = p.b.add("subtract", [comp, p.b.add("broadcast", [base], comp.shape, {"dimensions": ()})], comp.shape)
+    spread_base = p.b.add("broadcast", [base], comp.shape, {"dimensions": ()})
+    shifted = p.b.add("subtract", [comp, spread_base], comp.shape)
     pred = comp.shape.with_element_type(PRIMITIVE_TYPES["pred"])
 
     def bound(v):
@@ -130,7 +134,8 @@ def shift_indices(p, idx, ivd: int, component: int, first: list[int], rows: int,
     s32 = idx.shape.with_element_type(PRIMITIVE_TYPES["s32"])
     iota = p.b.add("iota", [], s32, {"iota_dimension": ivd})
     k = p.b.add("broadcast", [_scalar(p, iota, component)], s32, {"dimensions": ()})
-    on = p.b.add("compare", [iota, k], idx.shape.with_element_type(PRIMITIVE_TYPES["pred"]), {"direction": "EQ"})
+    pred_shape = idx.shape.with_element_type(PRIMITIVE_TYPES["pred"])
+    on = p.b.add("compare", [iota, k], pred_shape, {"direction": "EQ"})
     return p.b.add("select", [on, spread, idx], idx.shape), inside
 
 

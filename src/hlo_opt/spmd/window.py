@@ -40,7 +40,8 @@ def windows(b: SpmdBuilder, x: HloInstruction, t: Tiling, dim: int, full: int, w
     as (starts, width, low, high) needs only the elements [low, high) (the rest unspecified)."""
     i = full // t.tiles[dim]
     transfers = _transfers(t.tiles[dim], i, full, wins)
-    inside = all(c * i <= lo and lo + w <= (c + 1) * i for starts, w, *_b in wins for c, lo in enumerate(starts))
+    inside = all(c * i <= lo and lo + w <= (c + 1) * i
+                 for starts, w, *_b in wins for c, lo in enumerate(starts))
     if inside:  # every window within the device's own tile
         return [_cut(b, x, t, dim, [lo - c * i for c, lo in enumerate(starts)], w) for starts, w, *_b in wins]
     value = pad if pad is not None else make_constant(b.comp, 0, x.shape.element_type)

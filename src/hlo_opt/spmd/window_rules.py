@@ -1,5 +1,6 @@
 """How a tiling passes through slice, pad, concatenate, dynamic-slice and dynamic-update-slice,
-and (through `hlo_opt.spmd.gather_dims` and `conv_handlers`) gather, scatter and convolution (the cases of xla/service/sharding_propagation.cc and hlo_sharding_util.cc for them), forward
+and (through `hlo_opt.spmd.gather_dims` and `conv_handlers`) gather, scatter and convolution
+(the cases of xla/service/sharding_propagation.cc and hlo_sharding_util.cc for them), forward
 and backward; called by `hlo_opt.spmd.rules` for the ops it does not know.
 
 Slice, pad and concatenate keep the tiling dim for dim (the partitioner exchanges halos where a
