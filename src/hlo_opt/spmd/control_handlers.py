@@ -66,6 +66,8 @@ def partition_computation(p, comp: HloComputation, root_tiling) -> HloComputatio
     for instr in params + [i for i in comp.post_order() if i.opcode != "parameter"]:
         inner.handle(instr)
     new.root = inner.get(comp.root, root_tiling)
+    for param in new.parameters:  # per-device values inside; later passes (while-loop-simplifier
+        param.sharding = None      # dropping a carried element) would leave a stale tuple sharding
     remove_dead(new)
     p.b._channel = b._channel
     return new
