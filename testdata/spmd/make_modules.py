@@ -153,6 +153,7 @@ def _gather_programs(n: int, x1: Mesh) -> dict:
         "embedding_vocab": program(x1, take, [((16 * n, 8), P("x")), (("s32", (4 * n,), 16 * n), P())], P()),
         "scatter_add_cols": program(x1, scatter, [((4 * n, 2 * n), P(None, "x")), (ids, P()),
                                                   ((4 * n, 2 * n), P(None, "x"))], P(None, "x")),
+        "scatter_add_batch": program(x1, scatter, [((16, 6), P()), (ids, P("x")), ((4 * n, 6), P("x"))], P()),
         "scatter_add_rows": program(x1, scatter, [((4 * n, 6), P("x")), (ids, P()), ((4 * n, 6), P())], P("x")),
     }
 

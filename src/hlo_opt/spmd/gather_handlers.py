@@ -11,7 +11,10 @@ gather, the cheaper (bytes each device sends) of:
   zeroes the rows it does not hold, and an all-reduce sums the pieces.
 scatter: the operand split along passthrough dims (updates split to match) and along trivially
 sliced dims (each device applies the updates shifted by its first row; the others fall outside
-its tile and scatter skips them), indices replicated; local, no collective.
+its tile and scatter skips them), indices replicated; local, no collective. Or, for a
+scatter-add whose updates are split along their scatter dims (the gradient of an embedding
+lookup over a split batch), when it sends fewer bytes than gathering them: each device scatters
+its updates into zeros, one all-reduce sums the pieces, and the operand is added.
 """
 
 from __future__ import annotations
@@ -144,14 +147,21 @@ def handle_scatter(p, instr: HloInstruction) -> bool:
     if dims is None or len(instr.operands) != 3 or instr.shape.is_tuple:
         return False
     operand, indices, updates = instr.operands
-    rank = operand.shape.rank
     keep = set(dims.operand_to_out) | set(dims.trivial)
-    need = project(p.wanted(instr), {d: d for d in keep}, rank)
+    need = project(p.wanted(instr), {d: d for d in keep}, operand.shape.rank)
     need_upd = project(need, dims.operand_to_out, updates.shape.rank)
-    if need.local_dims(operand.shape.dims) is None or need_upd.local_dims(updates.shape.dims) is None:
+    even = need.local_dims(operand.shape.dims) is not None and need_upd.local_dims(updates.shape.dims) is not None
+    replicated_idx = p.replicated(indices.shape)
+    cost = reshard_cost(operand.shape.dims, p.values[operand][1], need) \
+        + reshard_cost(updates.shape.dims, p.values[updates][1], need_upd) \
+        + reshard_cost(indices.shape.dims, p.values[indices][1], replicated_idx)
+    split = _batch_split(p, instr, dims)
+    if split is not None and (not even or split[0] < cost):
+        return _scatter_batch(p, instr, *split[1:])
+    if not even:
         return False
     x, upd = p.get(operand, need), p.get(updates, need_upd)
-    idx = p.get(indices, p.replicated(indices.shape))
+    idx = p.get(indices, replicated_idx)
     local_rows = need.local_dims(operand.shape.dims)
     for d in dims.trivial:
         if need.tiles[d] > 1:
@@ -160,6 +170,41 @@ def handle_scatter(p, instr: HloInstruction) -> bool:
                                          first, local_rows[d], None)
     new = p.b.add("scatter", [x, idx, upd], p.local(instr.shape, need, instr), dict(instr.attrs))
     p.values[instr] = (new, need)
+    return True
+
+
+def _batch_split(p, instr, dims: Dims):
+    """(cost, updates' tiling, indices' tiling) for a scatter-add whose updates stay split along
+    their scatter dims (an embedding's gradient from a split batch): each device scatters its
+    updates into zeros, an all-reduce sums the pieces, the operand is added. None otherwise."""
+    operand, indices, updates = instr.operands
+    root = instr.attrs["to_apply"].root
+    if root.opcode != "add" or any(o.opcode != "parameter" for o in root.operands):
+        return None
+    have = p.values[updates][1]
+    scatter_dims = list(dims.indices_to_out.values())
+    upd_t = project(have, {d: d for d in scatter_dims}, updates.shape.rank)
+    if upd_t.is_replicated:
+        return None
+    idx_t = project(upd_t, inverse(dims.indices_to_out), indices.shape.rank)
+    groups = upd_t.num_tiles
+    cost = reshard_cost(updates.shape.dims, have, upd_t) \
+        + reshard_cost(indices.shape.dims, p.values[indices][1], idx_t) \
+        + reshard_cost(operand.shape.dims, p.values[operand][1], p.replicated(operand.shape)) \
+        + 2 * _elements(operand.shape.dims) * (groups - 1) / groups
+    return cost, upd_t, idx_t
+
+
+def _scatter_batch(p, instr, upd_t: Tiling, idx_t: Tiling) -> bool:
+    operand, indices, updates = instr.operands
+    whole = p.replicated(operand.shape)
+    zeros = p.b.add("broadcast", [make_constant(p.b.comp, 0, operand.shape.element_type)], operand.shape,
+                    {"dimensions": ()})
+    parts = p.b.add("scatter", [zeros, p.get(indices, idx_t), p.get(updates, upd_t)], operand.shape,
+                    dict(instr.attrs))
+    tiled = [d for d in range(upd_t.rank) if upd_t.tiles[d] > 1]
+    total = p.b.all_reduce(parts, upd_t.groups(tiled), instr.attrs["to_apply"])
+    p.values[instr] = (p.b.add("add", [p.get(operand, whole), total], operand.shape), whole)
     return True
 
 

@@ -61,6 +61,16 @@ ENTRY entry {
     inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add,
     sharding={devices=[1,2]0,1}
 }""", "f32[16,4]", []),
+    # updates split by batch into a small table (an embedding's gradient): each device scatters
+    # its updates into zeros, one all-reduce of the table, the operand added (XLA: the same)
+    "ScatterBatchSplitUpdates": (4, "HloModule module\n" + ADD + """ENTRY entry {
+  %input = f32[4,3] parameter(0), sharding={replicated}
+  %indices = s32[64,1] parameter(1), sharding={devices=[4,1]<=[4]}
+  %updates = f32[64,3] parameter(2), sharding={devices=[4,1]<=[4]}
+  ROOT %scatter = f32[4,3] scatter(%input, %indices, %updates), update_window_dims={1},
+    inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add,
+    sharding={replicated}
+}""", "f32[4,3]", ["all-reduce"]),
     # XLA: the updates' indices shifted per partition; updates outside the tile are skipped
     "ScatterPartitionedOnTrivialSliceDims": (4, "HloModule module\n" + ADD + """ENTRY entry {
   %input = f32[16,3] parameter(0), sharding={devices=[4,1]<=[4]}
