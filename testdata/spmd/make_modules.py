@@ -173,9 +173,15 @@ def _conv_programs(n: int, x1: Mesh) -> dict:
     }
 
 
+def _scan_zero_carry(xs):
+    return jax.lax.scan(lambda c, x: (jnp.tanh(c + x), None), jnp.zeros(xs.shape[1:]), xs)[0]
+
+
 def _loop_programs(n: int, x1: Mesh) -> dict:
-    """A lax.scan whose carry and stacked outputs stay sharded through the loop."""
-    return {"scan_carry": program(x1, _scan, [((4 * n, 4), P("x")), ((5, 4), P())], (P("x"), P(None, "x")))}
+    """lax.scans whose carry and stacked outputs stay sharded through the loop: split from the
+    start, or split by the scanned inputs alone (the carry starts as replicated zeros)."""
+    return {"scan_carry": program(x1, _scan, [((4 * n, 4), P("x")), ((5, 4), P())], (P("x"), P(None, "x"))),
+            "scan_split_inputs": program(x1, _scan_zero_carry, [((5, 4 * n, 4), P(None, "x"))], P())}
 
 
 def all_programs() -> dict:

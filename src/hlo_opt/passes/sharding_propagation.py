@@ -143,9 +143,10 @@ def propagate(module: HloModule, n: int) -> dict:
     return propagate_computation(module.entry, n, {})
 
 
-def propagate_computation(comp, n: int, given: dict) -> dict:
+def propagate_computation(comp, n: int, given: dict, free_root: bool = False) -> dict:
     """Tilings for every instruction of `comp` (and of the loops it runs): `given` (a loop
-    body's parameter and root) and the user's annotations fixed, the rest propagated."""
+    body's parameter and root) and the user's annotations fixed, the rest propagated; the root,
+    unless given or annotated, is replicated (`free_root`: propagated like the rest)."""
     order = comp.post_order()
     tilings: dict = {}
     for instr in order:
@@ -154,7 +155,7 @@ def propagate_computation(comp, n: int, given: dict) -> dict:
             t = _region(instr, tilings, n)
         if t is None:
             t = annotation(instr, n)
-        if t is None and (instr.opcode == "parameter" or instr is comp.root):
+        if t is None and (instr.opcode == "parameter" or (instr is comp.root and not free_root)):
             t = replicated_like(instr.shape, n)
         if t is not None:
             tilings[instr] = t
@@ -171,6 +172,9 @@ def propagate_computation(comp, n: int, given: dict) -> dict:
         tilings[instr] = _complete(tilings.get(instr), instr.shape, n)
     for instr in order:
         if instr.opcode == "while":
+            carried = control_rules.refined_carry(instr, tilings[instr], n, propagate_computation)
+            if instr.sharding is None:  # a user's annotation of the loop stays as written
+                tilings[instr] = carried
             tilings.update(control_rules.loop_tilings(instr, tilings[instr], n, propagate_computation))
         elif instr.opcode == "conditional":
             tilings.update(control_rules.branch_tilings(instr, tilings, n, propagate_computation))

@@ -6,7 +6,8 @@ Tuple tilings may be partial while propagating (a None leaf: not known yet) and 
 by leaf, each leaf taking the more tiled candidate. A loop's carried tiling comes from the
 computation around it (its operand, the users of its result); its body and condition are then
 propagated with that tiling fixed on their parameter (and on the body's root), so that every
-iteration hands the next one the layout it expects.
+iteration hands the next one the layout it expects; before that, a carried leaf the body itself
+tiles more finely (from the loop's other inputs) is refined.
 """
 
 from __future__ import annotations
@@ -63,6 +64,21 @@ def tuple_from_users(instr: HloInstruction, tilings: dict):
                 if op is instr and isinstance(t[k], tuple):
                     out = merge_tuple(out, t[k]) or out
     return out if _known(out) else None
+
+
+def refined_carry(loop: HloInstruction, carried, n: int, propagate, rounds: int = 3):
+    """The carried tiling refined by what the body makes of it: the body propagated with only its
+    parameter fixed, a leaf of its root more tiled than the carried one is taken (a carry that
+    the loop's inputs split, e.g. a scan over a split batch), until nothing changes (XLA
+    iterates propagation through the loop the same way)."""
+    body = loop.attrs["body"]
+    for _ in range(rounds):
+        inner = propagate(body, n, {body.parameters[0]: carried}, free_root=True)
+        refined = merge_tuple(carried, inner[body.root]) if isinstance(carried, tuple) else None
+        if refined is None or refined == carried:
+            break
+        carried = refined
+    return carried
 
 
 def loop_tilings(loop: HloInstruction, carried, n: int, propagate) -> dict:

@@ -128,3 +128,47 @@ def test_conditional_branches_run_on_tiles_and_match_the_unpartitioned_one():
         expected = Evaluator().evaluate(parse_module(CONDITIONAL, "original"), list(args))
         (got,) = run_global(module, args, 2)
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+REFINED = """HloModule module
+body {
+  t = (s32[], f32[8,4], f32[8,4]) parameter(0)
+  i = s32[] get-tuple-element(t), index=0
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  c = f32[8,4] get-tuple-element(t), index=1
+  x = f32[8,4] get-tuple-element(t), index=2
+  s = f32[8,4] add(c, x)
+  h = f32[8,4] tanh(s)
+  ROOT out = (s32[], f32[8,4], f32[8,4]) tuple(next, h, x)
+}
+cond {
+  t = (s32[], f32[8,4], f32[8,4]) parameter(0)
+  i = s32[] get-tuple-element(t), index=0
+  three = s32[] constant(3)
+  ROOT lt = pred[] compare(i, three), direction=LT
+}
+ENTRY entry {
+  x0 = f32[8,4] parameter(0), sharding={devices=[4,1]<=[4]}
+  zero = f32[] constant(0)
+  c0 = f32[8,4] broadcast(zero), dimensions={}
+  z = s32[] constant(0)
+  init = (s32[], f32[8,4], f32[8,4]) tuple(z, c0, x0)
+  loop = (s32[], f32[8,4], f32[8,4]) while(init), condition=cond, body=body
+  ROOT c = f32[8,4] get-tuple-element(loop), index=1, sharding={replicated}
+}"""
+
+
+def test_a_carry_split_only_by_the_body_is_refined_and_gathered_once_after_the_loop():
+    from hlo_common.interpreter.evaluator import Evaluator
+
+    module = partition(REFINED, 4, "refined")
+    loop = next(i for i in module.entry.instructions if i.opcode == "while")
+    # the zeros carry takes the split of the input it is added to: row tiles through the loop
+    assert str(loop.shape.tuple_shapes[1]).startswith("f32[2,4]")
+    assert _collectives(loop.attrs["body"]) == []
+    assert _collectives(module.entry) == ["all-gather"]
+    args = [np.random.default_rng(9).standard_normal((8, 4)).astype(np.float32)]
+    expected = Evaluator().evaluate(parse_module(REFINED, "original"), list(args))
+    (got,) = run_global(module, args, 4)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
