@@ -177,11 +177,18 @@ def _scan_zero_carry(xs):
     return jax.lax.scan(lambda c, x: (jnp.tanh(c + x), None), jnp.zeros(xs.shape[1:]), xs)[0]
 
 
+def _cond(a):
+    return jax.lax.cond(jnp.sum(a) > 0.0, lambda v: jnp.exp(v) - jnp.max(v, axis=1, keepdims=True),
+                        lambda v: v * 2.0, a)
+
+
 def _loop_programs(n: int, x1: Mesh) -> dict:
     """lax.scans whose carry and stacked outputs stay sharded through the loop: split from the
-    start, or split by the scanned inputs alone (the carry starts as replicated zeros)."""
+    start, or split by the scanned inputs alone (the carry starts as replicated zeros); a
+    lax.cond on a split array."""
     return {"scan_carry": program(x1, _scan, [((4 * n, 4), P("x")), ((5, 4), P())], (P("x"), P(None, "x"))),
-            "scan_split_inputs": program(x1, _scan_zero_carry, [((5, 4 * n, 4), P(None, "x"))], P())}
+            "scan_split_inputs": program(x1, _scan_zero_carry, [((5, 4 * n, 4), P(None, "x"))], P()),
+            "cond_rows": program(x1, _cond, [((4 * n, 6), P("x"))], P("x"))}
 
 
 def all_programs() -> dict:

@@ -17,7 +17,7 @@ DATA = ROOT / "testdata" / "spmd"
 BIN = Path(sys.executable).parent
 
 KINDS = ["roll_rows", "pad_rows", "concat_rows", "dynamic_slice_cols", "random_rows", "scan_carry",
-         "embedding_vocab", "scatter_add_rows", "conv_spatial"]
+         "embedding_vocab", "scatter_add_rows", "conv_spatial", "cond_rows", "scan_split_inputs"]
 
 
 def _tool(tool: str, *args: str) -> subprocess.CompletedProcess:

@@ -44,7 +44,7 @@ def handle_conditional(p, instr: HloInstruction) -> bool:
         param = comp.parameters[0] if comp.parameters else operand
         operands.append(p.get(operand, p.wanted(param)))
         new_comps.append(partition_computation(p, comp, want))
-    attrs = {"branch_computations": tuple(new_comps)} if "branch_computations" in instr.attrs else \
+    attrs = {"branch_computations": list(new_comps)} if "branch_computations" in instr.attrs else \
         {"true_computation": new_comps[0], "false_computation": new_comps[1]}
     local = p._local_of(instr.shape, want, instr)
     new = p.b.add("conditional", operands, local, attrs, name=instr.name)
