@@ -108,6 +108,9 @@ def _programs_for(n: int) -> dict:
                                                  ((4 * n, 8), P("y", None))], P("x", None))
         progs["mesh2d_reshard"] = program(xy, lambda a: jnp.sin(a),
                                           [((4 * n, 4 * n), P("x", "y"))], P("y", "x"))
+        progs["embedding_2d"] = program(xy, lambda t, i: jnp.take(t, i, axis=0) * 2.0,
+                                        [((16 * n, 8), P("y", None)), (("s32", (4 * n,), 16 * n), P("x"))],
+                                        P("x", None))
         progs["mesh2d_reduce"] = program(xy, lambda a: jnp.sum(a * a, axis=(0, 1)),
                                          [((4 * n, 2 * n, 3), P("x", "y"))], P())
     return progs

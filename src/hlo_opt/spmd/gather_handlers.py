@@ -53,13 +53,16 @@ def handle_gather(p, instr: HloInstruction) -> bool:
     passthrough_only = all(have.tiles[d] == 1 or d in dims.operand_to_out or d in trivial
                            for d in range(operand.shape.rank))
     if trivial and passthrough_only and have.local_dims(operand.shape.dims) is not None:
-        out_b = project(have, dims.operand_to_out, rank)
-        groups = _elements(have.tiles[d] for d in trivial)
-        local_out = _elements(instr.shape.dims) / out_b.num_tiles
-        cost_b = reshard_cost(indices.shape.dims, idx_have, p.replicated(indices.shape)) \
-            + 2 * local_out * (groups - 1) / groups + reshard_cost(instr.shape.dims, out_b, want)
-        if cost_b < cost_a:
-            return _gather_trivial(p, instr, dims, have, trivial, out_b)
+        best = None
+        for idx_t, out, groups in _trivial_layouts(p, instr, dims, have, trivial, want):
+            local_out = _elements(instr.shape.dims) / out.num_tiles
+            g = len(groups[0])
+            cost = reshard_cost(indices.shape.dims, idx_have, idx_t) + 2 * local_out * (g - 1) / g \
+                + reshard_cost(instr.shape.dims, out, want)
+            if best is None or cost < best[0]:
+                best = (cost, idx_t, out, groups)
+        if best is not None and best[0] < cost_a:
+            return _gather_trivial(p, instr, dims, have, trivial, *best[1:])
     if any(t.local_dims(s.dims) is None for t, s in
            ((need_op, operand.shape), (need_idx, indices.shape), (out_a, instr.shape))):
         return False
@@ -77,10 +80,49 @@ def _local_gather(p, instr, x, idx, operand_tiling: Tiling, out: Tiling) -> HloI
     return p.b.add("gather", [x, idx], p.local(instr.shape, out, instr), attrs)
 
 
-def _gather_trivial(p, instr, dims: Dims, have: Tiling, trivial: list[int], out: Tiling) -> bool:
+def _trivial_layouts(p, instr, dims: Dims, have: Tiling, trivial: list[int], want: Tiling):
+    """(indices' tiling, result's tiling, all-reduce groups) for looking up rows where the
+    table is split along trivially sliced dims: indices replicated (the result tiled as the
+    table's passthrough dims), or, with no passthrough dim split, indices kept split along the
+    batch dims the result wants (a data-parallel batch over a vocabulary-split table), each
+    batch tile's devices summing the rows they hold."""
+    operand, indices = instr.operands
+    rank = instr.shape.rank
+    yield p.replicated(indices.shape), project(have, dims.operand_to_out, rank), have.groups(trivial)
+    if any(have.tiles[d] > 1 for d in dims.operand_to_out):
+        return
+    out = project(want, {d: d for d in dims.indices_to_out.values()}, rank)
+    idx_t = project(want, inverse(dims.indices_to_out), indices.shape.rank)
+    if out.is_replicated or out.local_dims(instr.shape.dims) is None \
+            or idx_t.local_dims(indices.shape.dims) is None:
+        return
+    groups = _one_of_each(out, have, trivial)
+    if groups is not None:
+        yield idx_t, out, groups
+
+
+def _one_of_each(out: Tiling, have: Tiling, trivial: list[int]) -> list[list[int]] | None:
+    """Groups of devices that hold the same result tile and, between them, each table tile
+    along `trivial` once; None where the devices of a result tile do not hold the table tiles
+    evenly."""
+    tiles = _elements(have.tiles[d] for d in trivial)
+    groups = []
+    for row in out.ids.reshape(-1, out.ids.shape[-1]):
+        classes: dict = {}
+        for dev in row:
+            classes.setdefault(tuple(int(have.coords[dev, d]) for d in trivial), []).append(int(dev))
+        sizes = {len(v) for v in classes.values()}
+        if len(classes) != tiles or len(sizes) != 1:
+            return None
+        groups += [[classes[c][k] for c in sorted(classes)] for k in range(sizes.pop())]
+    return groups
+
+
+def _gather_trivial(p, instr, dims: Dims, have: Tiling, trivial: list[int], idx_t: Tiling, out: Tiling,
+                    groups: list[list[int]]) -> bool:
     operand, indices = instr.operands
     x = p.get(operand, have)
-    idx = p.get(indices, p.replicated(indices.shape))
+    idx = p.get(indices, idx_t)
     local_rows = have.local_dims(operand.shape.dims)
     valid = None
     for d in trivial:
@@ -95,7 +137,7 @@ def _gather_trivial(p, instr, dims: Dims, have: Tiling, trivial: list[int], out:
     zero = p.b.add("broadcast", [_scalar(p, got, 0)], got.shape, {"dimensions": ()})
     got = p.b.add("select", [mask, got, zero], got.shape)
     add = p.b.reducer("add", got.shape.element_type)
-    got = p.b.all_reduce(got, have.groups(trivial), add)
+    got = p.b.all_reduce(got, sorted(groups), add)
     p.values[instr] = (got, out)
     return True
 
@@ -150,7 +192,8 @@ def handle_scatter(p, instr: HloInstruction) -> bool:
     keep = set(dims.operand_to_out) | set(dims.trivial)
     need = project(p.wanted(instr), {d: d for d in keep}, operand.shape.rank)
     need_upd = project(need, dims.operand_to_out, updates.shape.rank)
-    even = need.local_dims(operand.shape.dims) is not None and need_upd.local_dims(updates.shape.dims) is not None
+    even = need.local_dims(operand.shape.dims) is not None \
+        and need_upd.local_dims(updates.shape.dims) is not None
     replicated_idx = p.replicated(indices.shape)
     cost = reshard_cost(operand.shape.dims, p.values[operand][1], need) \
         + reshard_cost(updates.shape.dims, p.values[updates][1], need_upd) \

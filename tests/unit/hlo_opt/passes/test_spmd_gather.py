@@ -37,6 +37,15 @@ ENTRY entry {
   ROOT %gather = f32[6,4] gather(%input, %indices), offset_dims={1}, collapsed_slice_dims={0},
     start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}, sharding={replicated}
 }""", "f32[6,4]", ["all-reduce"]),
+    # a 2-D mesh: indices split by batch over one axis, the table by rows over the other; each
+    # device looks up its batch slice in its rows and one all-reduce per batch tile sums them
+    "GatherBatchSplitTrivialSliceSplit": (4, """HloModule module
+ENTRY entry {
+  %input = f32[32,4] parameter(0), sharding={devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}
+  %indices = s32[8,1] parameter(1), sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}
+  ROOT %gather = f32[8,4] gather(%input, %indices), offset_dims={1}, collapsed_slice_dims={0},
+    start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}, sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}
+}""", "f32[4,4]", ["all-reduce"]),
     # a two-component index vector, the operand split along the first indexed dim
     "GatherTrivialSliceDimOfTwoIndexed": (2, """HloModule module
 ENTRY entry {
