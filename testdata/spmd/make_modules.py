@@ -166,11 +166,15 @@ def _conv(x, k):
 
 
 def _conv_programs(n: int, x1: Mesh) -> dict:
-    """Convolutions split over the batch (data parallel), the output features and image rows."""
+    """Convolutions split over the batch (data parallel), the output features and image rows;
+    max-pooling over split rows."""
     return {
         "conv_batch": program(x1, _conv, [((2 * n, 3, 8, 8), P("x")), ((4, 3, 3, 3), P())], P("x")),
         "conv_out_features": program(x1, _conv, [((2, 3, 8, 8), P()), ((2 * n, 3, 3, 3), P("x"))],
                                      P(None, "x")),
+        "maxpool_rows": program(x1, lambda x: jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 1, 3, 3),
+                                                                   (1, 1, 2, 2), "SAME"),
+                                [((2, 3, 8 * n, 6), P(None, None, "x"))], P(None, None, "x")),
         "conv_spatial": program(x1, _conv, [((2, 3, 4 * n, 6), P(None, None, "x")), ((4, 3, 3, 3), P())],
                                 P(None, None, "x")),
     }

@@ -17,7 +17,8 @@ DATA = ROOT / "testdata" / "spmd"
 BIN = Path(sys.executable).parent
 
 KINDS = ["roll_rows", "pad_rows", "concat_rows", "dynamic_slice_cols", "random_rows", "scan_carry",
-         "embedding_vocab", "scatter_add_rows", "conv_spatial", "cond_rows", "scan_split_inputs"]
+         "embedding_vocab", "scatter_add_rows", "conv_spatial", "cond_rows", "scan_split_inputs",
+         "maxpool_rows", "embedding_2d"]
 
 
 def _tool(tool: str, *args: str) -> subprocess.CompletedProcess:

@@ -14,12 +14,15 @@ its window that neighbouring devices hold (`hlo_opt.spmd.window`):
   whole dim with dynamic-update-slices and an all-reduce; the halos send less);
 - dynamic-slice / dynamic-update-slice: dims sliced (or updated) only in part are made whole
   (XLA's choice where the offsets are data), the others stay tiled;
-- iota: the local iota plus the device's offset along the iota dim, from partition-id.
+- iota: the local iota plus the device's offset along the iota dim, from partition-id;
+- reduce-window: the input window under each output tile, padded with the init value.
 """
 
 from __future__ import annotations
 
-from hlo_common.hlo.attributes import PaddingConfig, SliceSpec
+from dataclasses import replace
+
+from hlo_common.hlo.attributes import PaddingConfig, SliceSpec, Window
 from hlo_common.hlo.ir import HloInstruction
 from hlo_opt.spmd.tiling import Tiling
 from hlo_opt.spmd.window import global_index, in_range, window, windows
@@ -184,3 +187,36 @@ HANDLERS = {
     "dynamic-slice": handle_dynamic_slice, "dynamic-update-slice": handle_dynamic_update_slice,
     "iota": handle_iota,
 }
+
+
+def handle_reduce_window(p, instr: HloInstruction) -> bool:
+    """reduce-window (pooling): tiled where the window is trivial (local), and along windowed
+    dims each device reduces the input window under its output tile, fetched by the halo
+    exchange and padded with the init value (XLA's HandleReduceWindow)."""
+    if instr.shape.is_tuple or len(instr.operands) != 2:
+        return False
+    operand, init = instr.operands
+    want = p.wanted(instr)
+    dims = list(instr.attrs["window"].dims)
+    if not _even(operand.shape, want) or not _even(instr.shape, want):
+        return False
+    if any(want.tiles[d] > 1 and w.base_dilation != 1 for d, w in enumerate(dims)):
+        return False
+    x = p.get(operand, want)
+    value = p.get(init, p.replicated(init.shape))
+    for d, w in enumerate(dims):
+        trivial = (w.size, w.stride, w.padding_low, w.padding_high, w.window_dilation) == (1, 1, 0, 0, 1)
+        if want.tiles[d] == 1 or trivial:
+            continue
+        o = instr.shape.dims[d] // want.tiles[d]
+        span = (o - 1) * w.stride + (w.size - 1) * w.window_dilation + 1
+        starts = [c * o * w.stride - w.padding_low for c in range(want.tiles[d])]
+        x = window(p.b, x, want, d, operand.shape.dims[d], starts, span, value)
+        dims[d] = replace(w, padding_low=0, padding_high=0)
+    attrs = dict(instr.attrs)
+    attrs["window"] = Window(tuple(dims))
+    new = p.b.add("reduce-window", [x, value], p.local(instr.shape, want, instr), attrs)
+    return _done(p, instr, new, want)
+
+
+HANDLERS["reduce-window"] = handle_reduce_window

@@ -3,7 +3,7 @@ and (through `hlo_opt.spmd.gather_dims` and `conv_handlers`) gather, scatter and
 (the cases of xla/service/sharding_propagation.cc and hlo_sharding_util.cc for them), forward
 and backward; called by `hlo_opt.spmd.rules` for the ops it does not know.
 
-Slice, pad and concatenate keep the tiling dim for dim (the partitioner exchanges halos where a
+Slice, pad, concatenate and reduce-window keep the tiling dim for dim (the partitioner exchanges halos where a
 window crosses tiles); dynamic-slice and dynamic-update-slice keep it on the dims they take
 whole and replicate the dims they slice or update in part, as XLA does. Their offsets and pad
 values are scalars and get no tiling from here.
@@ -28,7 +28,7 @@ def passes(instr: HloInstruction, index: int, t: Tiling) -> Tiling | None:
     op = instr.opcode
     if instr.shape.is_tuple or t.rank != instr.shape.rank:
         return None
-    if op in ("slice", "pad") and index == 0:
+    if op in ("slice", "pad", "reduce-window") and index == 0:
         return t
     if op == "concatenate":
         return t

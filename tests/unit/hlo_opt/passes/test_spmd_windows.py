@@ -16,6 +16,13 @@ from hlo_common.hlo.parser import parse_module
 
 COLLECTIVES = ("all-reduce", "all-gather", "all-to-all", "collective-permute", "reduce-scatter")
 
+MAX = """max {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT m = f32[] maximum(x, y)
+}
+"""
+
 # name: (devices, module, the root's per-device shape, the collectives (sorted))
 CASES = {
     # XLA: slice(dynamic-slice(concatenate(slice(p), collective-permute(slice(p))))): one halo
@@ -114,6 +121,18 @@ ENTRY entry {
 ENTRY entry {
   ROOT %iota = f32[4,6] iota(), iota_dimension=1, sharding={devices=[1,2]0,1}
 }""", "f32[4,3]", []),
+    # XLA's ReduceWindowTiled...: max-pooling 3 wide, stride 2, on split rows: each device's
+    # window needs one row from its left neighbour (the padding is the init value)
+    "ReduceWindowPartitionedRows": (4, "HloModule module\n" + MAX + """ENTRY entry {
+  %p = f32[16,6] parameter(0), sharding={devices=[4,1]<=[4]}
+  %init = f32[] constant(-inf)
+  ROOT %rw = f32[8,6] reduce-window(%p, %init), window={size=3x1 stride=2x1 pad=1_1x0_0}, to_apply=max, sharding={devices=[4,1]<=[4]}
+}""", "f32[2,6]", ["collective-permute"]),
+    "ReduceWindowTrivialOnSplitDim": (2, "HloModule module\n" + MAX + """ENTRY entry {
+  %p = f32[8,6] parameter(0), sharding={devices=[2,1]0,1}
+  %init = f32[] constant(0)
+  ROOT %rw = f32[8,5] reduce-window(%p, %init), window={size=1x2}, to_apply=max, sharding={devices=[2,1]0,1}
+}""", "f32[4,5]", []),
     # propagation carries the tiling through slice and pad: no all-gather in between
     "SlicePadChainPropagated": (2, """HloModule module
 ENTRY entry {
