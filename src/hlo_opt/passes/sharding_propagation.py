@@ -1,20 +1,27 @@
-"""ShardingPropagation ("sharding-propagation"): every instruction of the entry computation gets a
-sharding, carried forward and backward from the ones the user wrote (xla/service/
-sharding_propagation.cc).
+"""ShardingPropagation ("sharding-propagation"): every instruction of the entry computation (and
+of the loops and conditionals it runs) gets a sharding, carried forward and backward from the
+ones the user wrote (xla/service/sharding_propagation.cc).
 
 Where it sits: in the `spmd-partitioner` pipeline before `spmd-partitioning`, only when the module
-has num_partitions > 1. User annotations come first and are never changed: the shardings of
+has num_partitions > 1. First the calls of the entry and of its loops' and conditionals' bodies
+are inlined (shard_map bodies excepted), as XLA's SPMD pipeline runs CallInliner first. User
+annotations come first and are never changed: the shardings of
 parameters, of `Sharding` custom calls and of any instruction that has one; an entry parameter
 or root without one is replicated (jax's allow_spmd_sharding_propagation_to_parameters/output are
 false). Then, until nothing changes, a forward sweep gives each instruction without a sharding
 the most tiled one its operands imply, and a backward sweep the most tiled one its users ask
 for, through elementwise ops, broadcast, reshape (where tiled dims keep their blocks), transpose,
-dot and reduce (`hlo_opt.spmd.rules`, `hlo_opt.spmd.dot_dims`). What is still open at the end
-is replicated. `--dump-pass-re sharding-propagation` shows each instruction's sharding after it.
+dot and reduce (`hlo_opt.spmd.rules`, `hlo_opt.spmd.dot_dims`), slice, pad, concatenate,
+reduce-window, dynamic-(update-)slice, gather, scatter and convolution
+(`hlo_opt.spmd.window_rules`, `gather_dims`, `conv_handlers`), and tuples leaf by leaf. A while
+loop's carried sharding comes from around it, refined by what its body makes of it, and is then
+fixed on the body's and condition's parameter and the body's root, whose instructions are
+propagated in turn; a conditional's branches take their operands' shardings and the result's
+(`hlo_opt.spmd.control_rules`). What is still open at the end is replicated.
+`--dump-pass-re sharding-propagation` shows each instruction's sharding after it.
 
 Left for later: XLA's aggressiveness levels and refinement of partial shardings of annotated
-instructions, and the other ops' rules (convolution, gather/scatter, slice, pad, concatenate,
-while/conditional bodies), which stay replicated for now.
+instructions.
 """
 
 from __future__ import annotations

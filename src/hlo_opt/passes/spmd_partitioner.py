@@ -13,8 +13,11 @@ partial results with an all-reduce of its reducer. An op without a handler yet r
 every device on replicated operands, which is correct if not fast. The root is resharded to its
 sharding, which the new root keeps so that runners can gather the results.
 
-Called computations other than the entry are kept (they run whole inside the ops that call them);
-`Sharding` custom calls in them become their operands, as on one partition.
+The bodies, conditions and branches of the entry's loops and conditionals are partitioned too
+(`hlo_opt.spmd.control_handlers`); other called computations are kept (they run whole inside
+the ops that call them); `Sharding` custom calls in them become their operands, as on one
+partition. Collectives the partitioner made for values nobody reads are removed
+(`hlo_opt.spmd.cleanup`).
 """
 
 from __future__ import annotations

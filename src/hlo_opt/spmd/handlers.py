@@ -12,9 +12,9 @@ from __future__ import annotations
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.shape import Shape
 from hlo_opt.spmd import dot_dims, manual, rules
-from hlo_opt.spmd.extra_handlers import HANDLERS
 from hlo_opt.spmd.builder import SpmdBuilder
 from hlo_opt.spmd.errors import SpmdError
+from hlo_opt.spmd.extra_handlers import HANDLERS
 from hlo_opt.spmd.reshard import reshard, reshard_cost
 from hlo_opt.spmd.tiling import Tiling, from_sharding
 
