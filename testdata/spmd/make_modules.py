@@ -116,6 +116,12 @@ def _programs_for(n: int) -> dict:
     return progs
 
 
+def _kv_cache(cache, new, pos):
+    """A cache split along the sequence: one position written and two read at a run-time offset."""
+    cache = jax.lax.dynamic_update_slice(cache, jnp.tanh(new), (0, pos, 0))
+    return cache, jax.lax.dynamic_slice(cache, (0, pos, 0), (2, 2, 4)) * 2.0
+
+
 def _window_programs(n: int, x1: Mesh) -> dict:
     """Slice, pad, concatenate, dynamic-(update-)slice and iota on arrays sharded along the dim
     they work on (halo exchange) or beside it."""
@@ -129,11 +135,13 @@ def _window_programs(n: int, x1: Mesh) -> dict:
                                [((4 * n, 3), rows), ((4 * n, 3), rows)], rows),
         "random_rows": program(x1, lambda a: a + jax.random.uniform(jax.random.key(7), (8 * n, 5)),
                                [((8 * n, 5), rows)], rows),
+        "kv_cache": program(x1, _kv_cache, [((2, 8 * n, 4), P(None, "x")), ((2, 1, 4), P()),
+                                             (("s32", (), 8 * n), P())], (P(None, "x"), P())),
         "iota_rows": program(x1, lambda a: a * jnp.arange(8 * n, dtype=jnp.float32)[:, None],
                              [((8 * n, 5), rows)], rows),
         "dynamic_slice_cols": program(
-            x1, lambda a, b: jax.lax.dynamic_update_slice(a, jax.lax.dynamic_slice_in_dim(b, 2, 3, axis=1) + 1.0,
-                                                          (0, 1)),
+            x1, lambda a, b: jax.lax.dynamic_update_slice(
+                a, jax.lax.dynamic_slice_in_dim(b, 2, 3, axis=1) + 1.0, (0, 1)),
             [((4 * n, 6), rows), ((4 * n, 8), rows)], rows),
     }
 
@@ -157,12 +165,14 @@ def _gather_programs(n: int, x1: Mesh) -> dict:
         "scatter_add_cols": program(x1, scatter, [((4 * n, 2 * n), P(None, "x")), (ids, P()),
                                                   ((4 * n, 2 * n), P(None, "x"))], P(None, "x")),
         "scatter_add_batch": program(x1, scatter, [((16, 6), P()), (ids, P("x")), ((4 * n, 6), P("x"))], P()),
-        "scatter_add_rows": program(x1, scatter, [((4 * n, 6), P("x")), (ids, P()), ((4 * n, 6), P())], P("x")),
+        "scatter_add_rows": program(x1, scatter, [((4 * n, 6), P("x")), (ids, P()), ((4 * n, 6), P())],
+                                    P("x")),
     }
 
 
 def _conv(x, k):
-    return jnp.tanh(jax.lax.conv_general_dilated(x, k, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW")))
+    return jnp.tanh(jax.lax.conv_general_dilated(x, k, (1, 1), "SAME",
+                                                 dimension_numbers=("NCHW", "OIHW", "NCHW")))
 
 
 def _conv_programs(n: int, x1: Mesh) -> dict:

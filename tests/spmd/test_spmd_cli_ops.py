@@ -18,7 +18,7 @@ BIN = Path(sys.executable).parent
 
 KINDS = ["roll_rows", "pad_rows", "concat_rows", "dynamic_slice_cols", "random_rows", "scan_carry",
          "embedding_vocab", "scatter_add_rows", "conv_spatial", "cond_rows", "scan_split_inputs",
-         "maxpool_rows", "embedding_2d"]
+         "maxpool_rows", "embedding_2d", "kv_cache"]
 
 
 def _tool(tool: str, *args: str) -> subprocess.CompletedProcess:

@@ -104,7 +104,8 @@ ENTRY entry {
   %trivial_index = s32[] parameter(3)
   ROOT %dynamic-update-slice = s32[128,64] dynamic-update-slice(%input, %update, %trivial_index, %index), sharding={devices=[2,1]0,1}
 }""", "s32[64,64]", []),
-    # the sliced dim is tiled: made whole (all-gather), sliced, and cut back to the tile locally
+    # the sliced dim is tiled and the slice half of it: made whole (all-gather), sliced, and cut
+    # back to the tile locally (as cheap as summing the pieces, which is not taken on a tie)
     "DynamicSliceAlongPartitionedDimension": (2, """HloModule module
 ENTRY entry {
   %input = f32[8,4] parameter(0), sharding={devices=[2,1]0,1}
@@ -112,6 +113,25 @@ ENTRY entry {
   %zero = s32[] constant(0)
   ROOT %ds = f32[4,4] dynamic-slice(%input, %index, %zero), dynamic_slice_sizes={4,4}, sharding={devices=[2,1]0,1}
 }""", "f32[2,4]", ["all-gather"]),
+    # a KV cache split along the sequence, one position written at a run-time offset: each
+    # device writes the part of the update that lands in its tile, no communication
+    "DynamicUpdateSliceAlongPartitionedDimension": (4, """HloModule module
+ENTRY entry {
+  %cache = f32[2,16,3] parameter(0), sharding={devices=[1,4,1]<=[4]}
+  %update = f32[2,3,3] parameter(1), sharding={replicated}
+  %pos = s32[] parameter(2)
+  %zero = s32[] constant(0)
+  ROOT %dus = f32[2,16,3] dynamic-update-slice(%cache, %update, %zero, %pos, %zero), sharding={devices=[1,4,1]<=[4]}
+}""", "f32[2,4,3]", []),
+    # reading 2 positions out of a sequence split 4 ways: each device cuts what it holds (zeros
+    # elsewhere), one all-reduce of the small slice instead of gathering the cache
+    "DynamicSliceSmallOfPartitionedDimension": (4, """HloModule module
+ENTRY entry {
+  %cache = f32[2,32,3] parameter(0), sharding={devices=[1,4,1]<=[4]}
+  %pos = s32[] parameter(1)
+  %zero = s32[] constant(0)
+  ROOT %ds = f32[2,2,3] dynamic-slice(%cache, %zero, %pos, %zero), dynamic_slice_sizes={2,2,3}
+}""", "f32[2,2,3]", ["all-reduce"]),
     # XLA: iota(), the local iota plus the partition's offset
     "PartitionIota": (4, """HloModule module
 ENTRY entry {
@@ -170,3 +190,20 @@ def test_partitioned_collectives_shape_and_numbers(name):
     expected = Evaluator().evaluate(original, list(args))
     (got,) = run_global(module, args, n)
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["DynamicUpdateSliceAlongPartitionedDimension", "DynamicSliceSmallOfPartitionedDimension"])
+def test_run_time_offsets_across_tile_edges_and_clamped(name):
+    """Offsets inside one tile, across a tile edge, at both ends and past them (clamped)."""
+    from hlo_common.interpreter.evaluator import Evaluator
+
+    n, text, _local, _collectives = CASES[name]
+    module = partition(text, n, name)
+    original = parse_module(text, "original")
+    rng = np.random.default_rng(5)
+    params = sorted(original.entry.parameters, key=lambda p: p.parameter_number)
+    for pos in (-3, 0, 3, 5, 7, 13, 14, 30, 31, 40):
+        args = [np.asarray(pos, np.int32) if p.shape.rank == 0 else _random(rng, p.shape) for p in params]
+        expected = Evaluator().evaluate(original, list(args))
+        (got,) = run_global(module, args, n)
+        np.testing.assert_array_equal(got, expected, err_msg=f"pos={pos}")
