@@ -4,8 +4,9 @@ and (through `hlo_opt.spmd.gather_dims` and `conv_handlers`) gather, scatter and
 and backward; called by `hlo_opt.spmd.rules` for the ops it does not know.
 
 Slice, pad, concatenate and reduce-window keep the tiling dim for dim (the partitioner exchanges halos where a
-window crosses tiles); dynamic-slice and dynamic-update-slice keep it on the dims they take
-whole and replicate the dims they slice or update in part, as XLA does. Their offsets and pad
+window crosses tiles); a dynamic-update-slice's result is laid out as its operand (a split dim
+updated in part is written in place, `hlo_opt.spmd.dynamic_handlers`); a dynamic-slice and the
+update keep the tiling on the dims taken whole and replicate the dims taken in part. Their offsets and pad
 values are scalars and get no tiling from here.
 """
 
@@ -32,7 +33,9 @@ def passes(instr: HloInstruction, index: int, t: Tiling) -> Tiling | None:
         return t
     if op == "concatenate":
         return t
-    if (op == "dynamic-slice" and index == 0) or (op == "dynamic-update-slice" and index < 2):
+    if op == "dynamic-update-slice" and index == 0:  # the result is laid out as the operand
+        return t
+    if (op == "dynamic-slice" and index == 0) or (op == "dynamic-update-slice" and index == 1):
         return t.to_replication(_partial(instr))
     return None
 

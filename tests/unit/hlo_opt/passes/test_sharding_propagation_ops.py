@@ -95,3 +95,19 @@ def test_backward(name):
 }}"""
     module = partition(text, 2, name, passes=("sharding-propagation",))
     assert _sharding(module, "c") == expected
+
+
+def test_a_dynamic_update_slice_keeps_its_operands_split_along_the_updated_dim():
+    text = """HloModule m
+ENTRY e {
+  %cache = f32[2,16,3] parameter(0), sharding={devices=[1,4,1]<=[4]}
+  %u = f32[2,1,3] parameter(1), sharding={replicated}
+  %pos = s32[] parameter(2), sharding={replicated}
+  %zero = s32[] constant(0)
+  %dus = f32[2,16,3] dynamic-update-slice(%cache, %u, %zero, %pos, %zero)
+  %e = f32[2,16,3] exponential(%dus)
+  ROOT %r = f32[2,16,3] negate(%e), sharding={replicated}
+}"""
+    module = partition(text, 4, "dus", passes=("sharding-propagation",))
+    assert _sharding(module, "dus") == "{devices=[1,4,1]<=[4]}"
+    assert _sharding(module, "e") == "{devices=[1,4,1]<=[4]}"
