@@ -137,6 +137,8 @@ def _window_programs(n: int, x1: Mesh) -> dict:
                                [((8 * n, 5), rows)], rows),
         "kv_cache": program(x1, _kv_cache, [((2, 8 * n, 4), P(None, "x")), ((2, 1, 4), P()),
                                              (("s32", (), 8 * n), P())], (P(None, "x"), P())),
+        "sort_rows": program(x1, lambda a: (jnp.sort(a, axis=1), jnp.argsort(a, axis=1)), [((8 * n, 6), rows)],
+                             (rows, rows)),
         "iota_rows": program(x1, lambda a: a * jnp.arange(8 * n, dtype=jnp.float32)[:, None],
                              [((8 * n, 5), rows)], rows),
         "dynamic_slice_cols": program(

@@ -12,8 +12,9 @@ false). Then, until nothing changes, a forward sweep gives each instruction with
 the most tiled one its operands imply, and a backward sweep the most tiled one its users ask
 for, through elementwise ops, broadcast, reshape (where tiled dims keep their blocks), transpose,
 dot and reduce (`hlo_opt.spmd.rules`, `hlo_opt.spmd.dot_dims`), slice, pad, concatenate,
-reduce-window, dynamic-(update-)slice, gather, scatter and convolution
-(`hlo_opt.spmd.window_rules`, `gather_dims`, `conv_handlers`), and tuples leaf by leaf. A while
+reduce-window, dynamic-(update-)slice, gather, scatter, convolution and sort
+(`hlo_opt.spmd.window_rules`, `gather_dims`, `conv_handlers`, `sort_handlers`), and tuples leaf
+by leaf. A while
 loop's carried sharding comes from around it, refined by what its body makes of it, and is then
 fixed on the body's and condition's parameter and the body's root, whose instructions are
 propagated in turn; a conditional's branches take their operands' shardings and the result's
@@ -33,7 +34,7 @@ from hlo_common.hlo.sharding import HloSharding
 from hlo_common.hlo.hlo_utils import NameUniquer
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.passes.call_inliner import inline_call, is_inlineable
-from hlo_opt.spmd import control_rules, dot_dims, manual, rules
+from hlo_opt.spmd import control_rules, dot_dims, manual, rules, sort_handlers
 from hlo_opt.spmd.config import needs_partitioning, num_partitions
 from hlo_opt.spmd.errors import SpmdError
 from hlo_opt.spmd.tiling import Tiling, from_sharding
@@ -250,6 +251,8 @@ def _forward(instr: HloInstruction, tilings: dict):
         return tuple(tilings.get(op) for op in instr.operands)
     if instr.opcode == "while":
         return tilings.get(instr.operands[0])
+    if instr.opcode == "sort":
+        return sort_handlers.forward(instr, tilings)
     if instr.shape.is_tuple:
         return None
     if instr.opcode == "dot":
@@ -292,6 +295,8 @@ def _backward(instr: HloInstruction, tilings: dict, n: int):
                 axes = dot_dims.dot_axes(user)
                 side = "lhs" if k == 0 else "rhs"
                 candidates.append(dot_dims.project(dot_dims.lift(t, axes, "out"), axes, side))
+            elif user.opcode == "sort":
+                candidates.append(sort_handlers.operand(user, k, t))
             elif isinstance(t, Tiling) and not user.shape.is_tuple:
                 candidates.append(rules.operand_from_output(user, k, t))
     return _best(instr, candidates)

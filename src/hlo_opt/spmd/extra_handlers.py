@@ -4,7 +4,8 @@ runs whole, replicated)."""
 
 from __future__ import annotations
 
-from hlo_opt.spmd import control_handlers, conv_handlers, dynamic_handlers, gather_handlers, window_handlers
+from hlo_opt.spmd import (control_handlers, conv_handlers, dynamic_handlers, gather_handlers, sort_handlers,
+                          window_handlers)
 
 HANDLERS = dict(window_handlers.HANDLERS)
 HANDLERS.update(gather_handlers.HANDLERS)
@@ -12,3 +13,4 @@ HANDLERS.update(dynamic_handlers.HANDLERS)
 HANDLERS["while"] = control_handlers.handle_while
 HANDLERS["conditional"] = control_handlers.handle_conditional
 HANDLERS["convolution"] = conv_handlers.handle_convolution
+HANDLERS["sort"] = sort_handlers.handle_sort

@@ -207,3 +207,35 @@ def test_run_time_offsets_across_tile_edges_and_clamped(name):
         expected = Evaluator().evaluate(original, list(args))
         (got,) = run_global(module, args, n)
         np.testing.assert_array_equal(got, expected, err_msg=f"pos={pos}")
+
+
+SORT = """HloModule module
+less {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  i = s32[] parameter(2)
+  j = s32[] parameter(3)
+  ROOT lt = pred[] compare(a, b), direction=LT
+}
+ENTRY entry {
+  %keys = f32[8,6] parameter(0), sharding={devices=[4,1]<=[4]}
+  %iota = s32[8,6] iota(), iota_dimension=1
+  %sort = (f32[8,6], s32[8,6]) sort(%keys, %iota), dimensions={1}, to_apply=less
+  %v = s32[8,6] get-tuple-element(%sort), index=1
+  ROOT %r = s32[8,6] negate(%v), sharding={devices=[4,1]<=[4]}
+}"""
+
+
+def test_argsort_along_the_unsplit_dim_runs_on_row_tiles():
+    """XLA's HandleSort: keys and values sorted per device along the whole dim, no collective;
+    propagation gives the iota and the sort the rows' split."""
+    from hlo_common.interpreter.evaluator import Evaluator
+
+    module = partition(SORT, 4, "sort")
+    sort = next(i for i in module.entry.instructions if i.opcode == "sort")
+    assert sort.shape.to_string(print_layout=False) == "(f32[2,6], s32[2,6])"
+    assert _collectives(module) == []
+    args = [np.asarray(np.random.default_rng(2).standard_normal((8, 6)), np.float32)]
+    expected = Evaluator().evaluate(parse_module(SORT, "original"), list(args))
+    (got,) = run_global(module, args, 4)
+    np.testing.assert_array_equal(got, expected)
