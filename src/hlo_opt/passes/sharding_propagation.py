@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hlo_common.hlo.hlo_utils import NameUniquer
 from hlo_common.hlo.ir import HloInstruction, HloModule
 from hlo_common.hlo.sharding import HloSharding
-from hlo_common.hlo.hlo_utils import NameUniquer
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.passes.call_inliner import inline_call, is_inlineable
 from hlo_opt.spmd import control_rules, dot_dims, manual, rules, sort_handlers

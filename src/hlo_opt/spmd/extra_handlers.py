@@ -4,8 +4,14 @@ runs whole, replicated)."""
 
 from __future__ import annotations
 
-from hlo_opt.spmd import (control_handlers, conv_handlers, dynamic_handlers, gather_handlers, sort_handlers,
-                          window_handlers)
+from hlo_opt.spmd import (
+    control_handlers,
+    conv_handlers,
+    dynamic_handlers,
+    gather_handlers,
+    sort_handlers,
+    window_handlers,
+)
 
 HANDLERS = dict(window_handlers.HANDLERS)
 HANDLERS.update(gather_handlers.HANDLERS)

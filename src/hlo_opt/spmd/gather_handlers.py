@@ -86,7 +86,7 @@ def _trivial_layouts(p, instr, dims: Dims, have: Tiling, trivial: list[int], wan
     table's passthrough dims), or, with no passthrough dim split, indices kept split along the
     batch dims the result wants (a data-parallel batch over a vocabulary-split table), each
     batch tile's devices summing the rows they hold."""
-    operand, indices = instr.operands
+    indices = instr.operands[1]
     rank = instr.shape.rank
     yield p.replicated(indices.shape), project(have, dims.operand_to_out, rank), have.groups(trivial)
     if any(have.tiles[d] > 1 for d in dims.operand_to_out):

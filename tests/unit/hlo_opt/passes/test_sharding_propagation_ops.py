@@ -29,12 +29,12 @@ FORWARD = {
     "dynamic-slice": ("f32[4,4] dynamic-slice(%a, %z, %z), dynamic_slice_sizes={4,4}",
                       "%z = s32[] constant(1)", "f32[16,4]", "{devices=[2,2]<=[4]}",
                       "{devices=[1,2,2]<=[2,2]T(1,0) last_tile_dim_replicate}"),
-    "gather-indices": ("f32[8,6] gather(%t, %a), offset_dims={1}, collapsed_slice_dims={0}, "
-                       "start_index_map={0}, index_vector_dim=1, slice_sizes={1,6}",
+    "gather-indices": (("f32[8,6] gather(%t, %a), offset_dims={1}, collapsed_slice_dims={0}, "
+                        "start_index_map={0}, index_vector_dim=1, slice_sizes={1,6}"),
                        "%t = f32[10,6] parameter(1)", "s32[8,1]", "{devices=[2,1]0,1}",
                        "{devices=[2,1]<=[2]}"),
-    "gather-operand": ("f32[3,6] gather(%a, %i), offset_dims={1}, collapsed_slice_dims={0}, "
-                       "start_index_map={0}, index_vector_dim=1, slice_sizes={1,6}",
+    "gather-operand": (("f32[3,6] gather(%a, %i), offset_dims={1}, collapsed_slice_dims={0}, "
+                        "start_index_map={0}, index_vector_dim=1, slice_sizes={1,6}"),
                        "%i = s32[3,1] parameter(1)", "f32[10,6]", "{devices=[1,2]0,1}", "{devices=[1,2]<=[2]}"),
     "convolution": ("f32[4,6,6,5] convolution(%a, %k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f",
                     "%k = f32[3,3,3,5] parameter(1)", "f32[4,6,6,3]", "{devices=[2,1,1,1]0,1}",
@@ -70,11 +70,11 @@ BACKWARD = {
     # (op line, others, a's shape, the op's annotation, what %a (unannotated) gets)
     "slice": ("f32[8,4] slice(%c), slice={[2:10], [0:4]}", "f32[16,4]", "{devices=[2,1]0,1}", "{devices=[2,1]<=[2]}"),
     "pad": ("f32[20,4] pad(%c, %z), padding=2_2x0_0", "f32[16,4]", "{devices=[2,1]0,1}", "{devices=[2,1]<=[2]}"),
-    "scatter-updates": ("f32[10,6] scatter(%t, %i, %c), update_window_dims={1}, inserted_window_dims={0}, "
-                        "scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add",
+    "scatter-updates": (("f32[10,6] scatter(%t, %i, %c), update_window_dims={1}, inserted_window_dims={0}, "
+                         "scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add"),
                         "f32[3,6]", "{devices=[1,2]0,1}", "{devices=[1,2]<=[2]}"),
-    "convolution-kernel": ("f32[4,6,6,6] convolution(%x, %c), window={size=3x3 pad=1_1x1_1}, "
-                           "dim_labels=b01f_01io->b01f", "f32[3,3,3,6]", "{devices=[1,1,1,2]0,1}",
+    "convolution-kernel": (("f32[4,6,6,6] convolution(%x, %c), window={size=3x3 pad=1_1x1_1}, "
+                            "dim_labels=b01f_01io->b01f"), "f32[3,3,3,6]", "{devices=[1,1,1,2]0,1}",
                            "{devices=[1,1,1,2]<=[2]}"),
 }
 
