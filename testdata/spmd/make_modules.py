@@ -89,6 +89,10 @@ def _programs_for(n: int) -> dict:
         "broadcast_add": program(x1, lambda a, b: jnp.exp(a + b[None, :]),
                                  [((2 * n, 8), P("x")), ((8,), P())], P("x")),
     }
+    progs.update(_window_programs(n, x1))
+    progs.update(_loop_programs(n, x1))
+    progs.update(_gather_programs(n, x1))
+    progs.update(_conv_programs(n, x1))
     progs["shard_map_psum"] = program(
         x1, lambda a, b: jnp.tanh(jax.shard_map(lambda u, v: jax.lax.psum(u @ v, "x"), mesh=x1,
                                                 in_specs=(P(None, "x"), P("x", None)), out_specs=P(),
@@ -104,9 +108,106 @@ def _programs_for(n: int) -> dict:
                                                  ((4 * n, 8), P("y", None))], P("x", None))
         progs["mesh2d_reshard"] = program(xy, lambda a: jnp.sin(a),
                                           [((4 * n, 4 * n), P("x", "y"))], P("y", "x"))
+        progs["embedding_2d"] = program(xy, lambda t, i: jnp.take(t, i, axis=0) * 2.0,
+                                        [((16 * n, 8), P("y", None)), (("s32", (4 * n,), 16 * n), P("x"))],
+                                        P("x", None))
         progs["mesh2d_reduce"] = program(xy, lambda a: jnp.sum(a * a, axis=(0, 1)),
                                          [((4 * n, 2 * n, 3), P("x", "y"))], P())
     return progs
+
+
+def _kv_cache(cache, new, pos):
+    """A cache split along the sequence: one position written and two read at a run-time offset."""
+    cache = jax.lax.dynamic_update_slice(cache, jnp.tanh(new), (0, pos, 0))
+    return cache, jax.lax.dynamic_slice(cache, (0, pos, 0), (2, 2, 4)) * 2.0
+
+
+def _window_programs(n: int, x1: Mesh) -> dict:
+    """Slice, pad, concatenate, dynamic-(update-)slice and iota on arrays sharded along the dim
+    they work on (halo exchange) or beside it."""
+    rows = P("x")
+    return {
+        "roll_rows": program(x1, lambda a: jnp.roll(a, 3, axis=0) * 2.0, [((8 * n, 4), rows)], rows),
+        "pad_rows": program(x1, lambda a: jnp.pad(jnp.tanh(a), ((4, 4), (0, 0)), constant_values=1.5),
+                            [((8 * n, 4), rows)], rows),
+        "halves_sum": program(x1, lambda a: a[:4 * n] + a[4 * n:], [((8 * n, 6), rows)], rows),
+        "concat_rows": program(x1, lambda a, b: jnp.concatenate([a, jnp.exp(b)], axis=0),
+                               [((4 * n, 3), rows), ((4 * n, 3), rows)], rows),
+        "random_rows": program(x1, lambda a: a + jax.random.uniform(jax.random.key(7), (8 * n, 5)),
+                               [((8 * n, 5), rows)], rows),
+        "kv_cache": program(x1, _kv_cache, [((2, 8 * n, 4), P(None, "x")), ((2, 1, 4), P()),
+                                             (("s32", (), 8 * n), P())], (P(None, "x"), P())),
+        "sort_rows": program(x1, lambda a: (jnp.sort(a, axis=1), jnp.argsort(a, axis=1)), [((8 * n, 6), rows)],
+                             (rows, rows)),
+        "iota_rows": program(x1, lambda a: a * jnp.arange(8 * n, dtype=jnp.float32)[:, None],
+                             [((8 * n, 5), rows)], rows),
+        "dynamic_slice_cols": program(
+            x1, lambda a, b: jax.lax.dynamic_update_slice(
+                a, jax.lax.dynamic_slice_in_dim(b, 2, 3, axis=1) + 1.0, (0, 1)),
+            [((4 * n, 6), rows), ((4 * n, 8), rows)], rows),
+    }
+
+
+def _scan(c, xs):
+    def step(c, x):
+        c = jnp.tanh(c * x[None, :] + 1.0)
+        return c, jnp.sum(c, axis=1)
+    return jax.lax.scan(step, c, xs)
+
+
+def _gather_programs(n: int, x1: Mesh) -> dict:
+    """Embedding lookups (indices split by batch; a table split by rows, vocabulary-parallel)
+    and scatter-adds into a table split by columns and by rows."""
+    ids = ("s32", (4 * n,), 4 * n)
+    take = lambda t, i: jnp.take(t, i, axis=0) * 2.0  # noqa: E731
+    scatter = lambda t, i, u: t.at[i].add(jnp.tanh(u))  # noqa: E731
+    return {
+        "embedding_batch": program(x1, take, [((4 * n, 8), P()), (ids, P("x"))], P("x")),
+        "embedding_vocab": program(x1, take, [((16 * n, 8), P("x")), (("s32", (4 * n,), 16 * n), P())], P()),
+        "scatter_add_cols": program(x1, scatter, [((4 * n, 2 * n), P(None, "x")), (ids, P()),
+                                                  ((4 * n, 2 * n), P(None, "x"))], P(None, "x")),
+        "scatter_add_batch": program(x1, scatter, [((16, 6), P()), (ids, P("x")), ((4 * n, 6), P("x"))], P()),
+        "scatter_add_rows": program(x1, scatter, [((4 * n, 6), P("x")), (ids, P()), ((4 * n, 6), P())],
+                                    P("x")),
+    }
+
+
+def _conv(x, k):
+    return jnp.tanh(jax.lax.conv_general_dilated(x, k, (1, 1), "SAME",
+                                                 dimension_numbers=("NCHW", "OIHW", "NCHW")))
+
+
+def _conv_programs(n: int, x1: Mesh) -> dict:
+    """Convolutions split over the batch (data parallel), the output features and image rows;
+    max-pooling over split rows."""
+    return {
+        "conv_batch": program(x1, _conv, [((2 * n, 3, 8, 8), P("x")), ((4, 3, 3, 3), P())], P("x")),
+        "conv_out_features": program(x1, _conv, [((2, 3, 8, 8), P()), ((2 * n, 3, 3, 3), P("x"))],
+                                     P(None, "x")),
+        "maxpool_rows": program(x1, lambda x: jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 1, 3, 3),
+                                                                   (1, 1, 2, 2), "SAME"),
+                                [((2, 3, 8 * n, 6), P(None, None, "x"))], P(None, None, "x")),
+        "conv_spatial": program(x1, _conv, [((2, 3, 4 * n, 6), P(None, None, "x")), ((4, 3, 3, 3), P())],
+                                P(None, None, "x")),
+    }
+
+
+def _scan_zero_carry(xs):
+    return jax.lax.scan(lambda c, x: (jnp.tanh(c + x), None), jnp.zeros(xs.shape[1:]), xs)[0]
+
+
+def _cond(a):
+    return jax.lax.cond(jnp.sum(a) > 0.0, lambda v: jnp.exp(v) - jnp.max(v, axis=1, keepdims=True),
+                        lambda v: v * 2.0, a)
+
+
+def _loop_programs(n: int, x1: Mesh) -> dict:
+    """lax.scans whose carry and stacked outputs stay sharded through the loop: split from the
+    start, or split by the scanned inputs alone (the carry starts as replicated zeros); a
+    lax.cond on a split array."""
+    return {"scan_carry": program(x1, _scan, [((4 * n, 4), P("x")), ((5, 4), P())], (P("x"), P(None, "x"))),
+            "scan_split_inputs": program(x1, _scan_zero_carry, [((5, 4 * n, 4), P(None, "x"))], P()),
+            "cond_rows": program(x1, _cond, [((4 * n, 6), P("x"))], P("x"))}
 
 
 def all_programs() -> dict:
@@ -118,8 +219,10 @@ def all_programs() -> dict:
 
 
 def _arguments(name: str, shapes) -> list[np.ndarray]:
+    """f32 normals; an s32 argument (shape ("s32", dims, high)) holds integers in [0, high)."""
     rng = np.random.default_rng([sum(map(ord, name)), len(shapes)])  # the same on every run
-    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    return [rng.integers(0, s[2], s[1]).astype(np.int32) if s[0] == "s32" else
+            rng.standard_normal(s).astype(np.float32) for s in shapes]
 
 
 def build(name: str, prog) -> tuple[str, bytes, dict]:

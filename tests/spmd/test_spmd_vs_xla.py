@@ -32,6 +32,21 @@ KNOWN_DIFFERENCES = {
     "dot_reduce_scatter": "reduce-scatter where XLA:CPU has all-reduce + dynamic-slice",
     # XLA reduces one mesh axis at a time; ours all-reduces over both in one collective.
     "mesh2d_reduce": "one all-reduce where XLA has two",
+    # XLA:CPU all-gathers both operands of a concatenate along the sharded dim; ours fetches only
+    # the rows each device's output tile needs from the devices holding them (fewer bytes).
+    "concat_rows": "collective-permutes of the needed rows where XLA all-gathers",
+    # XLA exchanges the pad's halo with both neighbours; ours sends only the rows a window lacks
+    # (one collective-permute, half the bytes).
+    "pad_rows": "one collective-permute where XLA has two",
+    # on 2 devices the halos for both sides are one exchange (0 -> 1 and 1 -> 0 in one
+    # collective-permute); XLA sends each side separately.
+    "conv_spatial": "both halos in one collective-permute on 2 devices",
+    # a scatter-add of batch-split updates: on 8 devices ours, as XLA, scatters locally and
+    # all-reduces the table; on 2 and 4 gathering the updates and indices sends fewer bytes.
+    "scatter_add_batch": "all-gathers of the updates where they are cheaper than the all-reduce",
+    # reading a few positions of a sequence-split cache at a run-time offset: XLA:CPU gathers the
+    # whole cache; ours cuts each device's part and all-reduces the small slice.
+    "kv_cache": "an all-reduce of the slice where XLA all-gathers the cache",
 }
 
 

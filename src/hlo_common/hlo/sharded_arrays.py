@@ -47,7 +47,7 @@ def split(array: np.ndarray, sharding: HloSharding | None, n: int) -> list[np.nd
     pieces: list = [None] * n
     for coord, where in _tile_slices(array.shape, tiles).items():
         for device in ids[coord]:
-            pieces[int(device)] = np.ascontiguousarray(array[where])
+            pieces[int(device)] = np.array(array[where], order="C")  # ascontiguousarray makes a scalar 1-d
     return pieces
 
 

@@ -1,30 +1,40 @@
-"""ShardingPropagation ("sharding-propagation"): every instruction of the entry computation gets a
-sharding, carried forward and backward from the ones the user wrote (xla/service/
-sharding_propagation.cc).
+"""ShardingPropagation ("sharding-propagation"): every instruction of the entry computation (and
+of the loops and conditionals it runs) gets a sharding, carried forward and backward from the
+ones the user wrote (xla/service/sharding_propagation.cc).
 
 Where it sits: in the `spmd-partitioner` pipeline before `spmd-partitioning`, only when the module
-has num_partitions > 1. User annotations come first and are never changed: the shardings of
+has num_partitions > 1. First the calls of the entry and of its loops' and conditionals' bodies
+are inlined (shard_map bodies excepted), as XLA's SPMD pipeline runs CallInliner first. User
+annotations come first and are never changed: the shardings of
 parameters, of `Sharding` custom calls and of any instruction that has one; an entry parameter
 or root without one is replicated (jax's allow_spmd_sharding_propagation_to_parameters/output are
 false). Then, until nothing changes, a forward sweep gives each instruction without a sharding
 the most tiled one its operands imply, and a backward sweep the most tiled one its users ask
 for, through elementwise ops, broadcast, reshape (where tiled dims keep their blocks), transpose,
-dot and reduce (`hlo_opt.spmd.rules`, `hlo_opt.spmd.dot_dims`). What is still open at the end
-is replicated. `--dump-pass-re sharding-propagation` shows each instruction's sharding after it.
+dot and reduce (`hlo_opt.spmd.rules`, `hlo_opt.spmd.dot_dims`), slice, pad, concatenate,
+reduce-window, dynamic-(update-)slice, gather, scatter, convolution and sort
+(`hlo_opt.spmd.window_rules`, `gather_dims`, `conv_handlers`, `sort_handlers`), and tuples leaf
+by leaf. A while
+loop's carried sharding comes from around it, refined by what its body makes of it, and is then
+fixed on the body's and condition's parameter and the body's root, whose instructions are
+propagated in turn; a conditional's branches take their operands' shardings and the result's
+(`hlo_opt.spmd.control_rules`). What is still open at the end is replicated.
+`--dump-pass-re sharding-propagation` shows each instruction's sharding after it.
 
 Left for later: XLA's aggressiveness levels and refinement of partial shardings of annotated
-instructions, and the other ops' rules (convolution, gather/scatter, slice, pad, concatenate,
-while/conditional bodies), which stay replicated for now.
+instructions.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hlo_common.hlo.hlo_utils import NameUniquer
 from hlo_common.hlo.ir import HloInstruction, HloModule
 from hlo_common.hlo.sharding import HloSharding
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_opt.spmd import dot_dims, manual, rules
+from hlo_opt.passes.call_inliner import inline_call, is_inlineable
+from hlo_opt.spmd import control_rules, dot_dims, manual, rules, sort_handlers
 from hlo_opt.spmd.config import needs_partitioning, num_partitions
 from hlo_opt.spmd.errors import SpmdError
 from hlo_opt.spmd.tiling import Tiling, from_sharding
@@ -41,13 +51,44 @@ class ShardingPropagation(HloPass):
         if not needs_partitioning(module):
             return False
         n = num_partitions(module)
+        changed = _inline_calls(module)
         tilings = propagate(module, n)
-        changed = False
         for instr, t in tilings.items():
             if instr.sharding is None:  # the user's annotations stay as written
                 instr.sharding = to_hlo_sharding(t)
                 changed = True
         return changed
+
+
+def _inline_calls(module: HloModule) -> bool:
+    """The calls of the entry and of the loops it runs (jax wraps jnp.pad, jnp.roll, a scan's
+    step, ... in them) replaced by their bodies, so that propagation and the partitioner see
+    through them, as XLA's SPMD pipeline runs CallInliner first; shard_map bodies
+    (inlineable="false") stay calls."""
+    uniquer = NameUniquer.for_module(module)
+    changed = False
+    for comp in _partitioned_computations(module.entry):
+        while True:
+            calls = [i for i in comp.post_order() if is_inlineable(i)]
+            if not calls:
+                break
+            for call in calls:
+                inline_call(call, uniquer)
+            changed = True
+    return changed
+
+
+def _partitioned_computations(comp):
+    """`comp` and, recursively, the bodies, conditions and branches of the loops and
+    conditionals in it."""
+    yield comp
+    for instr in list(comp.instructions):
+        if instr.opcode == "while":
+            yield from _partitioned_computations(instr.attrs["body"])
+            yield from _partitioned_computations(instr.attrs["condition"])
+        elif instr.opcode == "conditional":
+            for branch in control_rules.branches(instr):
+                yield from _partitioned_computations(branch)
 
 
 def to_hlo_sharding(t) -> HloSharding:
@@ -109,14 +150,22 @@ def replicated_like(shape, n: int):
 
 
 def propagate(module: HloModule, n: int) -> dict:
-    comp = module.entry
+    return propagate_computation(module.entry, n, {})
+
+
+def propagate_computation(comp, n: int, given: dict, free_root: bool = False) -> dict:
+    """Tilings for every instruction of `comp` (and of the loops it runs): `given` (a loop
+    body's parameter and root) and the user's annotations fixed, the rest propagated; the root,
+    unless given or annotated, is replicated (`free_root`: propagated like the rest)."""
     order = comp.post_order()
     tilings: dict = {}
     for instr in order:
-        t = _region(instr, tilings, n)
+        t = given.get(instr)
+        if t is None:
+            t = _region(instr, tilings, n)
         if t is None:
             t = annotation(instr, n)
-        if t is None and (instr.opcode == "parameter" or instr is comp.root):
+        if t is None and (instr.opcode == "parameter" or (instr is comp.root and not free_root)):
             t = replicated_like(instr.shape, n)
         if t is not None:
             tilings[instr] = t
@@ -130,8 +179,25 @@ def propagate(module: HloModule, n: int) -> dict:
         for instr in reversed(open_):
             changed |= _assign(tilings, instr, _backward(instr, tilings, n))
     for instr in order:
-        tilings.setdefault(instr, replicated_like(instr.shape, n))
+        tilings[instr] = _complete(tilings.get(instr), instr.shape, n)
+    for instr in order:
+        if instr.opcode == "while":
+            carried = control_rules.refined_carry(instr, tilings[instr], n, propagate_computation)
+            if instr.sharding is None:  # a user's annotation of the loop stays as written
+                tilings[instr] = carried
+            tilings.update(control_rules.loop_tilings(instr, tilings[instr], n, propagate_computation))
+        elif instr.opcode == "conditional":
+            tilings.update(control_rules.branch_tilings(instr, tilings, n, propagate_computation))
     return tilings
+
+
+def _complete(t, shape, n: int):
+    """`t` with its unknown tuple leaves (or all of it) replicated."""
+    if t is None:
+        return replicated_like(shape, n)
+    if isinstance(t, tuple):
+        return tuple(_complete(e, s, n) for e, s in zip(t, shape.tuple_shapes))
+    return t
 
 
 def _region(instr: HloInstruction, tilings: dict, n: int):
@@ -149,12 +215,18 @@ def _region(instr: HloInstruction, tilings: dict, n: int):
 
 def _assign(tilings: dict, instr: HloInstruction, t) -> bool:
     """Give `instr` tiling `t` if it has none, or refine it where `t` splits it into more tiles
-    (XLA's IsShardingMoreSpecific: a replicated guess gives way to a sharded one)."""
+    (XLA's IsShardingMoreSpecific: a replicated guess gives way to a sharded one); a tuple leaf
+    by leaf (None: not known yet)."""
     if t is None:
         return False
     current = tilings.get(instr)
-    if current is not None and (isinstance(t, tuple) or isinstance(current, tuple)
-                                or t.num_tiles <= current.num_tiles):
+    if isinstance(t, tuple):
+        merged = control_rules.merge_tuple(current, t)
+        if merged is None or merged == current:
+            return False
+        tilings[instr] = merged
+        return True
+    if current is not None and (isinstance(current, tuple) or t.num_tiles <= current.num_tiles):
         return False
     tilings[instr] = t
     return True
@@ -178,8 +250,11 @@ def _forward(instr: HloInstruction, tilings: dict):
         t = tilings.get(instr.operands[0])
         return t[instr.attrs["index"]] if isinstance(t, tuple) else None
     if instr.opcode == "tuple":
-        elements = [tilings.get(op) for op in instr.operands]
-        return tuple(elements) if all(e is not None for e in elements) else None
+        return tuple(tilings.get(op) for op in instr.operands)
+    if instr.opcode == "while":
+        return tilings.get(instr.operands[0])
+    if instr.opcode == "sort":
+        return sort_handlers.forward(instr, tilings)
     if instr.shape.is_tuple:
         return None
     if instr.opcode == "dot":
@@ -205,7 +280,7 @@ def _dot_forward(dot: HloInstruction, tilings: dict) -> Tiling | None:
 
 def _backward(instr: HloInstruction, tilings: dict, n: int):
     if instr.shape.is_tuple:
-        return None
+        return control_rules.tuple_from_users(instr, tilings)
     candidates = []
     for user in instr.users:
         t = tilings.get(user)
@@ -222,6 +297,8 @@ def _backward(instr: HloInstruction, tilings: dict, n: int):
                 axes = dot_dims.dot_axes(user)
                 side = "lhs" if k == 0 else "rhs"
                 candidates.append(dot_dims.project(dot_dims.lift(t, axes, "out"), axes, side))
+            elif user.opcode == "sort":
+                candidates.append(sort_handlers.operand(user, k, t))
             elif isinstance(t, Tiling) and not user.shape.is_tuple:
                 candidates.append(rules.operand_from_output(user, k, t))
     return _best(instr, candidates)

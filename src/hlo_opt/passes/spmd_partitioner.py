@@ -13,8 +13,11 @@ partial results with an all-reduce of its reducer. An op without a handler yet r
 every device on replicated operands, which is correct if not fast. The root is resharded to its
 sharding, which the new root keeps so that runners can gather the results.
 
-Called computations other than the entry are kept (they run whole inside the ops that call them);
-`Sharding` custom calls in them become their operands, as on one partition.
+The bodies, conditions and branches of the entry's loops and conditionals are partitioned too
+(`hlo_opt.spmd.control_handlers`); other called computations are kept (they run whole inside
+the ops that call them); `Sharding` custom calls in them become their operands, as on one
+partition. Collectives the partitioner made for values nobody reads are removed
+(`hlo_opt.spmd.cleanup`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from hlo_common.hlo.hlo_computation import HloComputation
 from hlo_common.hlo.ir import HloModule
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.spmd.builder import SpmdBuilder
+from hlo_opt.spmd.cleanup import remove_dead
 from hlo_opt.spmd.config import needs_partitioning, num_partitions
 from hlo_opt.spmd.handlers import Partitioner
 
@@ -49,6 +53,7 @@ class SpmdPartitioner(HloPass):
             partitioner.handle(instr)
         new.root = partitioner.root(old.root)
         new.root.sharding = old.root.sharding
+        remove_dead(new)
         module.add_computation(new, entry=True)
         module.remove_computation(old)
         params = sorted(new.parameters, key=lambda p: p.parameter_number)

@@ -14,6 +14,7 @@ from hlo_common.hlo.shape import Shape
 from hlo_opt.spmd import dot_dims, manual, rules
 from hlo_opt.spmd.builder import SpmdBuilder
 from hlo_opt.spmd.errors import SpmdError
+from hlo_opt.spmd.extra_handlers import HANDLERS
 from hlo_opt.spmd.reshard import reshard, reshard_cost
 from hlo_opt.spmd.tiling import Tiling, from_sharding
 
@@ -125,7 +126,7 @@ class Partitioner:
             k = instr.attrs["index"]
             gte = self.b.add(op, [new], new.shape.tuple_shapes[k], {"index": k}, name=instr.name)
             self.values[instr] = (gte, have[k])
-        else:
+        elif op not in HANDLERS or not HANDLERS[op](self, instr):  # False: it does not apply
             self._whole(instr)
 
     def _region_edge(self, instr: HloInstruction) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
+from hlo_opt.spmd import window_rules
 from hlo_opt.spmd.tiling import Tiling
 
 # Ops whose result is laid out as their (same-shaped) operands: XLA's elementwise ops and the
@@ -119,7 +120,7 @@ def output_from_operand(instr: HloInstruction, index: int, t: Tiling) -> Tiling 
         return reshape_tiling(t, instr.operands[0].shape.dims, instr.shape.dims)
     if op == "reduce" and not instr.shape.is_tuple and index == 0:
         return reduce_forward(t, tuple(instr.attrs["dimensions"]))
-    return None
+    return window_rules.forward(instr, index, t)
 
 
 def operand_from_output(instr: HloInstruction, index: int, t: Tiling) -> Tiling | None:
@@ -135,4 +136,4 @@ def operand_from_output(instr: HloInstruction, index: int, t: Tiling) -> Tiling 
         return reshape_tiling(t, instr.shape.dims, instr.operands[0].shape.dims)
     if op == "reduce" and not instr.shape.is_tuple and index == 0:
         return reduce_backward(t, tuple(instr.attrs["dimensions"]), instr.operands[0].shape.rank)
-    return None
+    return window_rules.backward(instr, index, t)
