@@ -159,6 +159,18 @@ def adversarial(sizes: list[int], timeout: float) -> None:
             print(f"{name:<40} {wall:>8.2f} {cpu:>8.2f} {peak:>8.0f}  {result}", flush=True)
 
 
+def spmd(layers: list[int]) -> None:
+    """Sharding propagation and the SPMD partitioner on stacks of sharded Megatron MLP layers
+    (`bench/spmd_vs_xla.py --scale`), with the growth exponent between consecutive sizes."""
+    from spmd_vs_xla import scale
+
+    points = scale(layers)
+    for (n0, t0), (n1, t1) in zip(points, points[1:]):
+        print(f"growth {n0} -> {n1} instructions: time x{t1 / t0:.2f} for size x{n1 / n0:.2f} "
+              f"(exponent {math.log(t1 / t0) / math.log(n1 / n0):.2f}; n log n gives "
+              f"{math.log((n1 * math.log(n1)) / (n0 * math.log(n0))) / math.log(n1 / n0):.2f})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="2500,5000,10000,20000", help="stack sizes in instructions")
@@ -167,7 +179,12 @@ def main() -> int:
     ap.add_argument("--profile", type=int, default=0, help="cProfile the stack of about N instructions")
     ap.add_argument("--adversarial", default="", help="sizes of the adversarial shapes, e.g. 1000,2000")
     ap.add_argument("--timeout", type=float, default=120, help="seconds per adversarial module")
+    ap.add_argument("--spmd", default="", help="layers of the sharded MLP stack to partition, e.g. 250,1100 "
+                    "(issue 17 item 7: a 10,000-instruction module under 10 s)")
     opts = ap.parse_args()
+    if opts.spmd:
+        spmd([int(s) for s in opts.spmd.split(",") if s])
+        return 0
     if opts.adversarial:
         adversarial([int(s) for s in opts.adversarial.split(",") if s], opts.timeout)
         return 0

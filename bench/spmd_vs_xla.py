@@ -75,13 +75,15 @@ def stack_module(layers: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def scale(sizes: list[int]) -> None:
+def scale(sizes: list[int]) -> list[tuple[int, float]]:
+    """Print one row per stack size; returns (instructions, seconds of both passes) per size."""
     from hlo_common.hlo.parser import parse_module
     from hlo_common.hlo_pass.pass_base import PASS_REGISTRY
     from hlo_opt.passes import load_all_passes
 
     load_all_passes()
     print(f"{'layers':>6} {'instrs':>7} {'propagation s':>13} {'partitioning s':>14} {'s / 1k instrs':>13}")
+    points = []
     for layers in sizes:
         module = parse_module(stack_module(layers), f"stack{layers}")
         module.set_header_attr("num_partitions", "8")
@@ -91,7 +93,10 @@ def scale(sizes: list[int]) -> None:
             start = time.perf_counter()
             PASS_REGISTRY[name]().run(module)
             times.append(time.perf_counter() - start)
-        print(f"{layers:>6} {count:>7} {times[0]:>13.2f} {times[1]:>14.2f} {sum(times) / count * 1e3:>13.3f}")
+        print(f"{layers:>6} {count:>7} {times[0]:>13.2f} {times[1]:>14.2f} {sum(times) / count * 1e3:>13.3f}",
+              flush=True)
+        points.append((count, sum(times)))
+    return points
 
 
 def main() -> None:
