@@ -214,7 +214,8 @@ class MpiCollectives:
     def _collective_broadcast(self, thunk, buffer, src, dst) -> None:
         """The root sends from its operand and copies it into its result while the transfer runs
         (a nonblocking Ibcast on every member: blocking and nonblocking collectives do not match),
-        so the copy the root's result needs costs no time on top of the broadcast."""
+        so the copy the root's result needs overlaps the broadcast instead of preceding it (MPICH
+        progresses the transfer only inside MPI calls, so on few cores part of it still shows)."""
         comm = self.communicator(thunk.groups)
         n = buffer.source.size
         copy = comm.Get_rank() == 0 and src.ctypes.data != dst.ctypes.data
