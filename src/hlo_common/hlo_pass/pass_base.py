@@ -42,6 +42,18 @@ class HloPass:
         return doc.splitlines()[0] if doc else ""
 
 
+class DevicePass(HloPass):
+    """A pass with a `device` field (a DeviceDescription, None for the default): the run's `--device`
+    (RunOptions.device), when one is given, replaces it before the pass runs."""
+
+    def take_device(self, options) -> None:
+        self.device = getattr(options, "device", None) or self.device
+
+    def run_with_options(self, module: HloModule, options) -> bool:
+        self.take_device(options)
+        return self.run(module)
+
+
 def register_pass(cls: type[HloPass]) -> type[HloPass]:
     if not cls.name:
         raise AssertionError(f"{cls.__name__} has no pass name")

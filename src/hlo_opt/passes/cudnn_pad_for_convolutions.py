@@ -36,7 +36,7 @@ from hlo_common.hlo.attributes import ConvDimensionNumbers, PaddingConfig, Slice
 from hlo_common.hlo.hlo_creation_utils import non_fusion_computations
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.shape import Shape
-from hlo_common.hlo_pass.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import DevicePass, register_pass
 from hlo_opt.cudnn_conv_utils import (
     BACKWARD_FILTER, BACKWARD_INPUT, BIAS_ACTIVATION, FORWARD, integer_conv_supported, is_cudnn_conv,
     vectorized_feature_dims,
@@ -159,15 +159,11 @@ def pad_conv(call: HloInstruction, operand_shapes: list[Shape], result: Shape) -
 
 @register_pass
 @dataclass
-class CudnnPadForConvolutions(HloPass):
+class CudnnPadForConvolutions(DevicePass):
     """cuDNN convolution features padded for int8x4/int8x32 and f16 tensor-core kernels."""
 
     name = "cudnn_pad_for_convolutions"
     device: DeviceDescription | None = None  # the run's `--device`; None: the H100
-
-    def run_with_options(self, module: HloModule, options) -> bool:
-        self.device = getattr(options, "device", None) or self.device
-        return self.run(module)
 
     def run(self, module: HloModule) -> bool:
         cc = (self.device or H100).compute_capability

@@ -35,7 +35,7 @@ from hlo_common.hlo.attributes import ConvDimensionNumbers
 from hlo_common.hlo.hlo_creation_utils import non_fusion_computations
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.shape import Shape
-from hlo_common.hlo_pass.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import DevicePass, register_pass
 from hlo_opt.cudnn_conv_utils import BIAS_ACTIVATION, FORWARD, integer_conv_supported
 
 
@@ -93,15 +93,11 @@ def try_vectorize(call: HloInstruction, k: int, cc: tuple[int, int]) -> bool:
 
 @register_pass
 @dataclass
-class CudnnVectorizeConvolutions(HloPass):
+class CudnnVectorizeConvolutions(DevicePass):
     """int8 cuDNN convolution calls split into int8x32 / int8x4 vectors (NCHW_VECT_C)."""
 
     name = "cudnn_vectorize_convolutions"
     device: DeviceDescription | None = None  # the run's `--device`; None: the H100
-
-    def run_with_options(self, module: HloModule, options) -> bool:
-        self.device = getattr(options, "device", None) or self.device
-        return self.run(module)
 
     def run(self, module: HloModule) -> bool:
         cc = (self.device or H100).compute_capability

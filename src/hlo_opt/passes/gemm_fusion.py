@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from hlo_common.gpu.device import H100, DeviceDescription
 from hlo_common.hlo.hlo_creation_utils import non_fusion_computations
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
-from hlo_common.hlo_pass.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import DevicePass, register_pass
 from hlo_opt.fusion.fusion_utils import FusionEditor
 from hlo_opt.matmul_utils import CLASSICAL_EMITTER_TYPES, too_small_for_rewriting
 from hlo_opt.triton_support import (
@@ -169,7 +169,7 @@ def _build(dot: HloInstruction, members: list[HloInstruction], root: HloInstruct
 
 @register_pass
 @dataclass
-class GemmFusion(HloPass):
+class GemmFusion(DevicePass):
     """Dots (with their prologue and epilogue) become Triton GEMM fusions (XLA's GemmFusion)."""
 
     name = "triton-gemm-rewriter"
@@ -178,10 +178,9 @@ class GemmFusion(HloPass):
     gemm_rewrite_size_threshold: int = 100  # XLA's --xla_gpu_gemm_rewrite_size_threshold
 
     def run_with_options(self, module: HloModule, options) -> bool:
-        self.device = getattr(options, "device", None) or self.device
         if getattr(options, "triton_gemm", True) is False:
             return False
-        return self.run(module)
+        return super().run_with_options(module, options)
 
     def run(self, module: HloModule) -> bool:
         if not self.enabled or self.device.compute_capability < (8, 0):

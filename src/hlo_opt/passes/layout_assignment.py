@@ -54,7 +54,7 @@ from hlo_opt.layout_constraints import LayoutAssignment
 from hlo_opt.layout_util import (
     default_m2m, matrix_layout_ok, move_dim_to_major, with_major_to_minor, with_minor_to_major,
 )
-from hlo_common.hlo_pass.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import DevicePass, register_pass
 from hlo_opt.cudnn_conv_utils import BACKWARD_FILTER, BACKWARD_INPUT, BIAS_ACTIVATION, is_cudnn_conv
 
 TOPK_TARGET = "__gpu$TopK"
@@ -322,16 +322,12 @@ _BACKEND_CONSTRAINTS = {
 
 @register_pass
 @dataclass
-class GpuLayoutAssignment(HloPass):
+class GpuLayoutAssignment(DevicePass):
     """Assigns layouts to every value (GPU constraints), inserting copies where uses disagree."""
 
     name = "layout-assignment"
     vary_layouts_seed: int | None = None  # test knob (module docstring); None: XLA's choices
     device: DeviceDescription | None = None  # the run's `--device` (cuDNN layouts); None: H100
-
-    def run_with_options(self, module: HloModule, options) -> bool:
-        self.device = getattr(options, "device", None) or self.device
-        return self.run(module)
 
     def run(self, module: HloModule) -> bool:
         cc_major = (self.device or H100).compute_capability_major

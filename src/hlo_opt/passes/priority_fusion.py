@@ -57,7 +57,7 @@ from hlo_opt.fusion.fusion_utils import FusionEditor, verify_fusion_step
 from hlo_opt.gpu_model.moved_fusion_cost import grown_fusion_cost, moved_fusion_cost
 from hlo_opt.fusion.gpu_fusible import (ALLOW, FusionContext, FusionDecision, can_fuse, is_fusible,
                                         is_fusible_bitcast, scatter_output_or_in_place_operand)
-from hlo_common.hlo_pass.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import DevicePass, register_pass
 from hlo_common.hlo.hlo_utils import CONTROL_FLOW_CALLERS
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 
@@ -273,7 +273,7 @@ def _collector_paused():
 
 @register_pass
 @dataclass
-class PriorityFusion(HloPass):
+class PriorityFusion(DevicePass):
     """Fuses producers into consumers by the cost model's benefit, largest first (XLA's
     PriorityFusion)."""
 
@@ -285,7 +285,7 @@ class PriorityFusion(HloPass):
     model_factory: object | None = None  # device -> performance model (tests); default GpuPerformanceModel
 
     def run_with_options(self, module: HloModule, options) -> bool:
-        self.device = getattr(options, "device", None) or self.device
+        self.take_device(options)
         self.verify_each = options.verify_each
         dumper = options.dumper
         # XLA writes the log when the dump's pass regex selects the pass (DumpingEnabledForHloPass)

@@ -35,7 +35,7 @@ from hlo_common.hlo.hlo_creation_utils import (
 )
 from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.shape import Shape
-from hlo_common.hlo_pass.pass_base import HloPass, register_pass
+from hlo_common.hlo_pass.pass_base import DevicePass, register_pass
 from hlo_opt.matmul_utils import dot_dims
 
 # XLA's fitted cost model of a split GEMM on an H100 (EstimateGemmCostAfterSplitK), in "FLOPs".
@@ -190,7 +190,7 @@ def accumulator_type(dot: HloInstruction) -> str:
 
 @register_pass
 @dataclass
-class SplitkRewriter(HloPass):
+class SplitkRewriter(DevicePass):
     """Dots with a long K split into a batch of shorter dots plus a sum (XLA's SplitkRewriter)."""
 
     name = "splitk-rewriter"
@@ -198,10 +198,9 @@ class SplitkRewriter(HloPass):
     enabled: bool = True  # with --xla_gpu_enable_triton_gemm=false XLA leaves dots unsplit
 
     def run_with_options(self, module: HloModule, options) -> bool:
-        self.device = getattr(options, "device", None) or self.device
         if getattr(options, "triton_gemm", True) is False:
             return False
-        return self.run(module)
+        return super().run_with_options(module, options)
 
     def run(self, module: HloModule) -> bool:
         if not self.enabled:
