@@ -68,11 +68,21 @@ def _split_value(value, sharding, n: int, split):
     return [tuple(p[d] for p in parts) for d in range(n)]
 
 
+COLLECTIVE_OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+
+
 def collective_counts(module) -> dict[str, int]:
     counts: dict[str, int] = {}
     for comp in module.computations:
         for instr in comp.instructions:
             op = instr.opcode.removesuffix("-start")
-            if op in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute"):
+            if op in COLLECTIVE_OPS:
                 counts[op] = counts.get(op, 0) + 1
     return counts
+
+
+def collective_opcodes(where) -> list[str]:
+    """The collectives of a module (all its computations) or of one computation, their opcodes
+    sorted (async starts not counted)."""
+    comps = [where] if hasattr(where, "instructions") else where.computations
+    return sorted(i.opcode for c in comps for i in c.instructions if i.opcode in COLLECTIVE_OPS)

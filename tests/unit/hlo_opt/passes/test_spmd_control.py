@@ -6,7 +6,7 @@ the partitioned program on N interpreter devices gives what the unpartitioned on
 from __future__ import annotations
 
 import numpy as np
-from spmd_testlib import partition, run_global
+from spmd_testlib import collective_opcodes, partition, run_global
 
 from hlo_common.hlo.parser import parse_module
 
@@ -46,11 +46,6 @@ ENTRY entry {
 }"""
 
 
-def _collectives(comp):
-    return sorted(i.opcode for i in comp.instructions
-                  if i.opcode in ("all-reduce", "all-gather", "all-to-all", "collective-permute", "reduce-scatter"))
-
-
 def test_loop_body_runs_on_tiles_and_matches_the_unpartitioned_loop():
     from hlo_common.interpreter.evaluator import Evaluator
 
@@ -61,8 +56,8 @@ def test_loop_body_runs_on_tiles_and_matches_the_unpartitioned_loop():
     assert str(loop.shape.tuple_shapes[1]) .startswith("f32[2,4]")
     assert str(body.parameters[0].shape.tuple_shapes[1]).startswith("f32[2,4]")
     # the column sum over the sharded rows is combined inside the body; nothing moves outside
-    assert _collectives(body) == ["all-reduce"]
-    assert _collectives(module.entry) == []
+    assert collective_opcodes(body) == ["all-reduce"]
+    assert collective_opcodes(module.entry) == []
     channels = [i.attrs.get("channel_id") for c in module.computations for i in c.instructions
                 if i.attrs.get("channel_id") is not None]
     assert len(channels) == len(set(channels))
@@ -119,8 +114,8 @@ def test_conditional_branches_run_on_tiles_and_match_the_unpartitioned_one():
     # the false branch sums rows split by columns: an all-reduce inside it, then its root is
     # cut to the row tile the conditional returns (no communication)
     assert str(on_false.parameters[0].shape).startswith("f32[8,3]")
-    assert _collectives(on_false) == ["all-reduce"]
-    assert _collectives(on_true) == [] and _collectives(module.entry) == []
+    assert collective_opcodes(on_false) == ["all-reduce"]
+    assert collective_opcodes(on_true) == [] and collective_opcodes(module.entry) == []
     rng = np.random.default_rng(5)
     for flag in (True, False):
         args = [np.asarray(flag), rng.standard_normal((8, 6)).astype(np.float32),
@@ -166,8 +161,8 @@ def test_a_carry_split_only_by_the_body_is_refined_and_gathered_once_after_the_l
     loop = next(i for i in module.entry.instructions if i.opcode == "while")
     # the zeros carry takes the split of the input it is added to: row tiles through the loop
     assert str(loop.shape.tuple_shapes[1]).startswith("f32[2,4]")
-    assert _collectives(loop.attrs["body"]) == []
-    assert _collectives(module.entry) == ["all-gather"]
+    assert collective_opcodes(loop.attrs["body"]) == []
+    assert collective_opcodes(module.entry) == ["all-gather"]
     args = [np.random.default_rng(9).standard_normal((8, 4)).astype(np.float32)]
     expected = Evaluator().evaluate(parse_module(REFINED, "original"), list(args))
     (got,) = run_global(module, args, 4)

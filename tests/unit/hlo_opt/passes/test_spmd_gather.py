@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from spmd_testlib import partition, run_global
+from spmd_testlib import collective_opcodes, partition, run_global
 
 from hlo_common.hlo.parser import parse_module
 
@@ -92,11 +92,6 @@ ENTRY entry {
 }
 
 
-def _collectives(module) -> list[str]:
-    return sorted(i.opcode for c in module.computations for i in c.instructions
-                  if i.opcode in ("all-reduce", "all-gather", "all-to-all", "collective-permute", "reduce-scatter"))
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_partitioned_collectives_shape_and_numbers(name):
     from hlo_common.interpreter.evaluator import Evaluator
@@ -104,7 +99,7 @@ def test_partitioned_collectives_shape_and_numbers(name):
     n, text, local, collectives = CASES[name]
     module = partition(text, n, name)
     assert module.entry.root.shape.to_string(print_layout=False) == local
-    assert _collectives(module) == collectives
+    assert collective_opcodes(module) == collectives
     original = parse_module(text, "original")
     rng = np.random.default_rng(13)
     args = []

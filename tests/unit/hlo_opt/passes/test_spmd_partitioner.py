@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 import pytest
-from spmd_testlib import partition, run_global
+from spmd_testlib import collective_opcodes, partition, run_global
 
 from hlo_common.hlo.parser import parse_module
 
@@ -54,11 +54,6 @@ class _Pattern:
             return True
         return len(children) == len(instr.operands) and all(
             self.matches(o, c) for o, c in zip(instr.operands, children))
-
-
-def _collectives(module) -> list[str]:
-    return sorted(i.opcode for c in module.computations for i in c.instructions
-                  if i.opcode in ("all-reduce", "all-gather", "all-to-all", "collective-permute", "reduce-scatter"))
 
 
 CASES = {
@@ -187,7 +182,7 @@ def test_partitioned_tree_and_numbers(name):
     root = module.entry.root
     assert _match(root, pattern), f"{root.name}: {module.entry.root}\n" + "\n".join(
         str(i.opcode) + " " + i.shape.to_string(print_layout=False) for i in module.entry.instructions)
-    assert _collectives(module) == collectives
+    assert collective_opcodes(module) == collectives
     _check_numbers(text, module, n)
 
 
@@ -221,9 +216,9 @@ ENTRY entry {
   ROOT n = f32[16,6] negate(d), sharding={devices=[4,1]<=[4]}
 }"""
     before = partition(text, 4, "rs")
-    assert _collectives(before) == ["all-reduce"]
+    assert collective_opcodes(before) == ["all-reduce"]
     module = partition(text, 4, "rs", passes=("sharding-propagation", "spmd-partitioning", "dce",
                                               "reduce-scatter-creator", "dce"))
-    assert _collectives(module) == ["reduce-scatter"]
+    assert collective_opcodes(module) == ["reduce-scatter"]
     assert _match(module.entry.root, "negate:f32[4,6](reduce-scatter:f32[4,6](dot:f32[16,6]))")
     _check_numbers(text, module, 4)

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from spmd_testlib import partition, run_global
+from spmd_testlib import collective_opcodes, partition, run_global
 
 from hlo_common.hlo.parser import parse_module
-
-COLLECTIVES = ("all-reduce", "all-gather", "all-to-all", "collective-permute", "reduce-scatter")
 
 MAX = """max {
   x = f32[] parameter(0)
@@ -165,10 +163,6 @@ ENTRY entry {
 }
 
 
-def _collectives(module) -> list[str]:
-    return sorted(i.opcode for c in module.computations for i in c.instructions if i.opcode in COLLECTIVES)
-
-
 def _random(rng, shape):
     if shape.element_type.name == "s32":
         return np.asarray(rng.integers(-5, 100, shape.dims), np.int32)
@@ -182,7 +176,7 @@ def test_partitioned_collectives_shape_and_numbers(name):
     n, text, local, collectives = CASES[name]
     module = partition(text, n, name)
     assert module.entry.root.shape.to_string(print_layout=False) == local
-    assert _collectives(module) == collectives
+    assert collective_opcodes(module) == collectives
     original = parse_module(text, "original")
     rng = np.random.default_rng(11)
     params = sorted(original.entry.parameters, key=lambda p: p.parameter_number)
@@ -234,7 +228,7 @@ def test_argsort_along_the_unsplit_dim_runs_on_row_tiles():
     module = partition(SORT, 4, "sort")
     sort = next(i for i in module.entry.instructions if i.opcode == "sort")
     assert sort.shape.to_string(print_layout=False) == "(f32[2,6], s32[2,6])"
-    assert _collectives(module) == []
+    assert collective_opcodes(module) == []
     args = [np.asarray(np.random.default_rng(2).standard_normal((8, 6)), np.float32)]
     expected = Evaluator().evaluate(parse_module(SORT, "original"), list(args))
     (got,) = run_global(module, args, 4)
