@@ -99,14 +99,15 @@ class CublasLt:
         try:
             from nvmath.bindings import cublasLt
         except ImportError as exc:
-            raise CublasError(f"cuBLASLt epilogues need nvmath-python (pip install -e '.[gpu]'): {exc}") from None
+            raise CublasError(f"cuBLASLt epilogues need nvmath-python (pip install -e '.[gpu]'): "
+                              f"{exc}") from None
         self.lt = cublasLt
         self.handle = cublasLt.create()
         self.stream = stream
-        self._plans: dict[tuple[GemmConfig, int], tuple] = {}
+        self._plans: dict[tuple[GemmConfig, int, int | None], tuple] = {}
 
     def close(self) -> None:
-        for desc, layouts, pref, _ in self._plans.values():
+        for desc, layouts, pref, _, _ in self._plans.values():
             self.lt.matmul_preference_destroy(pref)
             for layout in layouts:
                 self.lt.matrix_layout_destroy(layout)
@@ -133,7 +134,8 @@ class CublasLt:
     def _plan(self, call: LtMatmul, workspace_size: int) -> tuple:
         lt = self.lt
         desc = lt.matmul_desc_create(call.compute_type, call.scale_type)
-        attrs, set_desc = lt.MatmulDescAttribute, (lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype)
+        attrs = lt.MatmulDescAttribute
+        set_desc = (lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype)
         self._set(*set_desc, desc, attrs.TRANSA, call.trans_a)
         self._set(*set_desc, desc, attrs.TRANSB, call.trans_b)
         self._set(*set_desc, desc, attrs.EPILOGUE, int(getattr(lt.Epilogue, call.epilogue)))
@@ -153,11 +155,11 @@ class CublasLt:
 
     def matmul(self, cfg: GemmConfig, pointers: dict[str, int], bias_elements: int | None,
                workspace_size: int) -> None:
-        key = (cfg, workspace_size)
-        call = lt_matmul(cfg, bias_elements)
-        if key not in self._plans:
-            self._plans[key] = self._plan(call, workspace_size)
-        desc, (a, b, d), _, found = self._plans[key]
+        key = (cfg, workspace_size, bias_elements)
+        if key not in self._plans:  # translated and planned once per config, not per call
+            call = lt_matmul(cfg, bias_elements)
+            self._plans[key] = (*self._plan(call, workspace_size), call)
+        desc, (a, b, d), _, found, call = self._plans[key]
         lt = self.lt
         if call.bias_type is not None:
             self._set(lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype, desc,

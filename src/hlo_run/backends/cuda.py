@@ -8,9 +8,10 @@ as a fallback), `cuLaunchKernel` with one pointer per kernel argument. A Triton 
 fusion) is linked from its PTX like the others, the code `kernel_check` checked (its cubin in
 the manifest is Triton's own build, not what runs), for the PTX's `a` target (sm_90a, wgmma),
 and gets null pointers for the scratch parameters Triton appends. GemmThunks call cuBLAS
-(`hlo_run.cublas`; one with a cuBLASLt epilogue `hlo_run.cublas_lt`), CudnnConvolutionThunks cuDNN's graph API (`hlo_run.cudnn_runner`: plans built
-once per graph shape on a handle on this stream; a plan needing more workspace than the call's
-scratch gets a device buffer kept for such plans). Per-thunk times come from CUDA events around
+(`hlo_run.cublas`; one with a cuBLASLt epilogue `hlo_run.cublas_lt`), CudnnConvolutionThunks
+cuDNN's graph API (`hlo_run.cudnn_runner`: plans built once per graph shape on a handle on this
+stream; a plan needing more workspace than the call's scratch gets a device buffer kept for such
+plans). Per-thunk times come from CUDA events around
 each thunk.
 
 Without a GPU, a driver or the packages, `unavailable_reason` says why in one line and hlo-run
@@ -227,8 +228,10 @@ class CudaDevice(Device):
 
             if self._blas_lt is None:
                 self._blas_lt = CublasLt(int(self.stream))
-            out_type = parse_shape_text(thunk.config.output_shape, "gemm").element_type
-            bias = thunk.bias.size // out_type.byte_size if thunk.bias is not None else None
+            bias = None
+            if thunk.bias is not None:  # the bias has the result's element type (gemm_config)
+                out_type = parse_shape_text(thunk.config.output_shape, "gemm").element_type
+                bias = thunk.bias.size // out_type.byte_size
             workspace = thunk.workspace.size if thunk.workspace is not None else 0
             self._blas_lt.matmul(thunk.config, pointers, bias, workspace)
             return
