@@ -73,6 +73,9 @@ def _check_arch(ctx: click.Context, param: click.Parameter, value: str) -> str:
               help="Compile for N replicas (default: the module's replica_count).")
 @click.option("--num-partitions", "--num_partitions", "num_partitions", type=click.IntRange(min=1),
               metavar="N", help="Compile for N partitions (default: the module's num_partitions).")
+@click.option("--keep-collectives", "keep_collectives", is_flag=True,
+              help="On one device, compile collectives to collective thunks (run through MPI on the host, "
+                   "NCCL on cuda, as on several devices) instead of copies.")
 @click.option("--xla_gpu_load_autotune_results_from", "--xla-gpu-load-autotune-results-from", "autotune_from",
               metavar="FILE", help="Tile configs of the GEMM fusions from XLA's AutotuneResults text proto.")
 @click.option("--autotune", "autotune_to", metavar="FILE",
@@ -83,7 +86,7 @@ def _check_arch(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
 def cli(input_path, output_path, target, arch, dump_to, stage, fusion, dump_module_id, cache_dir,
         no_cache, jobs, debug, input_format=None, num_replicas=None, num_partitions=None,
-        verbose=False, autotune_from=None, autotune_to=None) -> None:
+        verbose=False, autotune_from=None, autotune_to=None, keep_collectives=False) -> None:
     """Compile an HLO module (file or stdin) into a manifest for hlo-run."""
     if fusion is not None and stage not in ("kernel-ir", "llvm", "ptx"):
         raise click.UsageError("--fusion selects kernels: use it with --stage kernel-ir, llvm or ptx")
@@ -95,7 +98,7 @@ def cli(input_path, output_path, target, arch, dump_to, stage, fusion, dump_modu
         with pass_notes(TOOL, verbose):
             _compile(input_path, output_path, target, arch, dump_to, _cache_dir(cache_dir, no_cache), jobs,
                      stage, fusion, dump_module_id, input_format, (num_replicas, num_partitions),
-                     (autotune_from, autotune_to))
+                     (autotune_from, autotune_to), keep_collectives)
 
     run_command(TOOL, body, debug)
 
@@ -114,7 +117,7 @@ def _compile(input_path: str | None, output_path: str | None, target: str, arch:
              dump_to: str | None, cache_dir: str | None = None, jobs: int | None = None,
              stage: str | None = None, fusion: str | None = None, dump_module_id: int = 0,
              input_format: str | None = None, devices: tuple = (None, None),
-             autotune: tuple = (None, None)) -> None:
+             autotune: tuple = (None, None), keep_collectives: bool = False) -> None:
     # The compiler is imported before the input is read: behind `hlo-opt |`, that import
     # happens while hlo-opt is still optimizing instead of after it.
     from hlo_common.hlo.parser import parse_module
@@ -123,7 +126,8 @@ def _compile(input_path: str | None, output_path: str | None, target: str, arch:
     from hlo_codegen.compiler import CompileOptions, compile_module, preload
 
     options = CompileOptions(target=target, arch=arch, cache_dir=cache_dir, jobs=jobs,
-                             num_replicas=devices[0], num_partitions=devices[1])
+                             num_replicas=devices[0], num_partitions=devices[1],
+                             keep_collectives=keep_collectives)
     preload(options)
     if dump_to is not None:
         from hlo_codegen.dump import prepare_dump_directory

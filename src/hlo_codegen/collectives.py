@@ -10,6 +10,8 @@ groups resolved to global device ids for the module's counts and CollectiveOpGro
 (`hlo_common.hlo.replica_groups.device_groups`), its reduction recognized from the `to_apply`
 region (sum / prod / min / max / and / or; any other region is named, and the runtime evaluates
 it), and one buffer per operand. An async `-start` is a Start thunk, its `-done` a Done thunk.
+With `keep` (hlo-codegen --keep-collectives) a collective on one device, or over groups of one,
+is a CollectiveThunk too, so that one GPU runs a module through the NCCL path several GPUs take.
 """
 
 from __future__ import annotations
@@ -43,9 +45,10 @@ _BINARY = {"add": "sum", "multiply": "prod", "minimum": "min", "maximum": "max",
 
 
 def collective_thunks(instr: HloInstruction, slice_of: SliceOf, replicas: int = 1,
-                      partitions: int = 1) -> list[Thunk]:
-    """The thunks that compute `instr` on `replicas` x `partitions` devices."""
-    if replicas * partitions == 1 or instr.opcode in ("copy-start", "copy-done"):
+                      partitions: int = 1, keep: bool = False) -> list[Thunk]:
+    """The thunks that compute `instr` on `replicas` x `partitions` devices; `keep`: collective
+    thunks even where every group has one device."""
+    if (replicas * partitions == 1 and not keep) or instr.opcode in ("copy-start", "copy-done"):
         return _one_device(instr, slice_of)
     if instr.opcode in _DONE:
         return [CollectiveDoneThunk(instr.name, _DONE[instr.opcode], instr.operands[0].name)]
@@ -65,7 +68,7 @@ def collective_thunks(instr: HloInstruction, slice_of: SliceOf, replicas: int = 
         groups, pairs = (), tuple(device_pairs(instr, replicas, partitions))
     else:
         groups, pairs = tuple(tuple(g) for g in device_groups(instr, replicas, partitions)), ()
-        if all(len(g) == 1 for g in groups):  # every device alone: what one device does, on each
+        if all(len(g) == 1 for g in groups) and not keep:  # every device alone: what one device does, on each
             return _one_device(instr, slice_of)
     return [CollectiveThunk(instr.name, collective, groups, buffers, reduction, region, dimension, pairs,
                             is_async)]

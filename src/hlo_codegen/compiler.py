@@ -66,6 +66,7 @@ class CompileOptions:
     num_replicas: int | None = None  # devices to compile for; None: the module header's counts
     num_partitions: int | None = None
     triton: bool | None = None  # cuda: GEMM fusions as Triton kernels; None: when `triton` is installed
+    keep_collectives: bool = False  # one device: collectives as collective thunks (MPI / NCCL), not copies
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
@@ -84,11 +85,12 @@ class CompileResult:
     kernels: dict[str, CompiledKernel] = field(default_factory=dict)
 
 
-def prepare_pipeline(target: str = "host", gemm_fallback=None) -> HloPassPipeline:
+def prepare_pipeline(target: str = "host", gemm_fallback=None, keep_collectives: bool = False) -> HloPassPipeline:
     """Stage 1 as a pass pipeline (the shared passes of `hlo_common.passes`, in this order); for
     the cuda target the cuDNN convolution calls cuDNN takes and the cuBLASLt calls with an epilogue
     cublasLtMatmul takes stay calls. `gemm_fallback` (a predicate on Triton GEMM fusions) adds
-    `triton-gemm-fallback` for the fusions it picks."""
+    `triton-gemm-fallback` for the fusions it picks. `keep_collectives` leaves out
+    `single-device-collectives` (the collectives of a one-device module become collective thunks)."""
     from hlo_common.passes.async_calls import AsyncOpsToCalls
     from hlo_common.passes.bounded_dynamic_dimensions import BoundedDynamicDimensions
     from hlo_common.passes.codegen_copy_insertion import CodegenCopyInsertion
@@ -107,7 +109,7 @@ def prepare_pipeline(target: str = "host", gemm_fallback=None) -> HloPassPipelin
         DecompositionCalls(), AsyncOpsToCalls(), FlattenCallGraph(),
         BoundedDynamicDimensions(),  # `<=N` dimensions static at N, as the interpreter has them
         CodegenSupportChecks(),  # unbounded dimensions and layouts across control flow refused
-        SingleDeviceCollectives(), GemmFallback(keep_lt_epilogues=target == "cuda"),
+        *([] if keep_collectives else [SingleDeviceCollectives()]), GemmFallback(keep_lt_epilogues=target == "cuda"),
         CudnnConvFallback(keep_cudnn_calls=target == "cuda"),
         NestedFusionInliner(),
         *([TritonGemmFallback(gemm_fallback)] if gemm_fallback is not None else []),
@@ -118,9 +120,9 @@ def prepare_pipeline(target: str = "host", gemm_fallback=None) -> HloPassPipelin
 
 
 def prepare_module(module: HloModule, options: RunOptions | None = None, target: str = "host",
-                   gemm_fallback=None) -> None:
+                   gemm_fallback=None, keep_collectives: bool = False) -> None:
     """Stage 1, in place: flat call graph, static shapes, wrapped lone instructions, copies."""
-    prepare_pipeline(target, gemm_fallback).run_with(module, options or RunOptions())
+    prepare_pipeline(target, gemm_fallback, keep_collectives).run_with(module, options or RunOptions())
 
 
 @dataclass
@@ -187,7 +189,7 @@ def compile_module(module: HloModule, options: CompileOptions,
     gemm_fallback = None
     if options.target == "cuda":  # what the Triton writer does not take: cuBLAS plus kernels
         gemm_fallback = triton.rejects if triton is not None else (lambda fusion: True)
-    prepare_module(module, RunOptions(dumper=dumper), options.target, gemm_fallback)
+    prepare_module(module, RunOptions(dumper=dumper), options.target, gemm_fallback, options.keep_collectives)
     # Kernels are made from this module and the bisector interprets it: a prepare pass that
     # leaves invalid HLO (a bug) must stop here, not become a wrong answer.
     verify(module, "hlo-codegen's prepare passes left invalid HLO")
@@ -195,7 +197,7 @@ def compile_module(module: HloModule, options: CompileOptions,
     backend = backend if backend is not None else default_backend(options)
     host = options.target == "host"
     emitter = ThunkEmitter(module, assignment, backend, convolution_thunks=host, gemm_fusion_thunks=host,
-                           triton=triton)
+                           triton=triton, keep_collectives=options.keep_collectives)
     try:
         thunks = emitter.emit_entry()
     except BaseException:

@@ -141,8 +141,10 @@ class ThunkEmitter:
     """Builds the thunk tree of `module`; compiled kernels are collected in `kernels`."""
 
     def __init__(self, module: HloModule, assignment: BufferAssignment, backend: KernelBackend,
-                 convolution_thunks: bool = False, gemm_fusion_thunks: bool = False, triton=None):
+                 convolution_thunks: bool = False, gemm_fusion_thunks: bool = False, triton=None,
+                 keep_collectives: bool = False):
         self.module = module
+        self.keep_collectives = keep_collectives  # collective thunks on one device too (collectives.py)
         self.triton = triton  # a triton_gemm.emitter.TritonGemmEmitter: GEMM fusions as Triton kernels
         self._triton_thunks: dict[str, KernelThunk] = {}
         self.convolution_thunks = convolution_thunks  # lone convolutions as ConvolutionThunks
@@ -255,7 +257,7 @@ class ThunkEmitter:
 
     def _collective(self, instr: HloInstruction) -> list[Thunk]:
         slice_of = lambda i, index: _slice(self.ba, i, index)  # noqa: E731
-        return collective_thunks(instr, slice_of, *module_devices(self.module))
+        return collective_thunks(instr, slice_of, *module_devices(self.module), keep=self.keep_collectives)
 
     def _fusion(self, instr: HloInstruction) -> list[Thunk]:
         memset = _memset_value(instr)

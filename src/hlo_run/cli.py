@@ -112,6 +112,7 @@ class RunOptions:
     verbose: bool = False
     snapshot: Any = None  # hlo_common.proto.loader.ProtoInput of an HloSnapshot input (set later)
     save_snapshot: str | None = None  # --save-snapshot: where the run is written as an HloSnapshot
+    keep_collectives: bool = False  # --keep-collectives: one device's collectives through MPI / NCCL
 
 
 class XlaFlagsCommand(click.Command):
@@ -177,6 +178,10 @@ class XlaFlagsCommand(click.Command):
 @click.option("--collective-timeout", type=click.FloatRange(min=0, min_open=True, max=1e6), default=60.0,
               show_default=True, metavar="SECONDS",
               help="How long a collective waits for the other devices of its group.")
+@click.option("--keep-collectives", is_flag=True,
+              help="On one device, run the collectives as collective thunks through the multi-device path "
+                   "(one MPI rank; NCCL on cuda) instead of the copies they compile to (hlo-codegen "
+                   "--keep-collectives).")
 @click.option("--verbose", is_flag=True,
               help="Say more: the notes of hlo-opt and hlo-codegen (e.g. a convolution cuDNN cannot take "
                    "stays a kernel of ours) and the device-to-MPI-rank mapping of --platform host on "
@@ -194,7 +199,7 @@ def cli(input_path, platform, inputs_path, seed, output_path, print_literals, re
         abs_error_bound, rel_error_bound, iterations, max_while_iterations, hlo_passes, dump_to,
         large_float_range, find_first_mismatch, mismatch_dir, num_replicas, num_partitions, max_devices,
         collective_timeout, split_input_file, debug, input_format=None, verbose=False,
-        save_snapshot=None) -> None:
+        save_snapshot=None, keep_collectives=False) -> None:
     """Run an HLO module (file or stdin) and compare it with a reference, like run_hlo_module.
 
     A manifest is executable code, like a shared library: run only manifests you trust. Its
@@ -208,7 +213,7 @@ def cli(input_path, platform, inputs_path, seed, output_path, print_literals, re
                          abs_error_bound, rel_error_bound, iterations, hlo_passes, dump_to,
                          large_float_range, find_first_mismatch, mismatch_dir, max_while_iterations,
                          num_replicas, num_partitions, max_devices, collective_timeout, verbose,
-                         save_snapshot=save_snapshot)
+                         save_snapshot=save_snapshot, keep_collectives=keep_collectives)
     if find_first_mismatch and platform == "interpreter":
         raise click.UsageError("--find-first-mismatch compares the kernels of --platform cuda or host "
                                "with the interpreter; choose one of those platforms")
@@ -317,6 +322,7 @@ def run_program(program: Program, options: RunOptions) -> bool:
     program.run_hlo_passes = options.hlo_passes
     program.dump_to = options.dump_to
     program.verbose = options.verbose
+    program.keep_collectives = options.keep_collectives
     try:
         _set_devices(program, options)
         spmd, args = _prepare_arguments(program, options)

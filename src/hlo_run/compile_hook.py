@@ -115,7 +115,8 @@ def optimize_text(hlo_text: str, name: str, dump_to: str | None = None, module_i
 
 def compile_to_manifest(hlo_text: str, name: str, target: str, arch: str = "sm_90", *,
                         optimize: bool = False, dump_to: str | None = None, module_id: int = 0,
-                        devices: tuple[int, int] | None = None, notes: bool = False) -> Manifest:
+                        devices: tuple[int, int] | None = None, notes: bool = False,
+                        keep_collectives: bool = False) -> Manifest:
     """hlo-opt (when `optimize`), then hlo-codegen on `hlo_text`; the loaded manifest. Both dump
     to `dump_to` under the number `module_id` (module_NNNN.*); with `notes` (hlo-run --verbose)
     their notes are printed on stderr."""
@@ -124,6 +125,8 @@ def compile_to_manifest(hlo_text: str, name: str, target: str, arch: str = "sm_9
     args = ["--target", target, "--arch", arch] + _dump_args(dump_to, module_id)
     if devices is not None:  # (replicas, partitions) when they are not the module header's
         args += ["--num-replicas", str(devices[0]), "--num-partitions", str(devices[1])]
+    if keep_collectives:
+        args.append("--keep-collectives")
     data = run_tool(CODEGEN_TOOL, args, hlo_text.encode("utf-8"), name, notes)
     return load_manifest(data, f"{name} (compiled by {CODEGEN_TOOL})")
 
@@ -152,7 +155,8 @@ def manifest_for(program: Program, target: str) -> Manifest:
         devices = (program.replicas, program.partitions) if program.devices > 1 else None
         manifest = compile_to_manifest(program.hlo_text, program.name, target, optimize=optimize,
                                        dump_to=program.dump_to, module_id=program.module_id,
-                                       devices=devices, notes=getattr(program, "verbose", False))
+                                       devices=devices, notes=getattr(program, "verbose", False),
+                                       keep_collectives=program.keep_collectives)
         program.manifest = manifest
     if manifest.devices != program.devices:
         raise BackendUnavailable(f"{program.name}: the manifest was compiled for {manifest.devices} "

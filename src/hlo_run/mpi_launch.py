@@ -81,10 +81,8 @@ class MpiLaunch:
         self.mpiexec = find_mpiexec()
 
     def run(self, args: list[Any]) -> Any:
-        from hlo_run.devices import per_device_args, stack
-
         with tempfile.TemporaryDirectory(prefix="hlo-run-mpi-") as job:
-            self._write_job(Path(job), per_device_args(args, self.n))
+            self._write_job(Path(job), _split(args, self.n))
             self._launch(Path(job))
             with open(Path(job) / "result.pkl", "rb") as f:
                 out = pickle.load(f)
@@ -92,7 +90,7 @@ class MpiLaunch:
             for line in out["mapping"]:
                 print(line, file=sys.stderr)
         self._profile = out["profile"]
-        return stack(out["results"])
+        return _join(out["results"])
 
     def _write_job(self, job: Path, per_device: list[list[Any]]) -> None:
         (job / "manifest.json").write_bytes(self.manifest.to_bytes())
@@ -137,6 +135,21 @@ class MpiLaunch:
         pass
 
 
+def _split(args: list[Any], n: int) -> list[list[Any]]:
+    """Each rank's arguments: on N > 1 devices they carry a leading device axis; one device's
+    (a module run on one rank, hlo-codegen --keep-collectives) are its own."""
+    from hlo_run.devices import per_device_args
+
+    return per_device_args(args, n) if n > 1 else [list(args)]
+
+
+def _join(results: list[Any]) -> Any:
+    """The ranks' results stacked along a device axis (one device: its result as it is)."""
+    from hlo_run.devices import stack
+
+    return stack(results) if len(results) > 1 else results[0]
+
+
 def rank_environment() -> dict[str, str]:
     """The ranks' environment: ours, with Python's output unbuffered (error lines arrive whole and
     in order) and no hash randomness differences between ranks."""
@@ -155,8 +168,8 @@ def mpiexec_available() -> bool:
 
 
 def host_executable(program, platform: str = "host") -> Any:
-    """The executable of the host (or cuda) platform for `program` on program.devices > 1 devices:
-    one MPI rank per device, the same launch for both platforms."""
+    """The executable of the host (or cuda) platform for `program` on program.devices > 1 devices
+    (or on one, `Program.on_ranks`): one MPI rank per device, the same launch for both platforms."""
     from hlo_run.compile_hook import manifest_for
 
     if not under_mpi():
@@ -210,15 +223,14 @@ class RankInJob:
         self.inner.max_while_iterations = value
 
     def run(self, args: list[Any]) -> Any:
-        from hlo_run.devices import per_device_args, stack
         from hlo_run.mpi_runtime import mapping_lines
 
         if self.program.verbose:
             lines = mapping_lines(self.world, self.program.replicas, self.program.partitions)
             for line in lines or ():
                 print(line, file=sys.stderr)
-        results = self.inner.run(per_device_args(args, self.program.devices))
-        return stack(results) if results is not None else None
+        results = self.inner.run(_split(args, self.program.devices))
+        return _join(results) if results is not None else None
 
     def profile(self) -> list[tuple[str, float]]:
         return self.inner.profile()

@@ -54,6 +54,18 @@ class Program:
     replicas: int = 1  # devices: replicas x partitions (hlo_run.devices); arguments and results
     partitions: int = 1  # then carry a leading device axis
     verbose: bool = False  # hlo-run --verbose (the host over MPI prints the device-to-rank mapping)
+    keep_collectives: bool = False  # one device: collectives compiled to thunks, run as on several
+
+    @property
+    def on_ranks(self) -> bool:
+        """Run as an MPI job of one rank per device (hlo_run.mpi_launch): several devices, or one
+        whose collectives are collective thunks (hlo-codegen --keep-collectives)."""
+        if self.devices > 1 or self.keep_collectives:
+            return True
+        from hlo_common.manifest.collective_thunks import CollectiveThunk
+
+        return self.manifest is not None and any(isinstance(t, CollectiveThunk)
+                                                 for t in self.manifest.all_thunks())
 
     @property
     def devices(self) -> int:

@@ -250,7 +250,7 @@ class CudaBackend(Backend):
         return _unavailable()
 
     def load(self, program: Program) -> Executable:
-        if program.devices > 1:  # one process per GPU, collectives through NCCL (hlo_run.nccl_runtime)
+        if program.on_ranks:  # one process per GPU, collectives through NCCL (hlo_run.nccl_runtime)
             from hlo_run.mpi_launch import host_executable
             from hlo_run.nccl_runtime import check_nccl
 

@@ -199,7 +199,7 @@ class HostBackend(Backend):
         return None
 
     def load(self, program: Program) -> Executable:
-        if program.devices > 1:  # one MPI rank per device (hlo_run.mpi_launch)
+        if program.on_ranks:  # one MPI rank per device (hlo_run.mpi_launch)
             from hlo_run.mpi_launch import host_executable
 
             return host_executable(program)
