@@ -85,7 +85,8 @@ class CompileResult:
     kernels: dict[str, CompiledKernel] = field(default_factory=dict)
 
 
-def prepare_pipeline(target: str = "host", gemm_fallback=None, keep_collectives: bool = False) -> HloPassPipeline:
+def prepare_pipeline(target: str = "host", gemm_fallback=None,
+                     keep_collectives: bool = False) -> HloPassPipeline:
     """Stage 1 as a pass pipeline (the shared passes of `hlo_common.passes`, in this order); for
     the cuda target the cuDNN convolution calls cuDNN takes and the cuBLASLt calls with an epilogue
     cublasLtMatmul takes stay calls. `gemm_fallback` (a predicate on Triton GEMM fusions) adds
@@ -109,7 +110,8 @@ def prepare_pipeline(target: str = "host", gemm_fallback=None, keep_collectives:
         DecompositionCalls(), AsyncOpsToCalls(), FlattenCallGraph(),
         BoundedDynamicDimensions(),  # `<=N` dimensions static at N, as the interpreter has them
         CodegenSupportChecks(),  # unbounded dimensions and layouts across control flow refused
-        *([] if keep_collectives else [SingleDeviceCollectives()]), GemmFallback(keep_lt_epilogues=target == "cuda"),
+        *([] if keep_collectives else [SingleDeviceCollectives()]),
+        GemmFallback(keep_lt_epilogues=target == "cuda"),
         CudnnConvFallback(keep_cudnn_calls=target == "cuda"),
         NestedFusionInliner(),
         *([TritonGemmFallback(gemm_fallback)] if gemm_fallback is not None else []),
