@@ -41,7 +41,8 @@ bench-fusion: $(STAMP)
 
 # On a machine with an NVIDIA GPU and no network: the project from its source tree, the Python
 # packages installed there (no venv), the GPU tests first, then the timing table (written to
-# bench/results/gpu-<date>-<card>.txt). A failing GPU test does not stop the table; the target
+# bench/results/gpu-<date>-<card>.txt), then NCCL's bus bandwidth (bench/bench_nccl.py; one line
+# where NCCL or mpiexec is missing). A failing GPU test does not stop the table; the target
 # fails at the end. The unit tests' GPU cases only: the corpus' GPU tier (every corpus module
 # through the cuda pipe) takes longer than this target's 8 minutes; run `pytest -m gpu tests/corpus`.
 GPU_PY := $(if $(wildcard $(PY)),$(PY),python3)
@@ -53,6 +54,7 @@ bench-gpu:
 			--continue-on-collection-errors tests/unit || rc=1; \
 	else echo "bench-gpu: pytest is not installed here; GPU tests skipped"; fi; \
 	PYTHONPATH=src $(GPU_PY) bench/bench_gpu.py || rc=1; \
+	PYTHONPATH=src $(GPU_PY) bench/bench_nccl.py || rc=1; \
 	exit $$rc
 
 # Regenerate the compiled HLO proto schema (src/hlo_common/proto/xla_hlo_descriptor.py) after an edit
