@@ -127,7 +127,8 @@ def fusion_module_text(fusion: HloInstruction) -> str:
             if comp not in called:
                 called.append(comp)
                 todo.extend(comp.instructions)
-    texts = [print_computation(c, False) for c in reversed(called)] + [f"ENTRY {print_computation(body, False)}"]
+    texts = [print_computation(c, False) for c in reversed(called)]
+    texts.append(f"ENTRY {print_computation(body, False)}")
     return "HloModule gemm_fusion_cublas\n\n" + "\n\n".join(texts) + "\n"
 
 

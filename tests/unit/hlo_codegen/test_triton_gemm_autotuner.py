@@ -9,6 +9,7 @@ GemmThunk plus kernels for one fusion, the Triton kernel of the chosen config fo
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -22,8 +23,8 @@ from hlo_common.hlo.printer import print_module
 from hlo_common.hlo_pass.pipeline import RunOptions
 from hlo_opt.pipelines import build_gpu_pipeline
 
-from hlo_codegen.triton_gemm.autotune import (CUBLAS, canonical_text, gemm_fusions, load_autotune_results,
-                                              xla_device_key)
+from hlo_codegen.triton_gemm.autotune import (CUBLAS, apply_autotune_results, canonical_text, gemm_fusions,
+                                              load_autotune_results, xla_device_key)
 from hlo_codegen.triton_gemm.autotuner import autotune_module, candidates
 from hlo_codegen.triton_gemm.config import fusion_config, shared_memory_bytes
 
@@ -77,7 +78,8 @@ def test_the_fastest_candidate_is_kept_and_written_as_xla_writes_it(tmp_path):
     entries = load_autotune_results(str(out))
     assert {(d, h, c if c == CUBLAS else tuple(sorted(c.items()))) for d, h, c in entries} == {
         (xla_device_key(H100), keys["gemm_fusion_dot_general.2"], CUBLAS),
-        (xla_device_key(H100), keys["gemm_fusion_dot_general.3"], tuple(sorted({**WIDE, "num_ctas": 1}.items())))}
+        (xla_device_key(H100), keys["gemm_fusion_dot_general.3"],
+         tuple(sorted({**WIDE, "num_ctas": 1}.items())))}
     text = out.read_text()
     assert text.startswith("version: 3\n") and "gemm { algorithm: -1 }" in text
     assert not list(tmp_path.glob("*.tmp"))
@@ -126,3 +128,35 @@ def test_hlo_runs_profile_sums_to_the_cublas_time():
     assert extracted.entry.root.shape == fusion.shape
     assert sorted(i.opcode for i in extracted.entry.instructions) == sorted(
         i.opcode for i in fusion.fused_computation().instructions)
+
+
+def test_a_file_in_xlas_own_form_loads_both_kinds_of_result(tmp_path):
+    """Entries as XLA 0.10's SerializeAutotuneEntry writes them (autotuner_cache.cc): its device
+    string, its cache version (45 in jaxlib 0.10.2), TritonGemmKey with the fields of that XLA."""
+    module = _mlp()
+    first, second = gemm_fusions(module)
+    entry = ('results {\n  device: "%s"\n  hlo: %s\n  result {\n    run_time {\n      nanos: 41000\n    }\n'
+             '    %s\n  }\n  version: 45\n}\n')
+    triton = ("triton {\n      block_m: 128\n      block_n: 64\n      block_k: 32\n      split_k: 1\n"
+              "      num_stages: 4\n      num_warps: 8\n      num_ctas: 1\n      is_tma_allowed: false\n"
+              "      is_warp_specialization_allowed: false\n    }")
+    quoted = [json.dumps(canonical_text(f.fused_computation())) for f in (first, second)]
+    path = tmp_path / "xla.txtpb"
+    gemm = "gemm {\n      algorithm: -1\n    }"
+    path.write_text("version: 3\n" + entry % (xla_device_key(H100), quoted[0], gemm)
+                    + entry % (xla_device_key(H100), quoted[1], triton))
+    assert apply_autotune_results(module, str(path), "sm_90") == 2
+    (left,) = gemm_fusions(module)
+    assert left is second
+    want = {"block_m": 128, "block_n": 64, "block_k": 32, "num_stages": 4, "num_warps": 8}
+    assert {k: fusion_config(left)[k] for k in want} == want
+    assert [i.opcode for i in module.entry.instructions].count("dot") == 1  # the first one's, for cuBLAS
+
+
+def test_xla_device_key_is_xlas_string_for_its_h100_spec():
+    # XLA's DeviceDescriptionToCacheKey of xla/backends/gpu/target_config/specs/h100_sxm.txtpb, as
+    # jaxlib 0.10.2 matched it (docs/triton.md)
+    assert xla_device_key(H100) == ("CUDA: 9.0, Cores: 132, GPU clock: 1.98 GHz, Memory bandwidth: "
+                                    "3352 GB/s, L2 cache: 50 MB, DNN version: 9.8.0")
+    assert xla_device_key(A100).startswith("CUDA: 8.0, Cores: 108, GPU clock: 1.41 GHz, Memory bandwidth: "
+                                           "2039 GB/s, L2 cache: 40 MB")
