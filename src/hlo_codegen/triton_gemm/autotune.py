@@ -237,4 +237,5 @@ def set_config(fusion: HloInstruction, key: dict) -> None:
 
 
 __all__ = ["CUBLAS", "DNN_VERSION", "apply_autotune_results", "canonical_text", "format_entry",
-           "gemm_fusions", "keep_on_cublas", "load_autotune_results", "parse_textproto", "set_config", "xla_device_key"]
+           "gemm_fusions", "keep_on_cublas", "load_autotune_results", "parse_textproto", "set_config",
+           "xla_device_key"]
