@@ -29,7 +29,7 @@ import json
 import re
 from pathlib import Path
 
-from hlo_common.errors import InputError
+from hlo_common.errors import HloError, InputError
 from hlo_common.gpu.device import DeviceDescription, device_for_arch
 from hlo_common.hlo.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.printer import _attribute_strings, constant_text
@@ -173,9 +173,20 @@ def apply_autotune_results(module: HloModule, path: str, arch: str) -> int:
         if choice == CUBLAS:
             to_cublas.add(id(fusion))
         else:
-            set_config(fusion, choice)
+            _set_checked(fusion, choice, path, arch)
     keep_on_cublas(module, to_cublas)
     return count
+
+
+def _set_checked(fusion: HloInstruction, key: dict, path: str, arch: str) -> None:
+    """set_config, then the device's checks of the config; a refusal names the file and fusion."""
+    from hlo_codegen.triton_gemm.config import check_config, fusion_config
+
+    try:
+        set_config(fusion, key)
+        check_config(fusion, fusion_config(fusion), device_for_arch(arch))
+    except HloError as exc:
+        raise type(exc)(f"{path}: the entry for {exc}") from None
 
 
 def gemm_fusions(module: HloModule) -> list[HloInstruction]:

@@ -160,3 +160,40 @@ def test_xla_device_key_is_xlas_string_for_its_h100_spec():
                                     "3352 GB/s, L2 cache: 50 MB, DNN version: 9.8.0")
     assert xla_device_key(A100).startswith("CUDA: 8.0, Cores: 108, GPU clock: 1.41 GHz, Memory bandwidth: "
                                            "2039 GB/s, L2 cache: 40 MB")
+
+
+def _small_results(tmp_path, config) -> tuple:
+    from hlo_codegen.triton_gemm.autotune import format_entry
+
+    module = parse_module((TRITON / "small_bf16.xla_gpu.hlo").read_text(), "small_bf16")
+    (fusion,) = gemm_fusions(module)
+    path = tmp_path / "bad.txtpb"
+    key = canonical_text(fusion.fused_computation())
+    path.write_text("version: 3\n" + format_entry(xla_device_key(H100), key, {**WIDE, **config}, 1e-5))
+    return module, path
+
+
+@pytest.mark.parametrize("config,says", [
+    ({"block_m": 48}, "block_m=48 is not a power of two"),
+    ({"block_m": 256, "block_n": 256, "block_k": 256, "num_stages": 4},
+     "needs 1048576 bytes of shared memory"),
+    ({"split_k": 4}, "split_k=4")])
+def test_an_entry_the_device_cannot_run_is_an_error_naming_file_and_fusion(tmp_path, config, says):
+    from hlo_common.errors import HloError
+
+    module, path = _small_results(tmp_path, config)
+    with pytest.raises(HloError) as caught:
+        apply_autotune_results(module, str(path), "sm_90")
+    assert str(caught.value).startswith(f"{path}: the entry for %gemm_fusion_dot_general.1: ")
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_cli_says_it_in_one_line_and_writes_nothing(tmp_path):
+    _, path = _small_results(tmp_path, {"block_n": 24})
+    out = tmp_path / "m.json"
+    done = subprocess.run([sys.executable, "-m", "hlo_codegen.cli", "--no-cache", "-o", str(out),
+                           "--xla_gpu_load_autotune_results_from", str(path),
+                           str(TRITON / "small_bf16.xla_gpu.hlo")], capture_output=True, text=True)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1 and not out.exists()
+    assert "%gemm_fusion_dot_general.1" in lines[0] and "block_n=24" in lines[0] and str(path) in lines[0]
