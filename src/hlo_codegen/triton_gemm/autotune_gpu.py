@@ -100,6 +100,30 @@ class GpuTimer:
                            "--xla_gpu_load_autotune_results_from FILE)")
         self.gpu = _Gpu()
 
+    def device_key(self, arch: str) -> str:
+        """XLA's cache-key string of this GPU (`autotune.xla_device_key`), from the driver's
+        attributes as XLA's CUDA executor reads them: clock in kHz, memory bandwidth as twice the
+        memory clock times the bus width; the cuDNN version where its library loads."""
+        from dataclasses import replace
+
+        from hlo_common.gpu.device import device_for_arch
+
+        from hlo_codegen.triton_gemm.autotune import DNN_VERSION, xla_device_key
+
+        d, attr = self.gpu.d, self.gpu.d.CUdevice_attribute
+
+        def get(name: str) -> int:
+            return int(_check(d.cuDeviceGetAttribute(getattr(attr, f"CU_DEVICE_ATTRIBUTE_{name}"),
+                                                     self.gpu.device), name))
+
+        bandwidth = 2 * get("MEMORY_CLOCK_RATE") * 1e3 * get("GLOBAL_MEMORY_BUS_WIDTH") / 8
+        device = replace(device_for_arch(arch), core_count=get("MULTIPROCESSOR_COUNT"),
+                         clock_rate_ghz=get("CLOCK_RATE") / 1e6, l2_cache_size=get("L2_CACHE_SIZE"),
+                         memory_bandwidth=bandwidth,
+                         compute_capability_major=get("COMPUTE_CAPABILITY_MAJOR"),
+                         compute_capability_minor=get("COMPUTE_CAPABILITY_MINOR"))
+        return xla_device_key(device, _cudnn_version() or DNN_VERSION)
+
     def seconds(self, fusion: HloInstruction, candidates: list, arch: str) -> list[float]:
         from hlo_codegen.triton_gemm.autotune import CUBLAS
         from hlo_codegen.triton_gemm.compile import compile_kernels
@@ -114,6 +138,17 @@ class GpuTimer:
             for p in pointers:
                 self.gpu.d.cuMemFree(p)
         return [cublas_seconds(fusion, arch) if c == CUBLAS else next(timed) for c in candidates]
+
+
+def _cudnn_version() -> str | None:
+    """cuDNN's version as XLA prints it (9.8.0), when its library loads."""
+    for name in ("libcudnn.so.9", "libcudnn.so"):
+        try:
+            version = int(ctypes.CDLL(name).cudnnGetVersion())
+        except (OSError, AttributeError):
+            continue
+        return f"{version // 10000}.{version % 10000 // 100}.{version % 100}"
+    return None
 
 
 def fusion_module_text(fusion: HloInstruction) -> str:

@@ -35,6 +35,9 @@ TRITON_CANDIDATES = [(16, 16, 64, 1, 2), (32, 32, 32, 3, 4), (64, 32, 32, 3, 4),
 
 
 class Timer(Protocol):
+    """Times candidates; a timer on a GPU also has `device_key(arch)`, that GPU's XLA key string
+    (the entries are written under it; without it, under the arch's device spec)."""
+
     def seconds(self, fusion: HloInstruction, candidates: list, arch: str) -> list[float]:
         """The run time of the fusion with each candidate (a config dict, or CUBLAS)."""
 
@@ -75,7 +78,8 @@ def autotune_module(module: HloModule, arch: str, out_path: str, timer: Timer | 
         from hlo_codegen.triton_gemm.autotune_gpu import GpuTimer
 
         timer = GpuTimer()
-    device_key = xla_device_key(device_for_arch(arch))
+    key_of = getattr(timer, "device_key", None)
+    device_key = key_of(arch) if key_of is not None else xla_device_key(device_for_arch(arch))
     won: dict[str, tuple[dict | str, float]] = {}
     to_cublas: set[int] = set()
     for fusion in gemm_fusions(module):

@@ -197,3 +197,21 @@ def test_the_cli_says_it_in_one_line_and_writes_nothing(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 1 and len(lines) == 1 and not out.exists()
     assert "%gemm_fusion_dot_general.1" in lines[0] and "block_n=24" in lines[0] and str(path) in lines[0]
+
+
+def test_the_gpu_timer_writes_xlas_key_string_from_the_drivers_attributes():
+    """An H100 SXM as the CUDA driver describes it (clock and memory clock in kHz, bus width in
+    bits) gives the string XLA derives from its spec; no GPU needed, the driver is a stand-in."""
+    from types import SimpleNamespace
+
+    from hlo_codegen.triton_gemm.autotune_gpu import GpuTimer
+
+    values = {"MULTIPROCESSOR_COUNT": 132, "CLOCK_RATE": 1980000, "L2_CACHE_SIZE": 52428800,
+              "MEMORY_CLOCK_RATE": 2619000, "GLOBAL_MEMORY_BUS_WIDTH": 5120,
+              "COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0}
+    attributes = SimpleNamespace(**{f"CU_DEVICE_ATTRIBUTE_{k}": k for k in values})
+    driver = SimpleNamespace(CUdevice_attribute=attributes, cuDeviceGetAttribute=lambda name, device: (0, values[name]))
+    timer = object.__new__(GpuTimer)
+    timer.gpu = SimpleNamespace(d=driver, device=0)
+    key = timer.device_key("sm_90")
+    assert key.rsplit(", DNN version: ", 1)[0] == xla_device_key(H100).rsplit(", DNN version: ", 1)[0]
