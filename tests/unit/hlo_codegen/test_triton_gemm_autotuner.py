@@ -210,7 +210,8 @@ def test_the_gpu_timer_writes_xlas_key_string_from_the_drivers_attributes():
               "MEMORY_CLOCK_RATE": 2619000, "GLOBAL_MEMORY_BUS_WIDTH": 5120,
               "COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0}
     attributes = SimpleNamespace(**{f"CU_DEVICE_ATTRIBUTE_{k}": k for k in values})
-    driver = SimpleNamespace(CUdevice_attribute=attributes, cuDeviceGetAttribute=lambda name, device: (0, values[name]))
+    driver = SimpleNamespace(CUdevice_attribute=attributes,
+                             cuDeviceGetAttribute=lambda name, device: (0, values[name]))
     timer = object.__new__(GpuTimer)
     timer.gpu = SimpleNamespace(d=driver, device=0)
     key = timer.device_key("sm_90")
