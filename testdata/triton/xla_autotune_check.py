@@ -4,7 +4,7 @@ fusions for the H100, one results entry per fusion as `hlo-codegen --autotune` w
 not pick by itself (CONFIG), then XLA's deviceless compile of the same module with
 `--xla_gpu_load_autotune_results_from` (testdata/xla_gpu_compile.py in the python that has jax's
 CUDA plugin); a fusion of XLA's output whose block-level config has CONFIG's warps, stages and
-tile took our entry. Prints one line per module and the totals; docs/triton.md records them.
+tile took our entry. Prints one line per module and the totals; docs/tools.md records them.
 With `--keys-from-xla` the entries are keyed by the fusions of XLA's own optimized module
 (NAME.xla_gpu.hlo, what hlo-codegen compiles when given XLA's output), which separates the file
 format from the fusion decisions (hlo-opt's fusions differ from XLA's where XLA splits K).

@@ -15,7 +15,7 @@ becomes a cuBLAS GemmThunk and the rest kernels. The key is XLA's `AutotuneCache
 (instructions renamed tmp_0, tmp_1, ... in post order, operands with their shapes, no backend
 configs or metadata), the device string (`xla_device_key`) and a cache version. XLA compares all
 three exactly; here the compute capability (`CUDA: 9.0`) is compared, and an entry naming this
-very device string wins over others of the same capability. What XLA takes (docs/triton.md,
+very device string wins over others of the same capability. What XLA takes (docs/tools.md,
 checked with jaxlib 0.10.2's deviceless compile): the whole device string, a text-proto file
 name (`.txt`, `.txtpb`, `.textproto`, `.pbtxt`; other names are read as binary protos), the file
 `version: 3`, and either no entry `version` (XLA fills in its own, 45 there) or its own.

@@ -2,10 +2,10 @@
 testdata/triton modules that the source writer takes compiles with `triton` (the `.[triton]`
 extra) for sm_90 and sm_80 without a GPU; on sm_90 the 16-bit float GEMMs use `wgmma` with a
 config of whole warpgroups and block_m >= 64 (as autotuning picks on Hopper; XLA's deviceless
-default of 2 warps gives `mma.sync`), on sm_80 `mma.sync`; the launch grid covers the result with the config's tiles, one program per tile on
-x as XLA launches them; prologues with broadcasts, slices and transposes under bitcasts compile;
-the fusions it does not
-take are refused with the reason (test_triton_gemm_tiling)."""
+default of 2 warps gives `mma.sync`), on sm_80 `mma.sync`; the launch grid covers the result
+with the config's tiles, one program per tile on x as XLA launches them; prologues with
+broadcasts, slices and transposes under bitcasts compile; the fusions it does not take are
+refused with the reason (test_triton_gemm_tiling)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_kernels_compile_for_hopper_and_ampere(name, arch, device, mma):
         assert source.grid == (-(-m // 64) * -(-n // 64) * batch, 1, 1)  # XLA's: one program per tile
 
 
-# (block_m, block_n, block_k, num_stages, num_warps) -> wgmma on sm_90 (docs/triton.md): Triton 3.9
+# (block_m, block_n, block_k, num_stages, num_warps) -> wgmma on sm_90 (docs/tools.md): Triton 3.9
 # takes Hopper's warpgroup MMA when the warps make whole warpgroups (4, 8) and block_m is 64 or more
 WGMMA_RULE = [((16, 8, 16, 1, 2), False),  # XLA 0.10's deviceless default, also for sm_90
               ((64, 64, 32, 3, 2), False), ((32, 32, 32, 3, 4), False), ((32, 128, 32, 3, 8), False),

@@ -139,7 +139,7 @@ def test_a_config_lands_on_the_dots_m_and_n_through_a_root_bitcast():
 def test_hlo_opts_default_configs_for_the_h100_are_xlas_deviceless_ones():
     """jaxlib 0.10.2 gives every GEMM fusion of its H100 deviceless compile the same config, a
     16 x 8 tile of the dot's M and N, block_k 16, 1 stage, 2 warps (no warpgroups: mma.sync, not
-    wgmma; docs/triton.md); hlo-opt's fusions for the H100 get the same."""
+    wgmma; docs/tools.md); hlo-opt's fusions for the H100 get the same."""
     from hlo_codegen.triton_gemm.autotune import gemm_fusions
     from hlo_common.gpu.device import H100
     from hlo_common.hlo_pass.pipeline import RunOptions

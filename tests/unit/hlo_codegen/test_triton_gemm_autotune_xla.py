@@ -4,7 +4,7 @@ under `xla_device_key`, builds every Triton GEMM fusion with the file's config, 
 entry turns the fusion into XLA's cuBLAS call. Slow and outside the default run: it needs a python
 with jax's CUDA plugin (XLA_GPU_PYTHON) and XLA's H100 target spec (XLA_GPU_TARGET,
 xla/backends/gpu/target_config/specs/h100_sxm.txtpb); without them it is skipped saying so.
-`testdata/triton/xla_autotune_check.py` runs the same check over every module (docs/triton.md).
+`testdata/triton/xla_autotune_check.py` runs the same check over every module (docs/tools.md).
 """
 
 from __future__ import annotations

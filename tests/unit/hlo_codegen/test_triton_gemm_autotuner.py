@@ -155,7 +155,7 @@ def test_a_file_in_xlas_own_form_loads_both_kinds_of_result(tmp_path):
 
 def test_xla_device_key_is_xlas_string_for_its_h100_spec():
     # XLA's DeviceDescriptionToCacheKey of xla/backends/gpu/target_config/specs/h100_sxm.txtpb, as
-    # jaxlib 0.10.2 matched it (docs/triton.md)
+    # jaxlib 0.10.2 matched it (docs/tools.md)
     assert xla_device_key(H100) == ("CUDA: 9.0, Cores: 132, GPU clock: 1.98 GHz, Memory bandwidth: "
                                     "3352 GB/s, L2 cache: 50 MB, DNN version: 9.8.0")
     assert xla_device_key(A100).startswith("CUDA: 8.0, Cores: 108, GPU clock: 1.41 GHz, Memory bandwidth: "
