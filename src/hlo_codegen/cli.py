@@ -13,7 +13,8 @@ prints that stage instead of the manifest (`--fusion NAME`: one instruction's ke
 `hlo-opt --stage=` does for golden-file tests. GEMM fusions take their tile configs from the
 module (hlo-opt's defaults), from XLA's autotune results (`--xla_gpu_load_autotune_results_from`,
 `hlo_codegen.triton_gemm.autotune`) or, on a machine with a GPU, from timing candidates on it
-(`--autotune FILE`, which also writes them for later compiles without a GPU).
+(`--autotune FILE`, Triton configs and cuBLAS, `hlo_codegen.triton_gemm.autotuner`; it also writes
+them for later compiles without a GPU).
 
     hlo-opt model.hlo | hlo-codegen --target host -o model.manifest.json
 
@@ -79,8 +80,8 @@ def _check_arch(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--xla_gpu_load_autotune_results_from", "--xla-gpu-load-autotune-results-from", "autotune_from",
               metavar="FILE", help="Tile configs of the GEMM fusions from XLA's AutotuneResults text proto.")
 @click.option("--autotune", "autotune_to", metavar="FILE",
-              help="Time candidate tile configs of every GEMM fusion on the GPU (cuda target; needs a GPU), "
-                   "use the fastest, and write them to FILE as XLA's AutotuneResults text proto.")
+              help="Time candidate tile configs and cuBLAS for every GEMM fusion on the GPU (cuda target; needs "
+                   "a GPU), use the fastest, and write them to FILE as XLA's AutotuneResults text proto.")
 @click.option("--verbose", is_flag=True,
               help="Say more: the passes' notes on stderr (a call cuDNN cannot take becomes our kernel).")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
@@ -165,9 +166,9 @@ def _tile_configs(module, arch: str, load_from: str | None, autotune_to: str | N
 
         apply_autotune_results(module, load_from, arch)
     if autotune_to is not None:
-        from hlo_codegen.triton_gemm.autotune_gpu import autotune_module
+        from hlo_codegen.triton_gemm.autotuner import autotune_module
 
-        autotune_module(module, arch, autotune_to)
+        autotune_module(module, arch, autotune_to)  # timed on the GPU: autotune_gpu.GpuTimer
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -11,6 +11,7 @@ the `triton` package (the optional `.[triton]` extra) for an arch to PTX and cub
 the interpreter. `config.py` reads and checks a fusion's tile config, `emitter.py` makes the
 cuda target's kernel thunks (the thunk emitter calls it; a fusion the writer does not take falls
 back to cuBLAS plus kernels, `hlo_common.passes.triton_gemm_fallback`, as all do without the
-`triton` package), `autotune.py` reads XLA's autotune results and `autotune_gpu.py` times
-candidates on a GPU. The host target runs these fusions with a GemmFusionThunk.
+`triton` package), `autotune.py` reads and writes XLA's autotune results, `autotuner.py` picks
+the fastest of the Triton configs and cuBLAS for `--autotune` and `autotune_gpu.py` times them
+on a GPU. The host target runs these fusions with a GemmFusionThunk.
 """

@@ -1,22 +1,26 @@
 """Tile configs from an autotune results file, as XLA's `--xla_gpu_load_autotune_results_from`:
 XLA's `AutotuneResults` text proto (`xla/autotune_results.proto`, entries under `results`, or
 `dots` in older files), each entry a device, the canonical text of a fusion's computation and
-an `AutotuneResult` whose `triton` message is a TritonGemmKey (block_m, block_n, block_k,
-split_k, num_stages, num_warps, num_ctas).
+an `AutotuneResult`: a `triton` TritonGemmKey (block_m, block_n, block_k, split_k, num_stages,
+num_warps, num_ctas) or a `gemm` (cuBLAS won: `algorithm: -1`, XLA's BLAS_GEMM_DEFAULT).
 
 Where it sits: hlo-codegen, before the compile (`hlo-codegen --xla_gpu_load_autotune_results_from
 FILE`): each GEMM fusion whose computation's canonical text and device compute capability match
 an entry gets that config as its block-level backend config (the output tile, the dot's block_k,
-warps and stages), the tile config the Triton emitter then reads. The key is XLA's
-`AutotuneCacheKey` (`xla/service/gpu/autotuning/autotune_cache_key.cc`): the computation printed
-canonically (instructions renamed tmp_0, tmp_1, ... in post order, operands with their shapes,
-no backend configs or metadata) and the device string, of which the compute capability
-(`CUDA: 9.0`) is compared here: the rest names clock and cache sizes XLA measured on the device.
+warps and stages), the tile config the Triton emitter then reads; a fusion whose entry is a
+`gemm` is dissolved into its instructions (XLA's GemmFusionAutotunerRewriterVisitor turns it into
+a call that is inlined, `xla/service/gpu/autotuning/gemm_fusion_autotuner.cc`), so its dot
+becomes a cuBLAS GemmThunk and the rest kernels. The key is XLA's `AutotuneCacheKey`
+(`xla/service/gpu/autotuning/autotune_cache_key.cc`): the computation printed canonically
+(instructions renamed tmp_0, tmp_1, ... in post order, operands with their shapes, no backend
+configs or metadata), the device string (`xla_device_key`) and a cache version. XLA compares all
+three exactly; here the compute capability (`CUDA: 9.0`) is compared, and an entry naming this
+very device string wins over others of the same capability. What XLA takes (docs/tools.md,
+checked with jaxlib 0.10.2's deviceless compile): the whole device string, a text-proto file
+name (`.txt`, `.txtpb`, `.textproto`, `.pbtxt`; other names are read as binary protos), the file
+`version: 3`, and either no entry `version` (XLA fills in its own, 45 there) or its own.
 A config with split_k > 1 needs the split-k rewrite of hlo-opt's pipeline and is refused here.
-Malformed files are one-line errors naming file:line:col. Not yet shown: that jaxlib 0.10's XLA
-takes the entries written here (its entries also carry a cache `version`, 23 in XLA's own test
-database `xla/service/gpu/gpu_compiler_test_autotune_db.textproto`; a deviceless XLA compile
-given such a file with versions 23 to 30 still reported the fusion's config as not found).
+Malformed files are one-line errors naming file:line:col.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ import json
 import re
 from pathlib import Path
 
-from hlo_common.errors import InputError
+from hlo_common.errors import HloError, InputError
+from hlo_common.gpu.device import DeviceDescription, device_for_arch
 from hlo_common.hlo.ir import COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.printer import _attribute_strings, constant_text
 
@@ -105,52 +110,113 @@ def _essential(instr: HloInstruction) -> bool:
     return bool(np.all(value == 0) or np.all(value == 1) or np.all(np.mod(value, 1) == 0))
 
 
-def load_autotune_results(path: str) -> list[tuple[str, str, dict]]:
-    """(device, hlo, TritonGemmKey) of every entry with a Triton result."""
+CUBLAS = "cublas"  # the result that keeps a fusion's dot on cuBLAS (XLA's `gemm` AutotuneResult)
+DNN_VERSION = "9.8.0"  # the cuDNN version in XLA's device specs (xla/backends/gpu/target_config/specs/)
+
+
+def xla_device_key(device: DeviceDescription, dnn_version: str = DNN_VERSION) -> str:
+    """XLA's `DeviceDescriptionToCacheKey`: compute capability, cores, clock, bandwidth in GB/s
+    rounded, L2 in MiB and the cuDNN version, numbers printed as absl's StrCat prints doubles."""
+    major, minor = device.compute_capability
+    return (f"CUDA: {major}.{minor}, Cores: {device.core_count}, GPU clock: {device.clock_rate_ghz:.6g} GHz, "
+            f"Memory bandwidth: {round(device.memory_bandwidth / 1e9):.6g} GB/s, "
+            f"L2 cache: {device.l2_cache_size / (1 << 20):.6g} MB, DNN version: {dnn_version}")
+
+
+def load_autotune_results(path: str) -> list[tuple[str, str, dict | str]]:
+    """(device, hlo, TritonGemmKey or CUBLAS) of every entry with a Triton or cuBLAS result."""
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read autotune results '{path}': {exc}") from None
     body = parse_textproto(text, path)
-    out = []
+    out: list[tuple[str, str, dict | str]] = []
     for entry in body.get("results", []) + body.get("dots", []):
         if not isinstance(entry, dict):
             raise InputError(f"{path}: a results entry is a message")
         result = (entry.get("result") or [{}])[0]
-        triton = (result.get("triton") or [None])[0] if isinstance(result, dict) else None
+        result = result if isinstance(result, dict) else {}
+        triton = (result.get("triton") or [None])[0]
+        choice: dict | str | None = None
         if isinstance(triton, dict):
-            key = {k: int(v[0]) for k, v in triton.items() if v and str(v[0]).lstrip("-").isdigit()}
-            out.append(((entry.get("device") or [""])[0], (entry.get("hlo") or [""])[0], key))
+            choice = {k: int(v[0]) for k, v in triton.items() if v and str(v[0]).lstrip("-").isdigit()}
+        elif isinstance((result.get("gemm") or [None])[0], dict):
+            choice = CUBLAS
+        if choice is not None:
+            out.append(((entry.get("device") or [""])[0], (entry.get("hlo") or [""])[0], choice))
     return out
 
 
-def apply_autotune_results(module: HloModule, path: str, arch: str) -> int:
-    """Set the tile config of every GEMM fusion an entry of the file matches; returns how many."""
-    from hlo_common.passes._support import global_computations
-    from hlo_common.passes.triton_gemm_fallback import is_triton_gemm_fusion
-
+def _table(path: str, arch: str) -> dict[str, dict | str]:
+    """hlo -> result of the entries of the arch's compute capability; this device's own string
+    first (XLA would take only that one)."""
+    mine = xla_device_key(device_for_arch(arch))
     cc = arch.removeprefix("sm_").rstrip("af")
     capability = f"CUDA: {cc[:-1]}.{cc[-1]}"
-    table = {hlo: key for device, hlo, key in load_autotune_results(path)
-             if device.split(",")[0].strip() == capability}
-    count = 0
-    for comp in global_computations(module):
-        for fusion in comp.instructions:
-            if is_triton_gemm_fusion(fusion):
-                key = table.get(canonical_text(fusion.fused_computation()))
-                if key is not None:
-                    set_config(fusion, key)
-                    count += 1
+    entries = [e for e in load_autotune_results(path) if e[0].split(",")[0].strip() == capability]
+    table: dict[str, dict | str] = {}
+    for _device, hlo, choice in sorted(entries, key=lambda e: e[0] != mine):
+        table.setdefault(hlo, choice)
+    return table
+
+
+def apply_autotune_results(module: HloModule, path: str, arch: str) -> int:
+    """Set the tile config of every GEMM fusion an entry of the file matches, and dissolve those
+    whose entry says cuBLAS; returns how many fusions an entry matched."""
+    table = _table(path, arch)
+    count, to_cublas = 0, set()
+    for fusion in gemm_fusions(module):
+        choice = table.get(canonical_text(fusion.fused_computation()))
+        if choice is None:
+            continue
+        count += 1
+        if choice == CUBLAS:
+            to_cublas.add(id(fusion))
+        else:
+            _set_checked(fusion, choice, path, arch)
+    keep_on_cublas(module, to_cublas)
     return count
 
 
-def format_entry(device: str, hlo: str, config: dict, seconds: float) -> str:
-    """One `results` entry of an AutotuneResults text proto (what `--autotune` writes)."""
-    key = " ".join(f"{k}: {config.get(k, 1)}" for k in ("block_m", "block_n", "block_k", "split_k",
-                                                         "num_stages", "num_warps"))
+def _set_checked(fusion: HloInstruction, key: dict, path: str, arch: str) -> None:
+    """set_config, then the device's checks of the config; a refusal names the file and fusion."""
+    from hlo_codegen.triton_gemm.config import check_config, fusion_config
+
+    try:
+        set_config(fusion, key)
+        check_config(fusion, fusion_config(fusion), device_for_arch(arch))
+    except HloError as exc:
+        raise type(exc)(f"{path}: the entry for {exc}") from None
+
+
+def gemm_fusions(module: HloModule) -> list[HloInstruction]:
+    """The Triton GEMM fusions of the module, in order."""
+    from hlo_common.passes._support import global_computations
+    from hlo_common.passes.triton_gemm_fallback import is_triton_gemm_fusion
+
+    return [i for comp in global_computations(module) for i in comp.instructions if is_triton_gemm_fusion(i)]
+
+
+def keep_on_cublas(module: HloModule, fusions: set[int]) -> None:
+    """Dissolve the fusions (by id) into their instructions: the dot becomes a cuBLAS call, the
+    rest kernels (XLA's RewriteGemmFusionToCall and the call inliner after it)."""
+    if fusions:
+        from hlo_common.passes.triton_gemm_fallback import TritonGemmFallback
+
+        TritonGemmFallback(lambda fusion: id(fusion) in fusions).run(module)
+
+
+def format_entry(device: str, hlo: str, choice: dict | str, seconds: float) -> str:
+    """One `results` entry of an AutotuneResults text proto (what `--autotune` writes); without
+    an entry `version`, which XLA then sets to its own."""
+    if choice == CUBLAS:
+        body = "gemm { algorithm: -1 }"
+    else:
+        key = " ".join(f"{k}: {choice.get(k, 1)}" for k in ("block_m", "block_n", "block_k", "split_k",
+                                                            "num_stages", "num_warps"))
+        body = f"triton {{ {key} num_ctas: 1 }}"
     return (f"results {{\n  device: {json.dumps(device)}\n  hlo: {json.dumps(hlo)}\n"
-            f"  result {{\n    run_time {{ nanos: {int(seconds * 1e9)} }}\n"
-            f"    triton {{ {key} num_ctas: 1 }}\n  }}\n}}\n")
+            f"  result {{\n    run_time {{ nanos: {int(seconds * 1e9)} }}\n    {body}\n  }}\n}}\n")
 
 
 def set_config(fusion: HloInstruction, key: dict) -> None:
@@ -181,5 +247,6 @@ def set_config(fusion: HloInstruction, key: dict) -> None:
         fbc["block_level_fusion_config"]["output_tiles"] = [{"sizes": [str(t) for t in tile]}]
 
 
-__all__ = ["apply_autotune_results", "canonical_text", "format_entry", "load_autotune_results",
-           "parse_textproto", "set_config"]
+__all__ = ["CUBLAS", "DNN_VERSION", "apply_autotune_results", "canonical_text", "format_entry",
+           "gemm_fusions", "keep_on_cublas", "load_autotune_results", "parse_textproto", "set_config",
+           "xla_device_key"]

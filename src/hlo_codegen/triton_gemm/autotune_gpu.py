@@ -1,31 +1,28 @@
-"""`hlo-codegen --autotune FILE`: the tile config of every GEMM fusion timed on the GPU, as XLA's
-GemmFusionAutotuner does (`xla/service/gpu/autotuning/gemm_fusion_autotuner.cc`): each candidate
-config the device can run is compiled with Triton, launched on the fusion's buffers and timed
-with CUDA events; the fastest becomes the fusion's config, and all of them are written to FILE
-as XLA's AutotuneResults text proto, which `--xla_gpu_load_autotune_results_from` reads back on
-a machine without a GPU.
+"""The timer of `hlo-codegen --autotune` on the cuda platform (`autotuner.Timer`), as XLA's
+GemmFusionAutotuner profiles candidates (`xla/service/gpu/autotuning/gemm_fusion_autotuner.cc`):
+each Triton candidate is compiled, launched on the fusion's buffers and timed with CUDA events;
+the cuBLAS candidate is the fusion dissolved (dot as a cuBLAS GemmThunk, the rest as kernels),
+compiled by hlo-codegen and run by `hlo-run --platform cuda`, whose per-thunk profile is summed.
 
-Where it sits: hlo-codegen's CLI, before the compile. It needs a GPU and the `gpu` extra
-(cuda-bindings): without them it is a one-line error saying so. Only runnable with a GPU: this
-project's checks run without one, so this file is not exercised by its tests beyond that error.
-cuBLAS is not among the candidates here (XLA also times cuBLAS and keeps a cuBLAS call when it
-wins); split-k candidates are hlo-opt's to make (they rewrite the fusion).
+Where it sits: hlo-codegen, under `autotuner.autotune_module`. It needs a GPU and the `gpu` extra
+(cuda-bindings): without them `GpuTimer()` is a one-line error saying so. Only runnable with a
+GPU: this project's checks run without one, so beyond that error this file is exercised on a GPU
+only (the search around it is tested with a timer of the tests' own). Split-k candidates are
+hlo-opt's to make (they rewrite the fusion).
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
+import re
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 from hlo_common.errors import HloError
-from hlo_common.gpu.device import device_for_arch
-from hlo_common.hlo.ir import HloModule
+from hlo_common.hlo.ir import HloInstruction
 
-# (block_m, block_n, block_k, num_stages, num_warps): a part of XLA's search space for Hopper
-CANDIDATES = [(16, 16, 64, 1, 2), (32, 32, 32, 3, 4), (64, 32, 32, 3, 4), (64, 64, 32, 3, 4),
-              (64, 64, 64, 3, 4), (128, 64, 32, 3, 4), (64, 128, 32, 3, 4), (128, 128, 32, 3, 8),
-              (128, 128, 64, 3, 8), (128, 256, 64, 3, 8), (256, 128, 64, 3, 8)]
 REPEATS = 10
 
 
@@ -92,57 +89,113 @@ class _Gpu:
         return ms / 1e3 / REPEATS
 
 
-def _tune(gpu: _Gpu, fusion, arch: str, device) -> tuple[dict, float] | None:
-    from hlo_codegen.triton_gemm.compile import compile_kernels
-    from hlo_codegen.triton_gemm.config import check_config
-    from hlo_codegen.triton_gemm.program import Unsupported
-    from hlo_codegen.triton_gemm.source import kernel_source
+class GpuTimer:
+    """`autotuner.Timer` on device 0: Triton candidates with CUDA events, cuBLAS through hlo-run."""
 
-    configs, sources = [], []
-    for bm, bn, bk, stages, warps in CANDIDATES:
-        config = {"block_m": bm, "block_n": bn, "block_k": bk, "split_k": 1, "num_stages": stages,
-                  "num_warps": warps}
+    def __init__(self) -> None:
+        reason = gpu_unavailable()
+        if reason is not None:
+            raise HloError(f"--autotune times tile configs on a GPU, and this machine has none usable: "
+                           f"{reason} (compile with the default configs, or "
+                           "--xla_gpu_load_autotune_results_from FILE)")
+        self.gpu = _Gpu()
+
+    def device_key(self, arch: str) -> str:
+        """XLA's cache-key string of this GPU (`autotune.xla_device_key`), from the driver's
+        attributes as XLA's CUDA executor reads them: clock in kHz, memory bandwidth as twice the
+        memory clock times the bus width; the cuDNN version where its library loads."""
+        from dataclasses import replace
+
+        from hlo_common.gpu.device import device_for_arch
+
+        from hlo_codegen.triton_gemm.autotune import DNN_VERSION, xla_device_key
+
+        d, attr = self.gpu.d, self.gpu.d.CUdevice_attribute
+
+        def get(name: str) -> int:
+            return int(_check(d.cuDeviceGetAttribute(getattr(attr, f"CU_DEVICE_ATTRIBUTE_{name}"),
+                                                     self.gpu.device), name))
+
+        bandwidth = 2 * get("MEMORY_CLOCK_RATE") * 1e3 * get("GLOBAL_MEMORY_BUS_WIDTH") / 8
+        device = replace(device_for_arch(arch), core_count=get("MULTIPROCESSOR_COUNT"),
+                         clock_rate_ghz=get("CLOCK_RATE") / 1e6, l2_cache_size=get("L2_CACHE_SIZE"),
+                         memory_bandwidth=bandwidth,
+                         compute_capability_major=get("COMPUTE_CAPABILITY_MAJOR"),
+                         compute_capability_minor=get("COMPUTE_CAPABILITY_MINOR"))
+        return xla_device_key(device, _cudnn_version() or DNN_VERSION)
+
+    def seconds(self, fusion: HloInstruction, candidates: list, arch: str) -> list[float]:
+        from hlo_codegen.triton_gemm.autotune import CUBLAS
+        from hlo_codegen.triton_gemm.compile import compile_kernels
+        from hlo_codegen.triton_gemm.source import kernel_source
+
+        configs = [c for c in candidates if c != CUBLAS]
+        sources = [kernel_source(fusion, c, f"candidate_{k}") for k, c in enumerate(configs)]
+        pointers = [self.gpu.buffer(o.shape.byte_size()) for o in (*fusion.operands, fusion)]
         try:
-            check_config(fusion, config, device)
-            sources.append(kernel_source(fusion, config, f"candidate_{len(sources)}"))
-        except (HloError, Unsupported):
+            timed = iter([self.gpu.seconds(k, pointers) for k in compile_kernels(sources, arch)])
+        finally:
+            for p in pointers:
+                self.gpu.d.cuMemFree(p)
+        return [cublas_seconds(fusion, arch) if c == CUBLAS else next(timed) for c in candidates]
+
+
+def _cudnn_version() -> str | None:
+    """cuDNN's version as XLA prints it (9.8.0), when its library loads."""
+    for name in ("libcudnn.so.9", "libcudnn.so"):
+        try:
+            version = int(ctypes.CDLL(name).cudnnGetVersion())
+        except (OSError, AttributeError):
             continue
-        configs.append(config)
-    if not sources:
+        return f"{version // 10000}.{version % 10000 // 100}.{version % 100}"
+    return None
+
+
+def fusion_module_text(fusion: HloInstruction) -> str:
+    """The fused computation as a module of its own (XLA's ExtractComputationIntoNewModule)."""
+    from hlo_common.hlo.printer import print_computation
+
+    body = fusion.fused_computation()
+    called, todo = [], list(body.instructions)
+    while todo:
+        for comp in todo.pop().called_computations():
+            if comp not in called:
+                called.append(comp)
+                todo.extend(comp.instructions)
+    texts = [print_computation(c, False) for c in reversed(called)]
+    texts.append(f"ENTRY {print_computation(body, False)}")
+    return "HloModule gemm_fusion_cublas\n\n" + "\n\n".join(texts) + "\n"
+
+
+def cublas_seconds(fusion: HloInstruction, arch: str) -> float:
+    """The fusion's computation with its dot on cuBLAS, as XLA's CublasGemmAutotuneExtractor
+    makes it (hlo-opt with Triton GEMMs off: the GEMM rewrite and fusion), compiled and run
+    REPEATS times by hlo-run on the GPU: the sum of its thunks' times in the last run."""
+    with tempfile.TemporaryDirectory() as tmp:
+        hlo, opt, manifest = (Path(tmp) / name for name in ("fusion.hlo", "opt.hlo", "fusion.json"))
+        hlo.write_text(fusion_module_text(fusion))
+        steps = [["hlo_opt.cli", "--xla_gpu_enable_triton_gemm", "false", "-o", str(opt), str(hlo)],
+                 ["hlo_codegen.cli", "--no-cache", "--arch", arch, "-o", str(manifest), str(opt)],
+                 ["hlo_run.cli", "--platform", "cuda", "--reference-platform", "none", "--iterations",
+                  str(REPEATS), str(manifest)]]
+        for step in steps:
+            done = subprocess.run([sys.executable, "-m", *step], capture_output=True, text=True)
+            if done.returncode != 0:
+                raise HloError(f"--autotune: the cuBLAS candidate of %{fusion.name} failed in {step[0]}: "
+                               f"{done.stderr.strip()[-200:]}")
+    seconds = profile_seconds(done.stderr)
+    if seconds is None:
+        raise HloError(f"--autotune: hlo-run gave no profile for the cuBLAS candidate of %{fusion.name}")
+    return seconds
+
+
+def profile_seconds(stderr: str) -> float | None:
+    """The sum of hlo-run's `last run, per step:` lines (milliseconds each), in seconds."""
+    if "last run, per step:" not in stderr:
         return None
-    pointers = [gpu.buffer(o.shape.byte_size()) for o in (*fusion.operands, fusion)]
-    times = [gpu.seconds(k, pointers) for k in compile_kernels(sources, arch)]
-    for p in pointers:
-        gpu.d.cuMemFree(p)
-    best = min(range(len(times)), key=times.__getitem__)
-    return configs[best], times[best]
+    steps = stderr.split("last run, per step:", 1)[1]
+    times = [float(m.group(1)) for m in re.finditer(r"^\s+\S.*?\s([0-9.]+) ms$", steps, re.M)]
+    return sum(times) / 1e3 if times else None
 
 
-def autotune_module(module: HloModule, arch: str, out_path: str) -> None:
-    """Time the candidates of every GEMM fusion, apply the fastest, write the results file."""
-    from hlo_codegen.triton_gemm.autotune import canonical_text, format_entry, set_config
-    from hlo_common.passes._support import global_computations
-    from hlo_common.passes.triton_gemm_fallback import is_triton_gemm_fusion
-
-    reason = gpu_unavailable()
-    if reason is not None:
-        raise HloError(f"--autotune times tile configs on a GPU, and this machine has none usable: "
-                       f"{reason} (compile with the default configs, or "
-                       "--xla_gpu_load_autotune_results_from FILE)")
-    device, gpu, entries = device_for_arch(arch), _Gpu(), []
-    cc = arch.removeprefix("sm_").rstrip("af")
-    for comp in global_computations(module):
-        for fusion in [i for i in comp.instructions if is_triton_gemm_fusion(i)]:
-            found = _tune(gpu, fusion, arch, device)
-            if found is None:
-                continue
-            config, seconds = found
-            set_config(fusion, config)
-            hlo = canonical_text(fusion.fused_computation())
-            entries.append(format_entry(f"CUDA: {cc[:-1]}.{cc[-1]}", hlo, config, seconds))
-    tmp = Path(f"{out_path}.{os.getpid()}.tmp")
-    tmp.write_text("version: 3\n" + "".join(entries))
-    os.replace(tmp, out_path)  # whole or not at all
-
-
-__all__ = ["CANDIDATES", "autotune_module", "gpu_unavailable"]
+__all__ = ["GpuTimer", "cublas_seconds", "fusion_module_text", "gpu_unavailable", "profile_seconds"]

@@ -1,10 +1,11 @@
 """Triton kernels for the GEMM fusions (hlo_codegen.triton_gemm): every fusion hlo-opt makes of the
 testdata/triton modules that the source writer takes compiles with `triton` (the `.[triton]`
-extra) for sm_90 and sm_80 without a GPU; on sm_90 the 16-bit float GEMMs use `wgmma`, on sm_80
-`mma.sync`; the launch grid covers the result with the config's tiles, one program per tile on
-x as XLA launches them; prologues with broadcasts, slices and transposes under bitcasts compile;
-the fusions it does not
-take are refused with the reason (test_triton_gemm_tiling)."""
+extra) for sm_90 and sm_80 without a GPU; on sm_90 the 16-bit float GEMMs use `wgmma` with a
+config of whole warpgroups and block_m >= 64 (as autotuning picks on Hopper; XLA's deviceless
+default of 2 warps gives `mma.sync`), on sm_80 `mma.sync`; the launch grid covers the result
+with the config's tiles, one program per tile on x as XLA launches them; prologues with
+broadcasts, slices and transposes under bitcasts compile; the fusions it does not take are
+refused with the reason (test_triton_gemm_tiling)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from hlo_common.hlo.parser import parse_module
 from hlo_common.hlo_pass.pipeline import RunOptions
 from hlo_opt.pipelines import build_gpu_pipeline
 
-from hlo_codegen.triton_gemm.compile import compile_kernel, triton_available
+from hlo_codegen.triton_gemm.compile import compile_kernel, compile_kernels, triton_available
 from hlo_codegen.triton_gemm.source import Unsupported, kernel_source
 
 # triton is not imported here: only the compiling child loads it (compile.py says why)
@@ -52,6 +53,24 @@ def test_kernels_compile_for_hopper_and_ampere(name, arch, device, mma):
         m, n = fusion.shape.dims[-2:]
         batch = math.prod(fusion.shape.dims[:-2])
         assert source.grid == (-(-m // 64) * -(-n // 64) * batch, 1, 1)  # XLA's: one program per tile
+
+
+# (block_m, block_n, block_k, num_stages, num_warps) -> wgmma on sm_90 (docs/tools.md): Triton 3.9
+# takes Hopper's warpgroup MMA when the warps make whole warpgroups (4, 8) and block_m is 64 or more
+WGMMA_RULE = [((16, 8, 16, 1, 2), False),  # XLA 0.10's deviceless default, also for sm_90
+              ((64, 64, 32, 3, 2), False), ((32, 32, 32, 3, 4), False), ((32, 128, 32, 3, 8), False),
+              ((64, 16, 32, 3, 4), True), ((64, 32, 32, 3, 4), True), ((128, 128, 64, 3, 8), True)]
+
+
+@pytest.mark.parametrize("name", ["matmul_bf16", "matmul_f16"])
+def test_which_configs_take_wgmma_on_hopper(name):
+    (fusion,) = _fusions(name)
+    keys = ("block_m", "block_n", "block_k", "num_stages", "num_warps")
+    sources = [kernel_source(fusion, dict(zip(keys, c)), f"k{i}") for i, (c, _) in enumerate(WGMMA_RULE)]
+    hopper, ampere = compile_kernels(sources, "sm_90"), compile_kernels(sources, "sm_80")
+    assert [("wgmma" in k.ptx) for k in hopper] == [want for _, want in WGMMA_RULE]
+    assert all(("mma.sync" in k.ptx) != want for k, (_, want) in zip(hopper, WGMMA_RULE))
+    assert all("mma.sync" in k.ptx and "wgmma" not in k.ptx for k in ampere)
 
 
 def test_f8e4m3fn_stays_out_of_ampere_fusions():

@@ -134,3 +134,27 @@ def test_a_config_lands_on_the_dots_m_and_n_through_a_root_bitcast():
     assert (config["block_m"], config["block_n"], config["block_k"]) == (64, 16, 32)
     tile = fusion.backend_config_data["fusion_backend_config"]["block_level_fusion_config"]["output_tiles"]
     assert tile == [{"sizes": ["1", "16", "64"]}]  # root dims [8, 4 (the dot's N), 4096 (its M)]
+
+
+def test_hlo_opts_default_configs_for_the_h100_are_xlas_deviceless_ones():
+    """jaxlib 0.10.2 gives every GEMM fusion of its H100 deviceless compile the same config, a
+    16 x 8 tile of the dot's M and N, block_k 16, 1 stage, 2 warps (no warpgroups: mma.sync, not
+    wgmma; docs/tools.md); hlo-opt's fusions for the H100 get the same."""
+    from hlo_codegen.triton_gemm.autotune import gemm_fusions
+    from hlo_common.gpu.device import H100
+    from hlo_common.hlo_pass.pipeline import RunOptions
+    from hlo_opt.pipelines import build_gpu_pipeline
+
+    want = {"block_m": 16, "block_n": 8, "block_k": 16, "split_k": 1, "num_stages": 1, "num_warps": 2}
+    xla_count = ours_count = 0
+    for path in sorted(TRITON.glob("*.xla_gpu.hlo")):
+        xla = parse_module(path.read_text(), path.name)
+        for fusion in gemm_fusions(xla):
+            assert fusion_config(fusion) == want, (path.name, fusion.name)
+            xla_count += 1
+        ours = parse_module((TRITON / path.name.replace(".xla_gpu", "")).read_text(), path.name)
+        build_gpu_pipeline().run_with(ours, RunOptions(device=H100))
+        for fusion in gemm_fusions(ours):
+            assert fusion_config(fusion) == want, (path.name, fusion.name)
+            ours_count += 1
+    assert xla_count == 25 and ours_count == 25
