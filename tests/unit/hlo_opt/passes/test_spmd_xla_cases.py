@@ -7,10 +7,12 @@ key instruction's per-device operand shapes. Where ours moves different data tha
 says what XLA does and why ours sends no more. Every case also runs: the partitioned program on N
 interpreter devices, from random global arguments, must give what the unpartitioned module gives.
 
-XLA cases covered here (15): TiledToReplicated, TiledToSingleDevice, SingleDeviceToReplicated,
+XLA cases covered here (18): TiledToReplicated, TiledToSingleDevice, SingleDeviceToReplicated,
 SingleDeviceToSingleDevice, ReduceWindowTiledTwoSideHalo, ReduceWindowTiled2D,
-DeviceMaximalTupleSort, ConvolutionLhsTiledRhsReplicated, ConvolutionLhsTiledRhsReplicatedNeedReshard,
-ConvolutionLhsTiledRhsReplicatedReordered, DotLhsTiledRhsTiledWithReshard, TiledToTiledReduce,
+DeviceMaximalTupleSort, ConvolutionLhsTiledRhsReplicated,
+ConvolutionLhsTiledRhsReplicatedNeedReshard, ConvolutionLhsTiledRhsReplicatedReordered,
+ConvolutionLhsTiledRhsTiled, DotLhsTiledRhsTiledWithReshard, ConvolutionLhsTiledRhsTiledWithReshard,
+ConvolutionLhsTiledRhsTiledWindowDilateNegativeRhsPadding, TiledToTiledReduce,
 PartialTiledToPartialTiledReduce, DeviceMaximalTupleReduce, Conditional.
 """
 
@@ -171,6 +173,20 @@ ENTRY entry {
     sharding={devices=[1,2,1,1]0,1}
 }""",
         "f32[2,4,8,64]", [('collective-permute', 'f32[3,16,3,2]')]),
+    # XLA's f32[128,56,56,64] / f32[128,56,56,256] cut to f32[2,8,8,4] / f32[2,8,8,6]. A weight
+    # gradient: the window covers the whole split spatial dim, so each device convolves its tile with
+    # its tile (XLA: f32[128,28,56,64] with f32[128,28,56,256]) and one all-reduce sums them.
+    "ConvolutionLhsTiledRhsTiled": (2, """HloModule module
+
+ENTRY entry {
+  %lhs = f32[2,8,8,4] parameter(0)
+  %lhs.copy = f32[2,8,8,4] copy(%lhs), sharding={devices=[1,2,1,1]0,1}
+  %rhs = f32[2,8,8,6] parameter(1)
+  %rhs.copy = f32[2,8,8,6] copy(%rhs), sharding={devices=[1,2,1,1]0,1}
+  ROOT %conv = f32[1,1,4,6] convolution(%lhs.copy, %rhs.copy),
+    window={size=8x8}, dim_labels=f01b_i01o->01bf, sharding={replicated}
+}""",
+        "f32[1,1,4,6]", [('all-reduce', 'f32[1,1,4,6]')]),
     # Cut as above. XLA: all-to-all of the row-split input to the feature split of the kernel's rows
     # (f32[64,56,56,64]), local conv, all-reduce; ours the same.
     "DotLhsTiledRhsTiledWithReshard": (2, """HloModule module
@@ -184,6 +200,34 @@ ENTRY entry {
     window={size=8x8}, dim_labels=f01b_i01o->01bf, sharding={replicated}
 }""",
         "f32[1,1,4,6]", [('all-reduce', 'f32[1,1,4,6]'), ('all-to-all', 'f32[2,2,4,8,4]')]),
+    # XLA's f32[128,56,56,512] / f32[128,28,28,64] cut to f32[4,8,8,4] / f32[4,4,4,6], the same window
+    # (dilated kernel over the whole dim). XLA: all-to-all of the kernel to rows (f32[128,14,28,64]),
+    # conv of its 14 rows (dilated: 27) over 28 input rows, all-reduce; ours: 2 kernel rows over 4.
+    "ConvolutionLhsTiledRhsTiledWithReshard": (2, """HloModule module
+
+ENTRY entry {
+  %lhs = f32[4,8,8,4] parameter(0)
+  %lhs.copy = f32[4,8,8,4] copy(%lhs), sharding={devices=[1,2,1,1]0,1}
+  %rhs = f32[4,4,4,6] parameter(1)
+  %rhs.copy = f32[4,4,4,6] copy(%rhs), sharding={devices=[2,1,1,1]0,1}
+  ROOT %conv = f32[1,1,4,6] convolution(%lhs.copy, %rhs.copy),
+    window={size=4x4 pad=0_-1x0_-1 rhs_dilate=2x2},
+    dim_labels=f01b_i01o->01bf, sharding={replicated}
+}""",
+        "f32[1,1,4,6]", [('all-reduce', 'f32[1,1,4,6]'), ('all-to-all', 'f32[2,2,2,4,6]')]),
+    # XLA's f32[128,56,56,256] / f32[128,28,28,512] cut to f32[2,8,8,4] / f32[2,4,4,6]. XLA: conv of
+    # f32[128,28,56,256] with f32[128,14,28,512], all-reduce; ours the same on the cut shapes.
+    "ConvolutionLhsTiledRhsTiledWindowDilateNegativeRhsPadding": (2, """HloModule module
+
+ENTRY entry {
+  %lhs = f32[2,8,8,4] parameter(0)
+  %lhs.copy = f32[2,8,8,4] copy(%lhs), sharding={devices=[1,2,1,1]0,1}
+  %rhs = f32[2,4,4,6] parameter(1)
+  %rhs.copy = f32[2,4,4,6] copy(%rhs), sharding={devices=[1,2,1,1]0,1}
+  ROOT %conv = f32[1,1,4,6] convolution(%lhs.copy, %rhs.copy),
+    window={size=4x4 pad=0_-1x0_-1 rhs_dilate=2x2}, dim_labels=f01b_i01o->01bf, sharding={replicated}
+}""",
+        "f32[1,1,4,6]", [('all-reduce', 'f32[1,1,4,6]')]),
     # XLA: reduce of f32[4,32,32,64] to f32[64], no collective; ours the same.
     "TiledToTiledReduce": (2, """HloModule module
 
@@ -284,7 +328,11 @@ KEY = {
         ("convolution", ["f32[2,13,16,3], f32[7,7,3,64] -> f32[2,4,8,64]"]),
     "ConvolutionLhsTiledRhsReplicatedReordered":
         ("convolution", ["f32[13,16,3,2], f32[7,7,3,64] -> f32[2,4,8,64]"]),
+    "ConvolutionLhsTiledRhsTiled": ("convolution", ["f32[2,4,8,4], f32[2,4,8,6] -> f32[1,1,4,6]"]),
     "DotLhsTiledRhsTiledWithReshard": ("convolution", ["f32[2,8,8,4], f32[2,8,8,6] -> f32[1,1,4,6]"]),
+    "ConvolutionLhsTiledRhsTiledWithReshard": ("convolution", ["f32[4,4,8,4], f32[4,2,4,6] -> f32[1,1,4,6]"]),
+    "ConvolutionLhsTiledRhsTiledWindowDilateNegativeRhsPadding":
+        ("convolution", ["f32[2,4,8,4], f32[2,2,4,6] -> f32[1,1,4,6]"]),
     "TiledToTiledReduce": ("reduce", ["f32[4,32,32,64], f32[] -> f32[64]"]),
     "PartialTiledToPartialTiledReduce": ("reduce", ["f32[2,2], f32[] -> f32[2]"]),
     "DeviceMaximalTupleReduce": ("reduce", ["f32[28,10], s32[28,10], f32[], s32[] -> (f32[28], s32[28])"]),
