@@ -7,13 +7,14 @@ key instruction's per-device operand shapes. Where ours moves different data tha
 says what XLA does and why ours sends no more. Every case also runs: the partitioned program on N
 interpreter devices, from random global arguments, must give what the unpartitioned module gives.
 
-XLA cases covered here (18): TiledToReplicated, TiledToSingleDevice, SingleDeviceToReplicated,
+XLA cases covered here (20): TiledToReplicated, TiledToSingleDevice, SingleDeviceToReplicated,
 SingleDeviceToSingleDevice, ReduceWindowTiledTwoSideHalo, ReduceWindowTiled2D,
 DeviceMaximalTupleSort, ConvolutionLhsTiledRhsReplicated,
 ConvolutionLhsTiledRhsReplicatedNeedReshard, ConvolutionLhsTiledRhsReplicatedReordered,
 ConvolutionLhsTiledRhsTiled, DotLhsTiledRhsTiledWithReshard, ConvolutionLhsTiledRhsTiledWithReshard,
 ConvolutionLhsTiledRhsTiledWindowDilateNegativeRhsPadding, TiledToTiledReduce,
-PartialTiledToPartialTiledReduce, DeviceMaximalTupleReduce, Conditional.
+PartialTiledToPartialTiledReduce, DeviceMaximalTupleReduce, TiledToTiledTupleReduce,
+TiledToPartiallyTiledTupleReduce, Conditional.
 """
 
 from __future__ import annotations
@@ -289,6 +290,57 @@ ENTRY %main {
     sharding={{maximal device=0}, {maximal device=0}}
 }""",
         "(f32[28], s32[28])", []),
+    # XLA: the variadic reduce on each device's rows, (f32[14], s32[14]); ours the same.
+    "TiledToTiledTupleReduce": (2, """HloModule module
+
+%minmax_func {
+  %lhs_value = f32[] parameter(0)
+  %rhs_value = f32[] parameter(2)
+  %compare.2 = pred[] compare(%lhs_value, %rhs_value), direction=GT
+  %select.4 = f32[] select(%compare.2, %lhs_value, %rhs_value)
+  %lhs_index = s32[] parameter(1)
+  %rhs_index = s32[] parameter(3)
+  %select.5 = s32[] select(%compare.2, %lhs_index, %rhs_index)
+  ROOT %tuple.2 = (f32[], s32[]) tuple(%select.4, %select.5)
+}
+
+ENTRY %main {
+  %param0 = f32[28,10] parameter(0), sharding={devices=[2,1]0,1}
+  %param1 = s32[28,10] parameter(1), sharding={devices=[2,1]0,1}
+  %init0 = f32[] parameter(2)
+  %init1 = s32[] parameter(3)
+  ROOT %reduce = (f32[28], s32[28]) reduce(%param0, %param1, %init0, %init1),
+    dimensions={1}, to_apply=%minmax_func,
+    sharding={{devices=[2]0,1}, {devices=[2]0,1}}
+}""",
+        "(f32[14], s32[14])", []),
+    # XLA: local reduce of f32[14,3], the partial results put into an all-reduced f32[14,4] buffer
+    # (value and index), reduced again. Ours: the same local reduce, the partial results all-gathered
+    # (f32[4,14], s32[4,14], fewer bytes than XLA's all-reduce of the same buffer), reduced again.
+    "TiledToPartiallyTiledTupleReduce": (8, """HloModule module
+
+%minmax_func {
+  %lhs_value = f32[] parameter(0)
+  %rhs_value = f32[] parameter(2)
+  %compare.2 = pred[] compare(%lhs_value, %rhs_value), direction=GT
+  %select.4 = f32[] select(%compare.2, %lhs_value, %rhs_value)
+  %lhs_index = s32[] parameter(1)
+  %rhs_index = s32[] parameter(3)
+  %select.5 = s32[] select(%compare.2, %lhs_index, %rhs_index)
+  ROOT %tuple.2 = (f32[], s32[]) tuple(%select.4, %select.5)
+}
+
+ENTRY %main {
+  %param0 = f32[28,12] parameter(0), sharding={devices=[2,4]0,1,2,3,4,5,6,7}
+  %param1 = s32[28,12] parameter(1), sharding={devices=[2,4]0,1,2,3,4,5,6,7}
+  %init0 = f32[] parameter(2)
+  %init1 = s32[] parameter(3)
+  ROOT %reduce = (f32[28], s32[28]) reduce(%param0, %param1, %init0, %init1),
+    dimensions={1}, to_apply=%minmax_func,
+    sharding={{devices=[2,4]0,1,2,3,4,5,6,7 last_tile_dim_replicate},
+              {devices=[2,4]0,1,2,3,4,5,6,7 last_tile_dim_replicate}}
+}""",
+        "(f32[14], s32[14])", [('all-gather', 'f32[4,14]'), ('all-gather', 's32[4,14]')]),
     # XLA: conditional(all-reduce(pred), f32[4,5], f32[2,5]) -> f32[2,5], the true branch slicing its
     # operand. Ours slices the replicated operand before the conditional (both branches take f32[2,5])
     # and needs no all-reduce for the predicate: a maximal-sharded value is computed on every device.
@@ -336,6 +388,10 @@ KEY = {
     "TiledToTiledReduce": ("reduce", ["f32[4,32,32,64], f32[] -> f32[64]"]),
     "PartialTiledToPartialTiledReduce": ("reduce", ["f32[2,2], f32[] -> f32[2]"]),
     "DeviceMaximalTupleReduce": ("reduce", ["f32[28,10], s32[28,10], f32[], s32[] -> (f32[28], s32[28])"]),
+    "TiledToTiledTupleReduce": ("reduce", ["f32[14,10], s32[14,10], f32[], s32[] -> (f32[14], s32[14])"]),
+    "TiledToPartiallyTiledTupleReduce":
+        ("reduce", ["f32[14,3], s32[14,3], f32[], s32[] -> (f32[14], s32[14])",
+                    "f32[4,14], s32[4,14], f32[], s32[] -> (f32[14], s32[14])"]),
     "Conditional": ("conditional", ["pred[], f32[2,5], f32[2,5] -> f32[2,5]"]),
 }
 
