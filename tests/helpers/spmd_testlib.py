@@ -135,6 +135,7 @@ def check_xla_case(text: str, n: int, root: str, collectives: list[tuple[str, st
         expected = list(expected) if isinstance(expected, tuple) else [expected]
         results = run_global(module, args, n)
         assert len(results) == len(expected)
-        for r, e in zip(results, expected):
-            np.testing.assert_allclose(r, e, rtol=1e-5, atol=1e-5)
+        for r, e in zip(results, expected):  # long f32 sums: the error scales with the largest value
+            scale = max(1.0, float(np.max(np.abs(e)))) if np.size(e) else 1.0
+            np.testing.assert_allclose(r, e, rtol=1e-5, atol=1e-5 * scale)
     return module
