@@ -170,8 +170,10 @@ def _space(p, instr, axes, have_l: Tiling, have_r: Tiling, want: Tiling) -> Tili
             local_out *= dim
         local_out /= out.num_tiles
         cost += 2 * local_out * (reduced - 1) / reduced + reshard_cost(instr.shape.dims, out, want)
-        if best_cost is None or cost < best_cost:
-            best, best_cost = space, cost
+        # equal bytes: the more tiled space, each device computing less
+        key = (cost, -space.num_tiles)
+        if best_cost is None or key < best_cost:
+            best, best_cost = space, key
     return best
 
 

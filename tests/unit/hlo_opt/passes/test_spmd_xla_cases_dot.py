@@ -6,11 +6,12 @@ per-device operand shapes, and running the partitioned program on N interpreter 
 the unpartitioned module. Where ours moves different data than XLA's, a comment says what XLA does
 and why ours sends no more.
 
-XLA cases covered here (15): TiledDot, TiledDotOutputTiled, BatchPartitionedConvolution,
+XLA cases covered here (18): TiledDot, TiledDotOutputTiled, BatchPartitionedConvolution,
 DotOutputFeaturePartitioned, DotPartialDeviceOrder, EinsumBatchPartitioned,
-EinsumLHSandOutputBatchPartitioned, EinsumRHSandOutputBatchPartitioned,
+EinsumLHSandOutputBatchPartitioned, EinsumRHSandOutputBatchPartitioned, EinsumOutputBatchPartitioned,
 EinsumContractingDimsPartitioned, EinsumContractingDimsPartitionedResultPartiallySliced,
 EinsumLHSNonContractingDimsPartitioned, EinsumRHSNonContractingDimsPartitioned,
+EinsumOutputLHSNonContractingDimPartitioned, EinsumOutputRHSNonContractingDimPartitioned,
 Dot2DPartitionedNonContractingAndContracting0, Dot2DPartitionedNonContractingAndContracting1,
 Dot2DPartitionedNonContractingAndContracting2.
 """
@@ -130,6 +131,20 @@ ENTRY entry {
     sharding={devices=[2,1,1]0,1}
 }""",
         "f32[16,24,96]", [('all-to-all', 'f32[2,16,12,64]')]),
+    # XLA: both replicated operands sliced to the batch half, dot; ours the same.
+    "EinsumOutputBatchPartitioned": (2, """HloModule module
+
+ENTRY entry {
+  %lhs = f32[32,24,64] parameter(0)
+  %lhs.copy = f32[32,24,64] copy(%lhs), sharding={replicated}
+  %rhs = f32[32,96,64] parameter(1)
+  %rhs.copy = f32[32,96,64] copy(%rhs), sharding={replicated}
+  ROOT %dot = f32[32,24,96] dot(%lhs.copy, %rhs.copy),
+    lhs_batch_dims={0}, rhs_batch_dims={0},
+    lhs_contracting_dims={2}, rhs_contracting_dims={2},
+    sharding={devices=[2,1,1]0,1}
+}""",
+        "f32[16,24,96]", []),
     # XLA's 128 of the last contracting dim cut to 16 here and below. XLA: two all-reduces, one per
     # split contracting dim (each device sends the f32[32,24,39296] result twice over its pair); ours one
     # all-reduce over all four devices (3/2 of the result in a ring instead of 2: fewer bytes).
@@ -187,6 +202,34 @@ ENTRY entry {
     sharding={devices=[1,1,2,2]0,1,2,3}
 }""",
         "f32[32,24,48,8]", []),
+    # XLA: the replicated lhs sliced to f32[32,12,64,128], dot; ours the same on the cut shapes.
+    "EinsumOutputLHSNonContractingDimPartitioned": (2, """HloModule module
+
+ENTRY entry {
+  %lhs = f32[32,24,64,16] parameter(0)
+  %lhs.copy = f32[32,24,64,16] copy(%lhs), sharding={replicated}
+  %rhs = f32[32,96,64,16] parameter(1)
+  %rhs.copy = f32[32,96,64,16] copy(%rhs), sharding={replicated}
+  ROOT %dot = f32[32,24,96] dot(%lhs.copy, %rhs.copy),
+    lhs_batch_dims={0}, rhs_batch_dims={0},
+    lhs_contracting_dims={2,3}, rhs_contracting_dims={2,3},
+    sharding={devices=[1,2,1]0,1}
+}""",
+        "f32[32,12,96]", []),
+    # XLA: the replicated rhs sliced to f32[32,19648,64,128], dot; ours the same on the cut shapes.
+    "EinsumOutputRHSNonContractingDimPartitioned": (2, """HloModule module
+
+ENTRY entry {
+  %lhs = f32[32,24,64,16] parameter(0)
+  %lhs.copy = f32[32,24,64,16] copy(%lhs), sharding={replicated}
+  %rhs = f32[32,96,64,16] parameter(1)
+  %rhs.copy = f32[32,96,64,16] copy(%rhs), sharding={replicated}
+  ROOT %dot = f32[32,24,96] dot(%lhs.copy, %rhs.copy),
+    lhs_batch_dims={0}, rhs_batch_dims={0},
+    lhs_contracting_dims={2,3}, rhs_contracting_dims={2,3},
+    sharding={devices=[1,1,2]0,1}
+}""",
+        "f32[32,24,48]", []),
     # XLA: each operand made whole along the contraction by an all-reduce of a zero-padded buffer
     # (f32[24,12], f32[16,12]), then the local dot; ours: all-gathers of the same shapes (fewer bytes).
     "Dot2DPartitionedNonContractingAndContracting0": (4, """HloModule module
@@ -241,11 +284,16 @@ KEY = {
     "EinsumBatchPartitioned": ("dot", ["f32[16,24,64], f32[16,96,64] -> f32[16,24,96]"]),
     "EinsumLHSandOutputBatchPartitioned": ("dot", ["f32[16,24,64], f32[16,96,64] -> f32[16,24,96]"]),
     "EinsumRHSandOutputBatchPartitioned": ("dot", ["f32[16,24,64], f32[16,96,64] -> f32[16,24,96]"]),
+    "EinsumOutputBatchPartitioned": ("dot", ["f32[16,24,64], f32[16,96,64] -> f32[16,24,96]"]),
     "EinsumContractingDimsPartitioned": ("dot", ["f32[32,24,32,8], f32[32,96,32,8] -> f32[32,24,96]"]),
     "EinsumContractingDimsPartitionedResultPartiallySliced":
         ("dot", ["f32[32,16], f32[16,128] -> f32[32,128]"]),
     "EinsumLHSNonContractingDimsPartitioned": ("dot", ["f32[32,12,64,8], f32[32,96,64] -> f32[32,12,8,96]"]),
     "EinsumRHSNonContractingDimsPartitioned": ("dot", ["f32[32,24,64], f32[32,48,64,8] -> f32[32,24,48,8]"]),
+    "EinsumOutputLHSNonContractingDimPartitioned":
+        ("dot", ["f32[32,12,64,16], f32[32,96,64,16] -> f32[32,12,96]"]),
+    "EinsumOutputRHSNonContractingDimPartitioned":
+        ("dot", ["f32[32,24,64,16], f32[32,48,64,16] -> f32[32,24,48]"]),
     "Dot2DPartitionedNonContractingAndContracting0": ("dot", ["f32[24,12], f32[16,12] -> f32[24,16]"]),
     "Dot2DPartitionedNonContractingAndContracting1": ("dot", ["f32[24,50], f32[32,50] -> f32[24,32]"]),
     "Dot2DPartitionedNonContractingAndContracting2": ("dot", ["f32[48,50], f32[16,50] -> f32[48,16]"]),
