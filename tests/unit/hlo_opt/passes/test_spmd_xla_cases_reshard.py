@@ -6,9 +6,9 @@ instruction's per-device operand shapes, and running the partitioned program on 
 devices against the unpartitioned module. Where ours moves different data than XLA's, a comment
 says what XLA does and why ours sends no more.
 
-XLA cases covered here (6): SubgroupAllToAllReshard, SubgroupAllToAllReshard2,
+XLA cases covered here (8): SubgroupAllToAllReshard, SubgroupAllToAllReshard2,
 SubgroupAllToAllReshard3, IndexPassthroughScatter, IndexPassthroughScatter_PartialReplicate,
-IndexPassthroughScatter_Min.
+IndexPassthroughScatter_Min, TiledReversePassthroughViaReversedSharding, TiledReverseSwapShards.
 """
 
 from __future__ import annotations
@@ -134,6 +134,25 @@ ENTRY entry {
             ('all-gather', 's32[4,2,2]'),
             ('all-gather', 's32[4,2,4]'),
         ]),
+    # XLA: reverse of each device's own tile, no collective (the result's device order is reversed);
+    # ours the same.
+    "TiledReversePassthroughViaReversedSharding": (2, """HloModule module
+
+ENTRY entry {
+  param = f32[4] parameter(0), sharding={devices=[2]0,1}
+  ROOT reverse = f32[4] reverse(param), dimensions={0},
+    sharding={devices=[2]1,0}
+}""",
+        "f32[2]", []),
+    # XLA: reverse(collective-permute(parameter)): the two devices swap tiles; ours the same.
+    "TiledReverseSwapShards": (2, """HloModule module
+
+ENTRY entry {
+  param = f32[4] parameter(0), sharding={devices=[2]0,1}
+  ROOT reverse = f32[4] reverse(param), dimensions={0},
+    sharding={devices=[2]0,1}
+}""",
+        "f32[2]", [('collective-permute', 'f32[2]')]),
 }
 
 SCATTER = "f32[2,9,8], s32[4,2,4], f32[4,4,8] -> f32[2,9,8]"
@@ -142,6 +161,8 @@ KEY = {
     "IndexPassthroughScatter": ("scatter", [SCATTER]),
     "IndexPassthroughScatter_PartialReplicate": ("scatter", [SCATTER]),
     "IndexPassthroughScatter_Min": ("scatter", [SCATTER]),
+    "TiledReversePassthroughViaReversedSharding": ("reverse", ["f32[2] -> f32[2]"]),
+    "TiledReverseSwapShards": ("reverse", ["f32[2] -> f32[2]"]),
 }
 
 
