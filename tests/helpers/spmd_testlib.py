@@ -86,3 +86,56 @@ def collective_opcodes(where) -> list[str]:
     sorted (async starts not counted)."""
     comps = [where] if hasattr(where, "instructions") else where.computations
     return sorted(i.opcode for c in comps for i in c.instructions if i.opcode in COLLECTIVE_OPS)
+
+
+
+def _random_argument(shape, rng):
+    if shape.is_tuple:
+        return tuple(_random_argument(s, rng) for s in shape.tuple_shapes)
+    kind = shape.element_type.name
+    if kind == "pred":
+        return rng.integers(0, 2, shape.dims).astype(bool)
+    if kind in ("s32", "u32"):
+        return rng.integers(0, 4, shape.dims).astype(np.int32 if kind == "s32" else np.uint32)
+    return np.asarray(rng.standard_normal(shape.dims), np.float32)
+
+
+def signature(instr) -> str:
+    """`operand shapes -> shape` of an instruction, per device after partitioning."""
+    def text(s):
+        return s.to_string(print_layout=False)
+    return f"{', '.join(text(o.shape) for o in instr.operands)} -> {text(instr.shape)}"
+
+
+def check_xla_case(text: str, n: int, root: str, collectives: list[tuple[str, str]],
+                   key: tuple[str, list[str]] | None = None, seeds=(17,)):
+    """A case of XLA's spmd_partitioner_test.cc partitioned for n devices: the root's per-device
+    shape is `root`, the collectives ((opcode, per-device shape)) are `collectives`, the
+    instructions of opcode key[0] have the signatures key[1] (sorted), and from random global
+    arguments (one draw per seed) the partitioned program on n interpreter devices gives what the
+    unpartitioned module gives on one device."""
+    from hlo_common.hlo.parser import parse_module
+    from hlo_common.interpreter.evaluator import Evaluator
+
+    module = partition(text, n)
+    assert module.entry.root.shape.to_string(print_layout=False) == root
+    got = sorted((i.opcode, i.shape.to_string(print_layout=False)) for c in module.computations
+                 for i in c.instructions if i.opcode in COLLECTIVE_OPS)
+    assert got == sorted(collectives)
+    if key is not None:
+        opcode, expected_signatures = key
+        found = [signature(i) for c in module.computations for i in c.instructions if i.opcode == opcode]
+        assert sorted(found) == sorted(expected_signatures)
+    original = parse_module(text, "original")
+    params = sorted(original.entry.parameters, key=lambda p: p.parameter_number)
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        args = [_random_argument(p.shape, rng) for p in params]
+        expected = Evaluator().evaluate(original, list(args))
+        expected = list(expected) if isinstance(expected, tuple) else [expected]
+        results = run_global(module, args, n)
+        assert len(results) == len(expected)
+        for r, e in zip(results, expected):  # long f32 sums: the error scales with the largest value
+            scale = max(1.0, float(np.max(np.abs(e)))) if np.size(e) else 1.0
+            np.testing.assert_allclose(r, e, rtol=1e-5, atol=1e-5 * scale)
+    return module

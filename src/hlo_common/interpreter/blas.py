@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import threading
 from typing import Iterator
 
 # (get, set) symbol pairs: numpy's bundled scipy-openblas (64-bit ints), then a plain OpenBLAS.
@@ -28,6 +29,9 @@ _SYMBOLS = (
 )
 _controls: tuple | None = None
 _looked = False
+_lock = threading.Lock()
+_depth = 0  # blocks inside single_threaded() now, on any thread
+_before = 1  # the thread count the outermost block found
 
 
 def _openblas_libraries() -> list[ctypes.CDLL]:
@@ -75,20 +79,27 @@ def _find_controls() -> tuple | None:
 
 @contextlib.contextmanager
 def single_threaded() -> Iterator[None]:
-    """Run the block with one OpenBLAS thread (a no-op when OpenBLAS cannot be found)."""
-    global _controls, _looked
-    if not _looked:
-        _controls, _looked = _find_controls(), True
-    if _controls is None:
-        yield
-        return
-    get, put = _controls
-    before = get()
-    if before == 1:
-        yield
-        return
-    put(1)
+    """Run the block with one OpenBLAS thread (a no-op when OpenBLAS cannot be found). The count is
+    process-wide, so nested and concurrent blocks (the N-device runtime evaluates each device on its
+    own thread) share one setting: the first to enter sets it, the last to leave restores it."""
+    global _controls, _looked, _depth, _before
+    with _lock:
+        if not _looked:
+            _controls, _looked = _find_controls(), True
+        if _controls is None:
+            entered = False
+        else:
+            entered = True
+            if _depth == 0:
+                _before = _controls[0]()
+                if _before != 1:
+                    _controls[1](1)
+            _depth += 1
     try:
         yield
     finally:
-        put(before)
+        if entered:
+            with _lock:
+                _depth -= 1
+                if _depth == 0 and _before != 1:
+                    _controls[1](_before)

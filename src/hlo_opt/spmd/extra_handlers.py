@@ -9,6 +9,7 @@ from hlo_opt.spmd import (
     conv_handlers,
     dynamic_handlers,
     gather_handlers,
+    reduce_handlers,
     sort_handlers,
     window_handlers,
 )
@@ -20,3 +21,4 @@ HANDLERS["while"] = control_handlers.handle_while
 HANDLERS["conditional"] = control_handlers.handle_conditional
 HANDLERS["convolution"] = conv_handlers.handle_convolution
 HANDLERS["sort"] = sort_handlers.handle_sort
+HANDLERS["reduce"] = reduce_handlers.handle_variadic_reduce  # tuple-shaped only (handlers.py)

@@ -258,8 +258,10 @@ class Partitioner:
                 if reduced > 1:
                     cost += 2 * local_out * (reduced - 1) / reduced
                 cost += reshard_cost(instr.shape.dims, out, want)
-            if best_cost is None or cost < best_cost:
-                best, best_cost = space, cost
+            # equal bytes: the more tiled space, each device computing less
+            key = (cost, -space.num_tiles)
+            if best_cost is None or key < best_cost:
+                best, best_cost = space, key
         if best is None:  # nothing splits evenly: every device computes the whole dot
             best = dot_dims.lift(Tiling.replicated(lhs.shape.rank, self.n), axes, "lhs")
         return best

@@ -15,7 +15,11 @@ its window that neighbouring devices hold (`hlo_opt.spmd.window`):
 - dynamic-slice / dynamic-update-slice: dims sliced (or updated) only in part are made whole
   (XLA's choice where the offsets are data), the others stay tiled;
 - iota: the local iota plus the device's offset along the iota dim, from partition-id;
-- reduce-window: the input window under each output tile, padded with the init value.
+- reduce-window: the input window under each output tile, padded with the init value;
+- reverse: output tile c of a reversed dim is the reverse of input tile (tiles - 1 - c), so the
+  operand is fetched in the result's tiling with the tile order of the reversed dims flipped (a
+  collective-permute where the devices differ, none where the sharding already says so), then
+  reversed locally (XLA's HandleReverse).
 """
 
 from __future__ import annotations
@@ -220,3 +224,18 @@ def handle_reduce_window(p, instr: HloInstruction) -> bool:
 
 
 HANDLERS["reduce-window"] = handle_reduce_window
+
+
+def handle_reverse(p, instr: HloInstruction) -> bool:
+    want = p.wanted(instr)
+    if not isinstance(want, Tiling) or not _even(instr.shape, want):
+        return False
+    dims = tuple(instr.attrs["dimensions"])
+    need = Tiling.of(want.ids[tuple(slice(None, None, -1) if d in dims else slice(None)
+                                    for d in range(want.rank))])
+    operand = p.get(instr.operands[0], need)
+    new = p.b.add("reverse", [operand], operand.shape, {"dimensions": dims})
+    return _done(p, instr, new, want)
+
+
+HANDLERS["reverse"] = handle_reverse

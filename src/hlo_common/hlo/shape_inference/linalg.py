@@ -7,6 +7,7 @@ Dot-like ops and convolution take their element type from the written shape when
 
 from __future__ import annotations
 
+from hlo_common.hlo.attributes import Window
 from hlo_common.hlo.dtypes import PRIMITIVE_TYPES
 from hlo_common.hlo.shape_inference._base import (
     attr, check_dim_list, describe, expect_array, fail, higher_precision, int_attr, ints_attr, like, make,
@@ -122,7 +123,7 @@ def _convolution(instr, ctx):
     if fgc <= 0 or bgc <= 0 or (fgc > 1 and bgc > 1):
         fail(f"feature_group_count={fgc}, batch_group_count={bgc}: expected positive and not both > 1")
     dn = attr(instr, "dim_labels")
-    window = attr(instr, "window")
+    window = attr(instr, "window", Window(()))  # XLA: optional, empty without spatial dims
     nsp = len(dn.input_spatial)
     if len(window.dims) != nsp:
         fail(f"window has {len(window.dims)} dimensions, expected {nsp} (spatial dims in dim_labels)")
