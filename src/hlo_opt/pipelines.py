@@ -124,7 +124,9 @@ GPU_PIPELINES: tuple[PipelineSpec, ...] = (
          p("cse", is_layout_sensitive=True, only_fusion_computations=True), p("dce"),
          p(MULTI_OUTPUT_FUSION),
          p("cse", is_layout_sensitive=True, only_fusion_computations=True), p("dce")),
-    pipe("post-fusion optimization", p("rename_fusions"), p("dce"), p("tuple-simplifier")),
+    # RunPostFusionPasses' combiners, then RunPostFusionCollectiveOptimizationPasses' async pairs
+    pipe("post-fusion optimization", p("rename_fusions"), p("all-gather-combiner"), p("all-reduce-combiner"),
+         p("reduce-scatter-combiner"), p("async-collective-creator"), p("dce"), p("tuple-simplifier")),
     pipe("post-fusion-simplification-pipeline",
          p("algsimp", is_layout_sensitive=True), p("computation-deduplicator")),
     pipe("autotuner", p("fusion-wrapper"), p("config-assigner")),

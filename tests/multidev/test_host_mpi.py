@@ -180,7 +180,9 @@ ENTRY main { p = s32[] parameter(0) pid = u32[] partition-id() pids = s32[] conv
 
 @pytest.mark.parametrize("text, args, message", [
     (HANG, ["--collective-timeout", "3"],
-     r"rank 0 \(device 0\): thunk \d+ kAllReduce ar: the other devices of its group \[0, 1\] did not "
+     # (hlo-opt's async-collective-creator made %ar an all-reduce-start / all-reduce-done pair)
+     r"rank 0 \(device 0\): thunk \d+ kAllReduceStart all-reduce-start: the other devices of its group "
+     r"\[0, 1\] did not "
      r"reach it within 3 s"),
     (FAIL, ["--max-while-iterations", "3"],
      r"rank 1 \(device 1\): .*while %w reached --max-while-iterations=3"),

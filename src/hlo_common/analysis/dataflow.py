@@ -141,8 +141,12 @@ def _multi(instr: HloInstruction, index: Index) -> tuple[HloInstruction, Index]:
 
 
 def _done_index(done: HloInstruction, index: Index) -> Index:
-    """A *-done reads its start's output: element {1} when the start returns (input, output)."""
+    """A *-done reads its start's output: all-gather-start and collective-permute-start return
+    (input, output[, contexts]), the output at {1} (for a combined all-gather both are tuples, so
+    the shapes' lengths cannot tell); an all-reduce-start returns the output itself."""
     start, out = done.operands[0].shape, done.shape
+    if done.opcode in ("all-gather-done", "collective-permute-done") and start.is_tuple:
+        return (1,) + index
     if start.is_tuple and (not out.is_tuple or len(start.tuple_shapes) != len(out.tuple_shapes)):
         return (1,) + index
     return index

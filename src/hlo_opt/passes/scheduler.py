@@ -65,7 +65,7 @@ class HloMemoryScheduler(HloPass):
         changed = not module.is_scheduled
         for comp in xla_computation_post_order(module):
             if model.is_global(comp):
-                sequence = self._best_sequence(comp, model, callee_memory, module.is_scheduled)
+                sequence = hide_latency(self._best_sequence(comp, model, callee_memory, module.is_scheduled))
             else:
                 sequence = post_order_schedule(comp)
             if len(sequence) != len(comp.instructions):
@@ -94,6 +94,31 @@ class HloMemoryScheduler(HloPass):
         callee_memory[comp] = peaks[best[0]]
         self.report[comp.name] = ComputationScheduleReport(best[0], peaks)
         return best[1]
+
+
+ASYNC_STARTS = frozenset({"all-reduce-start", "all-gather-start", "collective-permute-start"})
+ASYNC_DONES = frozenset({"all-reduce-done", "all-gather-done", "collective-permute-done"})
+
+
+def hide_latency(sequence: list) -> list:
+    """`sequence` with each asynchronous collective's start moved up to just after its last
+    operand and each done down to just before its first user, so that the kernels in between run
+    while the transfer does (the aim of XLA's latency-hiding scheduler, without its cost model).
+    Starts keep their order among themselves, and so do dones; applied twice it changes nothing."""
+    if not any(i.opcode in ASYNC_STARTS for i in sequence):
+        return sequence
+    seq = list(sequence)
+    for start in [i for i in seq if i.opcode in ASYNC_STARTS]:
+        seq.remove(start)
+        deps = {id(d) for d in start.operands} | {id(d) for d in start.control_predecessors}
+        pos = max((k + 1 for k, i in enumerate(seq) if id(i) in deps), default=0)
+        seq.insert(pos, start)
+    for done in reversed([i for i in seq if i.opcode in ASYNC_DONES]):
+        seq.remove(done)
+        users = {id(u) for u in done.users} | {id(u) for u in done.control_successors}
+        pos = next((k for k, i in enumerate(seq) if id(i) in users), len(seq))
+        seq.insert(pos, done)
+    return seq
 
 
 def _is_valid_order(sequence) -> bool:
