@@ -74,11 +74,28 @@ def test_hlo_run_interpreter_takes_and_gives_global_arrays(name, tmp_path):
 
 
 @pytest.mark.skipif(not (BIN / "mpiexec").is_file(), reason="needs the mpi extra (mpiexec)")
-@pytest.mark.parametrize("name", ["megatron_mlp_n4", "dot_reduce_scatter_n4", "shard_map_psum_n4"])
+@pytest.mark.parametrize("name", ["megatron_mlp_n4", "dot_reduce_scatter_n4", "shard_map_psum_n4",
+                                  "dp_mlp_step_n4"])
 def test_hlo_run_host_over_mpi_takes_and_gives_global_arrays(name, tmp_path):
     """Also checked by hlo-run against its default reference, the interpreter: the global program
     on one device, or for the shard_map program the partitioned one on the 4 devices."""
     _global_run(name, tmp_path, "host", 4)
+
+
+@pytest.mark.parametrize("n", [4, 8])
+def test_the_data_parallel_steps_gradient_all_reduces_are_combined_as_xla_combines_them(n):
+    """Partitioning leaves one all-reduce per gradient; after fusion the all-reduce combiner makes
+    them one, asynchronous (XLA's partitioned program, testdata/spmd/xla.json: one all-reduce)."""
+    import json
+
+    xla = json.loads((DATA / "xla.json").read_text())[f"dp_mlp_step_n{n}"]["collectives"]
+    proc = _tool("hlo-opt", "--num-partitions", str(n), str(DATA / f"dp_mlp_step_n{n}.hlo"))
+    assert proc.returncode == 0, proc.stderr
+    starts = [line for line in proc.stdout.splitlines() if " all-reduce-start(" in line]
+    assert xla == {"all-reduce": 1} and len(starts) == 1 and proc.stdout.count("all-reduce-done(") == 1
+    assert starts[0].split(" = ")[1].startswith("(f32[")  # two gradients in one tuple
+    for op in (" all-reduce(", "all-gather", "reduce-scatter", "collective-permute"):
+        assert op not in proc.stdout
 
 
 def test_hlo_opt_makes_a_reduce_scatter_of_a_contraction_wanted_split():

@@ -23,8 +23,9 @@ XLA = json.loads((DATA / "xla.json").read_text())
 # Where our collectives differ from XLA:CPU's, and why (the program kind, as the file's stem
 # without _nN).
 KNOWN_DIFFERENCES = {
-    # XLA's all-reduce combiner merges the two gradient all-reduces into one (not written yet);
-    # on 2 devices ours all-gathers the hidden layer's activations instead of all-reducing w1's
+    # XLA's all-reduce combiner merges the two gradient all-reduces into one (ours runs after
+    # fusion, so the partitioned program compared here still has two; test_spmd_cli.py checks the
+    # combined one after the whole pipeline); on 2 devices ours all-gathers the hidden layer's activations instead of all-reducing w1's
     # gradient (the dot strategy's cost model prefers the cheaper bytes there).
     "dp_mlp_step": "combiner",
     # XLA:CPU all-reduces the partial sums then slices; ours (and XLA:GPU's ReduceScatterCreator)
