@@ -68,7 +68,8 @@ def _split_value(value, sharding, n: int, split):
     return [tuple(p[d] for p in parts) for d in range(n)]
 
 
-COLLECTIVE_OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+COLLECTIVE_OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+                  "collective-broadcast")
 
 
 def collective_counts(module) -> dict[str, int]:

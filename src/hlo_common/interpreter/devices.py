@@ -144,8 +144,9 @@ def run_devices(module, args_per_device: Sequence[Sequence[Any]], replicas: int,
     n = world.n
     results: list[Any] = [None] * n
     errors: list[tuple[int, BaseException] | None] = [None] * n
-    evaluators = [Evaluator(replica_id=d // partitions, partition_id=d % partitions, **options)
-                  for d in range(n)]
+    seed = options.pop("rng_seed", 0x5EED)  # each device draws its own `rng` stream, as devices do
+    evaluators = [Evaluator(replica_id=d // partitions, partition_id=d % partitions, rng_seed=seed + d,
+                            **options) for d in range(n)]
     for d, ev in enumerate(evaluators):
         ev.world, ev.device = world, d
 

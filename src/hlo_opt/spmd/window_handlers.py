@@ -28,6 +28,7 @@ from dataclasses import replace
 
 from hlo_common.hlo.attributes import PaddingConfig, SliceSpec, Window
 from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.replica_groups import ReplicaGroups
 from hlo_opt.spmd.tiling import Tiling
 from hlo_opt.spmd.window import global_index, in_range, window, windows
 
@@ -186,10 +187,26 @@ def handle_iota(p, instr: HloInstruction) -> bool:
     return _done(p, instr, new, want)
 
 
+def handle_rng(p, instr: HloInstruction) -> bool:
+    """rng (XLA's HandleRng): split, every device draws its own tile from replicated operands;
+    replicated, the draw is device 0's, broadcast to the others, so every device holds the same
+    values (XLA assigns the draw to device 0 and reshards it to replicated)."""
+    want = p.wanted(instr)
+    if not instr.shape.is_array or not _even(instr.shape, want):
+        return False
+    parts = [p.get(o, p.replicated(o.shape)) for o in instr.operands]
+    new = p.b.add("rng", parts, p.local(instr.shape, want, instr), dict(instr.attrs))
+    if want.is_replicated and p.b.n > 1:
+        everyone = ReplicaGroups(explicit=(tuple(range(p.b.n)),))
+        new = p.b.add("collective-broadcast", [new], new.shape,
+                      {"channel_id": p.b.channel(), "replica_groups": everyone})
+    return _done(p, instr, new, want)
+
+
 HANDLERS = {
     "slice": handle_slice, "pad": handle_pad, "concatenate": handle_concatenate,
     "dynamic-slice": handle_dynamic_slice, "dynamic-update-slice": handle_dynamic_update_slice,
-    "iota": handle_iota,
+    "iota": handle_iota, "rng": handle_rng,
 }
 
 
