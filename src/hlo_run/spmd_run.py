@@ -61,16 +61,18 @@ class GlobalProgram:
 
     def gather(self, result: Any, name: str) -> Any:
         per_device = unstack(result, self.n)
+        shape = self.original.result_shape
         if isinstance(per_device[0], tuple):
             shardings = list(self.root_sharding.elements) if self.root_sharding is not None and \
                 self.root_sharding.kind == "tuple" else [self.root_sharding] * len(per_device[0])
-            return tuple(self._one([d[k] for d in per_device], s, f"{name} result {k}")
+            return tuple(self._one([d[k] for d in per_device], s, shape.tuple_shapes[k], f"{name} result {k}")
                          for k, s in enumerate(shardings))
-        return self._one(per_device, self.root_sharding, f"{name} result")
+        return self._one(per_device, self.root_sharding, shape, f"{name} result")
 
     @staticmethod
-    def _one(pieces, sharding, what: str):
-        array, disagree = gather(pieces, sharding)
+    def _one(pieces, sharding, shape, what: str):
+        """The global result (uneven tiles' padding cut off at the global shape)."""
+        array, disagree = gather(pieces, sharding, shape.dims)
         if disagree:
             raise InputError(f"{what}: devices {disagree} hold a different copy of a replicated tile")
         return array

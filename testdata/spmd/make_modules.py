@@ -93,6 +93,7 @@ def _programs_for(n: int) -> dict:
     progs.update(_loop_programs(n, x1))
     progs.update(_gather_programs(n, x1))
     progs.update(_conv_programs(n, x1))
+    progs.update(_uneven_programs(n, x1))
     progs["shard_map_psum"] = program(
         x1, lambda a, b: jnp.tanh(jax.shard_map(lambda u, v: jax.lax.psum(u @ v, "x"), mesh=x1,
                                                 in_specs=(P(None, "x"), P("x", None)), out_specs=P(),
@@ -208,6 +209,33 @@ def _loop_programs(n: int, x1: Mesh) -> dict:
     return {"scan_carry": program(x1, _scan, [((4 * n, 4), P("x")), ((5, 4), P())], (P("x"), P(None, "x"))),
             "scan_split_inputs": program(x1, _scan_zero_carry, [((5, 4 * n, 4), P(None, "x"))], P()),
             "cond_rows": program(x1, _cond, [((4 * n, 6), P("x"))], P("x"))}
+
+
+def _uneven_programs(n: int, x1: Mesh) -> dict:
+    """Values split where the dim does not divide by the device count (8n - 1 rows or columns:
+    XLA pads the last tile), constrained inside the program (jax's arguments split evenly)."""
+    rows = NamedSharding(x1, P("x"))
+    cols = NamedSharding(x1, P(None, "x"))
+    wsc = jax.lax.with_sharding_constraint
+    k = 8 * n - 1
+
+    def rows_sum(a):  # elementwise on the uneven tiles, then a reduce over the split rows
+        t = wsc(jnp.tanh(a[:k]) * 2.0, rows)
+        return t.sum(axis=0), t.max(axis=0)
+
+    def norm(a):  # a layer norm over each uneven-split row, then each column's mean
+        t = wsc(a[:k], rows)
+        y = (t - t.mean(axis=1, keepdims=True)) / jnp.sqrt(t.var(axis=1, keepdims=True) + 1e-5)
+        return y.mean(axis=0)
+
+    def contract(a, b):  # a contraction over an uneven split dim
+        return wsc(a[:, :k], cols) @ wsc(b[:k], rows)
+
+    return {
+        "uneven_rows_sum": program(x1, rows_sum, [((8 * n, 6), P("x"))], (P(), P())),
+        "uneven_norm": program(x1, norm, [((8 * n, 6), P("x"))], P()),
+        "uneven_contract": program(x1, contract, [((4, 8 * n), P(None, "x")), ((8 * n, 3), P("x"))], P()),
+    }
 
 
 def all_programs() -> dict:

@@ -34,9 +34,10 @@ def partition(text: str, n: int, name: str = "m", passes=SPMD_PASSES):
     return module
 
 
-def run_global(module, args: list[np.ndarray], n: int) -> list[np.ndarray]:
+def run_global(module, args: list[np.ndarray], n: int, shapes=None) -> list[np.ndarray]:
     """Run the partitioned `module` on n interpreter devices from global arguments; the global
-    results (each replica of a tile checked to agree)."""
+    results (each replica of a tile checked to agree; `shapes`: the global results' dims, which
+    uneven tiles need to cut their padding off)."""
     from hlo_common.hlo.sharded_arrays import gather, split
     from hlo_common.interpreter.devices import run_devices
 
@@ -52,7 +53,7 @@ def run_global(module, args: list[np.ndarray], n: int) -> list[np.ndarray]:
         shardings, leaves = [root.sharding], [results]
     out = []
     for k, (sharding, per) in enumerate(zip(shardings, leaves)):
-        array, disagree = gather(per, sharding)
+        array, disagree = gather(per, sharding, None if shapes is None else shapes[k])
         assert not disagree, f"out{k}: replicas {disagree} disagree"
         out.append(array)
     return out

@@ -68,14 +68,14 @@ def _global_run(name: str, tmp_path: Path, platform: str, n: int) -> None:
             np.testing.assert_allclose(got[k], data[k], rtol=1e-5, atol=1e-5, err_msg=k)
 
 
-@pytest.mark.parametrize("name", ["megatron_mlp_n4", "mesh2d_reshard_n8", "dp_mlp_step_n2"])
+@pytest.mark.parametrize("name", ["megatron_mlp_n4", "mesh2d_reshard_n8", "dp_mlp_step_n2", "uneven_norm_n8"])
 def test_hlo_run_interpreter_takes_and_gives_global_arrays(name, tmp_path):
     _global_run(name, tmp_path, "interpreter", int(name.rsplit("_n", 1)[1]))
 
 
 @pytest.mark.skipif(not (BIN / "mpiexec").is_file(), reason="needs the mpi extra (mpiexec)")
 @pytest.mark.parametrize("name", ["megatron_mlp_n4", "dot_reduce_scatter_n4", "shard_map_psum_n4",
-                                  "dp_mlp_step_n4"])
+                                  "dp_mlp_step_n4", "uneven_contract_n4"])
 def test_hlo_run_host_over_mpi_takes_and_gives_global_arrays(name, tmp_path):
     """Also checked by hlo-run against its default reference, the interpreter: the global program
     on one device, or for the shard_map program the partitioned one on the 4 devices."""
@@ -124,7 +124,6 @@ ENTRY e {{
 @pytest.mark.parametrize("dims, sharding, fragments", [
     ("8,4", "{devices=[3,1]0,1,2}", ("%p", "invalid sharding", "3 devices")),       # tile count != devices
     ("8,4", "{devices=[2,1]0,5}", ("%p", "invalid sharding", "device 5")),          # id out of range
-    ("6,4", "{devices=[4,1]<=[4]}", ("%p", "uneven")),                             # uneven (no padding yet)
     ("8,4", "{devices=[2,1,2]<=[4] last_tile_dims={manual}}", ("%p", "manual")),   # manual region
 ])
 def test_hlo_opt_bad_shardings_are_one_line_errors(dims, sharding, fragments):

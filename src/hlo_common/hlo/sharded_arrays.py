@@ -34,16 +34,19 @@ def _tile_slices(shape, tiles) -> dict:
     return out
 
 
-def _check_even(shape, tiles, sharding) -> None:
-    if any(d % t for d, t in zip(shape, tiles)):
-        raise ShardingError(f"sharding {sharding} splits {list(shape)} into uneven tiles")
+def padded_dims(shape, tiles) -> tuple[int, ...]:
+    """`shape` rounded up to whole tiles: where a dim does not divide, every tile is
+    ceil(dim / tiles) long and the last ones end in padding (XLA's uneven shards)."""
+    return tuple(-(-d // t) * t for d, t in zip(shape, tiles))
 
 
 def split(array: np.ndarray, sharding: HloSharding | None, n: int) -> list[np.ndarray]:
-    """Each device's piece of a global array."""
+    """Each device's piece of a global array (uneven tiles padded with zeros at their end)."""
     ids = device_tiles(sharding, array.ndim, n)
     tiles = ids.shape[:-1]
-    _check_even(array.shape, tiles, sharding)
+    padded = padded_dims(array.shape, tiles)
+    if padded != array.shape:
+        array = np.pad(array, [(0, p - d) for p, d in zip(padded, array.shape)])
     pieces: list = [None] * n
     for coord, where in _tile_slices(array.shape, tiles).items():
         for device in ids[coord]:
@@ -51,20 +54,24 @@ def split(array: np.ndarray, sharding: HloSharding | None, n: int) -> list[np.nd
     return pieces
 
 
-def gather(pieces: list[np.ndarray], sharding: HloSharding | None) -> tuple[np.ndarray, list[int]]:
-    """The global array from each device's piece, and the devices whose piece differs from what
-    another replica of the same tile holds (a correct program leaves that list empty)."""
+def gather(pieces: list[np.ndarray], sharding: HloSharding | None,
+           shape: tuple[int, ...] | None = None) -> tuple[np.ndarray, list[int]]:
+    """The global array (of `shape`, the tiles' padding cut off; default: the tiles laid side by
+    side) from each device's piece, and the devices whose piece differs from what another replica
+    of the same tile holds (a correct program leaves that list empty)."""
     n, local = len(pieces), np.asarray(pieces[0])
     ids = device_tiles(sharding, local.ndim, n)
     tiles = ids.shape[:-1]
-    shape = tuple(d * t for d, t in zip(local.shape, tiles))
-    out = np.empty(shape, local.dtype)
+    full = tuple(d * t for d, t in zip(local.shape, tiles))
+    out = np.empty(full, local.dtype)
     disagree = []
-    for coord, where in _tile_slices(shape, tiles).items():
+    for coord, where in _tile_slices(full, tiles).items():
         first = np.asarray(pieces[int(ids[coord][0])])
         out[where] = first
         disagree += [int(d) for d in ids[coord][1:] if not np.array_equal(np.asarray(pieces[int(d)]), first,
                                                                            equal_nan=True)]
+    if shape is not None and tuple(shape) != full:
+        out = np.ascontiguousarray(out[tuple(slice(0, d) for d in shape)])
     return out, sorted(disagree)
 
 

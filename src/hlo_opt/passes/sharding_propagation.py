@@ -127,9 +127,7 @@ def _tiling_of(sharding: HloSharding, shape, n: int, instr):
     t = from_sharding(sharding, shape.rank, n)
     if t is None:
         raise ValueError("the partitioner takes replicated, maximal and tiled shardings so far")
-    if t.local_dims(shape.dims) is None:
-        raise ValueError(f"uneven shards of {shape} (padding is not supported yet)")
-    return t
+    return t  # uneven tiles are padded (hlo_opt.spmd.uneven)
 
 
 def _tuple_tiling(shape, leaves, whole, n, instr):
@@ -233,16 +231,38 @@ def _assign(tilings: dict, instr: HloInstruction, t) -> bool:
 
 
 def _best(instr: HloInstruction, candidates) -> Tiling | None:
-    """The most tiled candidate that splits `instr`'s dims evenly (first one on a tie)."""
-    best = None
+    """The most tiled candidate (an even split before an uneven one of as many tiles, whose last
+    tiles are padded; then the first one)."""
+    best, best_key = None, None
     for t in candidates:
         if t is None or isinstance(t, tuple) or t.rank != instr.shape.rank:
             continue
-        if t.local_dims(instr.shape.dims) is None:
+        even = t.local_dims(instr.shape.dims) is not None
+        if not even and not _may_pad(instr, t):
             continue
-        if best is None or t.num_tiles > best.num_tiles:
-            best = t
+        key = (t.num_tiles, even)
+        if best_key is None or key > best_key:
+            best, best_key = t, key
     return best
+
+
+def _may_pad(instr: HloInstruction, t: Tiling) -> bool:
+    """Whether `instr` may take uneven (padded) tiles: not the window ops, whose handlers move
+    data between whole tiles, except a slice that keeps every tile where it was (it cuts the end
+    of the array off, as `hlo_opt.spmd.uneven.slice_in_place` partitions it)."""
+    if instr.opcode in ("concatenate", "pad", "dynamic-slice", "dynamic-update-slice", "reverse"):
+        return False
+    if instr.opcode != "slice":
+        return True
+    if any(u.opcode in ("concatenate", "pad") for u in instr.users):
+        return False  # the window handlers read such slices from the sliced array itself (jnp.roll)
+    src = instr.operands[0].shape.dims
+    for d in t.uneven_dims(instr.shape.dims):
+        start, limit, stride = instr.attrs["slice"].dims[d]
+        tiles = t.tiles[d]
+        if start or stride != 1 or -(-limit // tiles) != -(-src[d] // tiles):
+            return False
+    return True
 
 
 def _forward(instr: HloInstruction, tilings: dict):

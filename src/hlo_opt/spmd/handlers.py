@@ -9,9 +9,10 @@ layout its result comes out in; the consumer reshards if it wants another.
 
 from __future__ import annotations
 
+from hlo_common.hlo.hlo_creation_utils import make_constant
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.shape import Shape
-from hlo_opt.spmd import dot_dims, manual, rules
+from hlo_opt.spmd import dot_dims, manual, rules, uneven
 from hlo_opt.spmd.builder import SpmdBuilder
 from hlo_opt.spmd.errors import SpmdError
 from hlo_opt.spmd.extra_handlers import HANDLERS
@@ -65,20 +66,22 @@ class Partitioner:
                 return new
             parts = [self._get_element(instr, new, have, k, w) for k, w in enumerate(want)]
             return self.b.add("tuple", parts)
-        if want.local_dims(instr.shape.dims) is None:
-            raise SpmdError(f"uneven shards of {instr.shape} over {want.tiles} (padding is not "
-                            "supported yet)", instr)
         key = (instr, want)
         if key not in self._cache:
-            self._cache[key] = reshard(self.b, new, instr.shape, have, want)
+            self._cache[key] = self._reshard(new, instr.shape, have, want)
         return self._cache[key]
+
+    def _reshard(self, new, shape, have: Tiling, want: Tiling):
+        if uneven.is_uneven(shape, have) or uneven.is_uneven(shape, want):
+            return uneven.reshard_uneven(self, new, shape, have, want)
+        return reshard(self.b, new, shape, have, want)
 
     def _get_element(self, instr, new, have, k, want):
         element = self.b.add("get-tuple-element", [new], new.shape.tuple_shapes[k], {"index": k})
         shape = instr.shape.tuple_shapes[k]
         if isinstance(want, tuple):
             raise SpmdError("nested tuples are not partitioned yet", instr)
-        return reshard(self.b, element, shape, have[k], want)
+        return self._reshard(element, shape, have[k], want)
 
     def replicated(self, shape):
         if shape.is_tuple:
@@ -86,10 +89,9 @@ class Partitioner:
         return Tiling.replicated(shape.rank, self.n)
 
     def local(self, shape, t: Tiling, instr):
-        dims = t.local_dims(shape.dims)
-        if dims is None:
-            raise SpmdError(f"uneven shards of {shape} over {t.tiles} (padding is not supported yet)", instr)
-        return shape.with_dims(dims)
+        """The per-device shape: the tile, padded where the tile count does not divide a dim
+        (`hlo_opt.spmd.uneven`)."""
+        return shape.with_dims(t.local_dims(t.padded_dims(shape.dims)))
 
     def _local_of(self, shape, want, instr):
         """The per-device shape of a value (a tuple: leaf by leaf)."""
@@ -126,8 +128,16 @@ class Partitioner:
             k = instr.attrs["index"]
             gte = self.b.add(op, [new], new.shape.tuple_shapes[k], {"index": k}, name=instr.name)
             self.values[instr] = (gte, have[k])
-        elif op not in HANDLERS or not HANDLERS[op](self, instr):  # False: it does not apply
-            self._whole(instr)
+        elif op == "slice" and self._uneven_around(instr) and uneven.slice_in_place(self, instr):
+            pass
+        elif op not in HANDLERS or self._uneven_around(instr) or not HANDLERS[op](self, instr):
+            self._whole(instr)  # no handler, or it does not apply (it said False)
+
+    def _uneven_around(self, instr: HloInstruction) -> bool:
+        """An uneven tiling on the instruction or an operand: the handlers of `extra_handlers`
+        count on whole tiles, so the op runs whole (`hlo_opt.spmd.uneven`)."""
+        pairs = [(instr.shape, self.wanted(instr))] + [(o.shape, self.values[o][1]) for o in instr.operands]
+        return any(isinstance(t, Tiling) and uneven.is_uneven(shape, t) for shape, t in pairs)
 
     def _region_edge(self, instr: HloInstruction) -> None:
         """GlobalToLocalShape: each operand as its region tiling's tile; LocalToGlobalShape: the
@@ -180,8 +190,9 @@ class Partitioner:
         want = self.wanted(instr)
         need = rules.operand_from_output(instr, 0, want)
         # a broadcast's new dims are tiled by the output alone; the others must round-trip
-        if need is None or (instr.opcode != "broadcast" and rules.output_from_operand(instr, 0, need) != want):
-            self._whole(instr)
+        if need is None or (instr.opcode != "broadcast" and rules.output_from_operand(instr, 0, need) != want) \
+                or (instr.opcode == "reshape" and self._uneven_around(instr) and not _degenerate(instr)):
+            self._whole(instr)  # a reshape of padded tiles would mix the padding into the data
             return
         self._clone(instr, [self.get(instr.operands[0], need)], want)
 
@@ -202,8 +213,9 @@ class Partitioner:
         dims = tuple(instr.attrs["dimensions"])
         partial = [d for d in dims if have.tiles[d] > 1]
         result = rules.reduce_forward(have, dims)
-        operands = [self.values[source][0], self.get(init, self.replicated(init.shape))]
-        self._clone(instr, operands, result)
+        init_value = self.get(init, self.replicated(init.shape))
+        data = uneven.mask(self, self.values[source][0], source.shape, have, partial, init_value)
+        self._clone(instr, [data, init_value], result)
         if partial:
             new = self.values[instr][0]
             combined = self.b.all_reduce(new, have.groups(partial), instr.attrs["to_apply"])
@@ -218,14 +230,23 @@ class Partitioner:
         need_l = dot_dims.project(space, axes, "lhs")
         need_r = dot_dims.project(space, axes, "rhs")
         out = dot_dims.project(space, axes, "out")
-        self._clone(instr, [self.get(lhs, need_l), self.get(rhs, need_r)], out)
+        operands = [self.get(lhs, need_l), self.get(rhs, need_r)]
+        if uneven.is_uneven(lhs.shape, need_l) or uneven.is_uneven(rhs.shape, need_r):
+            # the padding of a split contracting dim must add nothing: zeros on both sides
+            k_l = [ax.lhs for ax in axes if ax.kind == dot_dims.CONTRACTING]
+            k_r = [ax.rhs for ax in axes if ax.kind == dot_dims.CONTRACTING]
+            zero_l = make_constant(self.b.comp, 0, lhs.shape.element_type)
+            zero_r = make_constant(self.b.comp, 0, rhs.shape.element_type)
+            operands = [uneven.mask(self, operands[0], lhs.shape, need_l, k_l, zero_l),
+                        uneven.mask(self, operands[1], rhs.shape, need_r, k_r, zero_r)]
+        self._clone(instr, operands, out)
         contracting = _contracting(space, axes)
         if not contracting:
             return
         new = self.values[instr][0]
         add = self.b.reducer("add", instr.shape.element_type)
         scatter = dot_dims.reduce_scatter(space, contracting, out, want)
-        if scatter is not None:  # the partial sums reduced straight into the wanted tiles
+        if scatter is not None and not uneven.is_uneven(instr.shape, want):  # straight into the tiles
             dim, groups = scatter
             self.values[instr] = (self.b.reduce_scatter(new, groups, dim, add), want)
             return
@@ -245,9 +266,6 @@ class Partitioner:
             need_l = dot_dims.project(space, axes, "lhs")
             need_r = dot_dims.project(space, axes, "rhs")
             out = dot_dims.project(space, axes, "out")
-            if any(t.local_dims(s.dims) is None for t, s in
-                   ((need_l, lhs.shape), (need_r, rhs.shape), (out, instr.shape))):
-                continue
             cost = reshard_cost(lhs.shape.dims, have_l, need_l) + reshard_cost(rhs.shape.dims, have_r, need_r)
             local_out = _elements(instr.shape.dims) / out.num_tiles
             contracting = _contracting(space, axes)
@@ -265,6 +283,11 @@ class Partitioner:
         if best is None:  # nothing splits evenly: every device computes the whole dot
             best = dot_dims.lift(Tiling.replicated(lhs.shape.rank, self.n), axes, "lhs")
         return best
+
+
+def _degenerate(reshape: HloInstruction) -> bool:
+    """A reshape that only adds or drops dims of size 1 (padded tiles stay whole tiles)."""
+    return [d for d in reshape.shape.dims if d != 1] == [d for d in reshape.operands[0].shape.dims if d != 1]
 
 
 def _contracting(space: Tiling, axes) -> list[int]:

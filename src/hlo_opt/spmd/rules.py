@@ -65,7 +65,8 @@ def broadcast_backward(t: Tiling, dims: tuple[int, ...]) -> Tiling:
 def reshape_tiling(t: Tiling, src_dims: tuple[int, ...], dst_dims: tuple[int, ...]) -> Tiling | None:
     """A reshape from `src_dims` tiled `t` to `dst_dims`, where every tiled dim keeps its blocks
     contiguous: it maps to a result dim after the same number of elements of major dims (equal
-    prefix products) whose size its tile count divides. None otherwise."""
+    prefix products) whose size its tile count divides, or, for a dim the count does not divide
+    (padded tiles), of its own size. None otherwise."""
     prefix_dst, p = {}, 1
     for o, size in enumerate(dst_dims):
         prefix_dst.setdefault(p, []).append(o)
@@ -76,8 +77,10 @@ def reshape_tiling(t: Tiling, src_dims: tuple[int, ...], dst_dims: tuple[int, ..
     for d, size in enumerate(src_dims):
         tiles = t.tiles[d]
         if tiles > 1:
-            choices = [o for o in prefix_dst.get(p, []) if dst_dims[o] % tiles == 0 and dst_dims[o] > 1]
-            if not choices or size % tiles or target[choices[0]] != 1:
+            # an uneven dim (padded tiles) only onto a dim of its own size
+            choices = [o for o in prefix_dst.get(p, []) if dst_dims[o] > 1 and (
+                dst_dims[o] == size or (dst_dims[o] % tiles == 0 and size % tiles == 0))]
+            if not choices or target[choices[0]] != 1:
                 return None
             target[choices[0]] = tiles
             axis_of[choices[0]] = d

@@ -78,6 +78,15 @@ class Tiling:
             return None
         return tuple(d // t for d, t in zip(dims, self.tiles))
 
+    def padded_dims(self, dims: tuple[int, ...]) -> tuple[int, ...]:
+        """`dims` rounded up to whole tiles (XLA's uneven shards: each tile ceil(dim / tiles)
+        long, the last ones ending in padding)."""
+        return tuple(-(-d // t) * t for d, t in zip(dims, self.tiles))
+
+    def uneven_dims(self, dims: tuple[int, ...]) -> list[int]:
+        """The dims whose tile count does not divide them."""
+        return [k for k, (d, t) in enumerate(zip(dims, self.tiles)) if d % t]
+
     def groups(self, axes: list[int]) -> list[list[int]]:
         """The device groups that differ only in the tile coordinates of `axes` (each group in
         row-major order of those coordinates): the members of a collective over those axes."""

@@ -1,0 +1,89 @@
+"""Uneven shards (XLA's padding of a dim its tile count does not divide: spmd_partitioner_util.cc
+GetPaddedShapeForUnevenPartitioning, PartitionedHlo::PadWithValue).
+
+An array of dims D tiled T ways along a dim is held as ceil(D / T)-long tiles: the array padded at
+its end to whole tiles, the padding's contents unspecified. Elementwise ops, broadcasts and
+transposes compute on the padded tiles as they are; what would read the padding is masked with a
+neutral value first (a reduce over such a dim: its init value; a contraction over it: zero).
+Resharding an uneven value: when both tilings pad the array alike it is the even resharding of
+the padded array; otherwise the value is gathered whole, cut to D, padded again for the wanted
+tiles and cut there (`reshard_uneven`). Every other op takes uneven operands whole (the
+handlers' evenness checks send it to `Partitioner._whole`).
+"""
+
+from __future__ import annotations
+
+from hlo_common.hlo.attributes import PaddingConfig, SliceSpec
+from hlo_common.hlo.hlo_creation_utils import make_constant
+from hlo_common.hlo.ir import HloInstruction
+from hlo_common.hlo.shape import Shape
+from hlo_opt.spmd.reshard import reshard
+from hlo_opt.spmd.tiling import Tiling
+
+
+def is_uneven(shape: Shape, t: Tiling) -> bool:
+    return shape.is_array and bool(t.uneven_dims(shape.dims))
+
+
+def reshard_uneven(p, new: HloInstruction, shape: Shape, have: Tiling, want: Tiling) -> HloInstruction:
+    """`new` (the per-device value of a `shape` array tiled `have`) in tiling `want`, either of
+    them uneven."""
+    held, wanted = have.padded_dims(shape.dims), want.padded_dims(shape.dims)
+    if held == wanted:
+        return reshard(p.b, new, shape.with_dims(held), have, want)
+    whole = Tiling.replicated(shape.rank, p.n)
+    full = reshard(p.b, new, shape.with_dims(held), have, whole)
+    if held != shape.dims:
+        spec = SliceSpec(tuple((0, d, 1) for d in shape.dims))
+        full = p.b.add("slice", [full], full.shape.with_dims(shape.dims), {"slice": spec})
+    if wanted != shape.dims:
+        config = PaddingConfig(tuple((0, w - d, 0) for w, d in zip(wanted, shape.dims)))
+        zero = make_constant(p.b.comp, 0, shape.element_type)
+        full = p.b.add("pad", [full, zero], full.shape.with_dims(wanted), {"padding": config})
+    return reshard(p.b, full, shape.with_dims(wanted), whole, want)
+
+
+def mask(p, x: HloInstruction, shape: Shape, t: Tiling, dims, value: HloInstruction) -> HloInstruction:
+    """`x` (a per-device tile of the `shape` array tiled `t`) with the padding along `dims`
+    replaced by the scalar `value`: select(offset + iota < dim, x, value)."""
+    dims = [d for d in dims if d in t.uneven_dims(shape.dims)]
+    if not dims:
+        return x
+    local = x.shape
+    pred = Shape.array("pred", local.dims)
+    keep = None
+    for d in dims:
+        rows = local.dims[d]
+        s32 = Shape.array("s32", local.dims)
+        index = p.b.add("iota", [], s32, {"iota_dimension": d})
+        base = p.b.per_partition([int(c) * rows for c in t.coords[:, d]])
+        index = p.b.add("add", [index, p.b.add("broadcast", [base], s32, {"dimensions": ()})], s32)
+        limit = p.b.add("broadcast", [make_constant(p.b.comp, shape.dims[d], "s32")], s32, {"dimensions": ()})
+        inside = p.b.add("compare", [index, limit], pred, {"direction": "LT"})
+        keep = inside if keep is None else p.b.add("and", [keep, inside], pred)
+    fill = p.b.add("broadcast", [value], local, {"dimensions": ()})
+    return p.b.add("select", [keep, x, fill], local)
+
+
+def slice_in_place(p, instr: HloInstruction) -> bool:
+    """A slice that keeps every device's tile where it is (XLA's HandleSlice when no data crosses
+    shards): along each split dim it starts at 0, steps by 1 and leaves the tiles as long as they
+    were (the cut rows become the last tile's padding); other dims are sliced locally."""
+    operand = instr.operands[0]
+    new, have = p.values[operand]
+    want = p.wanted(instr)
+    if not isinstance(have, Tiling) or have != want or not instr.shape.is_array:
+        return False
+    spec = []
+    for d, (start, limit, stride) in enumerate(instr.attrs["slice"].dims):
+        t = want.tiles[d]
+        if t == 1:
+            spec.append((start, limit, stride))
+        elif start == 0 and stride == 1 and -(-limit // t) == -(-operand.shape.dims[d] // t):
+            spec.append((0, new.shape.dims[d], 1))
+        else:
+            return False
+    local = p.local(instr.shape, want, instr)
+    out = p.b.add("slice", [new], local, {"slice": SliceSpec(tuple(spec))})
+    p.values[instr] = (out, want)
+    return True
