@@ -87,7 +87,7 @@ GPU_PIPELINES: tuple[PipelineSpec, ...] = (
          pipe("simplification-2", p("convert-mover"), p("algsimp", is_layout_sensitive=False), fix=True),
          p("computation-deduplicator")),
     pipe("collective-optimizations",
-         p("all-reduce-folder"), p("reduce-scatter-creator"), p("all-reduce-reassociate"),
+         p("all-reduce-simp"), p("all-reduce-folder"), p("reduce-scatter-creator"), p("all-reduce-reassociate"),
          p("all-gather-broadcast-reorder"), p("all-reduce-promotion"), p("dce")),
     pipe("conv_canonicalization",
          p("cudnn-conv-rewriter"), p("cudnn-fused-convolution-rewriter"),

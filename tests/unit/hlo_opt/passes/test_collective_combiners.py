@@ -149,3 +149,19 @@ def test_the_scheduler_starts_early_and_waits_late():
     again = [i.name for i in m.entry.instructions]
     HloMemoryScheduler().run(m)
     assert [i.name for i in m.entry.instructions] == again  # rescheduling changes nothing
+
+
+def test_collectives_among_one_device_are_their_operand():
+    from hlo_opt.passes.all_reduce_simplifier import AllReduceSimplifier
+
+    m = module("a = f32[8,4] all-reduce(p), channel_id=1, replica_groups={{0},{1}}, use_global_device_ids=true, "
+               "to_apply=add\n"
+               "  g = f32[16] all-gather(q), channel_id=2, replica_groups={{0},{1}}, use_global_device_ids=true, "
+               "dimensions={0}\n"
+               f"  k = f32[16] all-reduce(q), {G}, to_apply=add\n"
+               "  ROOT t = (f32[8,4], f32[16], f32[16]) tuple(a, g, k)")
+    before = print_module(m)
+    assert AllReduceSimplifier().run(m)
+    # the two over groups of one go; the one over both devices stays
+    assert opcodes(m) == ["all-reduce", "tuple"]
+    same_on_two_devices(before, m)
