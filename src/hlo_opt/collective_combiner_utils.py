@@ -92,4 +92,5 @@ def _combine(comp: HloComputation, group: list[HloInstruction]) -> None:
                                         dict(first.attrs))
     for k, instr in enumerate(group):
         gte = comp.add_new_instruction("get-tuple-element", [combined], instr.shape, {"index": k})
+        gte.sharding = instr.sharding
         comp.replace_instruction(instr, gte, remove_dead_operands=False)

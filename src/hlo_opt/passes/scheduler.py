@@ -96,8 +96,8 @@ class HloMemoryScheduler(HloPass):
         return best[1]
 
 
-ASYNC_STARTS = frozenset({"all-reduce-start", "all-gather-start", "collective-permute-start"})
-ASYNC_DONES = frozenset({"all-reduce-done", "all-gather-done", "collective-permute-done"})
+ASYNC_STARTS = frozenset({"all-reduce-start", "all-gather-start", "collective-permute-start", "async-start"})
+ASYNC_DONES = frozenset({"all-reduce-done", "all-gather-done", "collective-permute-done", "async-done"})
 
 
 def hide_latency(sequence: list) -> list:
