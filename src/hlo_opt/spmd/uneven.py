@@ -27,20 +27,50 @@ def is_uneven(shape: Shape, t: Tiling) -> bool:
 
 def reshard_uneven(p, new: HloInstruction, shape: Shape, have: Tiling, want: Tiling) -> HloInstruction:
     """`new` (the per-device value of a `shape` array tiled `have`) in tiling `want`, either of
-    them uneven."""
+    them uneven: through one padded shape both tilings fit where there is one (a dim split by
+    one of them padded for it, the other then holding that padding whole), else through the
+    whole array."""
+    common = _common_padding(shape.dims, have, want)
+    if common is not None:
+        held = _resize_whole_dims(p, new, have, shape.dims, common)
+        moved = reshard(p.b, held, shape.with_dims(common), have, want)
+        return _resize_whole_dims(p, moved, want, common, shape.dims)
     held, wanted = have.padded_dims(shape.dims), want.padded_dims(shape.dims)
-    if held == wanted:
-        return reshard(p.b, new, shape.with_dims(held), have, want)
     whole = Tiling.replicated(shape.rank, p.n)
     full = reshard(p.b, new, shape.with_dims(held), have, whole)
-    if held != shape.dims:
-        spec = SliceSpec(tuple((0, d, 1) for d in shape.dims))
-        full = p.b.add("slice", [full], full.shape.with_dims(shape.dims), {"slice": spec})
-    if wanted != shape.dims:
-        config = PaddingConfig(tuple((0, w - d, 0) for w, d in zip(wanted, shape.dims)))
-        zero = make_constant(p.b.comp, 0, shape.element_type)
-        full = p.b.add("pad", [full, zero], full.shape.with_dims(wanted), {"padding": config})
+    full = _resize_whole_dims(p, full, whole, held, shape.dims)
+    full = _resize_whole_dims(p, full, whole, shape.dims, wanted)
     return reshard(p.b, full, shape.with_dims(wanted), whole, want)
+
+
+def _common_padding(dims, have: Tiling, want: Tiling) -> tuple[int, ...] | None:
+    """Per dim the padded length both tilings take: the splitting one's (both's, when they
+    split it alike); None when both split a dim into tiles of different padded lengths."""
+    out = []
+    for d, size in enumerate(dims):
+        lengths = {t.tiles[d] * -(-size // t.tiles[d]) for t in (have, want) if t.tiles[d] > 1}
+        if len(lengths) > 1:
+            return None
+        out.append(lengths.pop() if lengths else size)
+    return tuple(out)
+
+
+def _resize_whole_dims(p, x: HloInstruction, t: Tiling, src, dst) -> HloInstruction:
+    """`x` (tiled `t`) with each dim `t` keeps whole grown (zero padding at its end) or cut from
+    its length in `src` to the one in `dst`."""
+    whole = [d for d in range(len(src)) if t.tiles[d] == 1 and src[d] != dst[d]]
+    grow = [d for d in whole if dst[d] > src[d]]
+    cut = [d for d in whole if dst[d] < src[d]]
+    if grow:
+        config = tuple((0, dst[d] - src[d], 0) if d in grow else (0, 0, 0) for d in range(len(src)))
+        dims = tuple(dst[d] if d in grow else n for d, n in enumerate(x.shape.dims))
+        zero = make_constant(p.b.comp, 0, x.shape.element_type)
+        x = p.b.add("pad", [x, zero], x.shape.with_dims(dims), {"padding": PaddingConfig(config)})
+    if cut:
+        spec = tuple((0, dst[d] if d in cut else n, 1) for d, n in enumerate(x.shape.dims))
+        dims = tuple(dst[d] if d in cut else n for d, n in enumerate(x.shape.dims))
+        x = p.b.add("slice", [x], x.shape.with_dims(dims), {"slice": SliceSpec(spec)})
+    return x
 
 
 def mask(p, x: HloInstruction, shape: Shape, t: Tiling, dims, value: HloInstruction) -> HloInstruction:

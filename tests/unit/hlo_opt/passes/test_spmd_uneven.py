@@ -49,7 +49,7 @@ CASES = {
   p = f32[10,7] parameter(0), sharding={devices=[4,1]<=[4]}
   n = f32[10,7] negate(p), sharding={devices=[4,1]<=[4]}
   ROOT t = f32[10,7] copy(n), sharding={devices=[1,4]<=[4]}
-}""", [(3, 7)], ["all-gather"]),
+}""", [(3, 7)], ["all-to-all"]),  # both padded to [12,8]: one all-to-all, as XLA
     "slice_off_the_end_in_place": ("""ENTRY e {
   p = f32[32,4] parameter(0), sharding={devices=[4,1]<=[4]}
   s = f32[31,4] slice(p), slice={[0:31], [0:4]}, sharding={devices=[4,1]<=[4]}
