@@ -37,6 +37,26 @@ def group_key(instr: HloInstruction) -> tuple:
             bool(instr.attrs.get("use_global_device_ids")))
 
 
+def reduction_key(instr: HloInstruction) -> tuple | None:
+    """The reducer as text without names (`add` of two f32 scalars), so two copies of one
+    reduction region match."""
+    comp = instr.attrs.get("to_apply")
+    if comp is None:
+        return None
+    return tuple((i.opcode, i.shape.to_string(), tuple(comp.instructions.index(o) for o in i.operands))
+                 for i in comp.instructions)
+
+
+def reducing_key(instr: HloInstruction, with_dimension: bool) -> tuple | None:
+    """The key of an all-reduce (and, `with_dimension`, of a reduce-scatter): the groups, the
+    reducer, the element type (one region serves every operand) and the scattered dimension."""
+    reduction = reduction_key(instr)
+    if reduction is None:
+        return None
+    dims = (tuple(instr.attrs.get("dimensions") or ()),) if with_dimension else ()
+    return group_key(instr) + (reduction, instr.shape.element_type.name) + dims
+
+
 def combine_module(module: HloModule, opcode: str, key: KeyFn, threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
                    threshold_count: int = DEFAULT_THRESHOLD_COUNT) -> bool:
     changed = False

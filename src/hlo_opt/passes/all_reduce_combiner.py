@@ -13,19 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.hlo.ir import HloInstruction, HloModule
+from hlo_common.hlo.ir import HloModule
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_opt.collective_combiner_utils import DEFAULT_THRESHOLD_BYTES, combine_module, group_key
-
-
-def reduction_key(instr: HloInstruction) -> tuple | None:
-    """The reducer as text without names (`add` of two f32 scalars), so two copies of one
-    reduction region match."""
-    comp = instr.attrs.get("to_apply")
-    if comp is None:
-        return None
-    return tuple((i.opcode, i.shape.to_string(), tuple(comp.instructions.index(o) for o in i.operands))
-                 for i in comp.instructions)
+from hlo_opt.collective_combiner_utils import DEFAULT_THRESHOLD_BYTES, combine_module, reducing_key
 
 
 @register_pass
@@ -37,10 +27,4 @@ class AllReduceCombiner(HloPass):
     threshold_bytes: int = DEFAULT_THRESHOLD_BYTES
 
     def run(self, module: HloModule) -> bool:
-        def key(instr: HloInstruction):
-            reduction = reduction_key(instr)
-            if reduction is None:
-                return None
-            return group_key(instr) + (reduction, instr.shape.element_type.name)
-
-        return combine_module(module, "all-reduce", key, self.threshold_bytes)
+        return combine_module(module, "all-reduce", lambda i: reducing_key(i, False), self.threshold_bytes)

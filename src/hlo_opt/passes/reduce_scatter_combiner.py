@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo_common.hlo.ir import HloInstruction, HloModule
+from hlo_common.hlo.ir import HloModule
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_opt.collective_combiner_utils import DEFAULT_THRESHOLD_BYTES, combine_module, group_key
-from hlo_opt.passes.all_reduce_combiner import reduction_key
+from hlo_opt.collective_combiner_utils import DEFAULT_THRESHOLD_BYTES, combine_module, reducing_key
 
 
 @register_pass
@@ -24,11 +23,4 @@ class ReduceScatterCombiner(HloPass):
     threshold_bytes: int = DEFAULT_THRESHOLD_BYTES
 
     def run(self, module: HloModule) -> bool:
-        def key(instr: HloInstruction):
-            reduction = reduction_key(instr)
-            if reduction is None:
-                return None
-            return group_key(instr) + (reduction, instr.shape.element_type.name,
-                                       tuple(instr.attrs.get("dimensions") or ()))
-
-        return combine_module(module, "reduce-scatter", key, self.threshold_bytes)
+        return combine_module(module, "reduce-scatter", lambda i: reducing_key(i, True), self.threshold_bytes)
