@@ -132,23 +132,29 @@ def module_collectives(module) -> list:
     return [i for c in module.computations for i in c.instructions if i.opcode in COLLECTIVES]
 
 
+def _evaluators(world: World, partitions: int, options: dict) -> list:
+    """One evaluator per device, each drawing its own `rng` stream (seed + device), as devices do."""
+    from hlo_common.interpreter.evaluator import Evaluator
+
+    seed = options.pop("rng_seed", 0x5EED)
+    evaluators = [Evaluator(replica_id=d // partitions, partition_id=d % partitions, rng_seed=seed + d,
+                            **options) for d in range(world.n)]
+    for d, ev in enumerate(evaluators):
+        ev.world, ev.device = world, d
+    return evaluators
+
+
 def run_devices(module, args_per_device: Sequence[Sequence[Any]], replicas: int, partitions: int,
                 *, timeout: float = 60.0, **options: Any) -> list[Any]:
     """Evaluate `module` on every device (args_per_device[d] for device d); the results by device.
     The first failing device's error is raised, naming the device."""
-    from hlo_common.interpreter.evaluator import Evaluator
-
     world = World(replicas, partitions, timeout)
     for instr in module_collectives(module):
         world.check(instr)
     n = world.n
     results: list[Any] = [None] * n
     errors: list[tuple[int, BaseException] | None] = [None] * n
-    seed = options.pop("rng_seed", 0x5EED)  # each device draws its own `rng` stream, as devices do
-    evaluators = [Evaluator(replica_id=d // partitions, partition_id=d % partitions, rng_seed=seed + d,
-                            **options) for d in range(n)]
-    for d, ev in enumerate(evaluators):
-        ev.world, ev.device = world, d
+    evaluators = _evaluators(world, partitions, options)
 
     def body(d: int) -> None:
         try:
