@@ -61,8 +61,14 @@ def combine_module(module: HloModule, opcode: str, key: KeyFn, threshold_bytes: 
                    threshold_count: int = DEFAULT_THRESHOLD_COUNT) -> bool:
     changed = False
     for comp in non_fusion_computations(module):
-        for group in _groups(comp, opcode, key, threshold_bytes, threshold_count):
-            _combine(comp, group)
+        # one group at a time, the groups found again after each: two groups each independent
+        # inside can depend on each other crosswise (a1 -> b2, b1 -> a2), and combining both
+        # would close a cycle
+        while True:
+            groups = _groups(comp, opcode, key, threshold_bytes, threshold_count)
+            if not groups:
+                break
+            _combine(comp, groups[0])
             changed = True
     return changed
 

@@ -165,3 +165,22 @@ def test_collectives_among_one_device_are_their_operand():
     # the two over groups of one go; the one over both devices stays
     assert opcodes(m) == ["all-reduce", "tuple"]
     same_on_two_devices(before, m)
+
+
+def test_groups_that_depend_on_each_other_crosswise_are_not_both_combined():
+    """a1 and a2 (sum) are independent, and so are b1 and b2 (max); but b2 reads a1 and a2 reads
+    b1, so combining both pairs would close a cycle (the verifier checks there is none)."""
+    from hlo_common.hlo_pass.pipeline import verify
+
+    m = module(f"a1 = f32[16] all-reduce(q), {G}, to_apply=add\n"
+               f"  b1 = f32[16] all-reduce(q), {G}, to_apply=mx\n"
+               "  x = f32[16] negate(a1)\n"
+               "  y = f32[16] negate(b1)\n"
+               f"  b2 = f32[16] all-reduce(x), {G}, to_apply=mx\n"
+               f"  a2 = f32[16] all-reduce(y), {G}, to_apply=add\n"
+               "  ROOT t = (f32[16], f32[16]) tuple(a2, b2)")
+    before = print_module(m)
+    assert AllReduceCombiner().run(m)
+    verify(m, "after combining")
+    assert sorted(len(i.operands) for i in m.entry.instructions if i.opcode == "all-reduce") == [1, 1, 2]
+    same_on_two_devices(before, m)
