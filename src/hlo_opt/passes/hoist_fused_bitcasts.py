@@ -30,7 +30,7 @@ from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.opcodes import is_elementwise
 from hlo_common.hlo.shape import Shape
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
-from hlo_opt.passes.algsimp.shapes import common_factors
+from hlo_opt.passes.algsimp.shapes import common_factors, reshape_is_bitcast
 
 BITCASTS = ("bitcast", "reshape")
 
@@ -160,6 +160,8 @@ def plan_hoist(bitcast: HloInstruction) -> list[tuple[HloInstruction, Shape]]:
         raise CannotHoist("a producer has other users")
     if bitcast.shape.element_type != bitcast.operands[0].shape.element_type:
         raise CannotHoist("the bitcast converts the type")
+    if bitcast.opcode == "reshape" and not reshape_is_bitcast(bitcast.operands[0].shape, bitcast.shape):
+        raise CannotHoist("the reshape moves data")  # XLA sees only bitcast reshapes here
     wanted: dict[int, Shape] = {}
 
     def want(instrs, shape: Shape) -> None:
@@ -262,6 +264,7 @@ def _insert_root_bitcast(dot: HloInstruction, fusion: HloInstruction) -> bool:
     users = list(fusion.users)
     was_root = fusion is caller.root
     fusion.shape = shape
+    fusion.sharding = None  # a sharding of the old shape may not fit the new one (as XLA)
     back = _add_bitcast(caller, old_shape, fusion)
     for user in users:
         user.replace_operand_with(fusion, back)
