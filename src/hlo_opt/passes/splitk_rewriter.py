@@ -179,9 +179,9 @@ def split_dot(dot: HloInstruction, split: int, accumulator: str) -> HloInstructi
     split_at = len(lb) - 1
     out_dims = list(dot.shape.dims)
     out_dims.insert(split_at, split)
-    out_m2m = [d + 1 if d >= split_at else d for d in dot.shape.minor_to_major] + [split_at]
-    new = comp.add_new_instruction("dot", [lhs, rhs], Shape.array(accumulator, out_dims, tuple(out_m2m)),
-                                   attrs, name="dot")
+    # the split dot's layout is the descending one shape inference gives (XLA's MakeDotHlo); the
+    # reduce after it takes the original dot's layout
+    new = comp.add_new_instruction("dot", [lhs, rhs], Shape.array(accumulator, out_dims), attrs, name="dot")
     new.metadata = list(dot.metadata)
     reducer = scalar_computation(comp.parent, "add", accumulator, before=comp,
                                  name=f"{new.name}.reduce_sub_computation")
