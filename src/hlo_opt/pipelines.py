@@ -105,7 +105,7 @@ GPU_PIPELINES: tuple[PipelineSpec, ...] = (
          fix(p("algsimp", is_layout_sensitive=True)), p("bitcast_dtypes_expander"),
          p("transpose-folding", fold_convolutions=False), p("reshape-decomposer"), p("reduce-decomposer"),
          # Triton GEMM fusions (passes/gemm_fusion.py): dots Triton takes leave the cuBLAS path
-         p("splitk-rewriter"), p("triton-gemm-rewriter"),
+         p("splitk-rewriter"), p("triton-gemm-rewriter"), p("hoist-fused-bitcasts"),
          p("cublas-gemm-rewriter"), p("cublas-gemm-broadcast-folding-rewriter"),
          p("layout_normalization"), p("algsimp", is_layout_sensitive=True), p("scatter_simplifier"),
          p("broadcast_canonicalizer"), p("reduction-degenerate-dim-remover"),

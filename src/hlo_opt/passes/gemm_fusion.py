@@ -160,11 +160,41 @@ def _build(dot: HloInstruction, members: list[HloInstruction], root: HloInstruct
     fusion.name = comp.unique_name(f"gemm_fusion_{dot.name}")
     body = fusion.fused_computation()
     body.name = module.unique_computation_name(f"{fusion.name}_computation")
+    _order_as_xla(fusion)
     fusion.backend_config_data = block_level_config(fusion)
     for instr in body.instructions:
         if instr.opcode == "dot":
             instr.backend_config_data = {"sizes": [str(DEFAULT_CONFIG["block_k"])]}
     return fusion
+
+
+def _order_as_xla(fusion: HloInstruction) -> None:
+    """Parameters numbered, and instructions listed, in the depth-first post-order from the root
+    with operands in order (lhs before rhs, the epilogue's operands last), as XLA's GemmFusion
+    builds its fusions: the numbers and the order are part of the autotune key (the canonical
+    text of the computation)."""
+    body = fusion.fused_computation()
+    order: list[HloInstruction] = []
+    seen: set[int] = set()
+    stack = [(body.root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((o, False) for o in reversed(node.operands) if id(o) not in seen)
+    order += [i for i in body.instructions if id(i) not in seen]
+    params = [i for i in order if i.opcode == "parameter"]
+    old_operands = list(fusion.operands)
+    fusion.set_operands([old_operands[p.parameter_number] for p in params])
+    for k, p in enumerate(params):
+        p.parameter_number = k
+        p.name = body.unique_name(f"renumbered_param_{k}")
+    for k, p in enumerate(params):
+        p.name = body.unique_name(f"param_{k}")
+    body.instructions = order
 
 
 @register_pass

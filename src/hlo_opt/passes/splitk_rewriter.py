@@ -1,9 +1,8 @@
 """SplitkRewriter ("splitk-rewriter"): a dot whose K is long next to its M and N is split along K
-into a batch of `split_k` smaller dots, summed afterwards (`xla/service/gpu/transforms/
-splitk_rewriter.cc`). The split count is XLA's ChooseSplitK: the
-cheapest of 1, 2, 4, ..., 128 under a cost model fitted on an H100 (212x212 tiles in waves over the
-SMs, compute or memory bound per tile, L2 or HBM bandwidth, plus the launch and traffic of the
-reduction when split).
+into a batch of `split_k` smaller dots, summed afterwards (`xla/backends/gpu/transforms/
+splitk_rewriter.cc`). The split count is XLA's ChooseSplitK: the cheapest of 1, 2, 4, ..., 2048
+under XLA's cost model with weights fitted per architecture (128x128 tiles in waves over the SMs,
+the larger of compute and memory traffic, plus the launch and traffic of the reduction when split).
 
 Where it sits: "hlo normalization", right before `triton-gemm-rewriter` (passes/gemm_fusion.py),
 and only when Triton GEMMs are on (XLA runs it under --xla_gpu_enable_triton_gemm; off, dots go
@@ -38,13 +37,20 @@ from hlo_common.hlo.shape import Shape
 from hlo_common.hlo_pass.pass_base import DevicePass, register_pass
 from hlo_opt.matmul_utils import dot_dims
 
-# XLA's fitted cost model of a split GEMM on an H100 (EstimateGemmCostAfterSplitK), in "FLOPs".
-M_TILE = N_TILE = 212
-K_STEP_BYTES = 442
-EXTRA_FLOPS_PER_ELEMENT = 4.73313
-FLOPS_PER_BYTE_HBM, FLOPS_PER_BYTE_CACHED, CACHE_THRESHOLD = 2842.3, 1846.31, 2.19872
-REDUCTION_LAUNCH_FLOPS, REDUCTION_FLOPS_PER_BYTE = 2.74228e9, 677.076
-CANDIDATES = (1, 2, 4, 8, 16, 32, 64, 128)
+# XLA's cost model of a split GEMM (EstimateGemmCostAfterSplitK in
+# xla/backends/gpu/transforms/splitk_rewriter.cc, the version jaxlib 0.10 runs: its choices equal
+# XLA:GPU's on every GEMM of testdata/triton): 128 x 128 output tiles in waves over the SMs, the
+# cost the larger of compute and memory traffic, plus a launch and the partials' traffic when split.
+TILE = 128
+# (compute, memory, reduction memory, reduction launch) weights per architecture
+WEIGHTS_BLACKWELL = (100.0, 0.0848863, 189.711, 1.21563e8)
+WEIGHTS_HOPPER = (100.0, 0.194136, 193.1384, 4.36e7)
+WEIGHTS_OLDER = (100.0, 0.0666955, 467.815, 5.65307e7)
+CANDIDATES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
+# FLOPs per output element and K step of the dot algorithms that take several passes (XLA's
+# GetAlgoritmFlopsPerElement); every other dot: a multiply and an add
+_ALGORITHM_FLOPS = {"dot_bf16_bf16_f32_x3": 12, "dot_tf32_tf32_f32_x3": 12, "dot_bf16_bf16_f32_x6": 20,
+                    "dot_bf16_bf16_f32_x9": 28}
 ELEMENTWISE_UNARY = {"convert", "negate", "abs", "copy", "bitcast-convert", "exponential", "tanh", "sqrt",
                      "rsqrt", "log", "sine", "cosine", "not", "sign", "floor", "ceil"}
 
@@ -74,27 +80,37 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def split_cost(g: DotDimensions, split: int, num_cores: int, l2_bytes: int) -> float:
-    """XLA's EstimateGemmCostAfterSplitK (same integer truncations)."""
+def cost_weights(compute_capability: tuple[int, int]) -> tuple[float, float, float, float]:
+    """XLA's GetCostWeights: fitted per architecture (Blackwell, Hopper, older)."""
+    if compute_capability[0] >= 10:
+        return WEIGHTS_BLACKWELL
+    return WEIGHTS_HOPPER if compute_capability[0] >= 9 else WEIGHTS_OLDER
+
+
+def split_cost(g: DotDimensions, split: int, num_cores: int,
+               weights: tuple[float, float, float, float] = WEIGHTS_HOPPER) -> float:
+    """XLA's EstimateGemmCostAfterSplitK of `g` split `split` ways on `num_cores` SMs."""
+    compute_w, memory_w, reduction_w, launch = weights
     k, batch = _cdiv(g.k, split), g.b * split
-    waves = _cdiv(batch * _cdiv(g.m, M_TILE) * _cdiv(g.n, N_TILE), num_cores)
-    k_steps = _cdiv(k * max(g.lhs_bits, g.rhs_bits) // 8, K_STEP_BYTES)
-    out_bits = g.acc_bits if split > 1 else g.out_bits
-    flops = int((g.flops_per_element + EXTRA_FLOPS_PER_ELEMENT) * M_TILE * N_TILE * k_steps * K_STEP_BYTES
-                * g.acc_bits / 8)
-    tile_bytes = M_TILE * k * g.lhs_bits // 8 + N_TILE * k * g.rhs_bits // 8 + M_TILE * N_TILE * out_bits // 8
-    cached = tile_bytes * num_cores < CACHE_THRESHOLD * l2_bytes
-    per_byte = FLOPS_PER_BYTE_CACHED if cached else FLOPS_PER_BYTE_HBM
-    cost = max(flops, int(tile_bytes * per_byte)) * waves
+    m_tile, n_tile = min(g.m, TILE), min(g.n, TILE)
+    tiles = batch * _cdiv(g.m, TILE) * _cdiv(g.n, TILE)
+    per_sm = (TILE * TILE) / (m_tile * n_tile)  # small tiles share an SM
+    waves = max(1.0, tiles / (num_cores * per_sm))
+    compute = g.flops_per_element * m_tile * n_tile * k * waves * compute_w
+    read = g.m * g.k * g.b * g.lhs_bits / 8 + g.n * g.k * g.b * g.rhs_bits / 8
+    written = g.m * g.n * batch * (g.acc_bits if split > 1 else g.out_bits) / 8
+    cost = max(compute, (read + written) * memory_w)
     if split == 1:
         return cost
-    reduction_bytes = batch * g.m * g.n * g.acc_bits // 8 + g.b * g.m * g.n * g.out_bits // 8
-    return cost + REDUCTION_LAUNCH_FLOPS + int(reduction_bytes * REDUCTION_FLOPS_PER_BYTE)
+    partials = batch * g.m * g.n * g.acc_bits / 8 + g.b * g.m * g.n * g.out_bits / 8
+    return cost + launch + partials * reduction_w
 
 
-def choose_split_k(g: DotDimensions, num_cores: int, l2_bytes: int) -> int:
+def choose_split_k(g: DotDimensions, num_cores: int,
+                   compute_capability: tuple[int, int] = (9, 0)) -> int:
     """XLA's ChooseSplitK: the cheapest candidate (the first of equals)."""
-    costs = [split_cost(g, s, num_cores, l2_bytes) for s in CANDIDATES]
+    weights = cost_weights(compute_capability)
+    costs = [split_cost(g, s, num_cores, weights) for s in CANDIDATES]
     return CANDIDATES[costs.index(min(costs))]
 
 
@@ -109,7 +125,8 @@ def dot_dimensions(dot: HloInstruction) -> DotDimensions:
         m=int(np.prod([s for d, s in enumerate(ld) if d not in lb and d not in lc])),
         n=int(np.prod([s for d, s in enumerate(rd) if d not in rb and d not in rc])),
         k=int(np.prod([ld[d] for d in lc])), lhs_bits=_side_bits(lhs), rhs_bits=_side_bits(rhs),
-        acc_bits=acc.byte_size * 8, out_bits=dot.shape.element_type.bits)
+        acc_bits=acc.byte_size * 8, out_bits=dot.shape.element_type.bits,
+        flops_per_element=_ALGORITHM_FLOPS.get(str(dot.attrs.get("algorithm", "")).lower(), 2))
 
 
 def padded_k(g: DotDimensions, split: int) -> int:
@@ -162,9 +179,9 @@ def split_dot(dot: HloInstruction, split: int, accumulator: str) -> HloInstructi
     split_at = len(lb) - 1
     out_dims = list(dot.shape.dims)
     out_dims.insert(split_at, split)
-    out_m2m = [d + 1 if d >= split_at else d for d in dot.shape.minor_to_major] + [split_at]
-    new = comp.add_new_instruction("dot", [lhs, rhs], Shape.array(accumulator, out_dims, tuple(out_m2m)),
-                                   attrs, name="dot")
+    # the split dot's layout is the descending one shape inference gives (XLA's MakeDotHlo); the
+    # reduce after it takes the original dot's layout
+    new = comp.add_new_instruction("dot", [lhs, rhs], Shape.array(accumulator, out_dims), attrs, name="dot")
     new.metadata = list(dot.metadata)
     reducer = scalar_computation(comp.parent, "add", accumulator, before=comp,
                                  name=f"{new.name}.reduce_sub_computation")
@@ -218,7 +235,7 @@ class SplitkRewriter(DevicePass):
             return False
         if any(op.shape.element_type.name == "s32" for op in dot.operands):
             return False
-        split = choose_split_k(dot_dimensions(dot), self.device.core_count, self.device.l2_cache_size)
+        split = choose_split_k(dot_dimensions(dot), self.device.core_count, self.device.compute_capability)
         if split == 1:
             return False
         dot.parent.replace_instruction(dot, split_dot(dot, split, accumulator_type(dot)))

@@ -33,8 +33,9 @@ WIDE = {"block_m": 64, "block_n": 128, "block_k": 32, "split_k": 1, "num_stages"
 
 
 def _mlp():
-    """hlo-opt's mlp_bf16 for the H100: two GEMM fusions, dot_general.2 (bias in its prologue)
-    and dot_general.3."""
+    """hlo-opt's mlp_bf16 for the H100: two GEMM fusions, as XLA's (testdata/triton/
+    mlp_bf16.xla_gpu.hlo): gemm_fusion_dot_general.2 (bias in its epilogue) and gemm_fusion_dot,
+    the second dot split 8 ways along K (its reduce a loop fusion after it)."""
     module = parse_module((TRITON / "mlp_bf16.hlo").read_text(), "mlp_bf16.hlo")
     build_gpu_pipeline().run_with(module, RunOptions(device=H100))
     return module
@@ -68,17 +69,17 @@ def test_the_fastest_candidate_is_kept_and_written_as_xla_writes_it(tmp_path):
     module, timer, out = _mlp(), FakeTimer(), tmp_path / "tuned.txtpb"
     keys = {f.name: canonical_text(f.fused_computation()) for f in gemm_fusions(module)}
     won = autotune_module(module, "sm_90", str(out), timer=timer)
-    assert [name for name, _ in timer.asked] == ["gemm_fusion_dot_general.2", "gemm_fusion_dot_general.3"]
+    assert [name for name, _ in timer.asked] == ["gemm_fusion_dot_general.2", "gemm_fusion_dot"]
     assert all(listed[-1] == CUBLAS and WIDE in listed for _, listed in timer.asked)
-    assert won == {keys["gemm_fusion_dot_general.2"]: CUBLAS, keys["gemm_fusion_dot_general.3"]: WIDE}
+    assert won == {keys["gemm_fusion_dot_general.2"]: CUBLAS, keys["gemm_fusion_dot"]: WIDE}
     # the module as it compiles now: the first fusion dissolved (its dot a plain dot), the other tuned
     (left,) = gemm_fusions(module)
-    assert left.name == "gemm_fusion_dot_general.3" and fusion_config(left) == WIDE
+    assert left.name == "gemm_fusion_dot" and fusion_config(left) == WIDE
     assert [i.opcode for i in module.entry.instructions].count("dot") == 1
     entries = load_autotune_results(str(out))
     assert {(d, h, c if c == CUBLAS else tuple(sorted(c.items()))) for d, h, c in entries} == {
         (xla_device_key(H100), keys["gemm_fusion_dot_general.2"], CUBLAS),
-        (xla_device_key(H100), keys["gemm_fusion_dot_general.3"],
+        (xla_device_key(H100), keys["gemm_fusion_dot"],
          tuple(sorted({**WIDE, "num_ctas": 1}.items())))}
     text = out.read_text()
     assert text.startswith("version: 3\n") and "gemm { algorithm: -1 }" in text
@@ -110,8 +111,9 @@ def test_a_later_compile_without_a_gpu_builds_what_won(tmp_path):
     lines = done.stdout.splitlines()
     gemms = [line for line in lines if "kGemm" in line.split("\t")[0]]
     assert len(gemms) == 1 and "profile_annotation=dot_general.2" in gemms[0]  # the dissolved fusion's dot
-    (triton,) = [line for line in lines if "gemm_fusion_dot_general.3" in line]
-    blocks = math.ceil(256 / 64) * math.ceil(512 / 128)  # the result 256 x 512 in 64 x 128 tiles
+    (triton,) = [line for line in lines if "kernel=gemm_fusion_dot," in line]
+    # XLA's fusion writes f32[8,256,512] (split 8): each of the 8 parts in 64 x 128 tiles
+    blocks = 8 * math.ceil(256 / 64) * math.ceil(512 / 128)
     assert f"blocks: {{{blocks}, 1, 1}}, threads/block: {{128, 1, 1}}" in triton
     assert "gemm_fusion_dot_general.2" not in done.stdout
 

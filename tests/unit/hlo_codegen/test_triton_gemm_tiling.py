@@ -25,18 +25,20 @@ TRITON = Path(__file__).resolve().parents[3] / "testdata" / "triton"
 MODULES = ["int8_bf16", "f8_bf16", "attention_bf16", "mlp_bf16", "bias_gelu_bf16", "matmul_f32",
            "transposed_lhs_bf16", "transposed_rhs_bf16", "batched_bf16", "skinny_bf16", "reshape_lhs_bf16",
            "small_f32", "matmul_f64"]
+# K is short next to M and N, so the dot is not split and the epilogue stays in the GEMM fusion
+# (a split dot's epilogue goes with the reduce into a loop fusion, as XLA's loop_reduce_fusion).
 RAGGED = """HloModule ragged
 ENTRY e {
-  a = bf16[100,90]{0,1} parameter(0)
-  w = s8[90,70]{1,0} parameter(1)
-  c = bf16[70]{0} parameter(2)
-  wc = bf16[90,70]{1,0} convert(w)
-  d = bf16[100,70]{1,0} dot(a, wc), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  bc = bf16[100,70]{1,0} broadcast(c), dimensions={1}
-  s = bf16[100,70]{1,0} add(d, bc)
+  a = bf16[300,40]{0,1} parameter(0)
+  w = s8[40,200]{1,0} parameter(1)
+  c = bf16[200]{0} parameter(2)
+  wc = bf16[40,200]{1,0} convert(w)
+  d = bf16[300,200]{1,0} dot(a, wc), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bc = bf16[300,200]{1,0} broadcast(c), dimensions={1}
+  s = bf16[300,200]{1,0} add(d, bc)
   h = bf16[] constant(0.5)
-  hb = bf16[100,70]{1,0} broadcast(h), dimensions={}
-  ROOT r = bf16[100,70]{1,0} multiply(s, hb)
+  hb = bf16[300,200]{1,0} broadcast(h), dimensions={}
+  ROOT r = bf16[300,200]{1,0} multiply(s, hb)
 }"""
 RAGGED_SPLIT = """HloModule ragged_split
 ENTRY e {
@@ -112,13 +114,25 @@ def test_what_the_program_does_not_take_is_said():
         tiled_program(fusion)
 
 
-@pytest.mark.parametrize("name", ["broadcast_lhs_bf16", "matmul_s8", "sliced_bf16"])
-def test_broadcast_slice_and_transpose_under_bitcast_prologues(name):
-    (fusion,) = _fusions((TRITON / f"{name}.hlo").read_text(), name)
-    ops = {i.opcode for i in fusion.fused_computation().instructions}
-    assert ops & {"broadcast", "slice", "transpose"}  # the prologue op is inside the fusion
+# The fusions whose body keeps a broadcast or transpose in XLA's own output (testdata/triton/
+# *.xla_gpu.hlo); split-k's reshapes are hoisted out (hoist-fused-bitcasts). sliced_bf16's slice
+# is a fusion of its own in XLA's output and in ours.
+@pytest.mark.parametrize("name", ["broadcast_lhs_bf16", "matmul_s8", "mlp_bf16", "attention_bf16"])
+def test_broadcast_and_transpose_prologues(name):
+    fusions = _fusions((TRITON / f"{name}.hlo").read_text(), name)
+    ops = set().union(*({i.opcode for i in f.fused_computation().instructions} for f in fusions))
+    assert ops & {"broadcast", "transpose"}  # the prologue op is inside the fusion
+    assert not ops & {"bitcast", "reshape"}  # and no reshape, as in XLA's
+    for fusion in fusions:
+        for config in [*CONFIGS, XLA_DEFAULT]:
+            _check(fusion, config)
+
+
+def test_a_split_slice_is_not_in_the_gemm_fusion():
+    (fusion,) = _fusions((TRITON / "sliced_bf16.hlo").read_text(), "sliced_bf16")
+    assert {i.opcode for i in fusion.fused_computation().instructions} == {"parameter", "dot"}
     for config in [*CONFIGS, XLA_DEFAULT]:
-        _check(fusion, config)
+        _check(fusion, config)  # the split GEMM, tile by tile
 
 
 def _xla_fusions(name: str):

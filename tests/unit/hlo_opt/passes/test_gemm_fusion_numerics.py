@@ -53,14 +53,23 @@ def test_host_pipe_matches_the_interpreter_on_the_module_as_written(name):
 
 
 @pytest.mark.parametrize("name", ["int8_bf16", "mlp_bf16", "matmul_s8", "f8_bf16", "transposed_lhs_bf16"])
-def test_interpreter_gives_the_same_bits_before_and_after(name):
+def test_interpreter_agrees_before_and_after(name):
+    """Every one of these dots is split along K in XLA's output (a reduce after its GEMM fusion,
+    testdata/triton/NAME.xla_gpu.hlo) and in ours: the f32 partial sums are added in another order,
+    so floating results agree within the type's bounds; integer sums are exact."""
+    from hlo_run.compare import compare_values
     from hlo_run.inputs import make_fake_arguments
 
+    assert " reduce(" in (TRITON / f"{name}.xla_gpu.hlo").read_text()
     module = _optimized(name)
+    assert any(i.opcode == "reduce" for c in module.computations for i in c.instructions)
     args = make_fake_arguments(module, 0)
     before = evaluate(parse_module((TRITON / f"{name}.hlo").read_text()), args)
     after = evaluate(module, args)
-    assert np.array_equal(np.asarray(before), np.asarray(after))
+    comparison = compare_values(after, before)
+    assert comparison.ok, comparison.one_line()
+    if np.asarray(before).dtype.kind in "iu":
+        assert np.array_equal(np.asarray(before), np.asarray(after))
 
 
 def test_cuda_target_launches_a_kernel_and_the_thunk_round_trips():
