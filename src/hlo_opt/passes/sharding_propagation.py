@@ -34,7 +34,7 @@ from hlo_common.hlo.ir import HloInstruction, HloModule
 from hlo_common.hlo.sharding import HloSharding
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.passes.call_inliner import inline_call, is_inlineable
-from hlo_opt.spmd import control_rules, dot_dims, manual, rules, sort_handlers
+from hlo_opt.spmd import control_rules, dot_dims, manual, rules, sort_handlers, uneven
 from hlo_opt.spmd.config import needs_partitioning, num_partitions
 from hlo_opt.spmd.errors import SpmdError
 from hlo_opt.spmd.tiling import Tiling, from_sharding
@@ -256,13 +256,8 @@ def _may_pad(instr: HloInstruction, t: Tiling) -> bool:
         return True
     if any(u.opcode in ("concatenate", "pad") for u in instr.users):
         return False  # the window handlers read such slices from the sliced array itself (jnp.roll)
-    src = instr.operands[0].shape.dims
-    for d in t.uneven_dims(instr.shape.dims):
-        start, limit, stride = instr.attrs["slice"].dims[d]
-        tiles = t.tiles[d]
-        if start or stride != 1 or -(-limit // tiles) != -(-src[d] // tiles):
-            return False
-    return True
+    src, spec = instr.operands[0].shape.dims, instr.attrs["slice"].dims
+    return all(uneven.keeps_tiles(*spec[d], src[d], t.tiles[d]) for d in t.uneven_dims(instr.shape.dims))
 
 
 def _forward(instr: HloInstruction, tilings: dict):

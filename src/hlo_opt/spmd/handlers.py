@@ -9,7 +9,6 @@ layout its result comes out in; the consumer reshards if it wants another.
 
 from __future__ import annotations
 
-from hlo_common.hlo.hlo_creation_utils import make_constant
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.shape import Shape
 from hlo_opt.spmd import dot_dims, manual, rules, uneven
@@ -128,14 +127,18 @@ class Partitioner:
             k = instr.attrs["index"]
             gte = self.b.add(op, [new], new.shape.tuple_shapes[k], {"index": k}, name=instr.name)
             self.values[instr] = (gte, have[k])
-        elif op == "slice" and self._uneven_around(instr) and uneven.slice_in_place(self, instr):
-            pass
-        elif op not in HANDLERS or self._uneven_around(instr) or not HANDLERS[op](self, instr):
+        elif not self._extra(instr):
             self._whole(instr)  # no handler, or it does not apply (it said False)
 
+    def _extra(self, instr: HloInstruction) -> bool:
+        """A handler of `extra_handlers` partitioned `instr`. Those count on whole tiles: with an
+        uneven tiling around, only a slice that keeps every tile in place is partitioned."""
+        if self._uneven_around(instr):
+            return instr.opcode == "slice" and uneven.slice_in_place(self, instr)
+        return instr.opcode in HANDLERS and HANDLERS[instr.opcode](self, instr)
+
     def _uneven_around(self, instr: HloInstruction) -> bool:
-        """An uneven tiling on the instruction or an operand: the handlers of `extra_handlers`
-        count on whole tiles, so the op runs whole (`hlo_opt.spmd.uneven`)."""
+        """An uneven tiling on the instruction or an operand (`hlo_opt.spmd.uneven`)."""
         pairs = [(instr.shape, self.wanted(instr))] + [(o.shape, self.values[o][1]) for o in instr.operands]
         return any(isinstance(t, Tiling) and uneven.is_uneven(shape, t) for shape, t in pairs)
 
@@ -190,9 +193,12 @@ class Partitioner:
         want = self.wanted(instr)
         need = rules.operand_from_output(instr, 0, want)
         # a broadcast's new dims are tiled by the output alone; the others must round-trip
-        if need is None or (instr.opcode != "broadcast" and rules.output_from_operand(instr, 0, need) != want) \
-                or (instr.opcode == "reshape" and self._uneven_around(instr) and not _degenerate(instr)):
-            self._whole(instr)  # a reshape of padded tiles would mix the padding into the data
+        round_trips = need is not None and (instr.opcode == "broadcast"
+                                            or rules.output_from_operand(instr, 0, need) == want)
+        # a reshape of padded tiles (other than of size-1 dims) would mix the padding into the data
+        mixes = instr.opcode == "reshape" and self._uneven_around(instr) and not _degenerate(instr)
+        if not round_trips or mixes:
+            self._whole(instr)
             return
         self._clone(instr, [self.get(instr.operands[0], need)], want)
 
@@ -235,10 +241,8 @@ class Partitioner:
             # the padding of a split contracting dim must add nothing: zeros on both sides
             k_l = [ax.lhs for ax in axes if ax.kind == dot_dims.CONTRACTING]
             k_r = [ax.rhs for ax in axes if ax.kind == dot_dims.CONTRACTING]
-            zero_l = make_constant(self.b.comp, 0, lhs.shape.element_type)
-            zero_r = make_constant(self.b.comp, 0, rhs.shape.element_type)
-            operands = [uneven.mask(self, operands[0], lhs.shape, need_l, k_l, zero_l),
-                        uneven.mask(self, operands[1], rhs.shape, need_r, k_r, zero_r)]
+            operands = [uneven.mask(self, operands[0], lhs.shape, need_l, k_l, 0),
+                        uneven.mask(self, operands[1], rhs.shape, need_r, k_r, 0)]
         self._clone(instr, operands, out)
         contracting = _contracting(space, axes)
         if not contracting:

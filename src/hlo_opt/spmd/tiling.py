@@ -16,6 +16,7 @@ from functools import cached_property
 
 import numpy as np
 
+from hlo_common.hlo.sharded_arrays import padded_dims
 from hlo_common.hlo.sharding import HloSharding
 from hlo_common.hlo.shape import Shape
 from hlo_common.hlo.tile_assignment import TileAssignment
@@ -81,7 +82,7 @@ class Tiling:
     def padded_dims(self, dims: tuple[int, ...]) -> tuple[int, ...]:
         """`dims` rounded up to whole tiles (XLA's uneven shards: each tile ceil(dim / tiles)
         long, the last ones ending in padding)."""
-        return tuple(-(-d // t) * t for d, t in zip(dims, self.tiles))
+        return padded_dims(dims, self.tiles)
 
     def uneven_dims(self, dims: tuple[int, ...]) -> list[int]:
         """The dims whose tile count does not divide them."""

@@ -19,6 +19,7 @@ from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.shape import Shape
 from hlo_opt.spmd.reshard import reshard
 from hlo_opt.spmd.tiling import Tiling
+from hlo_opt.spmd.window import global_index
 
 
 def is_uneven(shape: Shape, t: Tiling) -> bool:
@@ -46,9 +47,10 @@ def reshard_uneven(p, new: HloInstruction, shape: Shape, have: Tiling, want: Til
 def _common_padding(dims, have: Tiling, want: Tiling) -> tuple[int, ...] | None:
     """Per dim the padded length both tilings take: the splitting one's (both's, when they
     split it alike); None when both split a dim into tiles of different padded lengths."""
+    padded = [(t, t.padded_dims(dims)) for t in (have, want)]
     out = []
     for d, size in enumerate(dims):
-        lengths = {t.tiles[d] * -(-size // t.tiles[d]) for t in (have, want) if t.tiles[d] > 1}
+        lengths = {p[d] for t, p in padded if t.tiles[d] > 1}
         if len(lengths) > 1:
             return None
         out.append(lengths.pop() if lengths else size)
@@ -73,9 +75,10 @@ def _resize_whole_dims(p, x: HloInstruction, t: Tiling, src, dst) -> HloInstruct
     return x
 
 
-def mask(p, x: HloInstruction, shape: Shape, t: Tiling, dims, value: HloInstruction) -> HloInstruction:
+def mask(p, x: HloInstruction, shape: Shape, t: Tiling, dims, value) -> HloInstruction:
     """`x` (a per-device tile of the `shape` array tiled `t`) with the padding along `dims`
-    replaced by the scalar `value`: select(offset + iota < dim, x, value)."""
+    replaced by `value` (a scalar instruction, or a number of x's type): select(global index <
+    dim, x, value)."""
     dims = [d for d in dims if d in t.uneven_dims(shape.dims)]
     if not dims:
         return x
@@ -84,15 +87,22 @@ def mask(p, x: HloInstruction, shape: Shape, t: Tiling, dims, value: HloInstruct
     keep = None
     for d in dims:
         rows = local.dims[d]
-        s32 = Shape.array("s32", local.dims)
-        index = p.b.add("iota", [], s32, {"iota_dimension": d})
-        base = p.b.per_partition([int(c) * rows for c in t.coords[:, d]])
-        index = p.b.add("add", [index, p.b.add("broadcast", [base], s32, {"dimensions": ()})], s32)
-        limit = p.b.add("broadcast", [make_constant(p.b.comp, shape.dims[d], "s32")], s32, {"dimensions": ()})
+        index = global_index(p.b, x, t, d, [c * rows for c in range(t.tiles[d])])
+        limit = p.b.add("broadcast", [make_constant(p.b.comp, shape.dims[d], "s32")], index.shape,
+                        {"dimensions": ()})
         inside = p.b.add("compare", [index, limit], pred, {"direction": "LT"})
         keep = inside if keep is None else p.b.add("and", [keep, inside], pred)
+    if not isinstance(value, HloInstruction):
+        value = make_constant(p.b.comp, value, local.element_type)
     fill = p.b.add("broadcast", [value], local, {"dimensions": ()})
     return p.b.add("select", [keep, x, fill], local)
+
+
+def keeps_tiles(start: int, limit: int, stride: int, size: int, tiles: int) -> bool:
+    """Whether slicing [start:limit:stride] of a dim of `size` split `tiles` ways leaves every
+    tile where it was: the slice cuts the end off and the tiles stay as long (the cut elements
+    become the last tile's padding)."""
+    return start == 0 and stride == 1 and -(-limit // tiles) == -(-size // tiles)
 
 
 def slice_in_place(p, instr: HloInstruction) -> bool:
@@ -109,7 +119,7 @@ def slice_in_place(p, instr: HloInstruction) -> bool:
         t = want.tiles[d]
         if t == 1:
             spec.append((start, limit, stride))
-        elif start == 0 and stride == 1 and -(-limit // t) == -(-operand.shape.dims[d] // t):
+        elif keeps_tiles(start, limit, stride, operand.shape.dims[d], t):
             spec.append((0, new.shape.dims[d], 1))
         else:
             return False
