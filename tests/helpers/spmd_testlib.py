@@ -109,6 +109,26 @@ def signature(instr) -> str:
     return f"{', '.join(text(o.shape) for o in instr.operands)} -> {text(instr.shape)}"
 
 
+def check_partitioned(text: str, n: int, name: str, local: str, collectives: list[str], args_for,
+                      tol: float):
+    """The module partitioned for n devices: its root's per-device shape is `local`, its
+    collectives (sorted opcodes) `collectives`, and on the arguments `args_for(parameters)` makes
+    from the unpartitioned module's parameters (in order) it gives, on n interpreter devices,
+    what the unpartitioned module gives on one (within `tol`). The partitioned module."""
+    from hlo_common.hlo.parser import parse_module
+    from hlo_common.interpreter.evaluator import Evaluator
+
+    module = partition(text, n, name)
+    assert module.entry.root.shape.to_string(print_layout=False) == local
+    assert collective_opcodes(module) == collectives
+    original = parse_module(text, "original")
+    args = args_for(sorted(original.entry.parameters, key=lambda p: p.parameter_number))
+    expected = Evaluator().evaluate(original, list(args))
+    (got,) = run_global(module, args, n)
+    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
+    return module
+
+
 def check_xla_case(text: str, n: int, root: str, collectives: list[tuple[str, str]],
                    key: tuple[str, list[str]] | None = None, seeds=(17,)):
     """A case of XLA's spmd_partitioner_test.cc partitioned for n devices: the root's per-device

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from spmd_testlib import collective_opcodes, partition, run_global
+from spmd_testlib import check_partitioned
 
-from hlo_common.hlo.parser import parse_module
 
 CASES = {
     # batch split, kernel replicated: local, as XLA
@@ -61,16 +60,10 @@ ENTRY entry {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_partitioned_collectives_shape_and_numbers(name):
-    from hlo_common.interpreter.evaluator import Evaluator
-
     n, text, local, collectives = CASES[name]
-    module = partition(text, n, name)
-    assert module.entry.root.shape.to_string(print_layout=False) == local
-    assert collective_opcodes(module) == collectives
-    original = parse_module(text, "original")
     rng = np.random.default_rng(17)
-    params = sorted(original.entry.parameters, key=lambda p: p.parameter_number)
-    args = [np.asarray(rng.standard_normal(p.shape.dims), np.float32) for p in params]
-    expected = Evaluator().evaluate(original, list(args))
-    (got,) = run_global(module, args, n)
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+    def args_for(params):
+        return [np.asarray(rng.standard_normal(p.shape.dims), np.float32) for p in params]
+
+    check_partitioned(text, n, name, local, collectives, args_for, 1e-5)

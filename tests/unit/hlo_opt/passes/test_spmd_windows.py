@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from spmd_testlib import collective_opcodes, partition, run_global
+from spmd_testlib import check_partitioned, collective_opcodes, partition, run_global
 
 from hlo_common.hlo.parser import parse_module
 
@@ -171,19 +171,9 @@ def _random(rng, shape):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_partitioned_collectives_shape_and_numbers(name):
-    from hlo_common.interpreter.evaluator import Evaluator
-
     n, text, local, collectives = CASES[name]
-    module = partition(text, n, name)
-    assert module.entry.root.shape.to_string(print_layout=False) == local
-    assert collective_opcodes(module) == collectives
-    original = parse_module(text, "original")
     rng = np.random.default_rng(11)
-    params = sorted(original.entry.parameters, key=lambda p: p.parameter_number)
-    args = [_random(rng, p.shape) for p in params]
-    expected = Evaluator().evaluate(original, list(args))
-    (got,) = run_global(module, args, n)
-    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+    check_partitioned(text, n, name, local, collectives, lambda ps: [_random(rng, p.shape) for p in ps], 1e-6)
 
 
 @pytest.mark.parametrize("name", ["DynamicUpdateSliceAlongPartitionedDimension", "DynamicSliceSmallOfPartitionedDimension"])
