@@ -80,10 +80,6 @@ def _math(rl: RegionLowering, op: Op) -> list[LV]:
     args = _operands(rl, op)
     if args[0].ty not in ("float", "double"):
         raise LoweringError(f"{op.name} on {op.operands[0].type}: compute narrow floats in f32")
-    if id(op) in rl.ml.narrow_exps:  # an f32 exp rounded to bf16 / f16 next (host.py)
-        from hlo_codegen.llvm.math_narrow import define_exp_narrow
-
-        return [rl.fn.call("float", define_exp_narrow(rl.module), args)]
     return [rl.target.math(rl, op.name, args[0].ty, args)]
 
 

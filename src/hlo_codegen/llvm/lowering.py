@@ -104,7 +104,6 @@ class ModuleLowering:
     """One kernel's LLVM module: constant globals and subgraph functions, then the kernel."""
 
     def __init__(self, kernel: Kernel, target: Target):
-        self.narrow_exps: set[int] = set()  # exp ops computed for a narrow result (host.py)
         self.kernel = kernel
         self.target = target
         self.module = LLModule(target.triple, target.datalayout)

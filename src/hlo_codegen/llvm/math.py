@@ -28,6 +28,7 @@ from hlo_codegen.llvm.math_base import (
     LOG_COEFFS, SIN_COEFFS, PI_HI, PI_LO, PIO2_HI, PIO2_LO, PIO4_HI, PIO4_LO, D, LN2,
     MathBuilder as _Math, reduce_pio2 as _reduce_pio2,
 )
+from hlo_codegen.llvm.math_exp_f32 import define_exp_f32
 from hlo_codegen.llvm.math_f32 import F32_FORMS, define_f32
 from hlo_codegen.llvm.text import LV, LLModule
 
@@ -323,6 +324,8 @@ def _define(module: LLModule, fn: str, ty: str) -> str:
     name = f"__hlo_{fn}_{'f64' if ty == D else 'f32'}"
     if name in module.defined:
         return name
+    if ty != D and fn == "exp":  # in f32 arithmetic (math_exp_f32.py)
+        return define_exp_f32(module)
     if ty != D and fn in F32_FORMS:  # straight-line f32 forms (math_f32.py)
         define_f32(module.function(name, ty, [(ty, "x0")], prefix="internal"), fn)
         return name

@@ -1,4 +1,5 @@
-"""Vector-friendly f32 forms of exp, expm1, tanh, log and erf (used by math.py for f32).
+"""Vector-friendly f32 forms of expm1, tanh, log and erf (used by math.py for f32; exp is in
+math_exp_f32.py).
 
 Where it sits: `math.define_math(module, op, "float")` builds these instead of widening to the f64
 functions, whose f64 accuracy costs degree-13 polynomials, divisions and calls between functions
@@ -92,7 +93,7 @@ def _erf(m: MathBuilder, x: LV) -> LV:
     return m.sel(m.isnan(x), x, m.copysign(r, x))
 
 
-F32_FORMS = {"exp": _exp, "expm1": _expm1, "tanh": _tanh, "log": _log, "erf": _erf}
+F32_FORMS = {"expm1": _expm1, "tanh": _tanh, "log": _log, "erf": _erf}
 
 
 def define_f32(f: LLFunction, fn: str) -> None:
