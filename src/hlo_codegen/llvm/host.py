@@ -331,6 +331,10 @@ class _KernelLowering:
 
         loop.for_range(0, n - 1, [], init, hint="t", loop_md=loop_id)
         if lane0_only(self.kernel, op):
+            # Steps over at least 8 lanes as vectorized loops, the rest as one straight-line tree.
+            while distance >= 8:
+                self._shuffle_step_lane0(op, reducer, cur, distance)
+                distance //= 2
             self._shuffle_tree_lane0(op, reducer, cur, distance)
             return
         while distance >= 1:
@@ -389,14 +393,41 @@ class _KernelLowering:
         for ty, c, v in zip(types, cur, self._call_reducer(reducer, types, mine, other)):
             _store(self.fn, v, self.fn.gep(_mem_type(ty), c, t))
 
+    def _shuffle_step_lane0(self, op: Op, reducer, cur: list[LV], d: int) -> None:
+        """The step by d where only lane 0 of each warp is read afterwards (`lane0_only`): lane 0's
+        final value depends on lanes [0, d) after this step, which read lanes [0, 2d) before it,
+        so only those are computed (31 lanes a warp over all steps, not 5 x 32). Lanes [0, d)
+        are written and [d, 2d) read, so no copy is needed and the lanes are independent."""
+        f = self.fn
+        types = [llvm_type(r.type) for r in op.results]
+        loop = self._region()
+
+        def lane(w: LV, i: LV) -> None:
+            t = f.binop("add", f.binop("mul", w, LV(I64, "32")), i)
+            src = f.binop("add", t, LV(I64, str(d)))
+            mine = [_load(f, ty, f.gep(_mem_type(ty), c, t)) for ty, c in zip(types, cur)]
+            other = [_load(f, ty, f.gep(_mem_type(ty), c, src)) for ty, c in zip(types, cur)]
+            self._reduce_into(reducer, types, mine, other, cur, t)
+
+        def warp(w: LV, iters: list[LV]) -> list[LV]:
+            group, loop_id = self._parallel_loop()
+            f.access_group = group
+            try:
+                loop.for_range(0, d - 1, [], lambda i, _: lane(w, i) or [], hint="l", loop_md=loop_id)
+            finally:
+                f.access_group = None
+            return []
+
+        loop.for_range(0, self.kernel.num_threads // 32 - 1, [], warp, hint="w")
+
     def _shuffle_tree_lane0(self, op: Op, reducer, cur: list[LV], distance: int) -> None:
-        """The shuffle steps by distance, distance / 2, ..., 1 where only lane 0 of each warp is
-        read afterwards (`lane0_only`): lane 0's value after the step by d depends on lanes [0, d)
-        before it, so lane 0's final value is a fixed tree over lanes [0, 2 * distance), each step
-        lane i < d combining with lane i + d (in the warp: 2 * distance <= 32). Per warp that tree
-        is straight-line code on values in registers (the steps' loops over a few lanes and their
-        stores cost more than the reductions: the f32 softmax's two shuffles took 0.85 of its
-        4.3 ms); the reducer calls, and so the float results, are the GPU's."""
+        """The last shuffle steps, by distance, distance / 2, ..., 1 (distance < 8), where only lane 0
+        of each warp is read afterwards (`lane0_only`): lane 0's final value is then a fixed tree
+        over lanes [0, 2 * distance), each step lane i < d combining with lane i + d, here
+        straight-line code on values in registers, per warp. Loops over so few lanes cost more
+        than their reductions; the wider steps stay vectorized loops (`_shuffle_step_lane0`: a
+        scalar tree for them made the bf16 softmax's max, a rounding per step, 15% slower). The
+        reducer calls, and so the float results, are the GPU's."""
         f = self.fn
         types = [llvm_type(r.type) for r in op.results]
         loop = self._region()
