@@ -15,6 +15,8 @@ threads.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 
 import numpy as np
@@ -106,6 +108,21 @@ BLOCK_ROWS = 256
 MAX_BLOCKS = 16
 
 
+_F32_PRODUCT: contextvars.ContextVar = contextvars.ContextVar("f32_product", default=None)
+
+
+@contextlib.contextmanager
+def f32_product(product):
+    """Within it, `dot_general`'s f32 x f32 products not given a `product` run through
+    `product(a, b, out)`: hlo-run's host evaluates GEMM fusions with this interpreter and their
+    dots with its own two-thread GEMM (hlo_run.host_gemm_fusion)."""
+    token = _F32_PRODUCT.set(product)
+    try:
+        yield
+    finally:
+        _F32_PRODUCT.reset(token)
+
+
 def dot_general(lhs: np.ndarray, rhs: np.ndarray, lhs_batch, rhs_batch, lhs_contract,
                 rhs_contract, out: np.ndarray | None = None, product=None) -> np.ndarray:
     """numpy dot_general on already-widened operands: result dims = batch, lhs free, rhs free.
@@ -125,6 +142,8 @@ def dot_general(lhs: np.ndarray, rhs: np.ndarray, lhs_batch, rhs_batch, lhs_cont
     b = _stacked_matrix(rhs, list(rhs_batch), list(rhs_contract), rhs_free)
     dims = [lhs.shape[d] for d in (*lhs_batch, *lhs_free)] + [rhs.shape[d] for d in rhs_free]
     target = None if out is None else out.reshape(a.shape[:-1] + b.shape[-1:])
+    if product is None and a.dtype == b.dtype == np.float32:
+        product = _F32_PRODUCT.get()
     return (product or matmul)(a, b, target).reshape(dims)
 
 
