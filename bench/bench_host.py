@@ -148,19 +148,19 @@ def print_tables(rows: list[dict]) -> None:
               f"{r['host_s']:>8.3f} {r['unfused_s'] / r['host_s']:>8.2f}x {r['unfused_s'] / r['xla_s']:>11.1f}x "
               f"{r['host_s'] / r['xla_s']:>9.1f}x")
     print()
-    print(f"{'module':<22} {'host s':>8} {'interp s':>9} {'XLA:CPU s':>10} {'host/interp':>12} "
+    print(f"{'module':<22} {'host ms':>8} {'interp ms':>9} {'XLA:CPU ms':>10} {'host/interp':>12} "
           f"{'host/XLA':>9} {'JIT s':>7} {'kernels':>8} {'|host-interp|':>14} {'|host-XLA|':>11}")
     for r in rows:
-        print(f"{r['module']:<22} {r['host_s']:>8.3f} {r['interp_s']:>9.3f} {r['xla_s']:>10.3f} "
+        print(f"{r['module']:<22} {r['host_s'] * 1e3:>8.2f} {r['interp_s'] * 1e3:>9.2f} {r['xla_s'] * 1e3:>10.2f} "
               f"{r['host_s'] / r['interp_s']:>11.2f}x {r['host_s'] / r['xla_s']:>8.1f}x {r['jit_s']:>7.2f} "
               f"{r['kernels']:>8} {r['err_interp']:>14.3g} {r['err_xla']:>11.3g}")
-    print("\nuser CPU seconds (per run; compile steps once)")
-    print(f"{'module':<22} {'host':>8} {'interp':>9} {'XLA:CPU':>10} {'JIT':>7} {'hlo-opt':>8} "
+    print("\nuser CPU ms per run; compile steps once, in seconds")
+    print(f"{'module':<22} {'host ms':>8} {'interp ms':>9} {'XLA ms':>10} {'JIT s':>7} {'hlo-opt s':>9} "
           f"{'hlo-codegen':>12} {'opt wall':>9} {'codegen wall':>13}")
     for r in rows:
-        print(f"{r['module']:<22} {r['host_user']:>8.3f} {r['interp_user']:>9.3f} {r['xla_user']:>10.3f} "
-              f"{r['jit_user']:>7.2f} {r['opt_user']:>8.2f} {r['codegen_user']:>12.2f} {r['opt_s']:>9.2f} "
-              f"{r['codegen_s']:>13.2f}")
+        print(f"{r['module']:<22} {r['host_user'] * 1e3:>8.2f} {r['interp_user'] * 1e3:>9.2f} "
+              f"{r['xla_user'] * 1e3:>10.2f} {r['jit_user']:>7.2f} {r['opt_user']:>9.2f} "
+              f"{r['codegen_user']:>12.2f} {r['opt_s']:>9.2f} {r['codegen_s']:>13.2f}")
 
 
 def print_profile(row: dict, top: int = 10) -> None:
