@@ -151,7 +151,8 @@ def print_tables(rows: list[dict]) -> None:
     print(f"{'module':<22} {'host ms':>8} {'interp ms':>9} {'XLA:CPU ms':>10} {'host/interp':>12} "
           f"{'host/XLA':>9} {'JIT s':>7} {'kernels':>8} {'|host-interp|':>14} {'|host-XLA|':>11}")
     for r in rows:
-        print(f"{r['module']:<22} {r['host_s'] * 1e3:>8.2f} {r['interp_s'] * 1e3:>9.2f} {r['xla_s'] * 1e3:>10.2f} "
+        print(f"{r['module']:<22} {r['host_s'] * 1e3:>8.2f} {r['interp_s'] * 1e3:>9.2f} "
+              f"{r['xla_s'] * 1e3:>10.2f} "
               f"{r['host_s'] / r['interp_s']:>11.2f}x {r['host_s'] / r['xla_s']:>8.1f}x {r['jit_s']:>7.2f} "
               f"{r['kernels']:>8} {r['err_interp']:>14.3g} {r['err_xla']:>11.3g}")
     print("\nuser CPU ms per run; compile steps once, in seconds")

@@ -149,9 +149,10 @@ class _KernelLowering:
             return False
         if self._early_param_stores is None:
             params = {b.name for b in self.kernel.buffers if b.kind == "param"}
-            self._early_param_stores = any(
-                inner.name in ("store", "atomic_rmw") and inner.attrs.get("buffer") in params
-                for ops in self.phases[:-1] for o in ops for inner in [o, *(x for r in o.regions for x in r.walk())])
+            early = [inner for ops in self.phases[:-1] for o in ops
+                     for inner in [o, *(x for r in o.regions for x in r.walk())]]
+            self._early_param_stores = any(o.name in ("store", "atomic_rmw") and o.attrs.get("buffer") in params
+                                           for o in early)
         buf = next((b for b in self.kernel.buffers if b.name == op.attrs["buffer"]), None)
         return buf is not None and buf.kind == "param" and not buf.written and not self._early_param_stores
 
