@@ -36,6 +36,7 @@ from hlo_common.manifest.kernel_symbols import host_may_declare
 
 from hlo_codegen.kernel_ir.ir import OP_SPECS, Kernel, Op, Value
 from hlo_codegen.kernel_ir.verifier import verify_kernel
+from hlo_codegen.llvm.lane0 import lane0_only
 from hlo_codegen.llvm.lowering import (
     I64, LoweringError, ModuleLowering, RegionLowering, Target, llvm_type,
 )
@@ -151,8 +152,8 @@ class _KernelLowering:
             params = {b.name for b in self.kernel.buffers if b.kind == "param"}
             early = [inner for ops in self.phases[:-1] for o in ops
                      for inner in [o, *(x for r in o.regions for x in r.walk())]]
-            self._early_param_stores = any(o.name in ("store", "atomic_rmw") and o.attrs.get("buffer") in params
-                                           for o in early)
+            self._early_param_stores = any(
+                o.name in ("store", "atomic_rmw") and o.attrs.get("buffer") in params for o in early)
         buf = next((b for b in self.kernel.buffers if b.name == op.attrs["buffer"]), None)
         return buf is not None and buf.kind == "param" and not buf.written and not self._early_param_stores
 
@@ -462,48 +463,6 @@ class _KernelLowering:
                        loop_md=self.ml.module.metadata(
                            'distinct !{{self}, !{!"llvm.loop.unroll.disable"}, '
                            '!{!"llvm.loop.vectorize.enable", i1 false}}'))
-
-
-def lane0_only(kernel: Kernel, op: Op) -> bool:
-    """True when every use of the shuffle_reduce `op`'s results is inside the then-branch of an
-    `if` whose condition proves the thread is lane 0 of its warp: `th_x == 0` or
-    `th_x % (32 k) == 0`, in a block whose x size and thread count are multiples of 32 (the
-    reduction emitters' "lane 0 writes the warp's partial" pattern)."""
-    if kernel.block[0] % 32 or kernel.num_threads % 32 or int(op.attrs.get("max_distance", 16)) > 16:
-        return False
-    defs = {id(r): o for o in kernel.body.walk() for r in o.results}
-    results = {id(r) for r in op.results}
-
-    def is_op(v: Value, name: str, **attrs) -> Op | None:
-        o = defs.get(id(v))
-        ok = o is not None and o.name == name and all(o.attrs.get(k) == a for k, a in attrs.items())
-        return o if ok else None
-
-    def lane_zero(v: Value) -> bool:  # x is a multiple of 32 when v == 0
-        if is_op(v, "thread_id", dim="x"):
-            return True
-        rem = is_op(v, "remui")
-        const = rem and is_op(rem.operands[1], "constant")
-        return bool(const and is_op(rem.operands[0], "thread_id", dim="x")
-                    and isinstance(const.attrs.get("value"), int) and const.attrs["value"] % 32 == 0
-                    and const.attrs["value"] > 0)
-
-    def says_lane0(cond: Value) -> bool:
-        cmp = is_op(cond, "cmpi", predicate="eq")
-        return bool(cmp) and any(is_op(z, "constant", value=0) and lane_zero(x)
-                                 for x, z in (cmp.operands, cmp.operands[::-1]))
-
-    def uses_only_guarded(block, guarded: bool) -> bool:
-        for o in block.ops:
-            if not guarded and any(id(v) in results for v in o.operands):
-                return False
-            for i, region in enumerate(o.regions):
-                inner = guarded or (o.name == "if" and i == 0 and says_lane0(o.operands[0]))
-                if not uses_only_guarded(region, inner):
-                    return False
-        return True
-
-    return uses_only_guarded(kernel.body, False)
 
 
 def lower_to_host(kernel: Kernel, verify: bool = True) -> str:
