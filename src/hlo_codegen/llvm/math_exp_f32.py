@@ -27,7 +27,7 @@ _TAYLOR = [1.0 / math.factorial(k) for k in range(8, -1, -1)]
 
 
 def define_exp_f32(module: LLModule) -> str:
-    """Define (once) `float @__hlo_exp_narrow_f32(float)`; its name."""
+    """Define (once) `float @__hlo_exp_f32(float)`; its name."""
     if NAME in module.defined:
         return NAME
     f = module.function(NAME, F, [(F, "x0")], prefix="internal")
