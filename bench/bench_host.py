@@ -10,7 +10,9 @@ with the two compilers as subprocesses (their wall and user-CPU seconds are prin
 manifest into hlo-run's host platform in this process (the one-time JIT compile, timed), makes
 the arguments once from seed 0 (hlo-run's rule) and times the host run, the interpreter (on the
 original module, as bench_interpreter.py does) and XLA:CPU (`hlo_run.xla_cpu`, compiled once) on
-the same inputs: one warm-up run each, then the best wall time of `--repeats` runs. Host times
+the same inputs: one warm-up run each, then the best wall time of `--repeats` runs. With IREE
+installed (`bench/iree_cpu.py`, a bench-only dependency) a third table adds IREE's llvm-cpu
+backend on the same module and inputs. Host times
 exclude compilation. `user` columns are the least CPU seconds of a run (all threads of this
 process), which are less noisy than wall time on a shared machine; a multi-threaded run can use
 more CPU than wall time. `--profile` prints the host run's slowest thunks. The first table sets the same pipe
@@ -35,6 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 import bench_set  # noqa: E402  (bench/ is not a package)
+import iree_cpu  # noqa: E402
 
 DEFAULT_MODULES = bench_set.paths()
 # hlo-opt flags of the "unfused" variant: the gpu pipeline without its fusion passes (every op then
@@ -129,6 +132,14 @@ def bench_module(path: Path, repeats: int) -> dict:
     row["interp_s"], row["interp_user"], expected = timed(lambda: evaluate(module, args), repeats)
     row["err_interp"] = max_error(host, expected)
     row["xla_s"] = row["xla_user"] = row["err_xla"] = float("nan")
+    row["iree_s"] = row["iree_user"] = float("nan")
+    if iree_cpu.available():
+        try:
+            iree = iree_cpu.IreeCpuExecutable.compile(reference)
+            row["iree_s"], row["iree_user"], _ = timed(lambda: iree.run(args), repeats)
+        except Exception as exc:  # noqa: BLE001 - IREE rejects the module: n/a
+            print(f"{path.name}: IREE failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
+                  file=sys.stderr)
     try:
         xla = XlaCpuExecutable.compile(reference)
         row["xla_s"], row["xla_user"], xla_out = timed(lambda: xla.run(args), repeats)
@@ -155,6 +166,13 @@ def print_tables(rows: list[dict]) -> None:
               f"{r['xla_s'] * 1e3:>10.2f} "
               f"{r['host_s'] / r['interp_s']:>11.2f}x {r['host_s'] / r['xla_s']:>8.1f}x {r['jit_s']:>7.2f} "
               f"{r['kernels']:>8} {r['err_interp']:>14.3g} {r['err_xla']:>11.3g}")
+    if any(r["iree_s"] == r["iree_s"] for r in rows):  # IREE installed (bench/iree_cpu.py)
+        print(f"\nIREE (llvm-cpu, local-task) on the same inputs\n{'module':<22} {'host ms':>8} "
+              f"{'XLA:CPU ms':>10} {'IREE ms':>8} {'host/XLA':>9} {'IREE/XLA':>9} {'host/IREE':>10}")
+        for r in rows:
+            print(f"{r['module']:<22} {r['host_s'] * 1e3:>8.2f} {r['xla_s'] * 1e3:>10.2f} "
+                  f"{r['iree_s'] * 1e3:>8.2f} {r['host_s'] / r['xla_s']:>8.2f}x "
+                  f"{r['iree_s'] / r['xla_s']:>8.2f}x {r['host_s'] / r['iree_s']:>9.2f}x")
     print("\nuser CPU ms per run; compile steps once, in seconds")
     print(f"{'module':<22} {'host ms':>8} {'interp ms':>9} {'XLA ms':>10} {'JIT s':>7} {'hlo-opt s':>9} "
           f"{'hlo-codegen':>12} {'opt wall':>9} {'codegen wall':>13}")
