@@ -194,6 +194,30 @@ def _extf(rl: RegionLowering, op: Op) -> list[LV]:
     return [f.call(ty, define_decode(rl.module, FLOAT_FORMATS[src], ty), [a])]
 
 
+# Ops whose result is one of their operands' values: of operands widened from a narrow type, the
+# result is exactly representable in it (a NaN result is a quiet NaN of such an operand, or the
+# default NaN, whose top bits are a quiet NaN too).
+_PICKS = ("maximumf", "minimumf", "select", "negf", "absf")
+
+
+def exact_narrowings(kernel) -> set[int]:
+    """ids of the kernel's `truncf` f32 -> bf16 ops whose operand is an op of _PICKS on values all
+    widened from bf16 (`extf`): a bf16 maximum's rounding, which then only drops the low 16 bits."""
+    out = set()
+    for block in [kernel.body] + [fn.body for fn in kernel.functions]:
+        ops = list(block.walk())
+        defs = {id(r): o for o in ops for r in o.results}
+        for o in ops:
+            src = defs.get(id(o.operands[0])) if o.name == "truncf" and o.results[0].type == "bf16" else None
+            if src is None or src.name not in _PICKS or src.results[0].type != "f32":
+                continue
+            floats = [v for v in src.operands if v.type == "f32"]
+            if floats and all(defs.get(id(v)) is not None and defs[id(v)].name == "extf"
+                              and defs[id(v)].operands[0].type == "bf16" for v in floats):
+                out.add(id(o))
+    return out
+
+
 def _truncf(rl: RegionLowering, op: Op) -> list[LV]:
     (a,) = _operands(rl, op)
     src, dst = op.operands[0].type, op.result.type
@@ -206,6 +230,11 @@ def _truncf(rl: RegionLowering, op: Op) -> list[LV]:
     native = _NATIVE_HALF.get(dst)
     if rl.target.native_half and native and (src == "f32" or dst == "f16"):
         return [f.cast("bitcast", f.cast("fptrunc", a, native), ty)]
+    if rl.ml.exact_narrowings is None:
+        rl.ml.exact_narrowings = exact_narrowings(rl.ml.kernel)
+    if id(op) in rl.ml.exact_narrowings:  # the value is a bf16 value: its top 16 bits
+        bits = f.binop("lshr", f.cast("bitcast", a, "i32"), LV("i32", "16"))
+        return [f.cast("trunc", bits, ty)]
     return [f.call(ty, define_encode(rl.module, a.ty, FLOAT_FORMATS[dst]), [a])]
 
 

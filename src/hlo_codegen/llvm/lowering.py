@@ -109,6 +109,7 @@ class ModuleLowering:
         self.module = LLModule(target.triple, target.datalayout)
         self.params = kernel.params
         self.globals: dict[str, LV] = {}
+        self.exact_narrowings: set[int] | None = None  # arith.exact_narrowings, on first truncf
         # LLVM symbol of each subgraph function (renamed if it would clash with the kernel's)
         self.symbols = {f.name: f"{f.name}.fn" if f.name == kernel.name else f.name
                         for f in kernel.functions}

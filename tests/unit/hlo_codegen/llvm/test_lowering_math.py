@@ -250,3 +250,50 @@ def test_narrow_exp_in_f32_arithmetic_on_every_input(narrow: str) -> None:
     assert np.isnan(out[nan].astype(np.float32)).all()
     steps = np.abs(out.view(np.uint16).astype(np.int32) - want.view(np.uint16).astype(np.int32))[~nan]
     assert np.count_nonzero(steps) <= 4 and steps.max() <= 1  # bf16: none; f16: 2 near-ties, 1 ulp
+
+
+NARROW_PICK = """
+#map0 = (th_x, bl_x) -> (bl_x * 256 + th_x), domain: th_x in [0, 255], bl_x in [0, 4095]
+kernel @narrow_pick grid = [4096, 1, 1] block = [256, 1, 1] {
+  param @arg0 : bf16[1048576]
+  param @arg1 : bf16[1048576]
+  param @arg2 : bf16[1048576] written
+  %th_x = thread_id {dim = x, range = [0, 255]} : index
+  %bl_x = block_id {dim = x, range = [0, 4095]} : index
+  %0 = apply_indexing #map0 %th_x, %bl_x : index
+  %1 = load @arg0 %0 : bf16
+  %2 = load @arg1 %0 : bf16
+  %3 = extf %1 : f32
+  %4 = extf %2 : f32
+  %5 = OP %3, %4 : f32
+  %6 = truncf %5 : bf16
+  store @arg2 %6, %0
+}
+"""
+
+
+@pytest.mark.parametrize("op", ["maximumf", "minimumf"])
+def test_bf16_maximum_narrows_by_dropping_bits(op: str) -> None:
+    """A bf16 maximum / minimum (extf, the f32 op, truncf: how the emitters write one) is a bf16
+    value, so the host narrows it by taking its top 16 bits instead of rounding
+    (arith.exact_narrowings); on a million random bit pairs (NaNs, infinities, subnormals, signed
+    zeros) the bits equal ml_dtypes' rounding of the f32 result, NaN for NaN."""
+    from hlo_codegen.kernel_ir import parse_kernel
+    from hlo_codegen.llvm import lower_to_host
+    from hlo_run.host_kernel import load_host_kernel
+
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    ir = lower_to_host(parse_kernel(NARROW_PICK.replace("OP", op)))
+    assert "lshr i32" in ir and "__hlo_trunc_float_bf16" not in ir, "the narrowing still rounds"
+    rng = np.random.default_rng(12)
+    a, b = (rng.integers(0, 1 << 16, 1 << 20, dtype=np.uint32).astype(np.uint16).view(bf16)
+            for _ in range(2))
+    b[:4096] = a[:4096]  # equal pairs (and +0 / -0 among the random ones)
+    out = np.zeros(1 << 20, bf16)
+    load_host_kernel(ir, "narrow_pick")([a, b, out], 4096)
+    fn = np.maximum if op == "maximumf" else np.minimum
+    with np.errstate(invalid="ignore"):
+        want = fn(a.astype(np.float32), b.astype(np.float32)).astype(bf16)
+    nan = np.isnan(want.astype(np.float32))
+    assert np.array_equal(np.isnan(out.astype(np.float32)), nan)
+    assert np.array_equal(out.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
