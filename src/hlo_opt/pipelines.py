@@ -161,7 +161,6 @@ PLANNED_PASSES: dict[str, str] = {
     "copy_fusion": "CopyFusion: fuse copies added by copy insertion into their producers",
     "cublas-gemm-broadcast-folding-rewriter": "GemmBroadcastFoldingRewriter: gemm broadcast operands folded",
     "dot-merger": "DotMerger: dots sharing an operand merged into one dot",
-    "dot-strength-reduction": "DotStrengthReduction: small dots -> multiply + reduce",
     "dot_dimension_normalizer": "DotDimensionNormalizer: dots without batch dims normalized",
     "dynamic-index-splitter": "DynamicIndexSplitter: vector indices of dynamic-slice -> scalars",
     "dynamic_dimension_simplifier": "DynamicDimensionSimplifier: folds get/set-dimension-size chains",

@@ -29,7 +29,7 @@ def _compare_module():
 
 compare_decisions = _compare_module()
 MODULES = sorted(p for p in TRITON.glob("*.hlo") if not p.name.endswith(".xla_gpu.hlo"))
-# XLA's dot-strength-reduction (a planned pass here) makes this matrix-vector dot a reduce.
+# dot-strength-reduction (XLA's and ours) makes this matrix-vector dot a reduce: no GEMM left.
 NOT_A_GEMM_IN_XLA = {"matvec_bf16"}
 
 
@@ -56,7 +56,7 @@ def test_decisions_equal_xla(path):
     """Backend, M, N, K, the ops fused with the dot and the split-k factor, as XLA's."""
     ours, theirs = compare_decisions.compare(path, compare_decisions._xla_path(path, None), True)
     if path.stem in NOT_A_GEMM_IN_XLA:
-        assert theirs == [] and [r[0] for r in ours] == ["cublas"]
+        assert theirs == [] and ours == []
         return
     assert theirs, "XLA wrote no dot"
     assert ours == theirs
