@@ -106,6 +106,7 @@ GPU_PIPELINES: tuple[PipelineSpec, ...] = (
          p("transpose-folding", fold_convolutions=False), p("reshape-decomposer"), p("reduce-decomposer"),
          # Triton GEMM fusions (passes/gemm_fusion.py): dots Triton takes leave the cuBLAS path
          p("splitk-rewriter"), p("triton-gemm-rewriter"), p("hoist-fused-bitcasts"),
+         p("gemm-fusion-swap-operands"),
          p("cublas-gemm-rewriter"), p("cublas-gemm-broadcast-folding-rewriter"),
          p("layout_normalization"), p("algsimp", is_layout_sensitive=True), p("scatter_simplifier"),
          p("broadcast_canonicalizer"), p("reduction-degenerate-dim-remover"),

@@ -120,12 +120,18 @@ def test_cli_flag_keeps_cublas(tmp_path):
     assert result.exit_code == 0 and "__triton_nested_gemm_fusion" in out.read_text()
 
 
-# XLA's GemmFusionSwapOperands (not a pass here yet) swapped these dots' operands; matvec_bf16 is
-# not a GEMM in XLA's output.
+# gemm-fusion-swap-operands (XLA's GemmFusionSwapOperands) swaps these dots' operands.
 SWAPPED_IN_XLA = {"f8_bf16", "int8_bf16", "skinny_bf16"}
 
 
-@pytest.mark.parametrize("path", [p for p in MODULES if p.stem not in SWAPPED_IN_XLA | NOT_A_GEMM_IN_XLA],
+def test_swapped_modules_are_xlas_swaps():
+    """The fusions swapped are exactly those XLA swapped (a bitcast root over the dot)."""
+    swapped = {p.stem for p in MODULES if p.stem not in NOT_A_GEMM_IN_XLA and any(
+        f.fused_computation().root.opcode == "bitcast" for f in gemm_fusions(optimized(p.stem)))}
+    assert swapped == SWAPPED_IN_XLA
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if p.stem not in NOT_A_GEMM_IN_XLA],
                          ids=lambda p: p.stem)
 def test_fusion_computations_print_as_xlas(path):
     """Each GEMM fusion's computation in XLA's canonical print (its autotune key: instruction
