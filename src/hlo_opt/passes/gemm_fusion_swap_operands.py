@@ -153,8 +153,21 @@ class GemmFusionSwapOperands(HloPass):
                 dot = next((i for i in body.instructions if i.opcode == "dot"), None)
                 if dot is not None and should_swap(dot):
                     swap_operands(body, dot)
+                    _swap_output_tile(fusion)
                     changed = True
         return changed
+
+
+def _swap_output_tile(fusion: HloInstruction) -> None:
+    """The config's block_m x block_n now tiles the swapped dot (M and N exchanged), so the root,
+    which still has the old dot's [.., M, N] dims, is tiled [.., block_n, block_m] (XLA assigns the
+    config after the swap: its default 16 x 8 reads 8 x 16 on such roots)."""
+    block = fusion.backend_config_data.get("fusion_backend_config", {}).get("block_level_fusion_config")
+    tiles = (block or {}).get("output_tiles") or []
+    if tiles and len(tiles[0].get("sizes") or ()) >= 2:
+        sizes = list(tiles[0]["sizes"])
+        sizes[-2:] = sizes[-1], sizes[-2]
+        tiles[0] = dict(tiles[0], sizes=sizes)
 
 
 __all__ = ["GemmFusionSwapOperands", "has_code", "should_swap", "swap_operands"]

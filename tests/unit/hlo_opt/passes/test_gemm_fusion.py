@@ -74,10 +74,10 @@ def test_int8_weight_convert_is_fused_with_xlas_deviceless_config():
     xla_tile = theirs.backend_config_data["fusion_backend_config"]["block_level_fusion_config"][
         "output_tiles"][0]["sizes"]
     # split-k makes the result [split, M, N]: a tile of 1 on the split dim, XLA's default 16 x 8 on
-    # M x N. XLA's reads ["1","8","16"] because its GemmFusionSwapOperands (not a pass here yet)
-    # swapped the dot's operands, its tile then lying over N x M.
+    # the dot's M x N; gemm-fusion-swap-operands swapped the dot's operands (as XLA's
+    # GemmFusionSwapOperands), so the root's M x N is tiled 8 x 16.
     assert xla_tile == ["1", "8", "16"]
-    assert cfg["output_tiles"] == [{"sizes": ["1", "16", "8"]}]
+    assert cfg["output_tiles"] == [{"sizes": xla_tile}]
     assert [o.shape.dims for o in fusion.operands] == [(256, 8, 128), (8, 128, 512)]  # XLA's parameters
     assert cfg["num_warps"] == "2" and cfg["num_stages"] == 1
     (dot,) = [i for i in body.instructions if i.opcode == "dot"]
