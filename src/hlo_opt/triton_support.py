@@ -153,5 +153,5 @@ def cannot_handle_gemm(dot: HloInstruction, cc: tuple[int, int] = (9, 0)) -> str
     return None
 
 
-__all__ = ["MAX_PARAMS_PER_DOT_OPERAND", "cannot_handle_gemm", "input_minus_output_bytes", "is_effective_parameter",
-           "is_input_worth_fusing", "is_output_worth_fusing", "unsupported_dot", "unsupported_instruction"]
+__all__ = ["MAX_PARAMS_PER_DOT_OPERAND", "cannot_handle_gemm", "input_minus_output_bytes",
+           "is_effective_parameter", "is_input_worth_fusing", "is_output_worth_fusing", "unsupported_dot", "unsupported_instruction"]

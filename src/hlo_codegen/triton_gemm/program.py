@@ -281,7 +281,8 @@ def tiled_program(fusion: HloInstruction) -> TiledProgram:
         n=_prod(s for d, s in enumerate(dot.operands[1].shape.dims) if d not in rb and d not in rc),
         batch_sizes=tuple(ldims[d] for d in lb), lhs=lhs, rhs=rhs, acc_type=acc,
         dot_type=dot_type, epilogue=epilogue, out_type=_etype(body.root),
-        out_strides=_out_strides(root, to_dot, dot.shape.rank), operand_types=tuple(_etype(o) for o in fusion.operands))
+        out_strides=_out_strides(root, to_dot, dot.shape.rank),
+        operand_types=tuple(_etype(o) for o in fusion.operands))
 
 
 __all__ = ["EpilogueOp", "Operand", "SideInput", "TiledProgram", "Unsupported", "strides", "tiled_program",

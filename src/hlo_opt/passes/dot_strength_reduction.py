@@ -74,7 +74,8 @@ def should_strength_reduce(dot: HloInstruction, cc: tuple[int, int]) -> bool:
 def _dims(dot: HloInstruction, side: str, rank: int) -> tuple[list[int], list[int], list[int]]:
     """(batch, non-contracting, contracting) dims of one operand: batch and contracting in the
     dimension numbers' order, the free dims ascending (XLA's DotOperandDims)."""
-    batch, contracting = list(dot_dims(dot, f"{side}_batch_dims")), list(dot_dims(dot, f"{side}_contracting_dims"))
+    batch = list(dot_dims(dot, f"{side}_batch_dims"))
+    contracting = list(dot_dims(dot, f"{side}_contracting_dims"))
     free = [d for d in range(rank) if d not in batch and d not in contracting]
     return batch, free, contracting
 
