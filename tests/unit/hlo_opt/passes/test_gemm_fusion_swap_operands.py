@@ -43,7 +43,8 @@ SWAPPED = {
     # XLA: CodeGeneratingMovesToLhs
     "code_moves_to_lhs": _batched("bf16[64,768,320]{2,1,0}", "bf16[64,448,320]{2,1,0}",
                                   "bf16[64,768,448]{2,1,0}", False, True) + """
-// CHECK: bf16[64,448,768]{1,2,0} dot(%p1.c, %p0), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}
+// CHECK: bf16[64,448,768]{1,2,0} dot(%p1.c, %p0), lhs_batch_dims={0}, lhs_contracting_dims={2},
+// CHECK-SAME: rhs_batch_dims={0}, rhs_contracting_dims={2}
 // CHECK-NEXT: ROOT {{.*}} bf16[64,768,448]{2,1,0} bitcast(
 """,
     # XLA: CodeGeneratingMovesToLhsMultipleNoncontracting
@@ -59,7 +60,8 @@ SWAPPED = {
     "multiple_noncontracting": _module(
         "p0 = bf16[768,96,320]{2,1,0} parameter(0)\np1 = s4[448,320]{1,0} parameter(1)",
         "  p1.c = bf16[448,320]{1,0} convert(p1)\n"
-        "  ROOT dot = bf16[768,96,448]{2,1,0} dot(p0, p1.c), lhs_contracting_dims={2}, rhs_contracting_dims={1}",
+        "  ROOT dot = bf16[768,96,448]{2,1,0} dot(p0, p1.c), lhs_contracting_dims={2}, "
+        "rhs_contracting_dims={1}",
         "bf16[768,96,448]{2,1,0}") + """
 // CHECK: bf16[448,768,96]{0,2,1} dot(%p1.c, %p0)
 """,
@@ -137,7 +139,8 @@ def test_indexing_ops_generate_no_code():
     text = _module("p0 = bf16[4,8]{1,0} parameter(0)\np1 = f32[8,16]{1,0} parameter(1)",
                    "  t = bf16[8,4]{1,0} transpose(p0), dimensions={1,0}\n"
                    "  b = bf16[4,8]{1,0} bitcast(t)\n  c = bf16[8,16]{1,0} convert(p1)\n"
-                   "  ROOT dot = bf16[4,16]{1,0} dot(b, c), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+                   "  ROOT dot = bf16[4,16]{1,0} dot(b, c), lhs_contracting_dims={1}, "
+                   "rhs_contracting_dims={0}",
                    "bf16[4,16]{1,0}")
     body = parse_module(text, "m").computations[0]
     dot = body.root
