@@ -106,6 +106,7 @@ GPU_PIPELINES: tuple[PipelineSpec, ...] = (
          p("transpose-folding", fold_convolutions=False), p("reshape-decomposer"), p("reduce-decomposer"),
          # Triton GEMM fusions (passes/gemm_fusion.py): dots Triton takes leave the cuBLAS path
          p("splitk-rewriter"), p("triton-gemm-rewriter"), p("hoist-fused-bitcasts"),
+         p("gemm-fusion-swap-operands"),
          p("cublas-gemm-rewriter"), p("cublas-gemm-broadcast-folding-rewriter"),
          p("layout_normalization"), p("algsimp", is_layout_sensitive=True), p("scatter_simplifier"),
          p("broadcast_canonicalizer"), p("reduction-degenerate-dim-remover"),
@@ -161,7 +162,6 @@ PLANNED_PASSES: dict[str, str] = {
     "copy_fusion": "CopyFusion: fuse copies added by copy insertion into their producers",
     "cublas-gemm-broadcast-folding-rewriter": "GemmBroadcastFoldingRewriter: gemm broadcast operands folded",
     "dot-merger": "DotMerger: dots sharing an operand merged into one dot",
-    "dot-strength-reduction": "DotStrengthReduction: small dots -> multiply + reduce",
     "dot_dimension_normalizer": "DotDimensionNormalizer: dots without batch dims normalized",
     "dynamic-index-splitter": "DynamicIndexSplitter: vector indices of dynamic-slice -> scalars",
     "dynamic_dimension_simplifier": "DynamicDimensionSimplifier: folds get/set-dimension-size chains",

@@ -116,5 +116,42 @@ def unsupported_dot(dot: HloInstruction, cc: tuple[int, int] = (9, 0)) -> str | 
     return None
 
 
-__all__ = ["MAX_PARAMS_PER_DOT_OPERAND", "input_minus_output_bytes", "is_effective_parameter",
-           "is_input_worth_fusing", "is_output_worth_fusing", "unsupported_dot", "unsupported_instruction"]
+# Legacy Triton support (support_legacy.cc), as DotStrengthReduction asks it: the dot output types
+# (IsTritonSupportedDotOutputType; f8e4m3fn from Hopper on), the data types (those and pred, s8,
+# s16, s32), and the precision algorithms Triton implements on CUDA (IsDotAlgorithmSupportedByTriton).
+LEGACY_DOT_OUTPUT_TYPES = frozenset({"f16", "f32", "bf16", "s32", "f8e5m2", "f8e4m3fn"})
+LEGACY_DATA_TYPES = LEGACY_DOT_OUTPUT_TYPES | {"pred", "s8", "s16"}
+LEGACY_TRITON_ALGORITHMS = frozenset({
+    "dot_tf32_tf32_f32", "dot_tf32_tf32_f32_x3", "dot_f32_f32_f32", "dot_bf16_bf16_f32",
+    "dot_bf16_bf16_f32_x3", "dot_bf16_bf16_f32_x6"})
+
+
+def _legacy_type_ok(t: str, cc: tuple[int, int], output: bool = False) -> bool:
+    if t == "f8e4m3fn" and cc < (9, 0):
+        return False
+    return t in (LEGACY_DOT_OUTPUT_TYPES if output else LEGACY_DATA_TYPES)
+
+
+def cannot_handle_gemm(dot: HloInstruction, cc: tuple[int, int] = (9, 0)) -> str | None:
+    """Why XLA's legacy CanTritonHandleGEMM refuses `dot` on a CUDA GPU of compute capability `cc`
+    (None: it takes it). TensorFloat-32 counts as enabled, as in JAX."""
+    algorithm = dot.attrs.get("algorithm")
+    if algorithm is None:
+        if any(str(p).lower() != "default" for p in dot.attrs.get("operand_precision", ())):
+            return "Having non-default operand precisions for Dot op with unset algorithm."
+    elif str(algorithm).lower() not in LEGACY_TRITON_ALGORITHMS:
+        return f"Unsupported algorithm on the current device(s): {algorithm}"
+    out, lhs, rhs = _etype(dot), _etype(dot.operands[0]), _etype(dot.operands[1])
+    if not _legacy_type_ok(out, cc, output=True):
+        return "Unsupported output data type for Dot op."
+    if not (_legacy_type_ok(lhs, cc) and _legacy_type_ok(rhs, cc)):
+        return "Unsupported input data type for Dot op."
+    if out == "s32" and not {lhs, rhs} <= {"s8", "u8"}:
+        return "Currently, S32 output is only supported for 8-bit integral inputs."
+    if len(dot_dims(dot, "lhs_batch_dims")) > 1:
+        return "Multiple batch dimensions."
+    return None
+
+
+__all__ = ["MAX_PARAMS_PER_DOT_OPERAND", "cannot_handle_gemm", "input_minus_output_bytes",
+           "is_effective_parameter", "is_input_worth_fusing", "is_output_worth_fusing", "unsupported_dot", "unsupported_instruction"]

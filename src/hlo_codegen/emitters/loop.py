@@ -101,6 +101,29 @@ def _reindex(b: IRBuilder, from_shape: Shape, to_shape: Shape, idx: list[Value])
     return b.apply_indexing(bitcast_map(from_shape, to_shape), idx) if to_shape.rank else []
 
 
+def _leaf_positions(b: IRBuilder, roots: list[HloInstruction], shape: Shape, idx: list[Value],
+                    linear: Value) -> list[Value]:
+    """Where each output leaf of `roots` is stored for the element at `idx` of `shape` (physical
+    position `linear`). Roots are evaluated at that physical position; the further leaves of one
+    multi-output root (topk's values and indices) share its first leaf's logical index, so a leaf
+    laid out differently from its first leaf is stored at that index in its own layout."""
+    out = []
+    for root in roots:
+        leaves = leaf_shapes(root.shape)
+        logical = None
+        for leaf in leaves:
+            if same_layout(leaf, leaves[0]):
+                out.append(linear)
+                continue
+            if leaf.dims != leaves[0].dims:
+                raise EmitterError(f"%{root.name}: outputs of different dims and layouts "
+                                   f"({leaves[0]}, {leaf})")
+            if logical is None:
+                logical = _reindex(b, shape, leaves[0], idx)
+            out.append(linear_index(b, leaf, logical))
+    return out
+
+
 class LoopFusion(KernelEmitter):
     """XLA's loop emitter; see the module docstring."""
 
@@ -162,8 +185,9 @@ class LoopFusion(KernelEmitter):
                 linear = b.index(0)
             else:
                 linear = b.apply_indexing(lin_map, idx)[0] if lin_map is not None else idx[0]
-            for v, name in zip(values, outputs):
-                b.store(name, v, linear)
+            positions = _leaf_positions(b, self.roots, shape, idx, linear)
+            for v, name, at in zip(values, outputs, positions):
+                b.store(name, v, at)
             return []
 
         emit_thread_loop(b, m, dims, self.unroll_factor, store_element)
@@ -185,9 +209,10 @@ class LoopFusion(KernelEmitter):
                 for root, first in group:
                     leaves = leaf_shapes(root.shape)
                     values = fused.at(b, root, _reindex(b, shape, leaves[0], idx))
-                    stores.extend((outputs[first + k], v) for k, v in enumerate(values))
-                for name, v in stores:
-                    b.store(name, v, linear)
+                    at = _leaf_positions(b, [root], shape, idx, linear)
+                    stores.extend((outputs[first + k], v, at[k]) for k, v in enumerate(values))
+                for name, v, at in stores:
+                    b.store(name, v, at)
 
             loop_over_shape(b, ids, self._launch, shape, store_group)
 

@@ -182,7 +182,8 @@ def _reaches(node: HloInstruction, target: HloInstruction) -> bool:
     return node is target or any(_reaches(o, target) for o in node.operands)
 
 
-def _side_input(node: HloInstruction, rank: int) -> SideInput:
+def _side_input(node: HloInstruction, rank: int, to_dot: dict[int, int]) -> SideInput:
+    """An epilogue op's other input; `to_dot` maps the op's dims (of size > 1) to the dot's."""
     if node.opcode == "broadcast" and node.operands[0].opcode == "constant":
         node = node.operands[0]
     if node.opcode == "constant" and node.shape.rank == 0:
@@ -193,23 +194,42 @@ def _side_input(node: HloInstruction, rank: int) -> SideInput:
         dims, param = list(node.attrs["dimensions"]), node.operands[0]
     if param.opcode != "parameter" or len(dims) != param.shape.rank:
         raise Unsupported(f"{node.opcode} as an epilogue input")
-    return SideInput(_etype(param), param=param.parameter_number, dims=tuple(zip(dims, strides(param.shape))))
+    pairs = tuple((to_dot[d], st) for d, st in zip(dims, strides(param.shape)) if d in to_dot)
+    return SideInput(_etype(param), param=param.parameter_number, dims=pairs)
 
 
-def _epilogue(root: HloInstruction, dot: HloInstruction) -> tuple[EpilogueOp, ...]:
-    """The ops from the dot up to `root` (each has exactly one operand on the chain)."""
-    chain: list[EpilogueOp] = []
-    node = root
+def _relabel(node: HloInstruction) -> dict[int, int]:
+    """A bitcast on the epilogue chain that only renames dims (XLA's swapped dot under a bitcast
+    to the old [.., M, N] shape): node dim -> operand dim, for the dims of size > 1."""
+    have, want = _physical_dims(node.shape), _physical_dims(node.operands[0].shape)
+    if [node.shape.dims[d] for d in have] != [node.operands[0].shape.dims[d] for d in want]:
+        raise Unsupported("a reshaping bitcast in the epilogue")
+    return dict(zip(have, want))
+
+
+def _epilogue(root: HloInstruction, dot: HloInstruction) -> tuple[tuple[EpilogueOp, ...], dict[int, int]]:
+    """The ops from the dot up to `root` (each has exactly one operand on the chain), their side
+    inputs addressed by the dot's result dims, and root dim -> dot dim (dims of size > 1)."""
+    chain: list[tuple[HloInstruction, dict[int, int], HloInstruction]] = []
+    node, to_node = root, {d: d for d in range(root.shape.rank) if root.shape.dims[d] != 1}
     while node is not dot:
-        if node.opcode not in UNARY_OPS and node.opcode not in BINARY_OPS and node.opcode != "convert":
-            raise Unsupported(f"{node.opcode} in the epilogue")
         on_chain = [o for o in node.operands if _reaches(o, dot)]
         if len(on_chain) != 1:
             raise Unsupported("an epilogue op reads the dot twice")
-        args = tuple("acc" if o is on_chain[0] else _side_input(o, dot.shape.rank) for o in node.operands)
-        chain.insert(0, EpilogueOp(node.opcode, _etype(node), args))
+        if _is_bitcast(node):
+            step = _relabel(node)
+            to_node = {r: step[d] for r, d in to_node.items()}
+        elif node.opcode in UNARY_OPS or node.opcode in BINARY_OPS or node.opcode == "convert":
+            chain.insert(0, (node, dict(to_node), on_chain[0]))
+        else:
+            raise Unsupported(f"{node.opcode} in the epilogue")
         node = on_chain[0]
-    return tuple(chain)
+    ops = []
+    for op, root_to_op, below in chain:
+        to_dot = {d: to_node[r] for r, d in root_to_op.items()}  # op dim -> dot dim
+        args = tuple("acc" if o is below else _side_input(o, op.shape.rank, to_dot) for o in op.operands)
+        ops.append(EpilogueOp(op.opcode, _etype(op), args))
+    return tuple(ops), to_node
 
 
 def _prod(values) -> int:
@@ -222,11 +242,22 @@ def _prod(values) -> int:
 def _store_root(root: HloInstruction, dot: HloInstruction) -> HloInstruction:
     """The root below bitcasts of it (same bytes: the store addresses the buffer with the strides
     of the instruction under them)."""
-    while root is not dot and _is_bitcast(root):
+    while root is not dot and _is_bitcast(root) and _is_bitcast(root.operands[0]):
         root = root.operands[0]
-    if not root.shape.is_array or root.shape.dims != dot.shape.dims:
+    if root is not dot and _is_bitcast(root) and root.operands[0].shape.dims == dot.shape.dims:
+        root = root.operands[0]
+    if not root.shape.is_array or _prod(root.shape.dims) != _prod(dot.shape.dims):
         raise Unsupported("the root is not the dot's shape")
     return root
+
+
+def _out_strides(store: HloInstruction, to_dot: dict[int, int], rank: int) -> tuple[int, ...]:
+    """Element strides of the dot's result dims in the output buffer: the stored instruction's
+    strides, carried to the dot's dims through the epilogue's renaming bitcasts."""
+    out, st = [0] * rank, strides(store.shape)
+    for r, d in to_dot.items():
+        out[d] = st[r]
+    return tuple(out)
 
 
 def tiled_program(fusion: HloInstruction) -> TiledProgram:
@@ -237,6 +268,7 @@ def tiled_program(fusion: HloInstruction) -> TiledProgram:
         raise Unsupported(f"{len(dots)} dots")
     dot = dots[0]
     root = _store_root(body.root, dot)
+    epilogue, to_dot = _epilogue(root, dot)
     attr = lambda k: tuple(int(v) for v in dot.attrs.get(k, ()))  # noqa: E731
     lb, lc, rb, rc = (attr(k) for k in ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims",
                                         "rhs_contracting_dims"))
@@ -248,8 +280,9 @@ def tiled_program(fusion: HloInstruction) -> TiledProgram:
         m=_prod(s for d, s in enumerate(ldims) if d not in lb and d not in lc), k=ldims[lc[0]],
         n=_prod(s for d, s in enumerate(dot.operands[1].shape.dims) if d not in rb and d not in rc),
         batch_sizes=tuple(ldims[d] for d in lb), lhs=lhs, rhs=rhs, acc_type=acc,
-        dot_type=dot_type, epilogue=_epilogue(root, dot), out_type=_etype(body.root),
-        out_strides=tuple(strides(root.shape)), operand_types=tuple(_etype(o) for o in fusion.operands))
+        dot_type=dot_type, epilogue=epilogue, out_type=_etype(body.root),
+        out_strides=_out_strides(root, to_dot, dot.shape.rank),
+        operand_types=tuple(_etype(o) for o in fusion.operands))
 
 
 __all__ = ["EpilogueOp", "Operand", "SideInput", "TiledProgram", "Unsupported", "strides", "tiled_program",

@@ -38,6 +38,21 @@ def test_xla_builds_its_fusions_with_the_configs_we_wrote(tmp_path, name):
     assert len(configs) == count and all(map(took_ours, configs))
 
 
+@pytest.mark.parametrize("name", ["f8_bf16", "int8_bf16", "skinny_bf16", "mlp_bf16"])
+def test_xla_takes_entries_keyed_by_hlo_opts_fusions(tmp_path, name):
+    """Keyed by hlo-opt's own fusions (the first three are the ones XLA's GemmFusionSwapOperands
+    swaps, as gemm-fusion-swap-operands now does), XLA finds and takes every entry."""
+    from xla_autotune_check import our_entries, took_ours, xla_configs
+
+    module = ROOT / "testdata" / "triton" / f"{name}.hlo"
+    count, text = our_entries(module.read_text(), module.name)
+    results = tmp_path / "results.txtpb"
+    results.write_text(text)
+    configs = xla_configs(XLA_PYTHON, TARGET, module, results)
+    assert not isinstance(configs, str), configs
+    assert count and len(configs) == count and all(map(took_ours, configs))
+
+
 def test_a_cublas_entry_makes_xla_call_cublas(tmp_path):
     import re
 

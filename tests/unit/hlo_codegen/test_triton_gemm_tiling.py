@@ -82,6 +82,10 @@ def test_ragged_edges_column_major_lhs_and_an_epilogue(config):
     (fusion,) = _fusions(RAGGED, "ragged")
     ops = sorted(i.opcode for i in fusion.fused_computation().instructions if i.opcode != "parameter")
     assert {"convert", "dot", "add", "multiply"} <= set(ops)  # prologue and epilogue are in the kernel
+    # the s8 side computes: gemm-fusion-swap-operands made it the lhs, the epilogue reads the N x M
+    # dot through a bitcast back to M x N
+    program = tiled_program(fusion)
+    assert program.lhs.param_type == "s8" and (program.m, program.n) == (200, 300)
     _check(fusion, config)
 
 

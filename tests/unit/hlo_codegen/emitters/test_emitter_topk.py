@@ -30,3 +30,14 @@ def test_topk_orders_nans_and_zeros_totally() -> None:
     # +NaN > inf > 1 = 1 > +0 > -0 > -inf > -NaN, ties by position.
     np.testing.assert_array_equal(indices, [[5, 3, 0, 7, 2, 4, 6, 1]])
     check(fusion, args=[x])
+
+
+@pytest.mark.parametrize("layouts", ["{0,1}, s32[64,2]{1,0}", "{1,0}, s32[64,2]{0,1}"])
+def test_topk_outputs_in_different_layouts(layouts: str) -> None:
+    """Values and indices laid out differently (layout assignment may give the values a
+    transposed layout, as in testdata/models/eqx_moe_topk_grad): each output is written at the
+    element's position in its own layout (the loop emitter stored both at the first output's)."""
+    fusion = fusion_of("f { x = f32[64,4]{1,0} parameter(0)"
+                       f" ROOT s = (f32[64,2]{layouts}) topk(x), k=2, largest=true }}")
+    x = np.random.default_rng(2).standard_normal((64, 4)).astype(np.float32)
+    check(fusion, "loop", args=[x])

@@ -81,3 +81,42 @@ def test_cuda_target_launches_a_kernel_and_the_thunk_round_trips():
     (thunk,) = [t for t in walk(_compile(module, "host").thunks) if isinstance(t, GemmFusionThunk)]
     assert thunk_from_json(thunk.to_json(), "t") == thunk
     assert thunk.operand_shapes[1].startswith("s8[") and "ENTRY" in thunk.computation
+
+
+# s8 weights converted in the fusion (the rhs computes, the lhs only reads): gemm-fusion-swap-operands
+# swaps the dot, so the bias-add and scale epilogue reads the swapped dot through the bitcast back to
+# [M, N]; the lhs is column-major and M, N, K are no multiples of the tiles.
+SWAPPED_EPILOGUE = """HloModule swapped_epilogue
+ENTRY e {
+  a = bf16[300,40]{0,1} parameter(0)
+  w = s8[40,200]{1,0} parameter(1)
+  c = bf16[200]{0} parameter(2)
+  wc = bf16[40,200]{1,0} convert(w)
+  d = bf16[300,200]{1,0} dot(a, wc), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bc = bf16[300,200]{1,0} broadcast(c), dimensions={1}
+  s = bf16[300,200]{1,0} add(d, bc)
+  h = bf16[] constant(0.5)
+  hb = bf16[300,200]{1,0} broadcast(h), dimensions={}
+  ROOT r = bf16[300,200]{1,0} multiply(s, hb)
+}"""
+
+
+def test_swapped_fusion_with_an_epilogue_on_the_host_matches_the_interpreter():
+    from hlo_run.backends.host import HostDevice
+    from hlo_run.compare import compare_values
+    from hlo_run.inputs import make_fake_arguments
+    from hlo_run.manifest_runtime import ManifestExecutable
+
+    module = parse_module(SWAPPED_EPILOGUE, "swapped_epilogue")
+    build_gpu_pipeline().run_with(module, RunOptions())
+    (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    body = fusion.fused_computation()
+    (dot,) = [i for i in body.instructions if i.opcode == "dot"]
+    assert dot.operands[0].opcode == "convert" and dot.shape.dims == (200, 300)  # swapped: N x M
+    assert [u.opcode for u in dot.users] == ["bitcast"] and body.root.opcode == "multiply"
+    manifest = _compile(module, "host")
+    args = make_fake_arguments(module, 0)
+    got = ManifestExecutable(manifest, HostDevice()).run(args)
+    want = evaluate(parse_module(SWAPPED_EPILOGUE, "swapped_epilogue"), args)
+    comparison = compare_values(got, want)
+    assert comparison.ok, comparison.one_line()
