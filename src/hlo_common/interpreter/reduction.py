@@ -30,6 +30,7 @@ import numpy as np
 
 from hlo_common.hlo.dtypes import PrimitiveType
 from hlo_common.interpreter import parallel, window  # noqa: F401  (window registers reduce-window, ...)
+from hlo_common.interpreter.arith import LOW_FLOAT_DTYPES
 from hlo_common.interpreter.numeric import bool_attr, ints_attr, to_element_type, unsupported
 from hlo_common.interpreter.reducers import classify_reducer, is_associative
 from hlo_common.interpreter.registry import register
@@ -139,14 +140,19 @@ def _reduce_rows(ufunc: np.ufunc, x: np.ndarray, dims: tuple[int, ...], wide: np
     large array, blocks of its leading dim are reduced on the interpreter's threads (each row is
     reduced exactly as by one call: the blocks are whole rows, fixed by the shape)."""
     kept = x.ndim - len(dims)
+    # A maximum or minimum of narrow floats does not depend on how the values are grouped: each
+    # block is widened first (one fast cast) instead of through numpy's 8192-element casting
+    # buffer inside the reduction (bf16 rows: 20x slower).
+    widen = ufunc in (np.maximum, np.minimum) and x.dtype != wide and x.dtype in LOW_FLOAT_DTYPES
     if x.size < PARALLEL_ELEMENTS or kept == 0 or dims != tuple(range(kept, x.ndim)):
-        return ufunc.reduce(x, axis=dims, dtype=wide)
+        return ufunc.reduce(x.astype(wide) if widen else x, axis=dims, dtype=wide)
     row = x.size // x.shape[0]
     step = max(1, -(-BLOCK_ELEMENTS // row))
     out = np.empty(x.shape[:kept], wide)
 
     def block(start: int) -> None:
-        ufunc.reduce(x[start:start + step], axis=dims, dtype=wide, out=out[start:start + step])
+        part = x[start:start + step]
+        ufunc.reduce(part.astype(wide) if widen else part, axis=dims, dtype=wide, out=out[start:start + step])
 
     parallel.for_each(block, range(0, x.shape[0], step))
     return out

@@ -42,6 +42,9 @@ from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
 
 CHUNK_ELEMENTS = 1 << 17  # 512 KiB of f32: a few temporaries fit in L2, and fewer numpy calls
+# numpy's ufunc buffer (elements) while a slab's members run, for rows of at least MIN_ROW_BUFFER
+# elements: see `_slab_bufsize`.
+MIN_ROW_BUFFER, DEFAULT_BUFFER = 512, 8192
 MIN_ELEMENTS = 1 << 17  # below this, whole-array evaluation is as fast
 _NOT_CHUNKABLE = frozenset({"rng", "rng-bit-generator", "rng-get-and-update-state"})
 
@@ -77,6 +80,7 @@ class Region:
         self.inputs = []
         self.absorbed = absorbed
         self._axis, self._step = chunking(self.dims)
+        self._bufsize = _slab_bufsize(self.dims)
         local = {id(m): k for k, m in enumerate(self.members)}
         for m in self.members:
             for op in m.operands:
@@ -129,7 +133,14 @@ class Region:
             # kernels of plain-typed outputs write straight into the output arrays
             targets = {slot: out[index] for out, slot in zip(outs, self._output_slots)
                        if slot in self._direct}
-            self._run_slab(values, ev, targets, donors)
+            if self._bufsize:
+                default = np.setbufsize(self._bufsize)
+                try:
+                    self._run_slab(values, ev, targets, donors)
+                finally:
+                    np.setbufsize(default)
+            else:
+                self._run_slab(values, ev, targets, donors)
             for out, slot, wide, handed in zip(outs, self._output_slots, self._output_wide, self.handed_wide):
                 if handed:
                     if values[slot] is not targets[slot]:
@@ -177,6 +188,21 @@ class Region:
             raise InterpreterError(f"{_where(member)}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - a failing member names itself
             raise InterpreterError(f"{_where(member)}: {type(exc).__name__}: {exc}") from exc
+
+
+def _slab_bufsize(dims: tuple[int, ...]) -> int:
+    """The ufunc buffer size for a slab's members, or 0 to keep numpy's. A member reading a
+    broadcast row or column (`_compact_broadcast`) is a ufunc call over a 2-D iteration; when
+    numpy's buffer is longer than a row, its iterator copies the operands through the buffer to
+    make longer inner loops, which takes 2-2.5x the time of the same op on full arrays (numpy 2.4,
+    1024-element rows). A buffer no longer than the row makes it run one row per inner loop on the
+    operands themselves. Rows shorter than MIN_ROW_BUFFER gain nothing (the per-row cost then
+    dominates). Elementwise results do not depend on the buffer size; the reductions a region
+    computes (`Reduction`) run outside it."""
+    row = dims[-1] if dims else 0
+    if not MIN_ROW_BUFFER <= row < DEFAULT_BUFFER:
+        return 0
+    return row // 16 * 16  # numpy wants a multiple of 16
 
 
 def _form(values: list, forms: dict, slot: int, how: int) -> Any:
