@@ -41,7 +41,7 @@ from hlo_common.interpreter.registry import HANDLERS
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
 
-CHUNK_ELEMENTS = 1 << 17  # 512 KiB of f32: a few temporaries fit in L2, and fewer numpy calls
+CHUNK_ELEMENTS = 1 << 18  # 1 MiB of f32 (measured best on the bench set: see docs/figures.md)
 # numpy's ufunc buffer (elements) while a slab's members run, for rows of at least MIN_ROW_BUFFER
 # elements: see `_slab_bufsize`.
 MIN_ROW_BUFFER, DEFAULT_BUFFER = 512, 8192
@@ -122,14 +122,18 @@ class Region:
         outs = [np.empty(dims, np.float32 if handed else o.shape.element_type.np_dtype)
                 for o, handed in zip(self.outputs, self.handed_wide)]
         partials = [np.empty(dims[:r.dims[0]], r.wide) for r in self.reductions]
-        inputs = [_compact_broadcast(x, dims) for x in operands]
+        inputs = [_tiled(*_compact_broadcast(x, dims), dims, self._axis, self._step) for x in operands]
         n_values = len(self.members) + len(inputs)
-        donors = self._donors([cut is True for _, cut in inputs])
+        donors = self._donors([cut is True or cut is TILE for _, cut in inputs])
+        axis, step = self._axis, self._step
 
         def slab(index: tuple) -> None:
             values: list[Any] = [None] * n_values
             for slot, (x, cut) in zip(self._input_slots, inputs):
-                values[slot] = x if cut is None else x[index] if cut is True else x[_cut(index, cut)]
+                if cut is TILE:
+                    values[slot] = x if index[axis].stop - index[axis].start == step else x[_head(index, axis)]
+                else:
+                    values[slot] = x if cut is None else x[index] if cut is True else x[_cut(index, cut)]
             # kernels of plain-typed outputs write straight into the output arrays
             targets = {slot: out[index] for out, slot in zip(outs, self._output_slots)
                        if slot in self._direct}
@@ -293,6 +297,29 @@ def _compact_broadcast(x: Any, dims: tuple[int, ...]) -> tuple[Any, Any]:
     if all(r or size == 1 for r, size in zip(repeated, dims)):
         return x, None
     return x, tuple(not r for r in repeated)
+
+
+TILE = "tile"  # how slabs cut an input held as one slab-sized tile (`_tiled`)
+
+
+def _tiled(x: Any, cut: Any, dims: tuple[int, ...], axis: int, step: int) -> tuple[Any, Any]:
+    """(x, cut) as `_compact_broadcast` gives it, or, for a broadcast input that varies only along
+    the dims after the slab axis (a per-column scale or bias), (a tile: that input broadcast to a
+    whole slab, once, TILE): every slab reads the same values, and a member reading a full
+    contiguous operand runs one inner loop over the slab instead of one per row. Narrow floats
+    stay as they are (members widen what they read, and would widen a whole tile per slab)."""
+    if not isinstance(cut, tuple) or any(cut[:axis + 1]) or x.dtype in LOW_FLOAT_DTYPES:
+        return x, cut
+    shape = (1,) * axis + (min(step, dims[axis]),) + dims[axis + 1:]
+    tile = np.empty(shape, x.dtype)
+    tile[...] = x[(slice(0, 1),) * (axis + 1)]
+    tile.flags.writeable = False  # shared by every slab and thread
+    return tile, TILE
+
+
+def _head(index: tuple, axis: int) -> tuple:
+    """The part of a tile a shorter (last) slab reads."""
+    return (slice(None),) * axis + (slice(0, index[axis].stop - index[axis].start),)
 
 
 def _cut(index: tuple, cut: tuple) -> tuple:
