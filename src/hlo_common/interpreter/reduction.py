@@ -9,9 +9,11 @@ then the new elements), starting from N init values:
   except rows of at most `F32_ROW_LIMIT` contiguous elements, which numpy sums in f32 as a
   pairwise tree of 8-way partial sums (an error bound of about 20 f32 ulps of the sum of
   magnitudes, against up to one ulp per element for HloEvaluator's sequential f32 sum, and in
-  half the time of a widening f64 sum); integers wrap in two's complement exactly. numpy widens the input as it reads it (`dtype=`),
-  and a large reduction over trailing dims runs in blocks of whole rows on the interpreter's
-  threads (`parallel.py`; each row is summed as by one numpy call, so no value changes).
+  half the time of a widening f64 sum); integers wrap in two's complement exactly. numpy widens
+  the input as it reads it (`dtype=`; a maximum or minimum of narrow floats widens each block
+  first, which is faster and gives the same values), and a large reduction over trailing dims
+  runs in blocks of whole rows on the interpreter's threads (`parallel.py`; each row is summed
+  as by one numpy call, so no value changes).
 - general path: the reducer through `ev.map_computation`, vectorized over all output elements:
   in element order (row-major over the reduced dims: HloEvaluator's and XLA:CPU's order) for
   short reductions and for reducers that are not associative (`reducers.is_associative`, e.g. a

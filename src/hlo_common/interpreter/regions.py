@@ -131,7 +131,8 @@ class Region:
             values: list[Any] = [None] * n_values
             for slot, (x, cut) in zip(self._input_slots, inputs):
                 if cut is TILE:
-                    values[slot] = x if index[axis].stop - index[axis].start == step else x[_head(index, axis)]
+                    whole = index[axis].stop - index[axis].start == step
+                    values[slot] = x if whole else x[_head(index, axis)]
                 else:
                     values[slot] = x if cut is None else x[index] if cut is True else x[_cut(index, cut)]
             # kernels of plain-typed outputs write straight into the output arrays
