@@ -16,7 +16,8 @@ checks every f32 bit pattern):
 
 `round_in_place(a)` rounds an f32 array in place, `round_into(out, a)` writes the bf16 bits of
 the rounded values into a 16-bit array and `narrow_into(out, a)` the upper halves of f32 values
-that are bf16 values already (exact: what numpy's shift does in a slower casting loop). All return
+that are bf16 values already (exact: what numpy's shift does in a slower casting loop), and
+`widen_into(out, a)` the other way (what ml_dtypes' bf16 -> f32 cast does, faster). All return
 False without doing anything when the code
 is unavailable (llvmlite missing or failing, arrays not contiguous) and the caller falls back to
 numpy. The code is compiled once per process, on the first call, under a lock; calls go through
@@ -87,6 +88,25 @@ done:
   ret void
 }
 
+define void @widen_into(ptr noalias %out, ptr noalias %p, i64 %n) {
+entry:
+  %empty = icmp sle i64 %n, 0
+  br i1 %empty, label %done, label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %next, %loop ]
+  %at = getelementptr inbounds i16, ptr %p, i64 %i
+  %half = load i16, ptr %at, align 2
+  %wide = zext i16 %half to i32
+  %bits = shl i32 %wide, 16
+  %to = getelementptr inbounds i32, ptr %out, i64 %i
+  store i32 %bits, ptr %to, align 4
+  %next = add nuw nsw i64 %i, 1
+  %more = icmp slt i64 %next, %n
+  br i1 %more, label %loop, label %done
+done:
+  ret void
+}
+
 define internal i32 @round_bits(i32 %bits) alwaysinline {
   %magnitude = and i32 %bits, 2147483647
   %is_nan = icmp ugt i32 %magnitude, 2139095040
@@ -104,7 +124,7 @@ define internal i32 @round_bits(i32 %bits) alwaysinline {
 # %is_nan: magnitude above 0x7F800000 (infinity); %quiet_nan: sign | 0x7FC00000.
 
 _lock = threading.Lock()
-_functions: tuple | None = None  # (round_in_place, round_into, narrow_into), or () when unavailable
+_functions: tuple | None = None  # (round_in_place, round_into, narrow_into, widen_into), or ()
 _keep: list = []  # the engine and module must outlive the function pointers
 
 
@@ -136,7 +156,9 @@ def _compile() -> tuple:
         engine.get_function_address("round_into"))
     narrow = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
         engine.get_function_address("narrow_into"))
-    return in_place, into, narrow
+    widen = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
+        engine.get_function_address("widen_into"))
+    return in_place, into, narrow, widen
 
 
 def _get() -> tuple:
@@ -175,6 +197,17 @@ def narrow_into(out: np.ndarray, a: np.ndarray) -> bool:
     """Write the upper 16 bits of each element of contiguous f32 `a` (bf16 values: exact, NaN
     payloads kept) into the contiguous 16-bit array `out`; False if not done."""
     return _into(2, out, a)
+
+
+def widen_into(out: np.ndarray, a: np.ndarray) -> bool:
+    """Write the f32 values of the contiguous bf16 (16-bit) array `a` into the contiguous f32
+    array `out` (the bits moved to the upper half: exact); False if not done."""
+    fns = _get()
+    if (not fns or out.dtype != np.float32 or a.dtype.itemsize != 2 or out.shape != a.shape
+            or not (a.flags.c_contiguous and out.flags.c_contiguous and out.flags.writeable)):
+        return False
+    fns[3](out.ctypes.data, a.ctypes.data, a.size)
+    return True
 
 
 def _into(which: int, out: np.ndarray, a: np.ndarray) -> bool:

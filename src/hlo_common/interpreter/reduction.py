@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlo_common.hlo.dtypes import PrimitiveType
-from hlo_common.interpreter import parallel, window  # noqa: F401  (window registers reduce-window, ...)
+from hlo_common.interpreter import narrow, parallel, window  # noqa: F401  (window registers ...)
 from hlo_common.interpreter.arith import LOW_FLOAT_DTYPES
 from hlo_common.interpreter.numeric import bool_attr, ints_attr, to_element_type, unsupported
 from hlo_common.interpreter.reducers import classify_reducer, is_associative
@@ -147,17 +147,22 @@ def _reduce_rows(ufunc: np.ufunc, x: np.ndarray, dims: tuple[int, ...], wide: np
     # buffer inside the reduction (bf16 rows: 20x slower).
     widen = ufunc in (np.maximum, np.minimum) and x.dtype != wide and x.dtype in LOW_FLOAT_DTYPES
     if x.size < PARALLEL_ELEMENTS or kept == 0 or dims != tuple(range(kept, x.ndim)):
-        return ufunc.reduce(x.astype(wide) if widen else x, axis=dims, dtype=wide)
+        return ufunc.reduce(_widened(x, wide) if widen else x, axis=dims, dtype=wide)
     row = x.size // x.shape[0]
     step = max(1, -(-BLOCK_ELEMENTS // row))
     out = np.empty(x.shape[:kept], wide)
 
     def block(start: int) -> None:
         part = x[start:start + step]
-        ufunc.reduce(part.astype(wide) if widen else part, axis=dims, dtype=wide, out=out[start:start + step])
+        part = _widened(part, wide) if widen else part
+        ufunc.reduce(part, axis=dims, dtype=wide, out=out[start:start + step])
 
     parallel.for_each(block, range(0, x.shape[0], step))
     return out
+
+
+def _widened(x: np.ndarray, wide: np.dtype) -> np.ndarray:
+    return narrow.widen(x) if x.dtype == narrow.BF16 and wide == narrow.F32 else x.astype(wide)
 
 
 @register("map")

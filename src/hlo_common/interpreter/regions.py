@@ -311,6 +311,8 @@ def _tiled(x: Any, cut: Any, dims: tuple[int, ...], axis: int, step: int) -> tup
     stay as they are (members widen what they read, and would widen a whole tile per slab)."""
     if not isinstance(cut, tuple) or any(cut[:axis + 1]) or x.dtype in LOW_FLOAT_DTYPES:
         return x, cut
+    if dims[axis] <= step:  # one slab: nothing to share
+        return x, cut
     shape = (1,) * axis + (min(step, dims[axis]),) + dims[axis + 1:]
     tile = np.empty(shape, x.dtype)
     tile[...] = x[(slice(0, 1),) * (axis + 1)]

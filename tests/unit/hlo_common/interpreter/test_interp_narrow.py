@@ -79,6 +79,9 @@ def test_compiled_narrowing_writes_rounded_or_exact_upper_halves():
     np.testing.assert_array_equal(out, _reference_bits(f))
     assert narrow_jit.narrow_into(out, f)  # exact: NaN payloads and the sign kept
     np.testing.assert_array_equal(out, (bits >> 16).astype(np.uint16))
+    wide = np.empty(f.shape, np.float32)
+    assert narrow_jit.widen_into(wide, out.view(BF16))
+    np.testing.assert_array_equal(wide.view(np.uint32), bits & 0xFFFF0000)
 
 
 def test_compiled_code_declines_strided_arrays_and_numpy_rounds_them():
