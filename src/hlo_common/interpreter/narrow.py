@@ -58,6 +58,14 @@ def narrow_into(out: np.ndarray, wide: np.ndarray) -> None:
     np.right_shift(wide.view(np.uint32), _SIXTEEN, out=out.view(np.uint16), casting="unsafe")
 
 
+def round_narrow_into(out: np.ndarray, wide: np.ndarray) -> None:
+    """Store f32 `wide` rounded to bf16 into bf16 array `out` (same shape); `wide` (a temporary,
+    owning its elements) may be rounded in place on the way."""
+    if wide.size >= JIT_MIN_ELEMENTS and narrow_jit.round_into(out, wide):
+        return
+    narrow_into(out, round_bf16_in_place(wide))
+
+
 def narrow(wide: np.ndarray) -> np.ndarray:
     """f32 `wide` (bf16 values) as a new bf16 array, exactly."""
     out = np.empty(wide.shape, BF16)

@@ -99,6 +99,10 @@ class Region:
         self._output_wide = [slot in wide for slot in self._output_slots]
         self._direct = {slot for slot in self._output_slots if slot in kernels and slot not in wide}
         self.handed_wide: list[bool] = [False] * len(self.outputs)
+        # bf16 outputs no member reads: rounded as they are narrowed into the output (one pass)
+        read = {s for _, _, slots, _, _, _ in self._program for s in slots} | set(self._reduction_slots)
+        self._late_round = {slot for slot in self._output_slots
+                            if slot in wide and self._program[slot][5] and slot not in read}
 
     def hand_wide(self, handed: set[int]) -> None:
         """Outputs whose ids are in `handed` (bf16 values kept in f32 by this region) leave it
@@ -108,6 +112,7 @@ class Region:
         for o, slot, handed_out in zip(self.outputs, self._output_slots, self.handed_wide):
             if handed_out:
                 self._direct.add(slot)
+                self._late_round.discard(slot)
 
     def can_reduce(self, dims: tuple[int, ...]) -> bool:
         """True when every slab holds whole rows of a reduction over trailing `dims`."""
@@ -125,7 +130,7 @@ class Region:
         inputs = [_tiled(*_compact_broadcast(x, dims), dims, self._axis, self._step) for x in operands]
         n_values = len(self.members) + len(inputs)
         donors = self._donors([cut is True or cut is TILE for _, cut in inputs])
-        axis, step = self._axis, self._step
+        axis, step, late = self._axis, self._step, self._late_round
 
         def slab(index: tuple) -> None:
             values: list[Any] = [None] * n_values
@@ -150,6 +155,8 @@ class Region:
                 if handed:
                     if values[slot] is not targets[slot]:
                         out[index] = values[slot]
+                elif slot in late:
+                    narrow.round_narrow_into(out[index], values[slot])
                 elif wide:
                     narrow.narrow_into(out[index], values[slot])
                 elif values[slot] is not targets.get(slot):
@@ -184,7 +191,7 @@ class Region:
                 if out is None and donors[k] >= 0:
                     out = values[donors[k]]
                 value = fn(member, ops, out, ev)
-                if rounds:
+                if rounds and k not in self._late_round:
                     narrow.round_bf16_in_place(value)  # in place, also in a target's array
                 values[k] = value
         except InterpreterError:
