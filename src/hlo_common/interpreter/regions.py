@@ -17,7 +17,12 @@ slab:
 - other members run their handlers. A narrow-float value (bf16, f16, f8) read by handlers that
   widen their operands to f32 first (`WIDENING_OPCODES`) is widened once and the wide form is
   shared; a handler that needs bf16 operands gets them narrowed (exactly) from the wide form;
-- a broadcast scalar stays a one-element array (converted once), never a full slab;
+- a broadcast scalar stays a one-element array (converted once), never a full slab; a broadcast
+  row stays a row (`_compact_broadcast`), and one that varies only along the dims after the slab
+  axis (a per-column scale or bias) becomes one slab-sized tile that every slab reads (`_tiled`);
+  members run with numpy's ufunc buffer no longer than a row (`_slab_bufsize`);
+- a bf16 output that no member reads is rounded as it is narrowed into the output array
+  (`narrow.round_narrow_into`, one pass);
 - a reduce over trailing dims of a member (`Reduction`, attached by `plan.py` when every slab
   holds whole rows) is computed slab by slab, so a member only reduced is never written out.
 
