@@ -107,6 +107,27 @@ done:
   ret void
 }
 
+define void @lookup(ptr %out, ptr %p, ptr noalias %table, i64 %n) {
+entry:
+  %empty = icmp sle i64 %n, 0
+  br i1 %empty, label %done, label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %next, %loop ]
+  %at = getelementptr inbounds i32, ptr %p, i64 %i
+  %bits = load i32, ptr %at, align 4
+  %key = lshr i32 %bits, 16
+  %index = zext i32 %key to i64
+  %entry_at = getelementptr inbounds i32, ptr %table, i64 %index
+  %value = load i32, ptr %entry_at, align 4
+  %to = getelementptr inbounds i32, ptr %out, i64 %i
+  store i32 %value, ptr %to, align 4
+  %next = add nuw nsw i64 %i, 1
+  %more = icmp slt i64 %next, %n
+  br i1 %more, label %loop, label %done, !llvm.loop !0
+done:
+  ret void
+}
+
 define internal i32 @round_bits(i32 %bits) alwaysinline {
   %magnitude = and i32 %bits, 2147483647
   %is_nan = icmp ugt i32 %magnitude, 2139095040
@@ -120,11 +141,15 @@ define internal i32 @round_bits(i32 %bits) alwaysinline {
   %r = select i1 %is_nan, i32 %quiet_nan, i32 %rounded
   ret i32 %r
 }
+
+!0 = distinct !{!0, !1}
+!1 = !{!"llvm.loop.vectorize.enable", i1 false}
 """
-# %is_nan: magnitude above 0x7F800000 (infinity); %quiet_nan: sign | 0x7FC00000.
+# %is_nan: magnitude above 0x7F800000 (infinity); %quiet_nan: sign | 0x7FC00000. The lookup loop
+# is kept scalar: this host's vector gathers are slower than one load per element.
 
 _lock = threading.Lock()
-_functions: tuple | None = None  # (round_in_place, round_into, narrow_into, widen_into), or ()
+_functions: tuple | None = None  # (round_in_place, round_into, narrow_into, widen_into, lookup), or ()
 _keep: list = []  # the engine and module must outlive the function pointers
 
 
@@ -158,7 +183,9 @@ def _compile() -> tuple:
         engine.get_function_address("narrow_into"))
     widen = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
         engine.get_function_address("widen_into"))
-    return in_place, into, narrow, widen
+    lookup = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
+        engine.get_function_address("lookup"))
+    return in_place, into, narrow, widen, lookup
 
 
 def _get() -> tuple:
@@ -207,6 +234,18 @@ def widen_into(out: np.ndarray, a: np.ndarray) -> bool:
             or not (a.flags.c_contiguous and out.flags.c_contiguous and out.flags.writeable)):
         return False
     fns[3](out.ctypes.data, a.ctypes.data, a.size)
+    return True
+
+
+def lookup(out: np.ndarray, a: np.ndarray, table: np.ndarray) -> bool:
+    """out[i] = table[upper 16 bits of a[i]] for contiguous f32 arrays `out` and `a` (the same
+    array, or not overlapping) and a contiguous 65536-entry 32-bit `table`; False if not done."""
+    fns = _get()
+    if (not fns or a.dtype != np.float32 or out.dtype != np.float32 or out.shape != a.shape
+            or table.dtype.itemsize != 4 or table.size != 1 << 16 or not table.flags.c_contiguous
+            or not (a.flags.c_contiguous and out.flags.c_contiguous and out.flags.writeable)):
+        return False
+    fns[4](out.ctypes.data, a.ctypes.data, table.ctypes.data, a.size)
     return True
 
 

@@ -13,7 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from hlo_common.interpreter import evaluate, narrow, narrow_jit, parallel, regions
+from hlo_common.interpreter import evaluate, narrow, narrow_jit, parallel, region_kernels, regions
 from hlo_common.hlo.parser import parse_module
 
 BF16 = ml_dtypes.bfloat16
@@ -93,6 +93,25 @@ def test_compiled_code_declines_strided_arrays_and_numpy_rounds_them():
     with np.errstate(invalid="ignore"):  # NaN -> f64 warns
         assert not narrow_jit.round_in_place(f.astype(np.float64))
     np.testing.assert_array_equal(_fast_bits(strided), _reference_bits(f[::2]))
+
+
+@pytest.mark.parametrize("lookup", [True, False])
+@pytest.mark.parametrize("op", sorted(region_kernels.TABLED))
+def test_tabled_unary_op_equals_its_handler_on_every_bf16_value(monkeypatch, op, lookup):
+    """A table kernel (or its fallback: the function, then rounding) gives each bf16 value what the
+    handler gives it, the values shuffled so that each sits elsewhere than when the table was made."""
+    if not lookup:
+        monkeypatch.setattr(narrow_jit, "lookup", lambda *_: False)
+    x = RNG.permutation(1 << 16).astype(np.uint16).view(BF16)
+    module = parse_module(f"HloModule u\nENTRY e {{ p = bf16[65536] parameter(0)\n"
+                          f"ROOT r = bf16[65536] {op}(p) }}")
+    assert x.size < regions.MIN_ELEMENTS  # evaluate runs the handler
+    want = evaluate(module, [x])
+    kernel = region_kernels.kernel_for(module.entry.root)
+    assert kernel is not None and not kernel.rounds
+    with np.errstate(all="ignore"):
+        got = kernel.fn([narrow.widen(x)[1:]], None)  # an odd length, one element along
+    np.testing.assert_array_equal(narrow.narrow(got).view(np.uint16), want[1:].view(np.uint16))
 
 
 @pytest.mark.slow
