@@ -1,11 +1,12 @@
-"""One-pass machine code for `narrow.py`'s bf16 rounding (generated with llvmlite, the project's LLVM).
+"""One-pass machine code for the interpreter's bf16 bit work (generated with llvmlite, the project's LLVM).
 
 Rounding an f32 array to bf16 precision on the bits takes five numpy passes plus a NaN check
 (`narrow.round_bf16_in_place`), and the interpreter rounds after every bf16 op of an elementwise
 region: in a bf16 softmax that was about a third of the run. The same arithmetic as one loop over
 the elements, which LLVM vectorizes for the host's vector unit, reads and writes each element
-once. Only this bit manipulation is compiled; every op's arithmetic stays numpy's (the
-interpreter is the reference), and the functions compute exactly what ml_dtypes' f32 -> bf16
+once. Only moving and rounding bits and looking values up in a table are compiled; every op's
+arithmetic stays numpy's (the interpreter is the reference, and the tables hold numpy's own
+results: `region_kernels.bf16_table`). The rounding computes exactly what ml_dtypes' f32 -> bf16
 conversion computes, bit for bit (`tests/unit/hlo_common/interpreter/test_interp_narrow.py`
 checks every f32 bit pattern):
 
@@ -14,14 +15,15 @@ checks every f32 bit pattern):
   cleared: round to nearest even (`narrow.py` says why that holds through binades, overflow to
   infinity and subnormals).
 
-`round_in_place(a)` rounds an f32 array in place, `round_into(out, a)` writes the bf16 bits of
-the rounded values into a 16-bit array and `narrow_into(out, a)` the upper halves of f32 values
-that are bf16 values already (exact: what numpy's shift does in a slower casting loop), and
-`widen_into(out, a)` the other way (what ml_dtypes' bf16 -> f32 cast does, faster). All return
-False without doing anything when the code
-is unavailable (llvmlite missing or failing, arrays not contiguous) and the caller falls back to
-numpy. The code is compiled once per process, on the first call, under a lock; calls go through
-ctypes, which releases the GIL, so the interpreter's threads run them side by side.
+`round_in_place(a)` rounds an f32 array in place; `round_into(out, a)` writes the bf16 bits of the
+rounded values into a 16-bit array; `narrow_into(out, a)` writes the upper halves of f32 values
+that are bf16 values already (exact: what numpy's shift does in a slower casting loop) and
+`widen_into(out, a)` does the reverse (what ml_dtypes' bf16 -> f32 cast does); `lookup(out, a,
+table)` replaces each bf16 value by its entry in a 65536-entry table. Each returns False without
+doing anything when the code is unavailable (llvmlite missing or failing) or the arrays are not
+contiguous, and the caller falls back to numpy. The code is compiled once per process, on the
+first call (about 0.1 s), under a lock; calls go through ctypes, which releases the GIL, so the
+interpreter's threads run them side by side.
 """
 
 from __future__ import annotations
