@@ -193,11 +193,12 @@ def print_table(rows: list[dict]) -> None:
 
 def _print_setting() -> None:
     """What the figures depend on: the interpreter's threads and numpy's BLAS kernels."""
-    from hlo_common.interpreter import blas, parallel
+    from hlo_common.interpreter import blas, narrow_jit, parallel
 
     core = blas.core_name() or "not OpenBLAS"
     print(f"interpreter threads: {parallel.thread_count()} (set {parallel.ENV_THREADS}); numpy's OpenBLAS "
-          f"kernels: {core} (OPENBLAS_CORETYPE picks them)")
+          f"kernels: {core} (OPENBLAS_CORETYPE picks them); bf16 rounding: "
+          f"{'compiled (narrow_jit)' if narrow_jit.available() else 'numpy passes (no usable llvmlite)'}")
 
 
 def main(argv: list[str] | None = None) -> int:

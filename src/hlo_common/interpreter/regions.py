@@ -17,7 +17,12 @@ slab:
 - other members run their handlers. A narrow-float value (bf16, f16, f8) read by handlers that
   widen their operands to f32 first (`WIDENING_OPCODES`) is widened once and the wide form is
   shared; a handler that needs bf16 operands gets them narrowed (exactly) from the wide form;
-- a broadcast scalar stays a one-element array (converted once), never a full slab;
+- a broadcast scalar stays a one-element array (converted once), never a full slab; a broadcast
+  row stays a row (`_compact_broadcast`), and one that varies only along the dims after the slab
+  axis (a per-column scale or bias) becomes one slab-sized tile that every slab reads (`_tiled`);
+  members run with numpy's ufunc buffer no longer than a row (`_slab_bufsize`);
+- a bf16 output that no member reads is rounded as it is narrowed into the output array
+  (`narrow.round_narrow_into`, one pass);
 - a reduce over trailing dims of a member (`Reduction`, attached by `plan.py` when every slab
   holds whole rows) is computed slab by slab, so a member only reduced is never written out.
 
@@ -41,7 +46,10 @@ from hlo_common.interpreter.registry import HANDLERS
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.hlo.opcodes import is_elementwise
 
-CHUNK_ELEMENTS = 1 << 17  # 512 KiB of f32: a few temporaries fit in L2, and fewer numpy calls
+CHUNK_ELEMENTS = 1 << 18  # 1 MiB of f32 (measured best on the bench set: see docs/figures.md)
+# numpy's ufunc buffer (elements) while a slab's members run, for rows of at least MIN_ROW_BUFFER
+# elements: see `_slab_bufsize`.
+MIN_ROW_BUFFER, DEFAULT_BUFFER = 512, 8192
 MIN_ELEMENTS = 1 << 17  # below this, whole-array evaluation is as fast
 _NOT_CHUNKABLE = frozenset({"rng", "rng-bit-generator", "rng-get-and-update-state"})
 
@@ -77,6 +85,7 @@ class Region:
         self.inputs = []
         self.absorbed = absorbed
         self._axis, self._step = chunking(self.dims)
+        self._bufsize = _slab_bufsize(self.dims)
         local = {id(m): k for k, m in enumerate(self.members)}
         for m in self.members:
             for op in m.operands:
@@ -95,6 +104,10 @@ class Region:
         self._output_wide = [slot in wide for slot in self._output_slots]
         self._direct = {slot for slot in self._output_slots if slot in kernels and slot not in wide}
         self.handed_wide: list[bool] = [False] * len(self.outputs)
+        # bf16 outputs no member reads: rounded as they are narrowed into the output (one pass)
+        read = {s for _, _, slots, _, _, _ in self._program for s in slots} | set(self._reduction_slots)
+        self._late_round = {slot for slot in self._output_slots
+                            if slot in wide and self._program[slot][5] and slot not in read}
 
     def hand_wide(self, handed: set[int]) -> None:
         """Outputs whose ids are in `handed` (bf16 values kept in f32 by this region) leave it
@@ -104,6 +117,7 @@ class Region:
         for o, slot, handed_out in zip(self.outputs, self._output_slots, self.handed_wide):
             if handed_out:
                 self._direct.add(slot)
+                self._late_round.discard(slot)
 
     def can_reduce(self, dims: tuple[int, ...]) -> bool:
         """True when every slab holds whole rows of a reduction over trailing `dims`."""
@@ -118,22 +132,36 @@ class Region:
         outs = [np.empty(dims, np.float32 if handed else o.shape.element_type.np_dtype)
                 for o, handed in zip(self.outputs, self.handed_wide)]
         partials = [np.empty(dims[:r.dims[0]], r.wide) for r in self.reductions]
-        inputs = [_compact_broadcast(x, dims) for x in operands]
+        inputs = [_tiled(*_compact_broadcast(x, dims), dims, self._axis, self._step) for x in operands]
         n_values = len(self.members) + len(inputs)
-        donors = self._donors([cut is True for _, cut in inputs])
+        donors = self._donors([cut is True or cut is TILE for _, cut in inputs])
+        axis, step, late = self._axis, self._step, self._late_round
 
         def slab(index: tuple) -> None:
             values: list[Any] = [None] * n_values
             for slot, (x, cut) in zip(self._input_slots, inputs):
-                values[slot] = x if cut is None else x[index] if cut is True else x[_cut(index, cut)]
+                if cut is TILE:
+                    whole = index[axis].stop - index[axis].start == step
+                    values[slot] = x if whole else x[_head(index, axis)]
+                else:
+                    values[slot] = x if cut is None else x[index] if cut is True else x[_cut(index, cut)]
             # kernels of plain-typed outputs write straight into the output arrays
             targets = {slot: out[index] for out, slot in zip(outs, self._output_slots)
                        if slot in self._direct}
-            self._run_slab(values, ev, targets, donors)
+            if self._bufsize:
+                default = np.setbufsize(self._bufsize)
+                try:
+                    self._run_slab(values, ev, targets, donors)
+                finally:
+                    np.setbufsize(default)
+            else:
+                self._run_slab(values, ev, targets, donors)
             for out, slot, wide, handed in zip(outs, self._output_slots, self._output_wide, self.handed_wide):
                 if handed:
                     if values[slot] is not targets[slot]:
                         out[index] = values[slot]
+                elif slot in late:
+                    narrow.round_narrow_into(out[index], values[slot])
                 elif wide:
                     narrow.narrow_into(out[index], values[slot])
                 elif values[slot] is not targets.get(slot):
@@ -168,7 +196,7 @@ class Region:
                 if out is None and donors[k] >= 0:
                     out = values[donors[k]]
                 value = fn(member, ops, out, ev)
-                if rounds:
+                if rounds and k not in self._late_round:
                     narrow.round_bf16_in_place(value)  # in place, also in a target's array
                 values[k] = value
         except InterpreterError:
@@ -177,6 +205,21 @@ class Region:
             raise InterpreterError(f"{_where(member)}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - a failing member names itself
             raise InterpreterError(f"{_where(member)}: {type(exc).__name__}: {exc}") from exc
+
+
+def _slab_bufsize(dims: tuple[int, ...]) -> int:
+    """The ufunc buffer size for a slab's members, or 0 to keep numpy's. A member reading a
+    broadcast row or column (`_compact_broadcast`) is a ufunc call over a 2-D iteration; when
+    numpy's buffer is longer than a row, its iterator copies the operands through the buffer to
+    make longer inner loops, which takes 2-2.5x the time of the same op on full arrays (numpy 2.4,
+    1024-element rows). A buffer no longer than the row makes it run one row per inner loop on the
+    operands themselves. Rows shorter than MIN_ROW_BUFFER gain nothing (the per-row cost then
+    dominates). Elementwise results do not depend on the buffer size; the reductions a region
+    computes (`Reduction`) run outside it."""
+    row = dims[-1] if dims else 0
+    if not MIN_ROW_BUFFER <= row < DEFAULT_BUFFER:
+        return 0
+    return row // 16 * 16  # numpy wants a multiple of 16
 
 
 def _form(values: list, forms: dict, slot: int, how: int) -> Any:
@@ -267,6 +310,31 @@ def _compact_broadcast(x: Any, dims: tuple[int, ...]) -> tuple[Any, Any]:
     if all(r or size == 1 for r, size in zip(repeated, dims)):
         return x, None
     return x, tuple(not r for r in repeated)
+
+
+TILE = "tile"  # how slabs cut an input held as one slab-sized tile (`_tiled`)
+
+
+def _tiled(x: Any, cut: Any, dims: tuple[int, ...], axis: int, step: int) -> tuple[Any, Any]:
+    """(x, cut) as `_compact_broadcast` gives it, or, for a broadcast input that varies only along
+    the dims after the slab axis (a per-column scale or bias), (a tile: that input broadcast to a
+    whole slab, once, TILE): every slab reads the same values, and a member reading a full
+    contiguous operand runs one inner loop over the slab instead of one per row. Narrow floats
+    stay as they are (members widen what they read, and would widen a whole tile per slab)."""
+    if not isinstance(cut, tuple) or any(cut[:axis + 1]) or x.dtype in LOW_FLOAT_DTYPES:
+        return x, cut
+    if dims[axis] <= step:  # one slab: nothing to share
+        return x, cut
+    shape = (1,) * axis + (min(step, dims[axis]),) + dims[axis + 1:]
+    tile = np.empty(shape, x.dtype)
+    tile[...] = x[(slice(0, 1),) * (axis + 1)]
+    tile.flags.writeable = False  # shared by every slab and thread
+    return tile, TILE
+
+
+def _head(index: tuple, axis: int) -> tuple:
+    """The part of a tile a shorter (last) slab reads."""
+    return (slice(None),) * axis + (slice(0, index[axis].stop - index[axis].start),)
 
 
 def _cut(index: tuple, cut: tuple) -> tuple:

@@ -1,9 +1,10 @@
 """bf16 chains computed in f32 (the interpreter's elementwise regions) against rounding after every op.
 
-`narrow.round_bf16_in_place` must be ml_dtypes' f32 -> bf16 conversion bit for bit (every bit
-pattern in the slow test; random patterns and the special ones here), and a region of bf16 ops
-(kernels on wide values, handlers on narrowed ones, in-place writes into dead temporaries) must
-give exactly what op-by-op evaluation gives, whatever the number of threads.
+`narrow.round_bf16_in_place` must be ml_dtypes' f32 -> bf16 conversion bit for bit, both through
+the compiled loop (`narrow_jit`) and through numpy's passes (every bit pattern in the slow test;
+random patterns and the special ones here), and a region of bf16 ops (kernels on wide values,
+handlers on narrowed ones, in-place writes into dead temporaries) must give exactly what op-by-op
+evaluation gives, whatever the number of threads (slabs made small so a region has several).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from hlo_common.interpreter import evaluate, narrow, parallel, regions
+from hlo_common.interpreter import evaluate, narrow, narrow_jit, parallel, region_kernels, regions
 from hlo_common.hlo.parser import parse_module
 
 BF16 = ml_dtypes.bfloat16
@@ -24,6 +25,22 @@ SPECIAL_BITS = [
     0x3F808000, 0x3F818000, 0x3F807FFF, 0x3F808001, 0xBF808000, 0xBF818000,  # ties and near ties
     0x7F7F7FFF, 0x7F7F8000, 0x7F7FFFFF, 0xFF7F8000, 0x7F7EFFFF,  # the largest values, overflow
 ]
+
+
+@pytest.fixture(autouse=True)
+def _small_slabs(monkeypatch):
+    monkeypatch.setattr(regions, "CHUNK_ELEMENTS", 1 << 16)  # 512 x 512 values: four slabs
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def rounding(request, monkeypatch):
+    """Which implementation `narrow.round_bf16_in_place` uses."""
+    if request.param == "numpy":
+        monkeypatch.setattr(narrow, "JIT_MIN_ELEMENTS", 1 << 62)
+    else:
+        assert narrow_jit.available()  # llvmlite is a dependency: the compiled loop must work
+        monkeypatch.setattr(narrow, "JIT_MIN_ELEMENTS", 1)
+    return request.param
 
 
 def _reference_bits(f: np.ndarray) -> np.ndarray:
@@ -38,23 +55,67 @@ def _fast_bits(f: np.ndarray) -> np.ndarray:
     return (rounded.view(np.uint32) >> 16).astype(np.uint16)
 
 
-def test_rounding_matches_ml_dtypes_on_special_and_random_bit_patterns():
+def test_rounding_matches_ml_dtypes_on_special_and_random_bit_patterns(rounding):
     special = np.array(SPECIAL_BITS, np.uint32)
     finite = RNG.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32)
-    finite = finite[(finite & 0x7F800000) != 0x7F800000]  # an array with a NaN takes the slow path
+    finite = finite[(finite & 0x7F800000) != 0x7F800000]  # numpy: an array with a NaN takes the slow path
     ties = (finite & 0xFFFF0000) | 0x8000
     for bits in (special, finite, ties, np.concatenate([finite, special])):
         f = bits.view(np.float32)
         np.testing.assert_array_equal(_fast_bits(f), _reference_bits(f))
 
 
-def test_rounding_without_nan_takes_the_bit_path_and_overflows_to_infinity():
+def test_rounding_without_nan_takes_the_bit_path_and_overflows_to_infinity(rounding):
     f = np.array([3.4e38, -3.4e38, 1e-45, 1.00390625, 1.01171875], np.float32)
     assert narrow.round_bf16_in_place(f).tolist() == [np.inf, -np.inf, 0.0, 1.0, 1.015625]
 
 
+def test_compiled_narrowing_writes_rounded_or_exact_upper_halves():
+    special = np.array(SPECIAL_BITS, np.uint32)
+    bits = np.concatenate([special, RNG.integers(0, 1 << 32, 1 << 16, dtype=np.uint64).astype(np.uint32)])
+    f = bits.view(np.float32)
+    out = np.empty(f.shape, np.uint16)
+    assert narrow_jit.round_into(out, f)
+    np.testing.assert_array_equal(out, _reference_bits(f))
+    assert narrow_jit.narrow_into(out, f)  # exact: NaN payloads and the sign kept
+    np.testing.assert_array_equal(out, (bits >> 16).astype(np.uint16))
+    wide = np.empty(f.shape, np.float32)
+    assert narrow_jit.widen_into(wide, out.view(BF16))
+    np.testing.assert_array_equal(wide.view(np.uint32), bits & 0xFFFF0000)
+
+
+def test_compiled_code_declines_strided_arrays_and_numpy_rounds_them():
+    bits = np.array(SPECIAL_BITS * 300, np.uint32)
+    f = bits.view(np.float32)
+    strided = f.copy()[::2]
+    assert not narrow_jit.round_in_place(strided)
+    assert not narrow_jit.round_into(np.empty(strided.shape, np.uint16), strided)
+    with np.errstate(invalid="ignore"):  # NaN -> f64 warns
+        assert not narrow_jit.round_in_place(f.astype(np.float64))
+    np.testing.assert_array_equal(_fast_bits(strided), _reference_bits(f[::2]))
+
+
+@pytest.mark.parametrize("lookup", [True, False])
+@pytest.mark.parametrize("op", sorted(region_kernels.TABLED))
+def test_tabled_unary_op_equals_its_handler_on_every_bf16_value(monkeypatch, op, lookup):
+    """A table kernel (or its fallback: the function, then rounding) gives each bf16 value what the
+    handler gives it, the values shuffled so that each sits elsewhere than when the table was made."""
+    if not lookup:
+        monkeypatch.setattr(narrow_jit, "lookup", lambda *_: False)
+    x = RNG.permutation(1 << 16).astype(np.uint16).view(BF16)
+    module = parse_module(f"HloModule u\nENTRY e {{ p = bf16[65536] parameter(0)\n"
+                          f"ROOT r = bf16[65536] {op}(p) }}")
+    assert x.size < regions.MIN_ELEMENTS  # evaluate runs the handler
+    want = evaluate(module, [x])
+    kernel = region_kernels.kernel_for(module.entry.root)
+    assert kernel is not None and not kernel.rounds
+    with np.errstate(all="ignore"):
+        got = kernel.fn([narrow.widen(x)[1:]], None)  # an odd length, one element along
+    np.testing.assert_array_equal(narrow.narrow(got).view(np.uint16), want[1:].view(np.uint16))
+
+
 @pytest.mark.slow
-def test_rounding_matches_ml_dtypes_on_every_f32_bit_pattern():
+def test_rounding_matches_ml_dtypes_on_every_f32_bit_pattern(rounding):
     step = 1 << 24
     for start in range(0, 1 << 32, step):
         bits = np.arange(start, start + step, dtype=np.uint64).astype(np.uint32)
@@ -124,7 +185,7 @@ def _bits(values) -> list[bytes]:
     return [v.tobytes() for v in values]
 
 
-def test_bf16_region_equals_rounding_after_every_op(monkeypatch):
+def test_bf16_region_equals_rounding_after_every_op(monkeypatch, rounding):
     module = parse_module(CHAIN)
     args = _chain_inputs()
     kept = [a.copy() for a in args]

@@ -159,6 +159,7 @@ ENTRY e {
 
 
 def test_regions_around_reductions_match_op_by_op_evaluation(monkeypatch):
+    monkeypatch.setattr(regions, "CHUNK_ELEMENTS", 1 << 16)  # slabs of 16 rows
     # y feeds both the max reduce and the subtract that needs the reduce's result: one region
     # could not hold both without a cycle. y is also an output.
     module = parse_module(SOFTMAX)
@@ -172,6 +173,46 @@ def test_regions_around_reductions_match_op_by_op_evaluation(monkeypatch):
     yf = (x.astype(np.float32) * np.float32(1.5)).astype(ml_dtypes.bfloat16)
     np.testing.assert_array_equal(y.view(np.uint16), yf.view(np.uint16))
     np.testing.assert_allclose(q.sum(axis=1), 1, rtol=1e-5)
+
+
+LAYER_NORM_TAIL = """
+HloModule m
+ENTRY e {
+  x = f32[%(rows)d,%(cols)d] parameter(0)
+  mean = f32[%(rows)d] parameter(1)
+  scale = f32[%(cols)d] parameter(2)
+  mb = f32[%(rows)d,%(cols)d] broadcast(mean), dimensions={0}
+  sb = f32[%(rows)d,%(cols)d] broadcast(scale), dimensions={1}
+  d = f32[%(rows)d,%(cols)d] subtract(x, mb)
+  p = f32[%(rows)d,%(cols)d] multiply(d, sb)
+  q = f32[%(rows)d,%(cols)d] divide(sb, x)
+  ROOT r = (f32[%(rows)d,%(cols)d], f32[%(rows)d,%(cols)d]) tuple(p, q)
+}"""
+
+
+def test_broadcast_rows_and_column_tiles_match_op_by_op_evaluation(monkeypatch):
+    """A per-column operand is read from one slab-sized tile (the last, shorter slab reads its
+    head), a per-row one row by row with numpy's buffer no longer than a row: the same values."""
+    monkeypatch.setattr(regions, "CHUNK_ELEMENTS", 1 << 16)  # slabs of 64 rows; 300 = 4 x 64 + 44
+    tiled = []
+    original = regions._tiled
+
+    def spy(*a):
+        tiled.append(original(*a))
+        return tiled[-1]
+
+    monkeypatch.setattr(regions, "_tiled", spy)
+    module = parse_module(LAYER_NORM_TAIL % {"rows": 300, "cols": 1024})
+    args = [RNG.standard_normal(s).astype(np.float32) for s in [(300, 1024), 300, 1024]]
+    got = evaluate(module, args)
+    cuts = [cut for _, cut in tiled]
+    assert regions.TILE in cuts and (True, False) in cuts and regions._slab_bufsize((300, 1024)) == 1024
+    monkeypatch.setattr(regions, "MIN_ELEMENTS", 1 << 62)  # no regions: op by op
+    want = evaluate(module, args)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.view(np.uint32), w.view(np.uint32))
+    np.testing.assert_array_equal(got[0], (args[0] - args[1][:, None]) * args[2])
+    assert regions._slab_bufsize((1024, 256)) == 0 and regions._slab_bufsize((64, 8192)) == 0
 
 
 def test_region_membership_avoids_cycles():

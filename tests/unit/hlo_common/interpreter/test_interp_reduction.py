@@ -73,6 +73,27 @@ def test_reduce_max_propagates_nan_and_uses_init():
     assert got[0] == 3 and np.isnan(got[1]) and got[2] == -5
 
 
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+@pytest.mark.parametrize("rows", [8, 1024])  # one numpy call; blocks of rows on the threads
+def test_reduce_bf16_max_and_min_equal_numpys_on_the_widened_values(op, rows):
+    """A bf16 max/min widens each block of rows before reducing: NaNs, infinities and signed zeros
+    must come out as numpy's reduction of the f32 values gives them."""
+    bits = RNG.integers(0, 1 << 16, (rows, 1024), dtype=np.uint32).astype(np.uint16)
+    bits[:, 5] = 0x8000  # -0 in every row, +0 in some
+    bits[::3, 7] = 0x0000
+    bits[::5, 9] = 0x7FC1  # a NaN with a payload
+    bits[::7, 9] = 0xFF80  # -inf
+    x = bits.view(ml_dtypes.bfloat16)
+    comps = binary("m", "bf16", op)
+    text = entry(f"p = bf16[{rows},1024] parameter(0)\nz = bf16[] constant(-inf)\n"
+                 f"ROOT r = bf16[{rows}] reduce(p, z), dimensions={{1}}, to_apply=m", comps)
+    got = run(text, x)
+    want = getattr(np, op)(getattr(np, op).reduce(x.astype(np.float32), axis=1), np.float32(-np.inf))
+    with np.errstate(invalid="ignore"):  # NaN -> bf16 warns
+        want = want.astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
 def test_reduce_bf16_sum_accumulates_in_f32():
     # 1024 ones: a bf16 running sum stops growing at 256; XLA:CPU (and we) give 1024.
     x = np.ones(1024, ml_dtypes.bfloat16)
