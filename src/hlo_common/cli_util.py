@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import os
-import secrets
 import stat
 import sys
 import traceback
@@ -187,7 +186,7 @@ def _replace_whole(path, target: Path, payload: bytes) -> None:
     name is chosen before it exists, so that whatever interrupts the write (an error, ^C, SIGTERM
     turned into SignalExit) finds it and removes it."""
     directory = target.parent if str(target.parent) else Path(".")
-    tmp = directory / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    tmp = directory / f".{target.name}.{os.urandom(6).hex()}.tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
         with os.fdopen(fd, "wb") as f:

@@ -247,9 +247,18 @@ class GpuPerformanceModel:
         p_rt = self.estimate_instruction(producer)
         unfused = KERNEL_LAUNCH_OVERHEAD * (len(consumers) + 1) + p_rt.exec_time
         fused = KERNEL_LAUNCH_OVERHEAD * len(consumers)
+        # the caches read here directly: a producer with many users is costed again after each
+        # step that changes one of them, all the others answered from the caches
+        singles = self._instr
+        pairs = self._fused.get(producer)
         for c in consumers:
-            unfused += self.estimate_instruction(c).exec_time
-            fused += self.estimate_fused(producer, c).exec_time
+            data = singles.get(c)
+            unfused += (data if data is not None else self.estimate_instruction(c)).exec_time
+            data = pairs.get(c) if pairs is not None else None
+            if data is None:
+                data = self.estimate_fused(producer, c)
+                pairs = self._fused.get(producer)
+            fused += data.exec_time
         return RunTimes(unfused, fused)
 
     def estimate_run_times_for_multi_output_fusion(self, producer: HloInstruction,
