@@ -76,6 +76,8 @@ class GpuPerformanceModel:
         self._bw = float(d.memory_bandwidth)
         self._per_block_bw = d.clock_rate_ghz * 1e9 * d.memory_transactions_per_clock
         self._l1_total = d.l1_cache_size_per_SM * d.core_count
+        self._l2_size = d.l2_cache_size
+        self._transaction_bytes = d.dram_to_l2_transaction_size_bytes
 
     # -- caches ----------------------------------------------------------------------------------
     def invalidate(self, instr: HloInstruction) -> None:
@@ -98,18 +100,22 @@ class GpuPerformanceModel:
 
     def read_time_with_dram_heuristic(self, num_blocks: int, n_bytes_net: int, n_bytes_total: int,
                                       element_bytes: int, coalesced: bool) -> float:
-        rate = 1.0 if coalesced else element_bytes / self.device.dram_to_l2_transaction_size_bytes
+        # (called per operand of every pair costed: `_cap` and `min` written out)
+        rate = 1.0 if coalesced else element_bytes / self._transaction_bytes
         dram = self._bw * rate
         rest = self._bw
-        if n_bytes_net < self.device.l2_cache_size:
+        if n_bytes_net < self._l2_size:
             rest *= L2_CACHE_SPEEDUP
             if n_bytes_net < self._l1_total:
                 rest *= L1_CACHE_SPEEDUP
         else:
             rest *= rate
-        dram = self._cap(dram, num_blocks)
-        rest = self._cap(rest, num_blocks)
-        from_dram = min(n_bytes_net, n_bytes_total)
+        cap = num_blocks * self._per_block_bw
+        if dram > cap:
+            dram = cap
+        if rest > cap:
+            rest = cap
+        from_dram = n_bytes_total if n_bytes_total < n_bytes_net else n_bytes_net
         return from_dram / dram + (n_bytes_total - from_dram) / rest
 
     def read_time(self, num_blocks: int, n_bytes_net: int, n_bytes_total: int) -> float:
@@ -171,10 +177,13 @@ class GpuPerformanceModel:
             pair = _PairOperands(producer, consumer)
         p_index = pair.producer_first.get(operand)
         c_index = pair.consumer_first.get(operand)
-        by_producer = 0 if p_index is None else self.cost.operand_bytes_accessed(producer, p_index)
-        by_consumer = 0 if c_index is None else self.cost.operand_bytes_accessed(consumer, c_index)
-        common = 0.0 if p_index is None else self._common_utilization(producer, p_index, consumer, pair)
-        common_bytes = round(shape_bytes(operand.shape) * common)
+        if p_index is None:  # read by one side only (most operands): no common reads
+            by_consumer = 0 if c_index is None else self.cost.cost(consumer).operand_bytes[c_index]
+            return by_consumer
+        by_producer = self.cost.cost(producer).operand_bytes[p_index]
+        by_consumer = 0 if c_index is None else self.cost.cost(consumer).operand_bytes[c_index]
+        common = self._common_utilization(producer, p_index, consumer, pair)
+        common_bytes = round(shape_bytes(operand.shape) * common) if common else 0
         return round(by_producer * util) + by_consumer - common_bytes
 
     # -- estimates -------------------------------------------------------------------------------
