@@ -300,12 +300,13 @@ _PRELOAD = ("hlo_codegen.emitters", "hlo_codegen.emitters.reduction_tiled", "hlo
             "hlo_common.hlo.verifier", "hlo_common.hlo.call_depth", "numpy.random")
 _PRELOAD_CUDA = ("hlo_codegen.triton_gemm.compile", "hlo_codegen.triton_gemm.config",
                  "hlo_codegen.triton_gemm.emitter")
+_PRELOAD_HOST = ("hlo_codegen.llvm.math", "hlo_codegen.llvm.math_narrow")  # the host's vector math
 
 
 def _preload_modules(target: str) -> None:
     import importlib
 
-    for name in _PRELOAD + (_PRELOAD_CUDA if target == "cuda" else ()):
+    for name in _PRELOAD + (_PRELOAD_CUDA if target == "cuda" else _PRELOAD_HOST):
         importlib.import_module(name)
 
 # -- manifest pieces ----------------------------------------------------------------------------------
