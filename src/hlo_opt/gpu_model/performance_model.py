@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hlo_common.gpu.device import DeviceDescription, H100
-from hlo_opt.gpu_model.coalescing import coalesced_inputs
+from hlo_opt.gpu_model.coalescing import uncoalesced_inputs
 from hlo_opt.gpu_model.cost_analysis import GpuHloCostAnalysis, shape_bytes
 from hlo_opt.gpu_model.fusion_analysis_cache import HloFusionAnalysisCache
 from hlo_common.hlo.ir import HloInstruction
@@ -196,7 +196,7 @@ class GpuPerformanceModel:
         analysis = self.analyses.get(instr)
         blocks, threads = analysis.launch_dimensions()
         compute = self.compute_time(cost.flops, blocks, threads)
-        coalesced = coalesced_inputs(analysis)
+        uncoalesced = uncoalesced_inputs(analysis)
         read = 0.0
         bytes_read = 0
         first_index: dict[HloInstruction, int] = {}
@@ -206,7 +206,7 @@ class GpuPerformanceModel:
             net = min(shape_bytes(operand.shape), total)
             bytes_read += total
             read += self.read_time_with_dram_heuristic(blocks, net, total, _element_bytes(operand),
-                                                       coalesced.get(operand, True))
+                                                       operand not in uncoalesced)
         write = self.write_time(cost.output_bytes)
         data = EstimateRunTimeData(int(cost.flops), bytes_read, cost.output_bytes, read, write, compute,
                                    self.combine(compute, read + write), threads, blocks)
@@ -228,7 +228,7 @@ class GpuPerformanceModel:
         blocks, threads = analysis.launch_dimensions()
         flops = p_rt.flops * util + c_rt.flops
         compute = self.compute_time(flops, blocks, threads)
-        coalesced = coalesced_inputs(analysis)
+        uncoalesced = uncoalesced_inputs(analysis)
         read = 0.0
         bytes_read = 0
         pair = _PairOperands(producer, consumer)  # positions found once, not per operand
@@ -237,7 +237,7 @@ class GpuPerformanceModel:
             net = min(shape_bytes(operand.shape), total)
             bytes_read += total
             read += self.read_time_with_dram_heuristic(blocks, net, total, _element_bytes(operand),
-                                                       coalesced.get(operand, True))
+                                                       operand not in uncoalesced)
         written = c_rt.bytes_written
         write = c_rt.write_time
         if producer_writes_side_output:
