@@ -227,8 +227,11 @@ class FusionAnalysis:
 
     def loop_unroll_factor(self, shape: Shape | None = None) -> int:
         shape = shape if shape is not None else self._index_shape()
-        return loop_unroll_factor(shape.num_elements, self.adaptor.with_opcode(*VECTORIZATION_OPCODES),
-                                  [r.shape for r in self.roots], self.device)
+        n, device = shape.num_elements, self.device
+        # the ops that may prevent vectorization only matter for a loop large enough to unroll
+        nodes = self.adaptor.with_opcode(*VECTORIZATION_OPCODES) \
+            if n >= device.threads_per_core_limit * device.core_count else ()
+        return loop_unroll_factor(n, nodes, [r.shape for r in self.roots], device)
 
     def _compute_launch(self) -> tuple[int, int]:
         kind = self.emitter_kind
