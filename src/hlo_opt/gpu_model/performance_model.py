@@ -95,12 +95,9 @@ class GpuPerformanceModel:
                 per.pop(instr, None)
 
     # -- building blocks (GpuPerformanceModelBase) ------------------------------------------------
-    def _cap(self, bandwidth: float, num_blocks: int) -> float:
-        return min(bandwidth, num_blocks * self._per_block_bw)
-
     def read_time_with_dram_heuristic(self, num_blocks: int, n_bytes_net: int, n_bytes_total: int,
                                       element_bytes: int, coalesced: bool) -> float:
-        # (called per operand of every pair costed: `_cap` and `min` written out)
+        # (called per operand of every pair costed: the bandwidth caps written out)
         rate = 1.0 if coalesced else element_bytes / self._transaction_bytes
         dram = self._bw * rate
         rest = self._bw
