@@ -110,7 +110,7 @@ def tune_gc_for_one_shot_run() -> None:
     module). Young collections are made rarer and old ones much rarer; cycles are still freed.
     A young generation of 500,000 objects: at 100,000 a compile of a module of a few thousand ops
     (linx, inlined) paid one collection of 10-15 ms that freed nothing, a 10,000-op stack one of
-    100 ms; peak memory is the same."""
+    100 ms; peak memory the same there, 61 -> 68 MB on linx."""
     import gc
 
     gc.set_threshold(500_000, 50, 1000)
