@@ -43,9 +43,13 @@ from hlo_common.interpreter.gemm_semantics import (
     ALGORITHM_OPERAND_TYPES, GEMM_CUSTOM_CALL_TARGETS, GemmSemantics, gemm_backend_config as _inner_config,
     parse_gemm_semantics,
 )
+from typing import TYPE_CHECKING
+
 from hlo_common.hlo.ir import HloInstruction
-from hlo_common.manifest.thunks import GemmConfig, MatrixLayout
 from hlo_common.hlo.shape import Shape
+
+if TYPE_CHECKING:  # the manifest's thunk types load with the first GEMM (hlo-opt's start-up needs none)
+    from hlo_common.manifest.thunks import GemmConfig, MatrixLayout
 
 __all__ = ["GEMM_CUSTOM_CALL_TARGETS", "CUBLAS_TYPES", "build_gemm_config", "gemm_config_for_dot",
            "gemm_config_for_custom_call", "gemm_output_shape", "gemm_workspace_index"]
@@ -69,6 +73,8 @@ def matrix_layout(shape: Shape, batch: list[int], rows: list[int], cols: list[in
     """The cuBLAS view of `shape` with these logical dim groups, or None when memory order forbids.
     As XLA's MatrixLayout::For, the batch may also sit between rows and cols ([rows][batch][cols]
     or [cols][batch][rows]): then a matrix's leading dim strides over the batch too."""
+    from hlo_common.manifest.thunks import MatrixLayout
+
     dims = shape.dims
     physical = [d for d in reversed(shape.minor_to_major) if dims[d] != 1]
 
@@ -103,6 +109,8 @@ def _int8_rules_hold(layouts, alpha, beta, out_type: str) -> bool:
 def build_gemm_config(lhs: Shape, rhs: Shape, out: Shape, dims: tuple, alpha=(1.0, 0.0), beta: float = 0.0,
                       epilogue: str = "DEFAULT") -> GemmConfig | None:
     """A GemmConfig for these shapes and dot dimension numbers, or None when cuBLAS cannot do it."""
+    from hlo_common.manifest.thunks import GemmConfig
+
     lb, rb, lc, rc = (list(d) for d in dims)
     if not (lhs.is_array and rhs.is_array and out.is_array) or len(lb) != len(rb) or len(lc) != len(rc):
         return None

@@ -32,6 +32,8 @@ sort root -> "sort"; a concatenate hero of at most 4 operands -> "concatenate"; 
 
 from __future__ import annotations
 
+import functools
+
 from hlo_common.gpu.device import DeviceDescription, H100
 from hlo_common.gpu.hlo_traversal import FusionAdaptor
 from hlo_common.gpu.ir_emission_utils import (
@@ -91,11 +93,19 @@ class FusionAnalysis:
         self.reduction: ReductionDimensions | None = None
         self.reduction_hero: HloInstruction | None = None
         self.transpose: TransposeDescription | None = None
-        inputs = adaptor.input_values()
-        self.smallest_input_bits = smallest_bit_width([i.shape for i in inputs]) if inputs else 1 << 30
-        self.smallest_output_bits = smallest_bit_width([r.shape for r in self.roots])
         self.emitter_kind = self._kind()
         self._launch: tuple[int, int] | None = None
+
+    # the narrowest element types read and written: only reductions ask (vector sizes), so they
+    # are found on first use (priority fusion builds thousands of analyses of loop fusions)
+    @functools.cached_property
+    def smallest_input_bits(self) -> int:
+        inputs = self.adaptor.input_values()
+        return smallest_bit_width([i.shape for i in inputs]) if inputs else 1 << 30
+
+    @functools.cached_property
+    def smallest_output_bits(self) -> int:
+        return smallest_bit_width([r.shape for r in self.roots])
 
     # constructors
     @classmethod
@@ -217,8 +227,11 @@ class FusionAnalysis:
 
     def loop_unroll_factor(self, shape: Shape | None = None) -> int:
         shape = shape if shape is not None else self._index_shape()
-        return loop_unroll_factor(shape.num_elements, self.adaptor.with_opcode(*VECTORIZATION_OPCODES),
-                                  [r.shape for r in self.roots], self.device)
+        n, device = shape.num_elements, self.device
+        # the ops that may prevent vectorization only matter for a loop large enough to unroll
+        nodes = self.adaptor.with_opcode(*VECTORIZATION_OPCODES) \
+            if n >= device.threads_per_core_limit * device.core_count else ()
+        return loop_unroll_factor(n, nodes, [r.shape for r in self.roots], device)
 
     def _compute_launch(self) -> tuple[int, int]:
         kind = self.emitter_kind

@@ -58,8 +58,10 @@ class HloInstruction(InstructionEditing):
         self.parameter_number: int | None = None
         self.source: tuple | None = None  # (parser_scanner.SourceText, offset) when parsed from text
         self.unique_id = next(_ids)
-        for op in operands:
-            self.append_operand(op)
+        if operands:  # append_operand's work without its per-operand edit notices (no parent yet)
+            self.operands = ops = list(operands)
+            for op in ops:
+                op._add_user(self)
 
     # -- parameter number (the parent computation indexes its parameters by it) -----------------
     @property

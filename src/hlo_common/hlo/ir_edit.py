@@ -62,17 +62,21 @@ class InstructionEditing:
         sharding, backend config and literal; operands `new_operands` (default: the same ones);
         named `name` or `<name>.<suffix>`. Control dependencies are not copied; the clone is
         detached (add it to a computation) but already a user of its operands."""
-        operands = list(self.operands if new_operands is None else new_operands)
-        attrs = {k: (list(v) if isinstance(v, list) else v) for k, v in self.attrs.items()}
+        operands = self.operands if new_operands is None else new_operands
+        attrs = {k: (list(v) if isinstance(v, list) else v) for k, v in self.attrs.items()} if self.attrs else None
         new = type(self)(name or f"{self.name}.{suffix}", self.opcode, shape or self.shape, operands, attrs)
-        new.metadata = list(self.metadata)
+        if self.metadata:
+            new.metadata = list(self.metadata)
         new.sharding = self.sharding
-        new.frontend_attributes = list(self.frontend_attributes)
-        new.backend_config_data = copy.deepcopy(self.backend_config_data)
-        new.extra_common = list(self.extra_common)
+        if self.frontend_attributes:
+            new.frontend_attributes = list(self.frontend_attributes)
+        data = self._backend_config  # a string is immutable: only a dict needs the deep copy
+        new._backend_config = data if data is None or type(data) is str else copy.deepcopy(data)
+        if self.extra_common:
+            new.extra_common = list(self.extra_common)
         new.literal = self.literal
         new.literal_unknown = self.literal_unknown
-        new.parameter_number = self.parameter_number
+        new.__dict__["parameter_number"] = self.parameter_number  # the setter's parent notice: none yet
         return new
 
     def clone_with_new_operands(self, new_operands: Iterable[HloInstruction], shape: Shape | None = None,

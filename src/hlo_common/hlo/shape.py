@@ -118,8 +118,8 @@ class Shape:
     def is_tuple(self) -> bool:
         return self.tuple_shapes is not None
 
-    @property
-    def is_array(self) -> bool:
+    @cached_property
+    def is_array(self) -> bool:  # cached as num_elements: asked of every operand by most passes
         return self.tuple_shapes is None and self.element_type.is_array_type
 
     @property

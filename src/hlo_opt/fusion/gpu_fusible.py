@@ -294,10 +294,11 @@ def _output_count(instr: HloInstruction) -> int:
 
 def operand_limit(producer: HloInstruction, consumer: HloInstruction, ctx: FusionContext) -> FusionDecision:
     """The fused kernel's distinct operands plus outputs stay within ptxas' parameter budget."""
-    operands = {}
-    for op in list(consumer.operands) + list(producer.operands):
-        if op is not producer and op.opcode not in ("tuple", "get-tuple-element"):
-            operands[id(op)] = op
+    operands = set()  # instructions hash by identity
+    for ops in (consumer.operands, producer.operands):
+        for op in ops:
+            if op is not producer and op.opcode != "tuple" and op.opcode != "get-tuple-element":
+                operands.add(op)
     n = len(operands) + _output_count(consumer)
     if n > MAX_OPERANDS_AND_OUTPUTS_PER_FUSION:
         return FusionDecision.forbid("operand_limit", f"number of operands and outputs ({n}) exceeds "

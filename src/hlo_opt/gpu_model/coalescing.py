@@ -51,10 +51,20 @@ def _is_broadcast_chain(instr: HloInstruction) -> bool:
 
 def coalesced_inputs(analysis: FusionAnalysis) -> dict[HloInstruction, bool]:
     """Outer-computation input -> read coalesced, for every input of the analysed fusion."""
+    uncoalesced = uncoalesced_inputs(analysis)
+    result = dict.fromkeys(analysis.adaptor.input_values(), True)
+    for value in uncoalesced:
+        result[value] = False
+    return result
+
+
+def uncoalesced_inputs(analysis: FusionAnalysis) -> dict[HloInstruction, None]:
+    """The inputs (outer values) of the analysed fusion read uncoalesced, in input order, as an
+    ordered set; usually none, found without listing the inputs (the performance model asks for
+    every producer-consumer pair it costs)."""
     adaptor = analysis.adaptor
-    inputs = adaptor.input_values()
     if analysis.emitter_kind == "transpose":
-        return dict.fromkeys(inputs, True)
+        return {}
     ok = True
     for node in adaptor.with_opcode("transpose", "copy"):  # transposes_minor_dimension's opcodes
         if transposes_minor_dimension(node) and not _is_broadcast_chain(node.operands[0]):
@@ -67,13 +77,14 @@ def coalesced_inputs(analysis: FusionAnalysis) -> dict[HloInstruction, bool]:
             return any(is_reduction_from_or_to_contiguous_dimensions(i) for i in part.comp.with_opcode("reduce"))
         if all(has_reduction(p) for p in adaptor.parts):
             ok = False
-    result = dict.fromkeys(inputs, ok)
-    if ok:
-        for node in adaptor.with_opcode("gather"):
-            if _gathers_single_elements(node):
-                src = adaptor.operands(node)[0]
-                if not adaptor.contains(src):
-                    result[adaptor.external_value(src)] = False
+    if not ok:
+        return dict.fromkeys(adaptor.input_values())
+    result: dict[HloInstruction, None] = {}
+    for node in adaptor.with_opcode("gather"):
+        if _gathers_single_elements(node):
+            src = adaptor.operands(node)[0]
+            if not adaptor.contains(src):
+                result[adaptor.external_value(src)] = None
     return result
 
 

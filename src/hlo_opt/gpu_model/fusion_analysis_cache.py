@@ -37,8 +37,11 @@ class HloFusionAnalysisCache:
         self._pairs: dict[tuple[HloInstruction, HloInstruction], FusionAnalysis] = {}
         # the other side of every cached pair, by each side (XLA's consumers_for_producers_ and
         # producers_for_consumers_): invalidation finds a pair even after operands changed
-        self._consumers_of: dict[HloInstruction, list[HloInstruction]] = {}
-        self._producers_of: dict[HloInstruction, list[HloInstruction]] = {}
+        # (each side's partners kept as a dict used as an ordered set, and dropped from the other
+        # side's at invalidation: a producer with many users re-costed after each step of theirs
+        # would otherwise pile up the consumers of every pair it ever had)
+        self._consumers_of: dict[HloInstruction, dict[HloInstruction, None]] = {}
+        self._producers_of: dict[HloInstruction, dict[HloInstruction, None]] = {}
 
     def get(self, instr: HloInstruction) -> FusionAnalysis:
         """The analysis of `instr` as a kernel of its own (a fusion, or one op as a fusion)."""
@@ -53,17 +56,24 @@ class HloFusionAnalysisCache:
         analysis = self._pairs.get(key)
         if analysis is None:
             analysis = self._pairs[key] = self._analyze_pair(producer, consumer)
-            self._consumers_of.setdefault(producer, []).append(consumer)
-            self._producers_of.setdefault(consumer, []).append(producer)
+            self._consumers_of.setdefault(producer, {})[consumer] = None
+            self._producers_of.setdefault(consumer, {})[producer] = None
         return analysis
 
     def invalidate(self, instr: HloInstruction) -> None:
         """Forget `instr`'s analysis and every pair analysis with `instr` on either side."""
         self._single.pop(instr, None)
+        pairs = self._pairs
         for consumer in self._consumers_of.pop(instr, ()):
-            self._pairs.pop((instr, consumer), None)
+            pairs.pop((instr, consumer), None)
+            back = self._producers_of.get(consumer)
+            if back is not None:
+                back.pop(instr, None)
         for producer in self._producers_of.pop(instr, ()):
-            self._pairs.pop((producer, instr), None)
+            pairs.pop((producer, instr), None)
+            back = self._consumers_of.get(producer)
+            if back is not None:
+                back.pop(instr, None)
 
     # the computations themselves (a checking cache in the tests overrides these)
     def _analyze(self, instr: HloInstruction) -> FusionAnalysis:

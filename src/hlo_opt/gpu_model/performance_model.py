@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hlo_common.gpu.device import DeviceDescription, H100
-from hlo_opt.gpu_model.coalescing import coalesced_inputs
+from hlo_opt.gpu_model.coalescing import uncoalesced_inputs
 from hlo_opt.gpu_model.cost_analysis import GpuHloCostAnalysis, shape_bytes
 from hlo_opt.gpu_model.fusion_analysis_cache import HloFusionAnalysisCache
 from hlo_common.hlo.ir import HloInstruction
@@ -76,6 +76,8 @@ class GpuPerformanceModel:
         self._bw = float(d.memory_bandwidth)
         self._per_block_bw = d.clock_rate_ghz * 1e9 * d.memory_transactions_per_clock
         self._l1_total = d.l1_cache_size_per_SM * d.core_count
+        self._l2_size = d.l2_cache_size
+        self._transaction_bytes = d.dram_to_l2_transaction_size_bytes
 
     # -- caches ----------------------------------------------------------------------------------
     def invalidate(self, instr: HloInstruction) -> None:
@@ -93,23 +95,24 @@ class GpuPerformanceModel:
                 per.pop(instr, None)
 
     # -- building blocks (GpuPerformanceModelBase) ------------------------------------------------
-    def _cap(self, bandwidth: float, num_blocks: int) -> float:
-        return min(bandwidth, num_blocks * self._per_block_bw)
-
     def read_time_with_dram_heuristic(self, num_blocks: int, n_bytes_net: int, n_bytes_total: int,
                                       element_bytes: int, coalesced: bool) -> float:
-        rate = 1.0 if coalesced else element_bytes / self.device.dram_to_l2_transaction_size_bytes
+        # (called per operand of every pair costed: the bandwidth caps written out)
+        rate = 1.0 if coalesced else element_bytes / self._transaction_bytes
         dram = self._bw * rate
         rest = self._bw
-        if n_bytes_net < self.device.l2_cache_size:
+        if n_bytes_net < self._l2_size:
             rest *= L2_CACHE_SPEEDUP
             if n_bytes_net < self._l1_total:
                 rest *= L1_CACHE_SPEEDUP
         else:
             rest *= rate
-        dram = self._cap(dram, num_blocks)
-        rest = self._cap(rest, num_blocks)
-        from_dram = min(n_bytes_net, n_bytes_total)
+        cap = num_blocks * self._per_block_bw
+        if dram > cap:
+            dram = cap
+        if rest > cap:
+            rest = cap
+        from_dram = n_bytes_total if n_bytes_total < n_bytes_net else n_bytes_net
         return from_dram / dram + (n_bytes_total - from_dram) / rest
 
     def read_time(self, num_blocks: int, n_bytes_net: int, n_bytes_total: int) -> float:
@@ -171,10 +174,13 @@ class GpuPerformanceModel:
             pair = _PairOperands(producer, consumer)
         p_index = pair.producer_first.get(operand)
         c_index = pair.consumer_first.get(operand)
-        by_producer = 0 if p_index is None else self.cost.operand_bytes_accessed(producer, p_index)
-        by_consumer = 0 if c_index is None else self.cost.operand_bytes_accessed(consumer, c_index)
-        common = 0.0 if p_index is None else self._common_utilization(producer, p_index, consumer, pair)
-        common_bytes = round(shape_bytes(operand.shape) * common)
+        if p_index is None:  # read by one side only (most operands): no common reads
+            by_consumer = 0 if c_index is None else self.cost.cost(consumer).operand_bytes[c_index]
+            return by_consumer
+        by_producer = self.cost.cost(producer).operand_bytes[p_index]
+        by_consumer = 0 if c_index is None else self.cost.cost(consumer).operand_bytes[c_index]
+        common = self._common_utilization(producer, p_index, consumer, pair)
+        common_bytes = round(shape_bytes(operand.shape) * common) if common else 0
         return round(by_producer * util) + by_consumer - common_bytes
 
     # -- estimates -------------------------------------------------------------------------------
@@ -187,7 +193,7 @@ class GpuPerformanceModel:
         analysis = self.analyses.get(instr)
         blocks, threads = analysis.launch_dimensions()
         compute = self.compute_time(cost.flops, blocks, threads)
-        coalesced = coalesced_inputs(analysis)
+        uncoalesced = uncoalesced_inputs(analysis)
         read = 0.0
         bytes_read = 0
         first_index: dict[HloInstruction, int] = {}
@@ -197,7 +203,7 @@ class GpuPerformanceModel:
             net = min(shape_bytes(operand.shape), total)
             bytes_read += total
             read += self.read_time_with_dram_heuristic(blocks, net, total, _element_bytes(operand),
-                                                       coalesced.get(operand, True))
+                                                       operand not in uncoalesced)
         write = self.write_time(cost.output_bytes)
         data = EstimateRunTimeData(int(cost.flops), bytes_read, cost.output_bytes, read, write, compute,
                                    self.combine(compute, read + write), threads, blocks)
@@ -219,7 +225,7 @@ class GpuPerformanceModel:
         blocks, threads = analysis.launch_dimensions()
         flops = p_rt.flops * util + c_rt.flops
         compute = self.compute_time(flops, blocks, threads)
-        coalesced = coalesced_inputs(analysis)
+        uncoalesced = uncoalesced_inputs(analysis)
         read = 0.0
         bytes_read = 0
         pair = _PairOperands(producer, consumer)  # positions found once, not per operand
@@ -228,7 +234,7 @@ class GpuPerformanceModel:
             net = min(shape_bytes(operand.shape), total)
             bytes_read += total
             read += self.read_time_with_dram_heuristic(blocks, net, total, _element_bytes(operand),
-                                                       coalesced.get(operand, True))
+                                                       operand not in uncoalesced)
         written = c_rt.bytes_written
         write = c_rt.write_time
         if producer_writes_side_output:
@@ -247,9 +253,18 @@ class GpuPerformanceModel:
         p_rt = self.estimate_instruction(producer)
         unfused = KERNEL_LAUNCH_OVERHEAD * (len(consumers) + 1) + p_rt.exec_time
         fused = KERNEL_LAUNCH_OVERHEAD * len(consumers)
+        # the caches read here directly: a producer with many users is costed again after each
+        # step that changes one of them, all the others answered from the caches
+        singles = self._instr
+        pairs = self._fused.get(producer)
         for c in consumers:
-            unfused += self.estimate_instruction(c).exec_time
-            fused += self.estimate_fused(producer, c).exec_time
+            data = singles.get(c)
+            unfused += (data if data is not None else self.estimate_instruction(c)).exec_time
+            data = pairs.get(c) if pairs is not None else None
+            if data is None:
+                data = self.estimate_fused(producer, c)
+                pairs = self._fused.get(producer)
+            fused += data.exec_time
         return RunTimes(unfused, fused)
 
     def estimate_run_times_for_multi_output_fusion(self, producer: HloInstruction,

@@ -147,11 +147,16 @@ class _Queue:
         if not producer.users:
             return FusionDecision.forbid("no_users", "no users to fuse")
         has_non_bitcast = False
+        per = self.can_fuse_cache.get(producer)
+        if per is None:
+            per = self.can_fuse_cache[producer] = {}
         for user in producer.users:
-            if is_fusible_bitcast(user):
+            if user.opcode == "bitcast" and is_fusible_bitcast(user):
                 continue
             has_non_bitcast = True
-            decision = self.can_fuse(producer, user)
+            decision = per.get(user)  # `can_fuse`'s cache read inline: most users are answered there
+            if decision is None:
+                decision = per[user] = can_fuse(producer, user, self.context)
             if not decision:
                 return FusionDecision(decision.rule, f"cannot fuse into {user.name}: {decision.reason}")
         if not has_non_bitcast:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 from pathlib import Path
 
 import click
@@ -341,3 +342,29 @@ def test_stdout_on_a_full_device_of_our_own_is_one_line(tmp_path: Path):
                                   stderr=subprocess.PIPE, text=True)
         assert proc.returncode == 1
         assert proc.stderr == f"{tool}: error: cannot write to standard output: No space left on device\n"
+
+
+RELEASE_CHILD = """
+import atexit, os, sys
+import click
+from hlo_common.cli_util import click_main, write_output
+
+@click.command()
+def cmd():
+    write_output(None, b"output")
+
+atexit.register(lambda: os.write(1, b" written at exit"))
+sys.argv = ["tool"]
+click_main(cmd, "tool")
+"""
+
+
+def test_a_tool_run_releases_stdout_when_its_command_is_done():
+    """A reader of the pipe sees the end of the output when the command is done, not after the
+    interpreter's teardown: what the process writes to descriptor 1 later goes to stderr."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", RELEASE_CHILD], capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"output"
+    assert proc.stderr.endswith(b" written at exit")

@@ -116,3 +116,19 @@ def test_the_check_catches_a_cache_that_never_forgets(monkeypatch):
     # priority fusion fuses into the concatenate fusion in place: its loop analysis goes stale
     with pytest.raises(PipelineError, match="stale analysis"):
         _optimize_with(_NeverForgets, ROOT / "testdata" / "fusion" / "concatenate.hlo", monkeypatch)
+
+
+def test_invalidation_leaves_no_partner_behind():
+    """A producer costed again after each step of one of its many users keeps no trace of the
+    consumers it was paired with before: invalidating either side forgets the pair on both."""
+    m = parse_module(REDUCE_THEN_NEGATE)
+    e, r, n = (m.entry.instruction(x) for x in ("e", "r", "n"))
+    cache = HloFusionAnalysisCache(H100)
+    for _ in range(3):
+        cache.get_pair(e, r)
+        cache.invalidate(r)  # the consumer changed
+    assert not cache._consumers_of.get(e) and not cache._producers_of.get(r)
+    cache.get_pair(r, n)
+    cache.invalidate(r)  # the producer changed
+    assert not cache._producers_of.get(n) and not cache._consumers_of.get(r)
+    assert cache.get_pair(e, r) is not None and cache._consumers_of[e] == {r: None}
