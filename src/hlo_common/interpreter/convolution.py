@@ -93,7 +93,7 @@ def convolve(instr: HloInstruction, lhs: np.ndarray, rhs: np.ndarray, window: Wi
 
     def block(start: int) -> None:
         images = x[:, start:start + step]
-        patches = _patches(images, offsets, window, out_spatial)
+        patches = _patches(images, offsets, window, out_spatial, taps)
         product = np.matmul(patches, w)  # [B*G, images * positions, Oq]
         result[:, :, start:start + step] = product.reshape(result[:, :, start:start + step].shape)
 
@@ -104,14 +104,24 @@ def convolve(instr: HloInstruction, lhs: np.ndarray, rhs: np.ndarray, window: Wi
     return out.reshape((nb,) + tuple(out_spatial) + (o,))
 
 
-def _patches(x: np.ndarray, offsets: list[tuple], window: Window, out_spatial: list[int]) -> np.ndarray:
-    """The patch matrix [B*G, images * positions, K*I] of input block x [B, images, S..., G, I]."""
+def _patches(x: np.ndarray, offsets: list[tuple], window: Window, out_spatial: list[int],
+             taps: tuple[int, ...]) -> np.ndarray:
+    """The patch matrix [B*G, images * positions, K*I] of input block x [B, images, S..., G, I]:
+    one copy per kernel tap, or, where there are more taps than output positions (a weight
+    gradient: 56 x 56 taps, 3 x 3 positions), one per output position."""
     nsp = len(out_spatial)
     b, images, g, i = x.shape[0], x.shape[1], x.shape[-2], x.shape[-1]
     # [B, G, images, S'..., K, I]: one contiguous row of K*I values per output position
     patches = np.empty((b, g, images) + tuple(out_spatial) + (len(offsets), i), x.dtype)
     move = (0, 2 + nsp, 1) + tuple(range(2, 2 + nsp)) + (3 + nsp,)  # [B, images, S', G, I] to
     # [B, G, images, S', I]
+    if len(offsets) > math.prod(out_spatial):
+        for pos in itertools.product(*(range(m) for m in out_spatial)):
+            sl = tuple(slice(q * wd.stride, q * wd.stride + (t - 1) * wd.window_dilation + 1,
+                             wd.window_dilation) for q, wd, t in zip(pos, window.dims, taps))
+            window_values = x[(slice(None), slice(None)) + sl].transpose(move)  # [B, G, images, K..., I]
+            patches[(slice(None),) * 3 + pos] = window_values.reshape(b, g, images, len(offsets), i)
+        return patches.reshape(b * g, images * math.prod(out_spatial), len(offsets) * i)
     for j, offset in enumerate(offsets):
         sl = tuple(slice(k * wd.window_dilation, k * wd.window_dilation + (m - 1) * wd.stride + 1, wd.stride)
                    for k, wd, m in zip(offset, window.dims, out_spatial))
