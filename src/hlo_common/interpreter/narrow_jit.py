@@ -33,30 +33,35 @@ import threading
 
 import numpy as np
 
-_IR = """
-define void @round_in_place(ptr noalias %p, i64 %n) {
+# One element loop per function (`_loop`), each a body over element %i of %n.
+_LOOP = """define void @{name}({params}) {{
 entry:
   %empty = icmp sle i64 %n, 0
   br i1 %empty, label %done, label %loop
 loop:
   %i = phi i64 [ 0, %entry ], [ %next, %loop ]
+{body}
+  %next = add nuw nsw i64 %i, 1
+  %more = icmp slt i64 %next, %n
+  br i1 %more, label %loop, label %done{metadata}
+done:
+  ret void
+}}
+"""
+
+
+def _loop(name: str, params: str, body: str, metadata: str = "") -> str:
+    return _LOOP.format(name=name, params=params, body=body.strip("\n"), metadata=metadata)
+
+
+_IR = "\n".join([
+    _loop("round_in_place", "ptr noalias %p, i64 %n", """
   %at = getelementptr inbounds i32, ptr %p, i64 %i
   %bits = load i32, ptr %at, align 4
   %r = call i32 @round_bits(i32 %bits)
   store i32 %r, ptr %at, align 4
-  %next = add nuw nsw i64 %i, 1
-  %more = icmp slt i64 %next, %n
-  br i1 %more, label %loop, label %done
-done:
-  ret void
-}
-
-define void @round_into(ptr noalias %out, ptr noalias %p, i64 %n) {
-entry:
-  %empty = icmp sle i64 %n, 0
-  br i1 %empty, label %done, label %loop
-loop:
-  %i = phi i64 [ 0, %entry ], [ %next, %loop ]
+"""),
+    _loop("round_into", "ptr noalias %out, ptr noalias %p, i64 %n", """
   %at = getelementptr inbounds i32, ptr %p, i64 %i
   %bits = load i32, ptr %at, align 4
   %r = call i32 @round_bits(i32 %bits)
@@ -64,57 +69,24 @@ loop:
   %half = trunc i32 %high to i16
   %to = getelementptr inbounds i16, ptr %out, i64 %i
   store i16 %half, ptr %to, align 2
-  %next = add nuw nsw i64 %i, 1
-  %more = icmp slt i64 %next, %n
-  br i1 %more, label %loop, label %done
-done:
-  ret void
-}
-
-define void @narrow_into(ptr noalias %out, ptr noalias %p, i64 %n) {
-entry:
-  %empty = icmp sle i64 %n, 0
-  br i1 %empty, label %done, label %loop
-loop:
-  %i = phi i64 [ 0, %entry ], [ %next, %loop ]
+"""),
+    _loop("narrow_into", "ptr noalias %out, ptr noalias %p, i64 %n", """
   %at = getelementptr inbounds i32, ptr %p, i64 %i
   %bits = load i32, ptr %at, align 4
   %high = lshr i32 %bits, 16
   %half = trunc i32 %high to i16
   %to = getelementptr inbounds i16, ptr %out, i64 %i
   store i16 %half, ptr %to, align 2
-  %next = add nuw nsw i64 %i, 1
-  %more = icmp slt i64 %next, %n
-  br i1 %more, label %loop, label %done
-done:
-  ret void
-}
-
-define void @widen_into(ptr noalias %out, ptr noalias %p, i64 %n) {
-entry:
-  %empty = icmp sle i64 %n, 0
-  br i1 %empty, label %done, label %loop
-loop:
-  %i = phi i64 [ 0, %entry ], [ %next, %loop ]
+"""),
+    _loop("widen_into", "ptr noalias %out, ptr noalias %p, i64 %n", """
   %at = getelementptr inbounds i16, ptr %p, i64 %i
   %half = load i16, ptr %at, align 2
   %wide = zext i16 %half to i32
   %bits = shl i32 %wide, 16
   %to = getelementptr inbounds i32, ptr %out, i64 %i
   store i32 %bits, ptr %to, align 4
-  %next = add nuw nsw i64 %i, 1
-  %more = icmp slt i64 %next, %n
-  br i1 %more, label %loop, label %done
-done:
-  ret void
-}
-
-define void @lookup(ptr %out, ptr %p, ptr noalias %table, i64 %n) {
-entry:
-  %empty = icmp sle i64 %n, 0
-  br i1 %empty, label %done, label %loop
-loop:
-  %i = phi i64 [ 0, %entry ], [ %next, %loop ]
+"""),
+    _loop("lookup", "ptr %out, ptr %p, ptr noalias %table, i64 %n", """
   %at = getelementptr inbounds i32, ptr %p, i64 %i
   %bits = load i32, ptr %at, align 4
   %key = lshr i32 %bits, 16
@@ -123,13 +95,8 @@ loop:
   %value = load i32, ptr %entry_at, align 4
   %to = getelementptr inbounds i32, ptr %out, i64 %i
   store i32 %value, ptr %to, align 4
-  %next = add nuw nsw i64 %i, 1
-  %more = icmp slt i64 %next, %n
-  br i1 %more, label %loop, label %done, !llvm.loop !0
-done:
-  ret void
-}
-
+""", ", !llvm.loop !0"),
+    """
 define internal i32 @round_bits(i32 %bits) alwaysinline {
   %magnitude = and i32 %bits, 2147483647
   %is_nan = icmp ugt i32 %magnitude, 2139095040
@@ -146,7 +113,7 @@ define internal i32 @round_bits(i32 %bits) alwaysinline {
 
 !0 = distinct !{!0, !1}
 !1 = !{!"llvm.loop.vectorize.enable", i1 false}
-"""
+"""])
 # %is_nan: magnitude above 0x7F800000 (infinity); %quiet_nan: sign | 0x7FC00000. The lookup loop
 # is kept scalar: this host's vector gathers are slower than one load per element.
 

@@ -168,15 +168,12 @@ def _build(dot: HloInstruction, members: list[HloInstruction], root: HloInstruct
     return fusion
 
 
-def _order_as_xla(fusion: HloInstruction) -> None:
-    """Parameters numbered, and instructions listed, in the depth-first post-order from the root
-    with operands in order (lhs before rhs, the epilogue's operands last), as XLA's GemmFusion
-    builds its fusions: the numbers and the order are part of the autotune key (the canonical
-    text of the computation)."""
-    body = fusion.fused_computation()
+def depth_first_order(comp: HloComputation) -> list[HloInstruction]:
+    """The instructions in the depth-first post-order from the root, operands in order (how XLA
+    lists a computation it rebuilt), then any the root does not reach, as they were."""
     order: list[HloInstruction] = []
     seen: set[int] = set()
-    stack = [(body.root, False)]
+    stack = [(comp.root, False)]
     while stack:
         node, expanded = stack.pop()
         if expanded:
@@ -185,7 +182,16 @@ def _order_as_xla(fusion: HloInstruction) -> None:
             seen.add(id(node))
             stack.append((node, True))
             stack.extend((o, False) for o in reversed(node.operands) if id(o) not in seen)
-    order += [i for i in body.instructions if id(i) not in seen]
+    return order + [i for i in comp.instructions if id(i) not in seen]
+
+
+def _order_as_xla(fusion: HloInstruction) -> None:
+    """Parameters numbered, and instructions listed, in the depth-first post-order from the root
+    with operands in order (lhs before rhs, the epilogue's operands last), as XLA's GemmFusion
+    builds its fusions: the numbers and the order are part of the autotune key (the canonical
+    text of the computation)."""
+    body = fusion.fused_computation()
+    order = depth_first_order(body)
     params = [i for i in order if i.opcode == "parameter"]
     old_operands = list(fusion.operands)
     fusion.set_operands([old_operands[p.parameter_number] for p in params])

@@ -34,6 +34,8 @@ from hlo_common.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_common.hlo.shape import Shape
 from hlo_common.hlo_pass.pass_base import HloPass, register_pass
 from hlo_opt.matmul_utils import dot_dims
+from hlo_opt.passes.algsimp.shape_ops import swapped_dot_attrs
+from hlo_opt.passes.gemm_fusion import depth_first_order
 
 GEMM_KINDS = ("__triton_gemm", "__triton_nested_gemm_fusion")
 WGMMA_MIN_M = 64  # wgmma's M: the lhs's non-contracting size Hopper wants at least
@@ -81,25 +83,10 @@ def _swapped_shape(dot: HloInstruction) -> Shape:
     return Shape.array(dot.shape.element_type, dims).with_layout(layout)
 
 
-def _swapped_attrs(dot: HloInstruction) -> dict:
-    attrs = dict(dot.attrs)
-    for a, b in (("lhs_batch_dims", "rhs_batch_dims"), ("lhs_contracting_dims", "rhs_contracting_dims")):
-        attrs.pop(a, None)
-        attrs.pop(b, None)
-        if dot.attrs.get(b):
-            attrs[a] = dot.attrs[b]
-        if dot.attrs.get(a):
-            attrs[b] = dot.attrs[a]
-    precision = tuple(dot.attrs.get("operand_precision", ()))
-    if precision:
-        attrs["operand_precision"] = tuple(reversed((precision + ("default",))[:2]))
-    return attrs
-
-
 def swap_operands(comp: HloComputation, dot: HloInstruction) -> HloInstruction:
     """Replace `dot` by bitcast(dot(rhs, lhs)); returns the new dot."""
     lhs, rhs = dot.operands
-    new_dot = comp.add_new_instruction("dot", [rhs, lhs], _swapped_shape(dot), _swapped_attrs(dot),
+    new_dot = comp.add_new_instruction("dot", [rhs, lhs], _swapped_shape(dot), swapped_dot_attrs(dot),
                                        name="dot")
     new_dot.metadata = list(dot.metadata)
     new_dot.backend_config_data = dot.backend_config_data
@@ -112,23 +99,6 @@ def swap_operands(comp: HloComputation, dot: HloInstruction) -> HloInstruction:
     comp.remove_instruction(dot)
     comp.instructions = depth_first_order(comp)
     return new_dot
-
-
-def depth_first_order(comp: HloComputation) -> list[HloInstruction]:
-    """The instructions in the depth-first post-order from the root, operands in order (how XLA
-    lists a computation it rebuilt), then any the root does not reach, as they were."""
-    order: list[HloInstruction] = []
-    seen: set[int] = set()
-    stack = [(comp.root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-        elif id(node) not in seen:
-            seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((o, False) for o in reversed(node.operands) if id(o) not in seen)
-    return order + [i for i in comp.instructions if id(i) not in seen]
 
 
 def _gemm_kind(fusion: HloInstruction) -> bool:
