@@ -106,6 +106,21 @@ def _uses(ops: list[Op]) -> list[Value]:
     return out
 
 
+def _stable_inputs(kernel: Kernel, phases: list[list[Op]]) -> set[str]:
+    """The parameters a load of which may be repeated in a later phase instead of being kept in a
+    per-thread array (the f32 softmax's eight loaded values a thread: 2.9 -> 2.6 ms): those the
+    kernel never writes, when its stores to parameters are all in its last phase (none: every such
+    parameter). A parameter may share its buffer with an output only when it reaches that output
+    through elementwise ops (hlo_common.analysis.sharing), so each such element is read and
+    written by one thread, which loads it before it stores."""
+    params = {b.name for b in kernel.params}
+    early = (inner for ops in phases[:-1] for o in ops
+             for inner in [o, *(x for r in o.regions for x in r.walk())])
+    if any(o.name in ("store", "atomic_rmw") and o.attrs.get("buffer") in params for o in early):
+        return set()
+    return {b.name for b in kernel.params if not b.written}
+
+
 def _mem_type(llty: str) -> str:
     """How a value of LLVM type `llty` is kept in a per-thread array: i1 as a byte, which the
     loop vectorizer can load and store (it leaves i1 memory scalar)."""
@@ -137,32 +152,15 @@ class _KernelLowering:
                     self.def_op[id(r)] = op
         self.spills: dict[int, LV] = {}
         self._remat: dict[int, bool] = {}
-        self._early_param_stores: bool | None = None
-
-    def _reads_input(self, op: Op) -> bool:
-        """A load of a parameter the kernel never writes, in a kernel whose stores to parameters are
-        all in its last phase: loading it again in a later phase reads the same value, so it is
-        recomputed there rather than kept in a per-thread array (the f32 softmax's eight loaded
-        values a thread: 2.9 -> 2.6 ms). A parameter may share its buffer with an output only
-        when it reaches that output through elementwise ops (hlo_common.analysis.sharing), so each
-        such element is read and written by one thread, which loads before it stores."""
-        if op.name != "load":
-            return False
-        if self._early_param_stores is None:
-            params = {b.name for b in self.kernel.buffers if b.kind == "param"}
-            early = [inner for ops in self.phases[:-1] for o in ops
-                     for inner in [o, *(x for r in o.regions for x in r.walk())]]
-            self._early_param_stores = any(
-                o.name in ("store", "atomic_rmw") and o.attrs.get("buffer") in params for o in early)
-        buf = next((b for b in self.kernel.buffers if b.name == op.attrs["buffer"]), None)
-        return buf is not None and buf.kind == "param" and not buf.written and not self._early_param_stores
+        self.stable_inputs = _stable_inputs(kernel, self.phases)
 
     def rematerializable(self, op: Op) -> bool:
         """Cheap pure ops of thread/block ids and constants: recomputed in each phase, not spilled."""
         hit = self._remat.get(id(op))
         if hit is None:
             spec = OP_SPECS[op.name]
-            pure = (spec.kind == "pure" and op.name not in _NEVER_REMATERIALIZE) or self._reads_input(op)
+            pure = (spec.kind == "pure" and op.name not in _NEVER_REMATERIALIZE) or (
+                op.name == "load" and op.attrs["buffer"] in self.stable_inputs)
             hit = (pure and not op.regions
                    and all(id(v) in self.def_op and self.rematerializable(self.def_op[id(v)])
                            for v in op.operands))
@@ -315,10 +313,6 @@ class _KernelLowering:
         loop = self._region()
         cur = [self.spills[id(r)] for r in op.results]
         distance = int(op.attrs.get("max_distance", 16))
-        # The scratch copy has `distance` spare slots past the last thread: every thread then
-        # reads slot t + d unconditionally (a plain vector load) and keeps it only where the
-        # shuffle would (see _shuffle_step), so the loops vectorize without gathers.
-        scratch = [f.alloca(f"[{n + distance} x {_mem_type(llvm_type(r.type))}]") for r in op.results]
         group, loop_id = self._parallel_loop()
 
         def init(t: LV, iters: list[LV]) -> list[LV]:
@@ -339,6 +333,10 @@ class _KernelLowering:
                 distance //= 2
             self._shuffle_tree_lane0(op, reducer, cur, distance)
             return
+        # The scratch copy has `distance` spare slots past the last thread: every thread then
+        # reads slot t + d unconditionally (a plain vector load) and keeps it only where the
+        # shuffle would (see _shuffle_step), so the loops vectorize without gathers.
+        scratch = [f.alloca(f"[{n + distance} x {_mem_type(llvm_type(r.type))}]") for r in op.results]
         while distance >= 1:
             self._shuffle_step(op, reducer, cur, scratch, distance)
             distance //= 2
@@ -440,7 +438,9 @@ class _KernelLowering:
             d = self.def_op.get(id(v))
             if d is not None and d.name == "constant":
                 loop.lower_op(d)
-            consts.append(loop.v(v) if d is not None and d.name == "constant" else None)
+                consts.append(loop.v(v))
+            else:
+                consts.append(None)
 
         def lane_value(ty: str, c: LV, const: LV | None, t: LV) -> LV:
             return const if const is not None else _load(f, ty, f.gep(_mem_type(ty), c, t))
@@ -457,8 +457,8 @@ class _KernelLowering:
                 _store(f, v, f.gep(_mem_type(ty), c, base))
             return []
 
-        # Not unrolled: the SLP vectorizer then runs a step's lanes (consecutive slots) together
-        # instead of gathering the same lane of every warp.
+        # Neither unrolled nor vectorized: LLVM's loop vectorizer ran four warps in the lanes of
+        # a vector, gathering each lane of the tree from four places, slower than the scalar tree.
         loop.for_range(0, self.kernel.num_threads // 32 - 1, [], warp, hint="w",
                        loop_md=self.ml.module.metadata(
                            'distinct !{{self}, !{!"llvm.loop.unroll.disable"}, '
