@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import itertools
+from typing import Callable
 
 import numpy as np
 
@@ -110,20 +111,29 @@ def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = N
     sgemm_batched(a[None], b[None], out[None], threads)
 
 
-def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None) -> None:
+def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None,
+                  epilogue: Callable[[int, int, int], None] | None = None) -> None:
     """out[i] = a[i] @ b[i] for float32 stacks a [B, m, k], b [B, k, n], out [B, m, n]. The work
     is split into MR-row tiles of every matrix, all of them over the host threads at once (a
-    batch of small products keeps both cores busy; a single product is split evenly to a tile)."""
+    batch of small products keeps both cores busy; a single product is split evenly to a tile).
+    `epilogue(i, r0, r1)`, when given, runs on the thread that finished rows [r0, r1) of out[i],
+    right after them (while they are in its cache): a GEMM fusion's elementwise epilogue."""
     nb, m, k = a.shape
     n = b.shape[-1]
     if b.shape[:2] != (nb, k) or out.shape != (nb, m, n):
         raise ValueError(f"sgemm: shapes {a.shape} x {b.shape} -> {out.shape} do not match")
     if nb == 0 or m == 0 or n == 0:
         return
-    if k == 0:
-        out[...] = 0
-        return
     target = out if _rows_readable(out) else np.empty((nb, m, n), np.float32)
+    if k == 0 or target is not out:
+        if k == 0:
+            out[...] = 0
+        else:
+            sgemm_batched(a, b, target, threads)
+            out[...] = target
+        for i in range(nb if epilogue else 0):
+            epilogue(i, 0, m)
+        return
     a = a if _rows_readable(a) else np.ascontiguousarray(a, np.float32)
     mr, nr, gemm, _, _ = _kernels()
     threads = threads if threads is not None else _threads(4 * nb * (m * k + k * n + m * n))
@@ -140,13 +150,13 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
             r0, r1 = t0 * mr, min(t1 * mr, m)
             gemm(pa + 4 * (i * sa + r0 * lda), lda, pb + 4 * i * per, k, pc + 4 * (i * sc + r0 * ldc), ldc,
                  r1 - r0, n)
+            if epilogue is not None:
+                epilogue(i, r0, r1)
             lo = i * tiles + t1
 
     from hlo_run.host_kernel import run_ranges
 
     run_ranges("the host GEMM", run, nb * tiles, threads)
-    if target is not out:
-        out[...] = target
 
 
 def conv_channels_last(x: np.ndarray, w: np.ndarray, strides: tuple[int, ...], dilations: tuple[int, ...],

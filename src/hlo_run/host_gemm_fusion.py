@@ -21,6 +21,7 @@ import numpy as np
 from hlo_common.errors import HloError
 
 _MODULES: dict[str, object] = {}  # computation text -> parsed module (a manifest repeats fusions)
+_PLANS: dict[str, object] = {}  # computation text -> its host_gemm_direct plan, or None
 
 
 def _module(text: str, name: str):
@@ -36,8 +37,12 @@ def _module(text: str, name: str):
     return module
 
 
-def run_gemm_fusion(text: str, name: str, operands: list[np.ndarray]) -> np.ndarray:
-    """The fusion's result for `operands` (logical arrays, in parameter order)."""
+def run_gemm_fusion(text: str, name: str, operands: list[np.ndarray], out: np.ndarray | None = None,
+                    direct: bool = True) -> np.ndarray:
+    """The fusion's result for `operands` (logical arrays, in parameter order). `out` (optional:
+    a logical view of the output buffer) receives the result where the fusion has a direct plan
+    (`host_gemm_direct`): the result is then `out` itself. `direct=False` always evaluates the
+    fusion with the interpreter (the tests compare the two)."""
     from hlo_common.interpreter import blas
     from hlo_common.interpreter.evaluator import evaluate
     from hlo_common.interpreter.numeric import f32_product
@@ -47,6 +52,17 @@ def run_gemm_fusion(text: str, name: str, operands: list[np.ndarray]) -> np.ndar
     params = module.entry.parameters
     if len(params) != len(operands):
         raise HloError(f"GEMM fusion {name}: {len(operands)} operands for {len(params)} parameters")
+    if direct:
+        if text not in _PLANS:
+            from hlo_run.host_gemm_direct import direct_plan
+
+            _PLANS[text] = direct_plan(module)
+        plan = _PLANS[text]
+        if plan is not None:
+            with blas.single_threaded():
+                result = plan.run(list(operands), out)
+            if result is not None:
+                return result
     # numpy's BLAS single-threaded, as in the interpreter: spinning BLAS threads on busy cores cost 10x
     with blas.single_threaded(), f32_product(host_product):
         return np.asarray(evaluate(module, list(operands)))
