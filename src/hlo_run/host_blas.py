@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import itertools
+import math
 from typing import Callable
 
 import numpy as np
@@ -29,7 +30,7 @@ from hlo_run.host_blas_ir import KC, blas_module, tile
 ROW_TILES = 8  # MR-row tiles of C per microkernel sweep (96 rows: A's rows then stay in L2 over a K block)
 _I64 = ctypes.c_int64
 _P = ctypes.c_void_p
-_GEMM = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _P, _I64, _I64, _I64)
+_GEMM = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _P, _I64, _I64, _I64, ctypes.c_float, _P)
 _CONV = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _I64, _P, _I64, _I64, _I64, _P, _P, _I64, _I64, _I64)
 
 
@@ -71,16 +72,16 @@ def pack_panels(b: np.ndarray, nr: int, kc: int | None = None, out: np.ndarray |
     return out
 
 
-def _pack_all(b: np.ndarray, nr: int, per: int, threads: int) -> np.ndarray:
-    """Every matrix of the stack b [B, k, n] packed (`pack_panels`, K blocks of KC), one after
-    another (`per` floats each); the matrices' K blocks are packed on the host threads (numpy
-    copies release the GIL), as packing a large B took a tenth of its product's time."""
-    nb, k, n = b.shape
+def _pack_all(mats: list[np.ndarray], nr: int, per: int, threads: int) -> np.ndarray:
+    """Every matrix of `mats` (each [k, n], any strides) packed (`pack_panels`, K blocks of KC),
+    one after another (`per` floats each); the matrices' K blocks are packed on the host threads
+    (numpy copies release the GIL), as packing a large B took a tenth of its product's time."""
+    nb, (k, n) = len(mats), mats[0].shape
     bp = np.empty(nb * per, np.float32)
     blocks = -(-k // KC)
     if n % nr or nb * blocks == 1:
-        for i in range(nb):
-            pack_panels(b[i], nr, KC, bp[i * per:(i + 1) * per])
+        for i, b in enumerate(mats):
+            pack_panels(b, nr, KC, bp[i * per:(i + 1) * per])
         return bp
     npan = n // nr
 
@@ -90,7 +91,7 @@ def _pack_all(b: np.ndarray, nr: int, per: int, threads: int) -> np.ndarray:
             rows = min(KC, k - k0)
             start = i * per + k0 * npan * nr
             block = bp[start:start + rows * npan * nr].reshape(npan, rows, nr)
-            block[...] = b[i, k0:k0 + rows].reshape(rows, npan, nr).transpose(1, 0, 2)
+            block[...] = mats[i][k0:k0 + rows].reshape(rows, npan, nr).transpose(1, 0, 2)
 
     from hlo_run.host_kernel import run_ranges
 
@@ -104,6 +105,13 @@ def _rows_readable(x: np.ndarray) -> bool:
     return x.dtype == np.float32 and x.strides[-1] == 4 and all(s % 4 == 0 and s >= 0 for s in x.strides)
 
 
+def _bases(x: np.ndarray) -> list[int]:
+    """The address of each matrix of the stack x [batch..., rows, cols], batch index row-major (any
+    batch strides: a transposed view's matrices need no copy)."""
+    index = np.indices(x.shape[:-2]).reshape(x.ndim - 2, -1)
+    return (x.ctypes.data + np.asarray(x.strides[:-2], np.int64) @ index).tolist()
+
+
 def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None) -> None:
     """out = a @ b for float32 matrices a [m, k], b [k, n], out [m, n] (out may be a strided view)."""
     if a.ndim != 2 or b.ndim != 2 or out.ndim != 2:
@@ -112,24 +120,33 @@ def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = N
 
 
 def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None,
-                  epilogue: Callable[[int, int, int], None] | None = None) -> None:
-    """out[i] = a[i] @ b[i] for float32 stacks a [B, m, k], b [B, k, n], out [B, m, n]. The work
-    is split into MR-row tiles of every matrix, all of them over the host threads at once (a
-    batch of small products keeps both cores busy; a single product is split evenly to a tile).
+                  epilogue: Callable[[int, int, int], None] | None = None, alpha: float = 1.0,
+                  bias: np.ndarray | None = None) -> None:
+    """out[i] = (a[i] @ b[i]) * alpha + bias for float32 stacks a [batch..., m, k], b [batch...,
+    k, n], out [batch..., m, n] (batch index i row-major; bias: n floats, or None; alpha and bias
+    are applied to each finished sum as a GEMM fusion's multiply and add round). The work is
+    split into MR-row tiles of every matrix, all of them over the host threads at once (a batch
+    of small products keeps both cores busy; a single product is split evenly to a tile).
     `epilogue(i, r0, r1)`, when given, runs on the thread that finished rows [r0, r1) of out[i],
     right after them (while they are in its cache): a GEMM fusion's elementwise epilogue."""
-    nb, m, k = a.shape
-    n = b.shape[-1]
-    if b.shape[:2] != (nb, k) or out.shape != (nb, m, n):
+    batch, (m, k), n = a.shape[:-2], a.shape[-2:], b.shape[-1]
+    nb = math.prod(batch)
+    if a.ndim < 3 or b.shape != (*batch, k, n) or out.shape != (*batch, m, n) or \
+            (bias is not None and bias.shape != (n,)):
         raise ValueError(f"sgemm: shapes {a.shape} x {b.shape} -> {out.shape} do not match")
     if nb == 0 or m == 0 or n == 0:
         return
-    target = out if _rows_readable(out) else np.empty((nb, m, n), np.float32)
+    bias = None if bias is None else np.ascontiguousarray(bias, np.float32)
+    target = out if _rows_readable(out) else np.empty(out.shape, np.float32)
     if k == 0 or target is not out:
         if k == 0:
             out[...] = 0
+            if alpha != 1:
+                out *= np.float32(alpha)
+            if bias is not None:
+                out += bias
         else:
-            sgemm_batched(a, b, target, threads)
+            sgemm_batched(a, b, target, threads, alpha=alpha, bias=bias)
             out[...] = target
         for i in range(nb if epilogue else 0):
             epilogue(i, 0, m)
@@ -138,9 +155,10 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
     mr, nr, gemm, _, _ = _kernels()
     threads = threads if threads is not None else _threads(4 * nb * (m * k + k * n + m * n))
     per = k * -(-n // nr) * nr
-    bp = _pack_all(b, nr, per, threads)
-    (sa, lda), (sc, ldc) = (s // 4 for s in a.strides[:2]), (s // 4 for s in target.strides[:2])
-    pa, pc, pb = a.ctypes.data, target.ctypes.data, bp.ctypes.data
+    bp = _pack_all([b[index] for index in np.ndindex(*batch)], nr, per, threads)
+    lda, ldc = a.strides[-2] // 4, target.strides[-2] // 4
+    pas, pcs, pb = _bases(a), _bases(target), bp.ctypes.data
+    pbias = None if bias is None else bias.ctypes.data
     tiles = -(-m // mr)
 
     def run(lo: int, hi: int) -> None:
@@ -148,8 +166,8 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
             i, t0 = divmod(lo, tiles)
             t1 = min(hi - i * tiles, tiles, t0 + ROW_TILES)
             r0, r1 = t0 * mr, min(t1 * mr, m)
-            gemm(pa + 4 * (i * sa + r0 * lda), lda, pb + 4 * i * per, k, pc + 4 * (i * sc + r0 * ldc), ldc,
-                 r1 - r0, n)
+            gemm(pas[i] + 4 * r0 * lda, lda, pb + 4 * i * per, k, pcs[i] + 4 * r0 * ldc, ldc, r1 - r0, n,
+                 alpha, pbias)
             if epilogue is not None:
                 epilogue(i, r0, r1)
             lo = i * tiles + t1

@@ -12,8 +12,10 @@ of one image row, the taps are the kernel's window offsets into the padded chann
 cin its input features); B is then the kernel as [taps * cin, output features]. Partial tiles
 (fewer rows or columns) read a valid row instead and skip their stores (masked for columns).
 
-    void @gemm(ptr a, i64 lda, ptr bp, i64 k, ptr c, i64 ldc, i64 m, i64 n)
-        C[m, n] = A[m, k] B[k, n] in K blocks of KC (bp: B packed per block and panel)
+    void @gemm(ptr a, i64 lda, ptr bp, i64 k, ptr c, i64 ldc, i64 m, i64 n, float alpha, ptr bias)
+        C[m, n] = A[m, k] B[k, n] in K blocks of KC (bp: B packed per block and panel), each
+        finished value then times alpha plus bias[n] (bias null: none), a GEMM fusion's
+        epilogue `add(multiply(dot, alpha), bias)` rounded as its two ops round
     void @conv_rows(ptr x, i64 lda, ptr taps, i64 ntaps, i64 cin, ptr rowbase, i64 r0, i64 r1,
                     i64 wo, ptr bp, ptr out, i64 ldc, i64 rowstride, i64 n)
         output rows [r0, r1): out[r * rowstride + w * ldc + o] for w < wo, o < n
@@ -35,11 +37,13 @@ def tile(avx512: bool) -> tuple[int, int]:
 
 
 def _microkernel(mr: int, nr: int) -> list[str]:
-    """`@mk(a, lda, taps, ntaps, cin, bp, c, ldc, mv, nv, accum)`: one mr x nr tile (mv, nv: the
-    valid rows and columns; accum: add to C instead of overwriting it)."""
+    """`@mk(a, lda, taps, ntaps, cin, bp, c, ldc, mv, nv, accum, alpha, bias)`: one mr x nr tile
+    (mv, nv: the valid rows and columns; accum: add to C instead of overwriting it; each stored
+    value is (sum * alpha) + bias[column], which alpha 1 and a bias of -0.0 leave exact)."""
     acc = [(i, j) for i in range(mr) for j in range(nr // 16)]
     out = ["define internal void @mk(ptr noalias %a, i64 %lda, ptr noalias %taps, i64 %ntaps, i64 %cin, "
-           "ptr noalias %bp, ptr noalias %c, i64 %ldc, i64 %mv, i64 %nv, i1 %accum) alwaysinline {",
+           "ptr noalias %bp, ptr noalias %c, i64 %ldc, i64 %mv, i64 %nv, i1 %accum, float %alpha, "
+           "ptr noalias %bias) alwaysinline {",
            "entry:"]
     for i in range(mr):  # rows past mv read row 0 (always valid) and are not stored
         out += [f"  %ok{i} = icmp slt i64 {i}, %mv", f"  %ri{i} = select i1 %ok{i}, i64 {i}, i64 0",
@@ -84,6 +88,12 @@ def _store_tile(mr: int, nr: int) -> list[str]:
                 f"  %rs{j} = insertelement <16 x i64> poison, i64 %rem{j}, i64 0",
                 f"  %rv{j} = shufflevector <16 x i64> %rs{j}, <16 x i64> poison, <16 x i32> zeroinitializer",
                 f"  %mask{j} = icmp slt <16 x i64> <{lanes}>, %rv{j}"]
+    out += ["  %al0 = insertelement <16 x float> poison, float %alpha, i64 0",
+            "  %alv = shufflevector <16 x float> %al0, <16 x float> poison, <16 x i32> zeroinitializer"]
+    for j in range(nr // 16):
+        out += [f"  %biq{j} = getelementptr float, ptr %bias, i64 {16 * j}",
+                f"  %bias{j} = call {_VF} @llvm.masked.load.v16f32.p0(ptr %biq{j}, i32 4, "
+                f"<16 x i1> %mask{j}, {_VF} zeroinitializer)"]
     out.append("  br i1 %accum, label %arow0, label %wrow0")
     for path, adds in (("a", True), ("w", False)):
         for i in range(mr):
@@ -99,6 +109,10 @@ def _store_tile(mr: int, nr: int) -> list[str]:
                     out += [f"  %old{i}_{j} = call {_VF} @llvm.masked.load.v16f32.p0(ptr {q}, i32 4, "
                             f"<16 x i1> %mask{j}, {_VF} zeroinitializer)",
                             f"  {value} = fadd {_VF} %old{i}_{j}, %n{i}_{j}"]
+                scaled, biased = f"%{path}sc{i}_{j}", f"%{path}bi{i}_{j}"
+                out += [f"  {scaled} = fmul {_VF} {value}, %alv",
+                        f"  {biased} = fadd {_VF} {scaled}, %bias{j}"]
+                value = biased
                 out.append(f"  call void @llvm.masked.store.v16f32.p0({_VF} {value}, ptr {q}, i32 4, "
                            f"<16 x i1> %mask{j})")
             out.append(f"  br label {nxt}")
@@ -107,8 +121,9 @@ def _store_tile(mr: int, nr: int) -> list[str]:
 
 def _gemm(mr: int, nr: int) -> list[str]:
     return [
-        "define void @gemm(ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %m, i64 %n) {",
-        "entry:",
+        "define void @gemm(ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %m, i64 %n, "
+        "float %alpha, ptr %bias) {",
+        "entry:", "  %hasbias = icmp ne ptr %bias, null",
         f"  %npan0 = add i64 %n, {nr - 1}", f"  %npan = udiv i64 %npan0, {nr}",
         "  br label %kb_loop",
         "kb_loop:",
@@ -116,6 +131,8 @@ def _gemm(mr: int, nr: int) -> list[str]:
         "  %krest = sub i64 %k, %kb", f"  %kc0 = icmp slt i64 %krest, {KC}",
         f"  %kc = select i1 %kc0, i64 %krest, i64 {KC}",
         "  %accum = icmp ne i64 %kb, 0",
+        "  %kend = add i64 %kb, %kc", "  %last = icmp sge i64 %kend, %k",
+        "  %alk = select i1 %last, float %alpha, float 1.0", "  %usebias = and i1 %last, %hasbias",
         "  %bkoff0 = mul i64 %kb, %npan", f"  %bkoff = mul i64 %bkoff0, {nr}",
         "  %bk = getelementptr float, ptr %bp, i64 %bkoff",
         "  %ak = getelementptr float, ptr %a, i64 %kb",
@@ -124,6 +141,8 @@ def _gemm(mr: int, nr: int) -> list[str]:
         "  %j = phi i64 [0, %kb_loop], [%j1, %j_next]",
         f"  %pan = udiv i64 %j, {nr}", f"  %pst = mul i64 %kc, {nr}", "  %poff = mul i64 %pan, %pst",
         "  %bpp = getelementptr float, ptr %bk, i64 %poff", "  %nv = sub i64 %n, %j",
+        "  %bj = getelementptr float, ptr %bias, i64 %j",
+        "  %bjp = select i1 %usebias, ptr %bj, ptr @neg_zero",
         "  br label %i_loop",
         "i_loop:",
         "  %i = phi i64 [0, %j_loop], [%i1, %i_loop]",
@@ -131,7 +150,7 @@ def _gemm(mr: int, nr: int) -> list[str]:
         "  %crow = mul i64 %i, %ldc", "  %cr = getelementptr float, ptr %c, i64 %crow",
         "  %cp = getelementptr float, ptr %cr, i64 %j", "  %mv = sub i64 %m, %i",
         "  call void @mk(ptr %ap, i64 %lda, ptr @zero_tap, i64 1, i64 %kc, ptr %bpp, ptr %cp, i64 %ldc, "
-        "i64 %mv, i64 %nv, i1 %accum)",
+        "i64 %mv, i64 %nv, i1 %accum, float %alk, ptr %bjp)",
         f"  %i1 = add i64 %i, {mr}", "  %imore = icmp slt i64 %i1, %m",
         "  br i1 %imore, label %i_loop, label %j_next",
         "j_next:",
@@ -169,7 +188,7 @@ def _conv_rows(mr: int, nr: int) -> list[str]:
         "  %oo = mul i64 %w, %ldc", "  %ow = getelementptr float, ptr %oj, i64 %oo",
         "  %mv = sub i64 %wo, %w",
         "  call void @mk(ptr %xw, i64 %lda, ptr %taps, i64 %ntaps, i64 %cin, ptr %bpp, ptr %ow, i64 %ldc, "
-        "i64 %mv, i64 %nv, i1 false)",
+        "i64 %mv, i64 %nv, i1 false, float 1.0, ptr @neg_zero)",
         f"  %w1 = add i64 %w, {mr}", "  %wmore = icmp slt i64 %w1, %wo",
         "  br i1 %wmore, label %w_loop, label %j_next",
         "j_next:",
@@ -189,5 +208,6 @@ def blas_module(mr: int, nr: int) -> str:
         f"declare {_VF} @llvm.masked.load.v16f32.p0(ptr, i32, <16 x i1>, {_VF})",
         f"declare void @llvm.masked.store.v16f32.p0({_VF}, ptr, i32, <16 x i1>)",
         "@zero_tap = private constant [1 x i64] zeroinitializer",
+        f"@neg_zero = private constant [{nr} x float] [{', '.join(['float -0.0'] * nr)}]",
     ]
     return "\n".join(head + _microkernel(mr, nr) + _gemm(mr, nr) + _conv_rows(mr, nr)) + "\n"

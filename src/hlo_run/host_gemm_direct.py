@@ -59,21 +59,26 @@ def _post_order(root: HloInstruction) -> list[HloInstruction]:
 
 
 class DirectPlan:
-    """What `run` evaluates: `prologue` (without the dot, in order), the `dot`, then `epilogue`
-    (the dot's users up to the root, in order) on each block of the dot's rows."""
+    """What `run` evaluates: `prologue` (without the dot, in order), the `dot` (times the scalar
+    `alpha` plus the column vector `bias` where the fusion's first epilogue ops are those, in
+    the GEMM's store: `head` is then the last of them), then `epilogue` (the rest of the dot's
+    users up to the root, in order) on each block of the dot's rows."""
 
-    def __init__(self, prologue: list, dot: HloInstruction, epilogue: list, root: HloInstruction):
+    def __init__(self, prologue: list, dot: HloInstruction, epilogue: list, root: HloInstruction,
+                 folded: dict):
         from hlo_common.interpreter import fast
         from hlo_common.interpreter.evaluator import Evaluator
         from hlo_common.interpreter.registry import HANDLERS
 
         self.ev = Evaluator()  # registers the handlers; passed to them as their evaluator
         self.prologue, self.dot, self.epilogue, self.root = prologue, dot, epilogue, root
+        self.alpha, self.bias = folded.get("alpha"), folded.get("bias")  # their scalar and vector
+        self.head = folded.get("head", dot)
         self.handlers = {id(i): fast.specialize(i) or HANDLERS[i.opcode] for i in epilogue}
 
     def run(self, operands: list[np.ndarray], out: np.ndarray | None) -> np.ndarray | None:
         """The root's value (`out` itself when it was written there), or None when the operands'
-        types or the output view do not fit (the caller then evaluates the fusion)."""
+        types do not fit (the caller then evaluates the fusion)."""
         from hlo_common.interpreter.linalg import _dot_dims
         from hlo_common.interpreter.numeric import dot_general, to_accumulation
 
@@ -89,8 +94,7 @@ class DirectPlan:
         dest = out if fits else np.empty(dims, root_dtype)
         f32_in_dest = result_type.np_dtype == np.float32 and root_dtype == np.float32
         acc = dest if f32_in_dest else np.empty(dims, np.float32)
-        epilogue = self._blocks(values, acc, dest, dot_general, _dot_dims(self.dot), a, b)
-        dot_general(a, b, *_dot_dims(self.dot), out=acc, product=epilogue)
+        dot_general(a, b, *_dot_dims(self.dot), out=acc, product=self._product(values, acc, dest))
         return dest
 
     def _prologue(self, operands: list[np.ndarray]) -> dict[int, np.ndarray]:
@@ -103,36 +107,38 @@ class DirectPlan:
                 values[id(instr)] = self.ev.evaluate_instruction(instr, ops)
         return values
 
-    def _blocks(self, values: dict, acc: np.ndarray, dest: np.ndarray, dot_general, dims, a, b):
-        """The product function `dot_general` calls: the host GEMM on the stacks it is given,
-        with the rounding and the epilogue per finished block of rows (when there is one)."""
+    def _product(self, values: dict, acc: np.ndarray, dest: np.ndarray):
+        """The product function `dot_general` calls: the host GEMM on the stacks it is given
+        (alpha and bias in its store), with the rounding and the epilogue per finished block of
+        rows (when there is one)."""
         from hlo_common.interpreter.numeric import to_element_type
         from hlo_run.host_blas import sgemm_batched
 
-        dot_type = self.dot.shape.element_type
+        head_type = self.head.shape.element_type
+        alpha = 1.0 if self.alpha is None else float(values[id(self.alpha)])
+        bias = None if self.bias is None else values[id(self.bias)]
         plain = acc is dest and not self.epilogue
 
         def product(sa: np.ndarray, sb: np.ndarray, target: np.ndarray) -> np.ndarray:
-            batch = math.prod(sa.shape[:-2])
-            m, n = sa.shape[-2], sb.shape[-1]
-            a3, b3 = sa.reshape(batch, m, -1), sb.reshape(batch, *sb.shape[-2:])
-            acc3 = target.reshape(batch, m, n)
+            stacked = (sa[None], sb[None], target[None]) if sa.ndim == 2 else (sa, sb, target)
             if plain:
-                sgemm_batched(a3, b3, acc3)
+                sgemm_batched(*stacked, alpha=alpha, bias=bias)
                 return target
-            dest3 = _view(dest, (batch, m, n))
-            sides = {key: _view(v, (batch, m, n)) for key, v in values.items()
+            batch = math.prod(sa.shape[:-2])
+            shape3 = (batch, sa.shape[-2], sb.shape[-1])
+            acc3, dest3 = _view(target, shape3), _view(dest, shape3)
+            sides = {key: _view(v, shape3) for key, v in values.items()
                      if any(id(o) == key for e in self.epilogue for o in e.operands)}
 
             def block(i: int, r0: int, r1: int) -> None:
                 with np.errstate(all="ignore"):
-                    rows = {id(self.dot): to_element_type(acc3[i, r0:r1], dot_type)}
+                    rows = {id(self.head): to_element_type(acc3[i, r0:r1], head_type)}
                     for e in self.epilogue:
                         ops = [rows[id(o)] if id(o) in rows else sides[id(o)][i, r0:r1] for o in e.operands]
                         rows[id(e)] = self.handlers[id(e)](e, ops, self.ev)
                     dest3[i, r0:r1] = rows[id(self.root)]
 
-            sgemm_batched(a3, b3, acc3, epilogue=block)
+            sgemm_batched(*stacked, epilogue=block, alpha=alpha, bias=bias)
             return target
 
         return product
@@ -179,7 +185,46 @@ def direct_plan(module) -> DirectPlan | None:
             return None
     if root is not dot and id(root) not in after:
         return None
-    return DirectPlan(prologue, dot, epilogue, root)
+    folded = _fold(comp, dot, epilogue)
+    return DirectPlan(prologue, dot, epilogue[len(folded) - 1 if folded else 0:], root, folded)
+
+
+def _fold(comp, dot: HloInstruction, epilogue: list) -> dict:
+    """{"alpha": scalar, "bias": vector, "head": the last folded op} for an f32 dot whose first
+    epilogue ops are `multiply(dot, broadcast(scalar))` and/or then `add(., broadcast(vector))`
+    along the result's last dim (the GEMM's columns), each the only user of its operand; {} when
+    none is. The GEMM applies them to each finished sum, rounding as the two ops do."""
+    users: dict[int, int] = {}
+    for instr in comp.instructions:
+        for o in instr.operands:
+            users[id(o)] = users.get(id(o), 0) + 1
+    f32 = dot.shape.element_type
+    if f32.np_dtype != np.float32 or len(dot.operands[1].shape.dims) - _batch(dot) != 2:
+        return {}  # the rhs must have one free dim for the bias to run along the columns
+    folded: dict = {}
+    cur = dot
+    for e, want in zip(epilogue, ("multiply", "add")):
+        other = e.operands[1] if e.operands[0] is cur else e.operands[0]
+        chained = users.get(id(cur)) == 1 and cur is not comp.root and any(o is cur for o in e.operands)
+        if not chained or e.shape.element_type is not f32 or other.opcode != "broadcast" \
+                or other.shape.element_type is not f32:
+            break
+        src, bdims = other.operands[0], tuple(other.attrs.get("dimensions", ()))
+        if e.opcode == "multiply" and want == "multiply" and src.shape.dims == ():
+            folded["alpha"] = src
+        elif e.opcode == "add" and len(src.shape.dims) == 1 and bdims == (len(dot.shape.dims) - 1,):
+            folded["bias"] = src
+        else:
+            break
+        cur = folded["head"] = e
+        if e.opcode == "add":
+            break
+    return folded
+
+
+def _batch(dot: HloInstruction) -> int:
+    dims = dot.attrs.get("lhs_batch_dims") or ()
+    return len(dims) if isinstance(dims, (list, tuple)) else 1
 
 
 __all__ = ["DirectPlan", "direct_plan"]

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from hlo_common.hlo.parser import parse_module
+from hlo_run.host_blas import sgemm_batched
 from hlo_run.host_gemm_direct import direct_plan
 from hlo_run.host_gemm_fusion import run_gemm_fusion
 
@@ -71,6 +72,19 @@ ENTRY e {
   t = f32[64,48]{1,0} tanh(a)
   ROOT c = bf16[64,48]{1,0} convert(t)
 }"""
+SCALE_BIAS = """HloModule f
+ENTRY e {
+  p0 = f32[3,50,600]{2,1,0} parameter(0)
+  p1 = f32[3,600,70]{2,1,0} parameter(1)
+  d = f32[3,50,70]{2,1,0} dot(p0, p1), lhs_batch_dims={0}, lhs_contracting_dims={2}, """ \
+    """rhs_batch_dims={0}, rhs_contracting_dims={1}
+  c = f32[] constant(0.3)
+  s = f32[3,50,70]{2,1,0} broadcast(c), dimensions={}
+  m = f32[3,50,70]{2,1,0} multiply(s, d)
+  p2 = f32[70]{0} parameter(2)
+  b = f32[3,50,70]{2,1,0} broadcast(p2), dimensions={2}
+  ROOT a = f32[3,50,70]{2,1,0} add(m, b)
+}"""
 TRANSPOSED_ROOT = """HloModule f
 ENTRY e {
   p0 = f32[30,20]{1,0} parameter(0)
@@ -79,7 +93,11 @@ ENTRY e {
   ROOT t = f32[10,30]{1,0} transpose(d), dimensions={1,0}
 }"""
 DIRECT = {"bias_f32": BIAS_F32, "bias_bf16": BIAS_BF16, "split_k": SPLIT_K,
-          "scaled_attention": SCALED_ATTENTION, "norm_prologue": NORM_PROLOGUE, "bias_convert": BIAS_CONVERT}
+          "scaled_attention": SCALED_ATTENTION, "norm_prologue": NORM_PROLOGUE, "bias_convert": BIAS_CONVERT,
+          "scale_bias": SCALE_BIAS}
+# What the GEMM's store applies (the rest runs per block of rows): (alpha, bias) parameter names
+FOLDED = {"bias_f32": (None, "p2"), "scaled_attention": ("c", None), "scale_bias": ("c", "p2"),
+          "bias_bf16": (None, None), "bias_convert": (None, None)}
 
 
 def _args(text: str, seed: int = 0) -> list[np.ndarray]:
@@ -103,6 +121,22 @@ def test_direct_fusion_equals_the_interpreter_and_writes_the_output_buffer(name)
     assert np.array_equal(got.view(np.uint8), np.ascontiguousarray(want).view(np.uint8))
     fresh = run_gemm_fusion(text, name, args)  # no output buffer given: a new array, same bits
     assert np.array_equal(fresh.view(np.uint8), got.view(np.uint8))
+
+
+@pytest.mark.parametrize("name", sorted(FOLDED))
+def test_a_scale_and_a_column_bias_run_in_the_gemm_store(name):
+    plan = direct_plan(parse_module(DIRECT[name], name))
+    assert tuple(x and x.name for x in (plan.alpha, plan.bias)) == FOLDED[name]
+
+
+def test_the_store_keeps_a_negative_zero_when_there_is_no_bias():
+    """A bias of -0.0 stands for none: 0 * -1 stays -0.0 (an added +0.0 would make it +0.0)."""
+    a, b = np.full((1, 5, 3), -1, np.float32), np.zeros((1, 3, 40), np.float32)
+    out = np.ones((1, 5, 40), np.float32)
+    sgemm_batched(a, b, out, alpha=-1.0)
+    assert np.all(out == 0) and np.all(np.signbit(out))
+    sgemm_batched(a, b, out, alpha=-1.0, bias=np.arange(40, dtype=np.float32))
+    assert np.array_equal(out[0, 0], np.arange(40, dtype=np.float32)) and not np.signbit(out[0, 0, 0])
 
 
 def test_fusions_without_a_plan_are_evaluated_by_the_interpreter():
