@@ -65,7 +65,7 @@ class DirectPlan:
     users up to the root, in order) on each block of the dot's rows."""
 
     def __init__(self, prologue: list, dot: HloInstruction, epilogue: list, root: HloInstruction,
-                 folded: dict):
+                 folded: dict, perm: tuple[int, ...] | None = None):
         from hlo_common.interpreter import fast
         from hlo_common.interpreter.evaluator import Evaluator
         from hlo_common.interpreter.registry import HANDLERS
@@ -74,6 +74,7 @@ class DirectPlan:
         self.prologue, self.dot, self.epilogue, self.root = prologue, dot, epilogue, root
         self.alpha, self.bias = folded.get("alpha"), folded.get("bias")  # their scalar and vector
         self.head = folded.get("head", dot)
+        self.perm = perm  # the root is transpose(dot) with these dimensions
         self.handlers = {id(i): fast.specialize(i) or HANDLERS[i.opcode] for i in epilogue}
 
     def run(self, operands: list[np.ndarray], out: np.ndarray | None) -> np.ndarray | None:
@@ -87,14 +88,21 @@ class DirectPlan:
         a, b = (to_accumulation(values[id(o)], result_type) for o in self.dot.operands)
         if a.dtype != np.float32 or b.dtype != np.float32:
             return None
-        dims = self.dot.shape.dims
+        dims, root_dims = self.dot.shape.dims, tuple(self.root.shape.dims)
         root_dtype = self.root.shape.element_type.np_dtype
-        fits = (out is not None and out.flags.c_contiguous and out.shape == tuple(dims)
+        fits = (out is not None and out.flags.c_contiguous and out.shape == root_dims
                 and out.dtype == root_dtype)
-        dest = out if fits else np.empty(dims, root_dtype)
+        dest = out if fits else np.empty(root_dims, root_dtype)
         f32_in_dest = result_type.np_dtype == np.float32 and root_dtype == np.float32
-        acc = dest if f32_in_dest else np.empty(dims, np.float32)
-        dot_general(a, b, *_dot_dims(self.dot), out=acc, product=self._product(values, acc, dest))
+        if self.perm is not None:
+            acc = dest.transpose(np.argsort(self.perm))  # the dot's dims, over the root's buffer
+        else:
+            acc = dest if f32_in_dest else np.empty(dims, np.float32)
+        plain = f32_in_dest and not self.epilogue
+        product = self._product(values, acc, dest, plain)
+        result = dot_general(a, b, *_dot_dims(self.dot), out=acc, product=product)
+        if not np.may_share_memory(result, acc):  # dot_general could not reshape acc without a copy
+            acc[...] = result
         return dest
 
     def _prologue(self, operands: list[np.ndarray]) -> dict[int, np.ndarray]:
@@ -107,7 +115,7 @@ class DirectPlan:
                 values[id(instr)] = self.ev.evaluate_instruction(instr, ops)
         return values
 
-    def _product(self, values: dict, acc: np.ndarray, dest: np.ndarray):
+    def _product(self, values: dict, acc: np.ndarray, dest: np.ndarray, plain: bool):
         """The product function `dot_general` calls: the host GEMM on the stacks it is given
         (alpha and bias in its store), with the rounding and the epilogue per finished block of
         rows (when there is one)."""
@@ -117,7 +125,6 @@ class DirectPlan:
         head_type = self.head.shape.element_type
         alpha = 1.0 if self.alpha is None else float(values[id(self.alpha)])
         bias = None if self.bias is None else values[id(self.bias)]
-        plain = acc is dest and not self.epilogue
 
         def product(sa: np.ndarray, sb: np.ndarray, target: np.ndarray) -> np.ndarray:
             stacked = (sa[None], sb[None], target[None]) if sa.ndim == 2 else (sa, sb, target)
@@ -167,6 +174,8 @@ def direct_plan(module) -> DirectPlan | None:
     t = dot.shape.element_type
     if not t.is_float or t.bits not in (16, 32) or len(dot.operands) != 2:
         return None
+    if root.opcode == "transpose" and root.operands[0] is dot:
+        return _transposed_root(order, dot, root)
     after: set[int] = {id(dot)}
     prologue, epilogue = [], []
     for instr in order:
@@ -187,6 +196,19 @@ def direct_plan(module) -> DirectPlan | None:
         return None
     folded = _fold(comp, dot, epilogue)
     return DirectPlan(prologue, dot, epilogue[len(folded) - 1 if folded else 0:], root, folded)
+
+
+def _transposed_root(order: list, dot: HloInstruction, root: HloInstruction) -> DirectPlan | None:
+    """An f32 dot whose transpose is the root (an attention product put back in [batch, seq,
+    heads, dim] order): the GEMM writes the output buffer through the transposed view, which keeps
+    rows readable when the permutation leaves the last dim last."""
+    perm = tuple(root.attrs.get("dimensions", ()))
+    f32 = dot.shape.element_type
+    if not perm or perm[-1] != len(perm) - 1 or f32.np_dtype != np.float32 \
+            or root.shape.element_type is not f32:
+        return None
+    prologue = [i for i in order if i is not dot and i is not root]
+    return DirectPlan(prologue, dot, [], root, {}, perm)
 
 
 def _fold(comp, dot: HloInstruction, epilogue: list) -> dict:

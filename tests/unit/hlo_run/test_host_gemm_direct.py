@@ -85,6 +85,15 @@ ENTRY e {
   b = f32[3,50,70]{2,1,0} broadcast(p2), dimensions={2}
   ROOT a = f32[3,50,70]{2,1,0} add(m, b)
 }"""
+ATTENTION_VALUES = """HloModule f
+ENTRY e {
+  p0 = f32[2,3,40,40]{3,2,1,0} parameter(0)
+  p1 = f32[2,40,3,16]{3,2,1,0} parameter(1)
+  t1 = f32[2,3,40,16]{3,2,1,0} transpose(p1), dimensions={0,2,1,3}
+  d = f32[2,3,40,16]{3,2,1,0} dot(p0, t1), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, """ \
+    """rhs_batch_dims={0,1}, rhs_contracting_dims={2}
+  ROOT t = f32[2,40,3,16]{3,2,1,0} transpose(d), dimensions={0,2,1,3}
+}"""
 TRANSPOSED_ROOT = """HloModule f
 ENTRY e {
   p0 = f32[30,20]{1,0} parameter(0)
@@ -94,7 +103,7 @@ ENTRY e {
 }"""
 DIRECT = {"bias_f32": BIAS_F32, "bias_bf16": BIAS_BF16, "split_k": SPLIT_K,
           "scaled_attention": SCALED_ATTENTION, "norm_prologue": NORM_PROLOGUE, "bias_convert": BIAS_CONVERT,
-          "scale_bias": SCALE_BIAS}
+          "scale_bias": SCALE_BIAS, "attention_values": ATTENTION_VALUES}
 # What the GEMM's store applies (the rest runs per block of rows): (alpha, bias) parameter names
 FOLDED = {"bias_f32": (None, "p2"), "scaled_attention": ("c", None), "scale_bias": ("c", "p2"),
           "bias_bf16": (None, None), "bias_convert": (None, None)}
@@ -140,6 +149,7 @@ def test_the_store_keeps_a_negative_zero_when_there_is_no_bias():
 
 
 def test_fusions_without_a_plan_are_evaluated_by_the_interpreter():
+    """A transposed root that moves the last dim: the GEMM could not write rows of it."""
     assert direct_plan(parse_module(TRANSPOSED_ROOT, "t")) is None
     args = _args(TRANSPOSED_ROOT)
     got = run_gemm_fusion(TRANSPOSED_ROOT, "t", args, out=np.empty((10, 30), np.float32))
