@@ -31,12 +31,14 @@ ROW_TILES = 8  # MR-row tiles of C per microkernel sweep (96 rows: A's rows then
 _I64 = ctypes.c_int64
 _P = ctypes.c_void_p
 _GEMM = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _P, _I64, _I64, _I64, ctypes.c_float, _P)
+_PACK = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P)
 _CONV = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _I64, _P, _I64, _I64, _I64, _P, _P, _I64, _I64, _I64)
 
 
 @functools.lru_cache(maxsize=None)
 def _kernels():
-    """(mr, nr, gemm, conv_rows) compiled for this CPU (its vector width picks the tile)."""
+    """(mr, nr, gemm, conv_rows, the compiled module, pack) for this CPU (its vector width picks
+    the tile)."""
     from hlo_run.host_kernel import _llvm, compile_host_module
 
     avx512 = "+avx512f" in _llvm().get_host_cpu_features().flatten().split(",")
@@ -44,7 +46,8 @@ def _kernels():
     compiled = compile_host_module(blas_module(mr, nr), 2)
     gemm = _GEMM(compiled.engine.get_function_address("gemm"))
     conv = _CONV(compiled.engine.get_function_address("conv_rows"))
-    return mr, nr, gemm, conv, compiled
+    pack = _PACK(compiled.engine.get_function_address("pack"))
+    return mr, nr, gemm, conv, compiled, pack
 
 
 def _threads(work: int) -> int:
@@ -72,30 +75,28 @@ def pack_panels(b: np.ndarray, nr: int, kc: int | None = None, out: np.ndarray |
     return out
 
 
-def _pack_all(mats: list[np.ndarray], nr: int, per: int, threads: int) -> np.ndarray:
-    """Every matrix of `mats` (each [k, n], any strides) packed (`pack_panels`, K blocks of KC),
-    one after another (`per` floats each); the matrices' K blocks are packed on the host threads
-    (numpy copies release the GIL), as packing a large B took a tenth of its product's time."""
-    nb, (k, n) = len(mats), mats[0].shape
+def _pack_all(b: np.ndarray, nr: int, per: int, threads: int) -> np.ndarray:
+    """Every matrix of the stack b [batch..., k, n] (any strides) packed (`pack_panels`, K blocks
+    of KC), one after another (`per` floats each). Where B's rows are contiguous and n a multiple
+    of nr, the K blocks are copied by the JIT's `pack` (vector loads and stores; numpy's strided
+    copy ran at a third of that) on the host threads; otherwise numpy packs them."""
+    (k, n), nb = b.shape[-2:], math.prod(b.shape[:-2])
     bp = np.empty(nb * per, np.float32)
     blocks = -(-k // KC)
-    if n % nr or nb * blocks == 1:
-        for i, b in enumerate(mats):
-            pack_panels(b, nr, KC, bp[i * per:(i + 1) * per])
+    if n % nr or b.strides[-1] != 4 or b.strides[-2] % 4 or b.strides[-2] < 0:
+        for i, index in enumerate(np.ndindex(*b.shape[:-2])):
+            pack_panels(b[index], nr, KC, bp[i * per:(i + 1) * per])
         return bp
-    npan = n // nr
+    npan, ldb, pack, bases, out = n // nr, b.strides[-2] // 4, _kernels()[5], _bases(b), bp.ctypes.data
 
-    def pack(lo: int, hi: int) -> None:
+    def run(lo: int, hi: int) -> None:
         for u in range(lo, hi):
             i, k0 = u // blocks, (u % blocks) * KC
-            rows = min(KC, k - k0)
-            start = i * per + k0 * npan * nr
-            block = bp[start:start + rows * npan * nr].reshape(npan, rows, nr)
-            block[...] = mats[i][k0:k0 + rows].reshape(rows, npan, nr).transpose(1, 0, 2)
+            pack(bases[i] + 4 * k0 * ldb, ldb, min(KC, k - k0), npan, out + 4 * (i * per + k0 * npan * nr))
 
     from hlo_run.host_kernel import run_ranges
 
-    run_ranges("packing the host GEMM's B", pack, nb * blocks, threads if k * n >= 1 << 16 else 1)
+    run_ranges("packing the host GEMM's B", run, nb * blocks, threads if k * n >= 1 << 16 else 1)
     return bp
 
 
@@ -152,10 +153,10 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
             epilogue(i, 0, m)
         return
     a = a if _rows_readable(a) else np.ascontiguousarray(a, np.float32)
-    mr, nr, gemm, _, _ = _kernels()
+    mr, nr, gemm, _, _, _ = _kernels()
     threads = threads if threads is not None else _threads(4 * nb * (m * k + k * n + m * n))
     per = k * -(-n // nr) * nr
-    bp = _pack_all([b[index] for index in np.ndindex(*batch)], nr, per, threads)
+    bp = _pack_all(b, nr, per, threads)
     lda, ldc = a.strides[-2] // 4, target.strides[-2] // 4
     pas, pcs, pb = _bases(a), _bases(target), bp.ctypes.data
     pbias = None if bias is None else bias.ctypes.data
@@ -199,7 +200,7 @@ def conv_channels_last(x: np.ndarray, w: np.ndarray, strides: tuple[int, ...], d
     if x.shape[-1] == 0:
         out[...] = 0
         return
-    mr, nr, _, conv, _ = _kernels()
+    mr, nr, _, conv, _, _ = _kernels()
     xs = [st // 4 for st in x.strides]  # element strides of [N, S..., C]
     taps, cin = _taps(w.shape[:nsp], dilations, xs, x.shape[-1])
     o, n, wo = w.shape[-1], out.shape[0], out.shape[-2]

@@ -19,6 +19,8 @@ cin its input features); B is then the kernel as [taps * cin, output features]. 
     void @conv_rows(ptr x, i64 lda, ptr taps, i64 ntaps, i64 cin, ptr rowbase, i64 r0, i64 r1,
                     i64 wo, ptr bp, ptr out, i64 ldc, i64 rowstride, i64 n)
         output rows [r0, r1): out[r * rowstride + w * ldc + o] for w < wo, o < n
+    void @pack(ptr b, i64 ldb, i64 rows, i64 npan, ptr out)
+        one K block of B packed into NR-column panels (what the two above read)
 
 The sums run in a fixed order (K blocks, then k ascending, one FMA each), so a result never
 depends on how rows are split over threads. No external symbols: only LLVM intrinsics.
@@ -120,45 +122,49 @@ def _store_tile(mr: int, nr: int) -> list[str]:
 
 
 def _gemm(mr: int, nr: int) -> list[str]:
+    """C's NR-column panels one after another, the K blocks of each panel inside: a panel's C
+    tiles (a row block's: 96 x 32 floats) stay in L1/L2 over its K blocks, where sweeping every
+    panel per K block moved the whole row block of C (96 x n floats) through L2 once per block."""
     return [
         "define void @gemm(ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %m, i64 %n, "
         "float %alpha, ptr %bias) {",
         "entry:", "  %hasbias = icmp ne ptr %bias, null",
         f"  %npan0 = add i64 %n, {nr - 1}", f"  %npan = udiv i64 %npan0, {nr}",
+        "  br label %j_loop",
+        "j_loop:",
+        "  %j = phi i64 [0, %entry], [%j1, %j_next]",
+        f"  %pan = udiv i64 %j, {nr}", "  %nv = sub i64 %n, %j",
+        "  %bj = getelementptr float, ptr %bias, i64 %j",
+        "  %cj = getelementptr float, ptr %c, i64 %j",
         "  br label %kb_loop",
         "kb_loop:",
-        "  %kb = phi i64 [0, %entry], [%kb1, %kb_next]",
+        "  %kb = phi i64 [0, %j_loop], [%kb1, %kb_next]",
         "  %krest = sub i64 %k, %kb", f"  %kc0 = icmp slt i64 %krest, {KC}",
         f"  %kc = select i1 %kc0, i64 %krest, i64 {KC}",
         "  %accum = icmp ne i64 %kb, 0",
         "  %kend = add i64 %kb, %kc", "  %last = icmp sge i64 %kend, %k",
         "  %alk = select i1 %last, float %alpha, float 1.0", "  %usebias = and i1 %last, %hasbias",
-        "  %bkoff0 = mul i64 %kb, %npan", f"  %bkoff = mul i64 %bkoff0, {nr}",
-        "  %bk = getelementptr float, ptr %bp, i64 %bkoff",
-        "  %ak = getelementptr float, ptr %a, i64 %kb",
-        "  br label %j_loop",
-        "j_loop:",
-        "  %j = phi i64 [0, %kb_loop], [%j1, %j_next]",
-        f"  %pan = udiv i64 %j, {nr}", f"  %pst = mul i64 %kc, {nr}", "  %poff = mul i64 %pan, %pst",
-        "  %bpp = getelementptr float, ptr %bk, i64 %poff", "  %nv = sub i64 %n, %j",
-        "  %bj = getelementptr float, ptr %bias, i64 %j",
         "  %bjp = select i1 %usebias, ptr %bj, ptr @neg_zero",
+        "  %bkoff0 = mul i64 %kb, %npan", f"  %bkoff = mul i64 %bkoff0, {nr}",
+        f"  %pst = mul i64 %kc, {nr}", "  %poff = mul i64 %pan, %pst", "  %boff = add i64 %bkoff, %poff",
+        "  %bpp = getelementptr float, ptr %bp, i64 %boff",
+        "  %ak = getelementptr float, ptr %a, i64 %kb",
         "  br label %i_loop",
         "i_loop:",
-        "  %i = phi i64 [0, %j_loop], [%i1, %i_loop]",
+        "  %i = phi i64 [0, %kb_loop], [%i1, %i_loop]",
         "  %arow = mul i64 %i, %lda", "  %ap = getelementptr float, ptr %ak, i64 %arow",
-        "  %crow = mul i64 %i, %ldc", "  %cr = getelementptr float, ptr %c, i64 %crow",
-        "  %cp = getelementptr float, ptr %cr, i64 %j", "  %mv = sub i64 %m, %i",
+        "  %crow = mul i64 %i, %ldc", "  %cp = getelementptr float, ptr %cj, i64 %crow",
+        "  %mv = sub i64 %m, %i",
         "  call void @mk(ptr %ap, i64 %lda, ptr @zero_tap, i64 1, i64 %kc, ptr %bpp, ptr %cp, i64 %ldc, "
         "i64 %mv, i64 %nv, i1 %accum, float %alk, ptr %bjp)",
         f"  %i1 = add i64 %i, {mr}", "  %imore = icmp slt i64 %i1, %m",
-        "  br i1 %imore, label %i_loop, label %j_next",
-        "j_next:",
-        f"  %j1 = add i64 %j, {nr}", "  %jmore = icmp slt i64 %j1, %n",
-        "  br i1 %jmore, label %j_loop, label %kb_next",
+        "  br i1 %imore, label %i_loop, label %kb_next",
         "kb_next:",
         "  %kb1 = add i64 %kb, %kc", "  %kbmore = icmp slt i64 %kb1, %k",
-        "  br i1 %kbmore, label %kb_loop, label %out",
+        "  br i1 %kbmore, label %kb_loop, label %j_next",
+        "j_next:",
+        f"  %j1 = add i64 %j, {nr}", "  %jmore = icmp slt i64 %j1, %n",
+        "  br i1 %jmore, label %j_loop, label %out",
         "out:", "  ret void", "}",
     ]
 
@@ -201,6 +207,40 @@ def _conv_rows(mr: int, nr: int) -> list[str]:
     ]
 
 
+def _pack(nr: int) -> list[str]:
+    """`@pack(b, ldb, rows, npan, out)`: one K block of B (rows x npan * nr floats, rows ldb floats
+    apart) as `host_blas.pack_panels` lays it out: panel after panel, each rows x nr floats."""
+    vecs = nr // 16
+    body = []
+    for v in range(vecs):
+        body += [f"  %src{v} = getelementptr float, ptr %srow, i64 {16 * v}",
+                 f"  %x{v} = load {_VF}, ptr %src{v}, align 4",
+                 f"  %dst{v} = getelementptr float, ptr %drow, i64 {16 * v}",
+                 f"  store {_VF} %x{v}, ptr %dst{v}, align 4"]
+    return [
+        "define void @pack(ptr noalias %b, i64 %ldb, i64 %rows, i64 %npan, ptr noalias %out) {",
+        "entry:", "  %any = icmp sgt i64 %rows, 0", "  %anyp = icmp sgt i64 %npan, 0",
+        "  %go = and i1 %any, %anyp", "  br i1 %go, label %p_loop, label %done",
+        "p_loop:",
+        "  %p = phi i64 [0, %entry], [%p1, %p_next]",
+        f"  %pcol = mul i64 %p, {nr}", "  %pb = getelementptr float, ptr %b, i64 %pcol",
+        f"  %pst = mul i64 %rows, {nr}", "  %poff = mul i64 %p, %pst",
+        "  %po = getelementptr float, ptr %out, i64 %poff",
+        "  br label %k_loop",
+        "k_loop:",
+        "  %k = phi i64 [0, %p_loop], [%k1, %k_loop]",
+        "  %soff = mul i64 %k, %ldb", "  %srow = getelementptr float, ptr %pb, i64 %soff",
+        f"  %doff = mul i64 %k, {nr}", "  %drow = getelementptr float, ptr %po, i64 %doff",
+        *body,
+        "  %k1 = add i64 %k, 1", "  %kmore = icmp slt i64 %k1, %rows",
+        "  br i1 %kmore, label %k_loop, label %p_next",
+        "p_next:",
+        "  %p1 = add i64 %p, 1", "  %pmore = icmp slt i64 %p1, %npan",
+        "  br i1 %pmore, label %p_loop, label %done",
+        "done:", "  ret void", "}",
+    ]
+
+
 def blas_module(mr: int, nr: int) -> str:
     """The module's LLVM IR text for an mr x nr tile (target triple and data layout are set by the JIT)."""
     head = [
@@ -210,4 +250,4 @@ def blas_module(mr: int, nr: int) -> str:
         "@zero_tap = private constant [1 x i64] zeroinitializer",
         f"@neg_zero = private constant [{nr} x float] [{', '.join(['float -0.0'] * nr)}]",
     ]
-    return "\n".join(head + _microkernel(mr, nr) + _gemm(mr, nr) + _conv_rows(mr, nr)) + "\n"
+    return "\n".join(head + _microkernel(mr, nr) + _gemm(mr, nr) + _conv_rows(mr, nr) + _pack(nr)) + "\n"

@@ -105,3 +105,19 @@ def test_direct_convolution_matches_float64(x_shape, w_shape, strides, dilations
     one = np.empty_like(out)
     conv_channels_last(x, w, strides, dilations, one, threads=1)
     assert np.array_equal(one, out)
+
+
+def test_the_jit_packs_b_as_numpy_packs_it():
+    """The JIT's `pack` (rows contiguous, n a multiple of NR) lays B out as pack_panels does, K
+    block by K block, from a strided stack (rows wider than n, a batch of transposed order)."""
+    from hlo_run.host_blas import _kernels, _pack_all, pack_panels
+
+    nr = _kernels()[1]
+    k, n = KC + 37, 3 * nr
+    wide = np.random.default_rng(3).standard_normal((2, 3, k, n + 5)).astype(np.float32)
+    b = wide[..., :n].transpose(1, 0, 2, 3)  # [3, 2, k, n]: batch strides out of order, rows n + 5 apart
+    per = k * n
+    got = _pack_all(b, nr, per, threads=2)
+    want = np.concatenate([pack_panels(np.ascontiguousarray(b[i, j]), nr, KC)
+                           for i in range(3) for j in range(2)])
+    assert np.array_equal(got, want)
