@@ -28,6 +28,7 @@ import numpy as np
 from hlo_run.host_blas_ir import KC, blas_module, tile
 
 ROW_TILES = 8  # MR-row tiles of C per microkernel sweep (96 rows: A's rows then stay in L2 over a K block)
+UNITS_PER_THREAD = 4  # a GEMM is split into at least this many units (row chunk x panel group) a thread
 _I64 = ctypes.c_int64
 _P = ctypes.c_void_p
 _GEMM = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _P, _I64, _I64, _I64, ctypes.c_float, _P)
@@ -76,23 +77,24 @@ def pack_panels(b: np.ndarray, nr: int, kc: int | None = None, out: np.ndarray |
 
 
 def _pack_all(b: np.ndarray, nr: int, per: int, threads: int) -> np.ndarray:
-    """Every matrix of the stack b [batch..., k, n] (any strides) packed (`pack_panels`, K blocks
-    of KC), one after another (`per` floats each). Where B's rows are contiguous and n a multiple
-    of nr, the K blocks are copied by the JIT's `pack` (vector loads and stores; numpy's strided
-    copy ran at a third of that) on the host threads; otherwise numpy packs them."""
+    """Every matrix of the stack b [batch..., k, n] (any strides) packed (`pack_panels`: NR-column
+    panels of all k rows), one after another (`per` floats each). Where B's rows are contiguous
+    and n a multiple of nr, blocks of KC rows are copied by the JIT's `pack` (vector loads and
+    stores; numpy's strided copy ran at a third of that) on the host threads; otherwise numpy
+    packs them."""
     (k, n), nb = b.shape[-2:], math.prod(b.shape[:-2])
     bp = np.empty(nb * per, np.float32)
     blocks = -(-k // KC)
     if n % nr or b.strides[-1] != 4 or b.strides[-2] % 4 or b.strides[-2] < 0:
         for i, index in enumerate(np.ndindex(*b.shape[:-2])):
-            pack_panels(b[index], nr, KC, bp[i * per:(i + 1) * per])
+            pack_panels(b[index], nr, None, bp[i * per:(i + 1) * per])
         return bp
     npan, ldb, pack, bases, out = n // nr, b.strides[-2] // 4, _kernels()[5], _bases(b), bp.ctypes.data
 
     def run(lo: int, hi: int) -> None:
         for u in range(lo, hi):
             i, k0 = u // blocks, (u % blocks) * KC
-            pack(bases[i] + 4 * k0 * ldb, ldb, min(KC, k - k0), npan, out + 4 * (i * per + k0 * npan * nr))
+            pack(bases[i] + 4 * k0 * ldb, ldb, min(KC, k - k0), npan, out + 4 * (i * per + k0 * nr), k * nr)
 
     from hlo_run.host_kernel import run_ranges
 
@@ -160,22 +162,29 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
     lda, ldc = a.strides[-2] // 4, target.strides[-2] // 4
     pas, pcs, pb = _bases(a), _bases(target), bp.ctypes.data
     pbias = None if bias is None else bias.ctypes.data
-    tiles = -(-m // mr)
+    chunks = -(-m // (mr * ROW_TILES))  # row chunks of a matrix: ROW_TILES tiles (A's rows stay in L2)
+    npan = -(-n // nr)
+    # C's panels in groups, so that a product of few row chunks still has units for every thread
+    # (the tail of a thread's last unit is what the others wait for); one group with an epilogue,
+    # which takes whole rows
+    groups = 1 if epilogue else max(1, min(npan, -(-threads * UNITS_PER_THREAD // (nb * chunks))))
+    step = -(-npan // groups)
+    groups = -(-npan // step)
 
     def run(lo: int, hi: int) -> None:
-        while lo < hi:  # calls of at most ROW_TILES tiles of one matrix (its A rows stay in L2)
-            i, t0 = divmod(lo, tiles)
-            t1 = min(hi - i * tiles, tiles, t0 + ROW_TILES)
-            r0, r1 = t0 * mr, min(t1 * mr, m)
-            gemm(pas[i] + 4 * r0 * lda, lda, pb + 4 * i * per, k, pcs[i] + 4 * r0 * ldc, ldc, r1 - r0, n,
-                 alpha, pbias)
+        for u in range(lo, hi):
+            i, rest = divmod(u, chunks * groups)
+            chunk, g = divmod(rest, groups)
+            r0, r1 = chunk * mr * ROW_TILES, min(m, (chunk + 1) * mr * ROW_TILES)
+            j0, j1 = g * step * nr, min(n, (g + 1) * step * nr)
+            gemm(pas[i] + 4 * r0 * lda, lda, pb + 4 * (i * per + j0 * k), k, pcs[i] + 4 * (r0 * ldc + j0),
+                 ldc, r1 - r0, j1 - j0, alpha, pbias and pbias + 4 * j0)
             if epilogue is not None:
                 epilogue(i, r0, r1)
-            lo = i * tiles + t1
 
     from hlo_run.host_kernel import run_ranges
 
-    run_ranges("the host GEMM", run, nb * tiles, threads)
+    run_ranges("the host GEMM", run, nb * chunks * groups, threads)
 
 
 def conv_channels_last(x: np.ndarray, w: np.ndarray, strides: tuple[int, ...], dilations: tuple[int, ...],

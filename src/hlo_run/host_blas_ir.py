@@ -13,14 +13,14 @@ cin its input features); B is then the kernel as [taps * cin, output features]. 
 (fewer rows or columns) read a valid row instead and skip their stores (masked for columns).
 
     void @gemm(ptr a, i64 lda, ptr bp, i64 k, ptr c, i64 ldc, i64 m, i64 n, float alpha, ptr bias)
-        C[m, n] = A[m, k] B[k, n] in K blocks of KC (bp: B packed per block and panel), each
+        C[m, n] = A[m, k] B[k, n] in K blocks of KC (bp: B packed per panel, k x NR floats each), each
         finished value then times alpha plus bias[n] (bias null: none), a GEMM fusion's
         epilogue `add(multiply(dot, alpha), bias)` rounded as its two ops round
     void @conv_rows(ptr x, i64 lda, ptr taps, i64 ntaps, i64 cin, ptr rowbase, i64 r0, i64 r1,
                     i64 wo, ptr bp, ptr out, i64 ldc, i64 rowstride, i64 n)
         output rows [r0, r1): out[r * rowstride + w * ldc + o] for w < wo, o < n
-    void @pack(ptr b, i64 ldb, i64 rows, i64 npan, ptr out)
-        one K block of B packed into NR-column panels (what the two above read)
+    void @pack(ptr b, i64 ldb, i64 rows, i64 npan, ptr out, i64 pstride)
+        rows of B packed into NR-column panels (what the two above read)
 
 The sums run in a fixed order (K blocks, then k ascending, one FMA each), so a result never
 depends on how rows are split over threads. No external symbols: only LLVM intrinsics.
@@ -129,7 +129,6 @@ def _gemm(mr: int, nr: int) -> list[str]:
         "define void @gemm(ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %m, i64 %n, "
         "float %alpha, ptr %bias) {",
         "entry:", "  %hasbias = icmp ne ptr %bias, null",
-        f"  %npan0 = add i64 %n, {nr - 1}", f"  %npan = udiv i64 %npan0, {nr}",
         "  br label %j_loop",
         "j_loop:",
         "  %j = phi i64 [0, %entry], [%j1, %j_next]",
@@ -145,8 +144,8 @@ def _gemm(mr: int, nr: int) -> list[str]:
         "  %kend = add i64 %kb, %kc", "  %last = icmp sge i64 %kend, %k",
         "  %alk = select i1 %last, float %alpha, float 1.0", "  %usebias = and i1 %last, %hasbias",
         "  %bjp = select i1 %usebias, ptr %bj, ptr @neg_zero",
-        "  %bkoff0 = mul i64 %kb, %npan", f"  %bkoff = mul i64 %bkoff0, {nr}",
-        f"  %pst = mul i64 %kc, {nr}", "  %poff = mul i64 %pan, %pst", "  %boff = add i64 %bkoff, %poff",
+        f"  %bkoff = mul i64 %kb, {nr}",
+        f"  %pst = mul i64 %k, {nr}", "  %poff = mul i64 %pan, %pst", "  %boff = add i64 %bkoff, %poff",
         "  %bpp = getelementptr float, ptr %bp, i64 %boff",
         "  %ak = getelementptr float, ptr %a, i64 %kb",
         "  br label %i_loop",
@@ -208,8 +207,9 @@ def _conv_rows(mr: int, nr: int) -> list[str]:
 
 
 def _pack(nr: int) -> list[str]:
-    """`@pack(b, ldb, rows, npan, out)`: one K block of B (rows x npan * nr floats, rows ldb floats
-    apart) as `host_blas.pack_panels` lays it out: panel after panel, each rows x nr floats."""
+    """`@pack(b, ldb, rows, npan, out, pstride)`: rows of B (rows x npan * nr floats, rows ldb
+    floats apart) into its packed panels (`host_blas.pack_panels`' layout), panel p's rows at
+    out + p * pstride, nr floats a row."""
     vecs = nr // 16
     body = []
     for v in range(vecs):
@@ -218,14 +218,13 @@ def _pack(nr: int) -> list[str]:
                  f"  %dst{v} = getelementptr float, ptr %drow, i64 {16 * v}",
                  f"  store {_VF} %x{v}, ptr %dst{v}, align 4"]
     return [
-        "define void @pack(ptr noalias %b, i64 %ldb, i64 %rows, i64 %npan, ptr noalias %out) {",
+        "define void @pack(ptr noalias %b, i64 %ldb, i64 %rows, i64 %npan, ptr noalias %out, i64 %pstride) {",
         "entry:", "  %any = icmp sgt i64 %rows, 0", "  %anyp = icmp sgt i64 %npan, 0",
         "  %go = and i1 %any, %anyp", "  br i1 %go, label %p_loop, label %done",
         "p_loop:",
         "  %p = phi i64 [0, %entry], [%p1, %p_next]",
         f"  %pcol = mul i64 %p, {nr}", "  %pb = getelementptr float, ptr %b, i64 %pcol",
-        f"  %pst = mul i64 %rows, {nr}", "  %poff = mul i64 %p, %pst",
-        "  %po = getelementptr float, ptr %out, i64 %poff",
+        "  %poff = mul i64 %p, %pstride", "  %po = getelementptr float, ptr %out, i64 %poff",
         "  br label %k_loop",
         "k_loop:",
         "  %k = phi i64 [0, %p_loop], [%k1, %k_loop]",

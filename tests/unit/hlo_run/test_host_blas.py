@@ -108,8 +108,9 @@ def test_direct_convolution_matches_float64(x_shape, w_shape, strides, dilations
 
 
 def test_the_jit_packs_b_as_numpy_packs_it():
-    """The JIT's `pack` (rows contiguous, n a multiple of NR) lays B out as pack_panels does, K
-    block by K block, from a strided stack (rows wider than n, a batch of transposed order)."""
+    """The JIT's `pack` (rows contiguous, n a multiple of NR), K block by K block on two threads,
+    lays B out as pack_panels does, from a strided stack (rows wider than n, a batch of
+    transposed order)."""
     from hlo_run.host_blas import _kernels, _pack_all, pack_panels
 
     nr = _kernels()[1]
@@ -118,6 +119,6 @@ def test_the_jit_packs_b_as_numpy_packs_it():
     b = wide[..., :n].transpose(1, 0, 2, 3)  # [3, 2, k, n]: batch strides out of order, rows n + 5 apart
     per = k * n
     got = _pack_all(b, nr, per, threads=2)
-    want = np.concatenate([pack_panels(np.ascontiguousarray(b[i, j]), nr, KC)
+    want = np.concatenate([pack_panels(np.ascontiguousarray(b[i, j]), nr)
                            for i in range(3) for j in range(2)])
     assert np.array_equal(got, want)
