@@ -32,14 +32,15 @@ UNITS_PER_THREAD = 4  # a GEMM is split into at least this many units (row chunk
 _I64 = ctypes.c_int64
 _P = ctypes.c_void_p
 _GEMM = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _P, _I64, _I64, _I64, ctypes.c_float, _P)
-_PACK = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P)
+_PACK = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
+_ROUND = ctypes.CFUNCTYPE(None, _P, _P, _I64)
 _CONV = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _I64, _P, _I64, _I64, _I64, _P, _P, _I64, _I64, _I64)
 
 
 @functools.lru_cache(maxsize=None)
 def _kernels():
-    """(mr, nr, gemm, conv_rows, the compiled module, pack) for this CPU (its vector width picks
-    the tile)."""
+    """(mr, nr, gemm, conv_rows, the compiled module, pack, round_bf16) for this CPU (its vector
+    width picks the tile)."""
     from hlo_run.host_kernel import _llvm, compile_host_module
 
     avx512 = "+avx512f" in _llvm().get_host_cpu_features().flatten().split(",")
@@ -48,7 +49,8 @@ def _kernels():
     gemm = _GEMM(compiled.engine.get_function_address("gemm"))
     conv = _CONV(compiled.engine.get_function_address("conv_rows"))
     pack = _PACK(compiled.engine.get_function_address("pack"))
-    return mr, nr, gemm, conv, compiled, pack
+    round_bf16 = _ROUND(compiled.engine.get_function_address("round_bf16"))
+    return mr, nr, gemm, conv, compiled, pack, round_bf16
 
 
 def _threads(work: int) -> int:
@@ -155,7 +157,7 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
             epilogue(i, 0, m)
         return
     a = a if _rows_readable(a) else np.ascontiguousarray(a, np.float32)
-    mr, nr, gemm, _, _, _ = _kernels()
+    mr, nr, gemm, _, _, _, _ = _kernels()
     threads = threads if threads is not None else _threads(4 * nb * (m * k + k * n + m * n))
     per = k * -(-n // nr) * nr
     bp = _pack_all(b, nr, per, threads)
@@ -209,7 +211,7 @@ def conv_channels_last(x: np.ndarray, w: np.ndarray, strides: tuple[int, ...], d
     if x.shape[-1] == 0:
         out[...] = 0
         return
-    mr, nr, _, conv, _, _ = _kernels()
+    mr, nr, _, conv, _, _, _ = _kernels()
     xs = [st // 4 for st in x.strides]  # element strides of [N, S..., C]
     taps, cin = _taps(w.shape[:nsp], dilations, xs, x.shape[-1])
     o, n, wo = w.shape[-1], out.shape[0], out.shape[-2]
@@ -236,6 +238,22 @@ def conv_channels_last(x: np.ndarray, w: np.ndarray, strides: tuple[int, ...], d
 
     run_ranges("the host convolution", run, len(rows),
                threads if threads is not None else _threads(x.nbytes + out.nbytes))
+
+
+def round_bf16(x: np.ndarray) -> np.ndarray:
+    """The float32 array x rounded to bfloat16 (a new C-contiguous array of x's shape): the same
+    bits as `x.astype(ml_dtypes.bfloat16)`, about three times faster (the JIT's `round_bf16`)."""
+    import ml_dtypes
+
+    src = np.ascontiguousarray(x, np.float32)
+    out = np.empty(x.shape, ml_dtypes.bfloat16)
+    flat_src, flat_out = src.reshape(-1), out.reshape(-1)
+    bulk = src.size - src.size % 16
+    if bulk:
+        _kernels()[6](flat_src.ctypes.data, flat_out.ctypes.data, bulk)
+    with np.errstate(invalid="ignore"):  # a NaN tail: ml_dtypes warns on NaN casts
+        flat_out[bulk:] = flat_src[bulk:].astype(ml_dtypes.bfloat16)
+    return out
 
 
 def _tile_use(extent: int, mr: int) -> float:

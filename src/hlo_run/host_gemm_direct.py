@@ -75,7 +75,8 @@ class DirectPlan:
         self.alpha, self.bias = folded.get("alpha"), folded.get("bias")  # their scalar and vector
         self.head = folded.get("head", dot)
         self.perm = perm  # the root is transpose(dot) with these dimensions
-        self.handlers = {id(i): fast.specialize(i) or HANDLERS[i.opcode] for i in epilogue}
+        self.handlers = {id(i): _bf16_binary(i) or fast.specialize(i) or HANDLERS[i.opcode]
+                         for i in epilogue}
 
     def run(self, operands: list[np.ndarray], out: np.ndarray | None) -> np.ndarray | None:
         """The root's value (`out` itself when it was written there), or None when the operands'
@@ -90,8 +91,10 @@ class DirectPlan:
             return None
         dims, root_dims = self.dot.shape.dims, tuple(self.root.shape.dims)
         root_dtype = self.root.shape.element_type.np_dtype
+        # the output buffer may be an operand's (buffer assignment lets an elementwise epilogue
+        # operand, a residual, share it): then the GEMM must not write it before the epilogue reads
         fits = (out is not None and out.flags.c_contiguous and out.shape == root_dims
-                and out.dtype == root_dtype)
+                and out.dtype == root_dtype and not any(np.may_share_memory(out, o) for o in operands))
         dest = out if fits else np.empty(root_dims, root_dtype)
         f32_in_dest = result_type.np_dtype == np.float32 and root_dtype == np.float32
         if self.perm is not None:
@@ -120,7 +123,7 @@ class DirectPlan:
         (alpha and bias in its store), with the rounding and the epilogue per finished block of
         rows (when there is one)."""
         from hlo_common.interpreter.numeric import to_element_type
-        from hlo_run.host_blas import sgemm_batched
+        from hlo_run.host_blas import round_bf16, sgemm_batched
 
         head_type = self.head.shape.element_type
         alpha = 1.0 if self.alpha is None else float(values[id(self.alpha)])
@@ -139,7 +142,9 @@ class DirectPlan:
 
             def block(i: int, r0: int, r1: int) -> None:
                 with np.errstate(all="ignore"):
-                    rows = {id(self.head): to_element_type(acc3[i, r0:r1], head_type)}
+                    head = acc3[i, r0:r1]
+                    rows = {id(self.head): round_bf16(head) if head_type.name == "bf16"
+                            else to_element_type(head, head_type)}
                     for e in self.epilogue:
                         ops = [rows[id(o)] if id(o) in rows else sides[id(o)][i, r0:r1] for o in e.operands]
                         rows[id(e)] = self.handlers[id(e)](e, ops, self.ev)
@@ -149,6 +154,26 @@ class DirectPlan:
             return target
 
         return product
+
+
+_F32_UFUNCS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply}
+
+
+def _bf16_binary(instr: HloInstruction):
+    """For a bf16 add, subtract or multiply of bf16 values: the interpreter's handler's steps
+    (both operands widened to f32, the f32 op, the result rounded to bf16) with the JIT's rounding
+    (`host_blas.round_bf16`, the same bits as ml_dtypes' astype and three times faster); else None."""
+    ufunc = _F32_UFUNCS.get(instr.opcode)
+    if ufunc is None or instr.shape.element_type.name != "bf16" \
+            or any(o.shape.element_type.name != "bf16" for o in instr.operands):
+        return None
+    from hlo_common.interpreter.arith import up
+    from hlo_run.host_blas import round_bf16
+
+    def handler(instr, operands, ev):
+        return round_bf16(ufunc(up(operands[0]), up(operands[1])))
+
+    return handler
 
 
 def _view(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
