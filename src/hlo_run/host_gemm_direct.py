@@ -251,6 +251,8 @@ def _fold(comp, dot: HloInstruction, epilogue: list) -> dict:
     folded: dict = {}
     cur = dot
     for e, want in zip(epilogue, ("multiply", "add")):
+        if len(e.operands) != 2:  # a convert, a tanh: not a scale or a bias
+            break
         other = e.operands[1] if e.operands[0] is cur else e.operands[0]
         chained = users.get(id(cur)) == 1 and cur is not comp.root and any(o is cur for o in e.operands)
         if not chained or e.shape.element_type is not f32 or other.opcode != "broadcast" \

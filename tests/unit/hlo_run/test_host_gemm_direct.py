@@ -101,9 +101,23 @@ ENTRY e {
   d = f32[30,10]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   ROOT t = f32[10,30]{1,0} transpose(d), dimensions={1,0}
 }"""
+CONVERT_ROOT = """HloModule f
+ENTRY e {
+  p0 = f32[2,2,128,32]{3,2,1,0} parameter(0)
+  c = f32[] constant(0.353553385)
+  b = f32[2,2,128,32]{3,2,1,0} broadcast(c), dimensions={}
+  m = f32[2,2,128,32]{3,2,1,0} multiply(p0, b)
+  p1 = bf16[2,32,2,4,8]{4,3,2,1,0} parameter(1)
+  t = bf16[2,2,32,4,8]{4,3,2,1,0} transpose(p1), dimensions={0,2,1,3,4}
+  r = bf16[2,2,128,8]{3,2,1,0} bitcast(t)
+  v = f32[2,2,128,8]{3,2,1,0} convert(r)
+  d = f32[2,2,32,8]{3,2,1,0} dot(m, v), lhs_batch_dims={0,1}, lhs_contracting_dims={2}, """ \
+    """rhs_batch_dims={0,1}, rhs_contracting_dims={2}
+  ROOT o = bf16[2,2,32,8]{3,2,1,0} convert(d)
+}"""  # nnx_llama_bf16_grad's attention gradient (a unary epilogue op, a transposed lhs)
 DIRECT = {"bias_f32": BIAS_F32, "bias_bf16": BIAS_BF16, "split_k": SPLIT_K,
           "scaled_attention": SCALED_ATTENTION, "norm_prologue": NORM_PROLOGUE, "bias_convert": BIAS_CONVERT,
-          "scale_bias": SCALE_BIAS, "attention_values": ATTENTION_VALUES}
+          "scale_bias": SCALE_BIAS, "attention_values": ATTENTION_VALUES, "convert_root": CONVERT_ROOT}
 # What the GEMM's store applies (the rest runs per block of rows): (alpha, bias) parameter names
 FOLDED = {"bias_f32": (None, "p2"), "scaled_attention": ("c", None), "scale_bias": ("c", "p2"),
           "bias_bf16": (None, None), "bias_convert": (None, None)}
