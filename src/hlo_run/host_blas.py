@@ -2,16 +2,19 @@
 
 Where it sits: `backends/host.py` runs GemmThunks through `sgemm` and convolutions through
 `host_conv`, which calls `conv_channels_last`. The kernels are host_blas_ir's, compiled once per
-process by `host_kernel` for the host CPU; Python only packs B (the weights) into NR-column
-panels and splits the rows of C over the host kernel threads (`host_kernel.run_ranges`).
+process by `host_kernel` for the host CPU; Python only hands the JIT's pack the blocks of B (the
+weights) to lay out in NR-column panels and splits C into units of 96 rows x a group of panels
+over the host kernel threads (`host_kernel.run_ranges`). `round_bf16` is the JIT's f32 -> bf16
+rounding (GEMM fusions' bf16 epilogues, `host_gemm_direct`).
 
 Why not numpy's BLAS: numpy's OpenBLAS ran the bench set's shapes at about half of XLA:CPU's
 speed on one core (a [2048,512] x [512,2048] product: 34 ms of CPU against XLA's 19 ms; a
-3x3 convolution through im2col 7.9 ms against 3.7 ms), where this microkernel runs 175-210
-GFLOPS with AVX-512. A result's summation order is fixed by the shapes (K blocks of KC, then k
+3x3 convolution through im2col 7.9 ms against 3.7 ms), where this microkernel runs 230-260
+GFLOPS a core with AVX-512 (2026-11-29; about 280 on operands in cache). A result's summation order is fixed by the shapes (K blocks of KC, then k
 ascending, one fused multiply-add each), never by the thread count.
 
     sgemm(a, b, out)                     # out[m, n] = a[m, k] @ b[k, n], float32
+    sgemm_batched(a, b, out, alpha=s, bias=v, epilogue=fn)   # stacks, scale, bias, per-block hook
     conv_channels_last(x, w, strides, dilations, out)
 """
 

@@ -6,15 +6,22 @@ no plan. A plan exists for the fusions XLA:GPU's gemm-fusion pass writes most of
 (`xla/service/gpu/transforms/gemm_fusion.cc`): one f32-accumulating dot whose result (f32, bf16
 or f16) is the root, or the operand of a chain of same-shaped elementwise ops that ends at the
 root (a bias add, a scale, a convert), the other operands of that chain computed without the
-dot (broadcasts of parameters and constants, parameters). Then:
+dot (broadcasts of parameters and constants, parameters), or an f32 dot whose root transposes it
+keeping the last dim last. Then:
 
 - the prologue (everything the dot does not depend on: the operands' transposes, the scaled and
   shifted activations of a fused layer norm, the epilogue's broadcasts) is evaluated instruction
   by instruction with the interpreter's own handlers, as its evaluation would;
 - the dot runs through the host GEMM (`host_blas.sgemm_batched`) with its f32 result in the
-  fusion's output buffer (an f32 root) or a scratch array (a 16-bit one): no copy of the result;
-- the dot's rounding to its type and the epilogue run, with the interpreter's handlers, on each
-  block of rows the GEMM finishes, on the thread that finished it, while the block is in cache.
+  fusion's output buffer (an f32 root, through the transposed view for a transposed root) or a
+  scratch array (a 16-bit one): no copy of the result. The output buffer is not used when it
+  shares memory with an operand (a residual the epilogue adds may own it);
+- an f32 dot's first epilogue ops `multiply(dot, broadcast(scalar))` and `add(., broadcast(v))`
+  along the columns run in the GEMM's store of each finished sum (`_fold`);
+- the dot's rounding to its type and the rest of the epilogue run on each block of rows the GEMM
+  finishes, on the thread that finished it, while the block is in cache: the interpreter's
+  handlers, but bf16 results of add, subtract, multiply and the dot rounded by the JIT's
+  `host_blas.round_bf16` (ml_dtypes' bits, four times faster).
 
 Every value is the interpreter's: the same handlers on the same elements (elementwise ops do not
 depend on how an array is cut), and the same product as the interpreter's evaluation under

@@ -4,14 +4,16 @@ own GEMM (`host_gemm.host_product`, on the host threads), others through numpy's
 
 Where it sits: hlo-run's host platform (`backends/host.py`) calls `run_gemm_fusion` for every
 GemmFusionThunk, which hlo-codegen emits for the host target where the cuda target launches the
-fusion's kernel. The evaluation is the reference interpreter's (`hlo_common.interpreter`), so the
-host agrees with the interpreter on these fusions but for the order of a dot's sums (as its
-GemmThunks do, and cuBLAS or Triton do on the GPU), and runs a large GEMM at the speed of the host
-GEMM rather than as an elemental loop kernel (numpy's single-threaded BLAS ran the f32 MLP's two
-[2048,512] x [512,2048] fusions in 36 ms each on one core, the host GEMM in about 21).
+fusion's kernel. The common fusions (a dot with an elementwise epilogue) run by a direct plan
+(`host_gemm_direct`: the GEMM writes the output buffer, the epilogue runs in its store or per
+block of rows); the others are evaluated by the reference interpreter (`hlo_common.interpreter`).
+Both give the interpreter's values but for the order of a dot's sums (as the host's GemmThunks
+do, and cuBLAS or Triton do on the GPU), and run a large GEMM at the speed of the host GEMM rather
+than as an elemental loop kernel (numpy's single-threaded BLAS ran the f32 MLP's two [2048,512] x
+[512,2048] fusions in 36 ms each on one core, the host GEMM in about 17).
 
-    >>> run_gemm_fusion(thunk.computation, thunk.profile_annotation, [lhs, rhs])   # doctest: +SKIP
-    (logical numpy arrays in, the fusion's logical result out)
+    >>> run_gemm_fusion(thunk.computation, thunk.profile_annotation, [lhs, rhs], out=view)  # doctest: +SKIP
+    (logical numpy arrays in, the fusion's logical result out: `view` itself when written there)
 """
 
 from __future__ import annotations
