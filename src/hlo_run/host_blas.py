@@ -10,11 +10,12 @@ rounding (GEMM fusions' bf16 epilogues, `host_gemm_direct`).
 Why not numpy's BLAS: numpy's OpenBLAS ran the bench set's shapes at about half of XLA:CPU's
 speed on one core (a [2048,512] x [512,2048] product: 34 ms of CPU against XLA's 19 ms; a
 3x3 convolution through im2col 7.9 ms against 3.7 ms), where this microkernel runs 230-260
-GFLOPS a core with AVX-512 (2026-11-29; about 280 on operands in cache). A result's summation order is fixed by the shapes (K blocks of KC, then k
-ascending, one fused multiply-add each), never by the thread count.
+GFLOPS a core with AVX-512 (2026-11-29; about 280 on operands in cache). A result's summation
+order is fixed by the shapes (K blocks of KC, then k ascending, one fused multiply-add each),
+never by the thread count.
 
     sgemm(a, b, out)                     # out[m, n] = a[m, k] @ b[k, n], float32
-    sgemm_batched(a, b, out, alpha=s, bias=v, epilogue=fn)   # stacks, scale, bias, per-block hook
+    sgemm_batched(a, b, out, alpha=s, bias=v, epilogue=fn)   # stacks, scale, bias, a block hook
     conv_channels_last(x, w, strides, dilations, out)
 """
 
@@ -145,17 +146,8 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
     if nb == 0 or m == 0 or n == 0:
         return
     bias = None if bias is None else np.ascontiguousarray(bias, np.float32)
-    target = out if _rows_readable(out) else np.empty(out.shape, np.float32)
-    if k == 0 or target is not out:
-        if k == 0:
-            out[...] = 0
-            if alpha != 1:
-                out *= np.float32(alpha)
-            if bias is not None:
-                out += bias
-        else:
-            sgemm_batched(a, b, target, threads, alpha=alpha, bias=bias)
-            out[...] = target
+    if k == 0 or not _rows_readable(out):
+        _gemm_elsewhere(a, b, out, threads, alpha, bias)
         for i in range(nb if epilogue else 0):
             epilogue(i, 0, m)
         return
@@ -164,17 +156,12 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
     threads = threads if threads is not None else _threads(4 * nb * (m * k + k * n + m * n))
     per = k * -(-n // nr) * nr
     bp = _pack_all(b, nr, per, threads)
-    lda, ldc = a.strides[-2] // 4, target.strides[-2] // 4
-    pas, pcs, pb = _bases(a), _bases(target), bp.ctypes.data
+    lda, ldc = a.strides[-2] // 4, out.strides[-2] // 4
+    pas, pcs, pb = _bases(a), _bases(out), bp.ctypes.data
     pbias = None if bias is None else bias.ctypes.data
     chunks = -(-m // (mr * ROW_TILES))  # row chunks of a matrix: ROW_TILES tiles (A's rows stay in L2)
-    npan = -(-n // nr)
-    # C's panels in groups, so that a product of few row chunks still has units for every thread
-    # (the tail of a thread's last unit is what the others wait for); one group with an epilogue,
-    # which takes whole rows
-    groups = 1 if epilogue else max(1, min(npan, -(-threads * UNITS_PER_THREAD // (nb * chunks))))
-    step = -(-npan // groups)
-    groups = -(-npan // step)
+    wanted = 1 if epilogue else -(-threads * UNITS_PER_THREAD // (nb * chunks))
+    step, groups = _panel_groups(-(-n // nr), wanted)
 
     def run(lo: int, hi: int) -> None:
         for u in range(lo, hi):
@@ -190,6 +177,31 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
     from hlo_run.host_kernel import run_ranges
 
     run_ranges("the host GEMM", run, nb * chunks * groups, threads)
+
+
+def _gemm_elsewhere(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None, alpha: float,
+                    bias: np.ndarray | None) -> None:
+    """sgemm_batched's result where it cannot be computed in `out` itself: k == 0 (each sum is 0,
+    then scaled and biased as the store would), or rows the microkernel cannot write (a copy)."""
+    if a.shape[-1] == 0:
+        out[...] = 0
+        if alpha != 1:
+            out *= np.float32(alpha)
+        if bias is not None:
+            out += bias
+        return
+    target = np.empty(out.shape, np.float32)
+    sgemm_batched(a, b, target, threads, alpha=alpha, bias=bias)
+    out[...] = target
+
+
+def _panel_groups(npan: int, wanted: int) -> tuple[int, int]:
+    """(panels a group, groups): C's NR-column panels in about `wanted` groups (at least one), so
+    that a product of few row chunks still has units for every thread (the tail of a thread's
+    last unit is what the others wait for); an epilogue asks for one, as it takes whole rows."""
+    groups = max(1, min(npan, wanted))
+    step = -(-npan // groups)
+    return step, -(-npan // step)
 
 
 def conv_channels_last(x: np.ndarray, w: np.ndarray, strides: tuple[int, ...], dilations: tuple[int, ...],
