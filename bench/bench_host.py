@@ -14,7 +14,7 @@ the same inputs: one warm-up run each, then the best wall time of `--repeats` ru
 installed (`bench/iree_cpu.py`, a bench-only dependency) a third table adds IREE's llvm-cpu
 backend on the same module and inputs. Host times
 exclude compilation. `user` columns are the least CPU seconds of a run (all threads of this
-process), which are less noisy than wall time on a shared machine; a multi-threaded run can use
+process, user and system), which are less noisy than wall time on a shared machine; a multi-threaded run can use
 more CPU than wall time. `--profile` prints the host run's slowest thunks. The first table sets the same pipe
 without hlo-opt's fusion passes (`UNFUSED_FLAGS`: every op its own kernel) against the full one:
 kernel and GEMM launches (loop bodies once) and host times of both, and each against XLA:CPU.
@@ -47,7 +47,12 @@ UNFUSED_FLAGS = ["--disable-pass", "priority-fusion", "--disable-pass", "multi_o
 TOOLS = Path(sys.executable).parent
 
 
-def _user(who: int = resource.RUSAGE_SELF) -> float:
+def _user(who: int | None = None) -> float:
+    """CPU seconds so far: this process's (all its threads, user and system: clock_gettime's
+    process clock, to the nanosecond, where getrusage counted whole scheduler ticks on some
+    machines and read 0 for a 1 ms run) or, with RUSAGE_CHILDREN, its finished children's user time."""
+    if who is None:
+        return time.process_time()
     return resource.getrusage(who).ru_utime
 
 

@@ -19,6 +19,9 @@ import numpy as np
 
 
 def available() -> bool:
+    # find_spec of a submodule imports its package, and raises when the package itself is missing
+    if importlib.util.find_spec("iree") is None:
+        return False
     return all(importlib.util.find_spec(m) is not None for m in ("iree.compiler", "iree.runtime"))
 
 

@@ -2,16 +2,20 @@
 
 Where it sits: `backends/host.py` runs GemmThunks through `sgemm` and convolutions through
 `host_conv`, which calls `conv_channels_last`. The kernels are host_blas_ir's, compiled once per
-process by `host_kernel` for the host CPU; Python only packs B (the weights) into NR-column
-panels and splits the rows of C over the host kernel threads (`host_kernel.run_ranges`).
+process by `host_kernel` for the host CPU; Python only hands the JIT's pack the blocks of B (the
+weights) to lay out in NR-column panels and splits C into units of 96 rows x a group of panels
+over the host kernel threads (`host_kernel.run_ranges`). `round_bf16` is the JIT's f32 -> bf16
+rounding (GEMM fusions' bf16 epilogues, `host_gemm_direct`).
 
 Why not numpy's BLAS: numpy's OpenBLAS ran the bench set's shapes at about half of XLA:CPU's
 speed on one core (a [2048,512] x [512,2048] product: 34 ms of CPU against XLA's 19 ms; a
-3x3 convolution through im2col 7.9 ms against 3.7 ms), where this microkernel runs 175-210
-GFLOPS with AVX-512. A result's summation order is fixed by the shapes (K blocks of KC, then k
-ascending, one fused multiply-add each), never by the thread count.
+3x3 convolution through im2col 7.9 ms against 3.7 ms), where this microkernel runs 230-260
+GFLOPS a core with AVX-512 (2026-11-29; about 280 on operands in cache). A result's summation
+order is fixed by the shapes (K blocks of KC, then k ascending, one fused multiply-add each),
+never by the thread count.
 
     sgemm(a, b, out)                     # out[m, n] = a[m, k] @ b[k, n], float32
+    sgemm_batched(a, b, out, alpha=s, bias=v, epilogue=fn)   # stacks, scale, bias, a block hook
     conv_channels_last(x, w, strides, dilations, out)
 """
 
@@ -20,21 +24,27 @@ from __future__ import annotations
 import ctypes
 import functools
 import itertools
+import math
+from typing import Callable
 
 import numpy as np
 
 from hlo_run.host_blas_ir import KC, blas_module, tile
 
 ROW_TILES = 8  # MR-row tiles of C per microkernel sweep (96 rows: A's rows then stay in L2 over a K block)
+UNITS_PER_THREAD = 4  # a GEMM is split into at least this many units (row chunk x panel group) a thread
 _I64 = ctypes.c_int64
 _P = ctypes.c_void_p
-_GEMM = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _P, _I64, _I64, _I64)
+_GEMM = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _P, _I64, _I64, _I64, ctypes.c_float, _P)
+_PACK = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
+_ROUND = ctypes.CFUNCTYPE(None, _P, _P, _I64)
 _CONV = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _I64, _P, _I64, _I64, _I64, _P, _P, _I64, _I64, _I64)
 
 
 @functools.lru_cache(maxsize=None)
 def _kernels():
-    """(mr, nr, gemm, conv_rows) compiled for this CPU (its vector width picks the tile)."""
+    """(mr, nr, gemm, conv_rows, the compiled module, pack, round_bf16) for this CPU (its vector
+    width picks the tile)."""
     from hlo_run.host_kernel import _llvm, compile_host_module
 
     avx512 = "+avx512f" in _llvm().get_host_cpu_features().flatten().split(",")
@@ -42,7 +52,9 @@ def _kernels():
     compiled = compile_host_module(blas_module(mr, nr), 2)
     gemm = _GEMM(compiled.engine.get_function_address("gemm"))
     conv = _CONV(compiled.engine.get_function_address("conv_rows"))
-    return mr, nr, gemm, conv, compiled
+    pack = _PACK(compiled.engine.get_function_address("pack"))
+    round_bf16 = _ROUND(compiled.engine.get_function_address("round_bf16"))
+    return mr, nr, gemm, conv, compiled, pack, round_bf16
 
 
 def _threads(work: int) -> int:
@@ -71,29 +83,28 @@ def pack_panels(b: np.ndarray, nr: int, kc: int | None = None, out: np.ndarray |
 
 
 def _pack_all(b: np.ndarray, nr: int, per: int, threads: int) -> np.ndarray:
-    """Every matrix of the stack b [B, k, n] packed (`pack_panels`, K blocks of KC), one after
-    another (`per` floats each); the matrices' K blocks are packed on the host threads (numpy
-    copies release the GIL), as packing a large B took a tenth of its product's time."""
-    nb, k, n = b.shape
+    """Every matrix of the stack b [batch..., k, n] (any strides) packed (`pack_panels`: NR-column
+    panels of all k rows), one after another (`per` floats each). Where B's rows are contiguous
+    and n a multiple of nr, blocks of KC rows are copied by the JIT's `pack` (vector loads and
+    stores; numpy's strided copy ran at a third of that) on the host threads; otherwise numpy
+    packs them."""
+    (k, n), nb = b.shape[-2:], math.prod(b.shape[:-2])
     bp = np.empty(nb * per, np.float32)
     blocks = -(-k // KC)
-    if n % nr or nb * blocks == 1:
-        for i in range(nb):
-            pack_panels(b[i], nr, KC, bp[i * per:(i + 1) * per])
+    if n % nr or b.strides[-1] != 4 or b.strides[-2] % 4 or b.strides[-2] < 0:
+        for i, index in enumerate(np.ndindex(*b.shape[:-2])):
+            pack_panels(b[index], nr, None, bp[i * per:(i + 1) * per])
         return bp
-    npan = n // nr
+    npan, ldb, pack, bases, out = n // nr, b.strides[-2] // 4, _kernels()[5], _bases(b), bp.ctypes.data
 
-    def pack(lo: int, hi: int) -> None:
+    def run(lo: int, hi: int) -> None:
         for u in range(lo, hi):
             i, k0 = u // blocks, (u % blocks) * KC
-            rows = min(KC, k - k0)
-            start = i * per + k0 * npan * nr
-            block = bp[start:start + rows * npan * nr].reshape(npan, rows, nr)
-            block[...] = b[i, k0:k0 + rows].reshape(rows, npan, nr).transpose(1, 0, 2)
+            pack(bases[i] + 4 * k0 * ldb, ldb, min(KC, k - k0), npan, out + 4 * (i * per + k0 * nr), k * nr)
 
     from hlo_run.host_kernel import run_ranges
 
-    run_ranges("packing the host GEMM's B", pack, nb * blocks, threads if k * n >= 1 << 16 else 1)
+    run_ranges("packing the host GEMM's B", run, nb * blocks, threads if k * n >= 1 << 16 else 1)
     return bp
 
 
@@ -103,6 +114,13 @@ def _rows_readable(x: np.ndarray) -> bool:
     return x.dtype == np.float32 and x.strides[-1] == 4 and all(s % 4 == 0 and s >= 0 for s in x.strides)
 
 
+def _bases(x: np.ndarray) -> list[int]:
+    """The address of each matrix of the stack x [batch..., rows, cols], batch index row-major (any
+    batch strides: a transposed view's matrices need no copy)."""
+    index = np.indices(x.shape[:-2]).reshape(x.ndim - 2, -1)
+    return (x.ctypes.data + np.asarray(x.strides[:-2], np.int64) @ index).tolist()
+
+
 def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None) -> None:
     """out = a @ b for float32 matrices a [m, k], b [k, n], out [m, n] (out may be a strided view)."""
     if a.ndim != 2 or b.ndim != 2 or out.ndim != 2:
@@ -110,43 +128,80 @@ def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = N
     sgemm_batched(a[None], b[None], out[None], threads)
 
 
-def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None) -> None:
-    """out[i] = a[i] @ b[i] for float32 stacks a [B, m, k], b [B, k, n], out [B, m, n]. The work
-    is split into MR-row tiles of every matrix, all of them over the host threads at once (a
-    batch of small products keeps both cores busy; a single product is split evenly to a tile)."""
-    nb, m, k = a.shape
-    n = b.shape[-1]
-    if b.shape[:2] != (nb, k) or out.shape != (nb, m, n):
+def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None,
+                  epilogue: Callable[[int, int, int], None] | None = None, alpha: float = 1.0,
+                  bias: np.ndarray | None = None) -> None:
+    """out[i] = (a[i] @ b[i]) * alpha + bias for float32 stacks a [batch..., m, k], b [batch...,
+    k, n], out [batch..., m, n] (batch index i row-major; bias: n floats, or None; alpha and bias
+    are applied to each finished sum as a GEMM fusion's multiply and add round). The work is
+    split into MR-row tiles of every matrix, all of them over the host threads at once (a batch
+    of small products keeps both cores busy; a single product is split evenly to a tile).
+    `epilogue(i, r0, r1)`, when given, runs on the thread that finished rows [r0, r1) of out[i],
+    right after them (while they are in its cache): a GEMM fusion's elementwise epilogue."""
+    batch, (m, k), n = a.shape[:-2], a.shape[-2:], b.shape[-1]
+    nb = math.prod(batch)
+    if a.ndim < 3 or b.shape != (*batch, k, n) or out.shape != (*batch, m, n) or \
+            (bias is not None and bias.shape != (n,)):
         raise ValueError(f"sgemm: shapes {a.shape} x {b.shape} -> {out.shape} do not match")
     if nb == 0 or m == 0 or n == 0:
         return
-    if k == 0:
-        out[...] = 0
+    bias = None if bias is None else np.ascontiguousarray(bias, np.float32)
+    if k == 0 or not _rows_readable(out):
+        _gemm_elsewhere(a, b, out, threads, alpha, bias)
+        for i in range(nb if epilogue else 0):
+            epilogue(i, 0, m)
         return
-    target = out if _rows_readable(out) else np.empty((nb, m, n), np.float32)
     a = a if _rows_readable(a) else np.ascontiguousarray(a, np.float32)
-    mr, nr, gemm, _, _ = _kernels()
+    mr, nr, gemm, _, _, _, _ = _kernels()
     threads = threads if threads is not None else _threads(4 * nb * (m * k + k * n + m * n))
     per = k * -(-n // nr) * nr
     bp = _pack_all(b, nr, per, threads)
-    (sa, lda), (sc, ldc) = (s // 4 for s in a.strides[:2]), (s // 4 for s in target.strides[:2])
-    pa, pc, pb = a.ctypes.data, target.ctypes.data, bp.ctypes.data
-    tiles = -(-m // mr)
+    lda, ldc = a.strides[-2] // 4, out.strides[-2] // 4
+    pas, pcs, pb = _bases(a), _bases(out), bp.ctypes.data
+    pbias = None if bias is None else bias.ctypes.data
+    chunks = -(-m // (mr * ROW_TILES))  # row chunks of a matrix: ROW_TILES tiles (A's rows stay in L2)
+    wanted = 1 if epilogue else -(-threads * UNITS_PER_THREAD // (nb * chunks))
+    step, groups = _panel_groups(-(-n // nr), wanted)
 
     def run(lo: int, hi: int) -> None:
-        while lo < hi:  # calls of at most ROW_TILES tiles of one matrix (its A rows stay in L2)
-            i, t0 = divmod(lo, tiles)
-            t1 = min(hi - i * tiles, tiles, t0 + ROW_TILES)
-            r0, r1 = t0 * mr, min(t1 * mr, m)
-            gemm(pa + 4 * (i * sa + r0 * lda), lda, pb + 4 * i * per, k, pc + 4 * (i * sc + r0 * ldc), ldc,
-                 r1 - r0, n)
-            lo = i * tiles + t1
+        for u in range(lo, hi):
+            i, rest = divmod(u, chunks * groups)
+            chunk, g = divmod(rest, groups)
+            r0, r1 = chunk * mr * ROW_TILES, min(m, (chunk + 1) * mr * ROW_TILES)
+            j0, j1 = g * step * nr, min(n, (g + 1) * step * nr)
+            gemm(pas[i] + 4 * r0 * lda, lda, pb + 4 * (i * per + j0 * k), k, pcs[i] + 4 * (r0 * ldc + j0),
+                 ldc, r1 - r0, j1 - j0, alpha, pbias and pbias + 4 * j0)
+            if epilogue is not None:
+                epilogue(i, r0, r1)
 
     from hlo_run.host_kernel import run_ranges
 
-    run_ranges("the host GEMM", run, nb * tiles, threads)
-    if target is not out:
-        out[...] = target
+    run_ranges("the host GEMM", run, nb * chunks * groups, threads)
+
+
+def _gemm_elsewhere(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None, alpha: float,
+                    bias: np.ndarray | None) -> None:
+    """sgemm_batched's result where it cannot be computed in `out` itself: k == 0 (each sum is 0,
+    then scaled and biased as the store would), or rows the microkernel cannot write (a copy)."""
+    if a.shape[-1] == 0:
+        out[...] = 0
+        if alpha != 1:
+            out *= np.float32(alpha)
+        if bias is not None:
+            out += bias
+        return
+    target = np.empty(out.shape, np.float32)
+    sgemm_batched(a, b, target, threads, alpha=alpha, bias=bias)
+    out[...] = target
+
+
+def _panel_groups(npan: int, wanted: int) -> tuple[int, int]:
+    """(panels a group, groups): C's NR-column panels in about `wanted` groups (at least one), so
+    that a product of few row chunks still has units for every thread (the tail of a thread's
+    last unit is what the others wait for); an epilogue asks for one, as it takes whole rows."""
+    groups = max(1, min(npan, wanted))
+    step = -(-npan // groups)
+    return step, -(-npan // step)
 
 
 def conv_channels_last(x: np.ndarray, w: np.ndarray, strides: tuple[int, ...], dilations: tuple[int, ...],
@@ -171,7 +226,7 @@ def conv_channels_last(x: np.ndarray, w: np.ndarray, strides: tuple[int, ...], d
     if x.shape[-1] == 0:
         out[...] = 0
         return
-    mr, nr, _, conv, _ = _kernels()
+    mr, nr, _, conv, _, _, _ = _kernels()
     xs = [st // 4 for st in x.strides]  # element strides of [N, S..., C]
     taps, cin = _taps(w.shape[:nsp], dilations, xs, x.shape[-1])
     o, n, wo = w.shape[-1], out.shape[0], out.shape[-2]
@@ -198,6 +253,22 @@ def conv_channels_last(x: np.ndarray, w: np.ndarray, strides: tuple[int, ...], d
 
     run_ranges("the host convolution", run, len(rows),
                threads if threads is not None else _threads(x.nbytes + out.nbytes))
+
+
+def round_bf16(x: np.ndarray) -> np.ndarray:
+    """The float32 array x rounded to bfloat16 (a new C-contiguous array of x's shape): the same
+    bits as `x.astype(ml_dtypes.bfloat16)`, about three times faster (the JIT's `round_bf16`)."""
+    import ml_dtypes
+
+    src = np.ascontiguousarray(x, np.float32)
+    out = np.empty(x.shape, ml_dtypes.bfloat16)
+    flat_src, flat_out = src.reshape(-1), out.reshape(-1)
+    bulk = src.size - src.size % 16
+    if bulk:
+        _kernels()[6](flat_src.ctypes.data, flat_out.ctypes.data, bulk)
+    with np.errstate(invalid="ignore"):  # a NaN tail: ml_dtypes warns on NaN casts
+        flat_out[bulk:] = flat_src[bulk:].astype(ml_dtypes.bfloat16)
+    return out
 
 
 def _tile_use(extent: int, mr: int) -> float:

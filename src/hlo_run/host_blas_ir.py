@@ -12,11 +12,17 @@ of one image row, the taps are the kernel's window offsets into the padded chann
 cin its input features); B is then the kernel as [taps * cin, output features]. Partial tiles
 (fewer rows or columns) read a valid row instead and skip their stores (masked for columns).
 
-    void @gemm(ptr a, i64 lda, ptr bp, i64 k, ptr c, i64 ldc, i64 m, i64 n)
-        C[m, n] = A[m, k] B[k, n] in K blocks of KC (bp: B packed per block and panel)
+    void @gemm(ptr a, i64 lda, ptr bp, i64 k, ptr c, i64 ldc, i64 m, i64 n, float alpha, ptr bias)
+        C[m, n] = A[m, k] B[k, n] in K blocks of KC (bp: B packed per panel, k x NR floats each), each
+        finished value then times alpha plus bias[n] (bias null: none), a GEMM fusion's
+        epilogue `add(multiply(dot, alpha), bias)` rounded as its two ops round
     void @conv_rows(ptr x, i64 lda, ptr taps, i64 ntaps, i64 cin, ptr rowbase, i64 r0, i64 r1,
                     i64 wo, ptr bp, ptr out, i64 ldc, i64 rowstride, i64 n)
         output rows [r0, r1): out[r * rowstride + w * ldc + o] for w < wo, o < n
+    void @pack(ptr b, i64 ldb, i64 rows, i64 npan, ptr out, i64 pstride)
+        rows of B packed into NR-column panels (what the two above read)
+    void @round_bf16(ptr src, ptr dst, i64 n)
+        n floats (a multiple of 16) rounded to bf16 as ml_dtypes rounds them
 
 The sums run in a fixed order (K blocks, then k ascending, one FMA each), so a result never
 depends on how rows are split over threads. No external symbols: only LLVM intrinsics.
@@ -35,11 +41,13 @@ def tile(avx512: bool) -> tuple[int, int]:
 
 
 def _microkernel(mr: int, nr: int) -> list[str]:
-    """`@mk(a, lda, taps, ntaps, cin, bp, c, ldc, mv, nv, accum)`: one mr x nr tile (mv, nv: the
-    valid rows and columns; accum: add to C instead of overwriting it)."""
+    """`@mk(a, lda, taps, ntaps, cin, bp, c, ldc, mv, nv, accum, alpha, bias)`: one mr x nr tile
+    (mv, nv: the valid rows and columns; accum: add to C instead of overwriting it; each stored
+    value is (sum * alpha) + bias[column], which alpha 1 and a bias of -0.0 leave exact)."""
     acc = [(i, j) for i in range(mr) for j in range(nr // 16)]
     out = ["define internal void @mk(ptr noalias %a, i64 %lda, ptr noalias %taps, i64 %ntaps, i64 %cin, "
-           "ptr noalias %bp, ptr noalias %c, i64 %ldc, i64 %mv, i64 %nv, i1 %accum) alwaysinline {",
+           "ptr noalias %bp, ptr noalias %c, i64 %ldc, i64 %mv, i64 %nv, i1 %accum, float %alpha, "
+           "ptr noalias %bias) alwaysinline {",
            "entry:"]
     for i in range(mr):  # rows past mv read row 0 (always valid) and are not stored
         out += [f"  %ok{i} = icmp slt i64 {i}, %mv", f"  %ri{i} = select i1 %ok{i}, i64 {i}, i64 0",
@@ -84,6 +92,12 @@ def _store_tile(mr: int, nr: int) -> list[str]:
                 f"  %rs{j} = insertelement <16 x i64> poison, i64 %rem{j}, i64 0",
                 f"  %rv{j} = shufflevector <16 x i64> %rs{j}, <16 x i64> poison, <16 x i32> zeroinitializer",
                 f"  %mask{j} = icmp slt <16 x i64> <{lanes}>, %rv{j}"]
+    out += ["  %al0 = insertelement <16 x float> poison, float %alpha, i64 0",
+            "  %alv = shufflevector <16 x float> %al0, <16 x float> poison, <16 x i32> zeroinitializer"]
+    for j in range(nr // 16):
+        out += [f"  %biq{j} = getelementptr float, ptr %bias, i64 {16 * j}",
+                f"  %bias{j} = call {_VF} @llvm.masked.load.v16f32.p0(ptr %biq{j}, i32 4, "
+                f"<16 x i1> %mask{j}, {_VF} zeroinitializer)"]
     out.append("  br i1 %accum, label %arow0, label %wrow0")
     for path, adds in (("a", True), ("w", False)):
         for i in range(mr):
@@ -99,6 +113,10 @@ def _store_tile(mr: int, nr: int) -> list[str]:
                     out += [f"  %old{i}_{j} = call {_VF} @llvm.masked.load.v16f32.p0(ptr {q}, i32 4, "
                             f"<16 x i1> %mask{j}, {_VF} zeroinitializer)",
                             f"  {value} = fadd {_VF} %old{i}_{j}, %n{i}_{j}"]
+                scaled, biased = f"%{path}sc{i}_{j}", f"%{path}bi{i}_{j}"
+                out += [f"  {scaled} = fmul {_VF} {value}, %alv",
+                        f"  {biased} = fadd {_VF} {scaled}, %bias{j}"]
+                value = biased
                 out.append(f"  call void @llvm.masked.store.v16f32.p0({_VF} {value}, ptr {q}, i32 4, "
                            f"<16 x i1> %mask{j})")
             out.append(f"  br label {nxt}")
@@ -106,40 +124,48 @@ def _store_tile(mr: int, nr: int) -> list[str]:
 
 
 def _gemm(mr: int, nr: int) -> list[str]:
+    """C's NR-column panels one after another, the K blocks of each panel inside: a panel's C
+    tiles (a row block's: 96 x 32 floats) stay in L1/L2 over its K blocks, where sweeping every
+    panel per K block moved the whole row block of C (96 x n floats) through L2 once per block."""
     return [
-        "define void @gemm(ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %m, i64 %n) {",
-        "entry:",
-        f"  %npan0 = add i64 %n, {nr - 1}", f"  %npan = udiv i64 %npan0, {nr}",
+        "define void @gemm(ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %m, i64 %n, "
+        "float %alpha, ptr %bias) {",
+        "entry:", "  %hasbias = icmp ne ptr %bias, null",
+        "  br label %j_loop",
+        "j_loop:",
+        "  %j = phi i64 [0, %entry], [%j1, %j_next]",
+        f"  %pan = udiv i64 %j, {nr}", "  %nv = sub i64 %n, %j",
+        "  %bj = getelementptr float, ptr %bias, i64 %j",
+        "  %cj = getelementptr float, ptr %c, i64 %j",
         "  br label %kb_loop",
         "kb_loop:",
-        "  %kb = phi i64 [0, %entry], [%kb1, %kb_next]",
+        "  %kb = phi i64 [0, %j_loop], [%kb1, %kb_next]",
         "  %krest = sub i64 %k, %kb", f"  %kc0 = icmp slt i64 %krest, {KC}",
         f"  %kc = select i1 %kc0, i64 %krest, i64 {KC}",
         "  %accum = icmp ne i64 %kb, 0",
-        "  %bkoff0 = mul i64 %kb, %npan", f"  %bkoff = mul i64 %bkoff0, {nr}",
-        "  %bk = getelementptr float, ptr %bp, i64 %bkoff",
+        "  %kend = add i64 %kb, %kc", "  %last = icmp sge i64 %kend, %k",
+        "  %alk = select i1 %last, float %alpha, float 1.0", "  %usebias = and i1 %last, %hasbias",
+        "  %bjp = select i1 %usebias, ptr %bj, ptr @neg_zero",
+        f"  %bkoff = mul i64 %kb, {nr}",
+        f"  %pst = mul i64 %k, {nr}", "  %poff = mul i64 %pan, %pst", "  %boff = add i64 %bkoff, %poff",
+        "  %bpp = getelementptr float, ptr %bp, i64 %boff",
         "  %ak = getelementptr float, ptr %a, i64 %kb",
-        "  br label %j_loop",
-        "j_loop:",
-        "  %j = phi i64 [0, %kb_loop], [%j1, %j_next]",
-        f"  %pan = udiv i64 %j, {nr}", f"  %pst = mul i64 %kc, {nr}", "  %poff = mul i64 %pan, %pst",
-        "  %bpp = getelementptr float, ptr %bk, i64 %poff", "  %nv = sub i64 %n, %j",
         "  br label %i_loop",
         "i_loop:",
-        "  %i = phi i64 [0, %j_loop], [%i1, %i_loop]",
+        "  %i = phi i64 [0, %kb_loop], [%i1, %i_loop]",
         "  %arow = mul i64 %i, %lda", "  %ap = getelementptr float, ptr %ak, i64 %arow",
-        "  %crow = mul i64 %i, %ldc", "  %cr = getelementptr float, ptr %c, i64 %crow",
-        "  %cp = getelementptr float, ptr %cr, i64 %j", "  %mv = sub i64 %m, %i",
+        "  %crow = mul i64 %i, %ldc", "  %cp = getelementptr float, ptr %cj, i64 %crow",
+        "  %mv = sub i64 %m, %i",
         "  call void @mk(ptr %ap, i64 %lda, ptr @zero_tap, i64 1, i64 %kc, ptr %bpp, ptr %cp, i64 %ldc, "
-        "i64 %mv, i64 %nv, i1 %accum)",
+        "i64 %mv, i64 %nv, i1 %accum, float %alk, ptr %bjp)",
         f"  %i1 = add i64 %i, {mr}", "  %imore = icmp slt i64 %i1, %m",
-        "  br i1 %imore, label %i_loop, label %j_next",
-        "j_next:",
-        f"  %j1 = add i64 %j, {nr}", "  %jmore = icmp slt i64 %j1, %n",
-        "  br i1 %jmore, label %j_loop, label %kb_next",
+        "  br i1 %imore, label %i_loop, label %kb_next",
         "kb_next:",
         "  %kb1 = add i64 %kb, %kc", "  %kbmore = icmp slt i64 %kb1, %k",
-        "  br i1 %kbmore, label %kb_loop, label %out",
+        "  br i1 %kbmore, label %kb_loop, label %j_next",
+        "j_next:",
+        f"  %j1 = add i64 %j, {nr}", "  %jmore = icmp slt i64 %j1, %n",
+        "  br i1 %jmore, label %j_loop, label %out",
         "out:", "  ret void", "}",
     ]
 
@@ -169,7 +195,7 @@ def _conv_rows(mr: int, nr: int) -> list[str]:
         "  %oo = mul i64 %w, %ldc", "  %ow = getelementptr float, ptr %oj, i64 %oo",
         "  %mv = sub i64 %wo, %w",
         "  call void @mk(ptr %xw, i64 %lda, ptr %taps, i64 %ntaps, i64 %cin, ptr %bpp, ptr %ow, i64 %ldc, "
-        "i64 %mv, i64 %nv, i1 false)",
+        "i64 %mv, i64 %nv, i1 false, float 1.0, ptr @neg_zero)",
         f"  %w1 = add i64 %w, {mr}", "  %wmore = icmp slt i64 %w1, %wo",
         "  br i1 %wmore, label %w_loop, label %j_next",
         "j_next:",
@@ -182,6 +208,69 @@ def _conv_rows(mr: int, nr: int) -> list[str]:
     ]
 
 
+def _pack(nr: int) -> list[str]:
+    """`@pack(b, ldb, rows, npan, out, pstride)`: rows of B (rows x npan * nr floats, rows ldb
+    floats apart) into its packed panels (`host_blas.pack_panels`' layout), panel p's rows at
+    out + p * pstride, nr floats a row."""
+    vecs = nr // 16
+    body = []
+    for v in range(vecs):
+        body += [f"  %src{v} = getelementptr float, ptr %srow, i64 {16 * v}",
+                 f"  %x{v} = load {_VF}, ptr %src{v}, align 4",
+                 f"  %dst{v} = getelementptr float, ptr %drow, i64 {16 * v}",
+                 f"  store {_VF} %x{v}, ptr %dst{v}, align 4"]
+    return [
+        "define void @pack(ptr noalias %b, i64 %ldb, i64 %rows, i64 %npan, ptr noalias %out, i64 %pstride) {",
+        "entry:", "  %any = icmp sgt i64 %rows, 0", "  %anyp = icmp sgt i64 %npan, 0",
+        "  %go = and i1 %any, %anyp", "  br i1 %go, label %p_loop, label %done",
+        "p_loop:",
+        "  %p = phi i64 [0, %entry], [%p1, %p_next]",
+        f"  %pcol = mul i64 %p, {nr}", "  %pb = getelementptr float, ptr %b, i64 %pcol",
+        "  %poff = mul i64 %p, %pstride", "  %po = getelementptr float, ptr %out, i64 %poff",
+        "  br label %k_loop",
+        "k_loop:",
+        "  %k = phi i64 [0, %p_loop], [%k1, %k_loop]",
+        "  %soff = mul i64 %k, %ldb", "  %srow = getelementptr float, ptr %pb, i64 %soff",
+        f"  %doff = mul i64 %k, {nr}", "  %drow = getelementptr float, ptr %po, i64 %doff",
+        *body,
+        "  %k1 = add i64 %k, 1", "  %kmore = icmp slt i64 %k1, %rows",
+        "  br i1 %kmore, label %k_loop, label %p_next",
+        "p_next:",
+        "  %p1 = add i64 %p, 1", "  %pmore = icmp slt i64 %p1, %npan",
+        "  br i1 %pmore, label %p_loop, label %done",
+        "done:", "  ret void", "}",
+    ]
+
+
+def _round_bf16() -> list[str]:
+    """`@round_bf16(src, dst, n)`: n f32 (a multiple of 16) rounded to bf16 bits, to nearest even,
+    a NaN to the quiet NaN of its sign, as ml_dtypes (the interpreter) rounds them, 16 lanes a
+    vector (a GEMM fusion's bf16 result and epilogue; ml_dtypes took 0.3 ns a value)."""
+    v32, v16 = "<16 x i32>", "<16 x i16>"
+
+    def splat(x: int) -> str:
+        return f"<{', '.join([f'i32 {x}'] * 16)}>"
+
+    return [
+        "define void @round_bf16(ptr noalias %src, ptr noalias %dst, i64 %n) {",
+        "entry:", "  %any = icmp sgt i64 %n, 0", "  br i1 %any, label %loop, label %done",
+        "loop:",
+        "  %i = phi i64 [0, %entry], [%i1, %loop]",
+        "  %sp = getelementptr float, ptr %src, i64 %i", f"  %x = load {_VF}, ptr %sp, align 4",
+        f"  %u = bitcast {_VF} %x to {v32}",
+        f"  %hi = lshr {v32} %u, {splat(16)}", f"  %lsb = and {v32} %hi, {splat(1)}",
+        f"  %b0 = add {v32} %u, {splat(32767)}", f"  %b1 = add {v32} %b0, %lsb",
+        f"  %r = lshr {v32} %b1, {splat(16)}", f"  %sg = and {v32} %hi, {splat(0x8000)}",
+        f"  %q = or {v32} %sg, {splat(0x7FC0)}",
+        f"  %nan = fcmp uno {_VF} %x, %x", f"  %o = select <16 x i1> %nan, {v32} %q, {v32} %r",
+        f"  %t = trunc {v32} %o to {v16}",
+        "  %dp = getelementptr i16, ptr %dst, i64 %i", f"  store {v16} %t, ptr %dp, align 2",
+        "  %i1 = add i64 %i, 16", "  %more = icmp slt i64 %i1, %n",
+        "  br i1 %more, label %loop, label %done",
+        "done:", "  ret void", "}",
+    ]
+
+
 def blas_module(mr: int, nr: int) -> str:
     """The module's LLVM IR text for an mr x nr tile (target triple and data layout are set by the JIT)."""
     head = [
@@ -189,5 +278,7 @@ def blas_module(mr: int, nr: int) -> str:
         f"declare {_VF} @llvm.masked.load.v16f32.p0(ptr, i32, <16 x i1>, {_VF})",
         f"declare void @llvm.masked.store.v16f32.p0({_VF}, ptr, i32, <16 x i1>)",
         "@zero_tap = private constant [1 x i64] zeroinitializer",
+        f"@neg_zero = private constant [{nr} x float] [{', '.join(['float -0.0'] * nr)}]",
     ]
-    return "\n".join(head + _microkernel(mr, nr) + _gemm(mr, nr) + _conv_rows(mr, nr)) + "\n"
+    return "\n".join(head + _microkernel(mr, nr) + _gemm(mr, nr) + _conv_rows(mr, nr) + _pack(nr)
+                     + _round_bf16()) + "\n"

@@ -16,8 +16,6 @@ and agree with the interpreter bit for bit.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from hlo_common.interpreter.gemm_semantics import ALGORITHM_OPERAND_TYPES, GemmSemantics, evaluate_gemm
@@ -35,17 +33,13 @@ def semantics_of(cfg: GemmConfig) -> GemmSemantics:
 
 def host_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """[batch..., M, K] x [batch..., K, N] stacks of f32 through `sgemm_batched` (the matrices of a
-    batch split over the host threads together)."""
-    shape = a.shape[:-1] + b.shape[-1:]
+    batch split over the host threads together; a strided view's matrices are read in place)."""
     if out is None:
-        out = np.empty(shape, np.float32)
-    if not out.flags.c_contiguous:  # a view of the batch would be a copy: one call per matrix
-        for index in np.ndindex(*shape[:-2]):
-            sgemm(a[index], b[index], out[index])
-        return out
-    batch = math.prod(shape[:-2])
-    sgemm_batched(a.reshape(batch, *a.shape[-2:]), b.reshape(batch, *b.shape[-2:]),
-                  out.reshape(batch, *shape[-2:]))
+        out = np.empty(a.shape[:-1] + b.shape[-1:], np.float32)
+    if a.ndim == 2:
+        sgemm(a, b, out)
+    else:
+        sgemm_batched(a, b, out)
     return out
 
 

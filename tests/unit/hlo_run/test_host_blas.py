@@ -105,3 +105,39 @@ def test_direct_convolution_matches_float64(x_shape, w_shape, strides, dilations
     one = np.empty_like(out)
     conv_channels_last(x, w, strides, dilations, one, threads=1)
     assert np.array_equal(one, out)
+
+
+def test_the_jit_packs_b_as_numpy_packs_it():
+    """The JIT's `pack` (rows contiguous, n a multiple of NR), K block by K block on two threads,
+    lays B out as pack_panels does, from a strided stack (rows wider than n, a batch of
+    transposed order)."""
+    from hlo_run.host_blas import _kernels, _pack_all, pack_panels
+
+    nr = _kernels()[1]
+    k, n = KC + 37, 3 * nr
+    wide = np.random.default_rng(3).standard_normal((2, 3, k, n + 5)).astype(np.float32)
+    b = wide[..., :n].transpose(1, 0, 2, 3)  # [3, 2, k, n]: batch strides out of order, rows n + 5 apart
+    per = k * n
+    got = _pack_all(b, nr, per, threads=2)
+    want = np.concatenate([pack_panels(np.ascontiguousarray(b[i, j]), nr)
+                           for i in range(3) for j in range(2)])
+    assert np.array_equal(got, want)
+
+
+def test_round_bf16_has_ml_dtypes_bits_on_every_kind_of_float():
+    """The JIT's rounding against ml_dtypes' (the interpreter's): ties to even, carries into the
+    exponent and to inf, subnormals, signed zeros, NaNs of any payload (the quiet NaN of their
+    sign), and random bit patterns; lengths that are not a multiple of 16 (the tail)."""
+    import ml_dtypes
+
+    from hlo_run.host_blas import round_bf16
+
+    edges = np.array([0x00008000, 0x00018000, 0x3F808000, 0x3F818000, 0x3F80FFFF, 0x7F7F8000, 0x7F7F7FFF,
+                      0x7F800000, 0xFF800000, 0x7F800001, 0xFFBFFFFF, 0x7FC00000, 0x80000000, 0x00000001,
+                      0x807FFFFF], np.uint32)
+    rand = np.random.default_rng(5).integers(0, 2**32, 100_003, dtype=np.uint64).astype(np.uint32)
+    for bits in (edges, rand, np.tile(edges, 3)):
+        x = bits.view(np.float32)
+        with np.errstate(invalid="ignore"):
+            want = x.astype(ml_dtypes.bfloat16).view(np.uint16)
+        assert np.array_equal(round_bf16(x).view(np.uint16), want)
