@@ -4,15 +4,18 @@ LLVM IR, PTX and a cubin, and the kernel's metadata (name, warps, shared memory,
 
 Where it sits: hlo_codegen.triton_gemm (package docstring). `triton` is the optional `.[triton]`
 extra; `triton_available()` says whether it is installed. The compile runs in a child Python
-(`python -m hlo_codegen.triton_gemm.compile`): libtriton's LLVM replaces process-wide signal
-handlers (SIGINT's, SIGTERM's, SIGHUP's) when it compiles; the calling process keeps its own.
-Triton's `@triton.jit` reads a kernel's source from its file, so the child writes the text to a
-file of its own (named by its hash) and imports it from there; Triton's own cache makes a
-repeated compile fast.
+(`hlo_codegen.triton_gemm.child`): libtriton's LLVM replaces process-wide signal handlers
+(SIGINT's, SIGTERM's, SIGHUP's) when it compiles; the calling process keeps its own. hlo-codegen
+starts that child before its input is there (`start_worker`: behind `hlo-opt |`, Triton's import
+happens while hlo-opt works) and closes it unused when the module has no Triton GEMM fusion
+(`close_worker`). With a kernel cache directory, each compiled kernel is kept there too (keyed by
+its request, the compiling code and Triton's files, `_triton_entry_key`): a second compile of the
+module needs no child at all. Triton's own cache makes a repeated compile in a child fast.
 """
 
 from __future__ import annotations
 
+import atexit
 import base64
 import hashlib
 import importlib.util
@@ -21,9 +24,7 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 from hlo_common.errors import HloError
 from hlo_codegen.triton_gemm.source import KernelSource
@@ -51,38 +52,139 @@ def compile_kernel(source: KernelSource, arch: str = "sm_90") -> CompiledTritonK
 
 
 def compile_kernels(sources: list[KernelSource], arch: str = "sm_90",
-                    failures: dict[str, str] | None = None) -> list[CompiledTritonKernel | None]:
+                    failures: dict[str, str] | None = None,
+                    cache_dir: str | None = None) -> list[CompiledTritonKernel | None]:
     """`compile_kernel` of each source, all in one child process (Triton's import is most of a
-    small kernel's compile time). With `failures`, a kernel Triton cannot compile is None in the
-    list and its reason recorded there by name; otherwise it is an HloError."""
-    if not sources:
-        return []
+    small kernel's compile time), but those found in the kernel cache under `cache_dir`. With
+    `failures`, a kernel Triton cannot compile is None in the list and its reason recorded there
+    by name; otherwise it is an HloError."""
     requests = [{"text": s.text, "name": s.name, "signature": s.signature, "arch": arch,
                  "num_warps": s.config.get("num_warps", 4), "num_stages": s.config.get("num_stages", 3)}
                 for s in sources]
-    # no line info: it names the kernel's file (this machine's temporary directory) in the PTX
-    env = dict(os.environ, TRITON_DISABLE_LINE_INFO="1")
-    done = subprocess.run([sys.executable, "-m", "hlo_codegen.triton_gemm.compile"],
-                          input=json.dumps(requests), capture_output=True, text=True, env=env)
+    cache = _kernel_cache(cache_dir)
+    keys = [_triton_entry_key(r) for r in requests] if cache is not None else []
+    results = [_cached(cache, key) for key in keys] if cache is not None else [None] * len(requests)
+    missing = [i for i, r in enumerate(results) if r is None]
+    if not missing:
+        close_worker()
+        return [_compiled(s, out, arch, failures) for s, out in zip(sources, results)]
+    done = _run_child([requests[i] for i in missing])
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         names = ", ".join(s.name for s in sources)
         raise HloError(f"Triton could not compile {names} for {arch}: {last}")
-    compiled: list[CompiledTritonKernel | None] = []
-    for source, out in zip(sources, json.loads(done.stdout)):
-        error = out.get("error")
-        if not error and out["global_scratch"]:  # the launch passes a null scratch pointer
-            error = f"needs {out['global_scratch']} bytes of global scratch memory; hlo-run gives none"
-        if error:
-            if failures is None:
-                raise HloError(f"Triton could not compile {source.name} for {arch}: {error}")
-            failures[source.name] = error
-            compiled.append(None)
-            continue
-        compiled.append(CompiledTritonKernel(
-            out["name"], out["ptx"], base64.b64decode(out["cubin"]), out["num_warps"], out["shared"],
-            tuple(out["cluster_dims"]), source.grid, ptx_param_count(out["ptx"]) - len(source.signature)))
-    return compiled
+    for i, out in zip(missing, json.loads(done.stdout)):
+        results[i] = out
+        if cache is not None and not out.get("error"):
+            cache.store(keys[i], {"format": cache_format(), "triton": out})
+    return [_compiled(s, out, arch, failures) for s, out in zip(sources, results)]
+
+
+def _compiled(source: KernelSource, out: dict, arch: str,
+              failures: dict[str, str] | None) -> CompiledTritonKernel | None:
+    error = out.get("error")
+    if not error and out["global_scratch"]:  # the launch passes a null scratch pointer
+        error = f"needs {out['global_scratch']} bytes of global scratch memory; hlo-run gives none"
+    if error:
+        if failures is None:
+            raise HloError(f"Triton could not compile {source.name} for {arch}: {error}")
+        failures[source.name] = error
+        return None
+    return CompiledTritonKernel(
+        out["name"], out["ptx"], base64.b64decode(out["cubin"]), out["num_warps"], out["shared"],
+        tuple(out["cluster_dims"]), source.grid, ptx_param_count(out["ptx"]) - len(source.signature))
+
+
+# -- the child --------------------------------------------------------------------------------------
+_WORKER: subprocess.Popen | None = None  # started by `start_worker`, taken by the next compile
+_AT_EXIT: list = []
+
+
+def _spawn() -> subprocess.Popen:
+    # no line info: it names the kernel's file (this machine's temporary directory) in the PTX
+    env = dict(os.environ, TRITON_DISABLE_LINE_INFO="1")
+    return subprocess.Popen([sys.executable, "-m", "hlo_codegen.triton_gemm.child"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+
+
+def start_worker() -> None:
+    """Start the child that the next `compile_kernels` will use, so that it imports Triton in the
+    meantime; nothing when `triton` is not installed or a child is already waiting."""
+    global _WORKER
+    if _WORKER is None and triton_available():
+        _WORKER = _spawn()
+        if close_worker not in _AT_EXIT:  # a child left waiting (a failed compile) goes with us
+            _AT_EXIT.append(close_worker)
+            atexit.register(close_worker)
+
+
+def close_worker() -> None:
+    """Stop the waiting child, if any (the module needs no Triton compile)."""
+    global _WORKER
+    worker, _WORKER = _WORKER, None
+    if worker is not None:
+        worker.kill()
+        worker.communicate()
+
+
+def _run_child(requests: list[dict]) -> subprocess.CompletedProcess:
+    global _WORKER
+    child, _WORKER = _WORKER, None
+    if child is None:
+        child = _spawn()
+    stdout, stderr = child.communicate(json.dumps(requests))
+    return subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
+
+
+# -- kernel cache entries ---------------------------------------------------------------------------
+_ENTRY_FORMAT = 1
+_TRITON_FILES: list[str] = []
+
+
+def cache_format() -> int:
+    from hlo_codegen.kernel_cache import ENTRY_FORMAT
+
+    return ENTRY_FORMAT
+
+
+def _kernel_cache(cache_dir: str | None):
+    if cache_dir is None:
+        return None
+    from hlo_codegen.kernel_cache import KernelCache
+
+    return KernelCache(cache_dir)
+
+
+def _triton_files() -> str:
+    """The fingerprint of the installed Triton's files (`child._fingerprint`), once per process."""
+    if not _TRITON_FILES:
+        from pathlib import Path
+
+        from hlo_codegen.triton_gemm.child import _fingerprint
+
+        spec = importlib.util.find_spec("triton")
+        _TRITON_FILES.append(_fingerprint(Path(spec.origin).parent))
+    return _TRITON_FILES[0]
+
+
+def _triton_entry_key(request: dict) -> str:
+    """The cache key of a Triton kernel: the request (source text, kernel name, signature, arch,
+    warps, stages), the code that compiles it (`kernel_cache.code_version`) and Triton's files.
+    The name is in the key: the cubin carries it, so an entry is for that name only."""
+    from hlo_codegen.kernel_cache import code_version
+
+    parts = ("triton", _ENTRY_FORMAT, code_version("cuda"), _triton_files(),
+             json.dumps(request, sort_keys=True))
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def _cached(cache, key: str) -> dict | None:
+    payload = cache.load(key)  # checks the entry's key, checksum and format
+    out = payload.get("triton") if payload is not None else None
+    if not isinstance(out, dict) or not (out.get("error") is None and "ptx" in out and "cubin" in out):
+        return None
+    return out
 
 
 def ptx_param_count(ptx: str) -> int:
@@ -91,45 +193,5 @@ def ptx_param_count(ptx: str) -> int:
     return 0 if match is None or not match.group(1).strip() else match.group(1).count(".param")
 
 
-def _compile_here(request: dict) -> dict:
-    """The child's side: import the kernel from its file and compile it."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-
-    directory = Path(tempfile.gettempdir()) / f"hlo-triton-{os.getuid()}"
-    directory.mkdir(exist_ok=True)
-    digest = hashlib.sha256(request["text"].encode()).hexdigest()[:16]
-    path = directory / f"k_{digest}.py"
-    if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(request["text"])
-        os.replace(tmp, path)  # whole or not at all
-    spec = importlib.util.spec_from_file_location(f"hlo_triton_{digest}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    fn = getattr(module, request["name"])
-    ast = triton.compiler.ASTSource(fn=fn, signature=request["signature"], constexprs={})
-    capability = int(request["arch"].removeprefix("sm_").rstrip("a"))
-    options = {"num_warps": request["num_warps"], "num_stages": request["num_stages"],
-               "enable_fp_fusion": True}  # Triton's default, said explicitly (3.9 warns when unset)
-    kernel = triton.compile(ast, target=GPUTarget("cuda", capability, 32), options=options)
-    meta = kernel.metadata
-    return {"name": meta.name, "ptx": kernel.asm["ptx"],
-            "cubin": base64.b64encode(kernel.asm["cubin"]).decode(), "num_warps": meta.num_warps,
-            "shared": meta.shared, "global_scratch": getattr(meta, "global_scratch_size", 0) or 0,
-            "cluster_dims": list(getattr(meta, "cluster_dims", (1, 1, 1)) or (1, 1, 1))}
-
-
-def _compile_or_say_why(request: dict) -> dict:
-    try:
-        return _compile_here(request)
-    except Exception as exc:  # noqa: BLE001 - Triton's refusal of one kernel; the parent decides
-        lines = str(exc).strip().splitlines() or [type(exc).__name__]
-        return {"error": f"{type(exc).__name__}: {lines[-1][:300]}"}
-
-
-if __name__ == "__main__":
-    json.dump([_compile_or_say_why(request) for request in json.loads(sys.stdin.read())], sys.stdout)
-
-
-__all__ = ["CompiledTritonKernel", "compile_kernel", "compile_kernels", "ptx_param_count", "triton_available"]
+__all__ = ["CompiledTritonKernel", "close_worker", "compile_kernel", "compile_kernels", "ptx_param_count",
+           "start_worker", "triton_available"]

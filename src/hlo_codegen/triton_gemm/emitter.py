@@ -37,8 +37,9 @@ class _Planned:
 class TritonGemmEmitter:
     """Plans the Triton kernels of a module's GEMM fusions and compiles them together."""
 
-    def __init__(self, arch: str, device: DeviceDescription):
+    def __init__(self, arch: str, device: DeviceDescription, cache_dir: str | None = None):
         self.arch, self.device = arch, device
+        self.cache_dir = cache_dir  # the kernel cache's directory (`compile.compile_kernels`), or None
         self._planned: dict[tuple, _Planned] = {}  # (tiled program, config) -> kernel
 
     def rejects(self, fusion: HloInstruction) -> bool:
@@ -92,7 +93,7 @@ class TritonGemmEmitter:
 
         planned = list(self._planned.values())
         failures: dict[str, str] = {}
-        compiled = compile_kernels([p.source for p in planned], self.arch, failures)
+        compiled = compile_kernels([p.source for p in planned], self.arch, failures, self.cache_dir)
         kernels: dict[str, tuple[ManifestKernel, dict]] = {}
         final: dict[str, KernelThunk] = {}
         for p, k in zip(planned, compiled):

@@ -1,0 +1,118 @@
+"""The Triton child of hlo-codegen (hlo_codegen.triton_gemm.child, compile.py): a child started
+before the input is there is the one the compile uses, and is stopped (killed and reaped) when the
+module has no Triton GEMM fusion; Triton kernels are kept in the kernel cache, so that a second
+compile starts no child and gives the same kernels, and the manifest of a compile from the cache
+is byte for byte the one without it; the child keeps Triton's key in Triton's cache directory
+under a name that changes with Triton's files, and a later child reads it there."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hlo_common.hlo.parser import parse_module
+from hlo_common.hlo_pass.pipeline import RunOptions
+from hlo_opt.pipelines import build_gpu_pipeline
+
+from hlo_codegen.compiler import CompileOptions, compile_module, preload
+from hlo_codegen.triton_gemm import child, compile as tcompile
+from hlo_codegen.triton_gemm.source import kernel_source
+
+pytestmark = pytest.mark.skipif(not tcompile.triton_available(),
+                                reason="the Triton GEMM emitter needs the .[triton] extra")
+
+TESTDATA = Path(__file__).resolve().parents[3] / "testdata"
+CONFIG = {"block_m": 64, "block_n": 64, "block_k": 32, "num_warps": 4, "num_stages": 3}
+NEGATE = "HloModule tiny\n\nENTRY main {\n  a = f32[4] parameter(0)\n  ROOT b = f32[4] negate(a)\n}\n"
+
+
+def _optimized(path: Path):
+    module = parse_module(path.read_text(), path.name)
+    build_gpu_pipeline().run_with(module, RunOptions())
+    return module
+
+
+def _gemm_source():
+    module = _optimized(TESTDATA / "triton" / "matmul_bf16.hlo")
+    (fusion,) = [i for i in module.entry.instructions if i.name.startswith("gemm_fusion")]
+    return kernel_source(fusion, CONFIG)
+
+
+def _no_child(monkeypatch) -> list[int]:
+    spawned: list[int] = []
+
+    def refuse():
+        spawned.append(1)
+        raise AssertionError("a child was started")
+
+    monkeypatch.setattr(tcompile, "_spawn", refuse)
+    return spawned
+
+
+def test_cached_triton_kernels_need_no_child(tmp_path, monkeypatch):
+    source = _gemm_source()
+    (first,) = tcompile.compile_kernels([source], "sm_90", cache_dir=str(tmp_path))
+    assert list((tmp_path / "kernels").rglob("*.json"))  # stored
+    _no_child(monkeypatch)
+    (again,) = tcompile.compile_kernels([source], "sm_90", cache_dir=str(tmp_path))
+    assert again == first
+    with pytest.raises(AssertionError, match="a child was started"):  # another arch: not that entry
+        tcompile.compile_kernels([source], "sm_80", cache_dir=str(tmp_path))
+
+
+def test_the_preloaded_child_compiles_and_an_unused_one_is_stopped(tmp_path, monkeypatch):
+    options = CompileOptions(target="cuda", cache_dir=str(tmp_path))
+    preload(options)
+    waiting = tcompile._WORKER
+    assert waiting is not None and waiting.poll() is None
+    compile_module(parse_module(NEGATE, "tiny"), options)  # no GEMM fusion: the child goes
+    assert tcompile._WORKER is None and waiting.returncode is not None
+
+    preload(options)
+    waiting = tcompile._WORKER
+    spawned = _no_child(monkeypatch)  # the module's GEMMs must go to the waiting child
+    module = _optimized(TESTDATA / "transformer_layer.hlo")
+    result = compile_module(module, options)
+    assert not spawned and waiting.returncode == 0 and tcompile._WORKER is None
+    assert any(k.cubin for k in result.manifest.kernels.values())
+
+
+def test_a_compile_from_the_cache_writes_the_same_manifest(tmp_path):
+    def manifest(cache_dir):
+        module = _optimized(TESTDATA / "transformer_layer.hlo")
+        return compile_module(module, CompileOptions(target="cuda", cache_dir=cache_dir)).manifest.to_bytes()
+
+    without = manifest(None)
+    assert manifest(str(tmp_path)) == without  # filling the cache
+    assert manifest(str(tmp_path)) == without  # every kernel from it
+
+
+def test_the_child_keeps_tritons_key_where_a_later_child_finds_it(tmp_path):
+    import triton
+    import triton.runtime.cache as cache
+
+    env = {"TRITON_CACHE_DIR": str(tmp_path)}
+    run = lambda: subprocess.run(  # noqa: E731
+        [child.sys.executable, "-c", "from hlo_codegen.triton_gemm import child; child.warm_up(); "
+         "import triton.runtime.cache as c; print(c.triton_key())"],
+        capture_output=True, text=True, env={**child.os.environ, **env}, check=True).stdout.strip()
+    first = run()
+    (kept,) = tmp_path.glob("hlo-toolchain-triton-key-*.txt")
+    assert kept.read_text() == first == cache.triton_key()  # Triton's own key, computed in this process
+    kept.write_text("a key read from the file")  # a later child reads it instead of hashing again
+    assert run() == "a key read from the file"
+    fingerprint = child._fingerprint(Path(triton.__file__).parent)
+    assert kept.name == f"hlo-toolchain-triton-key-{fingerprint}.txt"
+
+
+def test_the_fingerprint_follows_tritons_files(tmp_path):
+    for part in ("compiler", "backends", "language", "_C"):
+        (tmp_path / part).mkdir()
+        (tmp_path / part / "a.py").write_text("x = 1\n")
+    (tmp_path / "runtime").mkdir()
+    (tmp_path / "runtime" / "cache.py").write_text("y = 2\n")
+    before = child._fingerprint(tmp_path)
+    (tmp_path / "_C" / "a.py").write_text("x = 10\n")  # another size
+    assert child._fingerprint(tmp_path) != before
