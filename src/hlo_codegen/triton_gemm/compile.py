@@ -24,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 
 from hlo_common.errors import HloError
@@ -58,26 +59,62 @@ def compile_kernels(sources: list[KernelSource], arch: str = "sm_90",
     small kernel's compile time), but those found in the kernel cache under `cache_dir`. With
     `failures`, a kernel Triton cannot compile is None in the list and its reason recorded there
     by name; otherwise it is an HloError."""
-    requests = [{"text": s.text, "name": s.name, "signature": s.signature, "arch": arch,
-                 "num_warps": s.config.get("num_warps", 4), "num_stages": s.config.get("num_stages", 3)}
-                for s in sources]
-    cache = _kernel_cache(cache_dir)
-    keys = [_triton_entry_key(r) for r in requests] if cache is not None else []
-    results = [_cached(cache, key) for key in keys] if cache is not None else [None] * len(requests)
-    missing = [i for i, r in enumerate(results) if r is None]
-    if not missing:
-        close_worker()
-        return [_compiled(s, out, arch, failures) for s, out in zip(sources, results)]
-    done = _run_child([requests[i] for i in missing])
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        names = ", ".join(s.name for s in sources)
-        raise HloError(f"Triton could not compile {names} for {arch}: {last}")
-    for i, out in zip(missing, json.loads(done.stdout)):
-        results[i] = out
-        if cache is not None and not out.get("error"):
-            cache.store(keys[i], {"format": cache_format(), "triton": out})
-    return [_compiled(s, out, arch, failures) for s, out in zip(sources, results)]
+    return start_compile(sources, arch, cache_dir).result(failures)
+
+
+class PendingCompile:
+    """`compile_kernels` under way: the child compiles on while the caller does other work (a
+    thread of this process hands the requests over and reads the answer); `result` waits."""
+
+    def __init__(self, sources: list[KernelSource], arch: str, cache_dir: str | None):
+        self.sources, self.arch = sources, arch
+        requests = [{"text": s.text, "name": s.name, "signature": s.signature, "arch": arch,
+                     "num_warps": s.config.get("num_warps", 4), "num_stages": s.config.get("num_stages", 3)}
+                    for s in sources]
+        self._cache = _kernel_cache(cache_dir)
+        self._keys = [_triton_entry_key(r) for r in requests] if self._cache is not None else []
+        self._results = [_cached(self._cache, k) for k in self._keys] if self._cache is not None \
+            else [None] * len(requests)
+        self._missing = [i for i, r in enumerate(self._results) if r is None]
+        self._done: list = []  # the child's CompletedProcess, or the exception running it raised
+        self._thread = None
+        if not self._missing:
+            close_worker()
+            return
+        self._thread = threading.Thread(target=self._run, args=([requests[i] for i in self._missing],),
+                                        name="triton-child", daemon=True)
+        self._thread.start()
+
+    def _run(self, requests: list[dict]) -> None:
+        try:
+            self._done.append(_run_child(requests))
+        except BaseException as exc:  # noqa: BLE001 - raised again by `result`, in the caller's thread
+            self._done.append(exc)
+
+    def result(self, failures: dict[str, str] | None = None) -> list[CompiledTritonKernel | None]:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+            done = self._done[0]
+            if isinstance(done, BaseException):
+                raise done
+            if done.returncode != 0:
+                last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+                raise HloError(f"Triton could not compile {self._names()} for {self.arch}: {last}")
+            for i, out in zip(self._missing, json.loads(done.stdout)):
+                self._results[i] = out
+                if self._cache is not None and not out.get("error"):
+                    self._cache.store(self._keys[i], {"format": cache_format(), "triton": out})
+        return [_compiled(s, out, self.arch, failures) for s, out in zip(self.sources, self._results)]
+
+    def _names(self) -> str:
+        return ", ".join(s.name for s in self.sources)
+
+
+def start_compile(sources: list[KernelSource], arch: str = "sm_90",
+                  cache_dir: str | None = None) -> PendingCompile:
+    """Start `compile_kernels` of `sources`; its `result` gives what compile_kernels returns."""
+    return PendingCompile(sources, arch, cache_dir)
 
 
 def _compiled(source: KernelSource, out: dict, arch: str,
@@ -193,5 +230,5 @@ def ptx_param_count(ptx: str) -> int:
     return 0 if match is None or not match.group(1).strip() else match.group(1).count(".param")
 
 
-__all__ = ["CompiledTritonKernel", "close_worker", "compile_kernel", "compile_kernels", "ptx_param_count",
-           "start_worker", "triton_available"]
+__all__ = ["CompiledTritonKernel", "PendingCompile", "close_worker", "compile_kernel", "compile_kernels",
+           "ptx_param_count", "start_compile", "start_worker", "triton_available"]

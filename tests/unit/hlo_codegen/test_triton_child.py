@@ -7,6 +7,7 @@ under a name that changes with Triton's files, and a later child reads it there.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -116,3 +117,39 @@ def test_the_fingerprint_follows_tritons_files(tmp_path):
     before = child._fingerprint(tmp_path)
     (tmp_path / "_C" / "a.py").write_text("x = 10\n")  # another size
     assert child._fingerprint(tmp_path) != before
+
+
+def _manifest_and_note(monkeypatch, capsys, wait: bool) -> tuple[bytes, str]:
+    from hlo_codegen import thunk_emitter
+
+    if wait:  # the order before the child compiled beside emission: Triton's answer first
+        emit = thunk_emitter.ThunkEmitter.emit_entry
+        monkeypatch.setattr(thunk_emitter.ThunkEmitter, "emit_entry", lambda self, wait_for_triton=False:
+                            emit(self, wait_for_triton=True))
+    module = _optimized(TESTDATA / "transformer_layer.hlo")
+    manifest = compile_module(module, CompileOptions(target="cuda")).manifest.to_bytes()
+    monkeypatch.undo()
+    return manifest, capsys.readouterr().err
+
+
+def test_emitting_while_triton_compiles_gives_the_manifest_of_waiting_first(monkeypatch, capsys):
+    assert _manifest_and_note(monkeypatch, capsys, False) == _manifest_and_note(monkeypatch, capsys, True)
+
+
+def test_a_kernel_triton_refuses_after_emission_gives_the_manifest_of_waiting_first(monkeypatch, capsys):
+    from hlo_codegen.triton_gemm import emitter
+
+    render = emitter.render
+
+    def refuse_one(program, config, name):  # one of the layer's GEMM kernels only
+        text = render(program, config, name)
+        return text.replace("tl.dot(", "tl.no_such_dot(") if name == "gemm_fusion_dot_4" else text
+
+    def run(wait):
+        monkeypatch.setattr(emitter, "render", refuse_one)
+        return _manifest_and_note(monkeypatch, capsys, wait)
+
+    (deferred, note), (waited, note_waited) = run(False), run(True)
+    triton_kernels = [k["name"] for k in json.loads(deferred)["kernels"] if "triton" in k]
+    assert deferred == waited and triton_kernels and "gemm_fusion_dot_4" not in triton_kernels
+    assert note == note_waited and note.count("Triton could not compile gemm_fusion_dot_4") == 1
