@@ -237,7 +237,7 @@ def triton_emitter(module: HloModule, options: CompileOptions):
     from hlo_common.gpu.device import device_for_arch
     from hlo_common.passes.triton_gemm_fallback import is_triton_gemm_fusion
 
-    from hlo_codegen.triton_gemm.compile import close_worker, triton_available
+    from hlo_codegen.triton_gemm.compile import triton_available
     from hlo_codegen.triton_gemm.config import check_config, fusion_config
 
     device = device_for_arch(options.arch)
@@ -245,8 +245,6 @@ def triton_emitter(module: HloModule, options: CompileOptions):
     for fusion in fusions:
         if sum(i.opcode == "dot" for i in fusion.fused_computation().instructions) == 1:
             check_config(fusion, fusion_config(fusion), device)
-    if options.triton is False or not fusions:
-        close_worker()  # the child `preload` started has nothing to compile (a later need starts one)
     if options.triton is False:
         return None
     if not triton_available():
@@ -309,10 +307,7 @@ def preload(options: CompileOptions) -> None:
             from hlo_codegen.ptx import preload_ptx_tools
 
             preload_ptx_tools(options.arch)
-            if options.triton is not False:
-                from hlo_codegen.triton_gemm.compile import start_worker
 
-                start_worker()
     except Exception:  # noqa: BLE001 - an early start only; the compile reports real errors
         pass
 

@@ -127,10 +127,16 @@ class _Checks:
             self.errors.update((index, err) for (index, _), err in zip(batch, errors))
 
     def rest(self, pool: ThreadPoolExecutor, jobs: int) -> None:
-        """Check the kernels no batch took, split over the pool (after every PTX task is done)."""
+        """Check the kernels no batch took, split over the pool (after every PTX task is done) in
+        parts of about equal PTX length (a check's time grows with it)."""
         ready, self._ready = self._ready, []
-        size = max(1, -(-len(ready) // jobs))
-        for future in [pool.submit(self.check, ready[i:i + size]) for i in range(0, len(ready), size)]:
+        parts: list[list[tuple[int, str]]] = [[] for _ in range(min(jobs, len(ready)))]
+        sizes = [0] * len(parts)
+        for item in sorted(ready, key=lambda item: -len(item[1])):
+            k = sizes.index(min(sizes))
+            parts[k].append(item)
+            sizes[k] += len(item[1])
+        for future in [pool.submit(self.check, part) for part in parts]:
             future.result()
 
 

@@ -2,11 +2,10 @@
 it imports `triton`, then reads a JSON list of requests on stdin and writes one JSON
 result per request (the PTX, the cubin in base64 and Triton's metadata, or `{"error": ...}`).
 
-Where it sits: `compile.compile_kernels` runs it; hlo-codegen starts it before its input is read
-(`compile.start_worker`), so that the import and Triton's set-up happen while hlo-opt still
-works, and closes it unused when the module has no Triton GEMM fusion. It imports only the
-standard library and Triton (not hlo_common: a child that is not used costs little). An empty
-stdin means no work: it exits quietly.
+Where it sits: `compile.start_compile` runs it, on a thread of hlo-codegen that waits for its
+answer while the other kernels are emitted. It imports only the standard library and Triton (not
+hlo_common, whose numpy would add a tenth of a second). An empty stdin means no work: it exits
+quietly.
 
 Triton's own cache names a compiled kernel after `triton.runtime.cache.triton_key()`, a hash of
 Triton's sources and of its 600 MB `libtriton.so` that each new process computes again (a quarter
@@ -109,7 +108,7 @@ def compile_or_say_why(request: dict) -> dict:
 
 
 def warm_up() -> None:
-    """What every compile needs first, done before the requests come: Triton's import and key."""
+    """What every compile needs first: Triton's import and key (before the requests are read)."""
     import triton.compiler  # noqa: F401
     import triton.runtime.cache as cache
 

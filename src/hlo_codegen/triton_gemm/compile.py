@@ -5,17 +5,15 @@ LLVM IR, PTX and a cubin, and the kernel's metadata (name, warps, shared memory,
 Where it sits: hlo_codegen.triton_gemm (package docstring). `triton` is the optional `.[triton]`
 extra; `triton_available()` says whether it is installed. The compile runs in a child Python
 (`hlo_codegen.triton_gemm.child`): libtriton's LLVM replaces process-wide signal handlers
-(SIGINT's, SIGTERM's, SIGHUP's) when it compiles; the calling process keeps its own. hlo-codegen
-starts that child before its input is there (`start_worker`: behind `hlo-opt |`, Triton's import
-happens while hlo-opt works) and closes it unused when the module has no Triton GEMM fusion
-(`close_worker`). With a kernel cache directory, each compiled kernel is kept there too (keyed by
-its request, the compiling code and Triton's files, `_triton_entry_key`): a second compile of the
-module needs no child at all. Triton's own cache makes a repeated compile in a child fast.
+(SIGINT's, SIGTERM's, SIGHUP's) when it compiles; the calling process keeps its own. The child
+works while the caller goes on (`start_compile`; hlo-codegen emits the other kernels meanwhile).
+With a kernel cache directory, each compiled kernel is kept there too (keyed by its request, the
+compiling code and Triton's files, `_triton_entry_key`): a second compile of the module starts no
+child at all. Triton's own cache makes a repeated compile in a child fast.
 """
 
 from __future__ import annotations
 
-import atexit
 import base64
 import hashlib
 import importlib.util
@@ -79,7 +77,6 @@ class PendingCompile:
         self._done: list = []  # the child's CompletedProcess, or the exception running it raised
         self._thread = None
         if not self._missing:
-            close_worker()
             return
         self._thread = threading.Thread(target=self._run, args=([requests[i] for i in self._missing],),
                                         name="triton-child", daemon=True)
@@ -133,45 +130,11 @@ def _compiled(source: KernelSource, out: dict, arch: str,
 
 
 # -- the child --------------------------------------------------------------------------------------
-_WORKER: subprocess.Popen | None = None  # started by `start_worker`, taken by the next compile
-_AT_EXIT: list = []
-
-
-def _spawn() -> subprocess.Popen:
+def _run_child(requests: list[dict]) -> subprocess.CompletedProcess:
     # no line info: it names the kernel's file (this machine's temporary directory) in the PTX
     env = dict(os.environ, TRITON_DISABLE_LINE_INFO="1")
-    return subprocess.Popen([sys.executable, "-m", "hlo_codegen.triton_gemm.child"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
-
-
-def start_worker() -> None:
-    """Start the child that the next `compile_kernels` will use, so that it imports Triton in the
-    meantime; nothing when `triton` is not installed or a child is already waiting."""
-    global _WORKER
-    if _WORKER is None and triton_available():
-        _WORKER = _spawn()
-        if close_worker not in _AT_EXIT:  # a child left waiting (a failed compile) goes with us
-            _AT_EXIT.append(close_worker)
-            atexit.register(close_worker)
-
-
-def close_worker() -> None:
-    """Stop the waiting child, if any (the module needs no Triton compile)."""
-    global _WORKER
-    worker, _WORKER = _WORKER, None
-    if worker is not None:
-        worker.kill()
-        worker.communicate()
-
-
-def _run_child(requests: list[dict]) -> subprocess.CompletedProcess:
-    global _WORKER
-    child, _WORKER = _WORKER, None
-    if child is None:
-        child = _spawn()
-    stdout, stderr = child.communicate(json.dumps(requests))
-    return subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
+    return subprocess.run([sys.executable, "-m", "hlo_codegen.triton_gemm.child"], input=json.dumps(requests),
+                          capture_output=True, text=True, env=env)
 
 
 # -- kernel cache entries ---------------------------------------------------------------------------
@@ -230,5 +193,5 @@ def ptx_param_count(ptx: str) -> int:
     return 0 if match is None or not match.group(1).strip() else match.group(1).count(".param")
 
 
-__all__ = ["CompiledTritonKernel", "PendingCompile", "close_worker", "compile_kernel", "compile_kernels",
-           "ptx_param_count", "start_compile", "start_worker", "triton_available"]
+__all__ = ["CompiledTritonKernel", "PendingCompile", "compile_kernel", "compile_kernels", "ptx_param_count",
+           "start_compile", "triton_available"]

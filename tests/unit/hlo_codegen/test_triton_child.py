@@ -1,9 +1,10 @@
-"""The Triton child of hlo-codegen (hlo_codegen.triton_gemm.child, compile.py): a child started
-before the input is there is the one the compile uses, and is stopped (killed and reaped) when the
-module has no Triton GEMM fusion; Triton kernels are kept in the kernel cache, so that a second
-compile starts no child and gives the same kernels, and the manifest of a compile from the cache
-is byte for byte the one without it; the child keeps Triton's key in Triton's cache directory
-under a name that changes with Triton's files, and a later child reads it there."""
+"""The Triton child of hlo-codegen (hlo_codegen.triton_gemm.child, compile.py): one child per
+module with Triton GEMM fusions, none for a module without; Triton kernels are kept in the kernel
+cache, so that a second compile starts no child and gives the same kernels, and the manifest of a
+compile from the cache is byte for byte the one without it; the child compiles while the other
+kernels are emitted, and the manifest is the one of waiting for it first, also when Triton
+refuses a kernel; the child keeps Triton's key in Triton's cache directory under a name that
+changes with Triton's files, and a later child reads it there."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from hlo_common.hlo.parser import parse_module
 from hlo_common.hlo_pass.pipeline import RunOptions
 from hlo_opt.pipelines import build_gpu_pipeline
 
-from hlo_codegen.compiler import CompileOptions, compile_module, preload
+from hlo_codegen.compiler import CompileOptions, compile_module
 from hlo_codegen.triton_gemm import child, compile as tcompile
 from hlo_codegen.triton_gemm.source import kernel_source
 
@@ -41,43 +42,36 @@ def _gemm_source():
     return kernel_source(fusion, CONFIG)
 
 
-def _no_child(monkeypatch) -> list[int]:
-    spawned: list[int] = []
+def _count_children(monkeypatch) -> list[int]:
+    started: list[int] = []
+    run = tcompile._run_child
 
-    def refuse():
-        spawned.append(1)
-        raise AssertionError("a child was started")
+    def counted(requests):
+        started.append(len(requests))
+        return run(requests)
 
-    monkeypatch.setattr(tcompile, "_spawn", refuse)
-    return spawned
+    monkeypatch.setattr(tcompile, "_run_child", counted)
+    return started
 
 
 def test_cached_triton_kernels_need_no_child(tmp_path, monkeypatch):
     source = _gemm_source()
     (first,) = tcompile.compile_kernels([source], "sm_90", cache_dir=str(tmp_path))
     assert list((tmp_path / "kernels").rglob("*.json"))  # stored
-    _no_child(monkeypatch)
+    started = _count_children(monkeypatch)
     (again,) = tcompile.compile_kernels([source], "sm_90", cache_dir=str(tmp_path))
-    assert again == first
-    with pytest.raises(AssertionError, match="a child was started"):  # another arch: not that entry
-        tcompile.compile_kernels([source], "sm_80", cache_dir=str(tmp_path))
+    assert again == first and started == []
+    tcompile.compile_kernels([source], "sm_80", cache_dir=str(tmp_path))  # another arch: not that entry
+    assert started == [1]
 
 
-def test_the_preloaded_child_compiles_and_an_unused_one_is_stopped(tmp_path, monkeypatch):
-    options = CompileOptions(target="cuda", cache_dir=str(tmp_path))
-    preload(options)
-    waiting = tcompile._WORKER
-    assert waiting is not None and waiting.poll() is None
-    compile_module(parse_module(NEGATE, "tiny"), options)  # no GEMM fusion: the child goes
-    assert tcompile._WORKER is None and waiting.returncode is not None
-
-    preload(options)
-    waiting = tcompile._WORKER
-    spawned = _no_child(monkeypatch)  # the module's GEMMs must go to the waiting child
-    module = _optimized(TESTDATA / "transformer_layer.hlo")
-    result = compile_module(module, options)
-    assert not spawned and waiting.returncode == 0 and tcompile._WORKER is None
-    assert any(k.cubin for k in result.manifest.kernels.values())
+def test_one_child_per_module_with_triton_gemms_and_none_without(monkeypatch):
+    started = _count_children(monkeypatch)
+    compile_module(parse_module(NEGATE, "tiny"), CompileOptions(target="cuda"))
+    assert started == []
+    result = compile_module(_optimized(TESTDATA / "transformer_layer.hlo"), CompileOptions(target="cuda"))
+    assert started == [3]  # the layer's three distinct GEMM kernels, in one child
+    assert sum("triton" in k.to_json() for k in result.manifest.kernels.values()) == 3
 
 
 def test_a_compile_from_the_cache_writes_the_same_manifest(tmp_path):
