@@ -307,7 +307,6 @@ def preload(options: CompileOptions) -> None:
             from hlo_codegen.ptx import preload_ptx_tools
 
             preload_ptx_tools(options.arch)
-
     except Exception:  # noqa: BLE001 - an early start only; the compile reports real errors
         pass
 

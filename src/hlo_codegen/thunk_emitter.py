@@ -177,7 +177,11 @@ class ThunkEmitter:
             return self.emit_computation(self.module.entry)
         self.triton.start()
         self._triton_thunks = self.triton.provisional_thunks()
-        entry = self.emit_computation(self.module.entry)
+        try:
+            entry = self.emit_computation(self.module.entry)
+        except BaseException:
+            self.triton.cancel()  # no child left compiling behind an error
+            raise
         kernels, final = self.triton.finish(say_refusals=False)
         entry = settle_thunks(entry, self._triton_thunks, final)
         self._take_triton_kernels(kernels)

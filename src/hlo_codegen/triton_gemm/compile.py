@@ -75,6 +75,7 @@ class PendingCompile:
             else [None] * len(requests)
         self._missing = [i for i, r in enumerate(self._results) if r is None]
         self._done: list = []  # the child's CompletedProcess, or the exception running it raised
+        self._children: list[subprocess.Popen] = []  # the child, once started (for `cancel`)
         self._thread = None
         if not self._missing:
             return
@@ -84,9 +85,17 @@ class PendingCompile:
 
     def _run(self, requests: list[dict]) -> None:
         try:
-            self._done.append(_run_child(requests))
+            self._done.append(_run_child(requests, self._children))
         except BaseException as exc:  # noqa: BLE001 - raised again by `result`, in the caller's thread
             self._done.append(exc)
+
+    def cancel(self) -> None:
+        """Kill the child, if still running, and wait for it."""
+        for child in self._children:
+            child.kill()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
 
     def result(self, failures: dict[str, str] | None = None) -> list[CompiledTritonKernel | None]:
         if self._thread is not None:
@@ -130,11 +139,16 @@ def _compiled(source: KernelSource, out: dict, arch: str,
 
 
 # -- the child --------------------------------------------------------------------------------------
-def _run_child(requests: list[dict]) -> subprocess.CompletedProcess:
+def _run_child(requests: list[dict], started: list[subprocess.Popen] | None = None) -> subprocess.CompletedProcess:
+    """The child's answer to `requests`; the child is added to `started` as soon as it runs."""
     # no line info: it names the kernel's file (this machine's temporary directory) in the PTX
     env = dict(os.environ, TRITON_DISABLE_LINE_INFO="1")
-    return subprocess.run([sys.executable, "-m", "hlo_codegen.triton_gemm.child"], input=json.dumps(requests),
-                          capture_output=True, text=True, env=env)
+    with subprocess.Popen([sys.executable, "-m", "hlo_codegen.triton_gemm.child"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as child:
+        if started is not None:
+            started.append(child)
+        stdout, stderr = child.communicate(json.dumps(requests))
+    return subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
 
 
 # -- kernel cache entries ---------------------------------------------------------------------------

@@ -98,6 +98,12 @@ class TritonGemmEmitter:
 
         self._compiling = start_compile([p.source for p in self._planned.values()], self.arch, self.cache_dir)
 
+    def cancel(self) -> None:
+        """Stop what `start` began (the caller met an error before it needed the kernels)."""
+        compiling, self._compiling = self._compiling, None
+        if compiling is not None:
+            compiling.cancel()
+
     def provisional_thunks(self) -> dict[str, KernelThunk]:
         """Each planned fusion's thunk (by name) before Triton says its block and shared memory."""
         return {t.profile_annotation: t for p in self._planned.values() for t in p.thunks}

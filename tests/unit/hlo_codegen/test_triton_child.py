@@ -46,9 +46,9 @@ def _count_children(monkeypatch) -> list[int]:
     started: list[int] = []
     run = tcompile._run_child
 
-    def counted(requests):
+    def counted(requests, children=None):
         started.append(len(requests))
-        return run(requests)
+        return run(requests, children)
 
     monkeypatch.setattr(tcompile, "_run_child", counted)
     return started
@@ -147,3 +147,20 @@ def test_a_kernel_triton_refuses_after_emission_gives_the_manifest_of_waiting_fi
     triton_kernels = [k["name"] for k in json.loads(deferred)["kernels"] if "triton" in k]
     assert deferred == waited and triton_kernels and "gemm_fusion_dot_4" not in triton_kernels
     assert note == note_waited and note.count("Triton could not compile gemm_fusion_dot_4") == 1
+
+
+def test_an_emission_error_stops_the_compiling_child(monkeypatch):
+    from hlo_codegen import kernel_backend
+    from hlo_common.errors import HloError
+
+    children = []
+    run = tcompile._run_child
+    monkeypatch.setattr(tcompile, "_run_child", lambda requests, started=None: run(requests, children))
+
+    def refuse(fusion, device):
+        raise HloError("the loop emitter refuses")
+
+    monkeypatch.setattr(kernel_backend, "fusion_emitter", refuse)
+    with pytest.raises(HloError, match="the loop emitter refuses"):
+        compile_module(_optimized(TESTDATA / "transformer_layer.hlo"), CompileOptions(target="cuda"))
+    assert len(children) == 1 and children[0].returncode is not None  # ended and waited for
