@@ -18,8 +18,8 @@ fusions are emitted, as XLA compiles kernels in parallel; `compile` then hands b
 whose PTX is filled in by `finish`, which `compile_module` calls before it writes the manifest
 and before it reports any other error. nvJitLink checks the PTX of `_BATCH` kernels in one link
 (`ptx.validate_ptx_batch`: a link has a fixed cost of about 3 ms, a third of a small kernel's
-check): a pool thread that finishes a kernel's PTX checks the batch it completes, and `finish`
-the rest, split over the pool. The PTX is the same either way, and so is the error: the first
+check): a pool thread that finishes a kernel's PTX checks the batch it completes, or what is
+ready when no PTX task waits, and `finish` the rest, split over the pool. The PTX is the same either way, and so is the error: the first
 failing kernel in module order.
 """
 
@@ -104,14 +104,24 @@ class _Checks:
         self.arch = arch
         self.errors: dict[int, BaseException | None] = {}
         self._ready: list[tuple[int, str]] = []
+        self._queued = 0  # PTX tasks submitted and not started
         self._lock = threading.Lock()
 
+    def submitted(self) -> None:
+        """A PTX task was queued (`ptx` counts it off when it starts)."""
+        with self._lock:
+            self._queued += 1
+
     def ptx(self, index: int, llvm_ir: str) -> str:
-        """Kernel `index`'s PTX (a pool task); checks a batch when this kernel completes one."""
+        """Kernel `index`'s PTX (a pool task). The PTX made but not checked yet is checked here
+        when it fills a batch, or when no PTX task is waiting (the pool would idle otherwise:
+        emission is slower than the pool, as with few kernels)."""
+        with self._lock:
+            self._queued -= 1
         ptx = _ptx_text(llvm_ir, self.arch)
         with self._lock:
             self._ready.append((index, ptx))
-            batch = self._ready if len(self._ready) >= _BATCH else None
+            batch = self._ready if len(self._ready) >= _BATCH or self._queued == 0 else None
             if batch is not None:
                 self._ready = []
         if batch is not None:
@@ -214,6 +224,7 @@ class EmitterBackend:
             if self.jobs > 1:
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="ptx")
+                self._checks.submitted()
                 future = self._pool.submit(self._checks.ptx, len(self._pending), artifacts["ll"])
             else:
                 ptx = artifacts["ptx"] = _ptx(artifacts["ll"], self.arch)
