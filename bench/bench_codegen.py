@@ -1,7 +1,8 @@
 """hlo-codegen's compile time: the pipe a user runs, cold and warm, against XLA; or per kernel, by
 phase (a benchmark, never a test).
 
-    .venv/bin/python bench/bench_codegen.py [--runs 3] [--tools DIR] [--no-xla] [--keep-env] [MODULE.hlo ...]
+    .venv/bin/python bench/bench_codegen.py [--runs 3] [--tools DIR] [--compare-tools DIR] [--xla-python PY]
+                                            [--no-xla] [--keep-env] [MODULE.hlo ...]
     .venv/bin/python bench/bench_codegen.py --phases [--targets host,cuda] [--corpus 24] [--top 10]
                                             [--profile N] [MODULE.hlo ...]
     .venv/bin/python bench/bench_codegen.py --triton [--arch sm_90]
@@ -258,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", default="sm_90", help="--triton: the arch to compile for")
     ap.add_argument("--runs", type=int, default=3, help="pipe: best of this many runs")
     ap.add_argument("--tools", type=Path, help="pipe: the directory holding hlo-opt and hlo-codegen")
+    ap.add_argument("--compare-tools", type=Path, metavar="DIR",
+                    help="pipe: also time the hlo-opt / hlo-codegen in DIR (the code before), in the same rounds")
+    ap.add_argument("--xla-python", metavar="PY", help="pipe: the Python (with jax's CUDA plugin) for XLA's worker")
     ap.add_argument("--no-xla", action="store_true", help="pipe: leave out XLA's column")
     ap.add_argument("--keep-env", action="store_true",
                     help="pipe: run the tools in this environment as it is (PYTHONDONTWRITEBYTECODE kept)")
@@ -275,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         from compile_pipe import default_tools, run
 
         compile_pipe.KEEP_ENV = opts.keep_env
-        return run(opts.modules, opts.tools or default_tools(), opts.runs, not opts.no_xla)
+        compile_pipe.XLA_PYTHON = opts.xla_python or sys.executable
+        return run(opts.modules, opts.tools or default_tools(), opts.runs, not opts.no_xla, opts.compare_tools)
     opts.modules = opts.modules or DEFAULT_MODULES
     _install_optimize_timer()
     sources = {p.name: p.read_text() for p in opts.modules}

@@ -15,6 +15,12 @@ model modules of the corpus up to about 1,400 instructions; or the files given. 
     XLA    `bench/xla_compile_worker.py` on the module: a fresh Python that imports jax and compiles
            for an H100 without a GPU (`XLA_TARGET_CONFIG` names its GpuTargetConfigProto file)
 
+With `--compare-tools DIR` the pipe of the tools in DIR (another checkout's: the code before a
+change) is timed too, in the same rounds: per round the other tools, these tools, then XLA, so
+that both see the same load; the table then has their cold and CPU columns beside these.
+`--xla-python PY` runs XLA's worker under PY (a Python with jax and its CUDA plugin), by default
+this Python.
+
 Each figure is the best wall time of `--runs` runs (the machine is shared: the minimum is the
 figure least disturbed by other work); the CPU columns add user and system time of every process
 and thread of the cold pipe and of XLA's process (XLA compiles on several threads), a figure that
@@ -61,6 +67,8 @@ class Row:
     cold_cpu: float | None = None
     xla_cpu: float | None = None
     note: str = ""
+    other_cold: float | None = None  # --compare-tools: the other tools' cold pipe
+    other_cpu: float | None = None
 
 
 def default_modules(workdir: Path) -> list[Path]:
@@ -89,6 +97,7 @@ def instruction_count(path: Path) -> int:
 
 
 KEEP_ENV = False  # --keep-env: the tools see this process's environment unchanged
+XLA_PYTHON = sys.executable  # --xla-python: the Python that runs XLA's worker
 
 
 def tool_env(cache_dir: Path | None) -> dict[str, str]:
@@ -127,7 +136,7 @@ def time_xla(module: Path) -> tuple[float, float]:
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     cpu = _children_cpu()
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(BENCH / "xla_compile_worker.py"), str(module)],
+    proc = subprocess.run([XLA_PYTHON, str(BENCH / "xla_compile_worker.py"), str(module)],
                           capture_output=True, env=env)
     elapsed = time.perf_counter() - start
     line = proc.stdout.decode(errors="replace").strip()
@@ -136,26 +145,36 @@ def time_xla(module: Path) -> tuple[float, float]:
     return elapsed, _children_cpu() - cpu
 
 
-def measure(path: Path, tools: Path, runs: int, with_xla: bool, workdir: Path) -> Row:
+def measure(path: Path, tools: Path, runs: int, with_xla: bool, workdir: Path,
+            other: Path | None = None) -> Row:
+    """Best of `runs` rounds; each round times the other tools' pipe (cold), these tools' pipe
+    (cold, then warm on the cache it filled) and XLA, in that order."""
     row = Row(path.stem, instruction_count(path))
     out = workdir / "out.manifest.json"
-    try:
-        colds, warms = [], []
-        for k in range(runs):
+    colds, warms, others, xlas = [], [], [], []
+    for k in range(runs):
+        try:
+            if other is not None:
+                others.append(time_pipe(other, path, out, workdir / f"cache-other-{path.stem}-{k}"))
             cache = workdir / f"cache-{path.stem}-{k}"
             colds.append(time_pipe(tools, path, out, cache))
             warms.append(time_pipe(tools, path, out, cache))
             shutil.rmtree(cache, ignore_errors=True)
-        row.cold, row.warm = min(w for w, _ in colds), min(w for w, _ in warms)
-        row.cold_cpu = min(c for _, c in colds)
-    except RuntimeError as exc:
-        row.note = f"ours failed: {exc}"[:100]
-    if with_xla:
-        try:
-            times = [time_xla(path) for _ in range(runs)]
-            row.xla, row.xla_cpu = min(w for w, _ in times), min(c for _, c in times)
         except RuntimeError as exc:
-            row.note = (row.note + f" XLA failed: {exc}")[:160]
+            row.note = f"ours failed: {exc}"[:100]
+        if with_xla:
+            try:
+                xlas.append(time_xla(path))
+            except RuntimeError as exc:
+                row.note = (row.note + f" XLA failed: {exc}")[:160]
+                with_xla = False
+    if colds and warms:
+        row.cold, row.cold_cpu = min(w for w, _ in colds), min(c for _, c in colds)
+        row.warm = min(w for w, _ in warms)
+    if others:
+        row.other_cold, row.other_cpu = min(w for w, _ in others), min(c for _, c in others)
+    if xlas:
+        row.xla, row.xla_cpu = min(w for w, _ in xlas), min(c for _, c in xlas)
     return row
 
 
@@ -166,28 +185,35 @@ def print_table(rows: list[Row]) -> None:
     def ratio(a: float | None, b: float | None) -> str:
         return f"{a / b:.2f}x" if a is not None and b else "n/a"
 
-    print("| module | instructions | ours cold | ours warm | XLA | cold/XLA | warm/XLA | CPU: ours cold | "
-          "CPU: XLA |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    other = any(r.other_cold is not None for r in rows)
+    head = "| module | instructions |" + (" other: cold | other/XLA |" if other else "")
+    print(head + " ours cold | ours warm | XLA | cold/XLA | warm/XLA |"
+          + (" CPU: other cold |" if other else "") + " CPU: ours cold | CPU: XLA |")
+    print("|---|---:|" + "---:|" * (7 + 3 * other))
     for r in rows:
-        print(f"| {r.name} | {r.instructions:,} | {cell(r.cold)} | {cell(r.warm)} | {cell(r.xla)} | "
-              f"{ratio(r.cold, r.xla)} | {ratio(r.warm, r.xla)} | {cell(r.cold_cpu)} | {cell(r.xla_cpu)} |"
-              + (f" {r.note}" if r.note else ""))
+        first = f"| {r.name} | {r.instructions:,} |" + (f" {cell(r.other_cold)} | {ratio(r.other_cold, r.xla)} |"
+                                                        if other else "")
+        print(first + f" {cell(r.cold)} | {cell(r.warm)} | {cell(r.xla)} | {ratio(r.cold, r.xla)} | "
+              f"{ratio(r.warm, r.xla)} |" + (f" {cell(r.other_cpu)} |" if other else "")
+              + f" {cell(r.cold_cpu)} | {cell(r.xla_cpu)} |" + (f" {r.note}" if r.note else ""))
 
 
-def run(paths: list[Path], tools: Path, runs: int, with_xla: bool) -> int:
+def run(paths: list[Path], tools: Path, runs: int, with_xla: bool, other: Path | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-compile-") as tmp:
         workdir = Path(tmp)
         paths = paths or default_modules(workdir)
-        warmup = workdir / "warmup-cache"
-        time_pipe(tools, paths[0], workdir / "warmup.json", warmup)  # writes the bytecode cache
+        for t in [tools] + ([other] if other is not None else []):  # writes the bytecode caches
+            time_pipe(t, paths[0], workdir / "warmup.json", workdir / "warmup-cache")
         bytecode = "as the environment has it" if KEEP_ENV else "cached"
-        print(f"tools: {tools}; Python bytecode {bytecode}; best of {runs} runs; wall seconds")
+        others = f"; other tools: {other}" if other is not None else ""
+        print(f"tools: {tools}{others}; Python bytecode {bytecode}; best of {runs} runs; wall seconds; "
+              f"load average at the start: {os.getloadavg()[0]:.1f}")
         rows = []
         for path in paths:
-            rows.append(measure(path, tools, runs, with_xla, workdir))
+            rows.append(measure(path, tools, runs, with_xla, workdir, other))
             print(f"  {rows[-1]}", file=sys.stderr, flush=True)
         print_table(rows)
+        print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     return 0
 
 

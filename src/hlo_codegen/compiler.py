@@ -50,7 +50,7 @@ from hlo_common.hlo.printer import print_module
 
 from hlo_codegen.buffer_assignment import BufferAssignment, assign_buffers
 from hlo_codegen.buffer_assignment.assignment import ENTRY_PARAMETER_ALIGNMENT
-from hlo_codegen.thunk_emitter import CompiledKernel, KernelBackend, ThunkEmitter
+from hlo_codegen.thunk_emitter import CompiledKernel, KernelBackend, ThunkEmitter, TritonRefusal
 
 TARGETS = ("cuda", "host")
 PREPARE_PIPELINE = "codegen-prepare"
@@ -202,6 +202,12 @@ def compile_module(module: HloModule, options: CompileOptions,
                            triton=triton, keep_collectives=options.keep_collectives)
     try:
         thunks = emitter.emit_entry()
+    except TritonRefusal:  # rare: emit again, the refused GEMM fusions as loop kernels in their place
+        _finish(backend, quiet=True)
+        triton.reset()
+        emitter = ThunkEmitter(module, assignment, backend, convolution_thunks=host, gemm_fusion_thunks=host,
+                               triton=triton, keep_collectives=options.keep_collectives)
+        thunks = _emit_waiting_for_triton(emitter, backend)
     except BaseException:
         _finish(backend)  # a kernel still compiling that failed came first: its error is the one
         raise
@@ -249,14 +255,27 @@ def triton_emitter(module: HloModule, options: CompileOptions):
         return None
     from hlo_codegen.triton_gemm.emitter import TritonGemmEmitter
 
-    return TritonGemmEmitter(options.arch, device)
+    return TritonGemmEmitter(options.arch, device, options.cache_dir)
 
 
-def _finish(backend: KernelBackend) -> None:
-    """Let a backend that compiles on threads complete its kernels (`EmitterBackend.finish`)."""
+def _finish(backend: KernelBackend, quiet: bool = False) -> None:
+    """Let a backend that compiles on threads complete its kernels (`EmitterBackend.finish`);
+    `quiet`: a failure is left for the next emission to meet again."""
     finish = getattr(backend, "finish", None)
     if finish is not None:
-        finish()
+        try:
+            finish()
+        except Exception:  # noqa: BLE001 - only with quiet (re-raised otherwise)
+            if not quiet:
+                raise
+
+
+def _emit_waiting_for_triton(emitter: ThunkEmitter, backend: KernelBackend):
+    try:
+        return emitter.emit_entry(wait_for_triton=True)
+    except BaseException:
+        _finish(backend)
+        raise
 
 
 def default_backend(options: CompileOptions) -> KernelBackend:

@@ -16,13 +16,17 @@ With `jobs` > 1 (what hlo-codegen runs with: one per CPU), the native half of a 
 PTX generation and nvJitLink, which release the GIL) runs on a pool of threads while the next
 fusions are emitted, as XLA compiles kernels in parallel; `compile` then hands back kernels
 whose PTX is filled in by `finish`, which `compile_module` calls before it writes the manifest
-and before it reports any other error. The PTX is the same either way, and so is the error: the
-first failing kernel in module order.
+and before it reports any other error. nvJitLink checks the PTX of `_BATCH` kernels in one link
+(`ptx.validate_ptx_batch`: a link has a fixed cost of about 3 ms, a third of a small kernel's
+check): a pool thread that finishes a kernel's PTX checks the batch it completes, or what is
+ready when no PTX task waits, and `finish` the rest, split over the pool. The PTX is the same either way, and so is the error: the first
+failing kernel in module order.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
@@ -68,12 +72,82 @@ def _named(label: str, fusion_name: str, exc: BaseException) -> KernelEmissionEr
                                f"{type(exc).__name__}: {exc}")
 
 
-def _ptx(llvm_ir: str, arch: str) -> str:
-    from hlo_codegen.ptx import compile_to_ptx, validate_ptx
+def _ptx_text(llvm_ir: str, arch: str) -> str:
+    from hlo_codegen.ptx import compile_to_ptx
 
-    ptx = compile_to_ptx(llvm_ir, arch)
-    validate_ptx(ptx, arch)
+    return compile_to_ptx(llvm_ir, arch)
+
+
+def _validate(ptxs: list[str], arch: str) -> list[BaseException | None]:
+    """nvJitLink's check of each PTX (one link for all: `ptx.validate_ptx_batch`)."""
+    from hlo_codegen.ptx import validate_ptx_batch
+
+    return validate_ptx_batch(ptxs, arch)
+
+
+def _ptx(llvm_ir: str, arch: str) -> str:
+    ptx = _ptx_text(llvm_ir, arch)
+    (error,) = _validate([ptx], arch)
+    if error is not None:
+        raise error
     return ptx
+
+
+_BATCH = 8  # kernels per nvJitLink check on the pool (fewer links; enough batches to share out)
+
+
+class _Checks:
+    """The nvJitLink checks of the kernels compiled on the pool, in batches: `errors[i]` is the
+    check's error of kernel i (None: it passed; absent: not checked yet)."""
+
+    def __init__(self, arch: str):
+        self.arch = arch
+        self.errors: dict[int, BaseException | None] = {}
+        self._ready: list[tuple[int, str]] = []
+        self._queued = 0  # PTX tasks submitted and not started
+        self._lock = threading.Lock()
+
+    def submitted(self) -> None:
+        """A PTX task was queued (`ptx` counts it off when it starts)."""
+        with self._lock:
+            self._queued += 1
+
+    def ptx(self, index: int, llvm_ir: str) -> str:
+        """Kernel `index`'s PTX (a pool task). The PTX made but not checked yet is checked here
+        when it fills a batch, or when no PTX task is waiting (the pool would idle otherwise:
+        emission is slower than the pool, as with few kernels)."""
+        with self._lock:
+            self._queued -= 1
+        ptx = _ptx_text(llvm_ir, self.arch)
+        with self._lock:
+            self._ready.append((index, ptx))
+            batch = self._ready if len(self._ready) >= _BATCH or self._queued == 0 else None
+            if batch is not None:
+                self._ready = []
+        if batch is not None:
+            self.check(batch)
+        return ptx
+
+    def check(self, batch: list[tuple[int, str]]) -> None:
+        try:
+            errors: list = _validate([ptx for _, ptx in batch], self.arch)
+        except Exception as exc:  # noqa: BLE001 - nvJitLink missing or failing: each kernel says so
+            errors = [exc] * len(batch)
+        with self._lock:
+            self.errors.update((index, err) for (index, _), err in zip(batch, errors))
+
+    def rest(self, pool: ThreadPoolExecutor, jobs: int) -> None:
+        """Check the kernels no batch took, split over the pool (after every PTX task is done) in
+        parts of about equal PTX length (a check's time grows with it)."""
+        ready, self._ready = self._ready, []
+        parts: list[list[tuple[int, str]]] = [[] for _ in range(min(jobs, len(ready)))]
+        sizes = [0] * len(parts)
+        for item in sorted(ready, key=lambda item: -len(item[1])):
+            k = sizes.index(min(sizes))
+            parts[k].append(item)
+            sizes[k] += len(item[1])
+        for future in [pool.submit(self.check, part) for part in parts]:
+            future.result()
 
 
 def _preferred_name(fusion: HloInstruction, emitter) -> str:
@@ -93,6 +167,7 @@ class EmitterBackend:
         self.jobs = jobs
         self._pool: ThreadPoolExecutor | None = None
         self._pending: list[tuple[CompiledKernel, Future, str, str]] = []
+        self._checks = _Checks(arch)
 
     def compile(self, fusion: HloInstruction, args: list[KernelArgumentSpec],
                 unique_name: KernelNamer) -> list[CompiledKernel]:
@@ -116,10 +191,18 @@ class EmitterBackend:
         """Wait for the kernels compiling on the pool and fill in their PTX; raise the first
         failure in the order the kernels were asked for."""
         pending, self._pending = self._pending, []
+        checks, self._checks = self._checks, _Checks(self.arch)
         try:
-            for compiled, future, label, fusion_name in pending:
+            for _, future, _, _ in pending:
+                future.exception()  # wait: every PTX task and the batches they check are done
+            if self._pool is not None:
+                checks.rest(self._pool, self.jobs)
+            for index, (compiled, future, label, fusion_name) in enumerate(pending):
                 try:
                     ptx = future.result()
+                    error = checks.errors.get(index)
+                    if error is not None:
+                        raise error
                 except Exception as exc:  # noqa: BLE001 - named by kernel, as without the pool
                     raise _named(label, fusion_name, exc) from exc
                 compiled.kernel = replace(compiled.kernel, ptx=ptx)
@@ -141,7 +224,8 @@ class EmitterBackend:
             if self.jobs > 1:
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="ptx")
-                future = self._pool.submit(_ptx, artifacts["ll"], self.arch)
+                self._checks.submitted()
+                future = self._pool.submit(self._checks.ptx, len(self._pending), artifacts["ll"])
             else:
                 ptx = artifacts["ptx"] = _ptx(artifacts["ll"], self.arch)
         else:

@@ -137,6 +137,11 @@ def sanitize_kernel_name(name: str) -> str:
     return out if not out[0].isdigit() else f"_{out}"
 
 
+class TritonRefusal(Exception):
+    """Triton refused a kernel that a thunk tree emitted before its answer counts on: the module
+    is emitted again, waiting for Triton first (`ThunkEmitter.emit_entry`)."""
+
+
 class ThunkEmitter:
     """Builds the thunk tree of `module`; compiled kernels are collected in `kernels`."""
 
@@ -155,13 +160,34 @@ class ThunkEmitter:
         self._kernel_names: set[str] = set()
         self._reuse: dict[str, list[CompiledKernel]] = {}
 
-    def emit_entry(self) -> SequentialThunk:
-        if self.triton is not None:
-            self._compile_triton_gemms()
-        return self.emit_computation(self.module.entry)
+    def emit_entry(self, wait_for_triton: bool = False) -> SequentialThunk:
+        """The entry computation's thunk tree. Every GEMM fusion the Triton writer takes is planned
+        first and compiled in one batch, which runs in the Triton child while the other kernels
+        are emitted (their thunks count on Triton's answer; `settle_thunks`). When Triton refuses
+        a kernel, that is TritonRefusal: the caller emits again with `wait_for_triton`, which
+        waits for the batch first, so that the refused fusions become loop kernels in place."""
+        if self.triton is None:
+            return self.emit_computation(self.module.entry)
+        from hlo_codegen.triton_gemm.emitter import settle_thunks
 
-    def _compile_triton_gemms(self) -> None:
-        """Every GEMM fusion the Triton writer takes, compiled up front in one batch."""
+        self._plan_triton_gemms()
+        if wait_for_triton:
+            kernels, self._triton_thunks = self.triton.finish()
+            self._take_triton_kernels(kernels)
+            return self.emit_computation(self.module.entry)
+        self.triton.start()
+        self._triton_thunks = self.triton.provisional_thunks()
+        try:
+            entry = self.emit_computation(self.module.entry)
+        except BaseException:
+            self.triton.cancel()  # no child left compiling behind an error
+            raise
+        kernels, final = self.triton.finish(say_refusals=False)
+        entry = settle_thunks(entry, self._triton_thunks, final)
+        self._take_triton_kernels(kernels)
+        return entry
+
+    def _plan_triton_gemms(self) -> None:
         from hlo_common.passes._support import global_computations
 
         slice_of = lambda instr: _slice(self.ba, instr)  # noqa: E731
@@ -169,9 +195,11 @@ class ThunkEmitter:
             for instr in instruction_sequence(comp, self.module.is_scheduled):
                 if is_triton_gemm_fusion(instr) and instr.shape.is_array:
                     self.triton.plan(instr, slice_of, self._unique_kernel_name)
-        kernels, self._triton_thunks = self.triton.finish()
-        for name, (kernel, artifacts) in kernels.items():
-            self.kernels[name] = CompiledKernel(kernel, (), artifacts)
+
+    def _take_triton_kernels(self, kernels: dict) -> None:
+        """The Triton kernels, first in `kernels` (the manifest lists them before the others)."""
+        triton = {name: CompiledKernel(kernel, (), artifacts) for name, (kernel, artifacts) in kernels.items()}
+        self.kernels = {**triton, **self.kernels}
 
     def emit_computation(self, comp: HloComputation) -> SequentialThunk:
         thunks: list[Thunk] = []

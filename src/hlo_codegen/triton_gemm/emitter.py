@@ -21,8 +21,10 @@ from hlo_common.errors import HloError
 from hlo_common.gpu.device import DeviceDescription
 from hlo_common.hlo.ir import HloInstruction
 from hlo_common.manifest.manifest import ManifestKernel
-from hlo_common.manifest.thunks import BufferSlice, KernelArgument, KernelThunk
+from hlo_common.manifest.thunks import (BufferSlice, ConditionalThunk, KernelArgument, KernelThunk, SequentialThunk,
+                                        WhileThunk, walk)
 
+from hlo_codegen.thunk_emitter import TritonRefusal
 from hlo_codegen.triton_gemm.config import check_config, fusion_config
 from hlo_codegen.triton_gemm.program import Unsupported, tiled_program
 from hlo_codegen.triton_gemm.source import KernelSource, render, _signature, grid
@@ -37,8 +39,10 @@ class _Planned:
 class TritonGemmEmitter:
     """Plans the Triton kernels of a module's GEMM fusions and compiles them together."""
 
-    def __init__(self, arch: str, device: DeviceDescription):
+    def __init__(self, arch: str, device: DeviceDescription, cache_dir: str | None = None):
         self.arch, self.device = arch, device
+        self.cache_dir = cache_dir  # the kernel cache's directory (`compile.compile_kernels`), or None
+        self._compiling = None  # `start`'s compile.PendingCompile until `finish` collects it
         self._planned: dict[tuple, _Planned] = {}  # (tiled program, config) -> kernel
 
     def rejects(self, fusion: HloInstruction) -> bool:
@@ -84,21 +88,46 @@ class TritonGemmEmitter:
         planned.thunks.append(thunk)
         return True
 
-    def finish(self) -> tuple[dict[str, tuple[ManifestKernel, dict]], dict[str, KernelThunk]]:
-        """Compile the planned kernels: the manifest's kernels by name with their dump texts
-        (`triton.py`, the kernel's source; `ptx`), and the thunk of each planned fusion (by name)
-        with Triton's launch dimensions and shared memory."""
-        from hlo_codegen.triton_gemm.compile import compile_kernels
+    def reset(self) -> None:
+        """Forget the planned kernels (the thunk emitter plans the module again)."""
+        self._planned, self._compiling = {}, None
 
+    def start(self) -> None:
+        """Start compiling the planned kernels (in the Triton child) for `finish` to collect."""
+        from hlo_codegen.triton_gemm.compile import start_compile
+
+        self._compiling = start_compile([p.source for p in self._planned.values()], self.arch, self.cache_dir)
+
+    def cancel(self) -> None:
+        """Stop what `start` began (the caller met an error before it needed the kernels)."""
+        compiling, self._compiling = self._compiling, None
+        if compiling is not None:
+            compiling.cancel()
+
+    def provisional_thunks(self) -> dict[str, KernelThunk]:
+        """Each planned fusion's thunk (by name) before Triton says its block and shared memory."""
+        return {t.profile_annotation: t for p in self._planned.values() for t in p.thunks}
+
+    def finish(self, say_refusals: bool = True) -> tuple[dict[str, tuple[ManifestKernel, dict]],
+                                                         dict[str, KernelThunk]]:
+        """Compile the planned kernels (or collect what `start` began): the manifest's kernels by
+        name with their dump texts (`triton.py`, the kernel's source; `ptx`), and the thunk of each
+        planned fusion (by name) with Triton's launch dimensions and shared memory. A fusion
+        whose kernel Triton refuses has no thunk (said on stderr with `say_refusals`)."""
+        if self._compiling is None:
+            self.start()
+        compiling, self._compiling = self._compiling, None
         planned = list(self._planned.values())
         failures: dict[str, str] = {}
-        compiled = compile_kernels([p.source for p in planned], self.arch, failures)
+        compiled = compiling.result(failures)
         kernels: dict[str, tuple[ManifestKernel, dict]] = {}
         final: dict[str, KernelThunk] = {}
         for p, k in zip(planned, compiled):
             if k is None:  # its fusions keep the loop emitter (the thunk emitter's default)
-                print(f"hlo-codegen: note: Triton could not compile {p.source.name} for {self.arch} "
-                      f"({failures[p.source.name][:160]}); its fusion runs as a loop kernel", file=sys.stderr)
+                if say_refusals:
+                    print(f"hlo-codegen: note: Triton could not compile {p.source.name} for {self.arch} "
+                          f"({failures[p.source.name][:160]}); its fusion runs as a loop kernel",
+                          file=sys.stderr)
                 continue
             if tuple(k.cluster_dims) != (1, 1, 1):
                 raise HloError(f"Triton kernel {k.name}: cluster dims {k.cluster_dims}; hlo-run launches "
@@ -114,4 +143,30 @@ class TritonGemmEmitter:
         return kernels, final
 
 
-__all__ = ["TritonGemmEmitter"]
+def settle_thunks(entry: SequentialThunk, provisional: dict[str, KernelThunk],
+                  final: dict[str, KernelThunk]) -> SequentialThunk:
+    """`entry` with every provisional Triton thunk (`provisional_thunks`) replaced by its final one
+    (`finish`); TritonRefusal when a fusion has none (Triton refused its kernel) or a provisional
+    thunk is left where this walk does not reach."""
+    if set(final) != set(provisional):
+        raise TritonRefusal(", ".join(sorted(set(provisional) - set(final))))
+    by_id = {id(t): final[name] for name, t in provisional.items()}
+    settled = _settle(entry, by_id)
+    if any(id(t) in by_id for t in walk(settled)):
+        raise TritonRefusal("a Triton thunk inside a thunk of another kind")
+    return settled
+
+
+def _settle(thunk, by_id: dict[int, KernelThunk]):
+    if id(thunk) in by_id:
+        return by_id[id(thunk)]
+    if isinstance(thunk, SequentialThunk):
+        return replace(thunk, thunks=tuple(_settle(t, by_id) for t in thunk.thunks))
+    if isinstance(thunk, WhileThunk):
+        return replace(thunk, condition=_settle(thunk.condition, by_id), body=_settle(thunk.body, by_id))
+    if isinstance(thunk, ConditionalThunk):
+        return replace(thunk, branches=tuple(_settle(b, by_id) for b in thunk.branches))
+    return thunk
+
+
+__all__ = ["TritonGemmEmitter", "settle_thunks"]

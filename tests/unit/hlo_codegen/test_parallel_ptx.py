@@ -53,7 +53,7 @@ def error(jobs: int, kind=KernelEmissionError) -> str:
 
 
 def test_the_first_failing_kernel_is_reported_though_a_later_one_fails_sooner(monkeypatch):
-    real = kernel_backend._ptx
+    real = kernel_backend._ptx_text
 
     def ptx(llvm_ir, arch):
         if "exponential" in llvm_ir:  # the first kernel fails last
@@ -63,14 +63,14 @@ def test_the_first_failing_kernel_is_reported_though_a_later_one_fails_sooner(mo
             raise PtxError("the last kernel's PTX is rejected")
         return real(llvm_ir, arch)
 
-    monkeypatch.setattr(kernel_backend, "_ptx", ptx)
+    monkeypatch.setattr(kernel_backend, "_ptx_text", ptx)
     message = error(4)
     assert message == error(1)
     assert "the first kernel's PTX is rejected" in message and "exponential" in message
 
 
 def test_a_kernel_failing_on_a_thread_comes_before_a_later_emission_failure(monkeypatch):
-    real_ptx, real_emitter = kernel_backend._ptx, kernel_backend.fusion_emitter
+    real_ptx, real_emitter = kernel_backend._ptx_text, kernel_backend.fusion_emitter
 
     def ptx(llvm_ir, arch):
         if "exponential" in llvm_ir:
@@ -83,14 +83,14 @@ def test_a_kernel_failing_on_a_thread_comes_before_a_later_emission_failure(monk
             raise PtxError("the last fusion cannot be emitted")
         return real_emitter(fusion, device)
 
-    monkeypatch.setattr(kernel_backend, "_ptx", ptx)
+    monkeypatch.setattr(kernel_backend, "_ptx_text", ptx)
     monkeypatch.setattr(kernel_backend, "fusion_emitter", emitter)
     message = error(4)
     assert message == error(1) and "the first kernel's PTX is rejected" in message
 
 
 def test_a_kernel_failing_on_a_thread_comes_before_a_later_error_of_the_thunk_emitter(monkeypatch):
-    real_ptx, real_compile = kernel_backend._ptx, kernel_backend.EmitterBackend.compile
+    real_ptx, real_compile = kernel_backend._ptx_text, kernel_backend.EmitterBackend.compile
 
     def ptx(llvm_ir, arch):
         if "exponential" in llvm_ir:
@@ -103,7 +103,37 @@ def test_a_kernel_failing_on_a_thread_comes_before_a_later_error_of_the_thunk_em
             raise HloError("the thunk emitter refuses the last fusion")
         return real_compile(self, fusion, args, unique_name)
 
-    monkeypatch.setattr(kernel_backend, "_ptx", ptx)
+    monkeypatch.setattr(kernel_backend, "_ptx_text", ptx)
     monkeypatch.setattr(kernel_backend.EmitterBackend, "compile", compile)
     message = error(4, HloError)
     assert message == error(1, HloError) and "the first kernel's PTX is rejected" in message
+
+
+def _broken_tanh(real):
+    def ptx(llvm_ir, arch):
+        text = real(llvm_ir, arch)
+        return text.replace("ret;", "not_an_instruction;") if "tanh" in llvm_ir else text
+    return ptx
+
+
+def test_a_kernel_nvjitlink_rejects_in_a_checked_batch_is_named_as_alone(monkeypatch):
+    # batches of two: the pool threads check the first two kernels together, finish the rest
+    monkeypatch.setattr(kernel_backend, "_BATCH", 2)
+    monkeypatch.setattr(kernel_backend, "_ptx_text", _broken_tanh(kernel_backend._ptx_text))
+    message = error(4)
+    assert message == error(1)
+    assert "nvJitLink rejected the PTX" in message and "loop_tanh_fusion" in message
+
+
+def test_one_link_checks_many_kernels_and_names_the_bad_one():
+    from hlo_codegen.ptx import validate_ptx, validate_ptx_batch
+
+    result = compile_module(parse_module(FOUR), CompileOptions(target="cuda", jobs=1))
+    ptxs = [ck.kernel.ptx for ck in result.kernels.values()]
+    assert validate_ptx_batch(ptxs) == [None] * 4
+    bad = ptxs[1].replace("ret;", "not_an_instruction;")
+    errors = validate_ptx_batch(ptxs[:1] + [bad] + ptxs[2:])
+    assert errors[0] is None and errors[2:] == [None, None]
+    with pytest.raises(PtxError) as alone:
+        validate_ptx(bad)
+    assert str(errors[1]) == str(alone.value)
