@@ -131,8 +131,9 @@ def bench_module(path: Path, repeats: int) -> dict:
 def profile_by_opcode(module, args) -> list[tuple[str, int, float]]:
     """(opcode, calls, seconds) of one interpreter run, by wrapping the handler every plan step and
     every elementwise-region member gets (a region step itself is listed as `region`; region
-    members run on the interpreter's threads, so their times overlap)."""
-    from hlo_common.interpreter import evaluator, regions
+    members run on the interpreter's threads, so their times overlap; members compiled into one
+    loop, `region_jit`, are listed together as `compiled run`)."""
+    from hlo_common.interpreter import evaluator, region_jit, regions
     from hlo_common.interpreter.evaluator import evaluate
 
     totals: dict[str, list] = defaultdict(lambda: [0, 0.0])
@@ -147,13 +148,16 @@ def profile_by_opcode(module, args) -> list[tuple[str, int, float]]:
                 totals[opcode][1] += time.perf_counter() - start
         return run
 
-    plan_handler, member_call = evaluator._plan_handler, regions._member_call
+    plan_handler, member_call, run_call = evaluator._plan_handler, regions._member_call, region_jit.Bound.call
     evaluator._plan_handler = lambda instr: timed(instr.opcode, plan_handler(instr))
     regions._member_call = lambda instr, kernel: timed(instr.opcode, member_call(instr, kernel))
+    timed_run = timed("compiled run", run_call)
+    region_jit.Bound.call = lambda self, *a: timed_run(self, *a)
     try:
         evaluate(module, args)
     finally:
         evaluator._plan_handler, regions._member_call = plan_handler, member_call
+        region_jit.Bound.call = run_call
     return sorted(((op, n, s) for op, (n, s) in totals.items()), key=lambda r: -r[2])
 
 
@@ -196,9 +200,10 @@ def _print_setting() -> None:
     from hlo_common.interpreter import blas, narrow_jit, parallel
 
     core = blas.core_name() or "not OpenBLAS"
+    compiled = narrow_jit.available()
     print(f"interpreter threads: {parallel.thread_count()} (set {parallel.ENV_THREADS}); numpy's OpenBLAS "
-          f"kernels: {core} (OPENBLAS_CORETYPE picks them); bf16 rounding: "
-          f"{'compiled (narrow_jit)' if narrow_jit.available() else 'numpy passes (no usable llvmlite)'}")
+          f"kernels: {core} (OPENBLAS_CORETYPE picks them); bf16 rounding and region runs: "
+          f"{'compiled (narrow_jit, region_jit)' if compiled else 'numpy (no usable llvmlite)'}")
 
 
 def main(argv: list[str] | None = None) -> int:

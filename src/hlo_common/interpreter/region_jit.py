@@ -46,6 +46,7 @@ COMPILED_OPCODES = frozenset({*_OPS, "negate", "abs", "convert"})
 
 _lock = threading.Lock()
 _compiled: dict[str, object] = {}  # IR text -> ctypes function, or None when compiling failed
+_by_key: dict[tuple, object] = {}  # (input kinds, ops, stores) -> the function of their loop
 _keep: list = []  # engines and modules outlive their function pointers
 
 
@@ -213,14 +214,14 @@ class Run:
             ops.append((member.opcode, tuple(refs), bool(rounds), table))
         self.ops = tuple(ops)
         self.stores = [(s, dtype) for s, dtype in stores]
-        self._fns: dict[tuple, object] = {}
 
     def function(self, kinds: tuple):
         """The compiled loop for inputs of `kinds` ((kind, dtype) each), or None."""
-        fn = self._fns.get(kinds, False)
+        stores = tuple((s - self.start, dtype) for s, dtype in self.stores)
+        key = (kinds, self.ops, stores)
+        fn = _by_key.get(key, False)  # plans are made per evaluation: the text is made once
         if fn is False:
-            stores = tuple((s - self.start, dtype) for s, dtype in self.stores)
-            fn = self._fns[kinds] = compiled(loop_ir(kinds, self.ops, stores), len(kinds), len(stores))
+            fn = _by_key[key] = compiled(loop_ir(kinds, self.ops, stores), len(kinds), len(stores))
         return fn
 
 

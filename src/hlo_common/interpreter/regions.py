@@ -23,6 +23,9 @@ slab:
   members run with numpy's ufunc buffer no longer than a row (`_slab_bufsize`);
 - a bf16 output that no member reads is rounded as it is narrowed into the output array
   (`narrow.round_narrow_into`, one pass);
+- runs of consecutive kernel members doing f32 arithmetic (add, subtract, multiply, divide, ...,
+  bf16 ones rounded) run as one compiled loop over the slab (`region_jit.py`, `compiled_runs`),
+  which stores only what later members and the outputs read;
 - a reduce over trailing dims of a member (`Reduction`, attached by `plan.py` when every slab
   holds whole rows) is computed slab by slab, so a member only reduced is never written out.
 
@@ -125,12 +128,11 @@ class Region:
         """The runs of this region's members compiled as one loop each (`region_jit`), planned
         once: a bf16 output that no member reads is stored narrowed, straight into the output."""
         if self._runs is None:
-            narrow_slots = {slot for slot, w, h in zip(self._output_slots, self._output_wide, self.handed_wide)
-                            if w and not h and slot not in self._read}
-            self._narrow_slots = narrow_slots
-            self._runs = region_jit.plan_runs(self._program, {k for k, _ in enumerate(self.members)
-                                                              if id(self.members[k]) in self.kernel_ids},
-                                              self._wide, self._kept, narrow_slots)
+            outs = zip(self._output_slots, self._output_wide, self.handed_wide)
+            self._narrow_slots = {slot for slot, w, h in outs if w and not h and slot not in self._read}
+            kernels = {k for k, m in enumerate(self.members) if id(m) in self.kernel_ids}
+            self._runs = region_jit.plan_runs(self._program, kernels, self._wide, self._kept,
+                                              self._narrow_slots)
         return self._runs
 
     def can_reduce(self, dims: tuple[int, ...]) -> bool:
