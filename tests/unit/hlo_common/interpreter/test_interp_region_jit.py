@@ -161,3 +161,39 @@ def test_runs_split_at_members_numpy_computes_and_store_what_is_read_later():
 def test_disabled_runs_are_not_planned(monkeypatch):
     monkeypatch.setattr(region_jit, "ENABLED", False)
     assert region_jit.plan_runs([], set(), set(), set(), set()) == []
+
+
+RESTARTED = """
+HloModule m
+ENTRY e {
+  x = f32[512,512] parameter(0)
+  lo = f32[] constant(0)
+  hi = f32[] constant(1)
+  r = f32[8] rng(lo, hi), distribution=rng_uniform
+  s = u64[2] rng-get-and-update-state(), delta=4
+  h = f32[] constant(0.5)
+  hb = f32[512,512] broadcast(h), dimensions={}
+  y = f32[512,512] multiply(x, hb)
+  ROOT t = (f32[8], u64[2], f32[512,512]) tuple(r, s, y)
+}"""
+
+
+def test_a_restarted_evaluator_runs_as_a_fresh_one():
+    """`Evaluator.restart` keeps the plans (and the compiled runs their regions bound) but starts
+    the generators over: every run gives what a fresh evaluator gives."""
+    from hlo_common.interpreter import Evaluator
+
+    module = parse_module(RESTARTED)
+    x = RNG.standard_normal((512, 512)).astype(np.float32)
+    fresh = Evaluator().evaluate(module, [x])
+    ev = Evaluator()
+    runs = []
+    for _ in range(3):
+        ev.restart()
+        runs.append(ev.evaluate(module, [x]))
+    plans = dict(ev._plans)
+    for run in runs:
+        for got, want in zip(run, fresh):
+            np.testing.assert_array_equal(got, want)
+    ev.evaluate(module, [x])  # without a restart the generators go on
+    assert not np.array_equal(ev.evaluate(module, [x])[0], fresh[0]) and ev._plans == plans
