@@ -197,3 +197,13 @@ def test_a_restarted_evaluator_runs_as_a_fresh_one():
             np.testing.assert_array_equal(got, want)
     ev.evaluate(module, [x])  # without a restart the generators go on
     assert not np.array_equal(ev.evaluate(module, [x])[0], fresh[0]) and ev._plans == plans
+
+
+def test_a_last_table_lookup_runs_in_a_scalar_loop_over_the_row():
+    """(the bf16 chain above runs both forms: `ex` ends its run, `lg` does not)"""
+    full, table = (region_jit.FULL, "f32"), ("table", "u32")
+    sub = ("subtract", (("i", 0), ("i", 0)), True, -1)
+    last = region_jit.loop_ir((full, table), (sub, ("log", (("m", 0),), False, 1)), ((1, "f32"),))
+    inside = region_jit.loop_ir((full, table), (("log", (("i", 0),), False, 1), sub), ((1, "f32"),))
+    narrowed = region_jit.loop_ir((full, table), (sub, ("log", (("m", 0),), False, 1)), ((1, "bf16"),))
+    assert "look:" in last and "look:" not in inside and "look:" not in narrowed
