@@ -23,7 +23,7 @@ numpy's and splits the region's program into runs.
 A run's operands are region inputs (a full slab, a per-row value, a per-column row, one value:
 `ROW`, `COL`, `SCALAR`, `FULL`, each f32 or bf16) or values of earlier members (full slabs). The
 kinds are known when the region runs; the loop for each combination is compiled once per process
-(about 20 ms) and cached by its text. `ENABLED` turns the compiled runs off (the numpy kernels
+(30 to 60 ms, on the first run) and cached. `ENABLED` turns the compiled runs off (the numpy kernels
 then run every member, as without llvmlite).
 """
 
@@ -47,7 +47,6 @@ COMPILED_OPCODES = frozenset({*_OPS, "negate", "abs", "convert"})
 _lock = threading.Lock()
 _compiled: dict[str, object] = {}  # IR text -> ctypes function, or None when compiling failed
 _by_key: dict[tuple, object] = {}  # (input kinds, ops, stores) -> the function of their loop
-_keep: list = []  # engines and modules outlive their function pointers
 
 
 def _load(ptr: str, index: str, dtype: str, name: str) -> str:
