@@ -95,6 +95,37 @@ def _op(k: int, opcode: str, args: list[str], rounds: bool, table: str | None) -
             f"  %m{k} = bitcast i32 %m{k}.r to float\n", f"%m{k}")
 
 
+# The loop nest of `loop_ir`: rows (per-row operands loaded once), then each row's columns.
+_LOOP_NEST = """define void @run({params}) {{
+entry:
+{entry}  %no_rows = icmp sle i64 %rows, 0
+  %no_cols = icmp sle i64 %cols, 0
+  %empty = or i1 %no_rows, %no_cols
+  br i1 %empty, label %done, label %outer
+outer:
+  %r = phi i64 [ 0, %entry ], [ %r.next, %latch ]
+  %base = mul nsw i64 %r, %cols
+{outer}  br label %inner
+inner:
+  %c = phi i64 [ 0, %outer ], [ %c.next, %inner ]
+  %i = add nsw i64 %base, %c
+{inner}  %c.next = add nuw nsw i64 %c, 1
+  %c.more = icmp slt i64 %c.next, %cols
+  br i1 %c.more, label %inner, label %after
+after:
+{lookup}latch:
+  %r.next = add nuw nsw i64 %r, 1
+  %r.more = icmp slt i64 %r.next, %rows
+  br i1 %r.more, label %outer, label %done
+done:
+  ret void
+}}
+
+declare float @llvm.fabs.f32(float)
+{round_bits}
+!0 = distinct !{{!0, !1}}
+!1 = !{{!"llvm.loop.vectorize.enable", i1 false}}
+"""
 _LOOKUP_ROW = """  br label %look
 look:
   %lc = phi i64 [ 0, %after ], [ %lc.next, %look ]
@@ -146,36 +177,8 @@ def loop_ir(inputs: tuple, ops: tuple, stores: tuple) -> str:
         inner.append(_store(f"%o{q}", value[("m", k)], dtype, f"st{q}"))
     lookup = _LOOKUP_ROW.format(out=f"%o{len(stores) - 1}", table=f"%a{ops[last][3]}") if split else \
         "  br label %latch\n"
-    return f"""define void @run({", ".join(params)}) {{
-entry:
-{"".join(entry)}  %no_rows = icmp sle i64 %rows, 0
-  %no_cols = icmp sle i64 %cols, 0
-  %empty = or i1 %no_rows, %no_cols
-  br i1 %empty, label %done, label %outer
-outer:
-  %r = phi i64 [ 0, %entry ], [ %r.next, %latch ]
-  %base = mul nsw i64 %r, %cols
-{"".join(outer)}  br label %inner
-inner:
-  %c = phi i64 [ 0, %outer ], [ %c.next, %inner ]
-  %i = add nsw i64 %base, %c
-{"".join(inner)}  %c.next = add nuw nsw i64 %c, 1
-  %c.more = icmp slt i64 %c.next, %cols
-  br i1 %c.more, label %inner, label %after
-after:
-{lookup}latch:
-  %r.next = add nuw nsw i64 %r, 1
-  %r.more = icmp slt i64 %r.next, %rows
-  br i1 %r.more, label %outer, label %done
-done:
-  ret void
-}}
-
-declare float @llvm.fabs.f32(float)
-{narrow_jit.ROUND_BITS}
-!0 = distinct !{{!0, !1}}
-!1 = !{{!"llvm.loop.vectorize.enable", i1 false}}
-"""
+    return _LOOP_NEST.format(params=", ".join(params), entry="".join(entry), outer="".join(outer),
+                             inner="".join(inner), lookup=lookup, round_bits=narrow_jit.ROUND_BITS)
 
 
 def compiled(ir: str, n_inputs: int, n_stores: int):

@@ -179,13 +179,11 @@ class Region:
             for out, slot, wide, handed in zip(outs, self._output_slots, self._output_wide, self.handed_wide):
                 if values[slot] is targets.get(slot) or values[slot] is narrowed.get(slot):
                     continue  # written in place
-                if handed:
-                    out[index] = values[slot]
-                elif slot in late:
+                if slot in late and not handed:
                     narrow.round_narrow_into(out[index], values[slot])
-                elif wide:
+                elif wide and not handed:
                     narrow.narrow_into(out[index], values[slot])
-                else:
+                else:  # as it is (a handed output is the f32 form of bf16 values)
                     out[index] = values[slot]
             for r, partial, slot in zip(self.reductions, partials, self._reduction_slots):
                 r.reduce_slab(values[slot], index, partial)
