@@ -5,7 +5,9 @@
 For each module (default: the bench set, `bench/bench_set.py`; a name picks one of its modules,
 a path any module) it makes the arguments once from seed 0 (hlo-run's rule), compiles the module
 on XLA:CPU once (in-process, `hlo_run.xla_cpu`, XLA's default flags), then times `--repeats`
-runs of each after one warm-up run and prints the best wall times (compilation excluded), their
+runs of each after one warm-up run and prints the best wall times (compilation excluded: the
+interpreter's runs share one evaluator, restarted before each run (`Evaluator.restart`), so its
+evaluation plans, the interpreter's compilation, are made in the warm-up run), their
 ratio (target: the interpreter within 3x of XLA:CPU), the best CPU seconds of the process during
 a run (all threads: XLA:CPU runs on every core, the interpreter on one), the largest difference
 between the two results, and whether they agree within the testing bounds (docs: f32 1e-4,
@@ -106,7 +108,7 @@ def _has_half_floats(module) -> bool:
 
 
 def bench_module(path: Path, repeats: int) -> dict:
-    from hlo_common.interpreter.evaluator import evaluate
+    from hlo_common.interpreter.evaluator import Evaluator
     from hlo_common.hlo.parser import parse_module
     from hlo_run.inputs import make_fake_arguments
     from hlo_run.xla_cpu import XlaCpuExecutable
@@ -116,7 +118,13 @@ def bench_module(path: Path, repeats: int) -> dict:
     args = make_fake_arguments(module, 0)
     compiled = XlaCpuExecutable.compile(text)
     xla_s, xla_cpu, expected = _best_time(lambda: compiled.run(args), repeats)
-    interp_s, interp_cpu, actual = _best_time(lambda: evaluate(module, args), repeats)
+    evaluator = Evaluator()
+
+    def interpret():
+        evaluator.restart()
+        return evaluator.evaluate(module, args)
+
+    interp_s, interp_cpu, actual = _best_time(interpret, repeats)
     reference = expected
     if _has_half_floats(module):
         reference = XlaCpuExecutable.compile(text, allow_excess_precision=False).run(args)
@@ -131,8 +139,9 @@ def bench_module(path: Path, repeats: int) -> dict:
 def profile_by_opcode(module, args) -> list[tuple[str, int, float]]:
     """(opcode, calls, seconds) of one interpreter run, by wrapping the handler every plan step and
     every elementwise-region member gets (a region step itself is listed as `region`; region
-    members run on the interpreter's threads, so their times overlap)."""
-    from hlo_common.interpreter import evaluator, regions
+    members run on the interpreter's threads, so their times overlap; members compiled into one
+    loop, `region_jit`, are listed together as `compiled run`)."""
+    from hlo_common.interpreter import evaluator, region_jit, regions
     from hlo_common.interpreter.evaluator import evaluate
 
     totals: dict[str, list] = defaultdict(lambda: [0, 0.0])
@@ -147,13 +156,16 @@ def profile_by_opcode(module, args) -> list[tuple[str, int, float]]:
                 totals[opcode][1] += time.perf_counter() - start
         return run
 
-    plan_handler, member_call = evaluator._plan_handler, regions._member_call
+    plan_handler, member_call, run_call = evaluator._plan_handler, regions._member_call, region_jit.Bound.call
     evaluator._plan_handler = lambda instr: timed(instr.opcode, plan_handler(instr))
     regions._member_call = lambda instr, kernel: timed(instr.opcode, member_call(instr, kernel))
+    timed_run = timed("compiled run", run_call)
+    region_jit.Bound.call = lambda self, *a: timed_run(self, *a)
     try:
         evaluate(module, args)
     finally:
         evaluator._plan_handler, regions._member_call = plan_handler, member_call
+        region_jit.Bound.call = run_call
     return sorted(((op, n, s) for op, (n, s) in totals.items()), key=lambda r: -r[2])
 
 
@@ -196,9 +208,10 @@ def _print_setting() -> None:
     from hlo_common.interpreter import blas, narrow_jit, parallel
 
     core = blas.core_name() or "not OpenBLAS"
+    compiled = narrow_jit.available()
     print(f"interpreter threads: {parallel.thread_count()} (set {parallel.ENV_THREADS}); numpy's OpenBLAS "
-          f"kernels: {core} (OPENBLAS_CORETYPE picks them); bf16 rounding: "
-          f"{'compiled (narrow_jit)' if narrow_jit.available() else 'numpy passes (no usable llvmlite)'}")
+          f"kernels: {core} (OPENBLAS_CORETYPE picks them); bf16 rounding and region runs: "
+          f"{'compiled (narrow_jit, region_jit)' if compiled else 'numpy (no usable llvmlite)'}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -110,7 +110,7 @@ class Evaluator:
         self.replica_id = replica_id
         self.partition_id = partition_id
         self.rng_seed = rng_seed
-        self.rng_state = rng_state
+        self.rng_state = self._first_rng_state = rng_state
         self._rng: np.random.Generator | None = None
         self.module: HloModule | None = None
         self._plans: dict[int, Plan] = {}
@@ -135,6 +135,15 @@ class Evaluator:
                 f"module {module.name} takes {len(params)} argument(s), {len(args)} given")
         values = [_coerce_argument(p, a) for p, a in zip(params, args)]
         return self.call(comp, values)
+
+    def restart(self) -> None:
+        """Make the next `evaluate` an independent run, as on a fresh evaluator (the generators
+        start over, collectives count from zero), keeping the evaluation plans (and the invariant
+        values they cached): a caller running one module many times (a benchmark, hlo-run's
+        `--iterations`) works each computation's plan out once instead of once per run."""
+        self._rng = None
+        self.rng_state = self._first_rng_state
+        self.collective_seq = {}
 
     def call(self, computation: HloComputation, args: Sequence[Any]) -> Any:
         """Evaluate a (called) computation on already-evaluated argument values."""

@@ -54,6 +54,23 @@ def _loop(name: str, params: str, body: str, metadata: str = "") -> str:
     return _LOOP.format(name=name, params=params, body=body.strip("\n"), metadata=metadata)
 
 
+# The rounding of an f32's bits to bf16 (also used by `region_jit`'s loops).
+ROUND_BITS = """
+define internal i32 @round_bits(i32 %bits) alwaysinline {
+  %magnitude = and i32 %bits, 2147483647
+  %is_nan = icmp ugt i32 %magnitude, 2139095040
+  %shifted = lshr i32 %bits, 16
+  %lowest_kept = and i32 %shifted, 1
+  %bias = add i32 %lowest_kept, 32767
+  %sum = add i32 %bits, %bias
+  %rounded = and i32 %sum, -65536
+  %sign = and i32 %bits, -2147483648
+  %quiet_nan = or i32 %sign, 2143289344
+  %r = select i1 %is_nan, i32 %quiet_nan, i32 %rounded
+  ret i32 %r
+}
+"""
+
 _IR = "\n".join([
     _loop("round_in_place", "ptr noalias %p, i64 %n", """
   %at = getelementptr inbounds i32, ptr %p, i64 %i
@@ -96,21 +113,8 @@ _IR = "\n".join([
   %to = getelementptr inbounds i32, ptr %out, i64 %i
   store i32 %value, ptr %to, align 4
 """, ", !llvm.loop !0"),
+    ROUND_BITS,
     """
-define internal i32 @round_bits(i32 %bits) alwaysinline {
-  %magnitude = and i32 %bits, 2147483647
-  %is_nan = icmp ugt i32 %magnitude, 2139095040
-  %shifted = lshr i32 %bits, 16
-  %lowest_kept = and i32 %shifted, 1
-  %bias = add i32 %lowest_kept, 32767
-  %sum = add i32 %bits, %bias
-  %rounded = and i32 %sum, -65536
-  %sign = and i32 %bits, -2147483648
-  %quiet_nan = or i32 %sign, 2143289344
-  %r = select i1 %is_nan, i32 %quiet_nan, i32 %rounded
-  ret i32 %r
-}
-
 !0 = distinct !{!0, !1}
 !1 = !{!"llvm.loop.vectorize.enable", i1 false}
 """])
@@ -122,7 +126,8 @@ _functions: tuple | None = None  # (round_in_place, round_into, narrow_into, wid
 _keep: list = []  # the engine and module must outlive the function pointers
 
 
-def _compile() -> tuple:
+def compile_ir(ir: str):
+    """An execution engine holding `ir` compiled for this host (kept alive for the process)."""
     import llvmlite.binding as llvm
 
     llvm.initialize_native_target()
@@ -134,7 +139,7 @@ def _compile() -> tuple:
                                             features=llvm.get_host_cpu_features().flatten(), opt=3,
                                             codemodel="jitdefault")
 
-    module = llvm.parse_assembly(_IR)
+    module = llvm.parse_assembly(ir)
     module.verify()
     tm = machine()
     module.triple = tm.triple
@@ -144,6 +149,11 @@ def _compile() -> tuple:
     engine = llvm.create_mcjit_compiler(module, machine())  # the engine owns its machine
     engine.finalize_object()
     _keep.extend([engine, module])
+    return engine
+
+
+def _compile() -> tuple:
+    engine = compile_ir(_IR)
     in_place = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(
         engine.get_function_address("round_in_place"))
     into = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(

@@ -23,6 +23,9 @@ slab:
   members run with numpy's ufunc buffer no longer than a row (`_slab_bufsize`);
 - a bf16 output that no member reads is rounded as it is narrowed into the output array
   (`narrow.round_narrow_into`, one pass);
+- runs of consecutive kernel members doing f32 arithmetic (add, subtract, multiply, divide, ...,
+  bf16 ones rounded) run as one compiled loop over the slab (`region_jit.py`, `compiled_runs`),
+  which stores only what later members and the outputs read;
 - a reduce over trailing dims of a member (`Reduction`, attached by `plan.py` when every slab
   holds whole rows) is computed slab by slab, so a member only reduced is never written out.
 
@@ -39,7 +42,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from hlo_common.errors import HloError, InterpreterError
-from hlo_common.interpreter import narrow, parallel
+from hlo_common.interpreter import narrow, parallel, region_jit
 from hlo_common.interpreter.arith import LOW_FLOAT_DTYPES, up
 from hlo_common.interpreter.region_kernels import kernel_for
 from hlo_common.interpreter.registry import HANDLERS
@@ -108,6 +111,7 @@ class Region:
         read = {s for _, _, slots, _, _, _ in self._program for s in slots} | set(self._reduction_slots)
         self._late_round = {slot for slot in self._output_slots
                             if slot in wide and self._program[slot][5] and slot not in read}
+        self._kept, self._wide, self._read, self._runs = kept, wide, read, None
 
     def hand_wide(self, handed: set[int]) -> None:
         """Outputs whose ids are in `handed` (bf16 values kept in f32 by this region) leave it
@@ -118,6 +122,18 @@ class Region:
             if handed_out:
                 self._direct.add(slot)
                 self._late_round.discard(slot)
+        self._runs = None
+
+    def compiled_runs(self) -> list:
+        """The runs of this region's members compiled as one loop each (`region_jit`), planned
+        once: a bf16 output that no member reads is stored narrowed, straight into the output."""
+        if self._runs is None:
+            outs = zip(self._output_slots, self._output_wide, self.handed_wide)
+            self._narrow_slots = {slot for slot, w, h in outs if w and not h and slot not in self._read}
+            kernels = {k for k, m in enumerate(self.members) if id(m) in self.kernel_ids}
+            self._runs = region_jit.plan_runs(self._program, kernels, self._wide, self._kept,
+                                              self._narrow_slots)
+        return self._runs
 
     def can_reduce(self, dims: tuple[int, ...]) -> bool:
         """True when every slab holds whole rows of a reduction over trailing `dims`."""
@@ -136,6 +152,7 @@ class Region:
         n_values = len(self.members) + len(inputs)
         donors = self._donors([cut is True or cut is TILE for _, cut in inputs])
         axis, step, late = self._axis, self._step, self._late_round
+        bound = region_jit.bind(self.compiled_runs(), inputs, len(self.members), axis)
 
         def slab(index: tuple) -> None:
             values: list[Any] = [None] * n_values
@@ -148,23 +165,25 @@ class Region:
             # kernels of plain-typed outputs write straight into the output arrays
             targets = {slot: out[index] for out, slot in zip(outs, self._output_slots)
                        if slot in self._direct}
+            narrowed = {slot: out[index] for out, slot in zip(outs, self._output_slots)
+                        if slot in self._narrow_slots} if bound else {}
+            compiled = (bound, index, targets, narrowed) if bound else None
             if self._bufsize:
                 default = np.setbufsize(self._bufsize)
                 try:
-                    self._run_slab(values, ev, targets, donors)
+                    self._run_slab(values, ev, targets, donors, compiled)
                 finally:
                     np.setbufsize(default)
             else:
-                self._run_slab(values, ev, targets, donors)
+                self._run_slab(values, ev, targets, donors, compiled)
             for out, slot, wide, handed in zip(outs, self._output_slots, self._output_wide, self.handed_wide):
-                if handed:
-                    if values[slot] is not targets[slot]:
-                        out[index] = values[slot]
-                elif slot in late:
+                if values[slot] is targets.get(slot) or values[slot] is narrowed.get(slot):
+                    continue  # written in place
+                if slot in late and not handed:
                     narrow.round_narrow_into(out[index], values[slot])
-                elif wide:
+                elif wide and not handed:
                     narrow.narrow_into(out[index], values[slot])
-                elif values[slot] is not targets.get(slot):
+                else:  # as it is (a handed output is the f32 form of bf16 values)
                     out[index] = values[slot]
             for r, partial, slot in zip(self.reductions, partials, self._reduction_slots):
                 r.reduce_slab(values[slot], index, partial)
@@ -183,13 +202,21 @@ class Region:
             donors.append(donate if donate >= 0 and full[donate] else -1)
         return donors
 
-    def _run_slab(self, values: list, ev: Any, targets: dict[int, np.ndarray], donors: list[int]) -> None:
+    def _run_slab(self, values: list, ev: Any, targets: dict[int, np.ndarray], donors: list[int],
+                  compiled: tuple | None) -> None:
         """Run every member on one slab; `targets` gives members the array to write into, else
-        `donors` the slot of an operand they may write into."""
+        `donors` the slot of an operand they may write into; `compiled` (runs bound to this
+        evaluation, the slab's index, the output targets) runs members as compiled loops."""
         forms: dict[tuple[int, int], Any] = {}  # (slot, WIDEN | NARROW) -> that form of the value
         member = None
+        skip = 0  # members below this one were computed by a compiled run
         try:
             for k, (member, fn, slots, prep, _, rounds) in enumerate(self._program):
+                if k < skip:
+                    continue
+                if compiled is not None and k in compiled[0] and self._compiled_run(values, k, compiled):
+                    skip = compiled[0][k].run.end
+                    continue
                 ops = [values[s] if p == AS_IS else _form(values, forms, s, p)
                        for s, p in zip(slots, prep)]
                 out = targets.get(k)
@@ -205,6 +232,12 @@ class Region:
             raise InterpreterError(f"{_where(member)}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - a failing member names itself
             raise InterpreterError(f"{_where(member)}: {type(exc).__name__}: {exc}") from exc
+
+
+    def _compiled_run(self, values: list, k: int, compiled: tuple) -> bool:
+        bound, index, targets, narrowed = compiled
+        shape = tuple(i.stop - i.start for i in index) + self.dims[len(index):]
+        return bound[k].call(values, index, shape, targets, narrowed)
 
 
 def _slab_bufsize(dims: tuple[int, ...]) -> int:
