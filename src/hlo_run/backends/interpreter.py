@@ -1,7 +1,10 @@
 """The interpreter platform: `hlo_common`'s reference evaluator behind the backend interface.
 
-`load` only checks that the program holds an HLO module; each `run` evaluates it with a fresh
-`Evaluator`, so runs are independent (the rng state starts over every time). A program on several
+`load` only checks that the program holds an HLO module; each `run` evaluates it as an
+independent run (the rng state starts over every time) on one `Evaluator` per executable,
+restarted (`Evaluator.restart`), so that `--iterations` works each computation's evaluation plan
+out once, as XLA compiles once, not once per run. The module is not edited between two runs of
+one executable (the bisector loads each module it cuts as a program of its own). A program on several
 devices runs one evaluator per device (`hlo_common.interpreter.devices`); its arguments and
 results carry a leading device axis (`hlo_run.devices`).
 """
@@ -18,6 +21,7 @@ class InterpreterExecutable(Executable):
 
     def __init__(self, program: Program):
         self.program = program
+        self._evaluator = None  # made on the first single-device run, for its while limit
 
     def run(self, args: Sequence[Any]) -> Any:
         from hlo_common.interpreter.evaluator import Evaluator
@@ -31,7 +35,11 @@ class InterpreterExecutable(Executable):
                                   program.partitions, timeout=self.collective_timeout,
                                   max_while_iterations=self.max_while_iterations)
             return stack(results)
-        evaluator = Evaluator(max_while_iterations=self.max_while_iterations)
+        evaluator = self._evaluator
+        if evaluator is None or evaluator.max_while_iterations != self.max_while_iterations:
+            evaluator = self._evaluator = Evaluator(max_while_iterations=self.max_while_iterations)
+        else:
+            evaluator.restart()
         return evaluator.evaluate(self.program.module, list(args))
 
 
