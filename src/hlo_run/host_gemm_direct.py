@@ -38,6 +38,7 @@ import math
 
 import numpy as np
 
+from hlo_common.hlo.graph import post_order
 from hlo_common.hlo.ir import HloInstruction
 
 # Elementwise opcodes whose interpreter handlers compute each element from the same elements of
@@ -47,22 +48,6 @@ ELEMENTWISE = frozenset({
     "exponential", "tanh", "logistic", "sqrt", "rsqrt", "erf", "log",
 })
 _MAX_OUTPUT_DIMS = 8
-
-
-def _post_order(root: HloInstruction) -> list[HloInstruction]:
-    """The instructions `root` depends on, each after its operands (an explicit stack: deep chains)."""
-    order, seen, stack = [], set(), [(root, False)]
-    while stack:
-        instr, done = stack.pop()
-        if done:
-            order.append(instr)
-            continue
-        if id(instr) in seen:
-            continue
-        seen.add(id(instr))
-        stack.append((instr, True))
-        stack.extend((o, False) for o in reversed(instr.operands) if id(o) not in seen)
-    return order
 
 
 class DirectPlan:
@@ -198,7 +183,7 @@ def direct_plan(module) -> DirectPlan | None:
     """A plan for the fusion computation `module.entry` (see the module docstring), or None."""
     comp = module.entry
     root = comp.root
-    order = _post_order(root)
+    order = post_order([root], lambda i: i.operands)
     dots = [i for i in order if i.opcode == "dot"]
     if len(dots) != 1 or root.shape.is_tuple or not 0 < len(root.shape.dims) <= _MAX_OUTPUT_DIMS:
         return None
