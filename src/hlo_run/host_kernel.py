@@ -194,13 +194,16 @@ class HostKernel:
 
 class _Ranges:
     """Hands out contiguous block ranges of [0, total): the first of one block, to time it, then
-    ranges that take about RANGE_SECONDS (and at most 1 / (threads x CHUNKS_PER_THREAD) of the
-    whole, to keep the threads balanced). A signal is handled between two ranges, so a kernel of
+    ranges that take about RANGE_SECONDS, at most 1 / (threads x CHUNKS_PER_THREAD) of the whole
+    and 1 / (2 x threads) of what is left: ranges shrink towards the end, so the threads finish
+    within about one block of each other (with ranges of an eighth of the whole, the last could
+    leave the other thread idle for as long). A signal is handled between two ranges, so a kernel of
     many blocks stops within about RANGE_SECONDS of Ctrl-C, whatever its length."""
 
     def __init__(self, total: int, threads: int):
         self.total = total
         self.cap = max(1, -(-total // (threads * CHUNKS_PER_THREAD)))
+        self.tail = 2 * threads  # a range takes at most 1/tail of the blocks left: the last are small
         self.next = 0
         self.per_block: float | None = None
         self.lock = threading.Lock()
@@ -210,7 +213,8 @@ class _Ranges:
             lo = self.next
             if lo >= self.total:
                 return None
-            size = 1 if self.per_block is None else max(1, min(self.cap, int(RANGE_SECONDS / self.per_block)))
+            size = 1 if self.per_block is None else max(1, min(self.cap, int(RANGE_SECONDS / self.per_block),
+                                                               (self.total - lo) // self.tail))
             self.next = hi = min(self.total, lo + size)
             return lo, hi
 

@@ -59,3 +59,22 @@ def test_a_failing_range_is_one_error_naming_the_launch():
 
     with pytest.raises(HostKernelError, match=r"kernel @k failed in a block range: ValueError: bad block"):
         run_ranges("kernel @k", call, 1000, 2)
+
+
+@pytest.mark.parametrize("total", [22, 8192])
+def test_ranges_shrink_towards_the_end(total):
+    """A GEMM of 22 row chunks, a loop kernel of 8192 blocks: once timed, no range takes more than
+    1 / (2 x threads) of the blocks left, so the last ranges are single blocks and the threads
+    finish within about one block of each other (ranges of an eighth of the whole could leave one
+    thread idle for an eighth of the kernel)."""
+    from hlo_run.host_kernel import _Ranges
+
+    ranges = _Ranges(total, 2)
+    ranges.timed(1, 1e-6)  # blocks far shorter than RANGE_SECONDS: the caps decide
+    taken = []
+    while (r := ranges.take()) is not None:
+        taken.append(r)
+    assert [b for lo, hi in taken for b in range(lo, hi)] == list(range(total))
+    for lo, hi in taken:
+        assert hi - lo <= max(1, (total - lo) // 4)
+    assert taken[-1][1] - taken[-1][0] == 1 and taken[-2][1] - taken[-2][0] == 1
