@@ -250,7 +250,7 @@ def _lower_only(backend):
     return lower
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description="hlo-codegen's compile time: the pipe, or per kernel and phase")
     ap.add_argument("modules", nargs="*", type=Path)
     ap.add_argument("--phases", action="store_true", help="per kernel and phase, in this process")
@@ -269,7 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", type=int, default=24, help="how many corpus modules (every k-th)")
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--profile", type=int, default=0, metavar="N")
-    opts = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = _parser().parse_args(argv)
     if opts.triton:
         from triton_compile_time import run as run_triton
 
