@@ -233,10 +233,6 @@ def _fold(comp, dot: HloInstruction, epilogue: list) -> dict:
     epilogue ops are `multiply(dot, broadcast(scalar))` and/or then `add(., broadcast(vector))`
     along the result's last dim (the GEMM's columns), each the only user of its operand; {} when
     none is. The GEMM applies them to each finished sum, rounding as the two ops do."""
-    users: dict[int, int] = {}
-    for instr in comp.instructions:
-        for o in instr.operands:
-            users[id(o)] = users.get(id(o), 0) + 1
     f32 = dot.shape.element_type
     if f32.np_dtype != np.float32 or len(dot.operands[1].shape.dims) - _batch(dot) != 2:
         return {}  # the rhs must have one free dim for the bias to run along the columns
@@ -246,7 +242,7 @@ def _fold(comp, dot: HloInstruction, epilogue: list) -> dict:
         if len(e.operands) != 2:  # a convert, a tanh: not a scale or a bias
             break
         other = e.operands[1] if e.operands[0] is cur else e.operands[0]
-        chained = users.get(id(cur)) == 1 and cur is not comp.root and any(o is cur for o in e.operands)
+        chained = len(cur.users) == 1 and cur is not comp.root and any(o is cur for o in e.operands)
         if not chained or e.shape.element_type is not f32 or other.opcode != "broadcast" \
                 or other.shape.element_type is not f32:
             break

@@ -115,12 +115,23 @@ ENTRY e {
     """rhs_batch_dims={0,1}, rhs_contracting_dims={2}
   ROOT o = bf16[2,2,32,8]{3,2,1,0} convert(d)
 }"""  # nnx_llama_bf16_grad's attention gradient (a unary epilogue op, a transposed lhs)
+DOT_READ_TWICE = """HloModule f
+ENTRY e {
+  p0 = f32[50,40]{1,0} parameter(0)
+  p1 = f32[40,30]{1,0} parameter(1)
+  d = f32[50,30]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  p2 = f32[30]{0} parameter(2)
+  b = f32[50,30]{1,0} broadcast(p2), dimensions={1}
+  a = f32[50,30]{1,0} add(d, b)
+  ROOT m = f32[50,30]{1,0} multiply(a, d)
+}"""  # the bias add is not the dot's only user: the store must keep the plain sums
 DIRECT = {"bias_f32": BIAS_F32, "bias_bf16": BIAS_BF16, "split_k": SPLIT_K,
           "scaled_attention": SCALED_ATTENTION, "norm_prologue": NORM_PROLOGUE, "bias_convert": BIAS_CONVERT,
-          "scale_bias": SCALE_BIAS, "attention_values": ATTENTION_VALUES, "convert_root": CONVERT_ROOT}
+          "scale_bias": SCALE_BIAS, "attention_values": ATTENTION_VALUES, "convert_root": CONVERT_ROOT,
+          "dot_read_twice": DOT_READ_TWICE}
 # What the GEMM's store applies (the rest runs per block of rows): (alpha, bias) parameter names
 FOLDED = {"bias_f32": (None, "p2"), "scaled_attention": ("c", None), "scale_bias": ("c", "p2"),
-          "bias_bf16": (None, None), "bias_convert": (None, None)}
+          "bias_bf16": (None, None), "bias_convert": (None, None), "dot_read_twice": (None, None)}
 
 
 def _args(text: str, seed: int = 0) -> list[np.ndarray]:
