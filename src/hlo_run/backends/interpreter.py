@@ -3,8 +3,9 @@
 `load` only checks that the program holds an HLO module; each `run` evaluates it as an
 independent run (the rng state starts over every time) on one `Evaluator` per executable,
 restarted (`Evaluator.restart`), so that `--iterations` works each computation's evaluation plan
-out once, as XLA compiles once, not once per run. The module is not edited between two runs of
-one executable (the bisector loads each module it cuts as a program of its own). A program on several
+out once, as XLA compiles once, not once per run. Plans belong to the module's computations, so
+the module must not be edited between two runs of one executable: hlo-run loads an executable
+and runs it (`cli._run_on`, `_check_against_reference`) with no pass in between. A program on several
 devices runs one evaluator per device (`hlo_common.interpreter.devices`); its arguments and
 results carry a leading device axis (`hlo_run.devices`).
 """

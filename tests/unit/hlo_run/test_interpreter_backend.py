@@ -1,6 +1,6 @@
 """hlo-run's interpreter platform runs a program on one evaluator, restarted before each run
 (`--iterations` makes its evaluation plans once): every run must still be independent, equal to a
-fresh evaluator's, and a changed while limit must take effect."""
+fresh evaluator's (a changed while limit: test_run_limits.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import pytest
 
 from hlo_common.hlo.parser import parse_module
 from hlo_common.interpreter import evaluator as evaluator_module
-from hlo_common.interpreter.control_flow import WhileLimitReached
 from hlo_common.interpreter.evaluator import Evaluator
 from hlo_run.backends import Program
 from hlo_run.backends.interpreter import InterpreterBackend
@@ -27,32 +26,6 @@ ENTRY e {
 }
 """
 
-COUNTED = """HloModule counted
-
-cond {
-  s = s32[] parameter(0)
-  n = s32[] constant(10)
-  ROOT lt = pred[] compare(s, n), direction=LT
-}
-
-body {
-  s = s32[] parameter(0)
-  one = s32[] constant(1)
-  ROOT next = s32[] add(s, one)
-}
-
-ENTRY e {
-  z = s32[] constant(0)
-  ROOT loop = s32[] while(z), condition=cond, body=body
-}
-"""
-
-
-def _executable(text: str):
-    executable = InterpreterBackend().load(Program(name="m.hlo", module=parse_module(text)))
-    executable.max_while_iterations = None
-    return executable
-
 
 def test_repeated_runs_are_independent_and_share_one_evaluator(monkeypatch: pytest.MonkeyPatch):
     made = []
@@ -65,18 +38,10 @@ def test_repeated_runs_are_independent_and_share_one_evaluator(monkeypatch: pyte
     x = np.random.default_rng(0).standard_normal((64, 128)).astype(np.float32)
     fresh = Evaluator().evaluate(parse_module(RANDOM), [x])
     monkeypatch.setattr(evaluator_module.Evaluator, "__init__", counting)
-    executable = _executable(RANDOM)
+    executable = InterpreterBackend().load(Program(name="random.hlo", module=parse_module(RANDOM)))
+    executable.max_while_iterations = None
     runs = [np.asarray(executable.run([x])) for _ in range(3)]
     for result in runs:  # the rng starts over: each run is the fresh evaluator's, bit for bit
         assert result.tobytes() == np.asarray(fresh).tobytes()
     assert len(made) == 1
 
-
-def test_a_changed_while_limit_takes_effect_between_runs():
-    executable = _executable(COUNTED)
-    assert int(executable.run([])) == 10
-    executable.max_while_iterations = 5
-    with pytest.raises(WhileLimitReached):
-        executable.run([])
-    executable.max_while_iterations = None
-    assert int(executable.run([])) == 10

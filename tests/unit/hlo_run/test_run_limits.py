@@ -123,3 +123,19 @@ def test_hlo_codegen_refuses_an_unsupported_arch_before_llvm(tmp_path: Path, arc
     (line,) = proc.stderr.splitlines()
     assert line.startswith(f"hlo-codegen: error: Invalid value for '--arch': ")
     assert f"'{arch}'" in line and "LLVM ERROR" not in proc.stderr
+
+
+def test_a_changed_while_limit_takes_effect_between_runs_of_one_interpreter_executable():
+    """The interpreter platform keeps its evaluator between runs (plans made once); a limit set
+    after the first run still applies to the next, and lifting it lets the loop finish."""
+    from hlo_run.backends import Program
+    from hlo_run.backends.interpreter import InterpreterBackend
+
+    executable = InterpreterBackend().load(Program(name="counted.hlo", module=parse_module(COUNTED)))
+    executable.max_while_iterations = None
+    assert int(executable.run([])) == 10
+    executable.max_while_iterations = 5
+    with pytest.raises(WhileLimitReached):
+        executable.run([])
+    executable.max_while_iterations = None
+    assert int(executable.run([])) == 10
