@@ -27,19 +27,7 @@ MODULES = ["int8_bf16", "f8_bf16", "attention_bf16", "mlp_bf16", "bias_gelu_bf16
            "small_f32", "matmul_f64"]
 # K is short next to M and N, so the dot is not split and the epilogue stays in the GEMM fusion
 # (a split dot's epilogue goes with the reduce into a loop fusion, as XLA's loop_reduce_fusion).
-RAGGED = """HloModule ragged
-ENTRY e {
-  a = bf16[300,40]{0,1} parameter(0)
-  w = s8[40,200]{1,0} parameter(1)
-  c = bf16[200]{0} parameter(2)
-  wc = bf16[40,200]{1,0} convert(w)
-  d = bf16[300,200]{1,0} dot(a, wc), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  bc = bf16[300,200]{1,0} broadcast(c), dimensions={1}
-  s = bf16[300,200]{1,0} add(d, bc)
-  h = bf16[] constant(0.5)
-  hb = bf16[300,200]{1,0} broadcast(h), dimensions={}
-  ROOT r = bf16[300,200]{1,0} multiply(s, hb)
-}"""
+RAGGED = (Path(__file__).resolve().parents[2] / "data" / "s8_weights_bias_scale.hlo").read_text()
 RAGGED_SPLIT = """HloModule ragged_split
 ENTRY e {
   a = f32[6,3000]{1,0} parameter(0)

@@ -86,19 +86,7 @@ def test_cuda_target_launches_a_kernel_and_the_thunk_round_trips():
 # s8 weights converted in the fusion (the rhs computes, the lhs only reads): gemm-fusion-swap-operands
 # swaps the dot, so the bias-add and scale epilogue reads the swapped dot through the bitcast back to
 # [M, N]; the lhs is column-major and M, N, K are no multiples of the tiles.
-SWAPPED_EPILOGUE = """HloModule swapped_epilogue
-ENTRY e {
-  a = bf16[300,40]{0,1} parameter(0)
-  w = s8[40,200]{1,0} parameter(1)
-  c = bf16[200]{0} parameter(2)
-  wc = bf16[40,200]{1,0} convert(w)
-  d = bf16[300,200]{1,0} dot(a, wc), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  bc = bf16[300,200]{1,0} broadcast(c), dimensions={1}
-  s = bf16[300,200]{1,0} add(d, bc)
-  h = bf16[] constant(0.5)
-  hb = bf16[300,200]{1,0} broadcast(h), dimensions={}
-  ROOT r = bf16[300,200]{1,0} multiply(s, hb)
-}"""
+SWAPPED_EPILOGUE = (Path(__file__).resolve().parents[3] / "data" / "s8_weights_bias_scale.hlo").read_text()
 
 
 def test_swapped_fusion_with_an_epilogue_on_the_host_matches_the_interpreter():
