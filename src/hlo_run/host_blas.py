@@ -25,6 +25,7 @@ import ctypes
 import functools
 import itertools
 import math
+import threading
 from typing import Callable
 
 import numpy as np
@@ -129,15 +130,19 @@ def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = N
 
 
 def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None,
-                  epilogue: Callable[[int, int, int], None] | None = None, alpha: float = 1.0,
-                  bias: np.ndarray | None = None) -> None:
+                  epilogue: Callable[..., None] | None = None, alpha: float = 1.0,
+                  bias: np.ndarray | None = None, scratch: bool = False) -> None:
     """out[i] = (a[i] @ b[i]) * alpha + bias for float32 stacks a [batch..., m, k], b [batch...,
     k, n], out [batch..., m, n] (batch index i row-major; bias: n floats, or None; alpha and bias
     are applied to each finished sum as a GEMM fusion's multiply and add round). The work is
     split into MR-row tiles of every matrix, all of them over the host threads at once (a batch
     of small products keeps both cores busy; a single product is split evenly to a tile).
     `epilogue(i, r0, r1)`, when given, runs on the thread that finished rows [r0, r1) of out[i],
-    right after them (while they are in its cache): a GEMM fusion's elementwise epilogue."""
+    right after them (while they are in its cache): a GEMM fusion's elementwise epilogue. With
+    `scratch` (and an epilogue) `out` is not written: each block of rows goes to a buffer of that
+    thread's, and the epilogue gets it, `epilogue(i, r0, r1, rows)` (the sums of rows [r0, r1) of
+    out[i], rows x n floats, in L2): a fusion whose output is not the dot's f32 sums then never
+    writes them to memory (16 MiB on the bench's bf16 MLP block)."""
     batch, (m, k), n = a.shape[:-2], a.shape[-2:], b.shape[-1]
     nb = math.prod(batch)
     if a.ndim < 3 or b.shape != (*batch, k, n) or out.shape != (*batch, m, n) or \
@@ -148,8 +153,9 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
     bias = None if bias is None else np.ascontiguousarray(bias, np.float32)
     if k == 0 or not _rows_readable(out):
         _gemm_elsewhere(a, b, out, threads, alpha, bias)
+        sums = out.reshape(nb, m, n)
         for i in range(nb if epilogue else 0):
-            epilogue(i, 0, m)
+            epilogue(i, 0, m, sums[i]) if scratch else epilogue(i, 0, m)
         return
     a = a if _rows_readable(a) else np.ascontiguousarray(a, np.float32)
     mr, nr, gemm, _, _, _, _ = _kernels()
@@ -163,20 +169,38 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
     wanted = 1 if epilogue else -(-threads * UNITS_PER_THREAD // (nb * chunks))
     step, groups = _panel_groups(-(-n // nr), wanted)
 
+    scratch = scratch and epilogue is not None  # then groups == 1: a unit is whole rows
+
     def run(lo: int, hi: int) -> None:
+        rows = _thread_rows(mr * ROW_TILES * n) if scratch else None
         for u in range(lo, hi):
             i, rest = divmod(u, chunks * groups)
             chunk, g = divmod(rest, groups)
             r0, r1 = chunk * mr * ROW_TILES, min(m, (chunk + 1) * mr * ROW_TILES)
             j0, j1 = g * step * nr, min(n, (g + 1) * step * nr)
-            gemm(pas[i] + 4 * r0 * lda, lda, pb + 4 * (i * per + j0 * k), k, pcs[i] + 4 * (r0 * ldc + j0),
-                 ldc, r1 - r0, j1 - j0, alpha, pbias and pbias + 4 * j0)
-            if epilogue is not None:
+            c, cld = (rows.ctypes.data + 4 * j0, n) if scratch else (pcs[i] + 4 * (r0 * ldc + j0), ldc)
+            gemm(pas[i] + 4 * r0 * lda, lda, pb + 4 * (i * per + j0 * k), k, c,
+                 cld, r1 - r0, j1 - j0, alpha, pbias and pbias + 4 * j0)
+            if scratch:
+                epilogue(i, r0, r1, rows[:(r1 - r0) * n].reshape(r1 - r0, n))
+            elif epilogue is not None:
                 epilogue(i, r0, r1)
 
     from hlo_run.host_kernel import run_ranges
 
     run_ranges("the host GEMM", run, nb * chunks * groups, threads)
+
+
+_local = threading.local()
+
+
+def _thread_rows(size: int) -> np.ndarray:
+    """This thread's scratch of at least `size` floats (kept for the next GEMM: a fresh one would
+    cost the page faults of its first touch)."""
+    rows = getattr(_local, "rows", None)
+    if rows is None or rows.size < size:
+        rows = _local.rows = np.empty(size, np.float32)
+    return rows
 
 
 def _gemm_elsewhere(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None, alpha: float,

@@ -19,8 +19,10 @@ keeping the last dim last. Then:
 - an f32 dot's first epilogue ops `multiply(dot, broadcast(scalar))` and `add(., broadcast(v))`
   along the columns run in the GEMM's store of each finished sum (`_fold`);
 - the dot's rounding to its type and the rest of the epilogue run on each block of rows the GEMM
-  finishes, on the thread that finished it, while the block is in cache: the interpreter's
-  handlers, but bf16 results of add, subtract, multiply and the dot rounded by the JIT's
+  finishes, on the thread that finished it, from that thread's scratch block of sums (in L2; the
+  f32 sums of the whole product are never stored): one compiled loop when every op is one the
+  interpreter's compiled regions compile (`host_gemm_epilogue`), else the interpreter's handlers,
+  with bf16 results of add, subtract, multiply and the dot rounded by the JIT's
   `host_blas.round_bf16` (ml_dtypes' bits, four times faster).
 
 Every value is the interpreter's: the same handlers on the same elements (elementwise ops do not
@@ -40,6 +42,7 @@ import numpy as np
 
 from hlo_common.hlo.graph import post_order
 from hlo_common.hlo.ir import HloInstruction
+from hlo_run.host_gemm_epilogue import CompiledEpilogue
 
 # Elementwise opcodes whose interpreter handlers compute each element from the same elements of
 # their operands whatever the arrays' shapes (so a block of rows gives that block of the result).
@@ -69,6 +72,7 @@ class DirectPlan:
         self.perm = perm  # the root is transpose(dot) with these dimensions
         self.handlers = {id(i): _bf16_binary(i) or fast.specialize(i) or HANDLERS[i.opcode]
                          for i in epilogue}
+        self.compiled = CompiledEpilogue.build(self.head, epilogue, root) if perm is None else None
 
     def run(self, operands: list[np.ndarray], out: np.ndarray | None) -> np.ndarray | None:
         """The root's value (`out` itself when it was written there), or None when the operands'
@@ -128,13 +132,15 @@ class DirectPlan:
                 return target
             batch = math.prod(sa.shape[:-2])
             shape3 = (batch, sa.shape[-2], sb.shape[-1])
-            acc3, dest3 = _view(target, shape3), _view(dest, shape3)
+            dest3 = _view(dest, shape3)
             sides = {key: _view(v, shape3) for key, v in values.items()
                      if any(id(o) == key for e in self.epilogue for o in e.operands)}
 
-            def block(i: int, r0: int, r1: int) -> None:
+            def block(i: int, r0: int, r1: int, head: np.ndarray) -> None:
+                if self.compiled is not None and self.compiled.run(
+                        head, {key: v[i, r0:r1] for key, v in sides.items()}, dest3[i, r0:r1]):
+                    return
                 with np.errstate(all="ignore"):
-                    head = acc3[i, r0:r1]
                     rows = {id(self.head): round_bf16(head) if head_type.name == "bf16"
                             else to_element_type(head, head_type)}
                     for e in self.epilogue:
@@ -142,7 +148,7 @@ class DirectPlan:
                         rows[id(e)] = self.handlers[id(e)](e, ops, self.ev)
                     dest3[i, r0:r1] = rows[id(self.root)]
 
-            sgemm_batched(*stacked, epilogue=block, alpha=alpha, bias=bias)
+            sgemm_batched(*stacked, epilogue=block, alpha=alpha, bias=bias, scratch=True)
             return target
 
         return product

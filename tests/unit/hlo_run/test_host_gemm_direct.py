@@ -208,3 +208,65 @@ def test_an_output_buffer_shared_with_an_epilogue_operand_is_not_written_early()
     got = run_gemm_fusion(RESIDUAL, "r", args, out=args[2])  # the output is the residual's buffer
     assert direct_plan(parse_module(RESIDUAL, "r")) is not None
     assert np.array_equal(got, want)
+
+
+# Epilogues that compile into one loop (hlo_run.host_gemm_epilogue): their ops, by module.
+COMPILED = {"bias_bf16": ("convert", "add"), "convert_root": ("convert",), "dot_read_twice": ("add", "multiply")}
+
+
+@pytest.mark.parametrize("name", sorted(DIRECT))
+def test_epilogues_of_region_ops_compile_and_give_the_handlers_bits(name):
+    """The compiled loop runs every block (the handlers are made to fail) and its bits are the
+    interpreter's; an epilogue with an op region_jit does not compile (tanh) keeps the handlers."""
+    text = DIRECT[name]
+    plan = direct_plan(parse_module(text, name))
+    assert (plan.compiled and tuple(op[0] for op in plan.compiled.ops)) == COMPILED.get(name, None)
+    if plan.compiled is None:
+        return
+    _handlers_fail(plan)
+    args = _args(text)
+    got = plan.run(args, None)
+    want = run_gemm_fusion(text, name, args, direct=False)
+    assert np.array_equal(got.view(np.uint8), np.ascontiguousarray(want).view(np.uint8))
+
+
+def _handlers_fail(plan) -> None:
+    def fail(*_):
+        raise AssertionError("a handler ran")
+
+    plan.handlers = {key: fail for key in plan.handlers}
+
+
+def test_a_compiled_bf16_epilogue_keeps_special_values():
+    """Infinities, signed zeros and NaNs in the bias and the operands: the same values as the
+    interpreter's (a NaN stays a NaN; which NaN is not compared)."""
+    args = _args(BIAS_BF16, seed=3)
+    specials = np.array([np.inf, -np.inf, np.nan, -0.0, 0.0, 3e38], np.float32)
+    args[2][:len(specials)] = specials.astype(args[2].dtype)  # the bias
+    args[0][5, :3] = specials[:3].astype(args[0].dtype)  # a row of inf and NaN sums
+    plan = direct_plan(parse_module(BIAS_BF16, "b"))
+    _handlers_fail(plan)
+    got = plan.run(args, None).astype(np.float32)
+    want = run_gemm_fusion(BIAS_BF16, "b", args, direct=False).astype(np.float32)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    keep = ~np.isnan(want)
+    assert np.array_equal(got[keep].view(np.uint32), want[keep].view(np.uint32))
+
+
+def test_scratch_blocks_leave_the_output_alone_and_hold_each_block_of_sums():
+    """With `scratch` the GEMM writes no row of `out`; each block the epilogue gets holds the sums
+    of its rows (all rows covered once)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 250, 70)).astype(np.float32)
+    b = rng.standard_normal((2, 70, 90)).astype(np.float32)
+    out = np.full((2, 250, 90), np.nan, np.float32)
+    seen = np.full(out.shape, np.nan, np.float32)
+    want = np.empty_like(out)
+    sgemm_batched(a, b, want)
+
+    def block(i, r0, r1, rows):
+        seen[i, r0:r1] = rows
+
+    sgemm_batched(a, b, out, epilogue=block, scratch=True)
+    assert np.all(np.isnan(out))
+    assert np.array_equal(seen, want)
