@@ -211,7 +211,8 @@ def test_an_output_buffer_shared_with_an_epilogue_operand_is_not_written_early()
 
 
 # Epilogues that compile into one loop (hlo_run.host_gemm_epilogue): their ops, by module.
-COMPILED = {"bias_bf16": ("convert", "add"), "convert_root": ("convert",), "dot_read_twice": ("add", "multiply")}
+COMPILED = {"bias_bf16": ("convert", "add"), "convert_root": ("convert",),
+            "dot_read_twice": ("add", "multiply")}
 
 
 @pytest.mark.parametrize("name", sorted(DIRECT))
