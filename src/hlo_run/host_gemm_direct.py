@@ -42,7 +42,7 @@ import numpy as np
 
 from hlo_common.hlo.graph import post_order
 from hlo_common.hlo.ir import HloInstruction
-from hlo_run.host_gemm_epilogue import CompiledEpilogue
+from hlo_run.host_gemm_epilogue import CompiledEpilogue, prologue_chains
 
 # Elementwise opcodes whose interpreter handlers compute each element from the same elements of
 # their operands whatever the arrays' shapes (so a block of rows gives that block of the result).
@@ -73,6 +73,8 @@ class DirectPlan:
         self.handlers = {id(i): _bf16_binary(i) or fast.specialize(i) or HANDLERS[i.opcode]
                          for i in epilogue}
         self.compiled = CompiledEpilogue.build(self.head, epilogue, root) if perm is None else None
+        self.chains = prologue_chains(prologue, dot)  # dot operands computed by one compiled loop
+        self.in_chains = {id(m) for _, chain in self.chains.values() for m in chain[:-1]}
 
     def run(self, operands: list[np.ndarray], out: np.ndarray | None) -> np.ndarray | None:
         """The root's value (`out` itself when it was written there), or None when the operands'
@@ -109,10 +111,33 @@ class DirectPlan:
         for instr in self.prologue:
             if instr.opcode == "parameter":
                 values[id(instr)] = operands[instr.parameter_number]
-            else:
-                ops = [values[id(o)] for o in instr.operands]
-                values[id(instr)] = self.ev.evaluate_instruction(instr, ops)
+            elif id(instr) in self.chains:
+                self._chain(instr, values)
+            elif id(instr) not in self.in_chains:
+                values[id(instr)] = self._evaluate(instr, values)
         return values
+
+    def _evaluate(self, instr: HloInstruction, values: dict) -> np.ndarray:
+        return self.ev.evaluate_instruction(instr, [values[id(o)] for o in instr.operands])
+
+    def _chain(self, end: HloInstruction, values: dict) -> None:
+        """The value of a dot operand computed by a compiled chain (`prologue_chains`), over rows
+        on the host threads; member by member with the interpreter's handlers where the loop cannot
+        read an input's layout."""
+        compiled, chain = self.chains[id(end)]
+        dims = end.shape.dims
+        out = np.empty(dims, end.shape.element_type.np_dtype)
+        shape2 = (math.prod(dims[:-1]), dims[-1])
+        sides = {}
+        for source in compiled.sources:
+            x = values[source[1]] if source[0] == "side" else None
+            sides[source[1]] = x if x is None else _flat2(x, shape2)
+        if all(v is not None for k, v in sides.items() if isinstance(k, int)) \
+                and compiled.run_parallel(sides, out.reshape(shape2)):
+            values[id(end)] = out
+            return
+        for m in chain:
+            values[id(m)] = self._evaluate(m, values)
 
     def _product(self, values: dict, acc: np.ndarray, dest: np.ndarray, plain: bool):
         """The product function `dot_general` calls: the host GEMM on the stacks it is given
@@ -172,6 +197,16 @@ def _bf16_binary(instr: HloInstruction):
         return round_bf16(ufunc(up(operands[0]), up(operands[1])))
 
     return handler
+
+
+def _flat2(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray | None:
+    """x as `shape` without a copy (a broadcast keeps its zero strides), or None."""
+    v = x.view()
+    try:
+        v.shape = shape
+    except AttributeError:
+        return None
+    return v
 
 
 def _view(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -271,3 +271,24 @@ def test_scratch_blocks_leave_the_output_alone_and_hold_each_block_of_sums():
     sgemm_batched(a, b, out, epilogue=block, scratch=True)
     assert np.all(np.isnan(out))
     assert np.array_equal(seen, want)
+
+
+@pytest.mark.parametrize("rows", [100, 40000])
+def test_a_prologue_of_region_ops_runs_as_one_compiled_loop_over_row_blocks(rows, monkeypatch):
+    """A layer norm's scale and shift of the dot's lhs: one compiled chain (40000 rows: three row
+    blocks, on two threads), no handler evaluating its members, the interpreter's bits."""
+    text = NORM_PROLOGUE.replace("[100,", f"[{rows},")
+    plan = direct_plan(parse_module(text, "n"))
+    [(compiled, chain)] = plan.chains.values()
+    assert [m.name for m in chain] == ["m", "x"]
+    evaluate = plan.ev.evaluate_instruction
+
+    def only_outside(instr, ops):
+        assert instr.name not in ("m", "x"), "a chain member ran through its handler"
+        return evaluate(instr, ops)
+
+    monkeypatch.setattr(plan.ev, "evaluate_instruction", only_outside)
+    args = _args(text)
+    got = plan.run(args, None)
+    want = run_gemm_fusion(text, "n", args, direct=False)
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
