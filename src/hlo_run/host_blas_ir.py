@@ -21,6 +21,8 @@ cin its input features); B is then the kernel as [taps * cin, output features]. 
         output rows [r0, r1): out[r * rowstride + w * ldc + o] for w < wo, o < n
     void @pack(ptr b, i64 ldb, i64 rows, i64 npan, ptr out, i64 pstride)
         rows of B packed into NR-column panels (what the two above read)
+    void @pack_t(ptr b, i64 ldn, i64 k, i64 n, ptr out, i64 pstride)
+        the same panels from B given by its columns (K^T), zero-padded past n
     void @round_bf16(ptr src, ptr dst, i64 n)
         n floats (a multiple of 16) rounded to bf16 as ml_dtypes rounds them
 
@@ -242,6 +244,43 @@ def _pack(nr: int) -> list[str]:
     ]
 
 
+def _pack_t(nr: int) -> list[str]:
+    """`@pack_t(b, ldn, k, n, out, pstride)`: B given by its columns (column j's k floats
+    contiguous at b + j * ldn: the transposed operand of an attention product, K^T) packed into
+    its NR-column panels as `@pack` packs rows, columns past n as zeros. Each column is read in
+    order and written down its panel (NR floats apart): reading across columns instead (one float
+    of each per k) touched NR lines ldn floats apart, which share a few L1 sets when ldn is a
+    multiple of 512."""
+    return [
+        "define void @pack_t(ptr noalias %b, i64 %ldn, i64 %k, i64 %n, ptr noalias %out, i64 %pstride) {",
+        "entry:", "  %anyk = icmp sgt i64 %k, 0", "  %anyn = icmp sgt i64 %n, 0",
+        "  %go = and i1 %anyk, %anyn", "  br i1 %go, label %c_loop, label %done",
+        "c_loop:",  # every column of every panel, padding columns included
+        "  %j = phi i64 [0, %entry], [%j1, %c_next]",
+        f"  %pan = udiv i64 %j, {nr}", f"  %c = urem i64 %j, {nr}",
+        "  %poff = mul i64 %pan, %pstride", "  %doff = add i64 %poff, %c",
+        "  %dst = getelementptr float, ptr %out, i64 %doff",
+        "  %in = icmp slt i64 %j, %n",
+        "  %jc = select i1 %in, i64 %j, i64 0",  # a padding column reads column 0, stores zeros
+        "  %soff = mul i64 %jc, %ldn", "  %src = getelementptr float, ptr %b, i64 %soff",
+        "  br label %k_loop",
+        "k_loop:",
+        "  %kk = phi i64 [0, %c_loop], [%k1, %k_loop]",
+        "  %sp = getelementptr float, ptr %src, i64 %kk", "  %x = load float, ptr %sp, align 4",
+        "  %v = select i1 %in, float %x, float 0.0",
+        f"  %dk = mul i64 %kk, {nr}", "  %dp = getelementptr float, ptr %dst, i64 %dk",
+        "  store float %v, ptr %dp, align 4",
+        "  %k1 = add i64 %kk, 1", "  %kmore = icmp slt i64 %k1, %k",
+        "  br i1 %kmore, label %k_loop, label %c_next",
+        "c_next:",
+        "  %j1 = add i64 %j, 1", "  %npad = add i64 %n, " + str(nr - 1),
+        f"  %nall = udiv i64 %npad, {nr}", f"  %ncols = mul i64 %nall, {nr}",
+        "  %jmore = icmp slt i64 %j1, %ncols",
+        "  br i1 %jmore, label %c_loop, label %done",
+        "done:", "  ret void", "}",
+    ]
+
+
 def _round_bf16() -> list[str]:
     """`@round_bf16(src, dst, n)`: n f32 (a multiple of 16) rounded to bf16 bits, to nearest even,
     a NaN to the quiet NaN of its sign, as ml_dtypes (the interpreter) rounds them, 16 lanes a
@@ -281,4 +320,4 @@ def blas_module(mr: int, nr: int) -> str:
         f"@neg_zero = private constant [{nr} x float] [{', '.join(['float -0.0'] * nr)}]",
     ]
     return "\n".join(head + _microkernel(mr, nr) + _gemm(mr, nr) + _conv_rows(mr, nr) + _pack(nr)
-                     + _round_bf16()) + "\n"
+                     + _pack_t(nr) + _round_bf16()) + "\n"

@@ -124,6 +124,28 @@ def test_the_jit_packs_b_as_numpy_packs_it():
     assert np.array_equal(got, want)
 
 
+@pytest.mark.parametrize("n", [64, 75])
+def test_the_jit_packs_b_given_by_its_columns_as_numpy_packs_it(n):
+    """B = K^T (each column's k floats contiguous, an attention product's transposed operand):
+    the JIT's `pack_t` lays it out as pack_panels does, zeros past n (75: a partial panel), and
+    the product through it matches float64."""
+    from hlo_run.host_blas import _kernels, _pack_all, pack_panels
+
+    nr = _kernels()[1]
+    k = 40
+    keys = np.random.default_rng(5).standard_normal((3, 2, n, k + 3)).astype(np.float32)
+    b = keys[..., :k].swapaxes(-1, -2)  # [3, 2, k, n], columns k + 3 floats apart
+    per = k * -(-n // nr) * nr
+    got = _pack_all(b, nr, per, threads=2)
+    want = np.concatenate([pack_panels(np.ascontiguousarray(b[i, j]), nr)
+                           for i in range(3) for j in range(2)])
+    assert np.array_equal(got, want)
+    a = np.random.default_rng(6).standard_normal((3, 2, 50, k)).astype(np.float32)
+    out = np.empty((3, 2, 50, n), np.float32)
+    sgemm_batched(a, b, out)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
+
+
 def test_round_bf16_has_ml_dtypes_bits_on_every_kind_of_float():
     """The JIT's rounding against ml_dtypes' (the interpreter's): ties to even, carries into the
     exponent and to inf, subnormals, signed zeros, NaNs of any payload (the quiet NaN of their
