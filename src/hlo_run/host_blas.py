@@ -40,13 +40,14 @@ _GEMM = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _P, _I64, _I64, _I64, ctypes.
 _PACK = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
 _ROUND = ctypes.CFUNCTYPE(None, _P, _P, _I64)
 _PACK_T = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
+_UNITS = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _I64, _I64, ctypes.c_float)
 _CONV = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _I64, _P, _I64, _I64, _I64, _P, _P, _I64, _I64, _I64)
 
 
 @functools.lru_cache(maxsize=None)
 def _kernels():
-    """(mr, nr, gemm, conv_rows, the compiled module, pack, round_bf16, pack_t) for this CPU (its
-    vector width picks the tile)."""
+    """(mr, nr, gemm, conv_rows, the compiled module, pack, round_bf16, pack_t, gemm_units) for this
+    CPU (its vector width picks the tile)."""
     from hlo_run.host_kernel import _llvm, compile_host_module
 
     avx512 = "+avx512f" in _llvm().get_host_cpu_features().flatten().split(",")
@@ -57,7 +58,8 @@ def _kernels():
     pack = _PACK(compiled.engine.get_function_address("pack"))
     round_bf16 = _ROUND(compiled.engine.get_function_address("round_bf16"))
     pack_t = _PACK_T(compiled.engine.get_function_address("pack_t"))
-    return mr, nr, gemm, conv, compiled, pack, round_bf16, pack_t
+    units = _UNITS(compiled.engine.get_function_address("gemm_units"))
+    return mr, nr, gemm, conv, compiled, pack, round_bf16, pack_t, units
 
 
 def _threads(work: int) -> int:
@@ -152,18 +154,17 @@ def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = N
 
 def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None,
                   epilogue: Callable[..., None] | None = None, alpha: float = 1.0,
-                  bias: np.ndarray | None = None, scratch: bool = False) -> None:
+                  bias: np.ndarray | None = None) -> None:
     """out[i] = (a[i] @ b[i]) * alpha + bias for float32 stacks a [batch..., m, k], b [batch...,
     k, n], out [batch..., m, n] (batch index i row-major; bias: n floats, or None; alpha and bias
     are applied to each finished sum as a GEMM fusion's multiply and add round). The work is
     split into MR-row tiles of every matrix, all of them over the host threads at once (a batch
     of small products keeps both cores busy; a single product is split evenly to a tile).
-    `epilogue(i, r0, r1)`, when given, runs on the thread that finished rows [r0, r1) of out[i],
-    right after them (while they are in its cache): a GEMM fusion's elementwise epilogue. With
-    `scratch` (and an epilogue) `out` is not written: each block of rows goes to a buffer of that
-    thread's, and the epilogue gets it, `epilogue(i, r0, r1, rows)` (the sums of rows [r0, r1) of
-    out[i], rows x n floats, in L2): a fusion whose output is not the dot's f32 sums then never
-    writes them to memory (16 MiB on the bench's bf16 MLP block)."""
+    `epilogue(i, r0, r1, rows)`, when given, runs on the thread that finished rows [r0, r1) of
+    out[i], right after them, with their sums in `rows` (rows x n floats in that thread's own
+    buffer, in L2): a GEMM fusion's elementwise epilogue, which writes `out` itself (the GEMM
+    does not), so a fusion whose output is not the f32 sums never stores them (16 MiB on the
+    bench's bf16 MLP block)."""
     batch, (m, k), n = a.shape[:-2], a.shape[-2:], b.shape[-1]
     nb = math.prod(batch)
     if a.ndim < 3 or b.shape != (*batch, k, n) or out.shape != (*batch, m, n) or \
@@ -176,7 +177,7 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
         _gemm_elsewhere(a, b, out, threads, alpha, bias)
         sums = out.reshape(nb, m, n)
         for i in range(nb if epilogue else 0):
-            epilogue(i, 0, m, sums[i]) if scratch else epilogue(i, 0, m)
+            epilogue(i, 0, m, sums[i])
         return
     a = a if _rows_readable(a) else np.ascontiguousarray(a, np.float32)
     mr, nr, gemm = _kernels()[:3]
@@ -190,26 +191,45 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
     wanted = 1 if epilogue else -(-threads * UNITS_PER_THREAD // (nb * chunks))
     step, groups = _panel_groups(-(-n // nr), wanted)
 
-    scratch = scratch and epilogue is not None  # then groups == 1: a unit is whole rows
-
-    def run(lo: int, hi: int) -> None:
-        rows = _thread_rows(mr * ROW_TILES * n) if scratch else None
-        for u in range(lo, hi):
-            i, rest = divmod(u, chunks * groups)
-            chunk, g = divmod(rest, groups)
-            r0, r1 = chunk * mr * ROW_TILES, min(m, (chunk + 1) * mr * ROW_TILES)
-            j0, j1 = g * step * nr, min(n, (g + 1) * step * nr)
-            c, cld = (rows.ctypes.data + 4 * j0, n) if scratch else (pcs[i] + 4 * (r0 * ldc + j0), ldc)
-            gemm(pas[i] + 4 * r0 * lda, lda, pb + 4 * (i * per + j0 * k), k, c,
-                 cld, r1 - r0, j1 - j0, alpha, pbias and pbias + 4 * j0)
-            if scratch:
-                epilogue(i, r0, r1, rows[:(r1 - r0) * n].reshape(r1 - r0, n))
-            elif epilogue is not None:
-                epilogue(i, r0, r1)
-
     from hlo_run.host_kernel import run_ranges
 
-    run_ranges("the host GEMM", run, nb * chunks * groups, threads)
+    units = nb * chunks * groups
+    if epilogue is None:  # the unit loop is the JIT's: one call a range
+        table = _unit_table(pas, pcs, pb, per, k, lda, ldc, m, n, mr * ROW_TILES, chunks, step * nr, groups,
+                            pbias)
+        units_fn, tab = _kernels()[8], table.ctypes.data
+        run_ranges("the host GEMM", lambda lo, hi: units_fn(tab, lo, hi, lda, k, ldc, alpha), units, threads)
+        return
+
+    def run(lo: int, hi: int) -> None:  # with an epilogue, called per unit (groups == 1: whole rows)
+        rows = _thread_rows(mr * ROW_TILES * n)
+        for u in range(lo, hi):
+            i, chunk = divmod(u, chunks)
+            r0, r1 = chunk * mr * ROW_TILES, min(m, (chunk + 1) * mr * ROW_TILES)
+            gemm(pas[i] + 4 * r0 * lda, lda, pb + 4 * i * per, k, rows.ctypes.data, n, r1 - r0, n, alpha,
+                 pbias or None)
+            epilogue(i, r0, r1, rows[:(r1 - r0) * n].reshape(r1 - r0, n))
+
+    run_ranges("the host GEMM", run, units, threads)
+
+
+def _unit_table(pas: list[int], pcs: list[int], pb: int, per: int, k: int, lda: int, ldc: int, m: int,
+                n: int, rows: int, chunks: int, cols: int, groups: int, pbias: int | None) -> np.ndarray:
+    """`@gemm_units`' table: per unit (matrix i, row chunk, column group; groups fastest, as `run`
+    takes them) the addresses of its A rows, packed B panels, C block and bias, its rows and
+    columns."""
+    u = np.arange(len(pas) * chunks * groups, dtype=np.int64)
+    i, rest = np.divmod(u, chunks * groups)
+    chunk, g = np.divmod(rest, groups)
+    r0, j0 = chunk * rows, g * cols
+    table = np.empty((u.size, 6), np.int64)
+    table[:, 0] = np.asarray(pas, np.int64)[i] + 4 * r0 * lda
+    table[:, 1] = pb + 4 * (i * per + j0 * k)
+    table[:, 2] = np.asarray(pcs, np.int64)[i] + 4 * (r0 * ldc + j0)
+    table[:, 3] = np.minimum(m, r0 + rows) - r0
+    table[:, 4] = np.minimum(n, j0 + cols) - j0
+    table[:, 5] = 0 if pbias is None else pbias + 4 * j0
+    return table
 
 
 _local = threading.local()

@@ -16,6 +16,8 @@ cin its input features); B is then the kernel as [taps * cin, output features]. 
         C[m, n] = A[m, k] B[k, n] in K blocks of KC (bp: B packed per panel, k x NR floats each), each
         finished value then times alpha plus bias[n] (bias null: none), a GEMM fusion's
         epilogue `add(multiply(dot, alpha), bias)` rounded as its two ops round
+    void @gemm_units(ptr table, i64 lo, i64 hi, i64 lda, i64 k, i64 ldc, float alpha)
+        @gemm on units [lo, hi) of a split product (6 words each: a, bp, c, rows, columns, bias)
     void @conv_rows(ptr x, i64 lda, ptr taps, i64 ntaps, i64 cin, ptr rowbase, i64 r0, i64 r1,
                     i64 wo, ptr bp, ptr out, i64 ldc, i64 rowstride, i64 n)
         output rows [r0, r1): out[r * rowstride + w * ldc + o] for w < wo, o < n
@@ -172,6 +174,29 @@ def _gemm(mr: int, nr: int) -> list[str]:
     ]
 
 
+def _gemm_units() -> list[str]:
+    """`@gemm_units(table, lo, hi, lda, k, ldc, alpha)`: `@gemm` on units [lo, hi) of a split
+    product, unit u's (a, bp, c, rows, columns, bias) read from 6 words at table + 48 u (bias 0:
+    none), so a range of units costs the caller one call (a batch of attention products has
+    48 units of ~13 us; Python spent ~2.5 us a unit handing them out)."""
+    return [
+        "define void @gemm_units(ptr %tab, i64 %lo, i64 %hi, i64 %lda, i64 %k, i64 %ldc, float %alpha) {",
+        "entry:", "  %any = icmp slt i64 %lo, %hi", "  br i1 %any, label %u_loop, label %done",
+        "u_loop:",
+        "  %u = phi i64 [%lo, %entry], [%u1, %u_loop]",
+        "  %rec = mul i64 %u, 6", "  %r = getelementptr i64, ptr %tab, i64 %rec",
+        *[line for j in range(6) for line in (f"  %f{j}p = getelementptr i64, ptr %r, i64 {j}",
+                                               f"  %f{j} = load i64, ptr %f{j}p")],
+        "  %a = inttoptr i64 %f0 to ptr", "  %bp = inttoptr i64 %f1 to ptr", "  %c = inttoptr i64 %f2 to ptr",
+        "  %bias = inttoptr i64 %f5 to ptr",
+        "  call void @gemm(ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %f3, i64 %f4, "
+        "float %alpha, ptr %bias)",
+        "  %u1 = add i64 %u, 1", "  %more = icmp slt i64 %u1, %hi",
+        "  br i1 %more, label %u_loop, label %done",
+        "done:", "  ret void", "}",
+    ]
+
+
 def _conv_rows(mr: int, nr: int) -> list[str]:
     return [
         "define void @conv_rows(ptr %x, i64 %lda, ptr %taps, i64 %ntaps, i64 %cin, ptr %rowbase, i64 %r0, "
@@ -319,5 +344,5 @@ def blas_module(mr: int, nr: int) -> str:
         "@zero_tap = private constant [1 x i64] zeroinitializer",
         f"@neg_zero = private constant [{nr} x float] [{', '.join(['float -0.0'] * nr)}]",
     ]
-    return "\n".join(head + _microkernel(mr, nr) + _gemm(mr, nr) + _conv_rows(mr, nr) + _pack(nr)
+    return "\n".join(head + _microkernel(mr, nr) + _gemm(mr, nr) + _gemm_units() + _conv_rows(mr, nr) + _pack(nr)
                      + _pack_t(nr) + _round_bf16()) + "\n"

@@ -12,10 +12,10 @@ keeping the last dim last. Then:
 - the prologue (everything the dot does not depend on: the operands' transposes, the scaled and
   shifted activations of a fused layer norm, the epilogue's broadcasts) is evaluated instruction
   by instruction with the interpreter's own handlers, as its evaluation would;
-- the dot runs through the host GEMM (`host_blas.sgemm_batched`) with its f32 result in the
-  fusion's output buffer (an f32 root, through the transposed view for a transposed root) or a
-  scratch array (a 16-bit one): no copy of the result. The output buffer is not used when it
-  shares memory with an operand (a residual the epilogue adds may own it);
+- the dot runs through the host GEMM (`host_blas.sgemm_batched`), its f32 result written in the
+  fusion's output buffer when it is the root (through the transposed view for a transposed
+  root): no copy of the result. The output buffer is not used when it shares memory with an
+  operand (a residual the epilogue adds may own it);
 - an f32 dot's first epilogue ops `multiply(dot, broadcast(scalar))` and `add(., broadcast(v))`
   along the columns run in the GEMM's store of each finished sum (`_fold`);
 - the dot's rounding to its type and the rest of the epilogue run on each block of rows the GEMM
@@ -98,11 +98,12 @@ class DirectPlan:
         if self.perm is not None:
             acc = dest.transpose(np.argsort(self.perm))  # the dot's dims, over the root's buffer
         else:
+            # with an epilogue the sums stay in the GEMM threads' blocks: this array is not written
             acc = dest if f32_in_dest else np.empty(dims, np.float32)
         plain = f32_in_dest and not self.epilogue
         product = self._product(values, acc, dest, plain)
         result = dot_general(a, b, *_dot_dims(self.dot), out=acc, product=product)
-        if not np.may_share_memory(result, acc):  # dot_general could not reshape acc without a copy
+        if plain and not np.may_share_memory(result, acc):  # dot_general could not reshape acc
             acc[...] = result
         return dest
 
@@ -173,7 +174,7 @@ class DirectPlan:
                         rows[id(e)] = self.handlers[id(e)](e, ops, self.ev)
                     dest3[i, r0:r1] = rows[id(self.root)]
 
-            sgemm_batched(*stacked, epilogue=block, alpha=alpha, bias=bias, scratch=True)
+            sgemm_batched(*stacked, epilogue=block, alpha=alpha, bias=bias)
             return target
 
         return product

@@ -254,9 +254,9 @@ def test_a_compiled_bf16_epilogue_keeps_special_values():
     assert np.array_equal(got[keep].view(np.uint32), want[keep].view(np.uint32))
 
 
-def test_scratch_blocks_leave_the_output_alone_and_hold_each_block_of_sums():
-    """With `scratch` the GEMM writes no row of `out`; each block the epilogue gets holds the sums
-    of its rows (all rows covered once)."""
+def test_with_an_epilogue_the_gemm_leaves_the_output_alone_and_hands_each_block_of_sums():
+    """With an epilogue the GEMM writes no row of `out`; each block the epilogue gets holds the
+    sums of its rows (all rows covered once)."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((2, 250, 70)).astype(np.float32)
     b = rng.standard_normal((2, 70, 90)).astype(np.float32)
@@ -268,7 +268,7 @@ def test_scratch_blocks_leave_the_output_alone_and_hold_each_block_of_sums():
     def block(i, r0, r1, rows):
         seen[i, r0:r1] = rows
 
-    sgemm_batched(a, b, out, epilogue=block, scratch=True)
+    sgemm_batched(a, b, out, epilogue=block)
     assert np.all(np.isnan(out))
     assert np.array_equal(seen, want)
 
