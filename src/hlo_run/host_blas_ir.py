@@ -344,5 +344,6 @@ def blas_module(mr: int, nr: int) -> str:
         "@zero_tap = private constant [1 x i64] zeroinitializer",
         f"@neg_zero = private constant [{nr} x float] [{', '.join(['float -0.0'] * nr)}]",
     ]
-    return "\n".join(head + _microkernel(mr, nr) + _gemm(mr, nr) + _gemm_units() + _conv_rows(mr, nr) + _pack(nr)
-                     + _pack_t(nr) + _round_bf16()) + "\n"
+    parts = [_microkernel(mr, nr), _gemm(mr, nr), _gemm_units(), _conv_rows(mr, nr), _pack(nr), _pack_t(nr),
+             _round_bf16()]
+    return "\n".join(head + [line for part in parts for line in part]) + "\n"
