@@ -12,11 +12,13 @@ of one image row, the taps are the kernel's window offsets into the padded chann
 cin its input features); B is then the kernel as [taps * cin, output features]. Partial tiles
 (fewer rows or columns) read a valid row instead and skip their stores (masked for columns).
 
-    void @gemm(ptr a, i64 lda, ptr bp, i64 k, ptr c, i64 ldc, i64 m, i64 n, float alpha, ptr bias)
+    void @gemm(ptr a, i64 lda, ptr bp, i64 k, ptr c, i64 ldc, i64 m, i64 n, float alpha, ptr bias,
+               i1 nt)
         C[m, n] = A[m, k] B[k, n] in K blocks of KC (bp: B packed per panel, k x NR floats each), each
         finished value then times alpha plus bias[n] (bias null: none), a GEMM fusion's
-        epilogue `add(multiply(dot, alpha), bias)` rounded as its two ops round
-    void @gemm_units(ptr table, i64 lo, i64 hi, i64 lda, i64 k, i64 ldc, float alpha)
+        epilogue `add(multiply(dot, alpha), bias)` rounded as its two ops round; nt: the final
+        values go to C by streaming stores (C and its rows 64-byte aligned), then a fence
+    void @gemm_units(ptr table, i64 lo, i64 hi, i64 lda, i64 k, i64 ldc, float alpha, i1 nt)
         @gemm on units [lo, hi) of a split product (6 words each: a, bp, c, rows, columns, bias)
     void @conv_rows(ptr x, i64 lda, ptr taps, i64 ntaps, i64 cin, ptr rowbase, i64 r0, i64 r1,
                     i64 wo, ptr bp, ptr out, i64 ldc, i64 rowstride, i64 n)
@@ -34,7 +36,8 @@ depends on how rows are split over threads. No external symbols: only LLVM intri
 
 from __future__ import annotations
 
-KC = 256  # K block of `gemm` (a packed B block of KC x NR floats is 32 KiB, in L1 while reused)
+KC = 512  # K block of `gemm` (a packed B block of KC x NR floats, 64 KiB, is read from L2; 256 ran
+# no faster, and a product with k <= KC stores each sum once, which `nt` can stream)
 _VF = "<16 x float>"
 
 
@@ -45,13 +48,14 @@ def tile(avx512: bool) -> tuple[int, int]:
 
 
 def _microkernel(mr: int, nr: int) -> list[str]:
-    """`@mk(a, lda, taps, ntaps, cin, bp, c, ldc, mv, nv, accum, alpha, bias)`: one mr x nr tile
-    (mv, nv: the valid rows and columns; accum: add to C instead of overwriting it; each stored
-    value is (sum * alpha) + bias[column], which alpha 1 and a bias of -0.0 leave exact)."""
+    """`@mk(a, lda, taps, ntaps, cin, bp, c, ldc, mv, nv, accum, alpha, bias, nt)`: one mr x nr
+    tile (mv, nv: the valid rows and columns; accum: add to C instead of overwriting it; each
+    stored value is (sum * alpha) + bias[column], which alpha 1 and a bias of -0.0 leave exact;
+    nt: the tile's whole vectors overwrite C with streaming stores, C 64-byte aligned)."""
     acc = [(i, j) for i in range(mr) for j in range(nr // 16)]
     out = ["define internal void @mk(ptr noalias %a, i64 %lda, ptr noalias %taps, i64 %ntaps, i64 %cin, "
            "ptr noalias %bp, ptr noalias %c, i64 %ldc, i64 %mv, i64 %nv, i1 %accum, float %alpha, "
-           "ptr noalias %bias) alwaysinline {",
+           "ptr noalias %bias, i1 %nt) alwaysinline {",
            "entry:"]
     for i in range(mr):  # rows past mv read row 0 (always valid) and are not stored
         out += [f"  %ok{i} = icmp slt i64 {i}, %mv", f"  %ri{i} = select i1 %ok{i}, i64 {i}, i64 0",
@@ -121,10 +125,27 @@ def _store_tile(mr: int, nr: int) -> list[str]:
                 out += [f"  {scaled} = fmul {_VF} {value}, %alv",
                         f"  {biased} = fadd {_VF} {scaled}, %bias{j}"]
                 value = biased
-                out.append(f"  call void @llvm.masked.store.v16f32.p0({_VF} {value}, ptr {q}, i32 4, "
-                           f"<16 x i1> %mask{j})")
+                if adds:
+                    out.append(f"  call void @llvm.masked.store.v16f32.p0({_VF} {value}, ptr {q}, i32 4, "
+                               f"<16 x i1> %mask{j})")
+                else:
+                    out += _overwrite(i, j, value, q)
             out.append(f"  br label {nxt}")
     return out + ["done:", "  ret void"]
+
+
+def _overwrite(i: int, j: int, value: str, q: str) -> list[str]:
+    """Store vector (i, j) of a tile over C: masked, or with %nt and all 16 lanes valid a streaming
+    store (no read of the line for ownership: the first write of a 16 MiB product no longer reads
+    it from memory first)."""
+    return [f"  %full{i}_{j} = icmp sge i64 %nv, {16 * (j + 1)}",
+            f"  %stream{i}_{j} = and i1 %nt, %full{i}_{j}",
+            f"  br i1 %stream{i}_{j}, label %nts{i}_{j}, label %ms{i}_{j}",
+            f"nts{i}_{j}:", f"  store {_VF} {value}, ptr {q}, align 64, !nontemporal !0",
+            f"  br label %sd{i}_{j}",
+            f"ms{i}_{j}:",
+            f"  call void @llvm.masked.store.v16f32.p0({_VF} {value}, ptr {q}, i32 4, <16 x i1> %mask{j})",
+            f"  br label %sd{i}_{j}", f"sd{i}_{j}:"]
 
 
 def _gemm(mr: int, nr: int) -> list[str]:
@@ -133,7 +154,7 @@ def _gemm(mr: int, nr: int) -> list[str]:
     panel per K block moved the whole row block of C (96 x n floats) through L2 once per block."""
     return [
         "define void @gemm(ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %m, i64 %n, "
-        "float %alpha, ptr %bias) {",
+        "float %alpha, ptr %bias, i1 %nt) {",
         "entry:", "  %hasbias = icmp ne ptr %bias, null",
         "  br label %j_loop",
         "j_loop:",
@@ -149,7 +170,7 @@ def _gemm(mr: int, nr: int) -> list[str]:
         "  %accum = icmp ne i64 %kb, 0",
         "  %kend = add i64 %kb, %kc", "  %last = icmp sge i64 %kend, %k",
         "  %alk = select i1 %last, float %alpha, float 1.0", "  %usebias = and i1 %last, %hasbias",
-        "  %bjp = select i1 %usebias, ptr %bj, ptr @neg_zero",
+        "  %bjp = select i1 %usebias, ptr %bj, ptr @neg_zero", "  %ntk = and i1 %nt, %last",
         f"  %bkoff = mul i64 %kb, {nr}",
         f"  %pst = mul i64 %k, {nr}", "  %poff = mul i64 %pan, %pst", "  %boff = add i64 %bkoff, %poff",
         "  %bpp = getelementptr float, ptr %bp, i64 %boff",
@@ -161,7 +182,7 @@ def _gemm(mr: int, nr: int) -> list[str]:
         "  %crow = mul i64 %i, %ldc", "  %cp = getelementptr float, ptr %cj, i64 %crow",
         "  %mv = sub i64 %m, %i",
         "  call void @mk(ptr %ap, i64 %lda, ptr @zero_tap, i64 1, i64 %kc, ptr %bpp, ptr %cp, i64 %ldc, "
-        "i64 %mv, i64 %nv, i1 %accum, float %alk, ptr %bjp)",
+        "i64 %mv, i64 %nv, i1 %accum, float %alk, ptr %bjp, i1 %ntk)",
         f"  %i1 = add i64 %i, {mr}", "  %imore = icmp slt i64 %i1, %m",
         "  br i1 %imore, label %i_loop, label %kb_next",
         "kb_next:",
@@ -170,7 +191,9 @@ def _gemm(mr: int, nr: int) -> list[str]:
         "j_next:",
         f"  %j1 = add i64 %j, {nr}", "  %jmore = icmp slt i64 %j1, %n",
         "  br i1 %jmore, label %j_loop, label %out",
-        "out:", "  ret void", "}",
+        # streaming stores are weakly ordered: fenced before another thread may read C
+        "out:", "  br i1 %nt, label %fence, label %done", "fence:", "  fence seq_cst", "  br label %done",
+        "done:", "  ret void", "}",
     ]
 
 
@@ -180,7 +203,8 @@ def _gemm_units() -> list[str]:
     none), so a range of units costs the caller one call (a batch of attention products has
     48 units of ~13 us; Python spent ~2.5 us a unit handing them out)."""
     return [
-        "define void @gemm_units(ptr %tab, i64 %lo, i64 %hi, i64 %lda, i64 %k, i64 %ldc, float %alpha) {",
+        "define void @gemm_units(ptr %tab, i64 %lo, i64 %hi, i64 %lda, i64 %k, i64 %ldc, float %alpha, "
+        "i1 %nt) {",
         "entry:", "  %any = icmp slt i64 %lo, %hi", "  br i1 %any, label %u_loop, label %done",
         "u_loop:",
         "  %u = phi i64 [%lo, %entry], [%u1, %u_loop]",
@@ -190,7 +214,7 @@ def _gemm_units() -> list[str]:
         "  %a = inttoptr i64 %f0 to ptr", "  %bp = inttoptr i64 %f1 to ptr", "  %c = inttoptr i64 %f2 to ptr",
         "  %bias = inttoptr i64 %f5 to ptr",
         "  call void @gemm(ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %f3, i64 %f4, "
-        "float %alpha, ptr %bias)",
+        "float %alpha, ptr %bias, i1 %nt)",
         "  %u1 = add i64 %u, 1", "  %more = icmp slt i64 %u1, %hi",
         "  br i1 %more, label %u_loop, label %done",
         "done:", "  ret void", "}",
@@ -222,7 +246,7 @@ def _conv_rows(mr: int, nr: int) -> list[str]:
         "  %oo = mul i64 %w, %ldc", "  %ow = getelementptr float, ptr %oj, i64 %oo",
         "  %mv = sub i64 %wo, %w",
         "  call void @mk(ptr %xw, i64 %lda, ptr %taps, i64 %ntaps, i64 %cin, ptr %bpp, ptr %ow, i64 %ldc, "
-        "i64 %mv, i64 %nv, i1 false, float 1.0, ptr @neg_zero)",
+        "i64 %mv, i64 %nv, i1 false, float 1.0, ptr @neg_zero, i1 false)",
         f"  %w1 = add i64 %w, {mr}", "  %wmore = icmp slt i64 %w1, %wo",
         "  br i1 %wmore, label %w_loop, label %j_next",
         "j_next:",
@@ -342,6 +366,7 @@ def blas_module(mr: int, nr: int) -> str:
         f"declare {_VF} @llvm.masked.load.v16f32.p0(ptr, i32, <16 x i1>, {_VF})",
         f"declare void @llvm.masked.store.v16f32.p0({_VF}, ptr, i32, <16 x i1>)",
         "@zero_tap = private constant [1 x i64] zeroinitializer",
+        "!0 = !{i32 1}",
         f"@neg_zero = private constant [{nr} x float] [{', '.join(['float -0.0'] * nr)}]",
     ]
     parts = [_microkernel(mr, nr), _gemm(mr, nr), _gemm_units(), _conv_rows(mr, nr), _pack(nr), _pack_t(nr),
