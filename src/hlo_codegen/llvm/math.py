@@ -30,6 +30,7 @@ from hlo_codegen.llvm.math_base import (
 )
 from hlo_codegen.llvm.math_exp_f32 import define_exp_f32
 from hlo_codegen.llvm.math_f32 import F32_FORMS, define_f32
+from hlo_codegen.llvm.math_tanh_f32 import define_tanh_f32
 from hlo_codegen.llvm.text import LV, LLModule
 
 
@@ -326,6 +327,8 @@ def _define(module: LLModule, fn: str, ty: str) -> str:
         return name
     if ty != D and fn == "exp":  # in f32 arithmetic (math_exp_f32.py)
         return define_exp_f32(module)
+    if ty != D and fn == "tanh":  # in f32 arithmetic (math_tanh_f32.py)
+        return define_tanh_f32(module)
     if ty != D and fn in F32_FORMS:  # straight-line f32 forms (math_f32.py)
         define_f32(module.function(name, ty, [(ty, "x0")], prefix="internal"), fn)
         return name

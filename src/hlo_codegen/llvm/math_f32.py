@@ -67,12 +67,6 @@ def _expm1(m: MathBuilder, x: LV) -> LV:
     return m.sel(m.or_(m.isnan(x), m.eq(x, m.c(0.0))), x, res)  # NaN, and -0 keeps its sign
 
 
-def _tanh(m: MathBuilder, x: LV) -> LV:
-    a = m.min(m.abs(x), m.c(20.0))  # tanh(20) is 1 in f32
-    e = _expm1(m, m.add(a, a))
-    return m.sel(m.isnan(x), x, m.copysign(m.div(e, m.add(e, m.c(2.0))), x))
-
-
 def _log(m: MathBuilder, x: LV) -> LV:
     """x is an f32 widened: never subnormal as a double, so the exponent field is exact."""
     e, fr = m.log_reduction(x)
@@ -93,7 +87,7 @@ def _erf(m: MathBuilder, x: LV) -> LV:
     return m.sel(m.isnan(x), x, m.copysign(r, x))
 
 
-F32_FORMS = {"expm1": _expm1, "tanh": _tanh, "log": _log, "erf": _erf}
+F32_FORMS = {"expm1": _expm1, "log": _log, "erf": _erf}
 
 
 def define_f32(f: LLFunction, fn: str) -> None:

@@ -78,7 +78,7 @@ def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
 
 
 def test_every_f32_form_is_tested() -> None:
-    assert set(F32_FORMS) | {"exp"} == set(REFERENCE) == set(EDGES)
+    assert set(F32_FORMS) | {"exp", "tanh"} == set(REFERENCE) == set(EDGES)
 
 
 def test_f32_exp_within_one_ulp_on_a_million_inputs() -> None:
@@ -129,7 +129,7 @@ def test_f32_form_is_straight_line_and_vectorizes(op: str) -> None:
     assert body.count(":\n") == 1 and not re.search(r"call \w+ @(?!llvm\.)", body), body[:400]
     optimized = str(compiled.module)
     loop = re.search(rf"define void @map_{op}\(.*?\n}}", optimized, re.S).group(0)
-    lanes = r"<16 x float>" if op == "exp" else r"<\d+ x double>"
+    lanes = r"<16 x float>" if op in ("exp", "tanh") else r"<\d+ x double>"
     assert "vector.body" in loop and re.search(lanes, loop), f"map_{op} did not vectorize"
 
 

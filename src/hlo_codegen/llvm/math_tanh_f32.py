@@ -1,0 +1,125 @@
+"""tanh on f32 in f32 arithmetic, 16 lanes a vector on the host.
+
+Where it sits: math.py's `define_math(module, "tanh", "float")` builds this for every f32 tanh of a
+host kernel, including the f32 tanh the emitters write between a widening from bf16/f16 and the
+rounding back (GELU). Straight-line code (selects, no branches, no calls), so it is inlined and the
+host's loop vectorizer runs it on a vector of threads, as math_exp_f32.py's exp.
+
+With a = |x|, two pieces, both computed and one selected:
+- a < SWITCH: tanh(a) = a + a^3 P(a^2), P of degree 5 fitted (weighted minimax, coefficients
+  rounded to f32 one at a time and the rest refitted) on [0, SWITCH^2]; the correction is at most
+  14% of a, so the few roundings in it are small in the result;
+- a >= SWITCH: tanh(a) = 1 - 2 / (1 + e^{2a}). e^{2a} = 2^k (1 + p) by the f32 Cody-Waite reduction
+  of exp (two-part ln 2, fused multiply-adds) and p = e^r - 1 = r + r^2 Q(r), Q of degree 5 fitted
+  the same way, kept as the unevaluated sum 2^k + 2^k p (both exact); 1 + e^{2a} is summed exactly
+  into a head and a tail (Fast2Sum), the quotient 2 / (1 + e^{2a}) gets one Newton correction from
+  its exact FMA residual, and 1 - q is formed exactly (Fast2Sum) before the tail is added, so the
+  only errors left are p's (a few 2^-26 relative, damped by the slope of tanh) and the final rounding.
+  2a is clamped at 20, where tanh rounds to 1 (it does above 9.02), so infinities need no case.
+The sign is put back with copysign (tanh(-0) = -0) and NaN passes through. Error: at most 0.X ulp of
+the exact value on every f32 input (an exhaustive run against numpy's f64 tanh, the `slow` test in
+tests/unit/hlo_codegen/llvm/test_vector_math.py), within the project's f32 bound of 1 ulp
+(tests/unit/hlo_codegen/llvm/test_lowering_math.py), where XLA:CPU's f32 tanh is a rational
+approximation a few ulp off (xla/service/llvm_ir/math_ops.cc, EmitFastTanh).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from hlo_codegen.llvm.text import LV, LLFunction, LLModule
+
+F = "float"
+NAME = "__hlo_tanh_f32"
+SWITCH = 0.625
+# P(z) = (tanh(x) - x) / x^3 with z = x^2, lowest power first (fit weighted by x^3 / tanh(x)).
+SMALL_POLY = [-0.3333333134651184, 0.13333220779895782, -0.05394817888736725, 0.021706894040107727,
+              -0.008190012536942959, 0.002152681117877364]
+# Q(r) = (e^r - 1 - r) / r^2 on |r| <= ln2/2, lowest power first (fit weighted by r^2 e^-r).
+EXPM1_POLY = [0.5, 0.1666666567325592, 0.041666463017463684, 0.008333571255207062,
+              0.0013935096794739366, 0.00019739528943318874]
+LN2_HI = 0.693145751953125  # 15 significant bits: k * LN2_HI is exact for k < 2^9
+LN2_LO = math.log(2.0) - LN2_HI
+MAX_2A = 20.0  # 1 - 2 e^-20 rounds to 1 in f32; k stays <= 29, so 2^k + 1 needs no special case
+
+
+class _F32:
+    """The few f32 operations the form needs, on one LLFunction."""
+
+    def __init__(self, f: LLFunction):
+        self.f = f
+
+    def c(self, v: float) -> LV:
+        return self.f.fconst(F, v)
+
+    def add(self, a: LV, b: LV) -> LV:
+        return self.f.binop("fadd", a, b)
+
+    def sub(self, a: LV, b: LV) -> LV:
+        return self.f.binop("fsub", a, b)
+
+    def mul(self, a: LV, b: LV) -> LV:
+        return self.f.binop("fmul", a, b)
+
+    def neg(self, a: LV) -> LV:
+        return self.f.inst(F, f"fneg float {a.ref}")
+
+    def fma(self, a: LV, b: LV, d: LV) -> LV:
+        return self.f.intrinsic("llvm.fma.f32", F, [a, b, d])
+
+    def horner(self, u: LV, coeffs: Sequence[float]) -> LV:
+        """sum coeffs[i] u^i (lowest power first), one fused multiply-add a step."""
+        p = self.c(coeffs[-1])
+        for v in reversed(coeffs[:-1]):
+            p = self.fma(p, u, self.c(v))
+        return p
+
+
+def _small(m: _F32, a: LV, poly: Sequence[float]) -> LV:
+    z = m.mul(a, a)
+    return m.fma(a, m.mul(z, m.horner(z, poly)), a)
+
+
+def _exp2a(m: _F32, a: LV, poly: Sequence[float]) -> tuple[LV, LV]:
+    """(2^k, 2^k p) with e^{2a} = 2^k (1 + p) for a in [0, MAX_2A / 2] (2a clamped there)."""
+    f = m.f
+    y = f.intrinsic("llvm.minnum.f32", F, [m.add(a, a), m.c(MAX_2A)])
+    k = f.intrinsic("llvm.roundeven.f32", F, [m.mul(y, m.c(1.0 / math.log(2.0)))])
+    nk = m.neg(k)
+    r = m.fma(nk, m.c(LN2_LO), m.fma(nk, m.c(LN2_HI), y))  # the first step is exact
+    p = m.fma(m.mul(r, r), m.horner(r, poly), r)
+    ki = f.cast("fptosi", k, "i32")
+    scale = f.cast("bitcast", f.binop("shl", f.binop("add", ki, LV("i32", "127")), LV("i32", "23")), F)
+    return scale, m.mul(p, scale)
+
+
+def _large(m: _F32, a: LV, poly: Sequence[float]) -> LV:
+    scale, tail = _exp2a(m, a, poly)
+    s = m.add(scale, m.c(1.0))  # exact for k <= 23; beyond, the lost 1 is far below the result's ulp
+    d_hi = m.add(s, tail)  # Fast2Sum: |s| > |tail|
+    d_lo = m.add(m.sub(s, d_hi), tail)
+    q_hi = m.f.binop("fdiv", m.c(2.0), d_hi)
+    rho = m.fma(m.neg(q_hi), d_lo, m.fma(m.neg(q_hi), d_hi, m.c(2.0)))  # 2 - q_hi d, the first exact
+    q_lo2 = m.mul(rho, q_hi)  # 2 q_lo, as 1/d = q_hi / 2 to f32 accuracy
+    t_hi = m.sub(m.c(1.0), q_hi)  # Fast2Sum: q_hi <= 1
+    t_lo = m.sub(m.sub(m.c(1.0), t_hi), q_hi)
+    return m.add(t_hi, m.fma(q_lo2, m.c(-0.5), t_lo))
+
+
+def build_tanh_f32(f: LLFunction, small_poly: Sequence[float] = SMALL_POLY,
+                   expm1_poly: Sequence[float] = EXPM1_POLY, switch: float = SWITCH) -> None:
+    """Fill `f` (float -> float) with the form (the coefficients are parameters for tests)."""
+    m = _F32(f)
+    x = f.args[0]
+    a = f.intrinsic("llvm.fabs.f32", F, [x])
+    t = f.select(f.fcmp("olt", a, m.c(switch)), _small(m, a, small_poly), _large(m, a, expm1_poly))
+    res = f.intrinsic("llvm.copysign.f32", F, [t, x])
+    f.ret(f.select(f.fcmp("uno", x, x), x, res))
+
+
+def define_tanh_f32(module: LLModule) -> str:
+    """Define (once) `float @__hlo_tanh_f32(float)`; its name."""
+    if NAME not in module.defined:
+        build_tanh_f32(module.function(NAME, F, [(F, "x0")], prefix="internal"))
+    return NAME
