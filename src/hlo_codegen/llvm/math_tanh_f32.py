@@ -32,16 +32,17 @@ from hlo_codegen.llvm.text import LV, LLFunction, LLModule
 
 F = "float"
 NAME = "__hlo_tanh_f32"
-SWITCH = 0.625
+SWITCH = 0.55
 # P(z) = (tanh(x) - x) / x^3 with z = x^2, lowest power first (fit weighted by x^3 / tanh(x)).
-SMALL_POLY = [-0.3333333134651184, 0.13333220779895782, -0.05394817888736725, 0.021706894040107727,
-              -0.008190012536942959, 0.002152681117877364]
+SMALL_POLY = [-0.33333316445350647, 0.13332544267177582, -0.0538475476205349, 0.02105071395635605,
+              -0.0062428489327430725]
 # Q(r) = (e^r - 1 - r) / r^2 on |r| <= ln2/2, lowest power first (fit weighted by r^2 e^-r).
-EXPM1_POLY = [0.5, 0.1666666567325592, 0.041666463017463684, 0.008333571255207062,
-              0.0013935096794739366, 0.00019739528943318874]
+EXPM1_POLY = [0.4999999403953552, 0.1666652113199234, 0.04166827350854874, 0.008368689566850662,
+              0.001382028334774077]
 LN2_HI = 0.693145751953125  # 15 significant bits: k * LN2_HI is exact for k < 2^9
 LN2_LO = math.log(2.0) - LN2_HI
-MAX_2A = 20.0  # 1 - 2 e^-20 rounds to 1 in f32; k stays <= 29, so 2^k + 1 needs no special case
+MAX_2A = 20.0
+ROUND_MAGIC = 1.5 * 2.0 ** 23 + 127  # 1 - 2 e^-20 rounds to 1 in f32; k stays <= 29, so 2^k + 1 needs no special case
 
 
 class _F32:
@@ -82,23 +83,26 @@ def _small(m: _F32, a: LV, poly: Sequence[float]) -> LV:
 
 
 def _exp2a(m: _F32, a: LV, poly: Sequence[float]) -> tuple[LV, LV]:
-    """(2^k, 2^k p) with e^{2a} = 2^k (1 + p) for a in [0, MAX_2A / 2] (2a clamped there)."""
+    """(2^k, p) with e^{2a} = 2^k (1 + p) for a in [0, MAX_2A / 2] (2a clamped there; NaN
+    stays NaN, so the result does)."""
     f = m.f
-    y = f.intrinsic("llvm.minnum.f32", F, [m.add(a, a), m.c(MAX_2A)])
-    k = f.intrinsic("llvm.roundeven.f32", F, [m.mul(y, m.c(1.0 / math.log(2.0)))])
-    nk = m.neg(k)
+    y0 = m.add(a, a)
+    y = f.select(f.fcmp("ogt", y0, m.c(MAX_2A)), m.c(MAX_2A), y0)
+    # k = rint(y / ln 2) as the low bits of ROUND_MAGIC + k: ROUND_MAGIC's ulp is 1, and its low
+    # 7 bits hold the exponent bias, so the bits shifted left by 23 are 2^k as a float.
+    kf = m.fma(y, m.c(1.0 / math.log(2.0)), m.c(ROUND_MAGIC))
+    nk = m.sub(m.c(ROUND_MAGIC), kf)
     r = m.fma(nk, m.c(LN2_LO), m.fma(nk, m.c(LN2_HI), y))  # the first step is exact
     p = m.fma(m.mul(r, r), m.horner(r, poly), r)
-    ki = f.cast("fptosi", k, "i32")
-    scale = f.cast("bitcast", f.binop("shl", f.binop("add", ki, LV("i32", "127")), LV("i32", "23")), F)
-    return scale, m.mul(p, scale)
+    scale = f.cast("bitcast", f.binop("shl", f.cast("bitcast", kf, "i32"), LV("i32", "23")), F)
+    return scale, p
 
 
 def _large(m: _F32, a: LV, poly: Sequence[float]) -> LV:
-    scale, tail = _exp2a(m, a, poly)
+    scale, p = _exp2a(m, a, poly)
     s = m.add(scale, m.c(1.0))  # exact for k <= 23; beyond, the lost 1 is far below the result's ulp
-    d_hi = m.add(s, tail)  # Fast2Sum: |s| > |tail|
-    d_lo = m.add(m.sub(s, d_hi), tail)
+    d_hi = m.fma(p, scale, s)  # Fast2Sum of s and 2^k p (exact, |s| > |2^k p|), as two FMAs
+    d_lo = m.fma(p, scale, m.sub(s, d_hi))
     q_hi = m.f.binop("fdiv", m.c(2.0), d_hi)
     rho = m.fma(m.neg(q_hi), d_lo, m.fma(m.neg(q_hi), d_hi, m.c(2.0)))  # 2 - q_hi d, the first exact
     q_lo2 = m.mul(rho, q_hi)  # 2 q_lo, as 1/d = q_hi / 2 to f32 accuracy
@@ -114,8 +118,7 @@ def build_tanh_f32(f: LLFunction, small_poly: Sequence[float] = SMALL_POLY,
     x = f.args[0]
     a = f.intrinsic("llvm.fabs.f32", F, [x])
     t = f.select(f.fcmp("olt", a, m.c(switch)), _small(m, a, small_poly), _large(m, a, expm1_poly))
-    res = f.intrinsic("llvm.copysign.f32", F, [t, x])
-    f.ret(f.select(f.fcmp("uno", x, x), x, res))
+    f.ret(f.intrinsic("llvm.copysign.f32", F, [t, x]))
 
 
 def define_tanh_f32(module: LLModule) -> str:
