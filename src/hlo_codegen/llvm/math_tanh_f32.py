@@ -42,7 +42,7 @@ EXPM1_POLY = [0.4999999403953552, 0.1666652113199234, 0.04166827350854874, 0.008
 LN2_HI = 0.693145751953125  # 15 significant bits: k * LN2_HI is exact for k < 2^9
 LN2_LO = math.log(2.0) - LN2_HI
 MAX_2A = 20.0
-ROUND_MAGIC = 1.5 * 2.0 ** 23 + 127  # 1 - 2 e^-20 rounds to 1 in f32; k stays <= 29, so 2^k + 1 needs no special case
+ROUND_MAGIC = 1.5 * 2.0 ** 23 + 126  # 1 - 2 e^-20 rounds to 1 in f32; k stays <= 29, so 2^k + 1 needs no special case
 
 
 class _F32:
@@ -83,13 +83,13 @@ def _small(m: _F32, a: LV, poly: Sequence[float]) -> LV:
 
 
 def _exp2a(m: _F32, a: LV, poly: Sequence[float]) -> tuple[LV, LV]:
-    """(2^k, p) with e^{2a} = 2^k (1 + p) for a in [0, MAX_2A / 2] (2a clamped there; NaN
+    """(2^(k-1), p) with e^{2a} = 2^k (1 + p) for a in [0, MAX_2A / 2] (2a clamped there; NaN
     stays NaN, so the result does)."""
     f = m.f
     y0 = m.add(a, a)
     y = f.select(f.fcmp("ogt", y0, m.c(MAX_2A)), m.c(MAX_2A), y0)
     # k = rint(y / ln 2) as the low bits of ROUND_MAGIC + k: ROUND_MAGIC's ulp is 1, and its low
-    # 7 bits hold the exponent bias, so the bits shifted left by 23 are 2^k as a float.
+    # 7 bits hold the exponent bias less 1, so the bits shifted left by 23 are 2^(k-1) as a float.
     kf = m.fma(y, m.c(1.0 / math.log(2.0)), m.c(ROUND_MAGIC))
     nk = m.sub(m.c(ROUND_MAGIC), kf)
     r = m.fma(nk, m.c(LN2_LO), m.fma(nk, m.c(LN2_HI), y))  # the first step is exact
@@ -99,16 +99,18 @@ def _exp2a(m: _F32, a: LV, poly: Sequence[float]) -> tuple[LV, LV]:
 
 
 def _large(m: _F32, a: LV, poly: Sequence[float]) -> LV:
-    scale, p = _exp2a(m, a, poly)
-    s = m.add(scale, m.c(1.0))  # exact for k <= 23; beyond, the lost 1 is far below the result's ulp
-    d_hi = m.fma(p, scale, s)  # Fast2Sum of s and 2^k p (exact, |s| > |2^k p|), as two FMAs
-    d_lo = m.fma(p, scale, m.sub(s, d_hi))
-    q_hi = m.f.binop("fdiv", m.c(2.0), d_hi)
-    rho = m.fma(m.neg(q_hi), d_lo, m.fma(m.neg(q_hi), d_hi, m.c(2.0)))  # 2 - q_hi d, the first exact
-    q_lo2 = m.mul(rho, q_hi)  # 2 q_lo, as 1/d = q_hi / 2 to f32 accuracy
+    """1 - 1 / h with h = (1 + e^{2a}) / 2 = (2^(k-1) + 1/2) + 2^(k-1) p, halved so that the
+    constants are 1/2 and 1 only."""
+    half_scale, p = _exp2a(m, a, poly)
+    s = m.add(half_scale, m.c(0.5))  # exact for k <= 24; beyond, the lost 1/2 is far below an ulp
+    h_hi = m.fma(p, half_scale, s)  # Fast2Sum of s and 2^(k-1) p (|s| > |2^(k-1) p|), as two FMAs
+    h_lo = m.fma(p, half_scale, m.sub(s, h_hi))
+    q_hi = m.f.binop("fdiv", m.c(1.0), h_hi)
+    rho = m.fma(m.neg(q_hi), h_lo, m.fma(m.neg(q_hi), h_hi, m.c(1.0)))  # 1 - q_hi h, the first exact
+    q_lo = m.mul(rho, q_hi)  # rho / h, as 1 / h = q_hi to f32 accuracy
     t_hi = m.sub(m.c(1.0), q_hi)  # Fast2Sum: q_hi <= 1
     t_lo = m.sub(m.sub(m.c(1.0), t_hi), q_hi)
-    return m.add(t_hi, m.fma(q_lo2, m.c(-0.5), t_lo))
+    return m.add(t_hi, m.sub(t_lo, q_lo))
 
 
 def build_tanh_f32(f: LLFunction, small_poly: Sequence[float] = SMALL_POLY,
