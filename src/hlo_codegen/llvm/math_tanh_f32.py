@@ -76,6 +76,12 @@ class _F32:
     def fma(self, a: LV, b: LV, d: LV) -> LV:
         return self.f.intrinsic("llvm.fma.f32", F, [a, b, d])
 
+    def estrin4(self, u: LV, u2: LV, c: Sequence[float]) -> LV:
+        """c0 + c1 u + ... + c4 u^4 as (c0 + c1 u) + u^2 ((c2 + c3 u) + c4 u^2): as many fused
+        multiply-adds as Horner's rule, three deep instead of four."""
+        return self.fma(self.fma(u2, self.c(c[4]), self.fma(u, self.c(c[3]), self.c(c[2]))), u2,
+                        self.fma(u, self.c(c[1]), self.c(c[0])))
+
     def horner(self, u: LV, coeffs: Sequence[float]) -> LV:
         """sum coeffs[i] u^i (lowest power first), one fused multiply-add a step."""
         p = self.c(coeffs[-1])
@@ -93,14 +99,15 @@ def _exp2a(m: _F32, a: LV, poly: Sequence[float]) -> tuple[LV, LV]:
     """(2^(k-1), p) with e^{2a} = 2^k (1 + p) for a in [0, MAX_2A / 2] (2a clamped there; NaN
     stays NaN, so the result does)."""
     f = m.f
-    y0 = m.add(a, a)
-    y = f.select(f.fcmp("ogt", y0, m.c(MAX_2A)), m.c(MAX_2A), y0)
+    ac = f.select(f.fcmp("ogt", a, m.c(MAX_2A / 2)), m.c(MAX_2A / 2), a)
+    y = m.add(ac, ac)
     # k = rint(y / ln 2) in the low bits of ROUND_MAGIC + k: ROUND_MAGIC's ulp is 1 and its low bits
     # hold the exponent bias less 1, so those bits shifted left by 23 are 2^(k-1) as a float.
-    kf = m.fma(y, m.c(1.0 / math.log(2.0)), m.c(ROUND_MAGIC))
+    kf = m.fma(ac, m.c(2.0 / math.log(2.0)), m.c(ROUND_MAGIC))
     nk = m.sub(m.c(ROUND_MAGIC), kf)
     r = m.fma(nk, m.c(LN2_LO), m.fma(nk, m.c(LN2_HI), y))  # the first step is exact
-    p = m.fma(m.mul(r, r), m.horner(r, poly), r)
+    r2 = m.mul(r, r)
+    p = m.fma(r2, m.estrin4(r, r2, poly), r)
     scale = f.cast("bitcast", f.binop("shl", f.cast("bitcast", kf, "i32"), LV("i32", "23")), F)
     return scale, p
 
@@ -114,10 +121,9 @@ def _large(m: _F32, a: LV, poly: Sequence[float]) -> LV:
     h_lo = m.fma(p, half_scale, m.sub(s, h_hi))
     q_hi = m.f.binop("fdiv", m.c(1.0), h_hi)
     rho = m.fma(m.neg(q_hi), h_lo, m.fma(m.neg(q_hi), h_hi, m.c(1.0)))  # 1 - q_hi h, the first exact
-    q_lo = m.mul(rho, q_hi)  # rho / h, as 1 / h = q_hi to f32 accuracy
     t_hi = m.sub(m.c(1.0), q_hi)  # Fast2Sum: q_hi <= 1
     t_lo = m.sub(m.sub(m.c(1.0), t_hi), q_hi)
-    return m.add(t_hi, m.sub(t_lo, q_lo))
+    return m.add(t_hi, m.fma(m.neg(rho), q_hi, t_lo))  # q's tail rho / h is rho q_hi to f32 accuracy
 
 
 def build_tanh_f32(f: LLFunction, small_poly: Sequence[float] = SMALL_POLY,
