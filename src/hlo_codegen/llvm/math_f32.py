@@ -1,24 +1,24 @@
-"""Vector-friendly f32 forms of expm1, tanh, log and erf (used by math.py for f32; exp is in
-math_exp_f32.py).
+"""Vector-friendly f32 forms of expm1, log and erf (used by math.py for f32; exp and tanh are in
+math_exp_f32.py and math_tanh_f32.py, in f32 arithmetic).
 
 Where it sits: `math.define_math(module, op, "float")` builds these instead of widening to the f64
 functions, whose f64 accuracy costs degree-13 polynomials, divisions and calls between functions
-(f32 tanh was expm1, which is exp and log). Each form here is straight-line code (selects, no
-branches, no calls), so it is inlined into the kernel and the host's loop vectorizer runs it on a
-vector of threads.
+(f32 expm1 was exp and log). Each form here is straight-line code (selects, no branches, no
+calls), so it is inlined into the kernel and the host's loop vectorizer runs it on a vector of
+threads.
 
 The shape is XLA:CPU's (xla/service/cpu/llvm_ir_runtime.cc: exp as Cody-Waite reduction by ln 2 and
 a polynomial scaled by 2^n built from the exponent bits; log from the exponent field and a
-polynomial of the mantissa; tanh clamped where it is +-1), but every step runs in double and the
-result is rounded to f32 once. Polynomials are Horner steps of one fused multiply-add each
-(llvm.fma: half the vector instructions of a multiply and an add, one rounding less). Polynomial
-errors are below 2^-30 relative, so results stay within the project's f32 bound (1 ulp of the
-correctly rounded value, tests/unit/hlo_codegen/llvm/test_lowering_math.py; about 0.5 ulp in fact) where
-XLA's f32 polynomials are several ulp off and flush subnormals. Degrees: exp - Taylor to r^8 on |r|
-<= ln2/2; expm1 - the same reduction, r + r^2 (Taylor to r^9 / 9!); tanh - expm1(2|x|) /
-(expm1(2|x|) + 2); log - log(1 + f) = 2s + 2s^3/3 + ... to s^13 with s = f / (2 + f), |s| <= 0.1716;
-erf - x P(x^2) (Taylor to x^25) below 0.9, 1 - exp(-x^2) erfcx(x) above, erfcx by a degree-13
-Chebyshev interpolant on [0.9, 4] in powers of u = (x - 2.45) / 1.55 (erf rounds to 1 beyond 4).
+polynomial of the mantissa), but every step runs in double and the result is rounded to f32 once.
+Polynomials are Horner steps of one fused multiply-add each (llvm.fma: half the vector
+instructions of a multiply and an add, one rounding less). Polynomial errors are below 2^-30
+relative, so results stay within the project's f32 bound (1 ulp of the correctly rounded value,
+tests/unit/hlo_codegen/llvm/test_lowering_math.py; about 0.5 ulp in fact) where XLA's f32
+polynomials are several ulp off and flush subnormals. Degrees: exp - Taylor to r^8 on
+|r| <= ln2/2; expm1 - the same reduction, r + r^2 (Taylor to r^9 / 9!); log - log(1 + f) = 2s +
+2s^3/3 + ... to s^13 with s = f / (2 + f), |s| <= 0.1716; erf - x P(x^2) (Taylor to x^25) below
+0.9, 1 - exp(-x^2) erfcx(x) above, erfcx by a degree-13 Chebyshev interpolant on [0.9, 4] in
+powers of u = (x - 2.45) / 1.55 (erf rounds to 1 beyond 4).
 """
 
 from __future__ import annotations
@@ -67,12 +67,6 @@ def _expm1(m: MathBuilder, x: LV) -> LV:
     return m.sel(m.or_(m.isnan(x), m.eq(x, m.c(0.0))), x, res)  # NaN, and -0 keeps its sign
 
 
-def _tanh(m: MathBuilder, x: LV) -> LV:
-    a = m.min(m.abs(x), m.c(20.0))  # tanh(20) is 1 in f32
-    e = _expm1(m, m.add(a, a))
-    return m.sel(m.isnan(x), x, m.copysign(m.div(e, m.add(e, m.c(2.0))), x))
-
-
 def _log(m: MathBuilder, x: LV) -> LV:
     """x is an f32 widened: never subnormal as a double, so the exponent field is exact."""
     e, fr = m.log_reduction(x)
@@ -93,7 +87,7 @@ def _erf(m: MathBuilder, x: LV) -> LV:
     return m.sel(m.isnan(x), x, m.copysign(r, x))
 
 
-F32_FORMS = {"expm1": _expm1, "tanh": _tanh, "log": _log, "erf": _erf}
+F32_FORMS = {"expm1": _expm1, "log": _log, "erf": _erf}
 
 
 def define_f32(f: LLFunction, fn: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import re
 
 import ml_dtypes
 import numpy as np
@@ -250,6 +251,31 @@ def test_narrow_exp_in_f32_arithmetic_on_every_input(narrow: str) -> None:
     assert np.isnan(out[nan].astype(np.float32)).all()
     steps = np.abs(out.view(np.uint16).astype(np.int32) - want.view(np.uint16).astype(np.int32))[~nan]
     assert np.count_nonzero(steps) <= 4 and steps.max() <= 1  # bf16: none; f16: 2 near-ties, 1 ulp
+
+
+@pytest.mark.parametrize("narrow", ["bf16", "f16"])
+def test_narrow_tanh_in_f32_arithmetic_is_correctly_rounded(narrow: str) -> None:
+    """A bf16 / f16 tanh (extf, the f32 tanh in f32 arithmetic of math_tanh_f32.py, truncf: how the
+    emitters write one, as in GELU) is the correctly rounded tanh on all 65,536 inputs of the type,
+    signed zeros included, NaN for NaN (as the double-precision form it replaced was)."""
+    from hlo_codegen.kernel_ir import parse_kernel
+    from hlo_codegen.llvm import lower_to_host
+    from hlo_run.host_kernel import load_host_kernel
+
+    dtype = np.dtype(ml_dtypes.bfloat16) if narrow == "bf16" else np.dtype(np.float16)
+    ir = lower_to_host(parse_kernel(NARROW_EXP.replace("= exp", "= tanh").replace("bf16", narrow)))
+    body = re.search(r"define internal float @__hlo_tanh_f32\(.*?\n}", ir, re.S).group(0)
+    assert "fpext" not in body and "double" not in body  # computed in f32
+    x = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(dtype)
+    out = np.zeros(65536, dtype)
+    load_host_kernel(ir, "narrow_exp")([x, out], 256)
+    with np.errstate(invalid="ignore"):
+        want = np.tanh(x.astype(np.float64)).astype(dtype)  # correctly rounded
+    nan = np.isnan(x.astype(np.float32))
+    assert np.isnan(out[nan].astype(np.float32)).all()
+    x, out, want = x[~nan], out[~nan], want[~nan]
+    bad = np.nonzero(out.view(np.uint16) != want.view(np.uint16))[0]
+    assert bad.size == 0, f"{x[bad[:4]]} gave {out[bad[:4]]}, correctly rounded {want[bad[:4]]}"
 
 
 NARROW_PICK = """

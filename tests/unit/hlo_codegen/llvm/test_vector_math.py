@@ -1,7 +1,8 @@
-"""The f32 forms of exp (hlo_codegen.llvm.math_exp_f32, in f32 arithmetic), expm1, tanh, log and erf
-(hlo_codegen.llvm.math_f32, in double): accuracy where
-they are hardest (range edges, subnormal results, the switch points between pieces), special
-values, and that the host's loop vectorizer really turns a loop of them into vector code.
+"""The f32 forms of exp and tanh (hlo_codegen.llvm.math_exp_f32 and math_tanh_f32, in f32
+arithmetic), expm1, log and erf (hlo_codegen.llvm.math_f32, in double): accuracy where they are
+hardest (range edges, subnormal results, the switch points between pieces), special values, and
+that the host's loop vectorizer really turns a loop of them into vector code. tanh is also run on
+every f32 input (a `slow` test).
 
 The bound is the project's f32 bound of tests/unit/hlo_codegen/llvm/test_lowering_math.py: within 1 ulp of
 the correctly rounded value (the error table there samples the whole domains).
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import re
 
 import numpy as np
@@ -19,6 +21,7 @@ from scipy import special
 
 from hlo_codegen.llvm.math import define_math
 from hlo_codegen.llvm.math_f32 import ERFCX_HI, ERFCX_LO, ERFCX_POLY, F32_FORMS
+from hlo_codegen.llvm.math_tanh_f32 import EXPM1_POLY, MAX_2A, SMALL_POLY, SWITCH, build_tanh_f32
 from hlo_codegen.llvm.text import LV, LLModule
 from hlo_run.host_kernel import compile_host_module
 
@@ -64,8 +67,8 @@ def _compiled():
     return compile_host_module(text), text
 
 
-def _run(op: str, x: np.ndarray) -> np.ndarray:
-    compiled, _ = _compiled()
+def _run(op: str, x: np.ndarray, compiled=None) -> np.ndarray:
+    compiled = compiled or _compiled()[0]
     x = np.ascontiguousarray(x, np.float32)
     out = np.zeros_like(x)
     _FN(compiled.engine.get_function_address(f"map_{op}"))(x.ctypes.data, out.ctypes.data, x.size)
@@ -78,7 +81,7 @@ def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
 
 
 def test_every_f32_form_is_tested() -> None:
-    assert set(F32_FORMS) | {"exp"} == set(REFERENCE) == set(EDGES)
+    assert set(F32_FORMS) | {"exp", "tanh"} == set(REFERENCE) == set(EDGES)
 
 
 def test_f32_exp_within_one_ulp_on_a_million_inputs() -> None:
@@ -129,7 +132,7 @@ def test_f32_form_is_straight_line_and_vectorizes(op: str) -> None:
     assert body.count(":\n") == 1 and not re.search(r"call \w+ @(?!llvm\.)", body), body[:400]
     optimized = str(compiled.module)
     loop = re.search(rf"define void @map_{op}\(.*?\n}}", optimized, re.S).group(0)
-    lanes = r"<16 x float>" if op == "exp" else r"<\d+ x double>"
+    lanes = r"<16 x float>" if op in ("exp", "tanh") else r"<\d+ x double>"
     assert "vector.body" in loop and re.search(lanes, loop), f"map_{op} did not vectorize"
 
 
@@ -144,3 +147,72 @@ def test_erfcx_coefficients_are_the_documented_fit() -> None:
     np.testing.assert_allclose(ERFCX_POLY, fit, rtol=1e-9, atol=1e-14)
     xs = np.linspace(ERFCX_LO, ERFCX_HI, 50001)
     assert np.abs(np.polyval(ERFCX_POLY, (xs - mid) / half) - special.erfcx(xs)).max() < 6e-10
+
+
+@functools.lru_cache(maxsize=None)
+def _tanh_variant(small_poly: tuple[float, ...], expm1_poly: tuple[float, ...]):
+    """The f32 tanh form built with these coefficients, as `map_tanh` of a compiled module."""
+    m = LLModule("x86_64-unknown-linux-gnu")
+    build_tanh_f32(m.function("tanh_variant", "float", [("float", "x0")], prefix="internal"),
+                   small_poly, expm1_poly)
+    _map_loop(m, "map_tanh", "tanh_variant")
+    return compile_host_module(m.text())
+
+
+def _f32_span(lo: float, hi: float) -> np.ndarray:
+    """Every f32 in [lo, hi) (0 <= lo < hi)."""
+    bits = np.array([lo, hi], np.float32).view(np.uint32)
+    return np.arange(bits[0], bits[1], dtype=np.uint32).view(np.float32)
+
+
+def _tanh_hard_inputs() -> np.ndarray:
+    """Every f32 around the switch between the pieces (and tanh = 1/2 at 0.5493), around each
+    point where e^{2a} = 2^k (1 + p) changes k (|r| = ln2/2 there, so p is largest) and where tanh
+    starts to round to 1 (9.011), and random magnitudes from 2^-30 to 10."""
+    steps = [(j + 0.5) * math.log(2.0) / 2 for j in range(int(MAX_2A / math.log(2.0)) + 1)]
+    parts = [_f32_span(SWITCH - 0.08, SWITCH + 0.05)]
+    parts += [_f32_span(v * (1 - 2.0 ** -11), v * (1 + 2.0 ** -11)) for v in steps + [9.0109]]
+    parts.append(np.exp2(np.random.default_rng(21).uniform(-30, 3.33, 500_000)).astype(np.float32))
+    return np.concatenate(parts)
+
+
+def _tanh_max_ulps(compiled, x: np.ndarray) -> tuple[float, float]:
+    """(max error in ulps of the correctly rounded result, where) over x and -x."""
+    x = np.concatenate([x, -x])
+    ulps = _ulps(_run("tanh", x, compiled), np.tanh(x.astype(np.float64)))
+    return float(ulps.max()), float(x[np.argmax(ulps)])
+
+
+@pytest.mark.parametrize("change", ["none", "small_poly", "expm1_poly"])
+def test_f32_tanh_within_one_ulp_where_it_is_hardest(change: str) -> None:
+    """The form is within 1 ulp on ~5M inputs where its errors are largest (at most 0.713 ulp there
+    and on every input, see below); and the same check fails (over 1 ulp) when one coefficient is
+    off by a few f32 ulps: the tanh polynomial's x^5 one by 2^-19 (the error peaks below the switch)
+    or the exp polynomial's r^4 one by 2^-12 (near a change of k)."""
+    small, expm1 = list(SMALL_POLY), list(EXPM1_POLY)
+    if change == "small_poly":
+        small[1] = float(np.float32(small[1] * (1 + 2.0 ** -19)))
+    elif change == "expm1_poly":
+        expm1[2] = float(np.float32(expm1[2] * (1 + 2.0 ** -12)))
+    worst, where = _tanh_max_ulps(_tanh_variant(tuple(small), tuple(expm1)), _tanh_hard_inputs())
+    if change == "none":
+        assert worst <= 0.72, f"{worst:.3f} ulp at x = {where!r}"
+    else:
+        assert worst > 1.0, f"a changed {change} coefficient went unnoticed ({worst:.3f} ulp)"
+
+
+@pytest.mark.slow
+def test_f32_tanh_within_one_ulp_on_every_input() -> None:
+    """All 2^32 bit patterns in chunks (about a minute): NaN stays NaN, and every other result is
+    within 0.713 ulp of the exact value (np.tanh in f64), the bound math_tanh_f32's docstring gives."""
+    compiled = _tanh_variant(tuple(SMALL_POLY), tuple(EXPM1_POLY))
+    worst, where = 0.0, 0.0
+    for start in range(0, 1 << 32, 1 << 24):
+        x = np.arange(start, start + (1 << 24), dtype=np.uint32).view(np.float32)
+        got = _run("tanh", x, compiled)
+        nan = np.isnan(x)
+        assert np.isnan(got[nan]).all() and not np.isnan(got[~nan]).any()
+        ulps = _ulps(got[~nan], np.tanh(x[~nan].astype(np.float64)))
+        if ulps.max() > worst:
+            worst, where = float(ulps.max()), float(x[~nan][np.argmax(ulps)])
+    assert worst <= 0.72, f"{worst:.4f} ulp at x = {where!r}"
