@@ -26,7 +26,7 @@ import functools
 import itertools
 import math
 import threading
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -40,26 +40,41 @@ _GEMM = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _P, _I64, _I64, _I64, ctypes.
 _PACK = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
 _ROUND = ctypes.CFUNCTYPE(None, _P, _P, _I64)
 _PACK_T = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
+_WIDEN = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
 _UNITS = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _I64, _I64, ctypes.c_float, ctypes.c_bool)
 _CONV = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _I64, _P, _I64, _I64, _I64, _P, _P, _I64, _I64, _I64)
 
 
+class _Blas(NamedTuple):
+    """The compiled module's functions (host_blas_ir) and the tile they were built for."""
+    mr: int
+    nr: int
+    gemm: Callable
+    conv: Callable
+    compiled: object
+    pack: Callable
+    round_bf16: Callable
+    pack_t: Callable
+    units: Callable
+    pack_bf16: Callable
+    widen_rows: Callable
+
+
 @functools.lru_cache(maxsize=None)
-def _kernels():
-    """(mr, nr, gemm, conv_rows, the compiled module, pack, round_bf16, pack_t, gemm_units) for this
-    CPU (its vector width picks the tile)."""
+def _kernels() -> _Blas:
+    """The host BLAS for this CPU (its vector width picks the tile), compiled once."""
     from hlo_run.host_kernel import _llvm, compile_host_module
 
     avx512 = "+avx512f" in _llvm().get_host_cpu_features().flatten().split(",")
     mr, nr = tile(avx512)
     compiled = compile_host_module(blas_module(mr, nr), 2)
-    gemm = _GEMM(compiled.engine.get_function_address("gemm"))
-    conv = _CONV(compiled.engine.get_function_address("conv_rows"))
-    pack = _PACK(compiled.engine.get_function_address("pack"))
-    round_bf16 = _ROUND(compiled.engine.get_function_address("round_bf16"))
-    pack_t = _PACK_T(compiled.engine.get_function_address("pack_t"))
-    units = _UNITS(compiled.engine.get_function_address("gemm_units"))
-    return mr, nr, gemm, conv, compiled, pack, round_bf16, pack_t, units
+
+    def fn(kind, name: str):
+        return kind(compiled.engine.get_function_address(name))
+
+    return _Blas(mr, nr, fn(_GEMM, "gemm"), fn(_CONV, "conv_rows"), compiled, fn(_PACK, "pack"),
+                 fn(_ROUND, "round_bf16"), fn(_PACK_T, "pack_t"), fn(_UNITS, "gemm_units"),
+                 fn(_PACK, "pack_bf16"), fn(_WIDEN, "widen_rows"))
 
 
 def _threads(work: int) -> int:
@@ -96,19 +111,24 @@ def _pack_all(b: np.ndarray, nr: int, per: int, threads: int) -> np.ndarray:
     (k, n), nb = b.shape[-2:], math.prod(b.shape[:-2])
     bp = np.empty(nb * per, np.float32)
     blocks = -(-k // KC)
-    if b.strides[-2] == 4 and b.strides[-1] % 4 == 0 and b.strides[-1] > 0 and k > 1:
+    size = b.dtype.itemsize
+    if size == 2 and (n % nr or not _rows_readable(b, bf16=True)):  # only rows of bf16 are packed as such
+        b, size = b.astype(np.float32), 4
+    if size == 4 and b.strides[-2] == 4 and b.strides[-1] % 4 == 0 and b.strides[-1] > 0 and k > 1:
         _pack_columns(b, nr, per, threads, bp)
         return bp
     if n % nr or b.strides[-1] != 4 or b.strides[-2] % 4 or b.strides[-2] < 0:
         for i, index in enumerate(np.ndindex(*b.shape[:-2])):
             pack_panels(b[index], nr, None, bp[i * per:(i + 1) * per])
         return bp
-    npan, ldb, pack, bases, out = n // nr, b.strides[-2] // 4, _kernels()[5], _bases(b), bp.ctypes.data
+    npan, ldb, bases, out = n // nr, b.strides[-2] // size, _bases(b), bp.ctypes.data
+    pack = _kernels().pack_bf16 if size == 2 else _kernels().pack
 
     def run(lo: int, hi: int) -> None:
         for u in range(lo, hi):
             i, k0 = u // blocks, (u % blocks) * KC
-            pack(bases[i] + 4 * k0 * ldb, ldb, min(KC, k - k0), npan, out + 4 * (i * per + k0 * nr), k * nr)
+            pack(bases[i] + size * k0 * ldb, ldb, min(KC, k - k0), npan, out + 4 * (i * per + k0 * nr),
+                 k * nr)
 
     from hlo_run.host_kernel import run_ranges
 
@@ -121,7 +141,7 @@ def _pack_columns(b: np.ndarray, nr: int, per: int, threads: int, bp: np.ndarray
     transposed operand): the JIT's `pack_t`, one matrix a range (the transformer layer's 16 keys
     matrices: 0.13 -> 0.09 ms hot, where numpy's strided copy went matrix by matrix)."""
     (k, n), nb = b.shape[-2:], math.prod(b.shape[:-2])
-    pack_t, bases, ldn, out = _kernels()[7], _bases(b), b.strides[-1] // 4, bp.ctypes.data
+    pack_t, bases, ldn, out = _kernels().pack_t, _bases(b), b.strides[-1] // 4, bp.ctypes.data
 
     def run(lo: int, hi: int) -> None:
         for i in range(lo, hi):
@@ -132,10 +152,18 @@ def _pack_columns(b: np.ndarray, nr: int, per: int, threads: int, bp: np.ndarray
     run_ranges("packing the host GEMM's B", run, nb, threads if k * n * nb >= 1 << 16 else 1)
 
 
-def _rows_readable(x: np.ndarray) -> bool:
-    """A float32 matrix (or stack of them) whose rows are whole floats apart and whose columns are
-    adjacent."""
-    return x.dtype == np.float32 and x.strides[-1] == 4 and all(s % 4 == 0 and s >= 0 for s in x.strides)
+def _rows_readable(x: np.ndarray, bf16: bool = False) -> bool:
+    """A float32 (or, with `bf16`, also bfloat16) matrix or stack of them whose rows are whole
+    elements apart and whose columns are adjacent."""
+    size = x.dtype.itemsize
+    return (x.dtype == np.float32 or bf16 and x.dtype == _bf16()) and x.strides[-1] == size \
+        and all(s % size == 0 and s >= 0 for s in x.strides)
+
+
+def _bf16():
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
 
 
 def _bases(x: np.ndarray) -> list[int]:
@@ -157,7 +185,9 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
                   bias: np.ndarray | None = None) -> None:
     """out[i] = (a[i] @ b[i]) * alpha + bias for float32 stacks a [batch..., m, k], b [batch...,
     k, n], out [batch..., m, n] (batch index i row-major; bias: n floats, or None; alpha and bias
-    are applied to each finished sum as a GEMM fusion's multiply and add round). The work is
+    are applied to each finished sum as a GEMM fusion's multiply and add round). a and b may
+    also be bfloat16: their values are widened exactly as they are read (B as it is packed, A's
+    rows per unit), the product that of the f32 values, without an f32 copy of either. The work is
     split into MR-row tiles of every matrix, all of them over the host threads at once (a batch
     of small products keeps both cores busy; a single product is split evenly to a tile).
     `epilogue(i, r0, r1, rows)`, when given, runs on the thread that finished rows [r0, r1) of
@@ -179,42 +209,85 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
         for i in range(nb if epilogue else 0):
             epilogue(i, 0, m, sums[i])
         return
-    a = a if _rows_readable(a) else np.ascontiguousarray(a, np.float32)
-    mr, nr, gemm = _kernels()[:3]
+    a = a if _rows_readable(a, bf16=True) else np.ascontiguousarray(a, np.float32)
+    mr, nr = _kernels()[:2]
     threads = threads if threads is not None else _threads(4 * nb * (m * k + k * n + m * n))
-    per = k * -(-n // nr) * nr
-    bp = _pack_all(b, nr, per, threads)
-    lda, ldc = a.strides[-2] // 4, out.strides[-2] // 4
-    pas, pcs, pb = _bases(a), _bases(out), bp.ctypes.data
-    pbias = None if bias is None else bias.ctypes.data
+    bp = _pack_all(b, nr, k * -(-n // nr) * nr, threads)
     chunks = -(-m // (mr * ROW_TILES))  # row chunks of a matrix: ROW_TILES tiles (A's rows stay in L2)
     wanted = 1 if epilogue else -(-threads * UNITS_PER_THREAD // (nb * chunks))
     step, groups = _panel_groups(-(-n // nr), wanted)
-
+    split = _Split(a, bp, out, bias, k, n, mr * ROW_TILES, chunks, step * nr, groups)
     from hlo_run.host_kernel import run_ranges
 
-    units = nb * chunks * groups
-    if epilogue is None:  # the unit loop is the JIT's: one call a range
-        table = _unit_table(pas, pcs, pb, per, k, lda, ldc, m, n, mr * ROW_TILES, chunks, step * nr, groups,
-                            pbias)
-        units_fn, tab, nt = _kernels()[8], table.ctypes.data, _streams(out, ldc, k)
+    if epilogue is None and a.dtype == np.float32:  # the unit loop is the JIT's: one call a range
+        table, units_fn, nt = split.table(m), _kernels().units, _streams(out, split.ldc, k)
 
         def run_units(lo: int, hi: int) -> None:
-            units_fn(tab, lo, hi, lda, k, ldc, alpha, nt)
+            units_fn(table.ctypes.data, lo, hi, split.lda, k, split.ldc, alpha, nt)
 
-        run_ranges("the host GEMM", run_units, units, threads)
+        run_ranges("the host GEMM", run_units, split.units, threads)
         return
+    nt = epilogue is None and _streams(out, split.ldc, k)
 
-    def run(lo: int, hi: int) -> None:  # with an epilogue, called per unit (groups == 1: whole rows)
-        rows = _thread_rows(mr * ROW_TILES * n)
+    def run_split(lo: int, hi: int) -> None:
+        split.run(lo, hi, m, alpha, epilogue, nt)
+
+    run_ranges("the host GEMM", run_split, split.units, threads)
+
+
+class _Split:
+    """A product split into units (matrix i, row chunk, column group; groups fastest) and what each
+    unit reads and writes: `table` for the JIT's unit loop, `run` for units that widen a bf16
+    A's rows first (into the thread's own block, in L2, where widening all of A first wrote and
+    read an f32 copy: 16 MiB on the bf16 MLP block) or hand their sums to an epilogue."""
+
+    def __init__(self, a, bp, out, bias, k, n, rows, chunks, cols, groups):
+        self.asize, self.k, self.n = a.dtype.itemsize, k, n
+        self.rows, self.chunks, self.cols, self.groups = rows, chunks, cols, groups
+        self.pas, self.pcs, self.pb = _bases(a), _bases(out), bp.ctypes.data
+        self.units, self.per = len(self.pas) * chunks * groups, bp.size // len(self.pas)
+        self.lda, self.ldc = a.strides[-2] // self.asize, out.strides[-2] // 4
+        self.pbias = None if bias is None else bias.ctypes.data
+        self.keep = (bp, bias)  # alive while the units run
+
+    def table(self, m: int) -> np.ndarray:
+        """`@gemm_units`' table: per unit the addresses of its A rows, packed B panels, C block and
+        bias, its rows and columns (f32 A)."""
+        u = np.arange(self.units, dtype=np.int64)
+        i, rest = np.divmod(u, self.chunks * self.groups)
+        chunk, g = np.divmod(rest, self.groups)
+        r0, j0 = chunk * self.rows, g * self.cols
+        table = np.empty((u.size, 6), np.int64)
+        table[:, 0] = np.asarray(self.pas, np.int64)[i] + 4 * r0 * self.lda
+        table[:, 1] = self.pb + 4 * (i * self.per + j0 * self.k)
+        table[:, 2] = np.asarray(self.pcs, np.int64)[i] + 4 * (r0 * self.ldc + j0)
+        table[:, 3] = np.minimum(m, r0 + self.rows) - r0
+        table[:, 4] = np.minimum(self.n, j0 + self.cols) - j0
+        table[:, 5] = 0 if self.pbias is None else self.pbias + 4 * j0
+        return table
+
+    def run(self, lo: int, hi: int, m: int, alpha: float, epilogue, nt: bool) -> None:
+        """Units [lo, hi) on this thread (with an epilogue, groups is 1: a unit is whole rows)."""
+        blas, k, n = _kernels(), self.k, self.n
+        sums = _thread_rows("c", self.rows * n) if epilogue else None
+        wide = _thread_rows("a", self.rows * k) if self.asize == 2 else None
         for u in range(lo, hi):
-            i, chunk = divmod(u, chunks)
-            r0, r1 = chunk * mr * ROW_TILES, min(m, (chunk + 1) * mr * ROW_TILES)
-            gemm(pas[i] + 4 * r0 * lda, lda, pb + 4 * i * per, k, rows.ctypes.data, n, r1 - r0, n, alpha,
-                 pbias or None, False)
-            epilogue(i, r0, r1, rows[:(r1 - r0) * n].reshape(r1 - r0, n))
-
-    run_ranges("the host GEMM", run, units, threads)
+            i, rest = divmod(u, self.chunks * self.groups)
+            chunk, g = divmod(rest, self.groups)
+            r0, r1 = chunk * self.rows, min(m, (chunk + 1) * self.rows)
+            j0, j1 = g * self.cols, min(n, (g + 1) * self.cols)
+            pa, lda = self.pas[i] + self.asize * r0 * self.lda, self.lda
+            if wide is not None:
+                blas.widen_rows(pa, lda, r1 - r0, k, wide.ctypes.data, k)
+                pa, lda = wide.ctypes.data, k
+            if epilogue:
+                pc, ldc = sums.ctypes.data + 4 * j0, n
+            else:
+                pc, ldc = self.pcs[i] + 4 * (r0 * self.ldc + j0), self.ldc
+            blas.gemm(pa, lda, self.pb + 4 * (i * self.per + j0 * k), k, pc, ldc, r1 - r0, j1 - j0, alpha,
+                      self.pbias and self.pbias + 4 * j0, nt)
+            if epilogue:
+                epilogue(i, r0, r1, sums[:(r1 - r0) * n].reshape(r1 - r0, n))
 
 
 def _streams(out: np.ndarray, ldc: int, k: int) -> bool:
@@ -242,34 +315,16 @@ def _last_level_cache() -> int:
     return max(sizes, default=32 << 20)
 
 
-def _unit_table(pas: list[int], pcs: list[int], pb: int, per: int, k: int, lda: int, ldc: int, m: int,
-                n: int, rows: int, chunks: int, cols: int, groups: int, pbias: int | None) -> np.ndarray:
-    """`@gemm_units`' table: per unit (matrix i, row chunk, column group; groups fastest, as `run`
-    takes them) the addresses of its A rows, packed B panels, C block and bias, its rows and
-    columns."""
-    u = np.arange(len(pas) * chunks * groups, dtype=np.int64)
-    i, rest = np.divmod(u, chunks * groups)
-    chunk, g = np.divmod(rest, groups)
-    r0, j0 = chunk * rows, g * cols
-    table = np.empty((u.size, 6), np.int64)
-    table[:, 0] = np.asarray(pas, np.int64)[i] + 4 * r0 * lda
-    table[:, 1] = pb + 4 * (i * per + j0 * k)
-    table[:, 2] = np.asarray(pcs, np.int64)[i] + 4 * (r0 * ldc + j0)
-    table[:, 3] = np.minimum(m, r0 + rows) - r0
-    table[:, 4] = np.minimum(n, j0 + cols) - j0
-    table[:, 5] = 0 if pbias is None else pbias + 4 * j0
-    return table
-
-
 _local = threading.local()
 
 
-def _thread_rows(size: int) -> np.ndarray:
-    """This thread's scratch of at least `size` floats (kept for the next GEMM: a fresh one would
-    cost the page faults of its first touch)."""
-    rows = getattr(_local, "rows", None)
+def _thread_rows(which: str, size: int) -> np.ndarray:
+    """This thread's scratch `which` of at least `size` floats (kept for the next GEMM: a fresh one
+    would cost the page faults of its first touch)."""
+    rows = getattr(_local, which, None)
     if rows is None or rows.size < size:
-        rows = _local.rows = np.empty(size, np.float32)
+        rows = np.empty(size, np.float32)
+        setattr(_local, which, rows)
     return rows
 
 
@@ -359,7 +414,7 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
     flat_src, flat_out = src.reshape(-1), out.reshape(-1)
     bulk = src.size - src.size % 16
     if bulk:
-        _kernels()[6](flat_src.ctypes.data, flat_out.ctypes.data, bulk)
+        _kernels().round_bf16(flat_src.ctypes.data, flat_out.ctypes.data, bulk)
     with np.errstate(invalid="ignore"):  # a NaN tail: ml_dtypes warns on NaN casts
         flat_out[bulk:] = flat_src[bulk:].astype(ml_dtypes.bfloat16)
     return out

@@ -25,6 +25,10 @@ cin its input features); B is then the kernel as [taps * cin, output features]. 
         output rows [r0, r1): out[r * rowstride + w * ldc + o] for w < wo, o < n
     void @pack(ptr b, i64 ldb, i64 rows, i64 npan, ptr out, i64 pstride)
         rows of B packed into NR-column panels (what the two above read)
+    void @pack_bf16(ptr b, i64 ldb, i64 rows, i64 npan, ptr out, i64 pstride)
+        the same from a bf16 B, widened to f32
+    void @widen_rows(ptr src, i64 lds, i64 rows, i64 cols, ptr dst, i64 ldd)
+        bf16 rows widened to f32 rows (a GEMM unit's rows of a bf16 A)
     void @pack_t(ptr b, i64 ldn, i64 k, i64 n, ptr out, i64 pstride)
         the same panels from B given by its columns (K^T), zero-padded past n
     void @round_bf16(ptr src, ptr dst, i64 n)
@@ -259,29 +263,38 @@ def _conv_rows(mr: int, nr: int) -> list[str]:
     ]
 
 
-def _pack(nr: int) -> list[str]:
+def _pack(nr: int, bf16: bool = False) -> list[str]:
     """`@pack(b, ldb, rows, npan, out, pstride)`: rows of B (rows x npan * nr floats, rows ldb
     floats apart) into its packed panels (`host_blas.pack_panels`' layout), panel p's rows at
-    out + p * pstride, nr floats a row."""
-    vecs = nr // 16
+    out + p * pstride, nr floats a row. `@pack_bf16` (bf16): the same from a bf16 B, each value
+    widened to f32 as it is copied (exact: its bits in the upper half)."""
+    vecs, el = nr // 16, "i16" if bf16 else "float"
     body = []
     for v in range(vecs):
-        body += [f"  %src{v} = getelementptr float, ptr %srow, i64 {16 * v}",
-                 f"  %x{v} = load {_VF}, ptr %src{v}, align 4",
-                 f"  %dst{v} = getelementptr float, ptr %drow, i64 {16 * v}",
-                 f"  store {_VF} %x{v}, ptr %dst{v}, align 4"]
+        body += [f"  %src{v} = getelementptr {el}, ptr %srow, i64 {16 * v}",
+                 f"  %dst{v} = getelementptr float, ptr %drow, i64 {16 * v}"]
+        if bf16:
+            body += [f"  %h{v} = load <16 x i16>, ptr %src{v}, align 2",
+                     f"  %w{v} = zext <16 x i16> %h{v} to <16 x i32>",
+                     f"  %u{v} = shl <16 x i32> %w{v}, <{', '.join(['i32 16'] * 16)}>",
+                     f"  %x{v} = bitcast <16 x i32> %u{v} to {_VF}"]
+        else:
+            body.append(f"  %x{v} = load {_VF}, ptr %src{v}, align 4")
+        body.append(f"  store {_VF} %x{v}, ptr %dst{v}, align 4")
+    name = "pack_bf16" if bf16 else "pack"
     return [
-        "define void @pack(ptr noalias %b, i64 %ldb, i64 %rows, i64 %npan, ptr noalias %out, i64 %pstride) {",
+        f"define void @{name}(ptr noalias %b, i64 %ldb, i64 %rows, i64 %npan, ptr noalias %out, "
+        "i64 %pstride) {",
         "entry:", "  %any = icmp sgt i64 %rows, 0", "  %anyp = icmp sgt i64 %npan, 0",
         "  %go = and i1 %any, %anyp", "  br i1 %go, label %p_loop, label %done",
         "p_loop:",
         "  %p = phi i64 [0, %entry], [%p1, %p_next]",
-        f"  %pcol = mul i64 %p, {nr}", "  %pb = getelementptr float, ptr %b, i64 %pcol",
+        f"  %pcol = mul i64 %p, {nr}", f"  %pb = getelementptr {el}, ptr %b, i64 %pcol",
         "  %poff = mul i64 %p, %pstride", "  %po = getelementptr float, ptr %out, i64 %poff",
         "  br label %k_loop",
         "k_loop:",
         "  %k = phi i64 [0, %p_loop], [%k1, %k_loop]",
-        "  %soff = mul i64 %k, %ldb", "  %srow = getelementptr float, ptr %pb, i64 %soff",
+        f"  %soff = mul i64 %k, %ldb", f"  %srow = getelementptr {el}, ptr %pb, i64 %soff",
         f"  %doff = mul i64 %k, {nr}", "  %drow = getelementptr float, ptr %po, i64 %doff",
         *body,
         "  %k1 = add i64 %k, 1", "  %kmore = icmp slt i64 %k1, %rows",
@@ -289,6 +302,35 @@ def _pack(nr: int) -> list[str]:
         "p_next:",
         "  %p1 = add i64 %p, 1", "  %pmore = icmp slt i64 %p1, %npan",
         "  br i1 %pmore, label %p_loop, label %done",
+        "done:", "  ret void", "}",
+    ]
+
+
+def _widen_rows() -> list[str]:
+    """`@widen_rows(src, lds, rows, cols, dst, ldd)`: a block of bf16 rows (lds values apart)
+    widened to f32 rows (ldd floats apart), exactly: a GEMM unit's rows of a bf16 A, in L2 for
+    its product, where widening all of A first wrote and read a full f32 copy (16 MiB of the bf16
+    MLP block's second GEMM)."""
+    return [
+        "define void @widen_rows(ptr noalias %src, i64 %lds, i64 %rows, i64 %cols, ptr noalias %dst, "
+        "i64 %ldd) {",
+        "entry:", "  %anyr = icmp sgt i64 %rows, 0", "  %anyc = icmp sgt i64 %cols, 0",
+        "  %go = and i1 %anyr, %anyc", "  br i1 %go, label %r_loop, label %done",
+        "r_loop:",
+        "  %r = phi i64 [0, %entry], [%r1, %r_next]",
+        "  %so = mul i64 %r, %lds", "  %sr = getelementptr i16, ptr %src, i64 %so",
+        "  %do = mul i64 %r, %ldd", "  %dr = getelementptr float, ptr %dst, i64 %do",
+        "  br label %c_loop",
+        "c_loop:",
+        "  %c = phi i64 [0, %r_loop], [%c1, %c_loop]",
+        "  %sp = getelementptr i16, ptr %sr, i64 %c", "  %h = load i16, ptr %sp, align 2",
+        "  %w = zext i16 %h to i32", "  %u = shl i32 %w, 16", "  %x = bitcast i32 %u to float",
+        "  %dp = getelementptr float, ptr %dr, i64 %c", "  store float %x, ptr %dp, align 4",
+        "  %c1 = add i64 %c, 1", "  %cmore = icmp slt i64 %c1, %cols",
+        "  br i1 %cmore, label %c_loop, label %r_next",
+        "r_next:",
+        "  %r1 = add i64 %r, 1", "  %rmore = icmp slt i64 %r1, %rows",
+        "  br i1 %rmore, label %r_loop, label %done",
         "done:", "  ret void", "}",
     ]
 
@@ -369,6 +411,6 @@ def blas_module(mr: int, nr: int) -> str:
         "!0 = !{i32 1}",
         f"@neg_zero = private constant [{nr} x float] [{', '.join(['float -0.0'] * nr)}]",
     ]
-    parts = [_microkernel(mr, nr), _gemm(mr, nr), _gemm_units(), _conv_rows(mr, nr), _pack(nr), _pack_t(nr),
-             _round_bf16()]
+    parts = [_microkernel(mr, nr), _gemm(mr, nr), _gemm_units(), _conv_rows(mr, nr), _pack(nr),
+             _pack(nr, bf16=True), _pack_t(nr), _widen_rows(), _round_bf16()]
     return "\n".join(head + [line for part in parts for line in part]) + "\n"

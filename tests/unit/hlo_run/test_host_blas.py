@@ -173,6 +173,30 @@ def test_streaming_stores_give_the_same_bits(n, monkeypatch):
     assert np.array_equal(shifted, plain)
 
 
+@pytest.mark.parametrize("n", [64, 70])
+def test_bf16_operands_give_the_bits_of_their_f32_values(n):
+    """bf16 A and B (A's rows widened per unit, B widened as it is packed; n = 70: B is not whole
+    panels and is converted first): the same bits as the product of the exactly widened f32
+    operands, with a strided A (every other row) and an epilogue's blocks too."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((2, 300, 200)).astype(ml_dtypes.bfloat16)[:, ::2]
+    b = rng.standard_normal((2, 200, n)).astype(ml_dtypes.bfloat16)
+    want = np.empty((2, 150, n), np.float32)
+    sgemm_batched(a.astype(np.float32), b.astype(np.float32), want)
+    got = np.full((2, 150, n), np.nan, np.float32)
+    sgemm_batched(a, b, got, threads=2)
+    assert np.array_equal(got, want)
+    blocks = np.full((2, 150, n), np.nan, np.float32)
+
+    def keep(i, r0, r1, rows):
+        blocks[i, r0:r1] = rows
+
+    sgemm_batched(a, b, np.empty_like(got), epilogue=keep)
+    assert np.array_equal(blocks, want)
+
+
 def test_round_bf16_has_ml_dtypes_bits_on_every_kind_of_float():
     """The JIT's rounding against ml_dtypes' (the interpreter's): ties to even, carries into the
     exponent and to inf, subnormals, signed zeros, NaNs of any payload (the quiet NaN of their
