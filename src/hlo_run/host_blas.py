@@ -36,12 +36,13 @@ ROW_TILES = 8  # MR-row tiles of C per microkernel sweep (96 rows: A's rows then
 UNITS_PER_THREAD = 4  # a GEMM is split into at least this many units (row chunk x panel group) a thread
 _I64 = ctypes.c_int64
 _P = ctypes.c_void_p
-_GEMM = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _P, _I64, _I64, _I64, ctypes.c_float, _P, ctypes.c_bool)
+_GEMM = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _P, _I64, _I64, _I64, ctypes.c_float, _P, ctypes.c_bool,
+                         _P)
 _PACK = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
 _ROUND = ctypes.CFUNCTYPE(None, _P, _P, _I64)
 _PACK_T = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
 _WIDEN = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
-_UNITS = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _I64, _I64, ctypes.c_float, ctypes.c_bool)
+_UNITS = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _I64, _I64, ctypes.c_float, ctypes.c_bool, _P)
 _CONV = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _I64, _P, _I64, _I64, _I64, _P, _P, _I64, _I64, _I64)
 
 
@@ -217,17 +218,23 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
     wanted = 1 if epilogue else -(-threads * UNITS_PER_THREAD // (nb * chunks))
     step, groups = _panel_groups(-(-n // nr), wanted)
     split = _Split(a, bp, out, bias, k, n, mr * ROW_TILES, chunks, step * nr, groups)
+    _run_split(split, out, m, alpha, epilogue, threads)
+
+
+def _run_split(split: _Split, out: np.ndarray, m: int, alpha: float, epilogue, threads: int) -> None:
+    """The units of `split` over the host threads: the JIT's unit loop (one call a range) for an f32
+    A without an epilogue, else `_Split.run`'s Python loop."""
     from hlo_run.host_kernel import run_ranges
 
-    if epilogue is None and a.dtype == np.float32:  # the unit loop is the JIT's: one call a range
-        table, units_fn, nt = split.table(m), _kernels().units, _streams(out, split.ldc, k)
+    nt = epilogue is None and _streams(out, split.ldc)
+    if epilogue is None and split.asize == 4:
+        table, units_fn, (mr, nr) = split.table(m), _kernels().units, _kernels()[:2]
 
         def run_units(lo: int, hi: int) -> None:
-            units_fn(table.ctypes.data, lo, hi, split.lda, k, split.ldc, alpha, nt)
+            units_fn(table.ctypes.data, lo, hi, split.lda, split.k, split.ldc, alpha, nt, _tile(mr, nr))
 
         run_ranges("the host GEMM", run_units, split.units, threads)
         return
-    nt = epilogue is None and _streams(out, split.ldc, k)
 
     def run_split(lo: int, hi: int) -> None:
         split.run(lo, hi, m, alpha, epilogue, nt)
@@ -285,18 +292,19 @@ class _Split:
             else:
                 pc, ldc = self.pcs[i] + 4 * (r0 * self.ldc + j0), self.ldc
             blas.gemm(pa, lda, self.pb + 4 * (i * self.per + j0 * k), k, pc, ldc, r1 - r0, j1 - j0, alpha,
-                      self.pbias and self.pbias + 4 * j0, nt)
+                      self.pbias and self.pbias + 4 * j0, nt, _tile(blas.mr, blas.nr))
             if epilogue:
                 epilogue(i, r0, r1, sums[:(r1 - r0) * n].reshape(r1 - r0, n))
 
 
-def _streams(out: np.ndarray, ldc: int, k: int) -> bool:
+def _streams(out: np.ndarray, ldc: int) -> bool:
     """Whether the GEMM stores `out` with streaming stores: a product of at least half the last-level
-    cache, each sum stored once (k <= KC), whose rows start on 64-byte lines. Such an output would
-    not stay in cache anyway, and a plain store first reads each line from memory: the bench's
-    MLP block writes a 16 MiB product (10.8 -> 9.5 ms for that GEMM). Its consumer then reads it
-    from memory (the MLP's GELU is bound by its arithmetic, not by that read)."""
-    return out.nbytes >= _last_level_cache() // 2 and k <= KC and ldc % 16 == 0 \
+    cache (each sum is stored once: the K blocks before the last sum in the thread's tile) whose
+    rows start on 64-byte lines. Such an output would not stay in cache anyway, and a plain store
+    first reads each line from memory: the bench's MLP block writes a 16 MiB product (10.6 -> 9.3-9.8
+    ms for that GEMM). Its consumer then reads it from memory (the MLP's GELU is bound by its
+    arithmetic, not by that read)."""
+    return out.nbytes >= _last_level_cache() // 2 and ldc % 16 == 0 \
         and all(base % 64 == 0 for base in _bases(out))
 
 
@@ -316,6 +324,11 @@ def _last_level_cache() -> int:
 
 
 _local = threading.local()
+
+
+def _tile(mr: int, nr: int) -> int:
+    """The address of this thread's tile of K-block sums (`@gemm`'s acc: a unit's rows x NR)."""
+    return _thread_rows("acc", mr * ROW_TILES * nr).ctypes.data
 
 
 def _thread_rows(which: str, size: int) -> np.ndarray:

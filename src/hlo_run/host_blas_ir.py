@@ -13,12 +13,13 @@ cin its input features); B is then the kernel as [taps * cin, output features]. 
 (fewer rows or columns) read a valid row instead and skip their stores (masked for columns).
 
     void @gemm(ptr a, i64 lda, ptr bp, i64 k, ptr c, i64 ldc, i64 m, i64 n, float alpha, ptr bias,
-               i1 nt)
+               i1 nt, ptr acc)
         C[m, n] = A[m, k] B[k, n] in K blocks of KC (bp: B packed per panel, k x NR floats each), each
         finished value then times alpha plus bias[n] (bias null: none), a GEMM fusion's
-        epilogue `add(multiply(dot, alpha), bias)` rounded as its two ops round; nt: the final
-        values go to C by streaming stores (C and its rows 64-byte aligned), then a fence
-    void @gemm_units(ptr table, i64 lo, i64 hi, i64 lda, i64 k, i64 ldc, float alpha, i1 nt)
+        epilogue `add(multiply(dot, alpha), bias)` rounded as its two ops round. The K blocks
+        before the last sum into acc (the thread's tile: m x NR floats, m <= 96), so C is written
+        once; nt: by streaming stores (C and its rows 64-byte aligned), then a fence
+    void @gemm_units(ptr table, i64 lo, i64 hi, i64 lda, i64 k, i64 ldc, float alpha, i1 nt, ptr acc)
         @gemm on units [lo, hi) of a split product (6 words each: a, bp, c, rows, columns, bias)
     void @conv_rows(ptr x, i64 lda, ptr taps, i64 ntaps, i64 cin, ptr rowbase, i64 r0, i64 r1,
                     i64 wo, ptr bp, ptr out, i64 ldc, i64 rowstride, i64 n)
@@ -40,8 +41,7 @@ depends on how rows are split over threads. No external symbols: only LLVM intri
 
 from __future__ import annotations
 
-KC = 512  # K block of `gemm` (a packed B block of KC x NR floats, 64 KiB, is read from L2; 256 ran
-# no faster, and a product with k <= KC stores each sum once, which `nt` can stream)
+KC = 256  # K block of `gemm` (a packed B block of KC x NR floats is 32 KiB, in L1 while reused)
 _VF = "<16 x float>"
 
 
@@ -52,14 +52,14 @@ def tile(avx512: bool) -> tuple[int, int]:
 
 
 def _microkernel(mr: int, nr: int) -> list[str]:
-    """`@mk(a, lda, taps, ntaps, cin, bp, c, ldc, mv, nv, accum, alpha, bias, nt)`: one mr x nr
-    tile (mv, nv: the valid rows and columns; accum: add to C instead of overwriting it; each
-    stored value is (sum * alpha) + bias[column], which alpha 1 and a bias of -0.0 leave exact;
-    nt: the tile's whole vectors overwrite C with streaming stores, C 64-byte aligned)."""
+    """`@mk(a, lda, taps, ntaps, cin, bp, c, ldc, co, ldo, mv, nv, accum, alpha, bias, nt)`: one
+    mr x nr tile (mv, nv: the valid rows and columns; accum: add the old values at co (rows ldo
+    apart) to the sums; each value stored at c is (sum * alpha) + bias[column], which alpha 1 and
+    a bias of -0.0 leave exact; nt: whole vectors go to c by streaming stores, c 64-byte aligned)."""
     acc = [(i, j) for i in range(mr) for j in range(nr // 16)]
     out = ["define internal void @mk(ptr noalias %a, i64 %lda, ptr noalias %taps, i64 %ntaps, i64 %cin, "
-           "ptr noalias %bp, ptr noalias %c, i64 %ldc, i64 %mv, i64 %nv, i1 %accum, float %alpha, "
-           "ptr noalias %bias, i1 %nt) alwaysinline {",
+           "ptr noalias %bp, ptr noalias %c, i64 %ldc, ptr noalias %co, i64 %ldo, i64 %mv, i64 %nv, "
+           "i1 %accum, float %alpha, ptr noalias %bias, i1 %nt) alwaysinline {",
            "entry:"]
     for i in range(mr):  # rows past mv read row 0 (always valid) and are not stored
         out += [f"  %ok{i} = icmp slt i64 {i}, %mv", f"  %ri{i} = select i1 %ok{i}, i64 {i}, i64 0",
@@ -94,9 +94,8 @@ def _microkernel(mr: int, nr: int) -> list[str]:
 
 
 def _store_tile(mr: int, nr: int) -> list[str]:
-    """Store the accumulators (masked columns, valid rows only): added to C's old values when
-    %accum, else written over them without reading C (a K block after the first adds; the first
-    must not pay for reading an output it overwrites, 16 MiB on the bench's MLP)."""
+    """Store the accumulators at %c (masked columns, valid rows only): added to the old values at
+    %co when %accum (the K blocks before, kept in the thread's tile), else as they are."""
     lanes = ", ".join(f"i64 {lane}" for lane in range(16))
     out = []
     for j in range(nr // 16):
@@ -117,39 +116,37 @@ def _store_tile(mr: int, nr: int) -> list[str]:
             out += [f"{path}row{i}:", f"  br i1 %ok{i}, label %{path}st{i}, label %done", f"{path}st{i}:",
                     f"  %{path}co{i} = mul i64 {i}, %ldc",
                     f"  %{path}cr{i} = getelementptr float, ptr %c, i64 %{path}co{i}"]
+            if adds:
+                out += [f"  %oo{i} = mul i64 {i}, %ldo",
+                        f"  %or{i} = getelementptr float, ptr %co, i64 %oo{i}"]
             for j in range(nr // 16):
                 q, value = f"%{path}cq{i}_{j}", f"%n{i}_{j}"
                 out.append(f"  {q} = getelementptr float, ptr %{path}cr{i}, i64 {16 * j}")
                 if adds:
                     value = f"%sum{i}_{j}"
-                    out += [f"  %old{i}_{j} = call {_VF} @llvm.masked.load.v16f32.p0(ptr {q}, i32 4, "
+                    out += [f"  %oq{i}_{j} = getelementptr float, ptr %or{i}, i64 {16 * j}",
+                            f"  %old{i}_{j} = call {_VF} @llvm.masked.load.v16f32.p0(ptr %oq{i}_{j}, i32 4, "
                             f"<16 x i1> %mask{j}, {_VF} zeroinitializer)",
                             f"  {value} = fadd {_VF} %old{i}_{j}, %n{i}_{j}"]
                 scaled, biased = f"%{path}sc{i}_{j}", f"%{path}bi{i}_{j}"
                 out += [f"  {scaled} = fmul {_VF} {value}, %alv",
                         f"  {biased} = fadd {_VF} {scaled}, %bias{j}"]
-                value = biased
-                if adds:
-                    out.append(f"  call void @llvm.masked.store.v16f32.p0({_VF} {value}, ptr {q}, i32 4, "
-                               f"<16 x i1> %mask{j})")
-                else:
-                    out += _overwrite(i, j, value, q)
+                out += _overwrite(f"{path}{i}_{j}", j, biased, q)
             out.append(f"  br label {nxt}")
     return out + ["done:", "  ret void"]
 
 
-def _overwrite(i: int, j: int, value: str, q: str) -> list[str]:
-    """Store vector (i, j) of a tile over C: masked, or with %nt and all 16 lanes valid a streaming
-    store (no read of the line for ownership: the first write of a 16 MiB product no longer reads
-    it from memory first)."""
-    return [f"  %full{i}_{j} = icmp sge i64 %nv, {16 * (j + 1)}",
-            f"  %stream{i}_{j} = and i1 %nt, %full{i}_{j}",
-            f"  br i1 %stream{i}_{j}, label %nts{i}_{j}, label %ms{i}_{j}",
-            f"nts{i}_{j}:", f"  store {_VF} {value}, ptr {q}, align 64, !nontemporal !0",
-            f"  br label %sd{i}_{j}",
-            f"ms{i}_{j}:",
+def _overwrite(tag: str, j: int, value: str, q: str) -> list[str]:
+    """Store vector j of a tile row at q: masked, or with %nt and all 16 lanes valid a streaming
+    store (no read of the line for ownership: the write of a 16 MiB product no longer reads it
+    from memory first)."""
+    return [f"  %full{tag} = icmp sge i64 %nv, {16 * (j + 1)}", f"  %stream{tag} = and i1 %nt, %full{tag}",
+            f"  br i1 %stream{tag}, label %nts{tag}, label %ms{tag}",
+            f"nts{tag}:", f"  store {_VF} {value}, ptr {q}, align 64, !nontemporal !0",
+            f"  br label %sd{tag}",
+            f"ms{tag}:",
             f"  call void @llvm.masked.store.v16f32.p0({_VF} {value}, ptr {q}, i32 4, <16 x i1> %mask{j})",
-            f"  br label %sd{i}_{j}", f"sd{i}_{j}:"]
+            f"  br label %sd{tag}", f"sd{tag}:"]
 
 
 def _gemm(mr: int, nr: int) -> list[str]:
@@ -158,7 +155,7 @@ def _gemm(mr: int, nr: int) -> list[str]:
     panel per K block moved the whole row block of C (96 x n floats) through L2 once per block."""
     return [
         "define void @gemm(ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %m, i64 %n, "
-        "float %alpha, ptr %bias, i1 %nt) {",
+        "float %alpha, ptr %bias, i1 %nt, ptr %acc) {",
         "entry:", "  %hasbias = icmp ne ptr %bias, null",
         "  br label %j_loop",
         "j_loop:",
@@ -175,6 +172,8 @@ def _gemm(mr: int, nr: int) -> list[str]:
         "  %kend = add i64 %kb, %kc", "  %last = icmp sge i64 %kend, %k",
         "  %alk = select i1 %last, float %alpha, float 1.0", "  %usebias = and i1 %last, %hasbias",
         "  %bjp = select i1 %usebias, ptr %bj, ptr @neg_zero", "  %ntk = and i1 %nt, %last",
+        # the K blocks before the last sum into the thread's tile; the last adds it and writes C
+        "  %dst = select i1 %last, ptr %cj, ptr %acc", f"  %ldd = select i1 %last, i64 %ldc, i64 {nr}",
         f"  %bkoff = mul i64 %kb, {nr}",
         f"  %pst = mul i64 %k, {nr}", "  %poff = mul i64 %pan, %pst", "  %boff = add i64 %bkoff, %poff",
         "  %bpp = getelementptr float, ptr %bp, i64 %boff",
@@ -183,10 +182,11 @@ def _gemm(mr: int, nr: int) -> list[str]:
         "i_loop:",
         "  %i = phi i64 [0, %kb_loop], [%i1, %i_loop]",
         "  %arow = mul i64 %i, %lda", "  %ap = getelementptr float, ptr %ak, i64 %arow",
-        "  %crow = mul i64 %i, %ldc", "  %cp = getelementptr float, ptr %cj, i64 %crow",
+        "  %crow = mul i64 %i, %ldd", "  %cp = getelementptr float, ptr %dst, i64 %crow",
+        f"  %orow = mul i64 %i, {nr}", "  %op = getelementptr float, ptr %acc, i64 %orow",
         "  %mv = sub i64 %m, %i",
-        "  call void @mk(ptr %ap, i64 %lda, ptr @zero_tap, i64 1, i64 %kc, ptr %bpp, ptr %cp, i64 %ldc, "
-        "i64 %mv, i64 %nv, i1 %accum, float %alk, ptr %bjp, i1 %ntk)",
+        "  call void @mk(ptr %ap, i64 %lda, ptr @zero_tap, i64 1, i64 %kc, ptr %bpp, ptr %cp, i64 %ldd, "
+        f"ptr %op, i64 {nr}, i64 %mv, i64 %nv, i1 %accum, float %alk, ptr %bjp, i1 %ntk)",
         f"  %i1 = add i64 %i, {mr}", "  %imore = icmp slt i64 %i1, %m",
         "  br i1 %imore, label %i_loop, label %kb_next",
         "kb_next:",
@@ -208,7 +208,7 @@ def _gemm_units() -> list[str]:
     48 units of ~13 us; Python spent ~2.5 us a unit handing them out)."""
     return [
         "define void @gemm_units(ptr %tab, i64 %lo, i64 %hi, i64 %lda, i64 %k, i64 %ldc, float %alpha, "
-        "i1 %nt) {",
+        "i1 %nt, ptr %acc) {",
         "entry:", "  %any = icmp slt i64 %lo, %hi", "  br i1 %any, label %u_loop, label %done",
         "u_loop:",
         "  %u = phi i64 [%lo, %entry], [%u1, %u_loop]",
@@ -218,7 +218,7 @@ def _gemm_units() -> list[str]:
         "  %a = inttoptr i64 %f0 to ptr", "  %bp = inttoptr i64 %f1 to ptr", "  %c = inttoptr i64 %f2 to ptr",
         "  %bias = inttoptr i64 %f5 to ptr",
         "  call void @gemm(ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %f3, i64 %f4, "
-        "float %alpha, ptr %bias, i1 %nt)",
+        "float %alpha, ptr %bias, i1 %nt, ptr %acc)",
         "  %u1 = add i64 %u, 1", "  %more = icmp slt i64 %u1, %hi",
         "  br i1 %more, label %u_loop, label %done",
         "done:", "  ret void", "}",
@@ -250,7 +250,7 @@ def _conv_rows(mr: int, nr: int) -> list[str]:
         "  %oo = mul i64 %w, %ldc", "  %ow = getelementptr float, ptr %oj, i64 %oo",
         "  %mv = sub i64 %wo, %w",
         "  call void @mk(ptr %xw, i64 %lda, ptr %taps, i64 %ntaps, i64 %cin, ptr %bpp, ptr %ow, i64 %ldc, "
-        "i64 %mv, i64 %nv, i1 false, float 1.0, ptr @neg_zero, i1 false)",
+        "ptr %ow, i64 %ldc, i64 %mv, i64 %nv, i1 false, float 1.0, ptr @neg_zero, i1 false)",
         f"  %w1 = add i64 %w, {mr}", "  %wmore = icmp slt i64 %w1, %wo",
         "  br i1 %wmore, label %w_loop, label %j_next",
         "j_next:",
