@@ -11,11 +11,14 @@ keeping the last dim last. Then:
 
 - the prologue (everything the dot does not depend on: the operands' transposes, the scaled and
   shifted activations of a fused layer norm, the epilogue's broadcasts) is evaluated instruction
-  by instruction with the interpreter's own handlers, as its evaluation would;
-- the dot runs through the host GEMM (`host_blas.sgemm_batched`), its f32 result written in the
-  fusion's output buffer when it is the root (through the transposed view for a transposed
-  root): no copy of the result. The output buffer is not used when it shares memory with an
-  operand (a residual the epilogue adds may own it);
+  by instruction with the interpreter's own handlers, as its evaluation would, but for a dot
+  operand computed by elementwise ops the interpreter's compiled regions compile, which runs as
+  one compiled loop (`host_gemm_epilogue.prologue_chains`);
+- the dot runs through the host GEMM (`host_blas.sgemm_batched`; bf16 operands as they are, the
+  GEMM widening them exactly as it reads them), its f32 result written in the fusion's output
+  buffer when it is the root (through the transposed view for a transposed root): no copy of the
+  result. The output buffer is not used when it shares memory with an operand (a residual the
+  epilogue adds may own it);
 - an f32 dot's first epilogue ops `multiply(dot, broadcast(scalar))` and `add(., broadcast(v))`
   along the columns run in the GEMM's store of each finished sum (`_fold`);
 - the dot's rounding to its type and the rest of the epilogue run on each block of rows the GEMM
