@@ -170,8 +170,10 @@ def _bf16():
 def _bases(x: np.ndarray) -> list[int]:
     """The address of each matrix of the stack x [batch..., rows, cols], batch index row-major (any
     batch strides: a transposed view's matrices need no copy)."""
-    index = np.indices(x.shape[:-2]).reshape(x.ndim - 2, -1)
-    return (x.ctypes.data + np.asarray(x.strides[:-2], np.int64) @ index).tolist()
+    bases = [x.ctypes.data]
+    for extent, stride in zip(x.shape[:-2], x.strides[:-2]):
+        bases = [base + i * stride for base in bases for i in range(extent)]
+    return bases
 
 
 def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None) -> None:
@@ -226,7 +228,7 @@ def _run_split(split: _Split, out: np.ndarray, m: int, alpha: float, epilogue, t
     A without an epilogue, else `_Split.run`'s Python loop."""
     from hlo_run.host_kernel import run_ranges
 
-    nt = epilogue is None and _streams(out, split.ldc)
+    nt = epilogue is None and _streams(out, split.ldc, split.pcs)
     if epilogue is None and split.asize == 4:
         table, units_fn, (mr, nr) = split.table(m), _kernels().units, _kernels()[:2]
 
@@ -297,15 +299,15 @@ class _Split:
                 epilogue(i, r0, r1, sums[:(r1 - r0) * n].reshape(r1 - r0, n))
 
 
-def _streams(out: np.ndarray, ldc: int) -> bool:
-    """Whether the GEMM stores `out` with streaming stores: a product of at least half the last-level
-    cache (each sum is stored once: the K blocks before the last sum in the thread's tile) whose
-    rows start on 64-byte lines. Such an output would not stay in cache anyway, and a plain store
+def _streams(out: np.ndarray, ldc: int, pcs: list[int]) -> bool:
+    """Whether the GEMM stores `out` (its matrices at `pcs`) with streaming stores: a product of at
+    least half the last-level cache (each sum is stored once: the K blocks before the last sum in
+    the thread's tile) whose rows start on 64-byte lines. Such an output would not stay in cache anyway, and a plain store
     first reads each line from memory: the bench's MLP block writes a 16 MiB product (10.6 -> 9.3-9.8
     ms for that GEMM). Its consumer then reads it from memory (the MLP's GELU is bound by its
     arithmetic, not by that read)."""
     return out.nbytes >= _last_level_cache() // 2 and ldc % 16 == 0 \
-        and all(base % 64 == 0 for base in _bases(out))
+        and all(base % 64 == 0 for base in pcs)
 
 
 @functools.lru_cache(maxsize=None)

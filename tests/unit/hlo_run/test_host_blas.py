@@ -164,11 +164,11 @@ def test_streaming_stores_give_the_same_bits(n, monkeypatch):
     raw = np.full(2 * 200 * 112 + 16, np.nan, np.float32)
     start = (-raw.ctypes.data % 64) // 4  # the first float on a 64-byte line
     streamed = raw[start:start + 2 * 200 * 112].reshape(2, 200, 112)[..., :n]
-    assert host_blas._streams(streamed, 112)
+    assert host_blas._streams(streamed, 112, host_blas._bases(streamed))
     sgemm_batched(a, b, streamed, alpha=0.5, bias=bias, threads=2)
     assert np.array_equal(streamed, plain)
     shifted = raw[start + 1:start + 1 + 2 * 200 * 112].reshape(2, 200, 112)[..., :n]
-    assert not host_blas._streams(shifted, 112)
+    assert not host_blas._streams(shifted, 112, host_blas._bases(shifted))
     sgemm_batched(a, b, shifted, alpha=0.5, bias=bias)
     assert np.array_equal(shifted, plain)
 
