@@ -157,14 +157,10 @@ def _rows_readable(x: np.ndarray, bf16: bool = False) -> bool:
     """A float32 (or, with `bf16`, also bfloat16) matrix or stack of them whose rows are whole
     elements apart and whose columns are adjacent."""
     size = x.dtype.itemsize
-    return (x.dtype == np.float32 or bf16 and x.dtype == _bf16()) and x.strides[-1] == size \
+    from hlo_common.interpreter import narrow
+
+    return (x.dtype == np.float32 or bf16 and x.dtype == narrow.BF16) and x.strides[-1] == size \
         and all(s % size == 0 and s >= 0 for s in x.strides)
-
-
-def _bf16():
-    import ml_dtypes
-
-    return np.dtype(ml_dtypes.bfloat16)
 
 
 def _bases(x: np.ndarray) -> list[int]:
@@ -302,10 +298,10 @@ class _Split:
 def _streams(out: np.ndarray, ldc: int, pcs: list[int]) -> bool:
     """Whether the GEMM stores `out` (its matrices at `pcs`) with streaming stores: a product of at
     least half the last-level cache (each sum is stored once: the K blocks before the last sum in
-    the thread's tile) whose rows start on 64-byte lines. Such an output would not stay in cache anyway, and a plain store
-    first reads each line from memory: the bench's MLP block writes a 16 MiB product (10.6 -> 9.3-9.8
-    ms for that GEMM). Its consumer then reads it from memory (the MLP's GELU is bound by its
-    arithmetic, not by that read)."""
+    the thread's tile) whose rows start on 64-byte lines. Such an output would not stay in cache
+    anyway, and a plain store first reads each line from memory: the bench's MLP block writes a
+    16 MiB product (10.6 -> 9.3-9.8 ms for that GEMM). Its consumer then reads it from memory (the
+    MLP's GELU is bound by its arithmetic, not by that read)."""
     return out.nbytes >= _last_level_cache() // 2 and ldc % 16 == 0 \
         and all(base % 64 == 0 for base in pcs)
 

@@ -136,7 +136,7 @@ class DirectPlan:
         sides = {}
         for source in compiled.sources:
             x = values[source[1]] if source[0] == "side" else None
-            sides[source[1]] = x if x is None else _flat2(x, shape2)
+            sides[source[1]] = x if x is None else _no_copy_view(x, shape2)
         if all(v is not None for k, v in sides.items() if isinstance(k, int)) \
                 and compiled.run_parallel(sides, out.reshape(shape2)):
             values[id(end)] = out
@@ -217,7 +217,7 @@ def _bf16_binary(instr: HloInstruction):
     return handler
 
 
-def _flat2(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray | None:
+def _no_copy_view(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
     """x as `shape` without a copy (a broadcast keeps its zero strides), or None."""
     v = x.view()
     try:
@@ -230,12 +230,8 @@ def _flat2(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray | None:
 def _view(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """x reshaped to `shape` without a copy where its strides allow (a broadcast bias stays a
     broadcast), else a copy."""
-    v = x.view()
-    try:
-        v.shape = shape
-    except AttributeError:
-        return np.ascontiguousarray(x).reshape(shape)
-    return v
+    v = _no_copy_view(x, shape)
+    return np.ascontiguousarray(x).reshape(shape) if v is None else v
 
 
 def direct_plan(module) -> DirectPlan | None:

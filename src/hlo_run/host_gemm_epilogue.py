@@ -35,9 +35,6 @@ import numpy as np
 
 from hlo_common.hlo.ir import HloInstruction
 
-_NO_ROUNDING = frozenset({"select"})  # region_kernels' ops whose value is an operand's
-
-
 class CompiledEpilogue:
     """The epilogue ops as region_jit's (opcode, operand refs, rounds, table) tuples over the
     sources: input 0 the head's f32 sums, then each side operand (by instruction id) and table."""
@@ -151,11 +148,9 @@ def _add_op(e: HloInstruction, sources: list, ops: list, refs: dict) -> bool:
     from hlo_common.interpreter import region_jit
     from hlo_common.interpreter.region_kernels import TABLED
 
-    et = e.shape.element_type.name
-    tabled = e.opcode in TABLED and et == "bf16"
-    if et not in _KINDS or not (e.opcode in region_jit.COMPILED_OPCODES or tabled) \
-            or any(o.shape.element_type.name not in _KINDS for o in e.operands):
+    if not region_jit.compilable(e):
         return False
+    tabled = e.opcode in TABLED and e.shape.element_type.name == "bf16"
     operand_refs = []
     for o in e.operands:
         if id(o) not in refs:
@@ -166,8 +161,9 @@ def _add_op(e: HloInstruction, sources: list, ops: list, refs: dict) -> bool:
     if tabled:
         sources.append(("table", e.opcode))
         table = len(sources) - 1
-    ops.append((e.opcode, tuple(operand_refs), et == "bf16" and not tabled and e.opcode not in _NO_ROUNDING,
-                table))
+    # a bf16 value is rounded after each op, as the region's member kernels round it (a table
+    # holds rounded values already)
+    ops.append((e.opcode, tuple(operand_refs), e.shape.element_type.name == "bf16" and not tabled, table))
     refs[id(e)] = ("m", len(ops) - 1)
     return True
 
@@ -198,11 +194,8 @@ def prologue_chains(prologue: list, dot: HloInstruction) -> dict[int, tuple]:
 
 def _compilable(e: HloInstruction, dims) -> bool:
     from hlo_common.interpreter import region_jit
-    from hlo_common.interpreter.region_kernels import TABLED
 
-    et = e.shape.element_type.name
-    return e.shape.dims == dims and len(dims) > 0 and et in _KINDS and (
-        e.opcode in region_jit.COMPILED_OPCODES or e.opcode in TABLED and et == "bf16")
+    return e.shape.dims == dims and len(dims) > 0 and region_jit.compilable(e)
 
 
 def _dtype(x: np.ndarray) -> str | None:

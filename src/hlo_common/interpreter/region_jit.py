@@ -205,7 +205,10 @@ def _dtype_name(dtype) -> str | None:
     return "bf16" if dtype == narrow.BF16 else None
 
 
-def _compilable(member, is_kernel: bool) -> bool:
+def compilable(member, is_kernel: bool = True) -> bool:
+    """Whether a compiled loop computes `member` (an elementwise op of a region, or of a GEMM
+    fusion's epilogue or prologue, hlo_run.host_gemm_epilogue): one of COMPILED_OPCODES on f32/bf16
+    values, or a TABLED bf16 function; `is_kernel`: its region computes it with a member kernel."""
     et = member.shape.element_type.name
     if not is_kernel or et not in ("f32", "bf16"):
         return False
@@ -267,7 +270,7 @@ def plan_runs(program: list, kernel_slots: set[int], wide: set[int], kept: set[i
     for k, entry in enumerate(program):
         for s in entry[2]:
             last_read[s] = k
-    ok = [_compilable(entry[0], k in kernel_slots) for k, entry in enumerate(program)]
+    ok = [compilable(entry[0], k in kernel_slots) for k, entry in enumerate(program)]
     runs, k = [], 0
     while k < len(program):
         if not ok[k]:
