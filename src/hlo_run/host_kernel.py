@@ -14,6 +14,8 @@ llvmlite is imported lazily, on the first compile.
 Speed:
 - Compiled modules are cached by the hash of (optimization level, text): the same IR gives the
   same compiled function again at no cost, within one process.
+- The codegen's target-dependent helpers get this CPU's bodies before compiling
+  (`specialize_for_cpu`): exp's scaling by 2^k is one `vscalefps` with AVX-512.
 - `opt_level_for(nbytes)` picks the optimization level from the bytes a kernel's launch spans
   (its arguments; a better measure of work than the GPU thread count, since a reduction's
   threads loop over whole rows): small kernels JIT with no IR passes and LLVM's fast instruction
@@ -95,6 +97,34 @@ def _target_machine():
     return _new_target_machine()
 
 
+@functools.lru_cache(maxsize=None)
+def _has_avx512() -> bool:
+    return "+avx512f" in _llvm().get_host_cpu_features().flatten().split(",")
+
+
+_LDEXP_DEFINE = "define internal float @__hlo_ldexp_f32("
+_LDEXP_AVX512 = """define internal float @__hlo_ldexp_f32(float %p, i32 %k) alwaysinline {
+entry:
+  %r = call float @llvm.ldexp.f32.i32(float %p, i32 %k)
+  ret float %r
+}
+
+declare float @llvm.ldexp.f32.i32(float, i32)"""
+
+
+def specialize_for_cpu(llvm_ir: str, avx512: bool) -> str:
+    """The kernel IR with the codegen's target-dependent helpers given this CPU's body, as XLA:CPU
+    defines its vector math runtime functions for the JIT's target: with AVX-512,
+    `__hlo_ldexp_f32` (exp's scaling by 2^k, hlo_codegen.llvm.math_exp_f32) becomes llvm.ldexp,
+    one `vscalefps`, where its portable body (two multiplications) is kept elsewhere (llvm.ldexp is
+    a libm call there). Both give the same bits on every input exp hands it."""
+    start = llvm_ir.find(_LDEXP_DEFINE)
+    if not avx512 or start < 0:
+        return llvm_ir
+    end = llvm_ir.index("\n}", start) + 2
+    return llvm_ir[:start] + _LDEXP_AVX512 + llvm_ir[end:]
+
+
 def opt_level_for(nbytes: int | None) -> int:
     """The optimization level for a kernel whose launches span `nbytes` (None: unknown)."""
     return 0 if nbytes is not None and nbytes <= SMALL_BYTES else 2
@@ -114,9 +144,11 @@ class _Compiled:
         self.key = key  # the cache key: equal keys, equal machine code
 
 
-def compile_host_module(llvm_ir: str, opt_level: int = 2) -> _Compiled:
-    """Parse, verify, optimize and JIT `llvm_ir` (cached by optimization level and text)."""
-    key = hashlib.sha256(f"{opt_level}\0{llvm_ir}".encode()).hexdigest()
+def compile_host_module(llvm_ir: str, opt_level: int = 2, specialize: bool = True) -> _Compiled:
+    """Parse, verify, optimize and JIT `llvm_ir` (cached by optimization level and text), its
+    target-dependent helpers given this CPU's bodies (`specialize_for_cpu`) unless `specialize`
+    is False (the tests compare the two)."""
+    key = hashlib.sha256(f"{opt_level}\0{int(specialize)}\0{llvm_ir}".encode()).hexdigest()
     with _lock:
         hit = _cache.get(key)
         if hit is not None:
@@ -124,7 +156,7 @@ def compile_host_module(llvm_ir: str, opt_level: int = 2) -> _Compiled:
             return hit
     llvm = _llvm()
     try:
-        module = llvm.parse_assembly(llvm_ir)
+        module = llvm.parse_assembly(specialize_for_cpu(llvm_ir, specialize and _has_avx512()))
         module.verify()
     except RuntimeError as err:
         raise HostKernelError(f"invalid LLVM IR for the host: {str(err).strip()}") from None

@@ -23,7 +23,7 @@ from hlo_codegen.llvm.math import define_math
 from hlo_codegen.llvm.math_f32 import ERFCX_HI, ERFCX_LO, ERFCX_POLY, F32_FORMS
 from hlo_codegen.llvm.math_tanh_f32 import EXPM1_POLY, MAX_2A, SMALL_POLY, SWITCH, build_tanh_f32
 from hlo_codegen.llvm.text import LV, LLModule
-from hlo_run.host_kernel import compile_host_module
+from hlo_run.host_kernel import compile_host_module, specialize_for_cpu
 
 REFERENCE = {"exp": np.exp, "expm1": np.expm1, "tanh": np.tanh, "log": np.log, "erf": special.erf}
 TINY = float(np.finfo(np.float32).smallest_subnormal)
@@ -129,11 +129,39 @@ def test_f32_form_is_straight_line_and_vectorizes(op: str) -> None:
     exp)."""
     compiled, text = _compiled()
     body = re.search(rf"define internal float @__hlo_{op}_f32\(.*?\n}}", text, re.S).group(0)
-    assert body.count(":\n") == 1 and not re.search(r"call \w+ @(?!llvm\.)", body), body[:400]
+    assert body.count(":\n") == 1 and not re.search(r"call \w+ @(?!llvm\.|__hlo_ldexp_f32\()", body), body[:400]
     optimized = str(compiled.module)
     loop = re.search(rf"define void @map_{op}\(.*?\n}}", optimized, re.S).group(0)
     lanes = r"<16 x float>" if op in ("exp", "tanh") else r"<\d+ x double>"
     assert "vector.body" in loop and re.search(lanes, loop), f"map_{op} did not vectorize"
+
+
+def _exp_bits(x: np.ndarray, avx512_form: bool) -> np.ndarray:
+    """exp's bits on x, its scaling by 2^k in the portable form or as on an AVX-512 host
+    (llvm.ldexp: vscalefps there, a libm call elsewhere), whatever this CPU is."""
+    text = specialize_for_cpu(_compiled()[1], avx512_form)
+    return _run("exp", x, compile_host_module(text, specialize=False)).view(np.uint32)
+
+
+def test_exp_has_the_same_bits_with_the_avx512_scaling() -> None:
+    """host_kernel gives exp's `__hlo_ldexp_f32` the body llvm.ldexp on AVX-512 hosts; the bits are
+    the portable form's: every bf16 value, a million random f32, and where the result is subnormal,
+    overflows or k is at its ends (the exhaustive run is the slow test below)."""
+    rng = np.random.default_rng(11)
+    bf16 = (np.arange(1 << 16, dtype=np.uint32) << 16).view(np.float32)
+    x = np.concatenate([bf16, rng.integers(0, 1 << 32, 1_000_000, dtype=np.uint64).astype(np.uint32)
+                        .view(np.float32), rng.uniform(-104.5, -86.0, 200_000).astype(np.float32),
+                        rng.uniform(87.0, 89.5, 50_000).astype(np.float32), SPECIALS])
+    assert (_exp_bits(x, False) == _exp_bits(x, True)).all()
+    assert "@__hlo_ldexp_f32(float %p, i32 %k) alwaysinline {\nentry:\n  %r = call float @llvm.ldexp" \
+        in specialize_for_cpu(_compiled()[1], True)
+
+
+@pytest.mark.slow
+def test_exp_has_the_same_bits_with_the_avx512_scaling_on_every_input() -> None:
+    for start in range(0, 1 << 32, 1 << 26):
+        x = np.arange(start, start + (1 << 26), dtype=np.uint64).astype(np.uint32).view(np.float32)
+        assert (_exp_bits(x, False) == _exp_bits(x, True)).all(), f"from bits 0x{start:08x}"
 
 
 def test_erfcx_coefficients_are_the_documented_fit() -> None:
