@@ -53,6 +53,7 @@ SMALL_BYTES = 1 << 16  # kernels whose launches' arguments span at most this com
 BYTES_PER_THREAD = 1 << 19  # argument bytes of a launch per host thread it is split over
 CHUNKS_PER_THREAD = 4
 RANGE_SECONDS = 0.05  # a kernel call's block range takes about this long (Ctrl-C is handled between)
+MIN_RANGE_SECONDS = 25e-6  # and at least this long where it has the blocks (a range costs ~4 us of Python)
 
 
 def _usable_cores() -> int:
@@ -245,8 +246,9 @@ class _Ranges:
             lo = self.next
             if lo >= self.total:
                 return None
-            size = 1 if self.per_block is None else max(1, min(self.cap, int(RANGE_SECONDS / self.per_block),
-                                                               (self.total - lo) // self.tail))
+            size = 1 if self.per_block is None else max(1, int(MIN_RANGE_SECONDS / self.per_block),
+                                                        min(self.cap, int(RANGE_SECONDS / self.per_block),
+                                                            (self.total - lo) // self.tail))
             self.next = hi = min(self.total, lo + size)
             return lo, hi
 

@@ -63,14 +63,14 @@ def test_a_failing_range_is_one_error_naming_the_launch():
 
 @pytest.mark.parametrize("total", [22, 8192])
 def test_ranges_shrink_towards_the_end(total):
-    """A GEMM of 22 row chunks, a loop kernel of 8192 blocks: once timed, no range takes more than
-    1 / (2 x threads) of the blocks left, so the last ranges are single blocks and the threads
-    finish within about one block of each other (ranges of an eighth of the whole could leave one
-    thread idle for an eighth of the kernel)."""
+    """A GEMM of 22 row chunks, a loop kernel of 8192 blocks, each block 0.1 ms: once timed, no
+    range takes more than 1 / (2 x threads) of the blocks left, so the last ranges are single
+    blocks and the threads finish within about one block of each other (ranges of an eighth of
+    the whole could leave one thread idle for an eighth of the kernel)."""
     from hlo_run.host_kernel import _Ranges
 
     ranges = _Ranges(total, 2)
-    ranges.timed(1, 1e-6)  # blocks far shorter than RANGE_SECONDS: the caps decide
+    ranges.timed(1, 1e-4)  # blocks far shorter than RANGE_SECONDS: the caps decide
     taken = []
     while (r := ranges.take()) is not None:
         taken.append(r)
@@ -78,3 +78,22 @@ def test_ranges_shrink_towards_the_end(total):
     for lo, hi in taken:
         assert hi - lo <= max(1, (total - lo) // 4)
     assert taken[-1][1] - taken[-1][0] == 1 and taken[-2][1] - taken[-2][0] == 1
+
+
+def test_short_blocks_go_in_ranges_of_at_least_min_range_seconds():
+    """Blocks of 1 us (a loop kernel of 8192 of them, 8 ms): the tail stops shrinking at about
+    MIN_RANGE_SECONDS of blocks, as a range costs the launch ~4 us of Python."""
+    from hlo_run.host_kernel import MIN_RANGE_SECONDS, _Ranges
+
+    ranges = _Ranges(8192, 2)
+    ranges.timed(1, 1e-6)
+    floor = int(MIN_RANGE_SECONDS / 1e-6)
+    taken = []
+    while (r := ranges.take()) is not None:
+        taken.append(r)
+    assert [b for lo, hi in taken for b in range(lo, hi)] == list(range(8192))
+    sizes = [hi - lo for lo, hi in taken]
+    assert min(sizes[:-1]) >= floor  # only the very last may be cut short by the end
+    assert len(taken) <= 24  # 34 without the floor
+    for lo, hi in taken:
+        assert hi - lo <= max(floor, (8192 - lo) // 4)
