@@ -86,7 +86,8 @@ class DirectPlan:
         from hlo_common.interpreter import narrow
         from hlo_common.interpreter.numeric import dot_general
 
-        values = self._prologue(operands)
+        with self.ev.session():  # once, not per prologue instruction
+            values = self._prologue(operands)
         result_type = self.dot.shape.element_type
         a, b = (_operand(values[id(o)], result_type) for o in self.dot.operands)
         if not all(x.dtype in (np.float32, narrow.BF16) for x in (a, b)):

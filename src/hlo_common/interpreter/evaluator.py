@@ -242,6 +242,13 @@ class Evaluator:
         return self._rng
 
     # -- the walk ---------------------------------------------------------------------------------
+    def session(self) -> contextlib.AbstractContextManager:
+        """What every evaluation runs under, for a caller that evaluates many instructions one by
+        one (`evaluate_instruction`): entered once around them, the float error state and the BLAS
+        thread count are set once, where each call would set them (2-40 us when OpenBLAS has more
+        than one thread)."""
+        return self._session()
+
     @contextlib.contextmanager
     def _session(self) -> Iterator[None]:
         """What every evaluation runs under (entered once, by the outermost entry point): float
