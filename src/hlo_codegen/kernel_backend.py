@@ -174,6 +174,8 @@ class EmitterBackend:
         label = fusion.name
         try:
             emitter = fusion_emitter(fusion, self.device)
+            if self.target == "host" and hasattr(emitter, "for_host"):
+                emitter = emitter.for_host()
             label = _preferred_name(fusion, emitter)
             kernel = emitter.emit(argument_ids(fusion, args))
             kernel.name = label = unique_name(kernel.name)

@@ -48,16 +48,28 @@ def test_arch_names_the_device_of_its_compute_capability():
 
 def test_a_loop_between_the_two_unroll_thresholds_unrolls_on_the_a100_only():
     # 256,000 elements: under 270,336 (H100: unroll 1, 2000 blocks of 128 threads), over 221,184
-    # (A100: unroll 4 as 4 divides it, 64,000 threads, 500 blocks of 128)
-    assert _launch(_loop(256_000), "sm_90") == ((2000, 1, 1), (128, 1, 1))
-    assert _launch(_loop(256_000), "sm_80") == ((500, 1, 1), (128, 1, 1))
+    # (A100: unroll 4 as 4 divides it, 64,000 threads, 500 blocks of 128). On the cuda target: the
+    # host runs f32 loops one element a thread whatever the device (LoopFusion.for_host)
+    assert _launch(_loop(256_000), "sm_90", "cuda") == ((2000, 1, 1), (128, 1, 1))
+    assert _launch(_loop(256_000), "sm_80", "cuda") == ((500, 1, 1), (128, 1, 1))
+    assert _launch(_loop(256_000), "sm_80") == ((2000, 1, 1), (128, 1, 1))
 
 
 @pytest.mark.parametrize("n, blocks", [(1024, 8), (200_000, 1563), (300_000, 586)])
 def test_a_loop_on_the_same_side_of_both_thresholds_launches_the_same(n, blocks):
     # 1024 and 200,000 elements: no unroll anywhere (ceil(n / 128) blocks); 300,000: unroll 4 on
     # both (75,000 threads, ceil(75,000 / 128) = 586 blocks)
-    assert _launch(_loop(n), "sm_90") == _launch(_loop(n), "sm_80") == ((blocks, 1, 1), (128, 1, 1))
+    assert _launch(_loop(n), "sm_90", "cuda") == _launch(_loop(n), "sm_80", "cuda") \
+        == ((blocks, 1, 1), (128, 1, 1))
+
+
+@pytest.mark.parametrize("ty, blocks", [("f32", 2344), ("bf16", 586)])
+def test_the_host_runs_32_bit_loops_one_element_a_thread(ty, blocks):
+    # 300,000 elements, unroll 4 on the GPU (586 blocks); on the host f32 one element a thread
+    # (ceil(300,000 / 128) = 2344 blocks), bf16 keeps XLA's unroll
+    text = _loop(300_000).replace("f32", ty)
+    assert _launch(text, "sm_90") == ((blocks, 1, 1), (128, 1, 1))
+    assert _launch(text, "sm_90", "cuda") == ((586, 1, 1), (128, 1, 1))
 
 
 def test_a_multi_row_reduction_keeps_its_vectors_on_the_a100_only():
