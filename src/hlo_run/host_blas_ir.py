@@ -167,8 +167,7 @@ def _gemm(mr: int, nr: int) -> list[str]:
     return [
         "define void @gemm(ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %m, i64 %n, "
         "float %alpha, ptr %bias, i1 %nt, ptr %acc) {",
-        "entry:", "  %hasbias = icmp ne ptr %bias, null",
-        "  br label %j_loop",
+        "entry:", "  %hasbias = icmp ne ptr %bias, null", "  br label %j_loop",
         "j_loop:",
         "  %j = phi i64 [0, %entry], [%j1, %j_next]",
         f"  %pan = udiv i64 %j, {nr}", "  %nv = sub i64 %n, %j",
@@ -182,12 +181,12 @@ def _gemm(mr: int, nr: int) -> list[str]:
         "  %accum = icmp ne i64 %kb, 0",
         "  %kend = add i64 %kb, %kc", "  %last = icmp sge i64 %kend, %k",
         "  %alk = select i1 %last, float %alpha, float 1.0", "  %usebias = and i1 %last, %hasbias",
-        "  %cached = xor i1 %nt, true", "  %pfk = and i1 %last, %cached",
-        "  %bjp = select i1 %usebias, ptr %bj, ptr @neg_zero", "  %ntk = and i1 %nt, %last",
+        "  %cached = xor i1 %nt, true", "  %pfk = and i1 %last, %cached", "  %ntk = and i1 %nt, %last",
+        "  %bjp = select i1 %usebias, ptr %bj, ptr @neg_zero",
         # the K blocks before the last sum into the thread's tile; the last adds it and writes C
         "  %dst = select i1 %last, ptr %cj, ptr %acc", f"  %ldd = select i1 %last, i64 %ldc, i64 {nr}",
-        f"  %bkoff = mul i64 %kb, {nr}",
-        f"  %pst = mul i64 %k, {nr}", "  %poff = mul i64 %pan, %pst", "  %boff = add i64 %bkoff, %poff",
+        f"  %bkoff = mul i64 %kb, {nr}", f"  %pst = mul i64 %k, {nr}", "  %poff = mul i64 %pan, %pst",
+        "  %boff = add i64 %bkoff, %poff",
         "  %bpp = getelementptr float, ptr %bp, i64 %boff",
         "  %ak = getelementptr float, ptr %a, i64 %kb",
         "  br label %i_loop",

@@ -43,10 +43,11 @@ BOUNDED_SHARED = ("reduction", "normalization")
 
 
 class _RecordingBackend(EmitterBackend):
-    """The emitters as hlo-codegen runs them, keeping (fusion, kernel IR) instead of lowering."""
+    """The emitters as hlo-codegen runs them for the GPU, keeping (fusion, kernel IR) instead of
+    lowering (the host target sizes loops of 32-bit elements its own way: LoopFusion.for_host)."""
 
     def __init__(self, arch: str):
-        super().__init__("host", arch)
+        super().__init__("cuda", arch)
         self.kernels: list = []
         self._fusion = None
 
