@@ -4,7 +4,9 @@ Where it sits: `backends/host.py` runs GemmThunks through `sgemm` and convolutio
 `host_conv`, which calls `conv_channels_last`. The kernels are host_blas_ir's, compiled once per
 process by `host_kernel` for the host CPU; Python only hands the JIT's pack the blocks of B (the
 weights) to lay out in NR-column panels and splits C into units of 96 rows x a group of panels
-over the host kernel threads (`host_kernel.run_ranges`). `round_bf16` is the JIT's f32 -> bf16
+over the host threads: the native team of `host_team` runs the module's job functions
+(`host_blas_jobs`), `host_kernel.run_ranges` the same in Python where the team cannot (a GEMM
+with an epilogue written in Python runs there too). `round_bf16` is the JIT's f32 -> bf16
 rounding (GEMM fusions' bf16 epilogues, `host_gemm_direct`).
 
 Why not numpy's BLAS: numpy's OpenBLAS ran the bench set's shapes at about half of XLA:CPU's
@@ -30,9 +32,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from hlo_run.host_blas_ir import KC, blas_module, tile
-
-ROW_TILES = 8  # MR-row tiles of C per microkernel sweep (96 rows: A's rows then stay in L2 over a K block)
+from hlo_run.host_blas_ir import KC, ROW_TILES, blas_module, tile
 UNITS_PER_THREAD = 4  # a GEMM is split into at least this many units (row chunk x panel group) a thread
 _I64 = ctypes.c_int64
 _P = ctypes.c_void_p
@@ -59,6 +59,10 @@ class _Blas(NamedTuple):
     units: Callable
     pack_bf16: Callable
     widen_rows: Callable
+    units_job: int  # the addresses of the job functions (hlo_run.host_team runs them)
+    pack_job: int
+    pack_t_job: int
+    conv_job: int
 
 
 @functools.lru_cache(maxsize=None)
@@ -75,7 +79,9 @@ def _kernels() -> _Blas:
 
     return _Blas(mr, nr, fn(_GEMM, "gemm"), fn(_CONV, "conv_rows"), compiled, fn(_PACK, "pack"),
                  fn(_ROUND, "round_bf16"), fn(_PACK_T, "pack_t"), fn(_UNITS, "gemm_units"),
-                 fn(_PACK, "pack_bf16"), fn(_WIDEN, "widen_rows"))
+                 fn(_PACK, "pack_bf16"), fn(_WIDEN, "widen_rows"),
+                 *(compiled.engine.get_function_address(job)
+                   for job in ("units_job", "pack_job", "pack_t_job", "conv_job")))
 
 
 def _threads(work: int) -> int:
@@ -131,10 +137,24 @@ def _pack_all(b: np.ndarray, nr: int, per: int, threads: int) -> np.ndarray:
             pack(bases[i] + size * k0 * ldb, ldb, min(KC, k - k0), npan, out + 4 * (i * per + k0 * nr),
                  k * nr)
 
-    from hlo_run.host_kernel import run_ranges
-
-    run_ranges("packing the host GEMM's B", run, nb * blocks, threads if k * n >= 1 << 16 else 1)
+    table = np.asarray(bases, np.int64)
+    _run_job("packing the host GEMM's B", _kernels().pack_job,
+             [table.ctypes.data, size, ldb, k, npan, out, per, int(size == 2)], run, nb * blocks,
+             threads if k * n * nb >= 1 << 16 else 1)
     return bp
+
+
+def _run_job(what: str, job: int, words: list[int], run: Callable[[int, int], None], total: int,
+             threads: int) -> None:
+    """Ranges of [0, total) on the host threads: the JIT's `job` (a `host_blas_ir` job function, its
+    arguments `words`) on the native team (`host_team`), else `run` (the same in Python) through
+    `host_kernel.run_ranges`."""
+    from hlo_run.host_kernel import run_ranges
+    from hlo_run.host_team import run_native
+
+    ctx = np.array(words, np.int64)
+    if not run_native(what, job, ctx.ctypes.data, total, threads):
+        run_ranges(what, run, total, threads)
 
 
 def _pack_columns(b: np.ndarray, nr: int, per: int, threads: int, bp: np.ndarray) -> None:
@@ -148,9 +168,9 @@ def _pack_columns(b: np.ndarray, nr: int, per: int, threads: int, bp: np.ndarray
         for i in range(lo, hi):
             pack_t(bases[i], ldn, k, n, out + 4 * i * per, k * nr)
 
-    from hlo_run.host_kernel import run_ranges
-
-    run_ranges("packing the host GEMM's B", run, nb, threads if k * n * nb >= 1 << 16 else 1)
+    table = np.asarray(bases, np.int64)
+    _run_job("packing the host GEMM's B", _kernels().pack_t_job, [table.ctypes.data, ldn, k, n, out, per],
+             run, nb, threads if k * n * nb >= 1 << 16 else 1)
 
 
 def _rows_readable(x: np.ndarray, bf16: bool = False) -> bool:
@@ -231,7 +251,10 @@ def _run_split(split: _Split, out: np.ndarray, m: int, alpha: float, epilogue, t
         def run_units(lo: int, hi: int) -> None:
             units_fn(table.ctypes.data, lo, hi, split.lda, split.k, split.ldc, alpha, nt, _tile(mr, nr))
 
-        run_ranges("the host GEMM", run_units, split.units, threads)
+        alpha_bits = int(np.float32(alpha).view(np.uint32))
+        _run_job("the host GEMM", _kernels().units_job,
+                 [table.ctypes.data, split.lda, split.k, split.ldc, alpha_bits, int(nt)], run_units,
+                 split.units, threads)
         return
 
     def run_split(lo: int, hi: int) -> None:
@@ -409,10 +432,9 @@ def conv_channels_last(x: np.ndarray, w: np.ndarray, strides: tuple[int, ...], d
     def run(lo: int, hi: int) -> None:
         conv(px, lda, pt, len(taps), cin, pr, lo, hi, tiled, pb, po, ldc, rowstride, o)
 
-    from hlo_run.host_kernel import run_ranges
-
-    run_ranges("the host convolution", run, len(rows),
-               threads if threads is not None else _threads(x.nbytes + out.nbytes))
+    _run_job("the host convolution", _kernels().conv_job,
+             [px, lda, pt, len(taps), cin, pr, tiled, pb, po, ldc, rowstride, o], run, len(rows),
+             threads if threads is not None else _threads(x.nbytes + out.nbytes))
 
 
 def round_bf16(x: np.ndarray) -> np.ndarray:

@@ -22,6 +22,9 @@ cin its input features); B is then the kernel as [taps * cin, output features]. 
         the last K block prefetches each tile's lines of C for writing
     void @gemm_units(ptr table, i64 lo, i64 hi, i64 lda, i64 k, i64 ldc, float alpha, i1 nt, ptr acc)
         @gemm on units [lo, hi) of a split product (6 words each: a, bp, c, rows, columns, bias)
+    void @units_job(ptr ctx, i64 lo, i64 hi), @pack_job, @pack_t_job, @conv_job
+        @gemm_units, @pack, @pack_t and @conv_rows over ranges, as the host team calls them (their
+        arguments at ctx)
     void @conv_rows(ptr x, i64 lda, ptr taps, i64 ntaps, i64 cin, ptr rowbase, i64 r0, i64 r1,
                     i64 wo, ptr bp, ptr out, i64 ldc, i64 rowstride, i64 n)
         output rows [r0, r1): out[r * rowstride + w * ldc + o] for w < wo, o < n
@@ -43,6 +46,7 @@ depends on how rows are split over threads. No external symbols: only LLVM intri
 from __future__ import annotations
 
 KC = 256  # K block of `gemm` (a packed B block of KC x NR floats is 32 KiB, in L1 while reused)
+ROW_TILES = 8  # MR-row tiles of C per microkernel sweep (96 rows: A's rows then stay in L2 over a K block)
 _VF = "<16 x float>"
 
 
@@ -76,8 +80,8 @@ def _microkernel(mr: int, nr: int) -> list[str]:
                     f"  call void @llvm.prefetch.p0(ptr %pfq{i}_{j}, i32 1, i32 3, i32 1)"]
     out += ["  br label %tap", "tap:", "  %t = phi i64 [0, %entry], [0, %prefetch], [%t1, %tap_end]",
             "  %bt = phi ptr [%bp, %entry], [%bp, %prefetch], [%bnext, %tap_end]"]
-    out += [f"  %s{i}_{j} = phi {_VF} [zeroinitializer, %entry], [zeroinitializer, %prefetch], [%n{i}_{j}, %tap_end]"
-            for i, j in acc]
+    out += [f"  %s{i}_{j} = phi {_VF} [zeroinitializer, %entry], [zeroinitializer, %prefetch], "
+            f"[%n{i}_{j}, %tap_end]" for i, j in acc]
     out += ["  %offp = getelementptr i64, ptr %taps, i64 %t", "  %off = load i64, ptr %offp"]
     out += [f"  %at{i} = getelementptr float, ptr %ap{i}, i64 %off" for i in range(mr)]
     out += ["  br label %kl", "kl:", "  %k = phi i64 [0, %tap], [%k1, %kl]"]
@@ -89,13 +93,13 @@ def _microkernel(mr: int, nr: int) -> list[str]:
                 f"  %b{j} = load {_VF}, ptr %bv{j}p, align 4"]
     for i in range(mr):
         out += [f"  %aq{i} = getelementptr float, ptr %at{i}, i64 %k",
-        f"  %as{i} = load float, ptr %aq{i}, align 4",
+                f"  %as{i} = load float, ptr %aq{i}, align 4",
                 f"  %ai{i} = insertelement {_VF} poison, float %as{i}, i64 0",
                 f"  %av{i} = shufflevector {_VF} %ai{i}, {_VF} poison, <16 x i32> zeroinitializer"]
         out += [f"  %n{i}_{j} = call {_VF} @llvm.fmuladd.v16f32({_VF} %av{i}, {_VF} %b{j}, {_VF} %p{i}_{j})"
                 for j in range(nr // 16)]
     out += ["  %k1 = add i64 %k, 1", "  %kmore = icmp slt i64 %k1, %cin",
-    "  br i1 %kmore, label %kl, label %tap_end",
+            "  br i1 %kmore, label %kl, label %tap_end",
             "tap_end:", f"  %tstep = mul i64 %cin, {nr}",
             "  %bnext = getelementptr float, ptr %bt, i64 %tstep",
             "  %t1 = add i64 %t, 1", "  %tmore = icmp slt i64 %t1, %ntaps",
@@ -423,6 +427,9 @@ def blas_module(mr: int, nr: int) -> str:
         "!0 = !{i32 1}",
         f"@neg_zero = private constant [{nr} x float] [{', '.join(['float -0.0'] * nr)}]",
     ]
-    parts = [_microkernel(mr, nr), _gemm(mr, nr), _gemm_units(), _conv_rows(mr, nr), _pack(nr),
+    from hlo_run.host_blas_jobs import conv_job, pack_jobs, units_job
+
+    parts = [_microkernel(mr, nr), _gemm(mr, nr), _gemm_units(), units_job(mr, nr), pack_jobs(nr), conv_job(),
+             _conv_rows(mr, nr), _pack(nr),
              _pack(nr, bf16=True), _pack_t(nr), _widen_rows(), _round_bf16()]
     return "\n".join(head + [line for part in parts for line in part]) + "\n"

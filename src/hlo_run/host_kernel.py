@@ -24,11 +24,13 @@ Speed:
   into SIMD code). Results are the same at every level: the IR has no fast-math flags and no
   undefined behaviour an optimizer could exploit.
 - A launch runs its blocks in ranges of about RANGE_SECONDS, so Ctrl-C, SIGTERM and SIGHUP stop
-  it between two ranges (`run_ranges`), split over one host thread per `BYTES_PER_THREAD` of its
-  arguments, at most `DEFAULT_THREADS` (every core this process may use; a shared pool plus the caller):
-  waking 16 threads for a 0.3 ms kernel costs more than it saves. ctypes releases the GIL during
-  the call, so the ranges really run in parallel. Blocks are independent on a GPU, so the split
-  changes no result.
+  it between two ranges, split over one host thread per `BYTES_PER_THREAD` of its arguments, at
+  most `DEFAULT_THREADS` (every core this process may use; the caller and the others):
+  waking 16 threads for a 0.3 ms kernel costs more than it saves. A kernel's ranges go to the
+  native team (`hlo_run.host_team`: threads that never take the GIL, so a launch costs ~5 us
+  instead of a Python thread's wake-up and GIL hand-off, 40-80 us), Python callables' to a pool
+  of Python threads (`run_ranges`; ctypes releases the GIL during each native call, so their
+  ranges run in parallel too). Blocks are independent on a GPU, so the split changes no result.
 """
 
 from __future__ import annotations
@@ -222,7 +224,10 @@ class HostKernel:
         `threads_for(nbytes)`, nbytes being the bytes the arguments span; see `run_ranges`)."""
         args = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
         threads = threads_for(nbytes) if threads is None else threads
-        run_ranges(f"kernel @{self.name}", lambda lo, hi: self._fn(args, lo, hi), num_blocks, threads)
+        from hlo_run.host_team import run_native
+
+        if not run_native(f"kernel @{self.name}", self.address, ctypes.addressof(args), num_blocks, threads):
+            run_ranges(f"kernel @{self.name}", lambda lo, hi: self._fn(args, lo, hi), num_blocks, threads)
 
 
 class _Ranges:
@@ -268,6 +273,10 @@ def run_ranges(what: str, call: Callable[[int, int], None], total: int, threads:
     threads = max(1, min(threads, total))
     if total <= 0:
         return
+    if threads > 1:
+        from hlo_run.host_team import nap
+
+        nap()  # the native team's threads, spinning since their last launch, give up the cores
     ranges = _Ranges(total, threads)
     failed: list[BaseException] = []
 

@@ -214,3 +214,34 @@ def test_round_bf16_has_ml_dtypes_bits_on_every_kind_of_float():
         with np.errstate(invalid="ignore"):
             want = x.astype(ml_dtypes.bfloat16).view(np.uint16)
         assert np.array_equal(round_bf16(x).view(np.uint16), want)
+
+
+def test_the_python_ranges_give_the_bits_of_the_native_team(monkeypatch):
+    """Where the native team cannot run (busy with another thread's launch, an unknown CPU), the
+    packing, the GEMM's units and the convolution's rows run through `run_ranges` in Python: the
+    same bits, for packed rows of f32 and bf16, packed columns (K^T) and a convolution."""
+    import ml_dtypes
+
+    from hlo_run import host_team
+
+    rng = np.random.default_rng(21)
+    a = rng.standard_normal((3, 300, 280)).astype(np.float32)
+    cases = [rng.standard_normal((3, 280, 96)).astype(np.float32),
+             rng.standard_normal((3, 280, 96)).astype(ml_dtypes.bfloat16),
+             rng.standard_normal((3, 96, 280)).astype(np.float32).transpose(0, 2, 1)]
+    x, w = _rand(2, 9, 9, 40), _rand(3, 3, 40, 64)
+
+    def run_all():
+        outs = []
+        for b in cases:
+            out = np.empty((3, 300, 96), np.float32)
+            sgemm_batched(a, b, out, alpha=0.5, threads=2)
+            outs.append(out)
+        conv = np.empty((2, 7, 7, 64), np.float32)
+        conv_channels_last(x, w, (1, 1), (1, 1), conv, threads=2)
+        return outs + [conv]
+
+    native = run_all()
+    monkeypatch.setattr(host_team, "run_native", lambda *args: False)
+    python = run_all()
+    assert all(np.array_equal(n, p) for n, p in zip(native, python))

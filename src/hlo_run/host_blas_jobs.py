@@ -1,0 +1,85 @@
+"""The host team's entry points into the host BLAS module (hlo_run.host_blas_ir): each job function
+`@name(ptr ctx, i64 lo, i64 hi)` runs one of the module's functions over a range of its units, the
+other arguments read from ctx, as hlo_run.host_team calls every function it runs (a host kernel
+takes its arguments the same way). host_blas fills ctx and falls back to calling the functions
+from Python over `host_kernel.run_ranges` where the team cannot run.
+"""
+
+from __future__ import annotations
+
+from hlo_run.host_blas_ir import KC, ROW_TILES
+
+
+def _ctx_words(n: int) -> list[str]:
+    """%w0 .. %w{n-1}: the job's n argument words at %ctx."""
+    return [line for i in range(n) for line in (f"  %w{i}p = getelementptr i64, ptr %ctx, i64 {i}",
+                                                 f"  %w{i} = load i64, ptr %w{i}p")]
+
+
+def units_job(mr: int, nr: int) -> list[str]:
+    """`@units_job(ctx, lo, hi)`: `@gemm_units` in the host team's form (hlo_run.host_team), its
+    arguments at ctx (6 words: table, lda, k, ldc, alpha's bits, nt) and the K blocks' tile on this
+    thread's stack."""
+    words = _ctx_words(6)
+    return [
+        "define void @units_job(ptr %ctx, i64 %lo, i64 %hi) {", "entry:",
+        f"  %acc = alloca [{mr * ROW_TILES * nr} x float], align 64", *words,
+        "  %tab = inttoptr i64 %w0 to ptr", "  %ab = trunc i64 %w4 to i32", "  %alpha = bitcast i32 %ab to float",
+        "  %nt = trunc i64 %w5 to i1",
+        "  call void @gemm_units(ptr %tab, i64 %lo, i64 %hi, i64 %w1, i64 %w2, i64 %w3, float %alpha, i1 %nt, "
+        "ptr %acc)",
+        "  ret void", "}",
+    ]
+
+
+def pack_jobs(nr: int) -> list[str]:
+    """`@pack_job(ctx, lo, hi)`: blocks [lo, hi) of a stack's packing, block u being matrix u / nkb's
+    rows (u % nkb) KC.. of `@pack` (or `@pack_bf16`), ctx 8 words: the matrices' addresses (a
+    table), element bytes, ldb, k, panels, the packed output, floats a matrix, bf16. `@pack_t_job`:
+    matrices [lo, hi) of `@pack_t`, ctx: the table, ldn, k, n, the output, floats a matrix."""
+    words = _ctx_words(8)
+    return [
+        "define void @pack_job(ptr %ctx, i64 %lo, i64 %hi) {", "entry:", *words,
+        "  %tab = inttoptr i64 %w0 to ptr",
+        "  %nkb0 = add i64 %w3, " + str(KC - 1), f"  %nkb = udiv i64 %nkb0, {KC}",
+        "  %out = inttoptr i64 %w5 to ptr", "  %bf = icmp ne i64 %w7, 0", "  br label %loop",
+        "loop:", "  %u = phi i64 [%lo, %entry], [%u1, %next]",
+        "  %i = udiv i64 %u, %nkb", "  %kb = urem i64 %u, %nkb", f"  %k0 = mul i64 %kb, {KC}",
+        "  %bp = getelementptr i64, ptr %tab, i64 %i", "  %base = load i64, ptr %bp",
+        "  %roff = mul i64 %k0, %w2", "  %boff = mul i64 %roff, %w1", "  %src0 = add i64 %base, %boff",
+        "  %src = inttoptr i64 %src0 to ptr", "  %rest = sub i64 %w3, %k0",
+        f"  %short = icmp slt i64 %rest, {KC}", f"  %rows = select i1 %short, i64 %rest, i64 {KC}",
+        "  %mo = mul i64 %i, %w6", f"  %ko = mul i64 %k0, {nr}", "  %o = add i64 %mo, %ko",
+        "  %dst = getelementptr float, ptr %out, i64 %o", f"  %pst = mul i64 %w3, {nr}",
+        "  br i1 %bf, label %half, label %full",
+        "half:", "  call void @pack_bf16(ptr %src, i64 %w2, i64 %rows, i64 %w4, ptr %dst, i64 %pst)",
+        "  br label %next",
+        "full:", "  call void @pack(ptr %src, i64 %w2, i64 %rows, i64 %w4, ptr %dst, i64 %pst)",
+        "  br label %next",
+        "next:", "  %u1 = add i64 %u, 1", "  %more = icmp slt i64 %u1, %hi",
+        "  br i1 %more, label %loop, label %done",
+        "done:", "  ret void", "}",
+        "define void @pack_t_job(ptr %ctx, i64 %lo, i64 %hi) {", "entry:", *_ctx_words(6),
+        "  %tab = inttoptr i64 %w0 to ptr", "  %out = inttoptr i64 %w4 to ptr", f"  %pst = mul i64 %w2, {nr}",
+        "  br label %loop",
+        "loop:", "  %i = phi i64 [%lo, %entry], [%i1, %loop]",
+        "  %bp = getelementptr i64, ptr %tab, i64 %i", "  %base = load i64, ptr %bp",
+        "  %src = inttoptr i64 %base to ptr",
+        "  %mo = mul i64 %i, %w5", "  %dst = getelementptr float, ptr %out, i64 %mo",
+        "  call void @pack_t(ptr %src, i64 %w1, i64 %w2, i64 %w3, ptr %dst, i64 %pst)",
+        "  %i1 = add i64 %i, 1", "  %more = icmp slt i64 %i1, %hi", "  br i1 %more, label %loop, label %done",
+        "done:", "  ret void", "}",
+    ]
+
+
+def conv_job() -> list[str]:
+    """`@conv_job(ctx, lo, hi)`: `@conv_rows` on output rows [lo, hi), its other arguments at ctx
+    (12 words: x, lda, taps, ntaps, cin, rowbase, wo, bp, out, ldc, rowstride, n)."""
+    words = _ctx_words(12)
+    ptrs = [f"  %q{i} = inttoptr i64 %w{i} to ptr" for i in (0, 2, 5, 7, 8)]
+    return [
+        "define void @conv_job(ptr %ctx, i64 %lo, i64 %hi) {", "entry:", *words, *ptrs,
+        "  call void @conv_rows(ptr %q0, i64 %w1, ptr %q2, i64 %w3, i64 %w4, ptr %q5, i64 %lo, i64 %hi, "
+        "i64 %w6, ptr %q7, ptr %q8, i64 %w9, i64 %w10, i64 %w11)",
+        "  ret void", "}",
+    ]
