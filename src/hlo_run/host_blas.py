@@ -42,8 +42,7 @@ _PACK = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
 _ROUND = ctypes.CFUNCTYPE(None, _P, _P, _I64)
 _PACK_T = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
 _WIDEN = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
-_UNITS = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _I64, _I64, ctypes.c_float, ctypes.c_bool, _P)
-_CONV = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _I64, _P, _I64, _I64, _I64, _P, _P, _I64, _I64, _I64)
+_JOB = ctypes.CFUNCTYPE(None, _P, _I64, _I64)  # a job function of host_blas_jobs: (ctx, lo, hi)
 
 
 class _Blas(NamedTuple):
@@ -51,12 +50,10 @@ class _Blas(NamedTuple):
     mr: int
     nr: int
     gemm: Callable
-    conv: Callable
     compiled: object
     pack: Callable
     round_bf16: Callable
     pack_t: Callable
-    units: Callable
     pack_bf16: Callable
     widen_rows: Callable
     units_job: int  # the addresses of the job functions (hlo_run.host_team runs them)
@@ -77,9 +74,8 @@ def _kernels() -> _Blas:
     def fn(kind, name: str):
         return kind(compiled.engine.get_function_address(name))
 
-    return _Blas(mr, nr, fn(_GEMM, "gemm"), fn(_CONV, "conv_rows"), compiled, fn(_PACK, "pack"),
-                 fn(_ROUND, "round_bf16"), fn(_PACK_T, "pack_t"), fn(_UNITS, "gemm_units"),
-                 fn(_PACK, "pack_bf16"), fn(_WIDEN, "widen_rows"),
+    return _Blas(mr, nr, fn(_GEMM, "gemm"), compiled, fn(_PACK, "pack"),
+                 fn(_ROUND, "round_bf16"), fn(_PACK_T, "pack_t"), fn(_PACK, "pack_bf16"), fn(_WIDEN, "widen_rows"),
                  *(compiled.engine.get_function_address(job)
                    for job in ("units_job", "pack_job", "pack_t_job", "conv_job")))
 
@@ -128,33 +124,24 @@ def _pack_all(b: np.ndarray, nr: int, per: int, threads: int) -> np.ndarray:
         for i, index in enumerate(np.ndindex(*b.shape[:-2])):
             pack_panels(b[index], nr, None, bp[i * per:(i + 1) * per])
         return bp
-    npan, ldb, bases, out = n // nr, b.strides[-2] // size, _bases(b), bp.ctypes.data
-    pack = _kernels().pack_bf16 if size == 2 else _kernels().pack
-
-    def run(lo: int, hi: int) -> None:
-        for u in range(lo, hi):
-            i, k0 = u // blocks, (u % blocks) * KC
-            pack(bases[i] + size * k0 * ldb, ldb, min(KC, k - k0), npan, out + 4 * (i * per + k0 * nr),
-                 k * nr)
-
-    table = np.asarray(bases, np.int64)
+    npan, ldb, table = n // nr, b.strides[-2] // size, np.asarray(_bases(b), np.int64)
     _run_job("packing the host GEMM's B", _kernels().pack_job,
-             [table.ctypes.data, size, ldb, k, npan, out, per, int(size == 2)], run, nb * blocks,
+             [table.ctypes.data, size, ldb, k, npan, bp.ctypes.data, per, int(size == 2)], nb * blocks,
              threads if k * n * nb >= 1 << 16 else 1)
     return bp
 
 
-def _run_job(what: str, job: int, words: list[int], run: Callable[[int, int], None], total: int,
-             threads: int) -> None:
-    """Ranges of [0, total) on the host threads: the JIT's `job` (a `host_blas_ir` job function, its
-    arguments `words`) on the native team (`host_team`), else `run` (the same in Python) through
-    `host_kernel.run_ranges`."""
+def _run_job(what: str, job: int, words: list[int], total: int, threads: int) -> None:
+    """Ranges of [0, total) of the JIT's `job` (a `host_blas_jobs` function, its arguments `words`) on
+    the host threads: the native team (`host_team`), else Python threads calling it through ctypes
+    (`host_kernel.run_ranges`)."""
     from hlo_run.host_kernel import run_ranges
     from hlo_run.host_team import run_native
 
     ctx = np.array(words, np.int64)
     if not run_native(what, job, ctx.ctypes.data, total, threads):
-        run_ranges(what, run, total, threads)
+        fn = _JOB(job)
+        run_ranges(what, lambda lo, hi: fn(ctx.ctypes.data, lo, hi), total, threads)
 
 
 def _pack_columns(b: np.ndarray, nr: int, per: int, threads: int, bp: np.ndarray) -> None:
@@ -162,15 +149,10 @@ def _pack_columns(b: np.ndarray, nr: int, per: int, threads: int, bp: np.ndarray
     transposed operand): the JIT's `pack_t`, one matrix a range (the transformer layer's 16 keys
     matrices: 0.13 -> 0.09 ms hot, where numpy's strided copy went matrix by matrix)."""
     (k, n), nb = b.shape[-2:], math.prod(b.shape[:-2])
-    pack_t, bases, ldn, out = _kernels().pack_t, _bases(b), b.strides[-1] // 4, bp.ctypes.data
-
-    def run(lo: int, hi: int) -> None:
-        for i in range(lo, hi):
-            pack_t(bases[i], ldn, k, n, out + 4 * i * per, k * nr)
-
-    table = np.asarray(bases, np.int64)
-    _run_job("packing the host GEMM's B", _kernels().pack_t_job, [table.ctypes.data, ldn, k, n, out, per],
-             run, nb, threads if k * n * nb >= 1 << 16 else 1)
+    table = np.asarray(_bases(b), np.int64)
+    _run_job("packing the host GEMM's B", _kernels().pack_t_job,
+             [table.ctypes.data, b.strides[-1] // 4, k, n, bp.ctypes.data, per], nb,
+             threads if k * n * nb >= 1 << 16 else 1)
 
 
 def _rows_readable(x: np.ndarray, bf16: bool = False) -> bool:
@@ -246,15 +228,11 @@ def _run_split(split: _Split, out: np.ndarray, m: int, alpha: float, epilogue, t
 
     nt = epilogue is None and _streams(out, split.ldc, split.pcs)
     if epilogue is None and split.asize == 4:
-        table, units_fn, (mr, nr) = split.table(m), _kernels().units, _kernels()[:2]
-
-        def run_units(lo: int, hi: int) -> None:
-            units_fn(table.ctypes.data, lo, hi, split.lda, split.k, split.ldc, alpha, nt, _tile(mr, nr))
-
-        alpha_bits = int(np.float32(alpha).view(np.uint32))
+        pas, pcs = np.asarray(split.pas, np.int64), np.asarray(split.pcs, np.int64)
         _run_job("the host GEMM", _kernels().units_job,
-                 [table.ctypes.data, split.lda, split.k, split.ldc, alpha_bits, int(nt)], run_units,
-                 split.units, threads)
+                 [pas.ctypes.data, pcs.ctypes.data, split.pb, split.per, split.pbias or 0, split.lda, split.ldc,
+                  split.k, m, split.n, split.rows, split.cols, split.chunks, split.groups,
+                  int(np.float32(alpha).view(np.uint32)), int(nt)], split.units, threads)
         return
 
     def run_split(lo: int, hi: int) -> None:
@@ -265,7 +243,7 @@ def _run_split(split: _Split, out: np.ndarray, m: int, alpha: float, epilogue, t
 
 class _Split:
     """A product split into units (matrix i, row chunk, column group; groups fastest) and what each
-    unit reads and writes: `table` for the JIT's unit loop, `run` for units that widen a bf16
+    unit reads and writes (the JIT's `@units_job` decodes the same), `run` for units that widen a bf16
     A's rows first (into the thread's own block, in L2, where widening all of A first wrote and
     read an f32 copy: 16 MiB on the bf16 MLP block) or hand their sums to an epilogue."""
 
@@ -277,22 +255,6 @@ class _Split:
         self.lda, self.ldc = a.strides[-2] // self.asize, out.strides[-2] // 4
         self.pbias = None if bias is None else bias.ctypes.data
         self.keep = (bp, bias)  # alive while the units run
-
-    def table(self, m: int) -> np.ndarray:
-        """`@gemm_units`' table: per unit the addresses of its A rows, packed B panels, C block and
-        bias, its rows and columns (f32 A)."""
-        u = np.arange(self.units, dtype=np.int64)
-        i, rest = np.divmod(u, self.chunks * self.groups)
-        chunk, g = np.divmod(rest, self.groups)
-        r0, j0 = chunk * self.rows, g * self.cols
-        table = np.empty((u.size, 6), np.int64)
-        table[:, 0] = np.asarray(self.pas, np.int64)[i] + 4 * r0 * self.lda
-        table[:, 1] = self.pb + 4 * (i * self.per + j0 * self.k)
-        table[:, 2] = np.asarray(self.pcs, np.int64)[i] + 4 * (r0 * self.ldc + j0)
-        table[:, 3] = np.minimum(m, r0 + self.rows) - r0
-        table[:, 4] = np.minimum(self.n, j0 + self.cols) - j0
-        table[:, 5] = 0 if self.pbias is None else self.pbias + 4 * j0
-        return table
 
     def run(self, lo: int, hi: int, m: int, alpha: float, epilogue, nt: bool) -> None:
         """Units [lo, hi) on this thread (with an epilogue, groups is 1: a unit is whole rows)."""
@@ -409,7 +371,7 @@ def conv_channels_last(x: np.ndarray, w: np.ndarray, strides: tuple[int, ...], d
     if x.shape[-1] == 0:
         out[...] = 0
         return
-    mr, nr, _, conv = _kernels()[:4]
+    mr, nr = _kernels()[:2]
     xs = [st // 4 for st in x.strides]  # element strides of [N, S..., C]
     taps, cin = _taps(w.shape[:nsp], dilations, xs, x.shape[-1])
     o, n, wo = w.shape[-1], out.shape[0], out.shape[-2]
@@ -429,11 +391,8 @@ def conv_channels_last(x: np.ndarray, w: np.ndarray, strides: tuple[int, ...], d
     bp = pack_panels(w.reshape(-1, o), nr)
     px, pt, pr, pb, po = x.ctypes.data, taps.ctypes.data, rows.ctypes.data, bp.ctypes.data, out.ctypes.data
 
-    def run(lo: int, hi: int) -> None:
-        conv(px, lda, pt, len(taps), cin, pr, lo, hi, tiled, pb, po, ldc, rowstride, o)
-
     _run_job("the host convolution", _kernels().conv_job,
-             [px, lda, pt, len(taps), cin, pr, tiled, pb, po, ldc, rowstride, o], run, len(rows),
+             [px, lda, pt, len(taps), cin, pr, tiled, pb, po, ldc, rowstride, o], len(rows),
              threads if threads is not None else _threads(x.nbytes + out.nbytes))
 
 

@@ -20,11 +20,9 @@ cin its input features); B is then the kernel as [taps * cin, output features]. 
         before the last sum into acc (the thread's tile: m x NR floats, m <= 96), so C is written
         once; nt: by streaming stores (C and its rows 64-byte aligned), then a fence; otherwise
         the last K block prefetches each tile's lines of C for writing
-    void @gemm_units(ptr table, i64 lo, i64 hi, i64 lda, i64 k, i64 ldc, float alpha, i1 nt, ptr acc)
-        @gemm on units [lo, hi) of a split product (6 words each: a, bp, c, rows, columns, bias)
     void @units_job(ptr ctx, i64 lo, i64 hi), @pack_job, @pack_t_job, @conv_job
-        @gemm_units, @pack, @pack_t and @conv_rows over ranges, as the host team calls them (their
-        arguments at ctx)
+        @gemm on the units of a split product, @pack, @pack_t and @conv_rows over ranges, as the
+        host team calls them (their arguments at ctx; hlo_run.host_blas_jobs)
     void @conv_rows(ptr x, i64 lda, ptr taps, i64 ntaps, i64 cin, ptr rowbase, i64 r0, i64 r1,
                     i64 wo, ptr bp, ptr out, i64 ldc, i64 rowstride, i64 n)
         output rows [r0, r1): out[r * rowstride + w * ldc + o] for w < wo, o < n
@@ -212,30 +210,6 @@ def _gemm(mr: int, nr: int) -> list[str]:
         "  br i1 %jmore, label %j_loop, label %out",
         # streaming stores are weakly ordered: fenced before another thread may read C
         "out:", "  br i1 %nt, label %fence, label %done", "fence:", "  fence seq_cst", "  br label %done",
-        "done:", "  ret void", "}",
-    ]
-
-
-def _gemm_units() -> list[str]:
-    """`@gemm_units(table, lo, hi, lda, k, ldc, alpha)`: `@gemm` on units [lo, hi) of a split
-    product, unit u's (a, bp, c, rows, columns, bias) read from 6 words at table + 48 u (bias 0:
-    none), so a range of units costs the caller one call (a batch of attention products has
-    48 units of ~13 us; Python spent ~2.5 us a unit handing them out)."""
-    return [
-        "define void @gemm_units(ptr %tab, i64 %lo, i64 %hi, i64 %lda, i64 %k, i64 %ldc, float %alpha, "
-        "i1 %nt, ptr %acc) {",
-        "entry:", "  %any = icmp slt i64 %lo, %hi", "  br i1 %any, label %u_loop, label %done",
-        "u_loop:",
-        "  %u = phi i64 [%lo, %entry], [%u1, %u_loop]",
-        "  %rec = mul i64 %u, 6", "  %r = getelementptr i64, ptr %tab, i64 %rec",
-        *[line for j in range(6) for line in (f"  %f{j}p = getelementptr i64, ptr %r, i64 {j}",
-                                               f"  %f{j} = load i64, ptr %f{j}p")],
-        "  %a = inttoptr i64 %f0 to ptr", "  %bp = inttoptr i64 %f1 to ptr", "  %c = inttoptr i64 %f2 to ptr",
-        "  %bias = inttoptr i64 %f5 to ptr",
-        "  call void @gemm(ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %f3, i64 %f4, "
-        "float %alpha, ptr %bias, i1 %nt, ptr %acc)",
-        "  %u1 = add i64 %u, 1", "  %more = icmp slt i64 %u1, %hi",
-        "  br i1 %more, label %u_loop, label %done",
         "done:", "  ret void", "}",
     ]
 
@@ -429,7 +403,7 @@ def blas_module(mr: int, nr: int) -> str:
     ]
     from hlo_run.host_blas_jobs import conv_job, pack_jobs, units_job
 
-    parts = [_microkernel(mr, nr), _gemm(mr, nr), _gemm_units(), units_job(mr, nr), pack_jobs(nr), conv_job(),
+    parts = [_microkernel(mr, nr), _gemm(mr, nr), units_job(mr, nr), pack_jobs(nr), conv_job(),
              _conv_rows(mr, nr), _pack(nr),
              _pack(nr, bf16=True), _pack_t(nr), _widen_rows(), _round_bf16()]
     return "\n".join(head + [line for part in parts for line in part]) + "\n"

@@ -17,18 +17,44 @@ def _ctx_words(n: int) -> list[str]:
 
 
 def units_job(mr: int, nr: int) -> list[str]:
-    """`@units_job(ctx, lo, hi)`: `@gemm_units` in the host team's form (hlo_run.host_team), its
-    arguments at ctx (6 words: table, lda, k, ldc, alpha's bits, nt) and the K blocks' tile on this
-    thread's stack."""
-    words = _ctx_words(6)
+    """`@units_job(ctx, lo, hi)`: `@gemm` on units [lo, hi) of a split product (hlo_run.host_blas's
+    `_Split`: unit u is matrix u / (chunks groups), row chunk (u / groups) % chunks, column group u
+    % groups), ctx 16 words: the matrices' A and C addresses (two tables), packed B, floats a
+    packed matrix, bias (0: none), lda, ldc, k, m, n, rows and columns a unit, chunks, groups,
+    alpha's bits, nt; the K blocks' tile on this thread's stack. Python built a table of the units'
+    addresses before (~30 us a GEMM)."""
+    words = _ctx_words(16)
+    decode = [
+        "  %cg = mul i64 %w12, %w13", "  %i = udiv i64 %u, %cg", "  %rest = urem i64 %u, %cg",
+        "  %chunk = udiv i64 %rest, %w13", "  %g = urem i64 %rest, %w13",
+        "  %r0 = mul i64 %chunk, %w10", "  %j0 = mul i64 %g, %w11",
+        "  %pap = getelementptr i64, ptr %pas, i64 %i", "  %pa = load i64, ptr %pap",
+        "  %pcp = getelementptr i64, ptr %pcs, i64 %i", "  %pc = load i64, ptr %pcp",
+        "  %abase = inttoptr i64 %pa to ptr", "  %ao = mul i64 %r0, %w5",
+        "  %ap = getelementptr float, ptr %abase, i64 %ao",
+        "  %bo0 = mul i64 %i, %w3", "  %bo1 = mul i64 %j0, %w7", "  %bo = add i64 %bo0, %bo1",
+        "  %bp = getelementptr float, ptr %pb, i64 %bo",
+        "  %co0 = mul i64 %r0, %w6", "  %co = add i64 %co0, %j0", "  %cbase = inttoptr i64 %pc to ptr",
+        "  %cp = getelementptr float, ptr %cbase, i64 %co",
+        "  %rend0 = add i64 %r0, %w10", "  %rlong = icmp sgt i64 %rend0, %w8",
+        "  %rend = select i1 %rlong, i64 %w8, i64 %rend0", "  %rows = sub i64 %rend, %r0",
+        "  %cend0 = add i64 %j0, %w11", "  %clong = icmp sgt i64 %cend0, %w9",
+        "  %cend = select i1 %clong, i64 %w9, i64 %cend0", "  %cols = sub i64 %cend, %j0",
+        "  %bj = getelementptr float, ptr %bias, i64 %j0",
+        "  %bu = select i1 %hasbias, ptr %bj, ptr null",
+    ]
     return [
         "define void @units_job(ptr %ctx, i64 %lo, i64 %hi) {", "entry:",
         f"  %acc = alloca [{mr * ROW_TILES * nr} x float], align 64", *words,
-        "  %tab = inttoptr i64 %w0 to ptr", "  %ab = trunc i64 %w4 to i32", "  %alpha = bitcast i32 %ab to float",
-        "  %nt = trunc i64 %w5 to i1",
-        "  call void @gemm_units(ptr %tab, i64 %lo, i64 %hi, i64 %w1, i64 %w2, i64 %w3, float %alpha, i1 %nt, "
-        "ptr %acc)",
-        "  ret void", "}",
+        "  %pas = inttoptr i64 %w0 to ptr", "  %pcs = inttoptr i64 %w1 to ptr", "  %pb = inttoptr i64 %w2 to ptr",
+        "  %bias = inttoptr i64 %w4 to ptr", "  %hasbias = icmp ne i64 %w4, 0",
+        "  %ab = trunc i64 %w14 to i32", "  %alpha = bitcast i32 %ab to float", "  %nt = trunc i64 %w15 to i1",
+        "  %any = icmp slt i64 %lo, %hi", "  br i1 %any, label %loop, label %done",
+        "loop:", "  %u = phi i64 [%lo, %entry], [%u1, %loop]", *decode,
+        "  call void @gemm(ptr %ap, i64 %w5, ptr %bp, i64 %w7, ptr %cp, i64 %w6, i64 %rows, i64 %cols, "
+        "float %alpha, ptr %bu, i1 %nt, ptr %acc)",
+        "  %u1 = add i64 %u, 1", "  %more = icmp slt i64 %u1, %hi", "  br i1 %more, label %loop, label %done",
+        "done:", "  ret void", "}",
     ]
 
 
