@@ -30,6 +30,7 @@ Runs longer than a second show a rich progress bar on stderr when stderr is a te
 from __future__ import annotations
 
 import abc
+import contextlib
 import sys
 import time
 from typing import Any, Callable, Sequence
@@ -106,6 +107,10 @@ class Device(abc.ABC):
 
     def synchronize(self) -> None:
         pass
+
+    def running(self) -> contextlib.AbstractContextManager:
+        """What a run's thunks execute under (the host: numpy's BLAS on one thread, set once)."""
+        return contextlib.nullcontext()
 
     def write_array(self, buffer: Any, value: Any, shape: Shape) -> None:
         """Write a logical array at the start of `buffer` in the shape's physical layout."""
@@ -197,7 +202,8 @@ class ManifestExecutable(Executable):
             self.rng_state = RNG_INITIAL_STATE
             self._progress = _Progress.maybe(self.name, len(self.manifest.thunks.thunks))
             try:
-                self._sequence(self.manifest.thunks, top=True)
+                with self.device.running():
+                    self._sequence(self.manifest.thunks, top=True)
                 self.device.synchronize()
             finally:
                 if self._progress is not None:

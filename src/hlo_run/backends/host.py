@@ -69,6 +69,14 @@ class HostDevice(Device):
             self.guards[buffer.ctypes.data] = (before, after)
         return buffer
 
+    def running(self):
+        """numpy's BLAS on one thread for the whole run (as the interpreter's handlers, the GEMM
+        fusions' prologues and host GEMMs want it), set once: each of them setting it again found it
+        set, where each set OpenBLAS's thread count and back (2-40 us a GEMM fusion)."""
+        from hlo_common.interpreter import blas
+
+        return blas.single_threaded()
+
     def release(self, buffer: np.ndarray) -> None:
         self.guards.pop(buffer.ctypes.data, None)
 
