@@ -50,8 +50,9 @@ def _slot(i: int) -> str:
     return f"  %s{i} = getelementptr i64, ptr %job, i64 {i}"
 
 
-def team_module(arch: str) -> str:
-    """The team's LLVM IR for `arch` (its futex system call number and spin hint)."""
+def team_module(arch: str, spins: int = SPINS) -> str:
+    """The team's LLVM IR for `arch` (its futex system call number and spin hint); team threads spin
+    through `spins` pauses before they sleep."""
     sys_futex = _FUTEX[arch]
     x86 = arch == "x86_64"
     pause = "  call void @llvm.x86.sse2.pause()" if x86 else "  call void @llvm.aarch64.hint(i32 1)"
@@ -59,7 +60,7 @@ def team_module(arch: str) -> str:
     slots = [_slot(i) for i in range(SLOTS)]
     return "\n".join([
         decl, "declare i64 @syscall(i64, ...)", "declare i32 @clock_gettime(i32, ptr)",
-        *_grab(slots), *_worker(slots, sys_futex, pause), *_begin(slots, sys_futex), *_help(slots),
+        *_grab(slots), *_worker(slots, sys_futex, pause, spins), *_begin(slots, sys_futex), *_help(slots),
         *_idle(slots, pause), ""])
 
 
@@ -97,7 +98,7 @@ def _grab(slots: list[str]) -> list[str]:
     ]
 
 
-def _worker(slots: list[str], sys_futex: int, pause: str) -> list[str]:
+def _worker(slots: list[str], sys_futex: int, pause: str, spins: int) -> list[str]:
     """`@team_worker(job, index)`: a team thread's life: wait for a new generation (spinning, then
     on the futex), take part in the job when `index` < threads - 1, until `quit`."""
     return [
@@ -116,7 +117,7 @@ def _worker(slots: list[str], sys_futex: int, pause: str) -> list[str]:
         "  %takes = icmp slt i64 %me, %thr", "  br i1 %takes, label %work, label %done",
         "work:", "  %more = call i1 @grab(ptr %job)", "  br i1 %more, label %work, label %done",
         "done:", "  br label %wait",
-        "idle:", f"  %long = icmp sge i64 %n, {SPINS}", "  %nap = load atomic i64, ptr %s12 acquire, align 8",
+        "idle:", f"  %long = icmp sge i64 %n, {spins}", "  %nap = load atomic i64, ptr %s12 acquire, align 8",
         "  %napping = icmp ne i64 %nap, 0", "  %rest = or i1 %long, %napping",
         "  br i1 %rest, label %sleep, label %spin",
         "spin:", pause, "  %n1 = add i64 %n, 1", "  br label %wait",
@@ -182,8 +183,10 @@ class _Team:
     def __init__(self, workers: int):
         from hlo_run.host_kernel import compile_host_module
 
-        arch = os.uname().machine
-        compiled = compile_host_module(team_module(arch), 2)
+        from hlo_run.mpi_launch import under_mpi
+
+        # one MPI rank of several shares the cores with the others: its team sleeps right away
+        compiled = compile_host_module(team_module(os.uname().machine, 0 if under_mpi() else SPINS), 2)
         address = compiled.engine.get_function_address
         self.compiled = compiled
         self.begin = ctypes.CFUNCTYPE(None, _P)(address("team_begin"))
