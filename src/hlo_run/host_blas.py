@@ -222,8 +222,8 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
 
 
 def _run_split(split: _Split, out: np.ndarray, m: int, alpha: float, epilogue, threads: int) -> None:
-    """The units of `split` over the host threads: the JIT's unit loop (one call a range) for an f32
-    A without an epilogue, else `_Split.run`'s Python loop."""
+    """The units of `split` over the host threads: the JIT's `@units_job` on the native team for an
+    f32 A without an epilogue, else `_Split.run`'s Python loop."""
     from hlo_run.host_kernel import run_ranges
 
     nt = epilogue is None and _streams(out, split.ldc, split.pcs)
