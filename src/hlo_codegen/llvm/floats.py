@@ -146,15 +146,18 @@ def _define_e8m0_encode(module: LLModule, name: str, src: str) -> str:
 
 
 def _define_bf16_encode(module: LLModule, name: str) -> str:
-    """float -> bf16 by the round-to-nearest-even bias trick (same bits as the generic path)."""
+    """float -> bf16 by the round-to-nearest-even bias trick (same bits as the generic path). The
+    NaN case is chosen before the one shift to the upper half, so that a widening back to f32 that
+    follows (a bf16 op's result read by the next op) folds with it into one mask of the upper 16
+    bits: two vector instructions fewer per rounding in a vectorized kernel."""
     f = module.function(name, "i16", [("float", "x")], prefix="internal", suffix="alwaysinline")
     i32 = "i32"
     u = f.cast("bitcast", f.args[0], i32)
     lsb = f.binop("and", f.binop("lshr", u, LV(i32, "16")), LV(i32, "1"))
-    rounded = f.binop("lshr", f.binop("add", f.binop("add", u, LV(i32, "32767")), lsb), LV(i32, "16"))
-    quiet = f.binop("or", f.binop("lshr", u, LV(i32, "16")), LV(i32, "64"))
+    rounded = f.binop("add", f.binop("add", u, LV(i32, "32767")), lsb)
+    quiet = f.binop("or", u, LV(i32, str(64 << 16)))
     out = f.select(f.fcmp("uno", f.args[0], f.args[0]), quiet, rounded)
-    f.ret(f.cast("trunc", out, "i16"))
+    f.ret(f.cast("trunc", f.binop("lshr", out, LV(i32, "16")), "i16"))
     return name
 
 
