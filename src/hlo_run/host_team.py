@@ -1,8 +1,9 @@
 """A native thread team for host launches: the blocks of a JIT-compiled function handed out to
 threads that never take Python's GIL.
 
-Where it sits: `host_kernel.HostKernel.launch` and the host GEMM's unit loop (`host_blas`) run
-their block ranges here when the function is native (`fn(ctx, lo, hi)`, as every host kernel is);
+Where it sits: `host_kernel.HostKernel.launch` and the host BLAS's jobs (`host_blas`: the GEMM's
+units, B's packing, the convolution's rows) run their block ranges here when the function is
+native (`fn(ctx, lo, hi)`, as every host kernel is);
 `host_kernel.run_ranges` stays for Python callables. With Python threads each launch cost the
 second thread's wake-up and a GIL hand-off before it ran anything (40-80 us on the bench machine,
 while the caller ran ranges alone), and each range a few microseconds of Python: the transformer
@@ -216,15 +217,22 @@ _team_lock = threading.Lock()
 
 
 def team(workers: int) -> _Team | None:
-    """The process's team with at least `workers` threads (started on first use), or None where it
-    cannot run (a CPU without a known futex call; a forked child gets its own)."""
+    """The process's team with at least `workers` threads (started on first use with one thread per
+    core but the caller's, so that it is not replaced while a launch from another Python thread
+    uses it), or None where it cannot run (a CPU without a known futex call; a bigger team wanted
+    while this one is busy). A forked child gets its own."""
+    from hlo_run.host_kernel import DEFAULT_THREADS
+
     global _team
     if os.uname().machine not in _FUTEX or workers < 1:
         return None
     with _team_lock:
-        if _team is None or _team.pid != os.getpid() or _team.workers < workers:
-            if _team is not None and _team.pid == os.getpid():
-                _team.close()
+        if _team is None or _team.pid != os.getpid():
+            _team = _Team(max(workers, DEFAULT_THREADS - 1))
+        elif _team.workers < workers:
+            if not _team.lock.acquire(blocking=False):
+                return None
+            _team.close()
             _team = _Team(workers)
         return _team
 
@@ -247,8 +255,9 @@ def nap() -> None:
 
 def run_native(what: str, fn: int, ctx: int, total: int, threads: int) -> bool:
     """Run fn(ctx, lo, hi) over ranges covering [0, total) on `threads` threads (the caller and
-    threads - 1 of the team); False when the team cannot take it (the caller then uses
-    `host_kernel.run_ranges`). Ctrl-C stops the launch between ranges and is raised here."""
+    threads - 1 of the team); False when the team cannot take it (the caller then runs `what`, the
+    launch's name, through `host_kernel.run_ranges`). Ctrl-C stops the launch between ranges and is
+    raised here."""
     from hlo_run.host_kernel import MIN_RANGE_SECONDS, RANGE_SECONDS
 
     threads = max(1, min(threads, total))
