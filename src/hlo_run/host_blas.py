@@ -33,14 +33,13 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from hlo_run.host_blas_ir import KC, ROW_TILES, blas_module, tile
+
 UNITS_PER_THREAD = 4  # a GEMM is split into at least this many units (row chunk x panel group) a thread
 _I64 = ctypes.c_int64
 _P = ctypes.c_void_p
 _GEMM = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _P, _I64, _I64, _I64, ctypes.c_float, _P, ctypes.c_bool,
                          _P)
-_PACK = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
 _ROUND = ctypes.CFUNCTYPE(None, _P, _P, _I64)
-_PACK_T = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
 _WIDEN = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
 _JOB = ctypes.CFUNCTYPE(None, _P, _I64, _I64)  # a job function of host_blas_jobs: (ctx, lo, hi)
 
@@ -51,10 +50,7 @@ class _Blas(NamedTuple):
     nr: int
     gemm: Callable
     compiled: object
-    pack: Callable
     round_bf16: Callable
-    pack_t: Callable
-    pack_bf16: Callable
     widen_rows: Callable
     units_job: int  # the addresses of the job functions (hlo_run.host_team runs them)
     pack_job: int
@@ -74,8 +70,7 @@ def _kernels() -> _Blas:
     def fn(kind, name: str):
         return kind(compiled.engine.get_function_address(name))
 
-    return _Blas(mr, nr, fn(_GEMM, "gemm"), compiled, fn(_PACK, "pack"),
-                 fn(_ROUND, "round_bf16"), fn(_PACK_T, "pack_t"), fn(_PACK, "pack_bf16"), fn(_WIDEN, "widen_rows"),
+    return _Blas(mr, nr, fn(_GEMM, "gemm"), compiled, fn(_ROUND, "round_bf16"), fn(_WIDEN, "widen_rows"),
                  *(compiled.engine.get_function_address(job)
                    for job in ("units_job", "pack_job", "pack_t_job", "conv_job")))
 
@@ -230,8 +225,8 @@ def _run_split(split: _Split, out: np.ndarray, m: int, alpha: float, epilogue, t
     if epilogue is None and split.asize == 4:
         pas, pcs = np.asarray(split.pas, np.int64), np.asarray(split.pcs, np.int64)
         _run_job("the host GEMM", _kernels().units_job,
-                 [pas.ctypes.data, pcs.ctypes.data, split.pb, split.per, split.pbias or 0, split.lda, split.ldc,
-                  split.k, m, split.n, split.rows, split.cols, split.chunks, split.groups,
+                 [pas.ctypes.data, pcs.ctypes.data, split.pb, split.per, split.pbias or 0, split.lda,
+                  split.ldc, split.k, m, split.n, split.rows, split.cols, split.chunks, split.groups,
                   int(np.float32(alpha).view(np.uint32)), int(nt)], split.units, threads)
         return
 

@@ -46,9 +46,11 @@ def units_job(mr: int, nr: int) -> list[str]:
     return [
         "define void @units_job(ptr %ctx, i64 %lo, i64 %hi) {", "entry:",
         f"  %acc = alloca [{mr * ROW_TILES * nr} x float], align 64", *words,
-        "  %pas = inttoptr i64 %w0 to ptr", "  %pcs = inttoptr i64 %w1 to ptr", "  %pb = inttoptr i64 %w2 to ptr",
-        "  %bias = inttoptr i64 %w4 to ptr", "  %hasbias = icmp ne i64 %w4, 0",
-        "  %ab = trunc i64 %w14 to i32", "  %alpha = bitcast i32 %ab to float", "  %nt = trunc i64 %w15 to i1",
+        "  %pas = inttoptr i64 %w0 to ptr", "  %pcs = inttoptr i64 %w1 to ptr",
+        "  %pb = inttoptr i64 %w2 to ptr", "  %bias = inttoptr i64 %w4 to ptr",
+        "  %hasbias = icmp ne i64 %w4, 0",
+        "  %ab = trunc i64 %w14 to i32", "  %alpha = bitcast i32 %ab to float",
+        "  %nt = trunc i64 %w15 to i1",
         "  %any = icmp slt i64 %lo, %hi", "  br i1 %any, label %loop, label %done",
         "loop:", "  %u = phi i64 [%lo, %entry], [%u1, %loop]", *decode,
         "  call void @gemm(ptr %ap, i64 %w5, ptr %bp, i64 %w7, ptr %cp, i64 %w6, i64 %rows, i64 %cols, "

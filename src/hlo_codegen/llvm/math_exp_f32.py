@@ -5,8 +5,9 @@ double-precision forms, for every f32 exp of a host kernel, including the f32 ex
 write between a widening from bf16/f16 and the rounding back. Cody-Waite reduction by ln 2 (a
 two-part constant and fused multiply-adds), the Taylor polynomial to r^8 on |r| <= ln2/2 (Horner
 steps of one fused multiply-add; truncation below 2^-31), and scaling by 2^k in two halves, so
-subnormal results round once (`__hlo_ldexp_f32`, one `vscalefps` on an AVX-512 host). Its error is at most 0.87 ulp of the exact value on every f32 input
-(found by an exhaustive run against numpy's f64 exp), so within the project's f32 bound of 1 ulp
+subnormal results round once (`__hlo_ldexp_f32`, one `vscalefps` on an AVX-512 host). Its error
+is at most 0.87 ulp of the exact value on every f32 input (found by an exhaustive run against
+numpy's f64 exp), so within the project's f32 bound of 1 ulp
 (tests/unit/hlo_codegen/llvm/test_lowering_math.py), where XLA:CPU's f32 exp polynomial is a few
 ulp off and flushes subnormals. The double form took 8-lane halves and conversions: on the f32
 softmax (4M exps) the kernel went from 4.3 to about 3 ms on one thread. A bf16/f16 result rounded
