@@ -41,7 +41,6 @@ _GEMM = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _P, _I64, _I64, _I64, ctypes.
                          _P)
 _ROUND = ctypes.CFUNCTYPE(None, _P, _P, _I64)
 _WIDEN = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
-_JOB = ctypes.CFUNCTYPE(None, _P, _I64, _I64)  # a job function of host_blas_jobs: (ctx, lo, hi)
 
 
 class _Blas(NamedTuple):
@@ -61,10 +60,9 @@ class _Blas(NamedTuple):
 @functools.lru_cache(maxsize=None)
 def _kernels() -> _Blas:
     """The host BLAS for this CPU (its vector width picks the tile), compiled once."""
-    from hlo_run.host_kernel import _llvm, compile_host_module
+    from hlo_run.host_kernel import compile_host_module, has_avx512
 
-    avx512 = "+avx512f" in _llvm().get_host_cpu_features().flatten().split(",")
-    mr, nr = tile(avx512)
+    mr, nr = tile(has_avx512())
     compiled = compile_host_module(blas_module(mr, nr), 2)
 
     def fn(kind, name: str):
@@ -128,15 +126,11 @@ def _pack_all(b: np.ndarray, nr: int, per: int, threads: int) -> np.ndarray:
 
 def _run_job(what: str, job: int, words: list[int], total: int, threads: int) -> None:
     """Ranges of [0, total) of the JIT's `job` (a `host_blas_jobs` function, its arguments `words`) on
-    the host threads: the native team (`host_team`), else Python threads calling it through ctypes
-    (`host_kernel.run_ranges`)."""
-    from hlo_run.host_kernel import run_ranges
-    from hlo_run.host_team import run_native
+    the host threads (`host_kernel.run_function`)."""
+    from hlo_run.host_kernel import run_function
 
     ctx = np.array(words, np.int64)
-    if not run_native(what, job, ctx.ctypes.data, total, threads):
-        fn = _JOB(job)
-        run_ranges(what, lambda lo, hi: fn(ctx.ctypes.data, lo, hi), total, threads)
+    run_function(what, job, ctx.ctypes.data, total, threads)
 
 
 def _pack_columns(b: np.ndarray, nr: int, per: int, threads: int, bp: np.ndarray) -> None:

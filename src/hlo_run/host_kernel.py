@@ -101,7 +101,8 @@ def _target_machine():
 
 
 @functools.lru_cache(maxsize=None)
-def _has_avx512() -> bool:
+def has_avx512() -> bool:
+    """Whether this CPU has AVX-512 (the host BLAS's tile and `specialize_for_cpu` ask)."""
     return "+avx512f" in _llvm().get_host_cpu_features().flatten().split(",")
 
 
@@ -159,7 +160,7 @@ def compile_host_module(llvm_ir: str, opt_level: int = 2, specialize: bool = Tru
             return hit
     llvm = _llvm()
     try:
-        module = llvm.parse_assembly(specialize_for_cpu(llvm_ir, specialize and _has_avx512()))
+        module = llvm.parse_assembly(specialize_for_cpu(llvm_ir, specialize and has_avx512()))
         module.verify()
     except RuntimeError as err:
         raise HostKernelError(f"invalid LLVM IR for the host: {str(err).strip()}") from None
@@ -224,10 +225,7 @@ class HostKernel:
         `threads_for(nbytes)`, nbytes being the bytes the arguments span; see `run_ranges`)."""
         args = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
         threads = threads_for(nbytes) if threads is None else threads
-        from hlo_run.host_team import run_native
-
-        if not run_native(f"kernel @{self.name}", self.address, ctypes.addressof(args), num_blocks, threads):
-            run_ranges(f"kernel @{self.name}", lambda lo, hi: self._fn(args, lo, hi), num_blocks, threads)
+        run_function(f"kernel @{self.name}", self.address, ctypes.addressof(args), num_blocks, threads)
 
 
 class _Ranges:
@@ -309,6 +307,18 @@ def run_ranges(what: str, call: Callable[[int, int], None], total: int, threads:
         if isinstance(exc, (KeyboardInterrupt, HloError)):
             raise exc
         raise HostKernelError(f"{what} failed in a block range: {type(exc).__name__}: {exc}") from exc
+
+
+def run_function(what: str, address: int, ctx: int, total: int, threads: int) -> None:
+    """The native function at `address` (`void fn(ptr ctx, i64 lo, i64 hi)`: a host kernel, a host
+    BLAS job) over ranges covering [0, total) on `threads` threads: the native team
+    (`hlo_run.host_team`), else Python threads calling it through ctypes (`run_ranges`, `what`
+    naming the launch in its errors). The memory at `ctx` must outlive the call."""
+    from hlo_run.host_team import run_native
+
+    if not run_native(address, ctx, total, threads):
+        fn = _KERNEL_TYPE(address)
+        run_ranges(what, lambda lo, hi: fn(ctx, lo, hi), total, threads)
 
 
 def load_host_kernel(llvm_ir: str, name: str, opt_level: int = 2) -> HostKernel:

@@ -24,8 +24,8 @@ this module does not know the futex call of, or a forked child falls back to `ru
 
 from __future__ import annotations
 
+import atexit
 import ctypes
-import functools
 import os
 import threading
 import time
@@ -205,6 +205,7 @@ class _Team:
                                          name=f"host-team-{i}") for i in range(workers)]
         for t in self.threads:
             t.start()
+        atexit.register(lambda: os.getpid() == self.pid and self.close())  # not in a forked child
 
     def close(self) -> None:
         self.quit(self.address)
@@ -237,14 +238,6 @@ def team(workers: int) -> _Team | None:
         return _team
 
 
-@functools.lru_cache(maxsize=None)
-def _atexit_registered() -> bool:
-    import atexit
-
-    atexit.register(lambda: _team is not None and _team.pid == os.getpid() and _team.close())
-    return True
-
-
 def nap() -> None:
     """Let the team's spinning threads sleep now: Python threads are about to run ranges
     (`host_kernel.run_ranges`), and a spinning team thread would take one of their cores."""
@@ -253,18 +246,16 @@ def nap() -> None:
         t.job[NAP] = 1
 
 
-def run_native(what: str, fn: int, ctx: int, total: int, threads: int) -> bool:
+def run_native(fn: int, ctx: int, total: int, threads: int) -> bool:
     """Run fn(ctx, lo, hi) over ranges covering [0, total) on `threads` threads (the caller and
-    threads - 1 of the team); False when the team cannot take it (the caller then runs `what`, the
-    launch's name, through `host_kernel.run_ranges`). Ctrl-C stops the launch between ranges and is
-    raised here."""
+    threads - 1 of the team); False when the team cannot take it (`host_kernel.run_function` then
+    runs it through `run_ranges`). Ctrl-C stops the launch between ranges and is raised here."""
     from hlo_run.host_kernel import MIN_RANGE_SECONDS, RANGE_SECONDS
 
     threads = max(1, min(threads, total))
     t = team(threads - 1) if threads > 1 else None
     if t is None or not t.lock.acquire(blocking=False):
         return False
-    _atexit_registered()
     job, address = t.job, t.address
     try:
         job[FN], job[CTX], job[STOP], job[THREADS], job[NAP] = fn, ctx, 0, threads, 0

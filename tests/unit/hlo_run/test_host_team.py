@@ -62,7 +62,7 @@ def _launch(total: int, threads: int, sleep_us: int = 0,
     marks = np.zeros(total, np.int64)
     who = np.zeros(total, np.int64) if who is None else who
     ctx = np.array([marks.ctypes.data, sleep_us, who.ctypes.data], np.int64)
-    return host_team.run_native("test", _kernel(), ctx.ctypes.data, total, threads), marks
+    return host_team.run_native(_kernel(), ctx.ctypes.data, total, threads), marks
 
 
 pytestmark = pytest.mark.skipif(host_team.team(1) is None, reason="no futex call known for this CPU")
@@ -117,7 +117,7 @@ def test_ctrl_c_stops_a_long_launch_between_ranges():
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            host_team.run_native("test", _kernel(), ctx.ctypes.data, 2000, 2)
+            host_team.run_native(_kernel(), ctx.ctypes.data, 2000, 2)
     finally:
         timer.cancel()
     elapsed = time.perf_counter() - start
