@@ -34,6 +34,18 @@ def test_sgemm_matches_float64(m, k, n):
     _close(out, a.astype(np.float64) @ b, k)
 
 
+@pytest.mark.parametrize("k, n", [(9, 16), (KC + 3, 37), (2 * KC + 1, 100)])
+def test_scaled_and_biased_sums_in_whole_and_partial_vectors(k, n):
+    """alpha and bias on every column: whole vectors load the bias and the K blocks' partial sums
+    and store C plainly, a partial vector masked; a lane off by one would take a neighbour's bias.
+    The output's next row starts right after n: a store past it would show as a wrong value."""
+    m = 13
+    a, b, bias = _rand(m, k), _rand(k, n), _rand(n)
+    out = np.full((m, n), np.nan, np.float32)
+    sgemm_batched(a[None], b[None], out[None], alpha=0.25, bias=bias)
+    _close(out, (a.astype(np.float64) @ b) * 0.25 + bias, k)
+
+
 def test_sgemm_reads_strided_operands_and_writes_a_strided_view():
     a, b = _rand(40, 70)[:, ::2], _rand(50, 35).T  # a: column stride 2; b: transposed
     big = np.full((60, 80), -1.0, np.float32)
