@@ -176,6 +176,12 @@ def compile_host_module(llvm_ir: str, opt_level: int = 2, specialize: bool = Tru
     engine.finalize_object()
     compiled = _Compiled(engine, module, key)
     with _lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            # Another thread compiled the same module meanwhile and may be running it: replacing
+            # its entry freed that code under it (a crash of two threads launching one kernel).
+            _cache.move_to_end(key)
+            return hit
         _cache[key] = compiled
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)

@@ -6,6 +6,7 @@ sleep on its futex wakes it."""
 from __future__ import annotations
 
 import _thread
+import functools
 import threading
 import time
 
@@ -53,8 +54,13 @@ d:
 """
 
 
+@functools.lru_cache(maxsize=None)
+def _compiled():
+    return compile_host_module(_IR)  # held here: the JIT's cache may drop it while a launch runs
+
+
 def _kernel() -> int:
-    return compile_host_module(_IR).engine.get_function_address("k")
+    return _compiled().engine.get_function_address("k")
 
 
 def _launch(total: int, threads: int, sleep_us: int = 0,
@@ -136,3 +142,23 @@ def test_a_launch_wakes_a_team_that_went_to_sleep():
     ran, marks = _launch(2000, 2, sleep_us=100, who=who)
     assert ran and (marks == 1).all()
     assert len(set(who.tolist())) == 2
+
+
+def test_threads_compiling_one_module_at_once_get_the_same_code():
+    """Two threads that miss the JIT's cache on the same module both compile it; the second to
+    finish gets the first one's (which that thread may already be running), and the code of the
+    first is not freed under it: replacing the cache entry did, and two threads launching one
+    kernel crashed."""
+    ir = _IR.replace("define void @k(", "define void @k_twice(")
+    barrier, got = threading.Barrier(2), []
+
+    def compile_it():
+        barrier.wait()
+        got.append(compile_host_module(ir))
+
+    workers = [threading.Thread(target=compile_it) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert got[0] is got[1]
