@@ -180,3 +180,26 @@ def test_function_named_like_the_kernel() -> None:
     out = np.zeros(4, np.int32)
     load_host_kernel(lower_to_host(k), "add")([out], 1)
     assert list(out) == [0, 2, 4, 6] and "define ptx_kernel void @add(" in lower_to_nvptx(k)
+
+
+@pytest.mark.parametrize("op, interleaved", [("exp", True), ("tanh", True), ("negf", False)])
+def test_thread_loops_with_long_math_are_vectorized_two_vectors_deep(op: str, interleaved: bool) -> None:
+    """A phase that computes an inline polynomial (exp, tanh, ...) asks LLVM for an interleave count
+    of 2: its own choice for such bodies spilled on 16-register AVX2 cores. Other loops keep
+    LLVM's choice. Both compute the same values."""
+    k = parse_kernel(f"""kernel @k grid = [1, 1, 1] block = [128, 1, 1] {{
+  param @arg0 : f32[128]
+  param @arg1 : f32[128] written
+  %th_x = thread_id {{dim = x, range = [0, 127]}} : index
+  %0 = load @arg0 %th_x : f32
+  %1 = {op} %0 : f32
+  store @arg1 %1, %th_x
+}}
+""")
+    ir = lower_to_host(k)
+    assert ('!"llvm.loop.interleave.count", i32 2' in ir) == interleaved
+    x = np.linspace(-3, 3, 128, dtype=np.float32)
+    out = np.empty_like(x)
+    load_host_kernel(ir, "k")([x, out], 1)
+    want = {"exp": np.exp, "tanh": np.tanh, "negf": np.negative}[op](x.astype(np.float64))
+    np.testing.assert_allclose(out, want, rtol=3e-7, atol=0)
