@@ -73,12 +73,7 @@ def _microkernel(mr: int, nr: int, packed: bool = False) -> list[str]:
     for i in range(mr):  # rows past mv read row 0 (always valid) and are not stored
         out += [f"  %ok{i} = icmp slt i64 {i}, %mv", f"  %ri{i} = select i1 %ok{i}, i64 {i}, i64 0",
                 f"  %ro{i} = mul i64 %ri{i}, %lda", f"  %ap{i} = getelementptr float, ptr %a, i64 %ro{i}"]
-    out += ["  br i1 %pf, label %prefetch, label %tap", "prefetch:"]
-    for i in range(mr):  # the tile's lines of C, fetched for writing while the k loop runs
-        out += [f"  %pfo{i} = mul i64 %ri{i}, %ldc", f"  %pfr{i} = getelementptr float, ptr %c, i64 %pfo{i}"]
-        for j in range(nr // 16):
-            out += [f"  %pfq{i}_{j} = getelementptr float, ptr %pfr{i}, i64 {16 * j}",
-                    f"  call void @llvm.prefetch.p0(ptr %pfq{i}_{j}, i32 1, i32 3, i32 1)"]
+    out += ["  br i1 %pf, label %prefetch, label %tap", "prefetch:", *_prefetch_c(mr, nr)]
     out += ["  br label %tap", "tap:", "  %t = phi i64 [0, %entry], [0, %prefetch], [%t1, %tap_end]",
             "  %bt = phi ptr [%bp, %entry], [%bp, %prefetch], [%bnext, %tap_end]"]
     out += [f"  %s{i}_{j} = phi {_VF} [zeroinitializer, %entry], [zeroinitializer, %prefetch], "
@@ -107,6 +102,17 @@ def _microkernel(mr: int, nr: int, packed: bool = False) -> list[str]:
             "  br i1 %tmore, label %tap, label %store",
             "store:"]
     return out + _store_tile(mr, nr) + ["}"]
+
+
+def _prefetch_c(mr: int, nr: int) -> list[str]:
+    """The tile's lines of C (valid rows), fetched for writing while the k loop runs."""
+    out = []
+    for i in range(mr):
+        out += [f"  %pfo{i} = mul i64 %ri{i}, %ldc", f"  %pfr{i} = getelementptr float, ptr %c, i64 %pfo{i}"]
+        for j in range(nr // 16):
+            out += [f"  %pfq{i}_{j} = getelementptr float, ptr %pfr{i}, i64 {16 * j}",
+                    f"  call void @llvm.prefetch.p0(ptr %pfq{i}_{j}, i32 1, i32 3, i32 1)"]
+    return out
 
 
 def _store_tile(mr: int, nr: int) -> list[str]:
@@ -208,26 +214,7 @@ def _gemm(mr: int, nr: int) -> list[str]:
         "  %bpp = getelementptr float, ptr %bp, i64 %boff",
         "  %ak = getelementptr float, ptr %a, i64 %kb",
         "  %kbo = mul i64 %kb, %mpad", "  %akp = getelementptr float, ptr %apk, i64 %kbo",
-        "  br label %i_loop",
-        "i_loop:",
-        "  %i = phi i64 [0, %kb_loop], [%i1, %i_next]",
-        "  %arow = mul i64 %i, %lda", "  %ap = getelementptr float, ptr %ak, i64 %arow",
-        "  %aprow = mul i64 %i, %kc", "  %app = getelementptr float, ptr %akp, i64 %aprow",
-        "  %crow = mul i64 %i, %ldd", "  %cp = getelementptr float, ptr %dst, i64 %crow",
-        f"  %orow = mul i64 %i, {nr}", "  %op = getelementptr float, ptr %acc, i64 %orow",
-        "  %mv = sub i64 %m, %i",
-        "  br i1 %packed, label %tile_p, label %tile_r",
-        "tile_p:",
-        "  call void @mkp(ptr %app, i64 1, ptr @zero_tap, i64 1, i64 %kc, ptr %bpp, ptr %cp, i64 %ldd, "
-        f"ptr %op, i64 {nr}, i64 %mv, i64 %nv, i1 %accum, float %alk, ptr %bjp, i1 %ntk, i1 %pfk)",
-        "  br label %i_next",
-        "tile_r:",
-        "  call void @mk(ptr %ap, i64 %lda, ptr @zero_tap, i64 1, i64 %kc, ptr %bpp, ptr %cp, i64 %ldd, "
-        f"ptr %op, i64 {nr}, i64 %mv, i64 %nv, i1 %accum, float %alk, ptr %bjp, i1 %ntk, i1 %pfk)",
-        "  br label %i_next",
-        "i_next:",
-        f"  %i1 = add i64 %i, {mr}", "  %imore = icmp slt i64 %i1, %m",
-        "  br i1 %imore, label %i_loop, label %kb_next",
+        "  br label %i_loop", *_gemm_tiles(mr, nr),
         "kb_next:",
         "  %kb1 = add i64 %kb, %kc", "  %kbmore = icmp slt i64 %kb1, %k",
         "  br i1 %kbmore, label %kb_loop, label %j_next",
@@ -284,6 +271,28 @@ def _pack_a(mr: int) -> list[str]:
         "  %kb1 = add i64 %kb, %kc", "  %kbmore = icmp slt i64 %kb1, %k",
         "  br i1 %kbmore, label %kb_loop, label %done",
         "done:", "  ret void", "}",
+    ]
+
+
+def _gemm_tiles(mr: int, nr: int) -> list[str]:
+    """`@gemm`'s loop over the MR-row tiles of a panel's K block: A's rows in place (`@mk`) or
+    packed (`@mkp`), the sums to C (the last K block) or to the thread's tile."""
+    args = (f"ptr @zero_tap, i64 1, i64 %kc, ptr %bpp, ptr %cp, i64 %ldd, ptr %op, i64 {nr}, i64 %mv, "
+            "i64 %nv, i1 %accum, float %alk, ptr %bjp, i1 %ntk, i1 %pfk")
+    return [
+        "i_loop:",
+        "  %i = phi i64 [0, %kb_loop], [%i1, %i_next]",
+        "  %arow = mul i64 %i, %lda", "  %ap = getelementptr float, ptr %ak, i64 %arow",
+        "  %aprow = mul i64 %i, %kc", "  %app = getelementptr float, ptr %akp, i64 %aprow",
+        "  %crow = mul i64 %i, %ldd", "  %cp = getelementptr float, ptr %dst, i64 %crow",
+        f"  %orow = mul i64 %i, {nr}", "  %op = getelementptr float, ptr %acc, i64 %orow",
+        "  %mv = sub i64 %m, %i",
+        "  br i1 %packed, label %tile_p, label %tile_r",
+        "tile_p:", f"  call void @mkp(ptr %app, i64 1, {args})", "  br label %i_next",
+        "tile_r:", f"  call void @mk(ptr %ap, i64 %lda, {args})", "  br label %i_next",
+        "i_next:",
+        f"  %i1 = add i64 %i, {mr}", "  %imore = icmp slt i64 %i1, %m",
+        "  br i1 %imore, label %i_loop, label %kb_next",
     ]
 
 
