@@ -10,7 +10,8 @@ with the two compilers as subprocesses (their wall and user-CPU seconds are prin
 manifest into hlo-run's host platform in this process (the one-time JIT compile, timed), makes
 the arguments once from seed 0 (hlo-run's rule) and times the host run, the interpreter (on the
 original module, as bench_interpreter.py does) and XLA:CPU (`hlo_run.xla_cpu`, compiled once) on
-the same inputs: one warm-up run each, then the best wall time of `--repeats` runs. With IREE
+the same inputs: one warm-up run each, then the best wall time of `--repeats` runs, the host's
+and XLA:CPU's alternating (`timed_together`: a shared machine's drift meets both). With IREE
 installed (`bench/iree_cpu.py`, a bench-only dependency) a third table adds IREE's llvm-cpu
 backend on the same module and inputs. Host times
 exclude compilation. `user` columns are the least CPU seconds of a run (all threads of this
@@ -68,6 +69,24 @@ def timed(fn, repeats: int) -> tuple[float, float, object]:
         walls.append(time.perf_counter() - start)
         users.append(_user() - u)
     return min(walls), min(users), result
+
+
+def timed_together(fns: dict[str, object], repeats: int) -> dict[str, tuple[float, float, object]]:
+    """`timed` of several functions, their runs alternating (a warm-up each, then one run of each
+    in turn, `repeats` rounds): on a shared virtual machine whose speed drifts for seconds at a
+    time (2-core Zen 3, 2026-11-29: the same kernel 9.4 or 14.5 ms a run, by the minute), the host
+    and XLA:CPU then meet the same drift instead of one timing a slow minute and the other a fast
+    one."""
+    results = {name: fn() for name, fn in fns.items()}
+    walls: dict[str, list[float]] = {name: [] for name in fns}
+    users: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            u, start = _user(), time.perf_counter()
+            results[name] = fn()
+            walls[name].append(time.perf_counter() - start)
+            users[name].append(_user() - u)
+    return {name: (min(walls[name]), min(users[name]), results[name]) for name in fns}
 
 
 def run_tool(args: list[str], data: bytes) -> tuple[bytes, float, float]:
@@ -132,11 +151,22 @@ def bench_module(path: Path, repeats: int) -> dict:
     u, start = _user(), time.perf_counter()
     exe = HostBackend().load(program)
     row["jit_s"], row["jit_user"] = time.perf_counter() - start, _user() - u
-    row["host_s"], row["host_user"], host = timed(lambda: exe.run(args), repeats)
+    row["xla_s"] = row["xla_user"] = row["err_xla"] = float("nan")
+    runs = {"host": lambda: exe.run(args)}
+    try:
+        xla = XlaCpuExecutable.compile(reference)
+        runs["xla"] = lambda: xla.run(args)
+    except Exception as exc:  # noqa: BLE001 - no jax, or a jax that rejects the module: n/a
+        print(f"{path.name}: XLA:CPU failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
+              file=sys.stderr)
+    together = timed_together(runs, repeats)  # host and XLA:CPU alternate
+    row["host_s"], row["host_user"], host = together["host"]
     row["profile"] = exe.profile()
+    if "xla" in together:
+        row["xla_s"], row["xla_user"], xla_out = together["xla"]
+        row["err_xla"] = max_error(host, xla_out)
     row["interp_s"], row["interp_user"], expected = timed(lambda: evaluate(module, args), repeats)
     row["err_interp"] = max_error(host, expected)
-    row["xla_s"] = row["xla_user"] = row["err_xla"] = float("nan")
     row["iree_s"] = row["iree_user"] = float("nan")
     if iree_cpu.available():
         try:
@@ -145,13 +175,6 @@ def bench_module(path: Path, repeats: int) -> dict:
         except Exception as exc:  # noqa: BLE001 - IREE rejects the module: n/a
             print(f"{path.name}: IREE failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
                   file=sys.stderr)
-    try:
-        xla = XlaCpuExecutable.compile(reference)
-        row["xla_s"], row["xla_user"], xla_out = timed(lambda: xla.run(args), repeats)
-        row["err_xla"] = max_error(host, xla_out)
-    except Exception as exc:  # noqa: BLE001 - no jax, or a jax that rejects the module: n/a
-        print(f"{path.name}: XLA:CPU failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
-              file=sys.stderr)
     return row
 
 

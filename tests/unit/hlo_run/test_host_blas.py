@@ -119,19 +119,25 @@ def test_direct_convolution_matches_float64(x_shape, w_shape, strides, dilations
     assert np.array_equal(one, out)
 
 
-def test_the_jit_packs_b_as_numpy_packs_it():
+@pytest.mark.parametrize("panels", [3, 9])
+@pytest.mark.parametrize("bf16", [False, True])
+def test_the_jit_packs_b_as_numpy_packs_it(panels, bf16):
     """The JIT's `pack` (rows contiguous, n a multiple of NR), K block by K block on two threads,
     lays B out as pack_panels does, from a strided stack (rows wider than n, a batch of
-    transposed order)."""
+    transposed order), f32 or bf16 (widened); panels a group at a time, then one by one."""
+    import ml_dtypes
+
     from hlo_run.host_blas import _kernels, _pack_all, pack_panels
 
     nr = _kernels()[1]
-    k, n = KC + 37, 3 * nr
+    k, n = KC + 37, panels * nr
     wide = np.random.default_rng(3).standard_normal((2, 3, k, n + 5)).astype(np.float32)
+    if bf16:
+        wide = wide.astype(ml_dtypes.bfloat16)
     b = wide[..., :n].transpose(1, 0, 2, 3)  # [3, 2, k, n]: batch strides out of order, rows n + 5 apart
     per = k * n
     got = _pack_all(b, nr, per, threads=2)
-    want = np.concatenate([pack_panels(np.ascontiguousarray(b[i, j]), nr)
+    want = np.concatenate([pack_panels(np.ascontiguousarray(b[i, j], np.float32), nr)
                            for i in range(3) for j in range(2)])
     assert np.array_equal(got, want)
 
