@@ -38,8 +38,7 @@ UNITS_PER_THREAD = 4  # a GEMM is split into at least this many units (row chunk
 _I64 = ctypes.c_int64
 _P = ctypes.c_void_p
 _GEMM = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _P, _I64, _I64, _I64, ctypes.c_float, _P, ctypes.c_bool,
-                         _P, _P)
-PACK_A_BYTES = 512 << 10  # the most a unit's packed rows of A take (on the thread's stack)
+                         _P)
 _ROUND = ctypes.CFUNCTYPE(None, _P, _P, _I64)
 _WIDEN = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
 
@@ -222,7 +221,7 @@ def _run_split(split: _Split, out: np.ndarray, m: int, alpha: float, epilogue, t
         _run_job("the host GEMM", _kernels().units_job,
                  [pas.ctypes.data, pcs.ctypes.data, split.pb, split.per, split.pbias or 0, split.lda,
                   split.ldc, split.k, m, split.n, split.rows, split.cols, split.chunks, split.groups,
-                  int(np.float32(alpha).view(np.uint32)), int(nt), int(split.pack_a)], split.units, threads)
+                  int(np.float32(alpha).view(np.uint32)), int(nt)], split.units, threads)
         return
 
     def run_split(lo: int, hi: int) -> None:
@@ -244,7 +243,6 @@ class _Split:
         self.units, self.per = len(self.pas) * chunks * groups, bp.size // len(self.pas)
         self.lda, self.ldc = a.strides[-2] // self.asize, out.strides[-2] // 4
         self.pbias = None if bias is None else bias.ctypes.data
-        self.pack_a = packs_a(rows, k, min(cols, n))
         self.keep = (bp, bias)  # alive while the units run
 
     def run(self, lo: int, hi: int, m: int, alpha: float, epilogue, nt: bool) -> None:
@@ -252,7 +250,6 @@ class _Split:
         blas, k, n = _kernels(), self.k, self.n
         sums = _thread_rows("c", self.rows * n) if epilogue else None
         wide = _thread_rows("a", self.rows * k) if self.asize == 2 else None
-        apk = _thread_rows("apk", self.rows * k).ctypes.data if self.pack_a else None
         for u in range(lo, hi):
             i, rest = divmod(u, self.chunks * self.groups)
             chunk, g = divmod(rest, self.groups)
@@ -267,19 +264,9 @@ class _Split:
             else:
                 pc, ldc = self.pcs[i] + 4 * (r0 * self.ldc + j0), self.ldc
             blas.gemm(pa, lda, self.pb + 4 * (i * self.per + j0 * k), k, pc, ldc, r1 - r0, j1 - j0, alpha,
-                      self.pbias and self.pbias + 4 * j0, nt, _tile(blas.mr, blas.nr), apk)
+                      self.pbias and self.pbias + 4 * j0, nt, _tile(blas.mr, blas.nr))
             if epilogue:
                 epilogue(i, r0, r1, sums[:(r1 - r0) * n].reshape(r1 - r0, n))
-
-
-def packs_a(rows: int, k: int, cols: int) -> bool:
-    """Whether a unit (`rows` rows of A, k deep, `cols` columns of C) packs its rows of A first
-    (`@pack_a`): on a CPU without AVX-512 (on Zen 3 a unit's A rows 2 KiB apart ran 15-20% slower
-    in place; on the AVX-512 machines of the sixth round packing A bought nothing), where the
-    copy is read by four panels or more and fits the thread's stack (PACK_A_BYTES)."""
-    from hlo_run.host_kernel import has_avx512
-
-    return not has_avx512() and cols >= 4 * _kernels().nr and 4 * rows * k <= PACK_A_BYTES
 
 
 def _streams(out: np.ndarray, ldc: int, pcs: list[int]) -> bool:

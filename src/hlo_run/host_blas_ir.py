@@ -14,14 +14,13 @@ cin its input features); B is then the kernel as [taps * cin, output features]. 
 (fewer rows or columns) read a valid row instead and skip their stores (masked for columns).
 
     void @gemm(ptr a, i64 lda, ptr bp, i64 k, ptr c, i64 ldc, i64 m, i64 n, float alpha, ptr bias,
-               i1 nt, ptr acc, ptr apk)
+               i1 nt, ptr acc)
         C[m, n] = A[m, k] B[k, n] in K blocks of KC (bp: B packed per panel, k x NR floats each), each
         finished value then times alpha plus bias[n] (bias null: none), a GEMM fusion's
         epilogue `add(multiply(dot, alpha), bias)` rounded as its two ops round. The K blocks
         before the last sum into acc (the thread's tile: m x NR floats, m <= 96), so C is written
         once; nt: by streaming stores (C and its rows 64-byte aligned), then a fence; otherwise
-        the last K block prefetches each tile's lines of C for writing; apk (not null): A's rows
-        packed there first (tiles of MR rows, k-major: mpad x k floats, mpad = m rounded up to MR)
+        the last K block prefetches each tile's lines of C for writing
     void @units_job(ptr ctx, i64 lo, i64 hi), @pack_job, @pack_t_job, @conv_job
         @gemm on the units of a split product, @pack, @pack_t and @conv_rows over ranges, as the
         host team calls them (their arguments at ctx; hlo_run.host_blas_jobs)
@@ -56,18 +55,16 @@ def tile(avx512: bool) -> tuple[int, int]:
     return (12, 32) if avx512 else (6, 16)
 
 
-def _microkernel(mr: int, nr: int, packed: bool = False) -> list[str]:
+def _microkernel(mr: int, nr: int) -> list[str]:
     """`@mk(a, lda, taps, ntaps, cin, bp, c, ldc, co, ldo, mv, nv, accum, alpha, bias, nt, pf)`: one
     mr x nr tile (mv, nv: the valid rows and columns; accum: add the old values at co (rows ldo
     apart) to the sums; each value stored at c is (sum * alpha) + bias[column], which alpha 1 and
     a bias of -0.0 leave exact; nt: whole vectors go to c by streaming stores, c 64-byte aligned;
     pf: the tile's lines of c are prefetched for writing before the k loop, so the stores after it
     find them in cache: a product whose C is not in cache stalled on the 24 lines' reads for
-    ownership at each tile's end, 2-5% of a [512, 1536] product on one thread). `@mkp` (packed): the
-    same on a tile of A packed by `@pack_a`, element (i, k) at a + k * MR + i (lda 1, one tap)."""
+    ownership at each tile's end, 2-5% of a [512, 1536] product on one thread)."""
     acc = [(i, j) for i in range(mr) for j in range(nr // 16)]
-    name = "mkp" if packed else "mk"
-    out = [f"define internal void @{name}(ptr noalias %a, i64 %lda, ptr noalias %taps, i64 %ntaps, i64 %cin, "
+    out = ["define internal void @mk(ptr noalias %a, i64 %lda, ptr noalias %taps, i64 %ntaps, i64 %cin, "
            "ptr noalias %bp, ptr noalias %c, i64 %ldc, ptr noalias %co, i64 %ldo, i64 %mv, i64 %nv, "
            "i1 %accum, float %alpha, ptr noalias %bias, i1 %nt, i1 %pf) alwaysinline {",
            "entry:"]
@@ -83,13 +80,13 @@ def _microkernel(mr: int, nr: int, packed: bool = False) -> list[str]:
     out += [f"  %at{i} = getelementptr float, ptr %ap{i}, i64 %off" for i in range(mr)]
     out += ["  br label %kl", "kl:", "  %k = phi i64 [0, %tap], [%k1, %kl]"]
     out += [f"  %p{i}_{j} = phi {_VF} [%s{i}_{j}, %tap], [%n{i}_{j}, %kl]" for i, j in acc]
-    out += [f"  %bo = mul i64 %k, {nr}", f"  %ka = mul i64 %k, {mr if packed else 1}"]
+    out += [f"  %bo = mul i64 %k, {nr}"]
     for j in range(nr // 16):
         out += [f"  %bq{j} = getelementptr float, ptr %bt, i64 %bo",
                 f"  %bv{j}p = getelementptr float, ptr %bq{j}, i64 {16 * j}",
                 f"  %b{j} = load {_VF}, ptr %bv{j}p, align 4"]
     for i in range(mr):
-        out += [f"  %aq{i} = getelementptr float, ptr %at{i}, i64 %ka",
+        out += [f"  %aq{i} = getelementptr float, ptr %at{i}, i64 %k",
                 f"  %as{i} = load float, ptr %aq{i}, align 4",
                 f"  %ai{i} = insertelement {_VF} poison, float %as{i}, i64 0",
                 f"  %av{i} = shufflevector {_VF} %ai{i}, {_VF} poison, <16 x i32> zeroinitializer"]
@@ -183,18 +180,13 @@ def _overwrite(tag: str, j: int, value: str, q: str) -> list[str]:
 def _gemm(mr: int, nr: int) -> list[str]:
     """C's NR-column panels one after another, the K blocks of each panel inside: a panel's C
     tiles (a row block's: 96 x 32 floats) stay in L1/L2 over its K blocks, where sweeping every
-    panel per K block moved the whole row block of C (96 x n floats) through L2 once per block.
-    With %apk (not null), A's m rows are first packed there (`@pack_a`) and every tile read as one
-    stream (`@mkp`)."""
+    panel per K block moved the whole row block of C (96 x n floats) through L2 once per block."""
     return [
         "define void @gemm(ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %m, i64 %n, "
-        "float %alpha, ptr %bias, i1 %nt, ptr %acc, ptr %apk) {",
-        "entry:", "  %hasbias = icmp ne ptr %bias, null", "  %packed = icmp ne ptr %apk, null",
-        f"  %mt = add i64 %m, {mr - 1}", f"  %tiles = udiv i64 %mt, {mr}", f"  %mpad = mul i64 %tiles, {mr}",
-        "  br i1 %packed, label %pack, label %j_loop",
-        "pack:", "  call void @pack_a(ptr %a, i64 %lda, i64 %m, i64 %k, ptr %apk)", "  br label %j_loop",
+        "float %alpha, ptr %bias, i1 %nt, ptr %acc) {",
+        "entry:", "  %hasbias = icmp ne ptr %bias, null", "  br label %j_loop",
         "j_loop:",
-        "  %j = phi i64 [0, %entry], [0, %pack], [%j1, %j_next]",
+        "  %j = phi i64 [0, %entry], [%j1, %j_next]",
         f"  %pan = udiv i64 %j, {nr}", "  %nv = sub i64 %n, %j",
         "  %bj = getelementptr float, ptr %bias, i64 %j",
         "  %cj = getelementptr float, ptr %c, i64 %j",
@@ -214,7 +206,6 @@ def _gemm(mr: int, nr: int) -> list[str]:
         "  %boff = add i64 %bkoff, %poff",
         "  %bpp = getelementptr float, ptr %bp, i64 %boff",
         "  %ak = getelementptr float, ptr %a, i64 %kb",
-        "  %kbo = mul i64 %kb, %mpad", "  %akp = getelementptr float, ptr %apk, i64 %kbo",
         "  br label %i_loop", *_gemm_tiles(mr, nr),
         "kb_next:",
         "  %kb1 = add i64 %kb, %kc", "  %kbmore = icmp slt i64 %kb1, %k",
@@ -229,22 +220,18 @@ def _gemm(mr: int, nr: int) -> list[str]:
 
 
 def _gemm_tiles(mr: int, nr: int) -> list[str]:
-    """`@gemm`'s loop over the MR-row tiles of a panel's K block: A's rows in place (`@mk`) or
-    packed (`@mkp`), the sums to C (the last K block) or to the thread's tile."""
+    """`@gemm`'s loop over the MR-row tiles of a panel's K block, the sums to C (the last K block)
+    or to the thread's tile."""
     args = (f"ptr @zero_tap, i64 1, i64 %kc, ptr %bpp, ptr %cp, i64 %ldd, ptr %op, i64 {nr}, i64 %mv, "
             "i64 %nv, i1 %accum, float %alk, ptr %bjp, i1 %ntk, i1 %pfk")
     return [
         "i_loop:",
-        "  %i = phi i64 [0, %kb_loop], [%i1, %i_next]",
+        "  %i = phi i64 [0, %kb_loop], [%i1, %i_loop]",
         "  %arow = mul i64 %i, %lda", "  %ap = getelementptr float, ptr %ak, i64 %arow",
-        "  %aprow = mul i64 %i, %kc", "  %app = getelementptr float, ptr %akp, i64 %aprow",
         "  %crow = mul i64 %i, %ldd", "  %cp = getelementptr float, ptr %dst, i64 %crow",
         f"  %orow = mul i64 %i, {nr}", "  %op = getelementptr float, ptr %acc, i64 %orow",
         "  %mv = sub i64 %m, %i",
-        "  br i1 %packed, label %tile_p, label %tile_r",
-        "tile_p:", f"  call void @mkp(ptr %app, i64 1, {args})", "  br label %i_next",
-        "tile_r:", f"  call void @mk(ptr %ap, i64 %lda, {args})", "  br label %i_next",
-        "i_next:",
+        f"  call void @mk(ptr %ap, i64 %lda, {args})",
         f"  %i1 = add i64 %i, {mr}", "  %imore = icmp slt i64 %i1, %m",
         "  br i1 %imore, label %i_loop, label %kb_next",
     ]
@@ -358,9 +345,8 @@ def blas_module(mr: int, nr: int) -> str:
         f"@neg_zero = private constant [{nr} x float] [{', '.join(['float -0.0'] * nr)}]",
     ]
     from hlo_run.host_blas_jobs import conv_job, pack_jobs, units_job
-    from hlo_run.host_blas_pack_ir import pack_a_ir, pack_ir, pack_t_ir
+    from hlo_run.host_blas_pack_ir import pack_ir, pack_t_ir
 
-    parts = [_microkernel(mr, nr), _microkernel(mr, nr, packed=True), pack_a_ir(mr), _gemm(mr, nr),
-             units_job(mr, nr), pack_jobs(nr), conv_job(), _conv_rows(mr, nr), pack_ir(nr),
+    parts = [_microkernel(mr, nr), _gemm(mr, nr), units_job(mr, nr), pack_jobs(nr), conv_job(), _conv_rows(mr, nr), pack_ir(nr),
              pack_ir(nr, bf16=True), pack_t_ir(nr), _widen_rows(), _round_bf16()]
     return "\n".join(head + [line for part in parts for line in part]) + "\n"

@@ -19,11 +19,11 @@ def _ctx_words(n: int) -> list[str]:
 def units_job(mr: int, nr: int) -> list[str]:
     """`@units_job(ctx, lo, hi)`: `@gemm` on units [lo, hi) of a split product (hlo_run.host_blas's
     `_Split`: unit u is matrix u / (chunks groups), row chunk (u / groups) % chunks, column group u
-    % groups), ctx 17 words: the matrices' A and C addresses (two tables), packed B, floats a
+    % groups), ctx 16 words: the matrices' A and C addresses (two tables), packed B, floats a
     packed matrix, bias (0: none), lda, ldc, k, m, n, rows and columns a unit, chunks, groups,
-    alpha's bits, nt, pack A (`@gemm`'s apk); the K blocks' tile and the packed rows of A on this
-    thread's stack. Python built a table of the units' addresses before (~30 us a GEMM)."""
-    words = _ctx_words(17)
+    alpha's bits, nt; the K blocks' tile on this thread's stack. Python built a table of the units'
+    addresses before (~30 us a GEMM)."""
+    words = _ctx_words(16)
     decode = [
         "  %cg = mul i64 %w12, %w13", "  %i = udiv i64 %u, %cg", "  %rest = urem i64 %u, %cg",
         "  %chunk = udiv i64 %rest, %w13", "  %g = urem i64 %rest, %w13",
@@ -46,8 +46,6 @@ def units_job(mr: int, nr: int) -> list[str]:
     return [
         "define void @units_job(ptr %ctx, i64 %lo, i64 %hi) {", "entry:",
         f"  %acc = alloca [{mr * ROW_TILES * nr} x float], align 64", *words,
-        "  %pk = icmp ne i64 %w16, 0", "  %apn = mul i64 %w10, %w7", "  %aps = select i1 %pk, i64 %apn, i64 1",
-        "  %apa = alloca float, i64 %aps, align 64", "  %apk = select i1 %pk, ptr %apa, ptr null",
         "  %pas = inttoptr i64 %w0 to ptr", "  %pcs = inttoptr i64 %w1 to ptr",
         "  %pb = inttoptr i64 %w2 to ptr", "  %bias = inttoptr i64 %w4 to ptr",
         "  %hasbias = icmp ne i64 %w4, 0",
@@ -56,7 +54,7 @@ def units_job(mr: int, nr: int) -> list[str]:
         "  %any = icmp slt i64 %lo, %hi", "  br i1 %any, label %loop, label %done",
         "loop:", "  %u = phi i64 [%lo, %entry], [%u1, %loop]", *decode,
         "  call void @gemm(ptr %ap, i64 %w5, ptr %bp, i64 %w7, ptr %cp, i64 %w6, i64 %rows, i64 %cols, "
-        "float %alpha, ptr %bu, i1 %nt, ptr %acc, ptr %apk)",
+        "float %alpha, ptr %bu, i1 %nt, ptr %acc)",
         "  %u1 = add i64 %u, 1", "  %more = icmp slt i64 %u1, %hi", "  br i1 %more, label %loop, label %done",
         "done:", "  ret void", "}",
     ]

@@ -1,61 +1,13 @@
 """The LLVM IR of the host GEMM's packing functions (hlo_run.host_blas_ir's module holds them):
 `@pack` / `@pack_bf16` lay B's rows out in NR-column panels, `@pack_t` the same from B given by its
-columns, `@pack_a` a unit's rows of A in MR-row tiles. host_blas_ir documents their signatures.
+columns. host_blas_ir documents their signatures.
 """
 
 from __future__ import annotations
 
-from hlo_run.host_blas_ir import KC
-
 PACK_ROW_BYTES = 256  # `@pack` reads this much of a row of B (a group of panels) at a time
 _VF = "<16 x float>"
 
-
-def pack_a_ir(mr: int) -> list[str]:
-    """`@pack_a(a, lda, m, k, dst)`: A's m rows (lda floats apart) as `@mkp` reads them: per K block
-    of KC, the MR-row tiles one after another, each k-major (MR floats a k: element (i, k) of a
-    tile at k * MR + i); block kb at dst + kb * mpad (m rounded up to MR), rows past m as zeros.
-    A tile's A then streams from one place instead of MR rows lda floats apart: rows a multiple
-    of 2 KiB apart share a few L1 sets with the K block of packed B the tile reads, and on a
-    Zen 3 core a [48, 512] x [512, 2048] unit ran at 68 GFLOPS that way against 86 packed."""
-    rows = [line for r in range(mr) for line in (
-        f"  %row{r} = add i64 %t0, {r}", f"  %ok{r} = icmp slt i64 %row{r}, %m",
-        f"  %rr{r} = select i1 %ok{r}, i64 %row{r}, i64 0", f"  %ro{r} = mul i64 %rr{r}, %lda",
-        f"  %src{r} = getelementptr float, ptr %ak, i64 %ro{r}")]
-    copy = [line for r in range(mr) for line in (
-        f"  %sp{r} = getelementptr float, ptr %src{r}, i64 %kk", f"  %x{r} = load float, ptr %sp{r}, align 4",
-        f"  %v{r} = select i1 %ok{r}, float %x{r}, float 0.0",
-        f"  %dp{r} = getelementptr float, ptr %dk, i64 {r}", f"  store float %v{r}, ptr %dp{r}, align 4")]
-    return [
-        "define internal void @pack_a(ptr noalias %a, i64 %lda, i64 %m, i64 %k, ptr noalias %dst) {",
-        "entry:", f"  %mt = add i64 %m, {mr - 1}", f"  %tiles = udiv i64 %mt, {mr}",
-        f"  %mpad = mul i64 %tiles, {mr}", "  %anyk = icmp sgt i64 %k, 0", "  %anym = icmp sgt i64 %m, 0",
-        "  %go = and i1 %anyk, %anym", "  br i1 %go, label %kb_loop, label %done",
-        "kb_loop:",
-        "  %kb = phi i64 [0, %entry], [%kb1, %kb_next]",
-        "  %krest = sub i64 %k, %kb", f"  %kc0 = icmp slt i64 %krest, {KC}",
-        f"  %kc = select i1 %kc0, i64 %krest, i64 {KC}",
-        "  %ak = getelementptr float, ptr %a, i64 %kb",
-        "  %boff = mul i64 %kb, %mpad", "  %db = getelementptr float, ptr %dst, i64 %boff",
-        "  br label %t_loop",
-        "t_loop:",
-        "  %t = phi i64 [0, %kb_loop], [%t1, %t_next]",
-        f"  %t0 = mul i64 %t, {mr}", "  %toff = mul i64 %t0, %kc",
-        "  %dt = getelementptr float, ptr %db, i64 %toff", *rows,
-        "  br label %k_loop",
-        "k_loop:",
-        "  %kk = phi i64 [0, %t_loop], [%kk1, %k_loop]",
-        f"  %dko = mul i64 %kk, {mr}", "  %dk = getelementptr float, ptr %dt, i64 %dko", *copy,
-        "  %kk1 = add i64 %kk, 1", "  %kmore = icmp slt i64 %kk1, %kc",
-        "  br i1 %kmore, label %k_loop, label %t_next",
-        "t_next:",
-        "  %t1 = add i64 %t, 1", "  %tmore = icmp slt i64 %t1, %tiles",
-        "  br i1 %tmore, label %t_loop, label %kb_next",
-        "kb_next:",
-        "  %kb1 = add i64 %kb, %kc", "  %kbmore = icmp slt i64 %kb1, %k",
-        "  br i1 %kbmore, label %kb_loop, label %done",
-        "done:", "  ret void", "}",
-    ]
 
 def _pack_copy(nr: int, el: str, bf16: bool, group: int, tag: str) -> list[str]:
     """One row (k) of `group` panels: srow (B's row at the group's first column) to each panel's

@@ -263,28 +263,3 @@ def test_the_python_ranges_give_the_bits_of_the_native_team(monkeypatch):
     monkeypatch.setattr(host_team, "run_native", lambda *args: False)
     python = run_all()
     assert all(np.array_equal(n, p) for n, p in zip(native, python))
-
-
-@pytest.mark.parametrize("m, k, n", [(47, 2 * KC + 9, 100), (6, 5, 64), (100, KC, 130)])
-def test_packed_rows_of_a_give_the_bits_of_rows_read_in_place(m, k, n, monkeypatch):
-    """A unit may pack its rows of A into MR-row tiles first (`packs_a`: which CPUs, shapes): the
-    same bits as reading them in place, partial tiles (rows past m zero-filled) and K blocks
-    included, on the native team and in Python (a bf16 A widened, then packed), and right."""
-    import ml_dtypes
-
-    from hlo_run import host_blas, host_team
-
-    a, b, bias = _rand(2, m, k + 3)[:, :, :k], _rand(2, k, n), _rand(n)  # rows k + 3 floats apart
-    results = {}
-    for pack in (False, True):
-        monkeypatch.setattr(host_blas, "packs_a", lambda *args, pack=pack: pack)
-        for native in (True, False):
-            monkeypatch.setattr(host_team, "run_native", host_team.run_native if native else lambda *a: False)
-            for dtype in (np.float32, ml_dtypes.bfloat16):
-                out = np.full((2, m, n), np.nan, np.float32)
-                sgemm_batched(a.astype(dtype), b, out, alpha=0.5, bias=bias, threads=2)
-                results[pack, native, dtype] = out
-    for (pack, native, dtype), out in results.items():
-        assert np.array_equal(out, results[False, True, dtype]), (pack, native, dtype)
-    want = (a.astype(np.float64) @ b) * 0.5 + bias
-    _close(results[True, True, np.float32], want, k)
