@@ -347,6 +347,7 @@ def blas_module(mr: int, nr: int) -> str:
     from hlo_run.host_blas_jobs import conv_job, pack_jobs, units_job
     from hlo_run.host_blas_pack_ir import pack_ir, pack_t_ir
 
-    parts = [_microkernel(mr, nr), _gemm(mr, nr), units_job(mr, nr), pack_jobs(nr), conv_job(), _conv_rows(mr, nr), pack_ir(nr),
-             pack_ir(nr, bf16=True), pack_t_ir(nr), _widen_rows(), _round_bf16()]
+    parts = [_microkernel(mr, nr), _gemm(mr, nr), units_job(mr, nr), pack_jobs(nr), conv_job(),
+             _conv_rows(mr, nr), pack_ir(nr), pack_ir(nr, bf16=True), pack_t_ir(nr), _widen_rows(),
+             _round_bf16()]
     return "\n".join(head + [line for part in parts for line in part]) + "\n"

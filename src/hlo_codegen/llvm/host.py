@@ -90,11 +90,19 @@ def parallel_loop_metadata(module: LLModule, interleave: int | None = None) -> t
     return group, module.metadata("distinct !{{self}, " + parallel + count + "}")
 
 
+def _nested(ops: list[Op]):
+    """Every op of `ops` and of the regions inside them."""
+    for op in ops:
+        yield op
+        for r in op.regions:
+            yield from r.walk()
+
+
 def _heavy_math(ops: list[Op]) -> bool:
     """Whether a phase computes an op of HEAVY_MATH. LLVM's vectorizer interleaved such a loop 4-8
     vectors deep, as for a short body: the exp pass of the bf16 softmax then spilled a tenth of
     its instructions to the stack on a 16-register AVX2 core (two vectors: 9.5 -> 8.7 ms)."""
-    return any(inner.name in HEAVY_MATH for op in ops for inner in [op, *(x for r in op.regions for x in r.walk())])
+    return any(inner.name in HEAVY_MATH for inner in _nested(ops))
 
 
 def _phases(kernel: Kernel) -> list[list[Op]]:
@@ -113,12 +121,11 @@ def _phases(kernel: Kernel) -> list[list[Op]]:
 
 def _uses(ops: list[Op]) -> list[Value]:
     out, seen = [], set()
-    for op in ops:
-        for inner in [op] + [x for r in op.regions for x in r.walk()]:
-            for v in inner.operands:
-                if id(v) not in seen:
-                    seen.add(id(v))
-                    out.append(v)
+    for inner in _nested(ops):
+        for v in inner.operands:
+            if id(v) not in seen:
+                seen.add(id(v))
+                out.append(v)
     return out
 
 
@@ -130,8 +137,7 @@ def _stable_inputs(kernel: Kernel, phases: list[list[Op]]) -> set[str]:
     through elementwise ops (hlo_common.analysis.sharing), so each such element is read and
     written by one thread, which loads it before it stores."""
     params = {b.name for b in kernel.params}
-    early = (inner for ops in phases[:-1] for o in ops
-             for inner in [o, *(x for r in o.regions for x in r.walk())])
+    early = (inner for ops in phases[:-1] for inner in _nested(ops))
     if any(o.name in ("store", "atomic_rmw") and o.attrs.get("buffer") in params for o in early):
         return set()
     return {b.name for b in kernel.params if not b.written}
@@ -281,7 +287,8 @@ class _KernelLowering:
         needed = _uses(ops)
         group = loop_id = None
         if sum(ops[0].name != "shuffle_reduce" for ops in self.phases) <= MAX_PARALLEL_PHASES:
-            group, loop_id = parallel_loop_metadata(self.ml.module, MATH_INTERLEAVE if _heavy_math(ops) else None)
+            interleave = MATH_INTERLEAVE if _heavy_math(ops) else None
+            group, loop_id = parallel_loop_metadata(self.ml.module, interleave)
 
         def body(t: LV, ids: dict[str, LV] | None) -> None:
             self.fn.access_group = group
