@@ -61,14 +61,7 @@ def timed(fn, repeats: int) -> tuple[float, float, object]:
     """(best wall seconds, least user CPU seconds, last result) of `repeats` runs after a warm-up:
     the best of several runs (issue 21's measure), which on a shared machine is the run the
     other processes disturbed least."""
-    result = fn()
-    walls, users = [], []
-    for _ in range(repeats):
-        u, start = _user(), time.perf_counter()
-        result = fn()
-        walls.append(time.perf_counter() - start)
-        users.append(_user() - u)
-    return min(walls), min(users), result
+    return timed_together({"run": fn}, repeats)["run"]
 
 
 def timed_together(fns: dict[str, object], repeats: int) -> dict[str, tuple[float, float, object]]:

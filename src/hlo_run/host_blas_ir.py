@@ -1,10 +1,10 @@
 """The LLVM IR of the host's f32 GEMM and convolution kernels (hlo_run.host_blas JITs it).
 
 Where it sits: `host_blas` compiles `blas_module()` once per process with `host_kernel` and calls
-its two functions through ctypes; the packing functions' IR is host_blas_pack_ir's, the host
-team's job functions host_blas_jobs'. Both are built on one register-blocked microkernel, as BLIS
-and XLA:CPU's GEMM libraries build theirs: an MR x NR tile of C (MR rows, NR columns, NR/16
-vectors of 16 floats: 24 accumulators for 12 x 32, which fills the AVX-512 register file with
+its functions through ctypes (the packing functions' IR is host_blas_pack_ir's, the host team's
+job functions' host_blas_jobs'). The GEMM and the convolution are built on one register-blocked
+microkernel, as BLIS and XLA:CPU's GEMM libraries build theirs: an MR x NR tile of C (MR rows, NR
+columns, NR/16 vectors of 16 floats: 24 accumulators for 12 x 32, which fills the AVX-512 register file with
 the B vectors and one broadcast) accumulates sum_k A[i, k] * B[k, j] with one FMA per vector per
 k, where A's rows are `lda` floats apart and B is packed: NR consecutive floats per k. The k
 loop runs over `taps` (offsets added to every A row) and `cin` values per tap, so the same

@@ -5,8 +5,9 @@ columns. host_blas_ir documents their signatures.
 
 from __future__ import annotations
 
+from hlo_run.host_blas_ir import _VF
+
 PACK_ROW_BYTES = 256  # `@pack` reads this much of a row of B (a group of panels) at a time
-_VF = "<16 x float>"
 
 
 def _pack_copy(nr: int, el: str, bf16: bool, group: int, tag: str) -> list[str]:
@@ -28,6 +29,7 @@ def _pack_copy(nr: int, el: str, bf16: bool, group: int, tag: str) -> list[str]:
             body.append(f"  store {_VF} %x{t}, ptr %dst{t}, align 4")
     return body
 
+
 def _pack_loop(nr: int, el: str, bf16: bool, group: int, tag: str, first: str, last: str,
                nxt: str) -> list[str]:
     """Panels [first, last) of `@pack`, `group` at a time (last - first a multiple of group), then
@@ -35,8 +37,7 @@ def _pack_loop(nr: int, el: str, bf16: bool, group: int, tag: str, first: str, l
     heads = [line for q in range(group) for line in (
         f"  %pq{tag}{q} = add i64 %p{tag}, {q}", f"  %poff{tag}{q} = mul i64 %pq{tag}{q}, %pstride",
         f"  %po{tag}{q} = getelementptr float, ptr %out, i64 %poff{tag}{q}")]
-    rows = [line for q in range(group) for line in (
-        f"  %drow{tag}{q} = getelementptr float, ptr %po{tag}{q}, i64 %doff{tag}",)]
+    rows = [f"  %drow{tag}{q} = getelementptr float, ptr %po{tag}{q}, i64 %doff{tag}" for q in range(group)]
     return [
         f"  %any{tag} = icmp slt i64 {first}, {last}", f"  br i1 %any{tag}, label %p_loop{tag}, label %{nxt}",
         f"p_loop{tag}:",
@@ -54,6 +55,7 @@ def _pack_loop(nr: int, el: str, bf16: bool, group: int, tag: str, first: str, l
         f"  %p1{tag} = add i64 %p{tag}, {group}", f"  %pmore{tag} = icmp slt i64 %p1{tag}, {last}",
         f"  br i1 %pmore{tag}, label %p_loop{tag}, label %{nxt}",
     ]
+
 
 def pack_ir(nr: int, bf16: bool = False) -> list[str]:
     """`@pack(b, ldb, rows, npan, out, pstride)`: rows of B (rows x npan * nr floats, rows ldb
@@ -75,6 +77,7 @@ def pack_ir(nr: int, bf16: bool = False) -> list[str]:
         "sentry:", *_pack_loop(nr, el, bf16, 1, "s", "%pend", "%npan", "done"),
         "done:", "  ret void", "}",
     ]
+
 
 def pack_t_ir(nr: int) -> list[str]:
     """`@pack_t(b, ldn, k, n, out, pstride)`: B given by its columns (column j's k floats
