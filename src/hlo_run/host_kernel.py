@@ -217,7 +217,6 @@ class HostKernel:
         self._compiled = compiled
         self.name = name
         self.address = address
-        self._fn = _KERNEL_TYPE(address)
 
     def __call__(self, buffers: Sequence[np.ndarray], num_blocks: int, threads: int | None = None) -> None:
         for i, b in enumerate(buffers):
