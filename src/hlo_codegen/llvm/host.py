@@ -34,14 +34,14 @@ from __future__ import annotations
 
 from hlo_common.manifest.kernel_symbols import host_may_declare
 
-from hlo_codegen.kernel_ir.ir import OP_SPECS, Kernel, Op, Value
+from hlo_codegen.kernel_ir.ir import OP_SPECS, Kernel, Op, Value, buffer_bytes
 from hlo_codegen.kernel_ir.verifier import verify_kernel
-from hlo_codegen.llvm.lane0 import lane0_only
+from hlo_codegen.llvm.host_shuffle import ShuffleLowering, load_value, mem_type, store_value
+from hlo_codegen.llvm.lane0 import lane0_stride
 from hlo_codegen.llvm.lowering import (
     I64, LoweringError, ModuleLowering, RegionLowering, Target, llvm_type,
 )
-from hlo_codegen.kernel_ir.ir import buffer_bytes
-from hlo_codegen.llvm.text import LV, LLFunction, LLModule
+from hlo_codegen.llvm.text import LV, LLModule
 
 _NEVER_REMATERIALIZE = ("load", "call")
 _DIMS = ("x", "y", "z")
@@ -143,23 +143,7 @@ def _stable_inputs(kernel: Kernel, phases: list[list[Op]]) -> set[str]:
     return {b.name for b in kernel.params if not b.written}
 
 
-def _mem_type(llty: str) -> str:
-    """How a value of LLVM type `llty` is kept in a per-thread array: i1 as a byte, which the
-    loop vectorizer can load and store (it leaves i1 memory scalar)."""
-    return "i8" if llty == "i1" else llty
-
-
-def _store(f: LLFunction, value: LV, ptr: LV) -> None:
-    f.store(f.cast("zext", value, "i8") if value.ty == "i1" else value, ptr)
-
-
-def _load(f: LLFunction, llty: str, ptr: LV) -> LV:
-    if llty == "i1":
-        return f.cast("trunc", f.load("i8", ptr), "i1")
-    return f.load(llty, ptr)
-
-
-class _KernelLowering:
+class _KernelLowering(ShuffleLowering):
     def __init__(self, kernel: Kernel):
         self.kernel = kernel
         self.ml = ModuleLowering(kernel, HostTarget())
@@ -252,15 +236,15 @@ class _KernelLowering:
                     continue
                 if self.rematerializable(self.def_op[id(v)]):
                     continue
-                self.spills[id(v)] = self.fn.alloca(f"[{n} x {_mem_type(llvm_type(v.type))}]")
+                self.spills[id(v)] = self.fn.alloca(f"[{n} x {mem_type(llvm_type(v.type))}]")
         for ops in self.phases:  # shuffle results always live in arrays (their scratch)
             if ops[0].name == "shuffle_reduce":
                 for r in ops[0].results:
                     if id(r) not in self.spills:
-                        self.spills[id(r)] = self.fn.alloca(f"[{n} x {_mem_type(llvm_type(r.type))}]")
+                        self.spills[id(r)] = self.fn.alloca(f"[{n} x {mem_type(llvm_type(r.type))}]")
 
     def _slot(self, v: Value, t: LV) -> LV:
-        return self.fn.gep(_mem_type(llvm_type(v.type)), self.spills[id(v)], t)
+        return self.fn.gep(mem_type(llvm_type(v.type)), self.spills[id(v)], t)
 
     def _enter_thread(self, t: LV, phase: int, needed: list[Value], ids: dict[str, LV] | None = None
                       ) -> RegionLowering:
@@ -276,7 +260,7 @@ class _KernelLowering:
         if p is None or p == phase or id(v) in rl.env:
             return
         if id(v) in self.spills:
-            rl.env[id(v)] = _load(self.fn, llvm_type(v.type), self._slot(v, t))
+            rl.env[id(v)] = load_value(self.fn, llvm_type(v.type), self._slot(v, t))
             return
         op = self.def_op[id(v)]
         for operand in op.operands:
@@ -298,12 +282,18 @@ class _KernelLowering:
                     rl.lower_op(op)
                     for r in op.results:
                         if id(r) in self.spills:
-                            _store(self.fn, rl.v(r), self._slot(r, t))
+                            store_value(self.fn, rl.v(r), self._slot(r, t))
             finally:
                 self.fn.access_group = None
 
         bx, by, bz = self.kernel.block
         loop = self._region()
+        stride = self._lane0_phase_stride(ops)
+        if stride:
+            loop.for_range(0, self.kernel.num_threads // stride - 1, [],
+                           lambda k, _: body(self.fn.binop("mul", k, LV(I64, str(stride))), None) or [],
+                           hint="lane0")
+            return
         if bx < NEST_MIN_X or by * bz == 1:
             loop.for_range(0, bx * by * bz - 1, [], lambda t, _: body(t, None) or [], hint="t",
                            loop_md=loop_id)
@@ -327,165 +317,25 @@ class _KernelLowering:
 
         loop.for_range(0, by * bz - 1, [], row, hint="tyz")
 
+    def _lane0_phase_stride(self, ops: list[Op]) -> int | None:
+        """M when the phase does nothing but, in threads t with t % M == 0 (`lane0_stride`), what
+        an `if` holds: its other ops pure, with no result a later phase reloads, and the `if`
+        without results or an else branch. The phase then runs those threads alone (the
+        reduction emitters' "lane 0 stores the warp's partial", a vectorized loop over all 128
+        threads with a masked store a lane, was 10% of the bf16 softmax on one AVX2 core)."""
+        (guard, *more) = [op for op in ops if op.regions or OP_SPECS[op.name].kind != "pure"] or [None]
+        if guard is None or more or guard.name != "if" or guard.results:
+            return None
+        if any(o.name != "yield" for o in guard.regions[1].ops):
+            return None
+        if any(id(r) in self.spills for op in ops for r in op.results):
+            return None
+        m = lane0_stride(self.kernel, guard.operands[0])
+        ok = m and self.kernel.block[0] % m == 0 and self.kernel.num_threads % m == 0
+        return m if ok else None
+
     def _parallel_loop(self) -> tuple[str, str]:
         return parallel_loop_metadata(self.ml.module)
-
-    def _shuffle_phase(self, p: int, op: Op) -> None:
-        f, n = self.fn, self.kernel.num_threads
-        reducer = self.kernel.function(op.attrs["callee"])
-        loop = self._region()
-        cur = [self.spills[id(r)] for r in op.results]
-        distance = int(op.attrs.get("max_distance", 16))
-        group, loop_id = self._parallel_loop()
-
-        def init(t: LV, iters: list[LV]) -> list[LV]:
-            f.access_group = group
-            try:
-                rl = self._enter_thread(t, p, list(op.operands))
-                for r, v in zip(op.results, op.operands):
-                    _store(f, rl.v(v), self._slot(r, t))
-            finally:
-                f.access_group = None
-            return []
-
-        loop.for_range(0, n - 1, [], init, hint="t", loop_md=loop_id)
-        if lane0_only(self.kernel, op):
-            # Steps over at least 8 lanes as vectorized loops, the rest as one straight-line tree.
-            while distance >= 8:
-                self._shuffle_step_lane0(op, reducer, cur, distance)
-                distance //= 2
-            self._shuffle_tree_lane0(op, reducer, cur, distance)
-            return
-        # The scratch copy has `distance` spare slots past the last thread: every thread then
-        # reads slot t + d unconditionally (a plain vector load) and keeps it only where the
-        # shuffle would (see _shuffle_step), so the loops vectorize without gathers.
-        scratch = [f.alloca(f"[{n + distance} x {_mem_type(llvm_type(r.type))}]") for r in op.results]
-        while distance >= 1:
-            self._shuffle_step(op, reducer, cur, scratch, distance)
-            distance //= 2
-
-    def _shuffle_step(self, op: Op, reducer, cur: list[LV], scratch: list[LV], d: int) -> None:
-        """One `shfl.sync.down` by d and the reducer: thread t combines its value with thread
-        t + d's when that is in its warp and exists, else with its own (the GPU's rule). Both
-        loops are parallel: the first copies the values, the second reads only the copy."""
-        f, n = self.fn, self.kernel.num_threads
-        types = [llvm_type(r.type) for r in op.results]
-        loop = self._region()
-
-        def copy(t: LV, iters: list[LV]) -> list[LV]:
-            for ty, c, s in zip(types, cur, scratch):
-                mt = _mem_type(ty)
-                f.store(f.load(mt, f.gep(mt, c, t)), f.gep(mt, s, t))
-            return []
-
-        def combine(t: LV, iters: list[LV]) -> list[LV]:
-            lane = f.binop("and", t, LV(I64, "31"))
-            src = f.binop("add", t, LV(I64, str(d)))
-            ok = f.binop("and", f.icmp("slt", f.binop("add", lane, LV(I64, str(d))), LV(I64, "32")),
-                         f.icmp("slt", src, LV(I64, str(n))))
-            # A thread's own value comes from its own slot (written only by this iteration), the
-            # partner's from the copy: two arrays, so LLVM sees no value carried between
-            # iterations (one array made d = 1 a recurrence, vectorized with a scalar tail).
-            mine = [_load(f, ty, f.gep(_mem_type(ty), c, t)) for ty, c in zip(types, cur)]
-            # Slot t + d may be a spare slot never written: its value is dropped by the select.
-            other = [f.select(ok, _load(f, ty, f.gep(_mem_type(ty), s, src)), m)
-                     for ty, s, m in zip(types, scratch, mine)]
-            self._reduce_into(reducer, types, mine, other, cur, t)
-            return []
-
-        for body in (copy, combine):
-            group, loop_id = self._parallel_loop()
-            f.access_group = group
-            try:
-                loop.for_range(0, n - 1, [], body, hint="t", loop_md=loop_id)
-            finally:
-                f.access_group = None
-
-
-    def _call_reducer(self, reducer, types: list[str], mine: list[LV], other: list[LV]) -> list[LV]:
-        """reducer(mine, other): one value per shuffled value."""
-        f = self.fn
-        args = [self.buffers[b.name] for b in self.kernel.params] + mine + other
-        ret = types[0] if len(types) == 1 else "{ " + ", ".join(types) + " }"
-        out = f.call(ret, self.ml.symbols[reducer.name], args)
-        return [out] if len(types) == 1 else [f.extractvalue(ty, out, i) for i, ty in enumerate(types)]
-
-    def _reduce_into(self, reducer, types: list[str], mine: list[LV], other: list[LV], cur: list[LV],
-                     t: LV) -> None:
-        """cur[t] = reducer(mine, other), for each of the shuffle's values."""
-        for ty, c, v in zip(types, cur, self._call_reducer(reducer, types, mine, other)):
-            _store(self.fn, v, self.fn.gep(_mem_type(ty), c, t))
-
-    def _shuffle_step_lane0(self, op: Op, reducer, cur: list[LV], d: int) -> None:
-        """The step by d where only lane 0 of each warp is read afterwards (`lane0_only`): lane 0's
-        final value depends on lanes [0, d) after this step, which read lanes [0, 2d) before it,
-        so only those are computed (31 lanes a warp over all steps, not 5 x 32). Lanes [0, d)
-        are written and [d, 2d) read, so no copy is needed and the lanes are independent."""
-        f = self.fn
-        types = [llvm_type(r.type) for r in op.results]
-        loop = self._region()
-
-        def lane(w: LV, i: LV) -> None:
-            t = f.binop("add", f.binop("mul", w, LV(I64, "32")), i)
-            src = f.binop("add", t, LV(I64, str(d)))
-            mine = [_load(f, ty, f.gep(_mem_type(ty), c, t)) for ty, c in zip(types, cur)]
-            other = [_load(f, ty, f.gep(_mem_type(ty), c, src)) for ty, c in zip(types, cur)]
-            self._reduce_into(reducer, types, mine, other, cur, t)
-
-        def warp(w: LV, iters: list[LV]) -> list[LV]:
-            group, loop_id = self._parallel_loop()
-            f.access_group = group
-            try:
-                loop.for_range(0, d - 1, [], lambda i, _: lane(w, i) or [], hint="l", loop_md=loop_id)
-            finally:
-                f.access_group = None
-            return []
-
-        loop.for_range(0, self.kernel.num_threads // 32 - 1, [], warp, hint="w")
-
-    def _shuffle_tree_lane0(self, op: Op, reducer, cur: list[LV], distance: int) -> None:
-        """The last shuffle steps, by distance, distance / 2, ..., 1 (distance < 8), where only lane 0
-        of each warp is read afterwards (`lane0_only`): lane 0's final value is then a fixed tree
-        over lanes [0, 2 * distance), each step lane i < d combining with lane i + d, here
-        straight-line code on values in registers, per warp. Loops over so few lanes cost more
-        than their reductions; the wider steps stay vectorized loops (`_shuffle_step_lane0`: a
-        scalar tree for them made the bf16 softmax's max, a rounding per step, 15% slower). The
-        reducer calls, and so the float results, are the GPU's."""
-        f = self.fn
-        types = [llvm_type(r.type) for r in op.results]
-        loop = self._region()
-        # An operand that is a constant (the emitters' "valid" flag) is the same in every lane:
-        # used as such, LLVM folds what the reducer does with it.
-        consts: list[LV | None] = []
-        for v in op.operands:
-            d = self.def_op.get(id(v))
-            if d is not None and d.name == "constant":
-                loop.lower_op(d)
-                consts.append(loop.v(v))
-            else:
-                consts.append(None)
-
-        def lane_value(ty: str, c: LV, const: LV | None, t: LV) -> LV:
-            return const if const is not None else _load(f, ty, f.gep(_mem_type(ty), c, t))
-
-        def warp(w: LV, iters: list[LV]) -> list[LV]:
-            base = f.binop("mul", w, LV(I64, "32"))
-            slots = [f.binop("add", base, LV(I64, str(i))) if i else base for i in range(2 * distance)]
-            lanes = [[lane_value(ty, c, k, t) for ty, c, k in zip(types, cur, consts)] for t in slots]
-            d = distance
-            while d >= 1:
-                lanes = [self._call_reducer(reducer, types, lanes[i], lanes[i + d]) for i in range(d)]
-                d //= 2
-            for ty, c, v in zip(types, cur, lanes[0]):
-                _store(f, v, f.gep(_mem_type(ty), c, base))
-            return []
-
-        # Neither unrolled nor vectorized: LLVM's loop vectorizer ran four warps in the lanes of
-        # a vector, gathering each lane of the tree from four places, slower than the scalar tree.
-        loop.for_range(0, self.kernel.num_threads // 32 - 1, [], warp, hint="w",
-                       loop_md=self.ml.module.metadata(
-                           'distinct !{{self}, !{!"llvm.loop.unroll.disable"}, '
-                           '!{!"llvm.loop.vectorize.enable", i1 false}}'))
 
 
 def lower_to_host(kernel: Kernel, verify: bool = True) -> str:

@@ -14,7 +14,8 @@ from filecheck_util import check_text
 from hlo_codegen.indexing import parse_indexing_map
 from hlo_codegen.kernel_ir import Buffer, FunctionBuilder, IRBuilder, Kernel, parse_kernel, print_kernel
 from hlo_codegen.llvm import LoweringError, lower_to_host, lower_to_nvptx
-from hlo_codegen.llvm.host import lane0_only
+from hlo_codegen.llvm.host import _KernelLowering
+from hlo_codegen.llvm.lane0 import lane0_only
 from hlo_run.host_kernel import HostKernelError, compile_host_module, load_host_kernel
 from shuffle_reduction import BLOCKS, THREADS, emulate, reduction_kernel
 
@@ -52,6 +53,38 @@ def test_host_shuffle_computes_only_lane_0_when_only_lane_0_reads_it() -> None:
     wide = reduction_kernel("f32", lanes_out=False)
     wide.block = (16, 4, 1)  # lane 0 of a warp is no longer th_x % 32 == 0
     assert not lane0_only(wide, next(op for op in wide.body.ops if op.name == "shuffle_reduce"))
+
+
+def test_host_phase_under_a_lane_0_guard_runs_only_those_threads(monkeypatch) -> None:
+    """A phase that does nothing outside `if th_x % 32 == 0` (`th_x == 0`) loops over threads
+    0, 32, ... (thread 0) alone; one that also stores for every thread, or whose `if` has an else
+    branch with work, keeps the loop over all threads, as does `th_x % 32 == 0` in a block 16 wide.
+    Results bit for bit those of the loop over all threads."""
+    guarded, full = reduction_kernel("f32", lanes_out=False), reduction_kernel("f32")
+    narrow = reduction_kernel("f32", lanes_out=False)
+    narrow.block = (16, 4, 1)  # th_x % 32 == 0 is no longer every 32nd thread; th_x == 0 is t % 16
+    with_else = reduction_kernel("f32", lanes_out=False)
+    guard = next(op for op in with_else.body.ops if op.name == "if")
+    guard.regions[1].ops.insert(0, next(op for op in guard.regions[0].ops if op.name == "store"))
+    lane0_loops = re.compile(r"^lane0_loop[.0-9]*:", re.M)
+    x = (np.random.default_rng(5).standard_normal(THREADS * BLOCKS) * 100).astype(np.float32)
+
+    def run(kernel: Kernel) -> tuple[int, np.ndarray]:
+        ir = lower_to_host(kernel, verify=False)
+        lanes, totals = np.zeros_like(x), np.zeros(BLOCKS, x.dtype)
+        load_host_kernel(ir, kernel.name)([x, lanes, totals], BLOCKS)
+        return len(lane0_loops.findall(ir)), totals
+
+    found = {name: run(k) for name, k in
+             (("guarded", guarded), ("full", full), ("narrow", narrow), ("with_else", with_else))}
+    assert {name: n for name, (n, _) in found.items()} == {
+        "guarded": 2, "full": 1, "narrow": 1, "with_else": 1}  # warps' partials; thread 0's total
+    np.testing.assert_array_equal(found["guarded"][1], emulate(x)[1])
+    monkeypatch.setattr(_KernelLowering, "_lane0_phase_stride", lambda self, ops: None)
+    for name, kernel in (("guarded", guarded), ("full", full), ("narrow", narrow)):
+        loops, totals = run(kernel)
+        assert loops == 0
+        np.testing.assert_array_equal(found[name][1], totals)
 
 
 def test_host_kernel_splits_blocks_across_threads() -> None:
