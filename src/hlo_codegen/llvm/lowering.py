@@ -159,6 +159,8 @@ class RegionLowering:
         self.buffers = dict(buffers, **ml.globals)
         self.env: dict[int, LV] = {}
         self.ranges: dict[int, tuple[int, int]] = {}  # known value ranges (thread ids, loop ivs)
+        # buffer -> (base, offset): stores go to base[index - offset] (host.py's staged outputs)
+        self.redirect: dict[str, tuple[LV, LV]] = {}
         self.returned: list[LV] | None = None
 
     def v(self, value: Value) -> LV:

@@ -70,6 +70,9 @@ def _lower_store(rl: RegionLowering, op: Op) -> None:
     f = rl.fn
     b, base = _buffer(rl, op)
     value, idx = rl.raw(op.operands[0]), rl.v(op.operands[1])
+    if b.name in rl.redirect:
+        base, offset = rl.redirect[b.name]
+        idx = f.binop("sub", idx, offset)
     st = storage_type(b.hlo_type)
     lanes = vector_shape(op.operands[0].type)[0] if is_vector(op.operands[0].type) else 0
     if lanes and rl.target.scalarize_vectors and not b.packed:
