@@ -6,7 +6,9 @@ process by `host_kernel` for the host CPU; Python only hands the JIT's pack the 
 weights) to lay out in NR-column panels and splits C into units of 96 rows x a group of panels
 over the host threads: the native team of `host_team` runs the module's job functions
 (`host_blas_jobs`), `host_kernel.run_ranges` the same in Python where the team cannot (a GEMM
-with an epilogue written in Python runs there too). `round_bf16` is the JIT's f32 -> bf16
+with an epilogue written in Python runs there too). Where the native units run (an f32 A, no
+Python epilogue) and the JIT packs B by rows, the units pack B's panel groups as they reach them
+(`_lazy_pack`), so packing overlaps multiplying instead of taking a pass of its own. `round_bf16` is the JIT's f32 -> bf16
 rounding (GEMM fusions' bf16 epilogues, `host_gemm_direct`).
 
 Why not numpy's BLAS: numpy's OpenBLAS ran the bench set's shapes at about half of XLA:CPU's
@@ -33,6 +35,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from hlo_run.host_blas_ir import KC, ROW_TILES, blas_module, tile
+from hlo_run.host_blas_pack_ir import PACK_GROUP_PANELS
 
 UNITS_PER_THREAD = 4  # a GEMM is split into at least this many units (row chunk x panel group) a thread
 _I64 = ctypes.c_int64
@@ -96,6 +99,26 @@ def pack_panels(b: np.ndarray, nr: int, kc: int | None = None, out: np.ndarray |
         block = out[k0 * npan * nr:(k0 + rows) * npan * nr].reshape(npan, rows, nr)
         block[...] = b[k0:k0 + rows].reshape(rows, npan, nr).transpose(1, 0, 2)
     return out
+
+
+def _lazy_pack(b: np.ndarray, nr: int, per: int) -> tuple[np.ndarray, np.ndarray, tuple] | None:
+    """B's packing left to the GEMM's units (`@ensure_packed`: a panel group as a unit first needs
+    it) where the JIT's `@pack` lays it out (rows of f32 or bf16, n a multiple of nr): (the packed
+    stack, to be filled; the context words; arrays to keep alive); None where `_pack_all` packs
+    B first. A pass over all of B before the units, bound by memory on every core at once, was
+    7.5% of the transformer layer on two AVX2 cores (2.7 of 35.9 ms: 13 MiB of B, weights from
+    memory)."""
+    (k, n), nb = b.shape[-2:], math.prod(b.shape[:-2])
+    size = b.dtype.itemsize
+    if not _rows_readable(b, bf16=True) or n % nr or k < 1:
+        return None
+    npan = n // nr
+    groups = -(-npan // PACK_GROUP_PANELS)
+    bp, table = np.empty(nb * per, np.float32), np.asarray(_bases(b), np.int64)
+    flags = np.zeros(nb * groups, np.int32)
+    ctx = np.array([table.ctypes.data, size, b.strides[-2] // size, k, npan, bp.ctypes.data, per,
+                    int(size == 2), flags.ctypes.data, PACK_GROUP_PANELS, groups], np.int64)
+    return bp, ctx, (table, flags)
 
 
 def _pack_all(b: np.ndarray, nr: int, per: int, threads: int) -> np.ndarray:
@@ -202,11 +225,13 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
     a = a if _rows_readable(a, bf16=True) else np.ascontiguousarray(a, np.float32)
     mr, nr = _kernels()[:2]
     threads = threads if threads is not None else _threads(4 * nb * (m * k + k * n + m * n))
-    bp = _pack_all(b, nr, k * -(-n // nr) * nr, threads)
+    per = k * -(-n // nr) * nr
+    lazy = _lazy_pack(b, nr, per) if epilogue is None and a.dtype == np.float32 else None
+    bp = lazy[0] if lazy else _pack_all(b, nr, per, threads)
     chunks = -(-m // (mr * ROW_TILES))  # row chunks of a matrix: ROW_TILES tiles (A's rows stay in L2)
     wanted = 1 if epilogue else -(-threads * UNITS_PER_THREAD // (nb * chunks))
-    step, groups = _panel_groups(-(-n // nr), wanted)
-    split = _Split(a, bp, out, bias, k, n, mr * ROW_TILES, chunks, step * nr, groups)
+    step, groups = _panel_groups(-(-n // nr), wanted, PACK_GROUP_PANELS if lazy else 1)
+    split = _Split(a, bp, out, bias, k, n, mr * ROW_TILES, chunks, step * nr, groups, lazy)
     _run_split(split, out, m, alpha, epilogue, threads)
 
 
@@ -221,7 +246,7 @@ def _run_split(split: _Split, out: np.ndarray, m: int, alpha: float, epilogue, t
         _run_job("the host GEMM", _kernels().units_job,
                  [pas.ctypes.data, pcs.ctypes.data, split.pb, split.per, split.pbias or 0, split.lda,
                   split.ldc, split.k, m, split.n, split.rows, split.cols, split.chunks, split.groups,
-                  int(np.float32(alpha).view(np.uint32)), int(nt)], split.units, threads)
+                  int(np.float32(alpha).view(np.uint32)), int(nt), split.lazy], split.units, threads)
         return
 
     def run_split(lo: int, hi: int) -> None:
@@ -236,14 +261,15 @@ class _Split:
     A's rows first (into the thread's own block, in L2, where widening all of A first wrote and
     read an f32 copy: 16 MiB on the bf16 MLP block) or hand their sums to an epilogue."""
 
-    def __init__(self, a, bp, out, bias, k, n, rows, chunks, cols, groups):
+    def __init__(self, a, bp, out, bias, k, n, rows, chunks, cols, groups, lazy=None):
         self.asize, self.k, self.n = a.dtype.itemsize, k, n
         self.rows, self.chunks, self.cols, self.groups = rows, chunks, cols, groups
         self.pas, self.pcs, self.pb = _bases(a), _bases(out), bp.ctypes.data
         self.units, self.per = len(self.pas) * chunks * groups, bp.size // len(self.pas)
         self.lda, self.ldc = a.strides[-2] // self.asize, out.strides[-2] // 4
         self.pbias = None if bias is None else bias.ctypes.data
-        self.keep = (bp, bias)  # alive while the units run
+        self.lazy = lazy[1].ctypes.data if lazy else 0  # B's `@ensure_packed` context (0: packed)
+        self.keep = (bp, bias, lazy)  # alive while the units run
 
     def run(self, lo: int, hi: int, m: int, alpha: float, epilogue, nt: bool) -> None:
         """Units [lo, hi) on this thread (with an epilogue, groups is 1: a unit is whole rows)."""
@@ -329,12 +355,14 @@ def _gemm_elsewhere(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int 
     out[...] = target
 
 
-def _panel_groups(npan: int, wanted: int) -> tuple[int, int]:
+def _panel_groups(npan: int, wanted: int, multiple: int = 1) -> tuple[int, int]:
     """(panels a group, groups): C's NR-column panels in about `wanted` groups (at least one), so
     that a product of few row chunks still has units for every thread (the tail of a thread's
-    last unit is what the others wait for); an epilogue asks for one, as it takes whole rows."""
+    last unit is what the others wait for); an epilogue asks for one, as it takes whole rows. A
+    group is a multiple of `multiple` panels (B's lazily packed groups) unless it is all of them."""
     groups = max(1, min(npan, wanted))
     step = -(-npan // groups)
+    step = min(npan, -(-step // multiple) * multiple)
     return step, -(-npan // step)
 
 

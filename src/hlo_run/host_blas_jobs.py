@@ -10,39 +10,53 @@ from __future__ import annotations
 from hlo_run.host_blas_ir import KC, ROW_TILES
 
 
-def _ctx_words(n: int) -> list[str]:
+def ctx_words(n: int) -> list[str]:
     """%w0 .. %w{n-1}: the job's n argument words at %ctx."""
     return [line for i in range(n) for line in (f"  %w{i}p = getelementptr i64, ptr %ctx, i64 {i}",
                                                  f"  %w{i} = load i64, ptr %w{i}p")]
 
 
+_UNIT_DECODE = [  # unit u's matrix, rows and columns, and the A and C rows it starts at
+    "  %cg = mul i64 %w12, %w13", "  %i = udiv i64 %u, %cg", "  %rest = urem i64 %u, %cg",
+    "  %chunk = udiv i64 %rest, %w13", "  %g = urem i64 %rest, %w13",
+    "  %r0 = mul i64 %chunk, %w10", "  %j0 = mul i64 %g, %w11",
+    "  %pap = getelementptr i64, ptr %pas, i64 %i", "  %pa = load i64, ptr %pap",
+    "  %pcp = getelementptr i64, ptr %pcs, i64 %i", "  %pc = load i64, ptr %pcp",
+    "  %abase = inttoptr i64 %pa to ptr", "  %ao = mul i64 %r0, %w5",
+    "  %ap = getelementptr float, ptr %abase, i64 %ao",
+    "  %bo0 = mul i64 %i, %w3", "  %co0 = mul i64 %r0, %w6", "  %cbase = inttoptr i64 %pc to ptr",
+    "  %rend0 = add i64 %r0, %w10", "  %rlong = icmp sgt i64 %rend0, %w8",
+    "  %rend = select i1 %rlong, i64 %w8, i64 %rend0", "  %rows = sub i64 %rend, %r0",
+    "  %cend0 = add i64 %j0, %w11", "  %clong = icmp sgt i64 %cend0, %w9",
+    "  %cend = select i1 %clong, i64 %w9, i64 %cend0",
+]
+
+
+def _gemm_call(tag: str, c: str, cols: str) -> list[str]:
+    """`@gemm` on columns [c, c + cols) of a unit of `@units_job` (its values named with `tag`)."""
+    return [
+        f"  %bo1{tag} = mul i64 {c}, %w7", f"  %bo{tag} = add i64 %bo0, %bo1{tag}",
+        f"  %bp{tag} = getelementptr float, ptr %pb, i64 %bo{tag}",
+        f"  %co{tag} = add i64 %co0, {c}", f"  %cp{tag} = getelementptr float, ptr %cbase, i64 %co{tag}",
+        f"  %bj{tag} = getelementptr float, ptr %bias, i64 {c}",
+        f"  %bu{tag} = select i1 %hasbias, ptr %bj{tag}, ptr null",
+        f"  call void @gemm(ptr %ap, i64 %w5, ptr %bp{tag}, i64 %w7, ptr %cp{tag}, i64 %w6, i64 %rows, "
+        f"i64 {cols}, float %alpha, ptr %bu{tag}, i1 %nt, ptr %acc)",
+    ]
+
+
 def units_job(mr: int, nr: int) -> list[str]:
     """`@units_job(ctx, lo, hi)`: `@gemm` on units [lo, hi) of a split product (hlo_run.host_blas's
     `_Split`: unit u is matrix u / (chunks groups), row chunk (u / groups) % chunks, column group u
-    % groups), ctx 16 words: the matrices' A and C addresses (two tables), packed B, floats a
+    % groups), ctx 17 words: the matrices' A and C addresses (two tables), packed B, floats a
     packed matrix, bias (0: none), lda, ldc, k, m, n, rows and columns a unit, chunks, groups,
-    alpha's bits, nt; the K blocks' tile on this thread's stack. Python built a table of the units'
-    addresses before (~30 us a GEMM)."""
-    words = _ctx_words(16)
-    decode = [
-        "  %cg = mul i64 %w12, %w13", "  %i = udiv i64 %u, %cg", "  %rest = urem i64 %u, %cg",
-        "  %chunk = udiv i64 %rest, %w13", "  %g = urem i64 %rest, %w13",
-        "  %r0 = mul i64 %chunk, %w10", "  %j0 = mul i64 %g, %w11",
-        "  %pap = getelementptr i64, ptr %pas, i64 %i", "  %pa = load i64, ptr %pap",
-        "  %pcp = getelementptr i64, ptr %pcs, i64 %i", "  %pc = load i64, ptr %pcp",
-        "  %abase = inttoptr i64 %pa to ptr", "  %ao = mul i64 %r0, %w5",
-        "  %ap = getelementptr float, ptr %abase, i64 %ao",
-        "  %bo0 = mul i64 %i, %w3", "  %bo1 = mul i64 %j0, %w7", "  %bo = add i64 %bo0, %bo1",
-        "  %bp = getelementptr float, ptr %pb, i64 %bo",
-        "  %co0 = mul i64 %r0, %w6", "  %co = add i64 %co0, %j0", "  %cbase = inttoptr i64 %pc to ptr",
-        "  %cp = getelementptr float, ptr %cbase, i64 %co",
-        "  %rend0 = add i64 %r0, %w10", "  %rlong = icmp sgt i64 %rend0, %w8",
-        "  %rend = select i1 %rlong, i64 %w8, i64 %rend0", "  %rows = sub i64 %rend, %r0",
-        "  %cend0 = add i64 %j0, %w11", "  %clong = icmp sgt i64 %cend0, %w9",
-        "  %cend = select i1 %clong, i64 %w9, i64 %cend0", "  %cols = sub i64 %cend, %j0",
-        "  %bj = getelementptr float, ptr %bias, i64 %j0",
-        "  %bu = select i1 %hasbias, ptr %bj, ptr null",
-    ]
+    alpha's bits, nt, and B's `@ensure_packed` context (0: B is packed already; else a unit runs
+    `@gemm` a packed panel group at a time, each after `@ensure_packed`); the K blocks' tile on
+    this thread's stack. Python built a table of the units' addresses before (~30 us a GEMM)."""
+    from hlo_run.host_blas_pack_ir import PACK_GROUP_PANELS
+
+    gc = PACK_GROUP_PANELS * nr  # columns a lazily packed panel group
+    words = ctx_words(17)
     return [
         "define void @units_job(ptr %ctx, i64 %lo, i64 %hi) {", "entry:",
         f"  %acc = alloca [{mr * ROW_TILES * nr} x float], align 64", *words,
@@ -50,12 +64,19 @@ def units_job(mr: int, nr: int) -> list[str]:
         "  %pb = inttoptr i64 %w2 to ptr", "  %bias = inttoptr i64 %w4 to ptr",
         "  %hasbias = icmp ne i64 %w4, 0",
         "  %ab = trunc i64 %w14 to i32", "  %alpha = bitcast i32 %ab to float",
-        "  %nt = trunc i64 %w15 to i1",
+        "  %nt = trunc i64 %w15 to i1", "  %lazy = icmp ne i64 %w16, 0", "  %lz = inttoptr i64 %w16 to ptr",
         "  %any = icmp slt i64 %lo, %hi", "  br i1 %any, label %loop, label %done",
-        "loop:", "  %u = phi i64 [%lo, %entry], [%u1, %loop]", *decode,
-        "  call void @gemm(ptr %ap, i64 %w5, ptr %bp, i64 %w7, ptr %cp, i64 %w6, i64 %rows, i64 %cols, "
-        "float %alpha, ptr %bu, i1 %nt, ptr %acc)",
-        "  %u1 = add i64 %u, 1", "  %more = icmp slt i64 %u1, %hi", "  br i1 %more, label %loop, label %done",
+        "loop:", "  %u = phi i64 [%lo, %entry], [%u1, %next]", *_UNIT_DECODE,
+        "  br i1 %lazy, label %group, label %whole",
+        "whole:", "  %cols = sub i64 %cend, %j0", *_gemm_call("w", "%j0", "%cols"), "  br label %next",
+        "group:", "  %c = phi i64 [%j0, %loop], [%c1, %group]", f"  %pg = udiv i64 %c, {gc}",
+        "  call void @ensure_packed(ptr %lz, i64 %i, i64 %pg)",
+        "  %cl = sub i64 %cend, %c", f"  %cshort = icmp slt i64 %cl, {gc}",
+        f"  %cw = select i1 %cshort, i64 %cl, i64 {gc}", *_gemm_call("g", "%c", "%cw"),
+        f"  %c1 = add i64 %c, {gc}", "  %cmore = icmp slt i64 %c1, %cend",
+        "  br i1 %cmore, label %group, label %next",
+        "next:", "  %u1 = add i64 %u, 1", "  %more = icmp slt i64 %u1, %hi",
+        "  br i1 %more, label %loop, label %done",
         "done:", "  ret void", "}",
     ]
 
@@ -65,7 +86,7 @@ def pack_jobs(nr: int) -> list[str]:
     rows (u % nkb) KC.. of `@pack` (or `@pack_bf16`), ctx 8 words: the matrices' addresses (a
     table), element bytes, ldb, k, panels, the packed output, floats a matrix, bf16. `@pack_t_job`:
     matrices [lo, hi) of `@pack_t`, ctx: the table, ldn, k, n, the output, floats a matrix."""
-    words = _ctx_words(8)
+    words = ctx_words(8)
     return [
         "define void @pack_job(ptr %ctx, i64 %lo, i64 %hi) {", "entry:", *words,
         "  %tab = inttoptr i64 %w0 to ptr",
@@ -87,7 +108,7 @@ def pack_jobs(nr: int) -> list[str]:
         "next:", "  %u1 = add i64 %u, 1", "  %more = icmp slt i64 %u1, %hi",
         "  br i1 %more, label %loop, label %done",
         "done:", "  ret void", "}",
-        "define void @pack_t_job(ptr %ctx, i64 %lo, i64 %hi) {", "entry:", *_ctx_words(6),
+        "define void @pack_t_job(ptr %ctx, i64 %lo, i64 %hi) {", "entry:", *ctx_words(6),
         "  %tab = inttoptr i64 %w0 to ptr", "  %out = inttoptr i64 %w4 to ptr", f"  %pst = mul i64 %w2, {nr}",
         "  br label %loop",
         "loop:", "  %i = phi i64 [%lo, %entry], [%i1, %loop]",
@@ -103,7 +124,7 @@ def pack_jobs(nr: int) -> list[str]:
 def conv_job() -> list[str]:
     """`@conv_job(ctx, lo, hi)`: `@conv_rows` on output rows [lo, hi), its other arguments at ctx
     (12 words: x, lda, taps, ntaps, cin, rowbase, wo, bp, out, ldc, rowstride, n)."""
-    words = _ctx_words(12)
+    words = ctx_words(12)
     ptrs = [f"  %q{i} = inttoptr i64 %w{i} to ptr" for i in (0, 2, 5, 7, 8)]
     return [
         "define void @conv_job(ptr %ctx, i64 %lo, i64 %hi) {", "entry:", *words, *ptrs,

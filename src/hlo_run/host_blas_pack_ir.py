@@ -6,8 +6,11 @@ columns. host_blas_ir documents their signatures.
 from __future__ import annotations
 
 from hlo_run.host_blas_ir import _VF
+from hlo_run.host_blas_jobs import ctx_words
 
 PACK_ROW_BYTES = 256  # `@pack` reads this much of a row of B (a group of panels) at a time
+# Panels a lazily packed group holds (`@ensure_packed`): 128 columns a group with AVX2's NR of 16
+PACK_GROUP_PANELS = 8
 
 
 def _pack_copy(nr: int, el: str, bf16: bool, group: int, tag: str) -> list[str]:
@@ -112,5 +115,57 @@ def pack_t_ir(nr: int) -> list[str]:
         f"  %nall = udiv i64 %npad, {nr}", f"  %ncols = mul i64 %nall, {nr}",
         "  %jmore = icmp slt i64 %j1, %ncols",
         "  br i1 %jmore, label %c_loop, label %done",
+        "done:", "  ret void", "}",
+    ]
+
+
+def ensure_packed_ir(nr: int) -> list[str]:
+    """`@ensure_packed(ctx, i, pg)`: returns once panel group pg (PACK_GROUP_PANELS panels, all k
+    rows) of matrix i of a stack is packed (`@pack` or `@pack_bf16`), packing it if no thread has
+    claimed it: a group's flag goes 0 -> 1 (claimed, by a compare-and-swap) -> 2 (packed, a
+    release store). A thread that finds its group claimed by another packs the next unclaimed
+    group of the matrix meanwhile, and spins only when none is left. So a GEMM's units pack B as
+    they reach it, every thread taking part, and one thread's packing (bound by memory) overlaps
+    another's multiplying. ctx: 11 words: the matrices' addresses (a table), element bytes, ldb,
+    k, panels, the packed output, floats a packed matrix, bf16, the flags (an i32 per matrix and
+    group, zeroed), panels a group, groups a matrix."""
+    return [
+        "define internal void @pack_group(ptr %ctx, i64 %i, i64 %pg, ptr %fp) {", "entry:", *ctx_words(8),
+        "  %tab = inttoptr i64 %w0 to ptr", "  %tp = getelementptr i64, ptr %tab, i64 %i",
+        "  %w9p = getelementptr i64, ptr %ctx, i64 9", "  %w9 = load i64, ptr %w9p",
+        "  %base = load i64, ptr %tp", "  %p0 = mul i64 %pg, %w9", f"  %c0 = mul i64 %p0, {nr}",
+        "  %soff = mul i64 %c0, %w1", "  %src0 = add i64 %base, %soff", "  %src = inttoptr i64 %src0 to ptr",
+        "  %left = sub i64 %w4, %p0", "  %short = icmp slt i64 %left, %w9",
+        "  %np = select i1 %short, i64 %left, i64 %w9",
+        "  %mo = mul i64 %i, %w6", "  %po = mul i64 %c0, %w3", "  %o = add i64 %mo, %po",
+        "  %out = inttoptr i64 %w5 to ptr", "  %dst = getelementptr float, ptr %out, i64 %o",
+        f"  %pst = mul i64 %w3, {nr}", "  %bf = icmp ne i64 %w7, 0", "  br i1 %bf, label %half, label %full",
+        "half:", "  call void @pack_bf16(ptr %src, i64 %w2, i64 %w3, i64 %np, ptr %dst, i64 %pst)",
+        "  br label %publish",
+        "full:", "  call void @pack(ptr %src, i64 %w2, i64 %w3, i64 %np, ptr %dst, i64 %pst)",
+        "  br label %publish",
+        "publish:", "  store atomic i32 2, ptr %fp release, align 4", "  ret void", "}",
+        "define void @ensure_packed(ptr %ctx, i64 %i, i64 %pg) {", "entry:",
+        "  %w8p = getelementptr i64, ptr %ctx, i64 8", "  %w8 = load i64, ptr %w8p",
+        "  %w10p = getelementptr i64, ptr %ctx, i64 10", "  %w10 = load i64, ptr %w10p",
+        "  %flags = inttoptr i64 %w8 to ptr", "  %fi0 = mul i64 %i, %w10",
+        "  %fp0 = getelementptr i32, ptr %flags, i64 %fi0", "  %fp = getelementptr i32, ptr %fp0, i64 %pg",
+        "  br label %check",
+        "check:", "  %s = load atomic i32, ptr %fp acquire, align 4", "  %ready = icmp eq i32 %s, 2",
+        "  br i1 %ready, label %done, label %claim",
+        "claim:", "  %x = cmpxchg ptr %fp, i32 0, i32 1 acq_rel acquire",
+        "  %won = extractvalue { i32, i1 } %x, 1", "  br i1 %won, label %mine, label %help",
+        "mine:", "  call void @pack_group(ptr %ctx, i64 %i, i64 %pg, ptr %fp)", "  br label %done",
+        # another thread packs pg: pack the next unclaimed group of the matrix, if any, then look again
+        "help:", "  br label %scan",
+        "scan:", "  %q = phi i64 [%pg, %help], [%q1, %taken]", "  %q1 = add i64 %q, 1",
+        "  %end = icmp sge i64 %q1, %w10", "  br i1 %end, label %check, label %try",
+        "try:", "  %fq = getelementptr i32, ptr %fp0, i64 %q1",
+        "  %sq = load atomic i32, ptr %fq monotonic, align 4", "  %free = icmp eq i32 %sq, 0",
+        "  br i1 %free, label %grab, label %taken",
+        "grab:", "  %xq = cmpxchg ptr %fq, i32 0, i32 1 acq_rel monotonic",
+        "  %got = extractvalue { i32, i1 } %xq, 1", "  br i1 %got, label %packq, label %taken",
+        "packq:", "  call void @pack_group(ptr %ctx, i64 %i, i64 %q1, ptr %fq)", "  br label %check",
+        "taken:", "  br label %scan",
         "done:", "  ret void", "}",
     ]
