@@ -6,10 +6,10 @@ process by `host_kernel` for the host CPU; Python only hands the JIT's pack the 
 weights) to lay out in NR-column panels and splits C into units of 96 rows x a group of panels
 over the host threads: the native team of `host_team` runs the module's job functions
 (`host_blas_jobs`), `host_kernel.run_ranges` the same in Python where the team cannot (a GEMM
-with an epilogue written in Python runs there too). Where the native units run (an f32 A, no
-Python epilogue) and the JIT packs B by rows, the units pack B's panel groups as they reach them
-(`_lazy_pack`), so packing overlaps multiplying instead of taking a pass of its own. `round_bf16` is the JIT's f32 -> bf16
-rounding (GEMM fusions' bf16 epilogues, `host_gemm_direct`).
+with an epilogue written in Python runs there too). Where the JIT packs B by rows, the units pack
+B's panel groups as they reach them (`_lazy_pack`), so packing overlaps multiplying instead of
+taking a pass of its own. `round_bf16` is the JIT's f32 -> bf16 rounding (GEMM fusions' bf16
+epilogues, `host_gemm_direct`).
 
 Why not numpy's BLAS: numpy's OpenBLAS ran the bench set's shapes at about half of XLA:CPU's
 speed on one core (a [2048,512] x [512,2048] product: 34 ms of CPU against XLA's 19 ms; a
@@ -42,6 +42,8 @@ _I64 = ctypes.c_int64
 _P = ctypes.c_void_p
 _GEMM = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _P, _I64, _I64, _I64, ctypes.c_float, _P, ctypes.c_bool,
                          _P)
+_GEMM_PACKING = ctypes.CFUNCTYPE(None, _P, _I64, _P, _I64, _P, _I64, _I64, _I64, ctypes.c_float, _P,
+                                 ctypes.c_bool, _P, _P, _I64, _I64)
 _ROUND = ctypes.CFUNCTYPE(None, _P, _P, _I64)
 _WIDEN = ctypes.CFUNCTYPE(None, _P, _I64, _I64, _I64, _P, _I64)
 
@@ -58,6 +60,7 @@ class _Blas(NamedTuple):
     pack_job: int
     pack_t_job: int
     conv_job: int
+    gemm_packing: Callable  # `@gemm_packing`: `gemm`, packing B's panel groups on first use
 
 
 @functools.lru_cache(maxsize=None)
@@ -73,7 +76,8 @@ def _kernels() -> _Blas:
 
     return _Blas(mr, nr, fn(_GEMM, "gemm"), compiled, fn(_ROUND, "round_bf16"), fn(_WIDEN, "widen_rows"),
                  *(compiled.engine.get_function_address(job)
-                   for job in ("units_job", "pack_job", "pack_t_job", "conv_job")))
+                   for job in ("units_job", "pack_job", "pack_t_job", "conv_job")),
+                 fn(_GEMM_PACKING, "gemm_packing"))
 
 
 def _threads(work: int) -> int:
@@ -226,7 +230,7 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | 
     mr, nr = _kernels()[:2]
     threads = threads if threads is not None else _threads(4 * nb * (m * k + k * n + m * n))
     per = k * -(-n // nr) * nr
-    lazy = _lazy_pack(b, nr, per) if epilogue is None and a.dtype == np.float32 else None
+    lazy = _lazy_pack(b, nr, per)
     bp = lazy[0] if lazy else _pack_all(b, nr, per, threads)
     chunks = -(-m // (mr * ROW_TILES))  # row chunks of a matrix: ROW_TILES tiles (A's rows stay in L2)
     wanted = 1 if epilogue else -(-threads * UNITS_PER_THREAD // (nb * chunks))
@@ -289,8 +293,9 @@ class _Split:
                 pc, ldc = sums.ctypes.data + 4 * j0, n
             else:
                 pc, ldc = self.pcs[i] + 4 * (r0 * self.ldc + j0), self.ldc
-            blas.gemm(pa, lda, self.pb + 4 * (i * self.per + j0 * k), k, pc, ldc, r1 - r0, j1 - j0, alpha,
-                      self.pbias and self.pbias + 4 * j0, nt, _tile(blas.mr, blas.nr))
+            blas.gemm_packing(pa, lda, self.pb + 4 * (i * self.per + j0 * k), k, pc, ldc, r1 - r0, j1 - j0,
+                              alpha, self.pbias and self.pbias + 4 * j0, nt, _tile(blas.mr, blas.nr),
+                              self.lazy or None, i, j0)
             if epilogue:
                 epilogue(i, r0, r1, sums[:(r1 - r0) * n].reshape(r1 - r0, n))
 

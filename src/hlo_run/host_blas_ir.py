@@ -37,6 +37,8 @@ cin its input features); B is then the kernel as [taps * cin, output features]. 
         the same panels from B given by its columns (K^T), zero-padded past n
     void @ensure_packed(ptr ctx, i64 i, i64 pg)
         panel group pg of matrix i packed by @pack / @pack_bf16 on first use (host_blas_pack_ir)
+    void @gemm_packing(..., ptr lz, i64 i, i64 j0)
+        @gemm with B packed a panel group at a time as it goes (host_blas_jobs)
     void @round_bf16(ptr src, ptr dst, i64 n)
         n floats (a multiple of 16) rounded to bf16 as ml_dtypes rounds them
 
@@ -346,10 +348,10 @@ def blas_module(mr: int, nr: int) -> str:
         "!0 = !{i32 1}",
         f"@neg_zero = private constant [{nr} x float] [{', '.join(['float -0.0'] * nr)}]",
     ]
-    from hlo_run.host_blas_jobs import conv_job, pack_jobs, units_job
+    from hlo_run.host_blas_jobs import conv_job, gemm_packing, pack_jobs, units_job
     from hlo_run.host_blas_pack_ir import ensure_packed_ir, pack_ir, pack_t_ir
 
-    parts = [_microkernel(mr, nr), _gemm(mr, nr), units_job(mr, nr), pack_jobs(nr), conv_job(),
-             _conv_rows(mr, nr), pack_ir(nr), pack_ir(nr, bf16=True), pack_t_ir(nr), ensure_packed_ir(nr),
-             _widen_rows(), _round_bf16()]
+    parts = [_microkernel(mr, nr), _gemm(mr, nr), gemm_packing(nr), units_job(mr, nr), pack_jobs(nr),
+             conv_job(), _conv_rows(mr, nr), pack_ir(nr), pack_ir(nr, bf16=True), pack_t_ir(nr),
+             ensure_packed_ir(nr), _widen_rows(), _round_bf16()]
     return "\n".join(head + [line for part in parts for line in part]) + "\n"

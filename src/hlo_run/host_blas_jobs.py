@@ -32,30 +32,13 @@ _UNIT_DECODE = [  # unit u's matrix, rows and columns, and the A and C rows it s
 ]
 
 
-def _gemm_call(tag: str, c: str, cols: str) -> list[str]:
-    """`@gemm` on columns [c, c + cols) of a unit of `@units_job` (its values named with `tag`)."""
-    return [
-        f"  %bo1{tag} = mul i64 {c}, %w7", f"  %bo{tag} = add i64 %bo0, %bo1{tag}",
-        f"  %bp{tag} = getelementptr float, ptr %pb, i64 %bo{tag}",
-        f"  %co{tag} = add i64 %co0, {c}", f"  %cp{tag} = getelementptr float, ptr %cbase, i64 %co{tag}",
-        f"  %bj{tag} = getelementptr float, ptr %bias, i64 {c}",
-        f"  %bu{tag} = select i1 %hasbias, ptr %bj{tag}, ptr null",
-        f"  call void @gemm(ptr %ap, i64 %w5, ptr %bp{tag}, i64 %w7, ptr %cp{tag}, i64 %w6, i64 %rows, "
-        f"i64 {cols}, float %alpha, ptr %bu{tag}, i1 %nt, ptr %acc)",
-    ]
-
-
 def units_job(mr: int, nr: int) -> list[str]:
     """`@units_job(ctx, lo, hi)`: `@gemm` on units [lo, hi) of a split product (hlo_run.host_blas's
     `_Split`: unit u is matrix u / (chunks groups), row chunk (u / groups) % chunks, column group u
     % groups), ctx 17 words: the matrices' A and C addresses (two tables), packed B, floats a
     packed matrix, bias (0: none), lda, ldc, k, m, n, rows and columns a unit, chunks, groups,
-    alpha's bits, nt, and B's `@ensure_packed` context (0: B is packed already; else a unit runs
-    `@gemm` a packed panel group at a time, each after `@ensure_packed`); the K blocks' tile on
-    this thread's stack. Python built a table of the units' addresses before (~30 us a GEMM)."""
-    from hlo_run.host_blas_pack_ir import PACK_GROUP_PANELS
-
-    gc = PACK_GROUP_PANELS * nr  # columns a lazily packed panel group
+    alpha's bits, nt, and B's `@ensure_packed` context (0: B is packed already), for
+    `@gemm_packing`; the K blocks' tile on this thread's stack. Python built a table of the units' addresses before (~30 us a GEMM)."""
     words = ctx_words(17)
     return [
         "define void @units_job(ptr %ctx, i64 %lo, i64 %hi) {", "entry:",
@@ -64,19 +47,46 @@ def units_job(mr: int, nr: int) -> list[str]:
         "  %pb = inttoptr i64 %w2 to ptr", "  %bias = inttoptr i64 %w4 to ptr",
         "  %hasbias = icmp ne i64 %w4, 0",
         "  %ab = trunc i64 %w14 to i32", "  %alpha = bitcast i32 %ab to float",
-        "  %nt = trunc i64 %w15 to i1", "  %lazy = icmp ne i64 %w16, 0", "  %lz = inttoptr i64 %w16 to ptr",
+        "  %nt = trunc i64 %w15 to i1", "  %lz = inttoptr i64 %w16 to ptr",
         "  %any = icmp slt i64 %lo, %hi", "  br i1 %any, label %loop, label %done",
-        "loop:", "  %u = phi i64 [%lo, %entry], [%u1, %next]", *_UNIT_DECODE,
+        "loop:", "  %u = phi i64 [%lo, %entry], [%u1, %loop]", *_UNIT_DECODE,
+        "  %cols = sub i64 %cend, %j0", "  %bo1 = mul i64 %j0, %w7", "  %bo = add i64 %bo0, %bo1",
+        "  %bp = getelementptr float, ptr %pb, i64 %bo", "  %co = add i64 %co0, %j0",
+        "  %cp = getelementptr float, ptr %cbase, i64 %co", "  %bj = getelementptr float, ptr %bias, i64 %j0",
+        "  %bu = select i1 %hasbias, ptr %bj, ptr null",
+        "  call void @gemm_packing(ptr %ap, i64 %w5, ptr %bp, i64 %w7, ptr %cp, i64 %w6, i64 %rows, "
+        "i64 %cols, float %alpha, ptr %bu, i1 %nt, ptr %acc, ptr %lz, i64 %i, i64 %j0)",
+        "  %u1 = add i64 %u, 1", "  %more = icmp slt i64 %u1, %hi", "  br i1 %more, label %loop, label %done",
+        "done:", "  ret void", "}",
+    ]
+
+
+def gemm_packing(nr: int) -> list[str]:
+    """`@gemm_packing(a, lda, bp, k, c, ldc, m, n, alpha, bias, nt, acc, lz, i, j0)`: `@gemm` on
+    columns [j0, j0 + n) of matrix i (bp, c and bias already at column j0), where lz (not null)
+    is B's `@ensure_packed` context: then a packed panel group at a time, each after
+    `@ensure_packed` (j0 is a group's first column). The GEMM's units call it, native or from
+    Python."""
+    from hlo_run.host_blas_pack_ir import PACK_GROUP_PANELS
+
+    gc = PACK_GROUP_PANELS * nr  # columns a lazily packed panel group
+    args = "ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %m, i64 %n, float %alpha, ptr %bias, i1 %nt"
+    return [
+        f"define void @gemm_packing({args}, ptr %acc, ptr %lz, i64 %i, i64 %j0) {{", "entry:",
+        "  %lazy = icmp ne ptr %lz, null", "  %hasbias = icmp ne ptr %bias, null",
         "  br i1 %lazy, label %group, label %whole",
-        "whole:", "  %cols = sub i64 %cend, %j0", *_gemm_call("w", "%j0", "%cols"), "  br label %next",
-        "group:", "  %c = phi i64 [%j0, %loop], [%c1, %group]", f"  %pg = udiv i64 %c, {gc}",
-        "  call void @ensure_packed(ptr %lz, i64 %i, i64 %pg)",
-        "  %cl = sub i64 %cend, %c", f"  %cshort = icmp slt i64 %cl, {gc}",
-        f"  %cw = select i1 %cshort, i64 %cl, i64 {gc}", *_gemm_call("g", "%c", "%cw"),
-        f"  %c1 = add i64 %c, {gc}", "  %cmore = icmp slt i64 %c1, %cend",
-        "  br i1 %cmore, label %group, label %next",
-        "next:", "  %u1 = add i64 %u, 1", "  %more = icmp slt i64 %u1, %hi",
-        "  br i1 %more, label %loop, label %done",
+        "whole:", "  call void @gemm(ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %m, i64 %n, "
+        "float %alpha, ptr %bias, i1 %nt, ptr %acc)", "  ret void",
+        "group:", "  %d = phi i64 [0, %entry], [%d1, %group]", "  %col = add i64 %j0, %d",
+        f"  %pg = udiv i64 %col, {gc}", "  call void @ensure_packed(ptr %lz, i64 %i, i64 %pg)",
+        "  %left = sub i64 %n, %d", f"  %short = icmp slt i64 %left, {gc}",
+        f"  %w = select i1 %short, i64 %left, i64 {gc}",
+        "  %bo = mul i64 %d, %k", "  %bpd = getelementptr float, ptr %bp, i64 %bo",
+        "  %cd = getelementptr float, ptr %c, i64 %d", "  %bd = getelementptr float, ptr %bias, i64 %d",
+        "  %bu = select i1 %hasbias, ptr %bd, ptr null",
+        "  call void @gemm(ptr %a, i64 %lda, ptr %bpd, i64 %k, ptr %cd, i64 %ldc, i64 %m, i64 %w, "
+        "float %alpha, ptr %bu, i1 %nt, ptr %acc)",
+        f"  %d1 = add i64 %d, {gc}", "  %more = icmp slt i64 %d1, %n", "  br i1 %more, label %group, label %done",
         "done:", "  ret void", "}",
     ]
 

@@ -193,12 +193,13 @@ def test_streaming_stores_give_the_same_bits(n, monkeypatch):
 
 @pytest.mark.parametrize("bf16", [False, True])
 def test_b_packed_as_the_units_reach_it_gives_the_bits_of_b_packed_first(bf16, monkeypatch):
-    """An f32 A without an epilogue: the units pack B's panel groups on first use (`_lazy_pack`,
-    `@ensure_packed`; a thread finding its group claimed packs the next free one). The same bits
-    as B packed before the units, on one thread and two, for a stack of three matrices, a last
-    group of one panel (n = 9 panels of NR), K over several blocks, a broadcast B (row stride 0
-    in the batch), a bias and alpha; a B the JIT does not pack by rows (K^T, n not whole panels)
-    is packed first."""
+    """The units pack B's panel groups on first use (`_lazy_pack`, `@gemm_packing`: a thread
+    finding its group claimed packs the next free one): the same bits as B packed before the
+    units, on one thread and two, for a stack of three matrices with a last group of one panel
+    (n = 9 panels of NR), K over several blocks, a broadcast B (stride 0 between matrices),
+    alpha and a bias, through the native units and through the Python ones (a bf16 A, an
+    epilogue taking whole rows). A B the JIT does not pack by rows (K^T, n not whole panels) is
+    packed first."""
     import ml_dtypes
 
     from hlo_run import host_blas
@@ -213,18 +214,24 @@ def test_b_packed_as_the_units_reach_it_gives_the_bits_of_b_packed_first(bf16, m
     assert _lazy_pack(b, nr, k * n) is not None
     assert _lazy_pack(b.transpose(0, 2, 1).copy().transpose(0, 2, 1), nr, k * n) is None
     assert _lazy_pack(b[..., :n - 1], nr, k * n) is None
+    cases = {"native": (a, b, False), "broadcast": (a, np.broadcast_to(b[:1], b.shape), False),
+             "bf16 A": (a.astype(ml_dtypes.bfloat16), b, False), "epilogue": (a, b, True)}
     outs = {}
     for mode, pack in (("first", lambda *x: None), ("lazy", _lazy_pack)):
         monkeypatch.setattr(host_blas, "_lazy_pack", pack)
-        for threads in (1, 2):
-            for name, bb in (("stack", b), ("broadcast", np.broadcast_to(b[:1], b.shape))):
-                out = np.full((3, 150, n), np.nan, np.float32)
-                sgemm_batched(a, bb, out, alpha=0.5, bias=bias, threads=threads)
-                outs[mode, threads, name] = out
+        for threads, (name, (aa, bb, rows)) in itertools.product((1, 2), cases.items()):
+            out = np.full((3, 150, n), np.nan, np.float32)
+
+            def keep(i, r0, r1, sums, out=out):
+                out[i, r0:r1] = sums
+
+            sgemm_batched(aa, bb, np.empty_like(out) if rows else out, alpha=0.5, bias=bias, threads=threads,
+                          epilogue=keep if rows else None)
+            outs[mode, threads, name] = out
     for key, out in outs.items():
         assert np.array_equal(out, outs["first", 1, key[2]]), key
     want = (a.astype(np.float64) @ b.astype(np.float64)) * 0.5 + bias
-    np.testing.assert_allclose(outs["lazy", 2, "stack"], want, rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(outs["lazy", 2, "native"], want, rtol=1e-5, atol=1e-3)
 
 
 @pytest.mark.parametrize("n", [64, 70])
