@@ -124,9 +124,9 @@ def _tiling(kernel: Kernel, stores: list[Op], defs: dict[int, Op]) -> tuple[int,
 
 def streamed_outputs(kernel: Kernel, phases: list[list[Op]]) -> list[StreamedOutput]:
     """The outputs of `kernel` its last phase may stream (see the module docstring)."""
+    if not phases or phases[-1][0].name == "shuffle_reduce":
+        return []  # an empty body (a zero-sized output), or a shuffle's scratch stores only
     last = phases[-1]
-    if last[0].name == "shuffle_reduce":
-        return []
     defs = {id(r): o for o in kernel.body.walk() for r in o.results}
     found = []
     for buf in kernel.params:

@@ -60,6 +60,12 @@ def test_an_output_each_block_writes_one_range_of_is_streamed(no_size_rule) -> N
     assert _streams(read_back) == []  # the kernel reads its output
 
 
+def test_a_kernel_without_ops_streams_nothing(no_size_rule) -> None:
+    empty = "kernel @nothing grid = [1, 1, 1] block = [32, 1, 1] {\n  param @arg0 : f32[64] written\n}\n"
+    assert _streams(empty) == []
+    assert "!nontemporal" not in lower_to_host(parse_kernel(empty))
+
+
 def test_outputs_under_the_size_rule_keep_direct_stores() -> None:
     assert _streams(ROWS) == []
     assert "!nontemporal" not in lower_to_host(parse_kernel(ROWS))
