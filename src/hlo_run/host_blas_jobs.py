@@ -38,7 +38,8 @@ def units_job(mr: int, nr: int) -> list[str]:
     % groups), ctx 17 words: the matrices' A and C addresses (two tables), packed B, floats a
     packed matrix, bias (0: none), lda, ldc, k, m, n, rows and columns a unit, chunks, groups,
     alpha's bits, nt, and B's `@ensure_packed` context (0: B is packed already), for
-    `@gemm_packing`; the K blocks' tile on this thread's stack. Python built a table of the units' addresses before (~30 us a GEMM)."""
+    `@gemm_packing`; the K blocks' tile on this thread's stack. Python built a table of the units'
+    addresses before (~30 us a GEMM)."""
     words = ctx_words(17)
     return [
         "define void @units_job(ptr %ctx, i64 %lo, i64 %hi) {", "entry:",
@@ -70,7 +71,8 @@ def gemm_packing(nr: int) -> list[str]:
     from hlo_run.host_blas_pack_ir import PACK_GROUP_PANELS
 
     gc = PACK_GROUP_PANELS * nr  # columns a lazily packed panel group
-    args = "ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %m, i64 %n, float %alpha, ptr %bias, i1 %nt"
+    args = ("ptr %a, i64 %lda, ptr %bp, i64 %k, ptr %c, i64 %ldc, i64 %m, i64 %n, float %alpha, "
+            "ptr %bias, i1 %nt")
     return [
         f"define void @gemm_packing({args}, ptr %acc, ptr %lz, i64 %i, i64 %j0) {{", "entry:",
         "  %lazy = icmp ne ptr %lz, null", "  %hasbias = icmp ne ptr %bias, null",
@@ -86,7 +88,8 @@ def gemm_packing(nr: int) -> list[str]:
         "  %bu = select i1 %hasbias, ptr %bd, ptr null",
         "  call void @gemm(ptr %a, i64 %lda, ptr %bpd, i64 %k, ptr %cd, i64 %ldc, i64 %m, i64 %w, "
         "float %alpha, ptr %bu, i1 %nt, ptr %acc)",
-        f"  %d1 = add i64 %d, {gc}", "  %more = icmp slt i64 %d1, %n", "  br i1 %more, label %group, label %done",
+        f"  %d1 = add i64 %d, {gc}", "  %more = icmp slt i64 %d1, %n",
+        "  br i1 %more, label %group, label %done",
         "done:", "  ret void", "}",
     ]
 
