@@ -39,6 +39,7 @@ from hlo_common.manifest.kernel_symbols import host_may_declare
 
 from hlo_codegen.kernel_ir.ir import OP_SPECS, Kernel, Op, Value, buffer_bytes
 from hlo_codegen.kernel_ir.verifier import verify_kernel
+from hlo_codegen.llvm.host_prefetch import LINE, PrefetchedInput, prefetched_inputs
 from hlo_codegen.llvm.host_shuffle import ShuffleLowering, load_value, mem_type, store_value
 from hlo_codegen.llvm.host_stream import CHUNK, StreamedOutput, streamed_outputs
 from hlo_codegen.llvm.lane0 import lane0_stride
@@ -164,6 +165,7 @@ class _KernelLowering(ShuffleLowering):
         self._remat: dict[int, bool] = {}
         self.stable_inputs = _stable_inputs(kernel, self.phases)
         self.streams = streamed_outputs(kernel, self.phases)
+        self.prefetches = prefetched_inputs(kernel, self.phases)
         self.redirect: dict[str, tuple[LV, LV]] = {}  # output -> (stage, block offset): last phase
 
     def rematerializable(self, op: Op) -> bool:
@@ -225,6 +227,9 @@ class _KernelLowering(ShuffleLowering):
         stages = {s.buffer: f.alloca(f"[{s.length * s.esize} x i8]", 64) for s in self.streams}
         offsets = {}
         for p, ops in enumerate(self.phases):
+            if p == 1:
+                for pf in self.prefetches:
+                    self._prefetch_next(pf, blk)
             if p == len(self.phases) - 1:
                 offsets = {s.buffer: f.binop("add", f.binop("mul", blk, LV(I64, str(s.stride))),
                                              LV(I64, str(s.first))) for s in self.streams}
@@ -236,6 +241,22 @@ class _KernelLowering(ShuffleLowering):
         self.redirect = {}
         for s in self.streams:
             self._stream_out(s, stages[s.buffer], offsets[s.buffer])
+
+    def _prefetch_next(self, pf: PrefetchedInput, blk: LV) -> None:
+        """Ask for block blk + 1's range of input `pf`, a line at a time, into L2 (host_prefetch.py).
+        The address is computed without `inbounds`: past the input it is only a hint."""
+        f = self.fn
+        start = f.binop("add", f.binop("mul", f.binop("add", blk, LV(I64, "1")), LV(I64, str(pf.stride))),
+                        LV(I64, str(pf.first)))
+        base = f.gep("i8", self.buffers[pf.buffer], f.binop("mul", start, LV(I64, str(pf.esize))),
+                     inbounds=False)
+
+        def line(i: LV, _: list[LV]) -> list[LV]:
+            at = f.gep("i8", base, f.binop("mul", i, LV(I64, str(LINE))), inbounds=False)
+            f.intrinsic("llvm.prefetch.p0", "void", [at, LV("i32", "0"), LV("i32", "2"), LV("i32", "1")])
+            return []
+
+        self._region().for_range(0, pf.lines - 1, [], line, hint="prefetch")
 
     def _region(self) -> RegionLowering:
         rl = RegionLowering(self.ml, self.fn, self.buffers)

@@ -49,7 +49,7 @@ class StreamedOutput:
     esize: int
 
 
-class _Unknown(Exception):
+class Unknown(Exception):
     """An index this evaluator cannot follow (the output is then stored as before)."""
 
 
@@ -59,7 +59,7 @@ def _evaluate(v: Value, defs: dict[int, Op], env: dict[int, np.ndarray]) -> np.n
         return hit
     op = defs.get(id(v))
     if op is None or op.regions:
-        raise _Unknown
+        raise Unknown
     if op.name == "apply_indexing":
         m = op.attrs["map"]
         args = [_evaluate(x, defs, env) for x in op.operands]
@@ -73,16 +73,17 @@ def _evaluate(v: Value, defs: dict[int, Op], env: dict[int, np.ndarray]) -> np.n
     elif op.name in _INT_OPS:
         a, b = (_evaluate(x, defs, env) for x in op.operands)
         if op.name in ("divui", "remui") and np.any(b <= 0):
-            raise _Unknown
+            raise Unknown
         env[id(v)] = _INT_OPS[op.name](a, b)
     else:
-        raise _Unknown
+        raise Unknown
     return env[id(v)]
 
 
-def _block_indices(kernel: Kernel, stores: list[Op], defs: dict[int, Op], blocks: np.ndarray) -> np.ndarray:
-    """The element indices the `stores` write, one row per linear block id of `blocks`, over all
-    the block's threads."""
+def block_indices(kernel: Kernel, ops: list[Op], defs: dict[int, Op], blocks: np.ndarray) -> np.ndarray:
+    """The element indices the `ops` (top-level loads or stores) access, one row per linear block
+    id of `blocks`, over all the block's threads (raises Unknown where an index is not
+    arithmetic of thread and block ids this evaluator follows)."""
     bx, by, bz = kernel.block
     gx, gy, _ = kernel.grid
     t = np.arange(bx * by * bz, dtype=np.int64)[None, :]
@@ -95,9 +96,10 @@ def _block_indices(kernel: Kernel, stores: list[Op], defs: dict[int, Op], blocks
             env[id(op.result)] = ids[op.name][op.attrs["dim"]]
     shape = (b.shape[0], t.shape[1])
     out = []
-    for op in stores:
-        idx = np.broadcast_to(_evaluate(op.operands[1], defs, env), shape)
-        lanes = vector_shape(op.operands[0].type)[0] if is_vector(op.operands[0].type) else 1
+    for op in ops:
+        index, value = (op.operands[1], op.operands[0]) if op.name == "store" else (op.operands[0], op.result)
+        idx = np.broadcast_to(_evaluate(index, defs, env), shape)
+        lanes = vector_shape(value.type)[0] if is_vector(value.type) else 1
         out.extend(idx + k for k in range(lanes))
     return np.concatenate(out, axis=1)
 
@@ -106,13 +108,13 @@ def _tiling(kernel: Kernel, stores: list[Op], defs: dict[int, Op]) -> tuple[int,
     """(first, stride, length) when every block b writes exactly the elements [first + b * stride,
     first + b * stride + length), each once; checked for every block, a few thousand at a time."""
     total = kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
-    head = _block_indices(kernel, stores, defs, np.arange(min(total, 2)))
+    head = block_indices(kernel, stores, defs, np.arange(min(total, 2)))
     first, length = int(head[0].min()), head.shape[1]
     stride = int(head[1].min()) - first if total > 1 else 0
     step = max(1, (1 << 20) // length)
     for lo in range(0, total, step):
         blocks = np.arange(lo, min(total, lo + step))
-        local = _block_indices(kernel, stores, defs, blocks) - (first + stride * blocks)[:, None]
+        local = block_indices(kernel, stores, defs, blocks) - (first + stride * blocks)[:, None]
         if local.min() < 0 or local.max() >= length:
             return None
         hits = np.bincount((local + length * np.arange(blocks.size)[:, None]).ravel(),
@@ -139,7 +141,7 @@ def streamed_outputs(kernel: Kernel, phases: list[list[Op]]) -> list[StreamedOut
             continue  # read, atomically updated, or stored elsewhere (an earlier phase, a region)
         try:
             tiling = _tiling(kernel, stores, defs)
-        except _Unknown:
+        except Unknown:
             continue
         if tiling is None:
             continue
