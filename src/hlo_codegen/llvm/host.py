@@ -165,7 +165,7 @@ class _KernelLowering(ShuffleLowering):
         self._remat: dict[int, bool] = {}
         self.stable_inputs = _stable_inputs(kernel, self.phases)
         self.streams = streamed_outputs(kernel, self.phases)
-        self.prefetches = prefetched_inputs(kernel, self.phases)
+        self.prefetches = prefetched_inputs(kernel, self.phases, any(map(_heavy_math, self.phases[1:])))
         self.redirect: dict[str, tuple[LV, LV]] = {}  # output -> (stage, block offset): last phase
 
     def rematerializable(self, op: Op) -> bool:

@@ -3,19 +3,22 @@
 A row reduction (softmax, layer norm) reads its block's row in its first phase, the row's first
 touch, and then computes on it from the L1 cache in the phases after: the max and the division
 of the bf16 softmax over [4096, 1024] took 17% and 14% of the kernel with its 8 MiB input in
-the last-level cache, against 5% and 7% with the input in L2. The hardware prefetcher, which
-keeps up with a stream from memory, did not hide the hop from the last-level cache. So where
-block b's first phase reads one contiguous range of an input, [first + b * stride, + length),
-the block asks for block b + 1's range (`llvm.prefetch` into L2, one request a 64-byte line)
-once its own first phase is done: the lines then arrive while the block computes. On two AVX2
-cores (Zen 3), both forms alternating in one process: the bf16 softmax kernel 5.60 -> 5.01 ms,
-8.50 -> 7.87 ms on one thread.
+the last-level cache, against 5% and 7% with the input in L2. The hardware prefetcher did not
+hide the first touch. So where block b's first phase reads one contiguous range of an input,
+[first + b * stride, + length), the block asks for block b + 1's range (`llvm.prefetch` into
+L2, one request a 64-byte line) once its own first phase is done: the lines then arrive while
+the block computes.
 
-Inputs of STREAM_MIN_BYTES or more are left alone: they come from memory, where the hardware
-prefetcher already streams them and the added requests only competed with the block's own reads
-(the f32 layer norm's 16 MiB input: 2.90 -> 3.23-3.33 ms on two threads; the bf16 softmax over
-16384 rows, 32 MiB: 20.6 -> 21.5 ms). A prefetch is a hint: it changes no result, and an address
-past the input (the last block's next) is never read.
+When: an input under STREAM_MIN_BYTES (it may be in the last-level cache), or any input of a
+kernel whose later phases compute long math (exp, tanh, ...: bound by its arithmetic, so the
+memory system has time to spare). A layer norm of a 16 MiB input, whose later phases are a few
+adds and multiplies, already runs at the memory's speed; there the extra requests only competed
+with the block's own reads and its streamed stores (2.90 -> 3.23-3.39 ms on two threads), so it
+is left alone. Modules, old and new code alternating in one process, two AVX2 cores (Zen 3):
+softmax bf16 [4096, 1024] 5.84 -> 5.14 ms, f32 5.78 -> 4.61, f32 [16384, 1024] (64 MiB) 31.44
+-> 26.77; layer norm f32 [1024, 1024] 1.33 -> 1.01, [2048, 1024] 2.04 -> 1.81; the transformer
+layer 41.49 -> 39.61. A prefetch is a hint: it changes no result, and an address past the input
+(the last block's next) is never read.
 """
 
 from __future__ import annotations
@@ -71,9 +74,10 @@ def _affine_range(kernel: Kernel, loads: list[Op], defs: dict[int, Op]) -> tuple
     return (first, stride, length) if hits.all() else None
 
 
-def prefetched_inputs(kernel: Kernel, phases: list[list[Op]]) -> list[PrefetchedInput]:
+def prefetched_inputs(kernel: Kernel, phases: list[list[Op]], heavy_later: bool = False) -> list[PrefetchedInput]:
     """The inputs whose next-block range `kernel` prefetches after its first phase (see the
-    module docstring)."""
+    module docstring); `heavy_later`: a later phase computes long math, which lifts the size
+    rule."""
     total = kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
     if len(phases) < 2 or total < 3 or phases[0][0].name == "shuffle_reduce":
         return []
@@ -81,7 +85,8 @@ def prefetched_inputs(kernel: Kernel, phases: list[list[Op]]) -> list[Prefetched
     found = []
     for buf in kernel.params:
         esize = hlo_bits(buf.hlo_type) // 8
-        if buf.written or buf.packed or esize == 0 or buf.num_elements * esize >= STREAM_MIN_BYTES:
+        large = buf.num_elements * esize >= STREAM_MIN_BYTES
+        if buf.written or buf.packed or esize == 0 or large and not heavy_later:
             continue
         loads = [o for o in phases[0] if o.name == "load" and o.attrs.get("buffer") == buf.name]
         if not loads:

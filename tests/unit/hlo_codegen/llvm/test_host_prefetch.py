@@ -59,8 +59,10 @@ kernel @rows grid = [8, 1, 1] block = [32, 1, 1] {
 
 
 def _prefetched(text: str) -> list[PrefetchedInput]:
+    """What host.py's lowering of `text` prefetches."""
     kernel = parse_kernel(text)
-    return prefetched_inputs(kernel, _phases(kernel))
+    phases = _phases(kernel)
+    return prefetched_inputs(kernel, phases, any(map(host._heavy_math, phases[1:])))
 
 
 def test_an_input_each_block_reads_one_range_of_in_its_first_phase_is_prefetched(monkeypatch) -> None:
@@ -76,10 +78,17 @@ def test_an_input_each_block_reads_one_range_of_in_its_first_phase_is_prefetched
     monkeypatch.setattr(host_prefetch, "MIN_RANGE_BYTES", 1024)  # a block reads 512 bytes
     assert _prefetched(ROWS) == []  # a short range is the hardware prefetcher's job
 
-def test_inputs_of_the_size_rule_are_left_to_the_hardware(monkeypatch) -> None:
+def test_large_inputs_are_prefetched_only_where_long_math_follows(monkeypatch) -> None:
+    """Over the size rule, a kernel of adds (bound by memory) is left alone; one whose second
+    phase computes an exp (bound by its arithmetic) is not."""
     monkeypatch.setattr(host_prefetch, "STREAM_MIN_BYTES", 4096)  # arg0 is 4 KiB
     assert _prefetched(ROWS) == []
     assert "llvm.prefetch" not in lower_to_host(parse_kernel(ROWS))
+    heavy = ROWS.replace("  %14 = addf %11, %13 : f32\n", "  %e = exp %13 : f32\n  %14 = addf %11, %e : f32\n")
+    assert _prefetched(heavy) == [PrefetchedInput("arg0", 0, 128, 128, 4)]
+    assert "llvm.prefetch" in lower_to_host(parse_kernel(heavy))
+    early = ROWS.replace("  %10 = addf %9, %7 : f32\n", "  %e = exp %7 : f32\n  %10 = addf %9, %e : f32\n")
+    assert _prefetched(early) == []  # the exp is in the first phase, with the reads
 
 
 def test_the_prefetch_follows_the_first_phase() -> None:
@@ -98,7 +107,7 @@ def test_results_are_those_without_the_prefetch(monkeypatch, threads: int) -> No
     outs = []
     for enabled in (True, False):
         if not enabled:
-            monkeypatch.setattr(host, "prefetched_inputs", lambda kernel, phases: [])
+            monkeypatch.setattr(host, "prefetched_inputs", lambda *args: [])
         ir = lower_to_host(parse_kernel(ROWS))
         assert ("llvm.prefetch" in ir) == enabled
         out = np.zeros(256, np.float32)
@@ -151,6 +160,6 @@ def test_the_softmax_emitters_rows_are_prefetched_and_match_the_interpreter(monk
     check_fusion(SOFTMAX_BF16)
     args = random_args(fusion, 1)
     with_prefetch = run_on_host(fusion, args, kernel, threads=2)
-    monkeypatch.setattr(host, "prefetched_inputs", lambda kernel, phases: [])
+    monkeypatch.setattr(host, "prefetched_inputs", lambda *args: [])
     without = run_on_host(fusion, args, kernel, threads=2)
     np.testing.assert_array_equal(with_prefetch[0].view(np.uint16), without[0].view(np.uint16))
