@@ -28,9 +28,10 @@ as scalar lanes (`scalarize_vectors`, lanes.py), and the straight-line math and 
 functions are `alwaysinline` (a call blocks vectorization). Results are unchanged: the same IEEE
 operations, with the threads of a phase in a different order. On the bf16 GELU's tanh kernel
 this took the run from 0.66 to 0.125 CPU seconds. A phase that acts only in lane 0 of each warp
-(`if th_x % 32 == 0`) loops over those threads alone, and an output of at least 16 MiB that
+(`if th_x % 32 == 0`) loops over those threads alone, an output of at least 16 MiB that
 each block writes as one contiguous range is staged on the stack and copied out with
-non-temporal stores (host_stream.py).
+non-temporal stores (host_stream.py), and a block whose first phase reads one contiguous range
+of an input prefetches the next block's range once that phase is done (host_prefetch.py).
 """
 
 from __future__ import annotations
