@@ -66,6 +66,8 @@ def _affine_range(kernel: Kernel, loads: list[Op], defs: dict[int, Op]) -> tuple
     lo, hi = idx.min(axis=1), idx.max(axis=1)
     first, length = int(lo[0]), int(hi[0] - lo[0]) + 1
     stride = int(lo[1] - lo[0])
+    if length > idx.shape[1]:
+        return None  # fewer reads than the span: holes (and no span-sized array to check it)
     if stride < length or np.any(lo != first + stride * blocks) or np.any(hi - lo + 1 != length):
         return None  # overlapping ranges (the next block's are read already), or not affine
     local = idx - lo[:, None]

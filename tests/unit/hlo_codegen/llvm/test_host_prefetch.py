@@ -69,6 +69,8 @@ def test_an_input_each_block_reads_one_range_of_in_its_first_phase_is_prefetched
     assert _prefetched(ROWS) == [PrefetchedInput("arg0", 0, 128, 128, 4)]
     strided = ROWS.replace("(bl_x * 128 + th_x)", "(th_x * 32 + bl_x)")
     assert _prefetched(strided) == []  # block 0 reads 0, 32, 64, ...: not one range
+    sparse = ROWS.replace("(bl_x * 128 + th_x)", "(bl_x * 10000000000 + th_x * 100000000)")
+    assert _prefetched(sparse) == []  # 128 reads over a span of 3.1e9 elements: decided at once
     gappy = ROWS.replace("%c96 = constant {value = 96}", "%c96 = constant {value = 100}")
     assert _prefetched(gappy) == []  # a hole in the range, and past it
     one_phase = ROWS.replace("  sync_threads\n", "")
