@@ -175,7 +175,6 @@ PLANNED_PASSES: dict[str, str] = {
     "rename-instructions": "AddTrackingSuffixToInstructionNames: stable names before fusion",
     "result_caster": "ResultCaster: dots with a wider result computed then converted",
     "scatter-slice-simplifier": "ScatterSliceSimplifier: scatter feeding a slice shrunk",
-    "slice-sinker": "SliceSinker: elementwise ops on slices -> slice of elementwise op",
     "stable-sort-expander": "StableSortExpander: stable sort via an iota tie-breaker",
     "topk-decomposer": "TopkDecomposer: topk -> sort + slice",
     "variadic-op-splitter": "VariadicOpSplitter: concatenates with too many operands split",
