@@ -91,7 +91,7 @@ def _sink(sources: list[HloInstruction], group: list[HloInstruction]) -> None:
 
 @register_pass
 class SliceSinker(HloPass):
-    """Sinks slices below elementwise ops that together cover their sources (see the module)."""
+    """Elementwise ops on same-indexed slices that cover their sources run once, then are sliced."""
 
     name = "slice-sinker"
 
