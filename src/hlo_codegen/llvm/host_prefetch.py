@@ -76,7 +76,8 @@ def _affine_range(kernel: Kernel, loads: list[Op], defs: dict[int, Op]) -> tuple
     return (first, stride, length) if hits.all() else None
 
 
-def prefetched_inputs(kernel: Kernel, phases: list[list[Op]], heavy_later: bool = False) -> list[PrefetchedInput]:
+def prefetched_inputs(kernel: Kernel, phases: list[list[Op]],
+                      heavy_later: bool = False) -> list[PrefetchedInput]:
     """The inputs whose next-block range `kernel` prefetches after its first phase (see the
     module docstring); `heavy_later`: a later phase computes long math, which lifts the size
     rule."""

@@ -80,13 +80,15 @@ def test_an_input_each_block_reads_one_range_of_in_its_first_phase_is_prefetched
     monkeypatch.setattr(host_prefetch, "MIN_RANGE_BYTES", 1024)  # a block reads 512 bytes
     assert _prefetched(ROWS) == []  # a short range is the hardware prefetcher's job
 
+
 def test_large_inputs_are_prefetched_only_where_long_math_follows(monkeypatch) -> None:
     """Over the size rule, a kernel of adds (bound by memory) is left alone; one whose second
     phase computes an exp (bound by its arithmetic) is not."""
     monkeypatch.setattr(host_prefetch, "STREAM_MIN_BYTES", 4096)  # arg0 is 4 KiB
     assert _prefetched(ROWS) == []
     assert "llvm.prefetch" not in lower_to_host(parse_kernel(ROWS))
-    heavy = ROWS.replace("  %14 = addf %11, %13 : f32\n", "  %e = exp %13 : f32\n  %14 = addf %11, %e : f32\n")
+    heavy = ROWS.replace("  %14 = addf %11, %13 : f32\n",
+                         "  %e = exp %13 : f32\n  %14 = addf %11, %e : f32\n")
     assert _prefetched(heavy) == [PrefetchedInput("arg0", 0, 128, 128, 4)]
     assert "llvm.prefetch" in lower_to_host(parse_kernel(heavy))
     early = ROWS.replace("  %10 = addf %9, %7 : f32\n", "  %e = exp %7 : f32\n  %10 = addf %9, %e : f32\n")
@@ -147,7 +149,8 @@ fused {
 }
 ENTRY main {
   p = bf16[96,1024]{1,0} parameter(0)
-  ROOT f = bf16[96,1024]{1,0} fusion(p), kind=kCustom, calls=fused, backend_config={"fusion_backend_config":{"kind":"__norm"}}
+  ROOT f = bf16[96,1024]{1,0} fusion(p), kind=kCustom, calls=fused,
+    backend_config={"fusion_backend_config":{"kind":"__norm"}}
 }
 """
 

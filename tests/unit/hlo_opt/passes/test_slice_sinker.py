@@ -59,7 +59,8 @@ ENTRY e {
     module = check_pass("slice-sinker", text)
     root = module.entry.root
     assert [op.opcode for op in root.operands] == ["slice", "slice"]
-    assert all(op.operands[0].opcode == "select" and op.operands[0].shape.dims == (4, 3) for op in root.operands)
+    assert all(op.operands[0].opcode == "select" and op.operands[0].shape.dims == (4, 3)
+               for op in root.operands)
     check_same_results(text, module)
 
 
@@ -79,7 +80,8 @@ def test_overlapping_slices_compute_shared_elements_once():
     module = check_pass("slice-sinker", text)
     wholes = [i for i in module.entry.instructions if i.opcode == "multiply" and i.users]
     assert len(wholes) == 1 and wholes[0].shape.dims == (6, 5)
-    assert [op.attrs["slice"].dims[0] for op in module.entry.root.operands] == [(0, 2, 1), (2, 5, 1), (3, 6, 1)]
+    rows = [op.attrs["slice"].dims[0] for op in module.entry.root.operands]
+    assert rows == [(0, 2, 1), (2, 5, 1), (3, 6, 1)]
     check_same_results(text, module)
 
 
@@ -100,7 +102,8 @@ def test_two_groups_on_the_same_sources():
   m1 = f32[6,4] multiply(ac1, bc1)
   ROOT t = (f32[2,5], f32[4,5], f32[6,1], f32[6,4]) tuple(d0, d1, m0, m1)""")
     module = check_pass("slice-sinker", text)
-    assert [op.operands[0].opcode for op in module.entry.root.operands] == ["add", "add", "multiply", "multiply"]
+    kinds = [op.operands[0].opcode for op in module.entry.root.operands]
+    assert kinds == ["add", "add", "multiply", "multiply"]
     check_same_results(text, module)
 
 
@@ -163,7 +166,8 @@ def test_slices_read_by_two_kinds_of_op():
   m1 = f32[4,5] multiply(a1, b1)
   ROOT t = (f32[2,5], f32[4,5], f32[2,5], f32[4,5]) tuple(d0, d1, m0, m1)""")
     module = check_pass("slice-sinker", text)
-    assert [op.operands[0].opcode for op in module.entry.root.operands] == ["add", "add", "multiply", "multiply"]
+    kinds = [op.operands[0].opcode for op in module.entry.root.operands]
+    assert kinds == ["add", "add", "multiply", "multiply"]
     check_same_results(text, module)
 
 
@@ -197,7 +201,8 @@ def test_the_gpu_pipeline_gives_the_mass_matrix_one_cosine():
     lines = [f"  e{i} = f32[1] slice(q), slice={{[{i}:{i + 1}]}}\n  r{i} = f32[] reshape(e{i})\n"
              f"  c{i} = f32[] cosine(r{i})" for i in range(6)]
     text = "HloModule m\nENTRY e {\n  q = f32[6] parameter(0)\n" + "\n".join(lines) + \
-        "\n  ROOT t = (" + ", ".join(["f32[]"] * 6) + ") tuple(" + ", ".join(f"c{i}" for i in range(6)) + ")\n}\n"
-    out = subprocess.run([sys.executable, "-m", "hlo_opt.cli", "-"], input=text, capture_output=True, text=True,
-                         check=True).stdout
+        "\n  ROOT t = (" + ", ".join(["f32[]"] * 6) + ") tuple(" + \
+        ", ".join(f"c{i}" for i in range(6)) + ")\n}\n"
+    out = subprocess.run([sys.executable, "-m", "hlo_opt.cli", "-"], input=text, capture_output=True,
+                         text=True, check=True).stdout
     assert out.count("cosine(") == 1, out
